@@ -1,0 +1,20 @@
+# The two commands of the README. Each does its own set-up (apt packages, .venv, pip).
+.PHONY: demo demo-rig test bench
+demo:
+	@scripts/setup
+	.venv/bin/svcdiag replay --example dflash-smoke; \
+	.venv/bin/svcdiag replay --example max-running-zero; \
+	test $$? -eq 1   # the seed's failure: exit 1 is the expected answer
+
+test:
+	@scripts/setup rig
+	.venv/bin/python -m pytest -q $(PYTEST_ARGS); rc=$$?; \
+	if [ $$rc -eq 5 ]; then echo "test: pytest collected no tests" >&2; exit 1; fi; exit $$rc
+
+demo-rig:
+	@scripts/setup rig
+	.venv/bin/python -m svcdiag.rig run -- svcdiag --units units up demo-smoke --wait-ready
+
+bench:
+	@scripts/setup
+	.venv/bin/python bench/scan.py

@@ -1,0 +1,20 @@
+"""The one exception type the CLI turns into a one-line message and exit code 2."""
+
+from __future__ import annotations
+
+
+class SvcdiagError(Exception):
+    """Bad input or a missing precondition: reported in one line, never a traceback."""
+
+    exit_code = 2
+
+
+class ConfigError(SvcdiagError):
+    """A config file is wrong; the message names the file and the field."""
+
+    def __init__(self, path: object, field: str | None, message: str):
+        self.path = str(path)
+        self.field = field
+        self.message = message
+        where = f"{self.path}: {field}" if field else self.path
+        super().__init__(f"{where}: {message}")

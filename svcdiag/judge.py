@@ -1,0 +1,55 @@
+"""One start of a unit, judged: lines → grammar → readiness. Replay and the live path share it."""
+
+from __future__ import annotations
+
+from .config import ServiceConfig
+from .events import Event, Verdict
+from .grammar import LineParser, parse_systemd
+from .readiness import Readiness
+
+
+class Judge:
+    def __init__(self, cfg: ServiceConfig | None = None, *, unit: str | None = None,
+                 invocation: str | None = None, total_timeout: float | None = None,
+                 start_ts: float | None = None):
+        self.parser = LineParser()
+        self.readiness = Readiness(
+            cfg.timeout if cfg else None, hybrid=cfg.hybrid if cfg else None, start_ts=start_ts,
+            total_timeout=total_timeout, unit=unit or (cfg.unit if cfg else None), invocation=invocation)
+        self._clock_seen: float | None = None
+
+    @property
+    def verdict(self) -> Verdict | None:
+        return self.readiness.verdict
+
+    def service_line(self, text: str, ts: float | None = None) -> list[Event]:
+        """A line the server printed. With no `ts`, its own prefix is the clock."""
+        events = self.parser.feed(text, ts)
+        out: list[Event] = []
+        if not events:
+            now = ts if ts is not None else self.parser.last_ts
+            if now is not None and now != self._clock_seen:
+                self._clock_seen = now
+                v = self.readiness.tick(now)
+                if v is not None:
+                    out.append(v)
+            return out
+        for ev in events:
+            out += self.readiness.feed(ev)
+        return out
+
+    def systemd_line(self, text: str, ts: float | None = None) -> list[Event]:
+        """A line of systemd's about the unit ("Main process exited, code=killed, ...")."""
+        ev = parse_systemd(text, ts, self.readiness.invocation)
+        if ev is None:
+            return self.tick(ts) if ts is not None else []
+        return self.readiness.feed(ev)
+
+    def tick(self, now: float) -> list[Event]:
+        v = self.readiness.tick(now)
+        return [v] if v is not None else []
+
+    def finish(self) -> Verdict:
+        for ev in self.parser.close():
+            self.readiness.feed(ev)
+        return self.readiness.finish()

@@ -1,0 +1,144 @@
+"""How events and verdicts look to an operator: one human line each, or one JSON object."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any, Callable, TextIO
+
+from .events import (
+    CudaGraph, DraftRunner, Event, Failure, KVCache, MambaCache, MaxRunningLimited, PhaseChange, PoolEnd,
+    Ready, SchedulerInfo, ServerArgs, UnitState, Uvicorn, Verdict, WeightsBegin, WeightsEnd,
+)
+
+KEY_FIGURES = ("kv_tokens", "max_total_num_tokens", "max_running_requests", "context_len", "mamba_slots",
+               "weights_gb", "avail_before_load_gb", "available_gpu_mem_gb", "startup_s")
+
+
+def _gb(v: float | None) -> str:
+    return "?" if v is None else f"{v:.2f} GB"
+
+
+def _n(v: Any) -> str:
+    return f"{v:,}" if isinstance(v, int) and not isinstance(v, bool) else str(v)
+
+
+def describe(ev: Event) -> str | None:
+    """One line for an event, or None for those not worth a line of their own."""
+    if isinstance(ev, PhaseChange):
+        took = f" (after {ev.previous_s:.1f} s in {ev.previous})" if ev.previous_s is not None else ""
+        return f"phase → {ev.phase}{took}"
+    if isinstance(ev, ServerArgs):
+        spec = f", speculative {ev.speculative_algorithm}" if ev.speculative_algorithm else ""
+        return (f"server_args: {ev.model_path}, tp={ev.tp_size}, context_length={ev.context_length}, "
+                f"mem_fraction_static={ev.mem_fraction_static}, max_running_requests={ev.max_running_requests}{spec}")
+    if isinstance(ev, WeightsBegin):
+        return f"loading weights, {_gb(ev.avail_gb)} free"
+    if isinstance(ev, WeightsEnd):
+        took = f" in {ev.elapsed_s:.1f} s" if ev.elapsed_s is not None else ""
+        return f"weights loaded: {ev.model_type}, {_gb(ev.mem_usage_gb)}{took}, {_gb(ev.avail_gb)} left"
+    if isinstance(ev, KVCache):
+        size = (f"K {_gb(ev.k_gb)} + V {_gb(ev.v_gb)}" if ev.k_gb is not None else f"KV {_gb(ev.kv_gb)}")
+        what = "KV cache upper bound" if ev.upper_bound else "draft KV cache" if ev.draft else \
+            f"{ev.label} KV cache" if ev.label else "KV cache"
+        return f"{what}: {ev.tokens:,} tokens ({size}{', ' + ev.dtype if ev.dtype else ''})"
+    if isinstance(ev, MambaCache):
+        inter = f" + intermediate {_gb(ev.intermediate_ssm_gb)}" if ev.intermediate_ssm_gb is not None else ""
+        return f"Mamba cache: {ev.slots} slots, conv {_gb(ev.conv_gb)} + ssm {_gb(ev.ssm_gb)}{inter}"
+    if isinstance(ev, PoolEnd):
+        return f"memory pools done, {_gb(ev.avail_gb)} free"
+    if isinstance(ev, MaxRunningLimited):
+        return f"max_running_requests limited to {ev.value} by the {ev.by} cache"
+    if isinstance(ev, CudaGraph):
+        if ev.stage == "begin":
+            return f"capturing {ev.name} CUDA graphs, {_gb(ev.avail_gb)} free"
+        return f"{ev.name} CUDA graphs captured: {_gb(ev.mem_usage_gb)}" + (
+            f" in {ev.elapsed_s:.1f} s" if ev.elapsed_s is not None else "")
+    if isinstance(ev, DraftRunner):
+        return f"{ev.algorithm} draft runner {ev.stage}"
+    if isinstance(ev, SchedulerInfo):
+        return (f"scheduler: max_total_num_tokens={ev.max_total_num_tokens:,}, max_running_requests="
+                f"{ev.max_running_requests}, context_len={_n(ev.context_len)}, "
+                f"available_gpu_mem={_gb(ev.available_gpu_mem_gb)}")
+    if isinstance(ev, Uvicorn):
+        return {"started": "HTTP server process started", "startup_complete": None,
+                "running": f"HTTP listening on {ev.url}"}.get(ev.stage)
+    if isinstance(ev, Ready):
+        return "fired up and ready to roll"
+    if isinstance(ev, UnitState):
+        return f"systemd: {ev.line}" if ev.state in ("started", "exited", "stopping", "stopped", "result") else None
+    if isinstance(ev, Failure):
+        return f"failure ({ev.cause}): {ev.message}"
+    return None
+
+
+def _clock(ts: float | None) -> str:
+    if ts is None:
+        return "        "
+    return time.strftime("%H:%M:%S", time.localtime(ts))
+
+
+class Printer:
+    """Streams events as they come: human lines on a TTY or a file, or JSON lines."""
+
+    def __init__(self, out: TextIO, *, as_json: bool, diagnose: Callable[[Verdict], dict[str, Any] | None] | None = None):
+        self.out, self.as_json, self.diagnose = out, as_json, diagnose
+
+    def event(self, ev: Event) -> None:
+        if isinstance(ev, Verdict):
+            return  # the verdict is printed once, last, by verdict()
+        if self.as_json:
+            self._json(ev.to_json())
+            return
+        text = describe(ev)
+        if text:
+            self.out.write(f"  {_clock(ev.ts)}  {text}\n")
+            self.out.flush()
+
+    def note(self, text: str) -> None:
+        if self.as_json:
+            self._json({"event": "note", "message": text})
+        else:
+            self.out.write(text + "\n")
+            self.out.flush()
+
+    def verdict(self, v: Verdict) -> Verdict:
+        if self.diagnose is not None and v.diagnosis is None and v.verdict != "healthy":
+            v = v.with_(diagnosis=self.diagnose(v))
+        if self.as_json:
+            self._json(v.to_json())
+        else:
+            self.out.write(render_verdict(v))
+        self.out.flush()
+        return v
+
+    def _json(self, obj: dict[str, Any]) -> None:
+        self.out.write(json.dumps(obj, ensure_ascii=False, default=str) + "\n")
+        self.out.flush()
+
+
+def render_verdict(v: Verdict) -> str:
+    head = {"healthy": "HEALTHY", "failed": "FAILED", "timed_out": "TIMED OUT", "incomplete": "INCOMPLETE"}[v.verdict]
+    cause = f" [{v.cause}]" if v.cause else ""
+    who = f"{v.unit}: " if v.unit else ""
+    took = f" after {v.figures['startup_s']:.1f} s" if "startup_s" in v.figures else ""
+    lines = [f"\n{who}{head}{cause} in phase {v.phase}{took}: {v.message}"]
+    figs = [f"{k}={_n(v.figures[k])}" for k in KEY_FIGURES if k in v.figures and k != "startup_s"]
+    if figs:
+        lines.append("  figures: " + ", ".join(figs))
+    if v.phase_seconds:
+        lines.append("  phases:  " + ", ".join(f"{p} {s:.1f} s" for p, s in v.phase_seconds.items()))
+    if v.evidence:
+        lines.append("  evidence:")
+        lines += [f"    {e[:400]}" for e in v.evidence]
+    d = v.diagnosis
+    if d:
+        lines.append("  diagnosis:")
+        for sentence in d.get("explanation", []):
+            lines.append(f"    {sentence}")
+        if d.get("fixes"):
+            lines.append("  fixes:")
+            for fix in d["fixes"]:
+                change = ", ".join(f"{k} = {json.dumps(val)}" for k, val in fix["set"].items())
+                lines.append(f"    - {change}: {fix['reason']}")
+    return "\n".join(lines) + "\n"

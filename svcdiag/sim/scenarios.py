@@ -1,0 +1,46 @@
+"""The stand-in's scenarios: the GPU host's condition and the way a start goes wrong.
+
+Kept free of heavy imports: config validation reads SCENARIOS to check `simulate =`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Scenario:
+    summary: str
+    dense: bool = False
+    #: what goes wrong, and where (None: a healthy start)
+    fault: str | None = None
+    #: free memory per GPU before loading (GB); None: an idle H200
+    gpu_free_gb: float | None = None
+    #: solve the free memory so the KV pool comes out at exactly this many tokens
+    kv_tokens_target: int | None = None
+    #: nominal seconds of the weight load (scaled by --time-scale)
+    weight_load_s: float = 41.9
+    #: what /get_server_info reports, when it lies (the HTTP cross-check's test)
+    server_info_tokens_delta: int = 0
+
+
+SCENARIOS: dict[str, Scenario] = {
+    "healthy-hybrid-dflash": Scenario("Qwen3.6-27B hybrid + DFlash draft, starts in ~2 min (the seed's smoke figures)"),
+    "healthy-dense": Scenario("a dense model without speculation, starts cleanly", dense=True),
+    "slow-start": Scenario("healthy, but weights load from slow storage: a ~2.5-minute start", weight_load_s=100.6),
+    "max-running-zero": Scenario(
+        "the seed's failure: 11,893 KV tokens for a 32,768 context, `max_running_request is zero`",
+        fault="max_running_zero", kv_tokens_target=11893),
+    "not-enough-memory": Scenario("weights leave no room for the KV cache under mem_fraction_static",
+                                  fault="not_enough_memory", gpu_free_gb=71.5),
+    "cuda-oom": Scenario("CUDA out of memory while capturing CUDA graphs", fault="cuda_oom"),
+    "segfault": Scenario("SIGSEGV in the middle of the weight load (nothing printed about it)", fault="segfault"),
+    "oom-kill": Scenario("SIGKILL mid-load, as the kernel's OOM killer sends it", fault="sigkill"),
+    "exit-early": Scenario("exits with status 1 before the KV cache, without a word", fault="exit_early"),
+    "hang": Scenario("silent hang in the weight load: no line, no exit", fault="hang"),
+    "port-in-use": Scenario("another server already listens on --port: uvicorn cannot bind", fault="port_in_use"),
+    "model-missing": Scenario("--model-path does not exist", fault="model_missing"),
+    "nccl-error": Scenario("NCCL fails while initialising torch distributed", fault="nccl_error"),
+    "http-mismatch": Scenario("healthy log, but /get_server_info disagrees with the logged KV pool",
+                              server_info_tokens_delta=-4096),
+}

@@ -1,0 +1,56 @@
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+ROOT = Path(__file__).resolve().parent.parent
+UNITS = ROOT / "units"
+EXAMPLES = ROOT / "svcdiag" / "examples"
+
+
+@pytest.fixture
+def units(tmp_path: Path) -> Path:
+    """A private copy of the shipped units folder, free to add bad configs to."""
+    d = tmp_path / "units"
+    shutil.copytree(UNITS, d)
+    return d
+
+
+class Cli:
+    def __init__(self, units: Path | None):
+        self.units = units
+
+    def __call__(self, *args: str, input: str | bytes | None = None):
+        from svcdiag.cli import main
+
+        argv = (["--units", str(self.units)] if self.units else []) + list(args)
+        return CliRunner().invoke(main, argv, input=input, catch_exceptions=True)
+
+
+@pytest.fixture
+def cli(units: Path) -> Cli:
+    return Cli(units)
+
+
+def run_svcdiag(*args: str, input: bytes | None = None, cwd: Path = ROOT) -> subprocess.CompletedProcess:
+    """The real console entry point in a subprocess: what an operator's shell sees."""
+    return subprocess.run([sys.executable, "-m", "svcdiag.cli", *args], input=input, capture_output=True,
+                          cwd=cwd, timeout=60)
+
+
+def assert_one_line_error(result, *needles: str, code: int = 2) -> None:
+    out = result.stderr if isinstance(result, subprocess.CompletedProcess) else result.output
+    if isinstance(out, bytes):
+        out = out.decode()
+    assert result.returncode == code if hasattr(result, "returncode") else result.exit_code == code, out
+    lines = [ln for ln in out.splitlines() if ln.strip()]
+    assert len(lines) == 1, out
+    assert lines[0].startswith("svcdiag: error: "), out
+    assert "Traceback" not in out
+    for n in needles:
+        assert n in lines[0], (n, lines[0])

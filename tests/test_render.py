@@ -1,0 +1,139 @@
+"""Rendered units: accepted by systemd-analyze, argv exactly as configured, drift detectable."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
+
+from svcdiag.config import UnitsDir
+from svcdiag.flags import exec_argv
+from svcdiag.install import drift, install_units
+from svcdiag.render import installed_hash, quote_exec_word, render_unit
+
+from .conftest import UNITS
+from .systemd_quoting import split_exec
+
+OWNED_FLAGS = {"--port", "--host", "--model-path", "--model", "--tp-size", "--tp", "--tensor-parallel-size"}
+SHIPPED = sorted(p.stem for p in UNITS.glob("*.toml"))
+
+
+def exec_start(unit_text: str) -> str:
+    return next(ln for ln in unit_text.splitlines() if ln.startswith("ExecStart="))[len("ExecStart="):]
+
+
+def with_local_python(units: Path, name: str) -> str:
+    """A child of the shipped config that runs this machine's interpreter, so that verify can
+    check everything else (the GPU host's venv does not exist here)."""
+    child = f"verify-{name}"
+    (units / f"{child}.toml").write_text(f'extends = "{name}"\npython = "{sys.executable}"\n')
+    return child
+
+
+@pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="systemd-analyze not installed")
+@pytest.mark.parametrize("name", SHIPPED)
+def test_shipped_config_renders_and_systemd_analyze_verify_accepts_it(units: Path, tmp_path: Path, name: str) -> None:
+    u = UnitsDir(units, "t")
+    cfg = u.load(with_local_python(units, name)) if not u.load(name).simulate else u.load(name)
+    unit = tmp_path / f"{name}.service"
+    unit.write_text(render_unit(cfg))
+    r = subprocess.run(["systemd-analyze", "verify", str(unit)], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert f"{name}.service" not in r.stderr, r.stderr  # no warning about our unit at all
+    assert split_exec(exec_start(unit.read_text())) == exec_argv(cfg)
+
+
+def test_unit_has_what_an_operator_expects(units: Path) -> None:
+    cfg = UnitsDir(units, "t").load("dflash-tp4")
+    text = render_unit(cfg)
+    for line in ("Restart=no", "StandardOutput=journal", "StandardError=journal", "SyslogIdentifier=dflash-tp4",
+                 'Environment="PYTHONUNBUFFERED=1"', 'Environment="CUDA_VISIBLE_DEVICES=0,1,2,3"',
+                 "KillMode=mixed", "TimeoutStopSec=60", "User=sglang", f"X-SvcdiagConfigHash={cfg.config_hash}"):
+        assert line in text.splitlines(), line
+    argv = split_exec(exec_start(text))
+    assert argv[:3] == ["/opt/sglang/.venv/bin/python", "-m", "sglang.launch_server"]
+    assert argv[argv.index("--tp-size") + 1] == "4"
+    assert argv[argv.index("--speculative-algorithm") + 1] == "DFLASH"
+
+
+def test_simulate_keeps_every_flag_and_swaps_the_program(units: Path) -> None:
+    (units / "sim.toml").write_text('extends = "dflash-smoke"\nsimulate = "healthy-hybrid-dflash"\nsim_time_scale = 0.05\n')
+    u = UnitsDir(units, "t")
+    real, sim = exec_argv(u.load("dflash-smoke")), exec_argv(u.load("sim"))
+    assert sim[:4] == [sys.executable, "-m", "svcdiag.sim", "healthy-hybrid-dflash"]
+    assert sim[6:] == real[3:]
+
+
+def test_config_change_changes_hash_and_shows_as_drift(units: Path, tmp_path: Path) -> None:
+    u = UnitsDir(units, "t")
+    res = install_units([u.load("dflash-smoke")], tmp_path)
+    assert res["units"][0]["action"] == "installed"
+    assert drift(u.load("dflash-smoke"), tmp_path) is None
+    before = installed_hash((tmp_path / "dflash-smoke.service").read_text())
+    cfg_file = units / "dflash-smoke.toml"
+    cfg_file.write_text(cfg_file.read_text().replace("mem_fraction_static = 0.75", "mem_fraction_static = 0.8"))
+    now = u.load("dflash-smoke")
+    assert now.config_hash != before
+    assert "config is now" in drift(now, tmp_path)
+    assert install_units([now], tmp_path)["units"][0]["action"] == "updated"
+    assert install_units([now], tmp_path)["units"][0]["action"] == "unchanged"
+
+
+def test_install_of_a_bad_set_writes_nothing(cli, units: Path, tmp_path: Path) -> None:
+    (units / "zz-bad.toml").write_text('extends = "dflash-smoke"\nport = 0\n')
+    out = tmp_path / "system"
+    r = cli("install", "--unit-dir", str(out))
+    assert r.exit_code == 2
+    assert not out.exists() or not any(out.iterdir())
+
+
+def test_install_cli_json(cli, tmp_path: Path) -> None:
+    r = cli("install", "dflash-smoke", "nospec-tp1", "--unit-dir", str(tmp_path), "--json")
+    assert r.exit_code == 0, r.output
+    data = json.loads(r.output)
+    assert [x["action"] for x in data["units"]] == ["installed", "installed"]
+    assert (tmp_path / "nospec-tp1.service").exists()
+    assert "skipped" in data["reload"]
+
+
+def test_diff_marks_memory_keys(cli) -> None:
+    r = cli("diff", "dflash-smoke", "dflash-tp1-mr8", "--json")
+    rows = {x["key"]: x for x in json.loads(r.output)["differences"]}
+    assert rows["max_running_requests"] == {"key": "max_running_requests", "a": 4, "b": 8, "memory": True}
+    assert rows["max_mamba_cache_size"]["b"] == 2 and rows["max_mamba_cache_size"]["memory"]
+    assert rows["port"]["memory"] is False
+    human = cli("diff", "dflash-smoke", "dflash-tp1-mr8").output
+    assert "* max_mamba_cache_size" in human and "24  →  2" in human
+
+
+ARG = st.text(st.characters(blacklist_categories=["Cs"], blacklist_characters="\x00\n\r"
+                            + "".join(chr(c) for c in range(1, 32) if c != 9) + "\x7f"), max_size=24)
+
+
+def config_with(extra_args: list[str], served: str, env_value: str):
+    from svcdiag.config import _build, check_raw
+
+    raw = {"model_path": "/dev/shm/m", "extra_args": extra_args, "served_model_name": served,
+           "env": {"SVCDIAG_T": env_value}}
+    check_raw(Path("/virtual/t.toml"), raw)
+    return _build("t", Path("/virtual/t.toml"), raw)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(ARG, max_size=6), ARG.filter(str.strip), ARG)
+def test_exec_start_is_exactly_the_configured_argv(args: list[str], served: str, env_value: str) -> None:
+    assume(not any(a.split("=", 1)[0] in OWNED_FLAGS for a in args))
+    cfg = config_with(args, served, env_value)
+    text = render_unit(cfg)
+    baseline = render_unit(config_with([], "x", "y"))
+    # systemd splits unit files on \n only (U+0085 and friends are ordinary characters to it)
+    assert len(text.split("\n")) == len(baseline.split("\n")), "a value added or removed a line"
+    assert split_exec(exec_start(text)) == exec_argv(cfg)
+    env_line = next(ln for ln in text.split("\n") if ln.startswith('Environment="SVCDIAG_T='))
+    assert split_exec(env_line[len("Environment="):].replace("$", "$$")) == [f"SVCDIAG_T={env_value}"]
