@@ -25,7 +25,7 @@ SHIPPED = sorted(p.stem for p in UNITS.glob("*.toml"))
 
 
 def exec_start(unit_text: str) -> str:
-    return next(ln for ln in unit_text.splitlines() if ln.startswith("ExecStart="))[len("ExecStart="):]
+    return next(ln for ln in unit_text.split("\n") if ln.startswith("ExecStart="))[len("ExecStart="):]
 
 
 def with_local_python(units: Path, name: str) -> str:
