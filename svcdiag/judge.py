@@ -16,6 +16,7 @@ class Judge:
         self.readiness = Readiness(
             cfg.timeout if cfg else None, hybrid=cfg.hybrid if cfg else None, start_ts=start_ts,
             total_timeout=total_timeout, unit=unit or (cfg.unit if cfg else None), invocation=invocation)
+        self.readiness.quote_events = False
         self._clock_seen: float | None = None
 
     @property
@@ -25,17 +26,18 @@ class Judge:
     def service_line(self, text: str, ts: float | None = None) -> list[Event]:
         """A line the server printed. With no `ts`, its own prefix is the clock."""
         events = self.parser.feed(text, ts)
+        r = self.readiness
+        now = ts if ts is not None else self.parser.last_ts
+        if now is not None and now != self._clock_seen:
+            self._clock_seen = now
+            v = r.tick(now)  # a line that arrives after a deadline does not save the phase
+            if v is not None:
+                return [v]
+        if r.verdict is None and text.strip():
+            r.last_line = text  # any line, milestone or not: a stall's diagnosis quotes it
         out: list[Event] = []
-        if not events:
-            now = ts if ts is not None else self.parser.last_ts
-            if now is not None and now != self._clock_seen:
-                self._clock_seen = now
-                v = self.readiness.tick(now)
-                if v is not None:
-                    out.append(v)
-            return out
         for ev in events:
-            out += self.readiness.feed(ev)
+            out += r.feed(ev)
         return out
 
     def systemd_line(self, text: str, ts: float | None = None) -> list[Event]:

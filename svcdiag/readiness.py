@@ -62,6 +62,8 @@ class Readiness:
         self.evidence: list[str] = []
         self.verdict: Verdict | None = None
         self.last_line: str | None = None
+        #: quote each event's line as the last one seen; a Judge, which sees every line, turns it off
+        self.quote_events = True
         self.last_ts: float | None = None
         self.started: float | None = None
         self._deadline: Deadline | None = None
@@ -122,7 +124,7 @@ class Readiness:
             if timed_out is not None:
                 return [timed_out]
             self.last_ts = max(ts, self.last_ts or ts)
-        if ev.line and not isinstance(ev, UnitState):
+        if self.quote_events and ev.line and not isinstance(ev, UnitState):
             self.last_line = ev.line
         primary = tp_rank(ev.ranks) in (None, 0)
         handler = getattr(self, f"_on_{type(ev).__name__}", None)

@@ -1,0 +1,251 @@
+"""The grammar on lines in SGLang's real formats (reference §0–§12), old and new."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from svcdiag.events import (
+    CudaGraph, DistInit, DraftRunner, Failure, KVCache, MambaCache, MaxRunningLimited, PoolEnd, Ready,
+    SchedulerInfo, ServerArgs, Uvicorn, WeightsBegin, WeightsEnd,
+)
+from svcdiag.grammar import LineParser, parse_systemd
+from svcdiag.readiness import Readiness
+
+PREFIXES = ["[2026-08-27 03:46:30] ", "[2026-08-27 03:46:30.123] ", "[2024-12-13 01:44:59 TP0] ",
+            "[2026-08-27 03:46:30 DP0 TP0 EP0] ", "[2026-08-27 03:46:30.001 PP0 TP0] "]
+
+
+def one(line: str):
+    events = LineParser().feed(line)
+    assert len(events) == 1, (line, events)
+    return events[0]
+
+
+@pytest.mark.parametrize("prefix", PREFIXES)
+def test_prefix_is_parsed_not_assumed(prefix: str) -> None:
+    ev = one(prefix + "Load weight begin. avail mem=54.64 GB")
+    assert isinstance(ev, WeightsBegin) and ev.avail_gb == 54.64
+    assert ev.ranks == prefix[prefix.index(":") + 6:].split("]")[0].lstrip(".0123456789 ").strip()
+    assert ev.ts is not None
+
+
+def test_weight_load_end_new_old_oldest_and_quantized() -> None:
+    new = one("[2026-08-17 16:52:10] Load weight end. elapsed=100.59 s, type=BailingMoeV3ForCausalLM, "
+              "avail mem=97.27 GB, mem usage=15.47 GB.")
+    assert (new.elapsed_s, new.model_type, new.avail_gb, new.mem_usage_gb, new.dtype) == \
+        (100.59, "BailingMoeV3ForCausalLM", 97.27, 15.47, None)
+    old = one("[2024-12-13 01:45:10 TP0] Load weight end. type=LlamaForCausalLM, dtype=torch.bfloat16, "
+              "avail mem=63.45 GB, mem usage=14.99 GB.")
+    assert old.elapsed_s is None and old.dtype == "torch.bfloat16" and old.ranks == "TP0"
+    q = one("[2026-08-17 16:52:10] Load weight end. elapsed=20.00 s, type=Qwen3ForCausalLM, quant=fp8, "
+            "avail mem=60.00 GB, mem usage=8.00 GB.")
+    assert q.quant == "fp8"
+    draft = one("[2026-08-17 16:52:40] Load weight end. elapsed=3.05 s, type=DFlash2DraftModel, avail mem=32.06 GB, "
+                "mem usage=1.66 GB.")
+    assert isinstance(draft, WeightsEnd) and draft.model_type == "DFlash2DraftModel"
+
+
+def test_kv_cache_variants() -> None:
+    mha = one("[2026-08-27 03:46:29] KV Cache is allocated. dtype: torch.bfloat16, #tokens: 2125056, "
+              "K size: 10.13 GB, V size: 10.13 GB")
+    assert isinstance(mha, KVCache) and (mha.tokens, mha.k_gb, mha.v_gb, mha.dtype) == (2125056, 10.13, 10.13, "torch.bfloat16")
+    mla = one("[2026-08-27 03:46:29 TP3] KV Cache is allocated. #tokens: 540000, KV size: 35.12 GB")
+    assert (mla.tokens, mla.kv_gb, mla.dtype, mla.ranks) == (540000, 35.12, None, "TP3")
+    full = one("[2026-08-27 03:46:29] Full KV Cache is allocated. dtype: torch.bfloat16, #tokens: 100000, K size: 1.00 GB, V size: 1.00 GB")
+    swa = one("[2026-08-27 03:46:29] SWA KV Cache is allocated. dtype: torch.bfloat16, #tokens: 400000, K size: 4.00 GB, V size: 4.00 GB")
+    assert full.label == "Full" and swa.label == "SWA"
+    ub = one("[2026-08-27 03:46:29] KV Cache VA upper bound. dtype: torch.bfloat16, #tokens: 900000, KV size: 9.00 GB")
+    assert ub.upper_bound
+    post = one("[2026-08-27 03:47:29] Post-capture KV sizing: KV cache allocated. dtype: torch.bfloat16, #tokens: 812345, "
+               "KV size: 8.10 GB, avail mem=3.00 GB")
+    assert post.post_capture and not post.draft and post.tokens == 812345
+    dpost = one("[2026-08-27 03:47:29] Post-capture KV sizing: draft KV cache allocated. dtype: torch.bfloat16, "
+                "#tokens: 812345, KV size: 0.80 GB")
+    assert dpost.draft
+
+
+def test_mamba_cache_plain_and_speculative() -> None:
+    plain = one("[2026-08-27 03:46:29] Mamba Cache is allocated. max_mamba_cache_size: 614, conv_state size: 0.38GB, "
+                "ssm_state size: 10.81GB ")
+    assert isinstance(plain, MambaCache) and (plain.slots, plain.conv_gb, plain.ssm_gb, plain.intermediate_ssm_gb) == (614, 0.38, 10.81, None)
+    spec = one("[2026-08-27 03:46:29] Mamba Cache is allocated. max_mamba_cache_size: 24, conv_state size: 0.07GB, "
+               "ssm_state size: 3.52GB intermediate_ssm_state_cache size: 11.25GB intermediate_conv_window_cache size: 0.04GB ")
+    assert (spec.intermediate_ssm_gb, spec.intermediate_conv_gb) == (11.25, 0.04)
+
+
+def test_scheduler_line_new_and_older() -> None:
+    new = one("[2026-08-27 03:46:30] max_total_num_tokens=392920, chunked_prefill_size=8192, max_prefill_tokens=16384, "
+              "max_running_requests=4096, context_len=40960, available_gpu_mem=10.54 GB")
+    assert isinstance(new, SchedulerInfo)
+    assert (new.max_total_num_tokens, new.chunked_prefill_size, new.max_prefill_tokens, new.max_running_requests,
+            new.context_len, new.available_gpu_mem_gb) == (392920, 8192, 16384, 4096, 40960, 10.54)
+    old = one("[2024-12-13 01:45:30 TP0] max_total_num_tokens=100000, max_prefill_tokens=16384, max_running_requests=2049, context_len=8192")
+    assert old.chunked_prefill_size is None and old.available_gpu_mem_gb is None and old.context_len == 8192
+
+
+def test_cuda_graph_both_formats() -> None:
+    b = one("[2026-08-27 03:46:31] Capture target decode CUDA graph begin. backend=full, num_tokens_per_req=1, bs=[1, 2], avail mem=73.10 GB")
+    e = one("[2026-08-27 03:46:41] Capture target verify CUDA graph end. elapsed=9.60 s, mem usage=1.21 GB, avail mem=33.72 GB.")
+    assert isinstance(b, CudaGraph) and (b.stage, b.name, b.avail_gb) == ("begin", "target decode", 73.10)
+    assert (e.stage, e.name, e.elapsed_s, e.mem_usage_gb) == ("end", "target verify", 9.60, 1.21)
+    ob = one("[2024-12-13 01:45:12 TP0] Capture cuda graph begin. This can take up to several minutes. avail mem=60.05 GB")
+    oe = one("[2024-12-13 01:45:22 TP0] Capture cuda graph end. Time elapsed: 10.12 s. mem usage=0.85 GB. avail mem=59.20 GB.")
+    assert (ob.stage, ob.name) == ("begin", "target decode")
+    assert (oe.stage, oe.elapsed_s, oe.mem_usage_gb, oe.avail_gb) == ("end", 10.12, 0.85, 59.20)
+    d = one("[2026-08-27 03:46:50] Capture draft decode CUDA graph begin. backend=full, num_tokens_per_bs=1, bs=[1], avail mem=30.00 GB")
+    assert d.name == "draft decode"
+
+
+def test_distributed_pool_draft_runner_uvicorn_ready() -> None:
+    dist = one("[2026-05-28 05:58:14] Init torch distributed ends. elapsed=0.85 s, mem usage=0.09 GB")
+    assert isinstance(dist, DistInit) and (dist.stage, dist.elapsed_s, dist.mem_usage_gb) == ("end", 0.85, 0.09)
+    assert one("[2024-12-13 01:44:59 TP0] Init torch distributed ends. mem usage=0.09 GB").elapsed_s is None
+    assert isinstance(one("[2026-05-28 05:58:14] Memory pool end. avail mem=34.93 GB"), PoolEnd)
+    dr = one("[2026-05-28 05:59:00] Initialized DFLASH draft runner. attention_backend=fa3, model=/m/d, block_size=16, "
+             "draft_window_size=None, compact_cache=False")
+    assert isinstance(dr, DraftRunner) and dr.algorithm == "DFLASH" and dr.stage == "initialized"
+    assert one("[2026-05-28 05:59:00] DFLASH draft runner ready. mask_token=<|MASK|>, mask_token_id=151669").stage == "ready"
+    up = one("[2026-05-28 05:59:02] INFO:     Uvicorn running on http://0.0.0.0:30000 (Press CTRL+C to quit)")
+    assert isinstance(up, Uvicorn) and up.url == "http://0.0.0.0:30000"
+    assert isinstance(one("[2026-05-28 05:59:05] The server is fired up and ready to roll!"), Ready)
+
+
+def test_server_args_line() -> None:
+    ev = one("[2026-05-28 05:58:00] server_args=ServerArgs(model_path='/dev/shm/Qwen3.6-27B', tokenizer_path='/dev/shm/Qwen3.6-27B', "
+             "tp_size=4, mem_fraction_static=0.75, max_running_requests=None, context_length=32768, "
+             "speculative_algorithm='DFLASH', max_mamba_cache_size=24, port=30002, served_model_name='a, b')")
+    assert isinstance(ev, ServerArgs)
+    assert (ev.model_path, ev.tp_size, ev.mem_fraction_static, ev.max_running_requests, ev.context_length,
+            ev.speculative_algorithm, ev.max_mamba_cache_size, ev.port) == \
+        ("/dev/shm/Qwen3.6-27B", 4, 0.75, None, 32768, "DFLASH", 24, 30002)
+
+
+def test_max_running_warnings_are_not_failures() -> None:
+    capped = one("[2026-05-28 05:58:30] max_running_requests is capped to 4 by the mamba state cache (max_mamba_cache_size=24, "
+                 "5 state slots per request). To raise it: increase --mamba-full-memory-ratio or --max-mamba-cache-size, or "
+                 "halve the state size with --mamba-ssm-dtype bfloat16.")
+    assert isinstance(capped, MaxRunningLimited) and (capped.value, capped.mamba_slots, capped.slots_per_req) == (4, 24, 5)
+    red = one("[2026-05-28 05:58:30] max_running_requests was reduced from the requested 64 to 12 (per dp worker) due to the "
+              "available KV cache capacity.")
+    assert (red.by, red.requested, red.value) == ("kv", 64, 12)
+
+
+ALARMING_BUT_FINE = [
+    "[2026-05-28 05:58:00] Ignore import error when loading sglang.srt.models.mllama4: No module named 'flash_attn_interface'",
+    "[2026-05-28 05:58:00] WARNING: error-prone setting: --enable-torch-compile may fail on some GPUs",
+    "/opt/venv/lib/python3.11/site-packages/torch/cuda/__init__.py:63: FutureWarning: The pynvml package is deprecated.",
+    "  warnings.warn(",
+    "[2026-05-28 05:58:00 TP0] Decode batch. #running-req: 1, #token: 20, token usage: 0.00, gen throughput (token/s): 10.0, #queue-req: 0,",
+    "Loading safetensors checkpoint shards:  50% Completed | 6/12 [00:20<00:20,  3.48s/it]",
+    "[2026-05-28 05:58:00] INFO:     127.0.0.1:51234 - \"GET /health HTTP/1.1\" 503 Service Unavailable",
+    "[2026-05-28 05:58:00] ERROR:    Exception in ASGI application",
+]
+
+
+@pytest.mark.parametrize("line", ALARMING_BUT_FINE)
+def test_lines_that_only_look_alarming_are_not_failures(line: str) -> None:
+    assert not [e for e in LineParser().feed(line) if isinstance(e, Failure)]
+
+
+def failures(lines: list[str]) -> list[Failure]:
+    p = LineParser()
+    out = [e for line in lines for e in p.feed(line)] + p.close()
+    return [e for e in out if isinstance(e, Failure)]
+
+
+def scheduler_tb(final: str, ranks: str = " TP0") -> list[str]:
+    return [f"[2026-05-28 05:58:40{ranks}] Scheduler hit an exception: Traceback (most recent call last):",
+            '  File "/x/sglang/srt/managers/scheduler.py", line 3012, in run_scheduler_process',
+            "    scheduler = Scheduler(server_args, port_args, gpu_id, tp_rank, moe_ep_rank, pp_rank, dp_rank)",
+            '  File "/x/sglang/srt/managers/tp_worker.py", line 247, in __init__',
+            '    assert self.model_runner.max_running_requests > 0, "max_running_request is zero"', final, ""]
+
+
+@pytest.mark.parametrize("final,cause", [
+    ("AssertionError: max_running_request is zero", "max_running_zero"),
+    ("RuntimeError: Not enough memory. Please try to increase --mem-fraction-static. Current value: mem_fraction_static=0.3",
+     "not_enough_memory"),
+    ("RuntimeError: Not enough memory. Please try to increase --mem-fraction-static. Current value: "
+     "self.server_args.mem_fraction_static=0.88", "not_enough_memory"),
+    ("RuntimeError: Loaded weights leave no GPU memory for the KV cache under --mem-fraction-static=0.5. Raise "
+     "--mem-fraction-static above 0.612", "not_enough_memory"),
+    ("RuntimeError: Hybrid (mamba/linear-attention) state cache is too small to serve any requests. max_mamba_cache_size=2, "
+     "mamba_ratio=0.9", "mamba_cache_too_small"),
+    ("RuntimeError: Not enough GPU memory for hybrid (mamba/linear-attention) state cache. Computed max_mamba_cache_size=0 (x). Try: y",
+     "mamba_cache_too_small"),
+    ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 79.11 GiB",
+     "cuda_oom"),
+    ("torch.distributed.DistBackendError: NCCL error in: ProcessGroupNCCL.cpp:3356, unhandled cuda error", "nccl_error"),
+    ("OSError: Incorrect path_or_model_id: '/dev/shm/nope'. Please provide either the path to a local folder or the repo_id",
+     "model_not_found"),
+    ("huggingface_hub.errors.HFValidationError: Repo id must be in the form 'repo_name' or 'namespace/repo_name': '/x'",
+     "model_not_found"),
+    ("KeyError: 'qwen3_5'", "exception"),
+    ("ZeroDivisionError: division by zero", "exception"),
+])
+def test_failures_are_classified_from_the_final_exception_line(final: str, cause: str) -> None:
+    got = failures(scheduler_tb(final))
+    assert got and got[0].cause == cause, got
+    assert got[0].message == final and final in got[0].evidence
+
+
+def test_traceback_without_the_word_error_is_still_a_failure() -> None:
+    got = failures(["Traceback (most recent call last):", '  File "/x/launch_server.py", line 9, in <module>',
+                    "    main()", "KeyboardInterrupt"])
+    assert got[0].cause == "exception" and got[0].message == "KeyboardInterrupt"
+
+
+def test_port_in_use_and_dead_schedulers_and_segfault_line() -> None:
+    (port,) = failures(["[2026-05-28 05:59:02] ERROR:    [Errno 98] error while attempting to bind on address "
+                        "('0.0.0.0', 30000): address already in use"])
+    assert port.cause == "port_in_use"
+    (dead,) = failures(["[2026-05-28 05:59:02] Rank 0 scheduler died during initialization (exit code: -9). If exit "
+                        "code is -9 (SIGKILL), a likely cause is the OS OOM killer."])
+    assert (dead.cause, dead.signal) == ("killed_by_signal", "KILL")
+    (old,) = failures(["[2024-12-13 01:45:00] Exit code: 1"])
+    assert (old.cause, old.status) == ("exited", 1)
+    (seg,) = failures(["Fatal Python error: Segmentation fault", "", "Current thread 0x00007f (most recent call first):"])
+    assert (seg.cause, seg.signal) == ("killed_by_signal", "SEGV")
+
+
+def test_interleaved_ranks_tracebacks_give_one_cause() -> None:
+    lines = []
+    for r in range(8):
+        lines.append(f"[2026-05-28 05:58:40 TP{r}] Load weight end. elapsed=10.00 s, type=X, avail mem=1.00 GB, mem usage=9.00 GB.")
+    tbs = [scheduler_tb("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.", f" TP{r}") for r in range(8)]
+    for i in range(len(tbs[0])):  # rank lines interleave line by line
+        lines += [tb[i] for tb in tbs]
+    got = failures(lines)
+    assert got[0].cause == "cuda_oom"
+
+
+def test_systemd_lines() -> None:
+    seg = parse_systemd("Main process exited, code=killed, status=11/SEGV")
+    assert (seg.state, seg.code, seg.status) == ("exited", "killed", "11/SEGV")
+    assert parse_systemd("Main process exited, code=dumped, status=6/ABRT").code == "dumped"
+    assert parse_systemd("Failed with result 'signal'.").result == "signal"
+    assert parse_systemd("Started dflash-smoke.service - SGLang.").state == "started"
+    assert parse_systemd("Stopping x.service...").state == "stopping"
+    assert parse_systemd("A process of this unit has been killed by the OOM killer.").state == "oom"
+    assert parse_systemd("Consumed 1.2s CPU time.") is None
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(st.one_of(
+    st.text(max_size=200),
+    st.sampled_from(PREFIXES).flatmap(lambda p: st.text(max_size=120).map(lambda t: p + t)),
+    st.sampled_from(["Traceback (most recent call last):", "  File \"x\"", "[2026-05-28 05:58:40 TP0] Scheduler hit an "
+                     "exception: Traceback (most recent call last):", "[2026-05-28 05:58:40] KV Cache is allocated. #tokens: x",
+                     "[2026-05-28 05:58:40] max_total_num_tokens=1, max_running_requests=x", "[9999-99-99 99:99:99] Load weight begin."]),
+), max_size=30))
+def test_parser_and_state_machine_never_raise_on_arbitrary_text(lines: list[str]) -> None:
+    p = LineParser()
+    machine = Readiness()
+    for line in lines:
+        for ev in p.feed(line):
+            machine.feed(ev)
+    for ev in p.close():
+        machine.feed(ev)
+    assert machine.finish().verdict in ("healthy", "failed", "timed_out", "incomplete")

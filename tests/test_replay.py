@@ -1,0 +1,227 @@
+"""Readiness on log timestamps, and `svcdiag replay` over every input format."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from svcdiag.judge import Judge
+from svcdiag.replay import replay
+
+from .conftest import EXAMPLES, assert_one_line_error, run_svcdiag
+from .journal_formats import as_export, as_json, as_short, entry
+
+SMOKE = (EXAMPLES / "dflash-smoke.log").read_text().splitlines()
+ZERO = (EXAMPLES / "max-running-zero.log").read_text().splitlines()
+T0 = 1779529320.0
+
+
+def judge_lines(lines: list[str], **kw):
+    j = Judge(**kw)
+    for line in lines:
+        j.service_line(line)
+    return j.finish()
+
+
+def test_healthy_start_has_its_figures_and_phase_times() -> None:
+    v = judge_lines(SMOKE)
+    assert v.verdict == "healthy" and v.cause is None and v.phase == "ready"
+    f = v.figures
+    assert f["kv_tokens"] == f["max_total_num_tokens"] and f["kv_tokens"] > 100_000
+    assert (f["max_running_requests"], f["context_len"], f["mamba_slots"]) == (4, 32768, 24)
+    assert (f["mamba_conv_gb"], f["mamba_ssm_gb"], f["mamba_intermediate_ssm_gb"]) == (0.07, 3.52, 11.25)
+    assert f["weights_gb"] == 50.29 and f["avail_before_load_gb"] == 139.72
+    assert v.phase_seconds["loading_weights"] == pytest.approx(42, abs=1)
+    assert set(v.phase_seconds) >= {"starting", "loading_weights", "kv_cache", "cuda_graph", "scheduler", "http"}
+
+
+def test_seed_failure_has_cause_and_figures() -> None:
+    v = judge_lines(ZERO)
+    assert (v.verdict, v.cause) == ("failed", "max_running_zero")
+    assert (v.figures["kv_tokens"], v.figures["context_len"], v.figures["max_running_requests"]) == (11893, 32768, 0)
+    assert "AssertionError: max_running_request is zero" in v.evidence
+
+
+def test_failed_the_moment_a_failure_is_seen_not_at_a_deadline() -> None:
+    j = Judge()
+    verdict_at = None
+    for i, line in enumerate(ZERO):
+        out = j.service_line(line)
+        if j.verdict is not None and verdict_at is None:
+            verdict_at = i
+    assert ZERO[verdict_at] == "AssertionError: max_running_request is zero"
+
+
+def stamp(seconds: float) -> str:
+    import time as _t
+
+    return _t.strftime("%Y-%m-%d %H:%M:%S", _t.localtime(T0 + seconds))
+
+
+def test_deadline_is_judged_on_the_log_own_timestamps() -> None:
+    lines = [f"[{stamp(0)}] Init torch distributed begin.", f"[{stamp(2)}] Load weight begin. avail mem=79.00 GB",
+             f"[{stamp(50)}] TP rank 0 could finish the model loading, but there are other ranks that didn't finish loading.",
+             f"[{stamp(100)}] Load weight end. elapsed=98.00 s, type=X, avail mem=20.00 GB, mem usage=59.00 GB."]
+    v = judge_lines(lines, cfg=None)
+    assert v.verdict == "incomplete" and v.phase == "kv_cache"
+    j = Judge()
+    j.readiness.timeouts["loading_weights"] = 60
+    for line in lines:
+        j.service_line(line)
+    v = j.finish()
+    assert (v.verdict, v.phase) == ("timed_out", "loading_weights")
+    assert v.stalled_s == pytest.approx(98, abs=0.01) and "deadline 60 s" in v.message
+    assert "other ranks that didn't finish loading" in v.last_line
+
+
+def test_stall_at_end_of_input_past_deadline_is_timed_out_before_it_incomplete() -> None:
+    j = Judge()
+    j.readiness.timeouts["loading_weights"] = 10
+    j.service_line(f"[{stamp(0)}] Load weight begin. avail mem=79.00 GB")
+    j.service_line(f"[{stamp(5)}] Decode batch. x")
+    assert j.finish().verdict == "incomplete"
+    j = Judge()
+    j.readiness.timeouts["loading_weights"] = 10
+    j.service_line(f"[{stamp(0)}] Load weight begin. avail mem=79.00 GB")
+    j.service_line(f"[{stamp(11)}] some unrelated line")
+    assert j.finish().verdict == "timed_out"
+
+
+def test_hybrid_expected_from_server_args_waits_for_mamba() -> None:
+    lines = [l for l in SMOKE if "Mamba Cache" not in l]
+    j = Judge()
+    phases = []
+    for line in lines:
+        for ev in j.service_line(line):
+            if ev.kind == "phase":
+                phases.append(ev.phase)
+    assert "mamba_cache" in phases  # server_args said max_mamba_cache_size=24
+    dense = [l.replace("max_mamba_cache_size=24", "max_mamba_cache_size=None") for l in lines]
+    assert judge_lines(dense).verdict == "healthy"
+
+
+def test_segfault_seen_only_in_systemd_lines() -> None:
+    j = Judge()
+    j.service_line(f"[{stamp(0)}] Load weight begin. avail mem=79.00 GB")
+    j.service_line("Loading safetensors checkpoint shards:  41% Completed | 5/12")
+    j.systemd_line("Main process exited, code=dumped, status=11/SEGV", T0 + 20)
+    j.systemd_line("Failed with result 'core-dump'.", T0 + 20)
+    v = j.finish()
+    assert (v.verdict, v.cause, v.phase, v.figures["signal"]) == ("failed", "killed_by_signal", "loading_weights", "SEGV")
+    assert "core dumped" in v.message
+    assert "Failed with result 'core-dump'." in v.evidence
+
+
+def test_stopped_from_outside_before_ready() -> None:
+    j = Judge()
+    j.service_line(f"[{stamp(0)}] Load weight begin. avail mem=79.00 GB")
+    j.systemd_line("Stopping demo.service - SGLang...", T0 + 3)
+    assert (j.finish().cause) == "stopped"
+
+
+def entries_for(lines: list[str], invocation: str, t0: float, *, exit_line: str | None = None,
+                unit: str = "demo.service") -> list[dict[str, str]]:
+    out = [entry("Starting demo.service - SGLang...", t0, pid1=True, invocation=invocation, unit=unit),
+           entry("Started demo.service - SGLang.", t0, pid1=True, invocation=invocation, unit=unit)]
+    for i, line in enumerate(lines):
+        out.append(entry(line, t0 + 1 + i * 0.5, invocation=invocation, unit=unit))
+    if exit_line:
+        out.append(entry(exit_line, t0 + 1 + len(lines) * 0.5, pid1=True, invocation=invocation, unit=unit))
+    return out
+
+
+TWO_STARTS = (entries_for(ZERO, "1" * 32, T0, exit_line="Main process exited, code=killed, status=9/KILL")
+              + entries_for(SMOKE, "2" * 32, T0 + 600))
+
+
+@pytest.mark.parametrize("writer", [as_json, as_export, as_short])
+def test_all_journal_formats_and_several_starts(writer) -> None:
+    data = writer(TWO_STARTS)
+    res = replay(io.BytesIO(data), "x")
+    assert res.format == writer.__name__.removeprefix("as_")
+    assert len(res.starts) == 2
+    assert res.verdict.verdict == "healthy", res.verdict
+    first = replay(io.BytesIO(data), "x", invocation="1" if writer is as_short else "1111")
+    assert (first.verdict.verdict, first.verdict.cause) == ("failed", "max_running_zero")
+    assert "Main process exited, code=killed, status=9/KILL" in first.verdict.evidence
+
+
+def test_plain_log_with_two_starts_judges_the_last() -> None:
+    res = replay(io.BytesIO(("\n".join(ZERO + SMOKE) + "\n").encode()), "x")
+    assert res.format == "plain" and len(res.starts) == 2 and res.verdict.verdict == "healthy"
+
+
+def test_journal_json_with_byte_array_and_null_messages() -> None:
+    es = entries_for(SMOKE, "3" * 32, T0)
+    es[5]["MESSAGE"] = list(es[5]["MESSAGE"].encode()) + [0xFF]  # non-UTF-8: journalctl prints a byte array
+    es[6]["MESSAGE"] = None
+    assert replay(io.BytesIO(as_json(es)), "x").verdict.verdict == "healthy"
+
+
+def test_export_with_multiline_binary_message() -> None:
+    es = entries_for(ZERO[:20], "4" * 32, T0)
+    tb = "\n".join(l for l in ZERO if not l.startswith("[") or "Scheduler hit" in l)
+    es.append(entry(tb, T0 + 30, invocation="4" * 32))
+    v = replay(io.BytesIO(as_export(es)), "x").verdict
+    assert (v.verdict, v.cause) == ("failed", "max_running_zero")
+
+
+def test_replay_cli_json_lines_verdict_last_and_exit_codes(tmp_path: Path) -> None:
+    r = run_svcdiag("replay", "--json", str(EXAMPLES / "max-running-zero.log"))
+    assert r.returncode == 1
+    lines = [json.loads(l) for l in r.stdout.decode().splitlines()]
+    last = lines[-1]
+    assert last["event"] == "verdict" and last["verdict"] == "failed" and last["cause"] == "max_running_zero"
+    assert {"kv_tokens", "max_running_requests", "context_len"} <= set(last["figures"])
+    assert all(isinstance(last["figures"][k], int) for k in ("kv_tokens", "max_running_requests", "context_len"))
+    assert last["evidence"]
+    assert any(l["event"] == "kv_cache" for l in lines[:-1])
+    assert run_svcdiag("replay", "--example", "dflash-smoke").returncode == 0
+    cut = tmp_path / "cut.log"
+    cut.write_text("\n".join(SMOKE[:20]))  # truncated: no newline at the end either
+    assert run_svcdiag("replay", str(cut)).returncode == 4
+    stdin = run_svcdiag("replay", "-", input=(EXAMPLES / "dflash-smoke.log").read_bytes())
+    assert stdin.returncode == 0 and b"HEALTHY" in stdin.stdout
+
+
+def test_replay_bad_input(tmp_path: Path) -> None:
+    assert_one_line_error(run_svcdiag("replay", str(tmp_path / "missing.log")), "missing.log: no such file")
+    assert_one_line_error(run_svcdiag("replay", str(tmp_path)), "is a directory")
+    locked = tmp_path / "locked.log"
+    locked.write_text("x")
+    locked.chmod(0)
+    import os
+
+    if os.geteuid() != 0:
+        assert_one_line_error(run_svcdiag("replay", str(locked)), "cannot read")
+    notjournal = tmp_path / "j.json"
+    notjournal.write_text('{"hello": 1}\n')
+    assert_one_line_error(run_svcdiag("replay", str(notjournal)), "not journal JSON")
+    assert_one_line_error(run_svcdiag("replay", "--example", "dflash-smok"), "did you mean 'dflash-smoke'")
+    for name, data in {"empty": b"", "garbage": bytes(range(256)) * 400, "badutf8": b"\xff\xfe[2026-05-23 \xc3(\n" * 100,
+                       "longline": b"[2026-05-23 09:42:05] " + b"x" * (1 << 20) + b"\n" + "\n".join(SMOKE).encode()}.items():
+        f = tmp_path / name
+        f.write_bytes(data)
+        r = run_svcdiag("replay", str(f))
+        assert b"Traceback" not in r.stderr, (name, r.stderr)
+        assert r.returncode in (0, 4), (name, r.returncode, r.stderr)
+    assert run_svcdiag("replay", str(tmp_path / "longline")).returncode == 0
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.binary(max_size=3000))
+def test_replay_never_raises_on_arbitrary_bytes(data: bytes) -> None:
+    for prefix in (b"", b"{", b"__CURSOR=x\nMESSAGE=", b"May 23 09:44:49 host x[1]: "):
+        try:
+            res = replay(io.BytesIO(prefix + data), "x")
+        except Exception as e:  # only our one-line errors may escape
+            from svcdiag.errors import SvcdiagError
+
+            assert isinstance(e, SvcdiagError), repr(e)
+            continue
+        assert res.verdict.verdict in ("healthy", "failed", "timed_out", "incomplete")
