@@ -43,6 +43,7 @@ FINAL_EXC_RE = re.compile(
     r"^(?:[A-Za-z_][\w.]*\.)?\w*(?:Error|Exception|Exit|Interrupt|Fault|Failure|Iteration)(?::.*)?$")
 CHAIN_LINES = ("During handling of the above exception", "The above exception was the direct cause")
 MAX_TRACEBACK_LINES = 400
+NOTHING: list[Event] = []  # shared and never appended to: the hot path allocates nothing
 
 
 def classify(text: str) -> str | None:
@@ -154,27 +155,32 @@ class LineParser:
     # ------------------------------------------------------------ entry
 
     def feed(self, text: str, ts: float | None = None) -> list[Event]:
-        """One line as printed (prefix included). `ts` is the journal's time when known."""
+        """One journal message (it may hold several lines). `ts` is the journal's time."""
         if "\n" in text:
             out: list[Event] = []
             for part in text.split("\n"):
-                out += self.feed(part, ts)
+                out += self.feed_line(part, ts)
             return out
-        if text[:2] == "[2" and len(text) > 21 and text[20] in "]. ":
-            end = text.find("] ", 20)
-            if end > 0:
-                cut = 24 if text[20] == "." else 20
-                ts_text = text[1:cut]
-                if ts_text != self._last_ts_text:
-                    self._clock(ts_text)
-                msg = text[end + 2:]
-                handler = self._dispatch.get(msg[:6])
-                if handler is None:
-                    return []
-                result = handler(msg, text[cut + 1:end], self._last_ts if ts is None else ts)
-                if result is None:
-                    return []
-                return result if isinstance(result, list) else [result]
+        return self.feed_line(text, ts)
+
+    def feed_line(self, text: str, ts: float | None = None) -> list[Event]:
+        """One line as printed, prefix included; with no `ts` the prefix is the clock."""
+        if text.startswith("[2") and len(text) > 21:
+            c = text[20]
+            if c == "]" or c == "." or c == " ":
+                end = text.find("] ", 20)
+                if end > 0:
+                    cut = 24 if c == "." else 20
+                    ts_text = text[1:cut]
+                    if ts_text != self._last_ts_text:
+                        self._clock(ts_text)
+                    handler = self._dispatch.get(text[end + 2:end + 8])
+                    if handler is None:
+                        return NOTHING
+                    result = handler(text[end + 2:], text[cut + 1:end], self._last_ts if ts is None else ts)
+                    if result is None:
+                        return NOTHING
+                    return result if isinstance(result, list) else [result]
         return self._unprefixed(text, ts)
 
     def _clock(self, ts_text: str) -> None:

@@ -24,17 +24,28 @@ class Judge:
         return self.readiness.verdict
 
     def service_line(self, text: str, ts: float | None = None) -> list[Event]:
-        """A line the server printed. With no `ts`, its own prefix is the clock."""
-        events = self.parser.feed(text, ts)
+        """A journal message the server printed (it may hold several lines)."""
+        if "\n" not in text:
+            return self.line(text, ts)
+        out: list[Event] = []
+        for part in text.split("\n"):
+            out += self.line(part, ts)
+        return out
+
+    def line(self, text: str, ts: float | None = None) -> list[Event]:
+        """One line as printed. With no `ts`, its own prefix is the clock."""
+        events = self.parser.feed_line(text, ts)
         r = self.readiness
-        now = ts if ts is not None else self.parser.last_ts
-        if now is not None and now != self._clock_seen:
+        now = self.parser.last_ts if ts is None else ts
+        if now != self._clock_seen and now is not None:
             self._clock_seen = now
             v = r.tick(now)  # a line that arrives after a deadline does not save the phase
             if v is not None:
                 return [v]
-        if r.verdict is None and text.strip():
+        if text and r.verdict is None:
             r.last_line = text  # any line, milestone or not: a stall's diagnosis quotes it
+        if not events:
+            return events
         out: list[Event] = []
         for ev in events:
             out += r.feed(ev)

@@ -15,7 +15,7 @@ from .config import ServiceConfig
 from .errors import SvcdiagError
 from .events import Event, Verdict
 from .judge import Judge
-from .sources import detect, plain_lines, records
+from .sources import detect, plain_chunks, records
 
 SERVER_ARGS_MARK = "] server_args=ServerArgs("
 EXAMPLES_DIR = Path(__file__).resolve().parent / "examples"
@@ -99,14 +99,15 @@ def replay(stream: BinaryIO, name: str, cfg: ServiceConfig | None = None,
     seg = _Segments(cfg, invocation)
     if fmt == "plain":
         seg.new()
-        for line in plain_lines(head, stream):
-            if seg.has_lines and line.find(SERVER_ARGS_MARK, 20, 48) > 0:
-                seg.new()
-            seg.has_lines = True
-            assert seg.judge is not None
-            out = seg.judge.service_line(line)
-            if out:
-                seg.emit(out)
+        for chunk, lines in plain_chunks(head, stream):
+            starts = SERVER_ARGS_MARK in chunk  # asked once per chunk, at C speed
+            for line in lines:
+                if starts and seg.has_lines and line.find(SERVER_ARGS_MARK, 20, 48) > 0:
+                    seg.new()
+                seg.has_lines = True
+                out = seg.judge.line(line)  # type: ignore[union-attr]
+                if out:
+                    seg.emit(out)
     else:
         current: str | None = None
         for rec in records(fmt, head, stream, name):

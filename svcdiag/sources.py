@@ -53,7 +53,19 @@ def records(fmt: str, head: bytes, stream: BinaryIO, name: str) -> Iterator[Reco
 
 
 def _lines(head: bytes, stream: BinaryIO) -> Iterator[str]:
-    """Decoded lines, in chunks: a truncated last line is still a line."""
+    """Decoded lines: a truncated last line is still a line."""
+    for _, lines in plain_chunks(head, stream):
+        yield from lines
+
+
+def _plain(head: bytes, stream: BinaryIO, name: str) -> Iterator[Record]:
+    for line in _lines(head, stream):
+        yield Record(line.rstrip("\r"))
+
+
+def plain_chunks(head: bytes, stream: BinaryIO) -> Iterator[tuple[str, list[str]]]:
+    """The plain format a chunk at a time, as (text, lines), with no Record per line:
+    replay's hot path, which can ask a question of a whole chunk at C speed first."""
     rest = b""
     buf = head
     while True:
@@ -68,20 +80,13 @@ def _lines(head: bytes, stream: BinaryIO) -> Iterator[str]:
             rest = data
             continue
         rest = data[cut + 1:]
-        yield from data[:cut].decode("utf-8", "replace").split("\n")
+        text = data[:cut].decode("utf-8", "replace")
+        if "\r" in text:
+            text = text.replace("\r\n", "\n")
+        yield text, text.split("\n")
     if rest:
-        yield rest.decode("utf-8", "replace")
-
-
-def _plain(head: bytes, stream: BinaryIO, name: str) -> Iterator[Record]:
-    for line in _lines(head, stream):
-        yield Record(line.rstrip("\r"))
-
-
-def plain_lines(head: bytes, stream: BinaryIO) -> Iterator[str]:
-    """The plain format without a Record per line: replay's hot path."""
-    for line in _lines(head, stream):
-        yield line[:-1] if line.endswith("\r") else line
+        text = rest.decode("utf-8", "replace").rstrip("\r")
+        yield text, [text]
 
 
 def _short_ts(m: re.Match[str], year: int) -> float | None:
