@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -206,6 +207,208 @@ def replay(ctx: click.Context, path: str | None, example: str | None, list_examp
         printer.event(ev)
     v = printer.verdict(result.verdict)
     sys.exit(EXIT_CODES[v.verdict])
+
+
+# ---------------------------------------------------------------- live (systemd)
+
+
+def _printer(as_json: bool, cfg: ServiceConfig | None) -> Any:
+    from .report import Printer
+
+    return Printer(sys.stdout, as_json=as_json, diagnose=_diagnoser(cfg))
+
+
+def _finish(printer: Any, verdict: Any, cfg: ServiceConfig, *, http: bool = True) -> NoReturn:
+    from .events import EXIT_CODES
+    from .httpcheck import cross_check
+
+    if http and verdict.verdict == "healthy":
+        verdict = cross_check(verdict, cfg.host, cfg.port, cfg.timeout["http_check"])
+    verdict = printer.verdict(verdict)
+    sys.exit(EXIT_CODES[verdict.verdict])
+
+
+def _interrupted(name: str, printer: Any, phase: str | None) -> NoReturn:
+    where = f" (in phase {phase})" if phase else ""
+    printer.note(f"interrupted: {name} is left as it is{where}; `svcdiag wait {name}` to resume waiting, "
+                 f"`svcdiag down {name}` to stop it")
+    sys.exit(130)
+
+
+def _wait_verdict(sd: Any, cfg: ServiceConfig, props: Any, printer: Any, timeout: float | None) -> NoReturn:
+    from .live import follow
+
+    phase: list[str] = []
+
+    def emit(ev: Any) -> None:
+        if ev.kind == "phase":
+            phase.append(ev.phase)
+        printer.event(ev)
+
+    try:
+        res = follow(sd, cfg, cfg.unit, props, emit=emit, total_timeout=timeout)
+    except KeyboardInterrupt:
+        _interrupted(cfg.name, printer, phase[-1] if phase else None)
+    assert res.verdict is not None
+    _finish(printer, res.verdict, cfg)
+
+
+@main.command()
+@click.argument("name")
+@click.option("--wait-ready", is_flag=True, help="wait for the verdict: healthy, failed or timed out")
+@click.option("--timeout", type=float, metavar="S", help="overall deadline in seconds (on top of per-phase ones)")
+@click.option("--restart", is_flag=True, help="restart even if the unit is already active")
+@click.option("--json", "as_json", is_flag=True, help="event lines as replay --json prints them, the verdict last")
+@click.pass_context
+def up(ctx: click.Context, name: str, wait_ready: bool, timeout: float | None, restart: bool, as_json: bool) -> None:
+    """Install (if missing or drifted) and start NAME; with --wait-ready, report its verdict."""
+    from .install import SYSTEM_UNIT_DIR, drift, install_units
+    from .live import start_unit, unit_lock
+    from .systemd import Systemd
+
+    cfg = load(ctx, name)
+    printer = _printer(as_json, cfg)
+    with Systemd.connect() as sd, unit_lock(name, printer.note):
+        props = sd.props(cfg.unit)
+        why = drift(cfg)
+        if props.running and not restart:
+            if why:
+                printer.note(f"{cfg.unit} is running a unit that differs from its config ({why}); "
+                             "--restart to apply the config")
+            printer.note(f"{cfg.unit} is already {props.active_state} (invocation {props.invocation}); attaching")
+        else:
+            if why:
+                install_units([cfg], SYSTEM_UNIT_DIR)
+                printer.note(f"installed {SYSTEM_UNIT_DIR / cfg.unit} ({why})")
+            props = start_unit(sd, cfg.unit, restart=restart and props.running)
+            printer.note(f"started {cfg.unit} (invocation {props.invocation})")
+        if not wait_ready:
+            if not as_json:
+                printer.note(f"follow it with: svcdiag wait {name}")
+            return
+        _wait_verdict(sd, cfg, props, printer, timeout)
+
+
+@main.command()
+@click.argument("name")
+@click.option("--timeout", type=float, metavar="S", help="overall deadline in seconds")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def wait(ctx: click.Context, name: str, timeout: float | None, as_json: bool) -> None:
+    """Attach to NAME's current start and wait for its verdict, restarting nothing."""
+    from .systemd import Systemd
+
+    cfg = load(ctx, name)
+    printer = _printer(as_json, cfg)
+    with Systemd.connect() as sd:
+        props = sd.props(cfg.unit)
+        if not props.invocation:
+            raise SvcdiagError(f"{cfg.unit} has not been started since boot ({props.active_state}); "
+                               f"start it with: svcdiag up {name} --wait-ready")
+        if not props.running:
+            printer.note(f"{cfg.unit} is {props.active_state}; judging its last start (invocation {props.invocation})")
+        _wait_verdict(sd, cfg, props, printer, timeout)
+
+
+@main.command()
+@click.argument("name")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def down(ctx: click.Context, name: str, as_json: bool) -> None:
+    """Stop NAME and wait until systemd has stopped it."""
+    from .systemd import Systemd
+
+    cfg = load(ctx, name)
+    with Systemd.connect() as sd:
+        before = sd.props(cfg.unit)
+        job = sd.stop(cfg.unit)
+        outcome = sd.wait_job(job, cfg.timeout.get("stop", 90.0))
+        after = sd.props(cfg.unit)
+    result = {"event": "down", "unit": cfg.unit, "job": outcome, "state_before": before.active_state,
+              "state_after": after.active_state}
+    if as_json:
+        emit_json(result)
+    else:
+        click.echo(f"{cfg.unit}: {before.active_state} → {after.active_state} (stop job {outcome})")
+    if after.running:
+        sys.exit(1)
+
+
+@main.command()
+@click.argument("names", nargs=-1)
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def status(ctx: click.Context, names: tuple[str, ...], as_json: bool) -> None:
+    """State, phase, figures and verdict of the current start of each unit (default: all)."""
+    from .live import follow
+    from .systemd import Systemd
+
+    units = units_dir(ctx)
+    configs = [load(ctx, n) for n in names] if names else units.load_all()
+    rows = []
+    with Systemd.connect() as sd:
+        for cfg in configs:
+            props = sd.props(cfg.unit)
+            row: dict[str, Any] = {"event": "status", "name": cfg.name, "unit": cfg.unit,
+                                   "active_state": props.active_state, "sub_state": props.sub_state,
+                                   "invocation": props.invocation or None}
+            if props.invocation and props.load_state != "not-found":
+                res = follow(sd, cfg, cfg.unit, props, emit=lambda ev: None, keep_following=False)
+                r = res.judge.readiness
+                v = res.verdict
+                if v is not None and v.verdict != "healthy" and (d := _diagnoser(cfg)):
+                    v = v.with_(diagnosis=d(v))
+                row.update(phase=r.phase, kv_tokens=r.figures.get("kv_tokens"),
+                           max_running_requests=r.figures.get("max_running_requests"),
+                           verdict=v.to_json() if v else None)
+                if props.running and props.active_enter_ts:
+                    row["uptime_s"] = round(time.time() - props.active_enter_ts, 1)
+            rows.append(row)
+    if as_json:
+        for row in rows:
+            emit_json(row)
+        return
+    for row in rows:
+        v = row.get("verdict")
+        verdict = f"{v['verdict']}{' [' + v['cause'] + ']' if v and v.get('cause') else ''}" if v else \
+            ("in progress" if row["active_state"] in ("activating", "active") else "-")
+        up_for = f", up {row['uptime_s']:.0f} s" if row.get("uptime_s") is not None else ""
+        click.echo(f"{row['name']:<24} {row['active_state']:<12} phase {row.get('phase') or '-':<16} "
+                   f"kv_tokens {row.get('kv_tokens') or '-':<10} max_running {row.get('max_running_requests') or '-':<5} "
+                   f"{verdict}{up_for}")
+        if v and v.get("diagnosis"):
+            for sentence in v["diagnosis"]["explanation"][:2]:
+                click.echo(f"    {sentence}")
+
+
+@main.command()
+@click.argument("name")
+@click.option("--milestones", is_flag=True, help="only the milestones, as events")
+@click.option("--follow", "follow_", is_flag=True, help="keep following until the unit stops (Ctrl-C to leave)")
+@click.pass_context
+def logs(ctx: click.Context, name: str, milestones: bool, follow_: bool) -> None:
+    """The current start's log (this invocation only, systemd's lines about it included)."""
+    from .live import follow
+    from .report import Printer
+    from .systemd import Systemd
+
+    cfg = load(ctx, name)
+    printer = Printer(sys.stdout, as_json=False)
+    with Systemd.connect() as sd:
+        props = sd.props(cfg.unit)
+        if not props.invocation:
+            raise SvcdiagError(f"{cfg.unit} has not been started since boot")
+
+        def line(rec: Any) -> None:
+            if not milestones:
+                who = "systemd: " if rec.systemd else ""
+                click.echo(f"{who}{rec.text}")
+
+        try:
+            follow(sd, cfg, cfg.unit, props, emit=printer.event if milestones else lambda ev: None,
+                   keep_following=follow_, on_record=line, until_verdict=False)
+        except KeyboardInterrupt:
+            sys.exit(130)
 
 
 def _diagnoser(cfg: ServiceConfig | None) -> Any:

@@ -132,13 +132,13 @@ def _field(v: object) -> str | None:
     return str(v)
 
 
-def _from_fields(fields: dict[str, object]) -> Record | None:
+def record_from_fields(fields: dict[str, object], ts: float | None = None) -> Record | None:
+    """A journal entry (json, export or a live reader's fields) as a record."""
     msg = _field(fields.get("MESSAGE"))
     if msg is None:
         return None
-    ts = None
     rt = _field(fields.get("__REALTIME_TIMESTAMP"))
-    if rt and rt.isdigit():
+    if ts is None and rt and rt.isdigit():
         ts = int(rt) / 1e6
     own_unit = _field(fields.get("_SYSTEMD_UNIT"))
     about = _field(fields.get("UNIT")) or _field(fields.get("USER_UNIT"))
@@ -167,7 +167,7 @@ def _json(head: bytes, stream: BinaryIO, name: str) -> Iterator[Record]:
                                    "__REALTIME_TIMESTAMP field); expected `journalctl -o json` output")
             continue
         checked = True
-        rec = _from_fields(obj)
+        rec = record_from_fields(obj)
         if rec is not None:
             yield rec
 
@@ -201,7 +201,7 @@ def _export(head: bytes, stream: BinaryIO, name: str) -> Iterator[Record]:
         pos = nl + 1
         if not line:
             if fields:
-                rec = _from_fields(fields)
+                rec = record_from_fields(fields)
                 if rec is not None:
                     yield rec
             fields = {}
@@ -224,6 +224,6 @@ def _export(head: bytes, stream: BinaryIO, name: str) -> Iterator[Record]:
             del buf[:pos]
             pos = 0
     if fields:
-        rec = _from_fields(fields)
+        rec = record_from_fields(fields)
         if rec is not None:
             yield rec
