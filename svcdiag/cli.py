@@ -374,7 +374,7 @@ def status(ctx: click.Context, names: tuple[str, ...], as_json: bool) -> None:
             ("in progress" if row["active_state"] in ("activating", "active") else "-")
         up_for = f", up {row['uptime_s']:.0f} s" if row.get("uptime_s") is not None else ""
         click.echo(f"{row['name']:<24} {row['active_state']:<12} phase {row.get('phase') or '-':<16} "
-                   f"kv_tokens {row.get('kv_tokens') or '-':<10} max_running {row.get('max_running_requests') or '-':<5} "
+                   f"kv_tokens {'-' if row.get('kv_tokens') is None else row['kv_tokens']:<10} max_running {'-' if row.get('max_running_requests') is None else row['max_running_requests']:<5} "
                    f"{verdict}{up_for}")
         if v and v.get("diagnosis"):
             for sentence in v["diagnosis"]["explanation"][:2]:

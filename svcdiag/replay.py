@@ -102,9 +102,10 @@ def replay(stream: BinaryIO, name: str, cfg: ServiceConfig | None = None,
         for chunk, lines in plain_chunks(head, stream):
             starts = SERVER_ARGS_MARK in chunk  # asked once per chunk, at C speed
             for line in lines:
-                if starts and seg.has_lines and line.find(SERVER_ARGS_MARK, 20, 48) > 0:
-                    seg.new()
-                seg.has_lines = True
+                if starts and line.find(SERVER_ARGS_MARK, 19, 64) > 0:
+                    if seg.has_lines:  # a second server_args: the server was started again
+                        seg.new()
+                    seg.has_lines = True
                 out = seg.judge.line(line)  # type: ignore[union-attr]
                 if out:
                     seg.emit(out)

@@ -33,6 +33,16 @@ systemd-id128 new > "$R"/root/etc/machine-id
 # journald keeps its files in /run (volatile): quick, and gone with the rig
 mkdir -p "$R"/root/etc/systemd/journald.conf.d
 printf '[Journal]\nStorage=volatile\nRateLimitBurst=0\n' > "$R"/root/etc/systemd/journald.conf.d/svcdiag-rig.conf
+# boot to a small target: journald, D-Bus and what basic.target pulls in, none of the
+# host's own services (a database, a web server) that multi-user.target would start
+cat > "$R"/root/etc/systemd/system/svcdiag-rig.target <<'UNIT'
+[Unit]
+Description=svcdiag test rig
+Requires=basic.target dbus.socket systemd-journald.service
+After=basic.target dbus.socket systemd-journald.service
+AllowIsolate=yes
+UNIT
+ln -sf svcdiag-rig.target "$R"/root/etc/systemd/system/default.target
 exec systemd-nspawn -D "$R"/root --register=no --keep-unit -M "${RIG_NAME:-svcdiag-rig}" \
      --boot --console=passive --quiet --bind="$PROJ":"$PROJ"
 """

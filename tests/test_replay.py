@@ -151,9 +151,16 @@ def test_all_journal_formats_and_several_starts(writer) -> None:
     assert "Main process exited, code=killed, status=9/KILL" in first.verdict.evidence
 
 
-def test_plain_log_with_two_starts_judges_the_last() -> None:
-    res = replay(io.BytesIO(("\n".join(ZERO + SMOKE) + "\n").encode()), "x")
+@pytest.mark.parametrize("ms", [False, True])
+def test_plain_log_with_two_starts_judges_the_last(ms: bool) -> None:
+    import re
+
+    lines = ZERO + SMOKE
+    if ms:  # SGLANG_LOG_MS=1: `[2026-05-23 09:42:05.123]`
+        lines = [re.sub(r"^\[(\S+ \d\d:\d\d:\d\d)", r"[\1.123", l) for l in lines]
+    res = replay(io.BytesIO(("\n".join(lines) + "\n").encode()), "x")
     assert res.format == "plain" and len(res.starts) == 2 and res.verdict.verdict == "healthy"
+    assert res.starts[0].verdict.cause == "max_running_zero"
 
 
 def test_journal_json_with_byte_array_and_null_messages() -> None:

@@ -1,0 +1,284 @@
+"""The fault matrix, on a real systemd + journald + D-Bus (the private rig) with the stand-in.
+
+Every command runs inside the rig exactly as an operator would type it on a host.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from svcdiag.rig import Rig, available
+
+from .conftest import ROOT, assert_one_line_error, run_svcdiag
+
+pytestmark = pytest.mark.rig
+
+
+@pytest.fixture(scope="session")
+def rig():
+    why = available()
+    if why:
+        if os.environ.get("SVCDIAG_REQUIRE_RIG"):
+            pytest.fail(f"the private systemd rig is required here but unavailable: {why}")
+        pytest.skip(why)
+    r = Rig(ROOT, name=f"svcdiag-test-{os.getpid()}").boot()
+    yield r
+    r.down()
+
+
+@pytest.fixture
+def units(rig):
+    """A units folder inside the project (the rig sees the project at the same path)."""
+    d = ROOT / ".rig-tmp" / uuid.uuid4().hex[:8]
+    shutil.copytree(ROOT / "units", d)
+    yield d
+    shutil.rmtree(d, ignore_errors=True)
+
+
+def sv(rig, units: Path, *args: str, timeout: float = 120):
+    return rig.run(["svcdiag", "--units", str(units), *args], check=False, timeout=timeout)
+
+
+def json_lines(proc) -> list[dict]:
+    return [json.loads(line) for line in proc.stdout.decode().splitlines() if line.startswith("{")]
+
+
+def verdict_of(proc) -> dict:
+    lines = json_lines(proc)
+    assert lines and lines[-1]["event"] == "verdict", proc.stdout.decode() + proc.stderr.decode()
+    return lines[-1]
+
+
+_ports = iter(range(32100, 32999))
+
+
+def config(units: Path, name: str, base: str, **fields) -> str:
+    fields.setdefault("port", next(_ports))
+    body = [f'extends = "{base}"'] + [f"{k} = {json.dumps(v)}" for k, v in fields.items() if not isinstance(v, dict)]
+    for table, values in ((k, v) for k, v in fields.items() if isinstance(v, dict)):
+        body += [f"[{table}]"] + [f"{k} = {json.dumps(v)}" for k, v in values.items()]
+    (units / f"{name}.toml").write_text("\n".join(body) + "\n")
+    return name
+
+
+def unit_name(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:6]}"
+
+
+# ------------------------------------------------------------------------- healthy paths
+
+
+def test_demo_smoke_up_wait_ready_is_healthy_with_events_and_http(rig, units: Path) -> None:
+    name = config(units, unit_name("smoke"), "demo-smoke")
+    p = sv(rig, units, "up", name, "--wait-ready", "--json")
+    v = verdict_of(p)
+    assert p.returncode == 0 and v["verdict"] == "healthy", v
+    assert v["figures"]["kv_tokens"] == v["figures"]["http_max_total_num_tokens"] > 0
+    assert (v["figures"]["max_running_requests"], v["figures"]["mamba_slots"]) == (4, 24)
+    kinds = [e["event"] for e in json_lines(p)]
+    for k in ("weights_begin", "weights_end", "mamba_cache", "kv_cache", "scheduler", "ready", "phase"):
+        assert k in kinds, k
+    phases = [e["phase"] for e in json_lines(p) if e["event"] == "phase"]
+    assert phases[-1] == "ready" and "loading_weights" in phases
+    again = sv(rig, units, "up", name, "--wait-ready", "--json")  # already active: attach, do not restart
+    assert again.returncode == 0
+    assert verdict_of(again)["invocation"] == v["invocation"]
+    assert "already active" in again.stdout.decode()
+    st_ = json_lines(sv(rig, units, "status", name, "--json"))[0]
+    assert (st_["active_state"], st_["phase"], st_["kv_tokens"], st_["verdict"]["verdict"]) == \
+        ("active", "ready", v["figures"]["kv_tokens"], "healthy")
+    down = sv(rig, units, "down", name)
+    assert down.returncode == 0 and "active → inactive" in down.stdout.decode()
+
+
+def test_dense_and_old_format_and_tp4_interleaved(rig, units: Path) -> None:
+    dense = config(units, unit_name("dense"), "demo-dense")
+    assert verdict_of(sv(rig, units, "up", dense, "--wait-ready", "--json"))["verdict"] == "healthy"
+    tp4 = config(units, unit_name("tp4"), "demo-smoke", tp_size=4, gpus=[0, 1, 2, 3], extra_args=["--old-format"])
+    v = verdict_of(sv(rig, units, "up", tp4, "--wait-ready", "--json"))
+    assert v["verdict"] == "healthy" and v["figures"]["tp_size"] == 4
+    sv(rig, units, "down", dense)
+    sv(rig, units, "down", tp4)
+
+
+def test_slow_start_is_healthy_not_a_false_failure(rig, units: Path) -> None:
+    # a start longer than a naive `sleep 5; journalctl | grep` but within its deadlines
+    name = config(units, unit_name("slow"), "demo-slow", sim_time_scale=0.07, timeouts={"loading_weights": 12})
+    t = time.monotonic()
+    p = sv(rig, units, "up", name, "--wait-ready", "--json")
+    assert time.monotonic() - t > 6
+    assert verdict_of(p)["verdict"] == "healthy" and p.returncode == 0
+    sv(rig, units, "down", name)
+
+
+# ------------------------------------------------------------------------- fault matrix
+
+
+@pytest.mark.parametrize("base,scenario,cause,phase,extra", [
+    ("demo-smoke", "exit-early", "exited", "kv_cache", {"exit_status": 1}),
+    ("demo-smoke", "segfault", "killed_by_signal", "loading_weights", {"signal": "SEGV"}),
+    ("demo-smoke", "oom-kill", "killed_by_signal", "loading_weights", {"signal": "KILL"}),
+    ("demo-max-running-zero", "max-running-zero", "max_running_zero", "scheduler",
+     {"kv_tokens": 11893, "context_len": 32768, "max_running_requests": 0}),
+    ("demo-smoke", "cuda-oom", "cuda_oom", "cuda_graph", {}),
+    ("demo-smoke", "model-missing", "model_not_found", "starting", {}),
+    ("demo-smoke", "http-mismatch", "http_mismatch", "http", {}),
+])
+def test_fault(rig, units: Path, base: str, scenario: str, cause: str, phase: str, extra: dict) -> None:
+    name = config(units, unit_name(scenario), base, simulate=scenario)
+    t = time.monotonic()
+    p = sv(rig, units, "up", name, "--wait-ready", "--json")
+    v = verdict_of(p)
+    assert (v["verdict"], v["cause"], v["phase"]) == ("failed", cause, phase), v
+    assert p.returncode == 1
+    for k, val in extra.items():
+        assert v["figures"][k] == val, (k, v["figures"])
+    assert time.monotonic() - t < 10
+    assert v["evidence"]
+    sv(rig, units, "down", name)
+
+
+def test_hang_times_out_naming_the_phase(rig, units: Path) -> None:
+    name = config(units, unit_name("hang"), "demo-hang", timeouts={"loading_weights": 3})
+    p = sv(rig, units, "up", name, "--wait-ready", "--json")
+    v = verdict_of(p)
+    assert p.returncode == 3 and (v["verdict"], v["phase"]) == ("timed_out", "loading_weights")
+    assert 3 <= v["stalled_s"] < 4.5 and "Loading safetensors" in v["last_line"]
+    assert json_lines(sv(rig, units, "status", name, "--json"))[0]["active_state"] == "active"  # left as it is
+    sv(rig, units, "down", name)
+
+
+def test_port_in_use_by_another_of_our_units(rig, units: Path) -> None:
+    holder = config(units, unit_name("holder"), "demo-smoke")
+    assert sv(rig, units, "up", holder, "--wait-ready").returncode == 0
+    port = int([ln for ln in (units / f"{holder}.toml").read_text().splitlines() if ln.startswith("port")][0].split("=")[1])
+    clash = config(units, unit_name("clash"), "demo-smoke", port=port)
+    v = verdict_of(sv(rig, units, "up", clash, "--wait-ready", "--json"))
+    assert (v["cause"], v["phase"]) == ("port_in_use", "http")
+    if v.get("diagnosis"):
+        assert holder in " ".join(v["diagnosis"]["explanation"])
+    sv(rig, units, "down", holder)
+
+
+def test_unit_stopped_from_outside_mid_wait(rig, units: Path) -> None:
+    name = config(units, unit_name("stopped"), "demo-hang", timeouts={"loading_weights": 60})
+    waiter = rig.popen(["svcdiag", "--units", str(units), "up", name, "--wait-ready", "--json"],
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    time.sleep(2.5)
+    rig.run(["systemctl", "stop", "--no-block", f"{name}.service"])
+    out, err = waiter.communicate(timeout=30)
+    lines = [json.loads(l) for l in out.decode().splitlines() if l.startswith("{")]
+    v = lines[-1]
+    assert (v["verdict"], v["cause"]) == ("failed", "stopped"), (v, err)
+    assert waiter.returncode == 1
+
+
+def test_previous_failed_invocation_is_not_misread(rig, units: Path) -> None:
+    name = unit_name("prev")
+    config(units, name, "demo-max-running-zero")
+    first = verdict_of(sv(rig, units, "up", name, "--wait-ready", "--json"))
+    assert first["cause"] == "max_running_zero"
+    # same unit, now healthy: its journal still holds the AssertionError of the first start
+    (units / f"{name}.toml").write_text((units / f"{name}.toml").read_text()
+                                        .replace('"demo-max-running-zero"', '"demo-smoke"'))
+    second = verdict_of(sv(rig, units, "up", name, "--wait-ready", "--json"))
+    assert second["verdict"] == "healthy" and second["invocation"] != first["invocation"]
+    # the journal's own formats of both starts, replayed: the last start is judged, or the one asked for
+    for fmt in ("short-precise", "json", "export", "cat"):
+        dump = rig.run(f"journalctl --no-pager -u {name}.service -o {fmt} > /tmp/{name}.{fmt}")
+        last = rig.run(["svcdiag", "replay", "--json", f"/tmp/{name}.{fmt}"], check=False)
+        assert verdict_of(last)["verdict"] == "healthy", fmt
+        if fmt in ("json", "export"):
+            pick = rig.run(["svcdiag", "replay", "--json", "--invocation", first["invocation"][:8], f"/tmp/{name}.{fmt}"],
+                           check=False)
+            assert verdict_of(pick)["cause"] == "max_running_zero", fmt
+    sv(rig, units, "down", name)
+
+
+@pytest.mark.parametrize("disturbance", ["systemctl restart systemd-journald", "journalctl --rotate"])
+def test_journald_restart_or_rotation_mid_wait(rig, units: Path, disturbance: str) -> None:
+    name = config(units, unit_name("jd"), "demo-smoke", sim_time_scale=0.1)
+    waiter = rig.popen(["svcdiag", "--units", str(units), "up", name, "--wait-ready", "--json"],
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    time.sleep(2.0)
+    rig.run(disturbance)
+    out, err = waiter.communicate(timeout=60)
+    v = [json.loads(l) for l in out.decode().splitlines() if l.startswith("{")][-1]
+    assert v["verdict"] == "healthy", (v, err)
+    sv(rig, units, "down", name)
+
+
+def test_two_concurrent_ups_start_once(rig, units: Path) -> None:
+    name = config(units, unit_name("twice"), "demo-smoke")
+    cmd = ["svcdiag", "--units", str(units), "up", name, "--wait-ready", "--json"]
+    a = rig.popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    b = rig.popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    outs = [p.communicate(timeout=60)[0].decode() for p in (a, b)]
+    verdicts = [[json.loads(l) for l in o.splitlines() if l.startswith("{")][-1] for o in outs]
+    assert [v["verdict"] for v in verdicts] == ["healthy", "healthy"]
+    assert verdicts[0]["invocation"] == verdicts[1]["invocation"]
+    started = rig.run(f"journalctl --no-pager -o cat -u {name}.service | grep -c '^Started ' || true").stdout
+    assert started.strip() == b"1"
+    sv(rig, units, "down", name)
+
+
+def test_ctrl_c_during_wait_leaves_the_service_as_it_is(rig, units: Path) -> None:
+    name = config(units, unit_name("ctrlc"), "demo-hang", timeouts={"loading_weights": 60})
+    waiter = rig.popen(["svcdiag", "--units", str(units), "up", name, "--wait-ready"],
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    time.sleep(2.5)
+    rig.run(f"pkill -INT -f '[b]in/svcdiag --units {units} up {name}'")  # [b]: not this shell's own line
+    out, _ = waiter.communicate(timeout=20)
+    assert waiter.returncode == 130
+    assert "left as it is" in out.decode() and "loading_weights" in out.decode()
+    assert json_lines(sv(rig, units, "status", name, "--json"))[0]["active_state"] == "active"
+    w = sv(rig, units, "wait", name, "--json", "--timeout", "2")  # "wait longer" without restarting
+    assert verdict_of(w)["verdict"] == "timed_out"
+    sv(rig, units, "down", name)
+
+
+def test_logs_of_the_current_start_only(rig, units: Path) -> None:
+    name = config(units, unit_name("logs"), "demo-smoke")
+    sv(rig, units, "up", name, "--wait-ready")
+    sv(rig, units, "down", name)
+    sv(rig, units, "up", name, "--wait-ready")
+    text = sv(rig, units, "logs", name).stdout.decode()
+    assert text.count("fired up and ready to roll") == 1
+    ms = sv(rig, units, "logs", name, "--milestones").stdout.decode()
+    assert "KV cache" in ms and "Loading safetensors" not in ms
+    sv(rig, units, "down", name)
+
+
+QARG = st.text(st.characters(blacklist_categories=["Cs"], blacklist_characters="\x00\n\r\x7f"
+                             + "".join(chr(c) for c in range(1, 32) if c != 9)), max_size=16)
+
+
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.lists(QARG, max_size=5).filter(
+    lambda a: not any(x.split("=", 1)[0] in {"--port", "--host", "--model-path", "--model", "--tp-size", "--tp",
+                                           "--tensor-parallel-size"} for x in a)), min_size=10, max_size=10))
+def test_exec_start_as_systemd_itself_parses_it(rig, cases: list[list[str]]) -> None:
+    cases = cases + [["%n", "$HOME", "${X}", ";", "a b", "'q'", '"d"', "\\", "\\;", "%%", "$$", "\t"]]
+    p = rig.run([str(ROOT / ".venv/bin/python"), str(ROOT / "tests/rig_exec_start.py")],
+                input=json.dumps(cases).encode(), check=True)
+    for args, got in zip(cases, json.loads(p.stdout)):
+        assert got["load_state"] == "loaded"
+        expected = ["--model-path", "/dev/shm/m", "--tp-size", "1", "--host", "127.0.0.1", "--port", "30000", *args]
+        assert got["argv"] == expected
+
+
+def test_no_system_bus_is_one_line_exit_2() -> None:
+    if os.path.isdir("/run/systemd/system"):
+        pytest.skip("this host runs systemd")
+    assert_one_line_error(run_svcdiag("up", "demo-smoke"), "no system bus")
