@@ -198,7 +198,7 @@ def replay(ctx: click.Context, path: str | None, example: str | None, list_examp
             result = run_replay(stream, name, cfg, invocation)
         except OSError as e:
             raise SvcdiagError(f"{name}: cannot read: {e.strerror}") from None
-    printer = Printer(sys.stdout, as_json=as_json, diagnose=_diagnoser(cfg))
+    printer = Printer(sys.stdout, as_json=as_json, diagnose=_diagnoser(cfg, units_dir(ctx) if cfg else None))
     n = len(result.starts)
     which = f"start {result.chosen.index} of {n}" + (f", invocation {result.chosen.invocation}"
                                                        if result.chosen.invocation else "")
@@ -212,10 +212,10 @@ def replay(ctx: click.Context, path: str | None, example: str | None, list_examp
 # ---------------------------------------------------------------- live (systemd)
 
 
-def _printer(as_json: bool, cfg: ServiceConfig | None) -> Any:
+def _printer(as_json: bool, cfg: ServiceConfig | None, units: UnitsDir | None = None, sd: Any = None) -> Any:
     from .report import Printer
 
-    return Printer(sys.stdout, as_json=as_json, diagnose=_diagnoser(cfg))
+    return Printer(sys.stdout, as_json=as_json, diagnose=_diagnoser(cfg, units, sd))
 
 
 def _finish(printer: Any, verdict: Any, cfg: ServiceConfig, *, http: bool = True) -> NoReturn:
@@ -262,31 +262,39 @@ def _wait_verdict(sd: Any, cfg: ServiceConfig, props: Any, printer: Any, timeout
 @click.pass_context
 def up(ctx: click.Context, name: str, wait_ready: bool, timeout: float | None, restart: bool, as_json: bool) -> None:
     """Install (if missing or drifted) and start NAME; with --wait-ready, report its verdict."""
-    from .install import SYSTEM_UNIT_DIR, drift, install_units
-    from .live import start_unit, unit_lock
+    from .live import unit_lock
     from .systemd import Systemd
 
     cfg = load(ctx, name)
-    printer = _printer(as_json, cfg)
-    with Systemd.connect() as sd, unit_lock(name, printer.note):
-        props = sd.props(cfg.unit)
-        why = drift(cfg)
-        if props.running and not restart:
-            if why:
-                printer.note(f"{cfg.unit} is running a unit that differs from its config ({why}); "
-                             "--restart to apply the config")
-            printer.note(f"{cfg.unit} is already {props.active_state} (invocation {props.invocation}); attaching")
-        else:
-            if why:
-                install_units([cfg], SYSTEM_UNIT_DIR)
-                printer.note(f"installed {SYSTEM_UNIT_DIR / cfg.unit} ({why})")
-            props = start_unit(sd, cfg.unit, restart=restart and props.running)
-            printer.note(f"started {cfg.unit} (invocation {props.invocation})")
-        if not wait_ready:
-            if not as_json:
-                printer.note(f"follow it with: svcdiag wait {name}")
-            return
-        _wait_verdict(sd, cfg, props, printer, timeout)
+    with Systemd.connect() as sd:
+        printer = _printer(as_json, cfg, units_dir(ctx), sd)
+        with unit_lock(name, printer.note):
+            props = ensure_started(sd, cfg, printer.note, restart=restart)
+            if not wait_ready:
+                if not as_json:
+                    printer.note(f"follow it with: svcdiag wait {name}")
+                return
+            _wait_verdict(sd, cfg, props, printer, timeout)
+
+
+def ensure_started(sd: Any, cfg: ServiceConfig, note: Any, *, restart: bool) -> Any:
+    """Attach to a running start, or install (when missing or drifted) and start a fresh one."""
+    from .install import SYSTEM_UNIT_DIR, drift, install_units
+    from .live import start_unit
+
+    props = sd.props(cfg.unit)
+    why = drift(cfg)
+    if props.running and not restart:
+        if why:
+            note(f"{cfg.unit} runs a unit that differs from its config ({why}); --restart to apply the config")
+        note(f"{cfg.unit} is already {props.active_state} (invocation {props.invocation}); attaching")
+        return props
+    if why:
+        install_units([cfg], SYSTEM_UNIT_DIR)
+        note(f"installed {SYSTEM_UNIT_DIR / cfg.unit} ({why})")
+    props = start_unit(sd, cfg.unit, restart=restart and props.running)
+    note(f"started {cfg.unit} (invocation {props.invocation})")
+    return props
 
 
 @main.command()
@@ -299,8 +307,8 @@ def wait(ctx: click.Context, name: str, timeout: float | None, as_json: bool) ->
     from .systemd import Systemd
 
     cfg = load(ctx, name)
-    printer = _printer(as_json, cfg)
     with Systemd.connect() as sd:
+        printer = _printer(as_json, cfg, units_dir(ctx), sd)
         props = sd.props(cfg.unit)
         if not props.invocation:
             raise SvcdiagError(f"{cfg.unit} has not been started since boot ({props.active_state}); "
@@ -356,8 +364,8 @@ def status(ctx: click.Context, names: tuple[str, ...], as_json: bool) -> None:
                 res = follow(sd, cfg, cfg.unit, props, emit=lambda ev: None, keep_following=False)
                 r = res.judge.readiness
                 v = res.verdict
-                if v is not None and v.verdict != "healthy" and (d := _diagnoser(cfg)):
-                    v = v.with_(diagnosis=d(v))
+                if v is not None and v.verdict != "healthy":
+                    v = v.with_(diagnosis=_diagnoser(cfg, units, sd)(v))
                 row.update(phase=r.phase, kv_tokens=r.figures.get("kv_tokens"),
                            max_running_requests=r.figures.get("max_running_requests"),
                            verdict=v.to_json() if v else None)
@@ -411,12 +419,24 @@ def logs(ctx: click.Context, name: str, milestones: bool, follow_: bool) -> None
             sys.exit(130)
 
 
-def _diagnoser(cfg: ServiceConfig | None) -> Any:
-    try:
-        from .diagnosis import diagnose
-    except ImportError:  # diagnosis arrives with its own issue
-        return None
-    return lambda v: diagnose(v, cfg)
+def _diagnoser(cfg: ServiceConfig | None, units: UnitsDir | None = None, sd: Any = None) -> Any:
+    """The diagnosis hook: knows the other configs (who else wants this port) and, live, systemd."""
+    from .diagnosis import diagnose
+
+    def owners() -> list[str]:
+        if cfg is None or units is None:
+            return []
+        out = []
+        for other in units.load_all():
+            if other.name == cfg.name or other.port != cfg.port:
+                continue
+            if sd is None:
+                out.append(f"{other.name} (configured)")
+            elif sd.props(other.unit).running:
+                out.append(other.name)
+        return out
+
+    return lambda v: diagnose(v, cfg, port_owners=owners() if v.cause == "port_in_use" else None)
 
 
 if __name__ == "__main__":
