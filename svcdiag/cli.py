@@ -329,8 +329,10 @@ def down(ctx: click.Context, name: str, as_json: bool) -> None:
     cfg = load(ctx, name)
     with Systemd.connect() as sd:
         before = sd.props(cfg.unit)
-        job = sd.stop(cfg.unit)
-        outcome = sd.wait_job(job, cfg.timeout.get("stop", 90.0))
+        if before.active_state in ("inactive", "failed") and not before.job:
+            outcome = "nothing to stop"  # systemd may have unloaded it: StopUnit would say "not loaded"
+        else:
+            outcome = sd.wait_job(sd.stop(cfg.unit), 90.0)
         after = sd.props(cfg.unit)
     result = {"event": "down", "unit": cfg.unit, "job": outcome, "state_before": before.active_state,
               "state_after": after.active_state}
@@ -417,6 +419,88 @@ def logs(ctx: click.Context, name: str, milestones: bool, follow_: bool) -> None
                    keep_following=follow_, on_record=line, until_verdict=False)
         except KeyboardInterrupt:
             sys.exit(130)
+
+
+@main.command("baseline-check")
+@click.argument("name", required=False)
+@click.option("--against", "candidate", metavar="CANDIDATE", help="explain how CANDIDATE differs and why it fails")
+@click.option("--keep-running", is_flag=True, help="leave the baseline running even if it was stopped before")
+@click.option("--state-dir", metavar="DIR", help="snapshot history (default: $SVCDIAG_STATE_DIR or /var/lib/svcdiag)")
+@click.option("--timeout", type=float, metavar="S", help="overall deadline on top of the per-phase ones")
+@click.option("--json", "as_json", is_flag=True, help="event lines, the verdict, then a baseline_result line")
+@click.pass_context
+def baseline_check(ctx: click.Context, name: str | None, candidate: str | None, keep_running: bool,
+                   state_dir: str | None, timeout: float | None, as_json: bool) -> None:
+    """Start the known-good baseline afresh, snapshot its figures, compare with the last good run,
+    and put it back the way it was. NAME defaults to the config marked `baseline = true`."""
+    from .baseline import SnapshotStore, compare, explain_candidate, make_snapshot
+    from .baseline import state_dir as find_state_dir
+    from .events import EXIT_CODES
+    from .httpcheck import cross_check
+    from .live import follow, unit_lock
+    from .systemd import Systemd
+
+    units = units_dir(ctx)
+    cfg = load(ctx, name) if name else units.baseline()
+    cand = load(ctx, candidate) if candidate else None
+    store = SnapshotStore(find_state_dir(state_dir), cfg.name)
+    prev = store.last_good()
+    with Systemd.connect() as sd:
+        printer = _printer(as_json, cfg, units, sd)
+        for problem in store.problems:
+            printer.note(problem)
+        with unit_lock(cfg.name, printer.note):
+            before = sd.props(cfg.unit)
+            printer.note(f"baseline {cfg.name}: {before.active_state} before the check; a fresh start is judged")
+            interrupted = False
+            try:
+                props = ensure_started(sd, cfg, printer.note, restart=True)
+                res = follow(sd, cfg, cfg.unit, props, emit=printer.event, total_timeout=timeout)
+                verdict = res.verdict
+                assert verdict is not None
+                if verdict.verdict == "healthy":
+                    verdict = cross_check(verdict, cfg.host, cfg.port, cfg.timeout["http_check"])
+            except KeyboardInterrupt:
+                interrupted = True
+            finally:
+                if not before.running and not keep_running:
+                    sd.wait_job(sd.stop(cfg.unit), 90.0)  # the check must not leave it running
+                after = sd.props(cfg.unit)
+            if interrupted:
+                printer.note(f"interrupted: {cfg.unit} put back to {after.active_state}; no snapshot written")
+                sys.exit(130)
+        snapshot = make_snapshot(cfg, verdict, before.active_state)
+        snapshot["state_after"] = after.active_state
+        drift = compare(prev[1], snapshot) if prev and snapshot["healthy"] else []
+        path = store.write(snapshot)
+        against = None
+        if cand is not None:
+            cprops = sd.props(cand.unit)
+            cverdict = None
+            if cprops.invocation:
+                cverdict = follow(sd, cand, cand.unit, cprops, emit=lambda ev: None, keep_following=False).verdict
+            against = explain_candidate(cfg, cand, cverdict, snapshot if snapshot["healthy"] else (prev[1] if prev else None))
+    verdict = printer.verdict(verdict)
+    result = {"event": "baseline_result", "name": cfg.name, "healthy": snapshot["healthy"] and not drift,
+              "verdict": verdict.verdict, "drift": drift, "compared_with": str(prev[0]) if prev else None,
+              "state_before": before.active_state, "state_after": after.active_state, "snapshot": str(path),
+              "against": against}
+    if as_json:
+        emit_json(result)
+    else:
+        click.echo(f"  compared with: {result['compared_with'] or 'no earlier good snapshot'}")
+        click.echo("  drift: " + ("none" if not drift else ""))
+        for d in drift:
+            click.echo(f"    - {d['message']}")
+        click.echo(f"  state: {before.active_state} before, {after.active_state} after; snapshot {path}")
+        if against:
+            click.echo(f"  against {against['candidate']} ({against['source']}): {against.get('explanation') or against['verdict']}")
+            for r in against["differences"]:
+                mark = "*" if r["key"] in against["explaining_keys"] else " "
+                click.echo(f"    {mark} {r['key']}: {json.dumps(r['a'])} → {json.dumps(r['b'])}")
+    if verdict.verdict != "healthy":
+        sys.exit(EXIT_CODES[verdict.verdict])
+    sys.exit(1 if drift else 0)
 
 
 def _diagnoser(cfg: ServiceConfig | None, units: UnitsDir | None = None, sd: Any = None) -> Any:

@@ -60,6 +60,8 @@ def cross_check(v: Verdict, host: str, port: int, deadline_s: float) -> Verdict:
     served = _tokens(info)
     logged = v.figures.get("max_total_num_tokens", v.figures.get("kv_tokens"))
     figures = {**v.figures, "http_max_total_num_tokens": served}
+    if isinstance(info, dict) and info.get("version"):
+        figures["sglang_version"] = str(info["version"])
     evidence = (*v.evidence, f"GET {base}{health} → 200", f"GET {base}/get_server_info → max_total_num_tokens={served}")
     if served is None or logged is None or served != logged:
         return v.with_(verdict="failed", phase="http", cause="http_mismatch", figures=figures, evidence=evidence,

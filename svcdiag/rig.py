@@ -80,7 +80,8 @@ class Rig:
             f.write(BOOT_SCRIPT)
         os.chmod(path, 0o755)
         self._script = Path(path)
-        self._root = Path(tempfile.mkdtemp(prefix="svcdiag-rig.", dir="/mnt"))
+        base = Path("/mnt") if Path("/mnt").is_dir() else Path("/var/tmp")  # never /tmp or /run
+        self._root = Path(tempfile.mkdtemp(prefix="svcdiag-rig.", dir=base))
         log = open(tempfile.mkstemp(prefix="svcdiag-rig.", suffix=".log")[1], "wb")
         self._log_path = log.name
         self.proc = subprocess.Popen(

@@ -330,8 +330,10 @@ def run(a: argparse.Namespace) -> int:
     log.uvicorn(f"INFO:     Started server process [{pid}]")
     log.uvicorn("INFO:     Waiting for application startup.")
     log.uvicorn("INFO:     Application startup complete.")
-    if not a.no_http:
+    if not a.no_http or fault == "port_in_use":
         try:
+            if a.no_http:  # an example log: the bind failure as the real one reads
+                raise OSError(98, "Address already in use")
             server.bind(a.host, a.port)
         except OSError as e:
             log.uvicorn(f"ERROR:    [Errno {e.errno}] error while attempting to bind on address "

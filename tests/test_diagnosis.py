@@ -1,0 +1,158 @@
+"""Diagnosis on replayed logs of each failure, its numbers checked against SGLang's formula."""
+
+from __future__ import annotations
+
+import io
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from svcdiag.config import UnitsDir
+from svcdiag.diagnosis import diagnose
+from svcdiag.flags import SIM_MODULE, sglang_args
+from svcdiag.replay import replay
+from svcdiag.sim.model import GB, HYBRID_27B, compute
+from svcdiag.sim.scenarios import SCENARIOS, Scenario
+
+from .conftest import EXAMPLES, UNITS
+
+U = UnitsDir(UNITS, "t")
+
+
+def sim_log(config: str, scenario: str, *extra: str) -> bytes:
+    cfg = U.load(config)
+    cmd = [sys.executable, "-m", SIM_MODULE, scenario, "--virtual-clock", "2026-05-23T09:42:00", "--no-http",
+           *extra, *sglang_args(cfg)]
+    return subprocess.run(cmd, capture_output=True).stdout
+
+
+def judged(config: str, scenario: str, *extra: str):
+    v = replay(io.BytesIO(sim_log(config, scenario, *extra)), "x", U.load(config)).verdict
+    return v, diagnose(v, U.load(config))
+
+
+def test_seed_failure_reads_like_an_expert_wrote_it() -> None:
+    v, d = judged("dflash-tp1-mr8", "max-running-zero")
+    text = " ".join(d["explanation"])
+    assert d["cause"] == "max_running_zero"
+    assert "The KV cache holds 11,893 tokens, but one request needs context_len 32,768" in text
+    assert "max_running_requests came out zero" in text
+    assert "2 slots and each request takes 5" in text
+    cell_kib = float(text.split("Each token costs about ")[1].split(" KiB")[0])
+    # the model's true cell: 1 KV head at TP1? 4 heads × (256+256) × 16 full-attention layers × 2 bytes
+    assert cell_kib == pytest.approx(HYBRID_27B.cell_bytes(1) / 1024, rel=0.02)
+    assert "69.67 GB free before loading" in text
+    assert "does not fit" in text  # 8 full-length requests need more than the GPU has
+    fix = d["fixes"][0]["set"]
+    assert fix["max_running_requests"] == 1 and fix["max_mamba_cache_size"] == 5
+    # the fix, applied to the same GPU (69.67 GB free), through SGLang's formula, serves a request
+    fig = compute(HYBRID_27B, Scenario("same GPU", gpu_free_gb=v.figures["avail_before_load_gb"]), tp=1,
+                  mem_fraction_static=fix["mem_fraction_static"], max_mamba_cache_size=fix["max_mamba_cache_size"],
+                  max_running_requests=fix["max_running_requests"], context_length=32768, speculative=True)
+    assert fig.max_running >= 1 and fig.kv_tokens >= 32768
+    # and one step less memory would not have been enough
+    short = compute(HYBRID_27B, Scenario("same GPU", gpu_free_gb=v.figures["avail_before_load_gb"]), tp=1,
+                    mem_fraction_static=fix["mem_fraction_static"] - 0.02, max_mamba_cache_size=5,
+                    max_running_requests=1, context_length=32768, speculative=True)
+    assert short.max_running == 0
+
+
+def test_kv_only_shortfall_offers_a_shorter_context_that_fits() -> None:
+    # KV too small for the context, Mamba slots plenty: 24 slots, 4 requests
+    log = sim_log("dflash-smoke", "max-running-zero")
+    v = replay(io.BytesIO(log), "x", U.load("dflash-smoke")).verdict
+    d = diagnose(v, U.load("dflash-smoke"))
+    text = " ".join(d["explanation"])
+    assert "11,893 tokens" in text and "24 slots" in text
+    ctx_fix = next(f["set"] for f in d["fixes"] if "context_length" in f["set"])
+    assert ctx_fix["context_length"] <= v.figures["kv_tokens"] // ctx_fix.get("max_running_requests", 4)
+    mfs_fix = next(f["set"] for f in d["fixes"] if "mem_fraction_static" in f["set"] and "max_running_requests" not in f["set"])
+    fig = compute(HYBRID_27B, Scenario("same GPU", gpu_free_gb=v.figures["avail_before_load_gb"]), tp=1,
+                  mem_fraction_static=mfs_fix["mem_fraction_static"], max_mamba_cache_size=24, max_running_requests=4,
+                  context_length=32768, speculative=True)
+    assert fig.max_running == 4
+
+
+@pytest.mark.parametrize("scenario,cause,needles,fix_keys", [
+    ("cuda-oom", "cuda_oom", ["capturing CUDA graphs", "34.93 GB were free"], {"cuda_graph_max_bs", "mem_fraction_static"}),
+    ("not-enough-memory", "not_enough_memory", ["71.50 GB free before loading", "weights alone take 50.29 GB"],
+     {"mem_fraction_static", "tp_size"}),
+    ("model-missing", "model_not_found", ["/dev/shm/Qwen3.6-27B"], set()),
+    ("nccl-error", "nccl_error", ["NCCL failed"], {"env.NCCL_DEBUG"}),
+])
+def test_diagnosis_per_cause(scenario: str, cause: str, needles: list[str], fix_keys: set[str]) -> None:
+    v, d = judged("dflash-smoke", scenario)
+    assert v.cause == cause and d["cause"] == cause
+    text = " ".join(d["explanation"])
+    for n in needles:
+        assert n in text, (n, text)
+    assert {k for f in d["fixes"] for k in f["set"]} == fix_keys
+    for f in d["fixes"]:
+        assert f["reason"]
+
+
+def test_not_enough_memory_fix_fits_by_the_formula() -> None:
+    v, d = judged("dflash-smoke", "not-enough-memory")
+    mfs = d["fixes"][0]["set"]["mem_fraction_static"]
+    fig = compute(HYBRID_27B, SCENARIOS["not-enough-memory"], tp=1, mem_fraction_static=mfs, max_mamba_cache_size=None,
+                  max_running_requests=None, context_length=4096, speculative=False)
+    assert not fig.not_enough_memory
+
+
+def test_signals_and_stall_and_exit() -> None:
+    from svcdiag.judge import Judge
+
+    j = Judge(U.load("dflash-smoke"))
+    j.service_line("[2026-05-23 09:42:09] Load weight begin. avail mem=139.72 GB")
+    j.systemd_line("Main process exited, code=killed, status=9/KILL", 1779529400.0)
+    d = diagnose(j.finish(), U.load("dflash-smoke"))
+    assert "OOM killer" in d["explanation"][0] and "journalctl -k" in d["explanation"][1]
+    j = Judge(U.load("dflash-smoke"))
+    j.service_line("[2026-05-23 09:42:09] Load weight begin. avail mem=139.72 GB")
+    j.systemd_line("Main process exited, code=dumped, status=11/SEGV", 1779529400.0)
+    d = diagnose(j.finish(), U.load("dflash-smoke"))
+    assert "SIGSEGV" in d["explanation"][0] and "coredumpctl" in d["explanation"][1]
+    import dataclasses
+
+    cfg = U.load("dflash-smoke")
+    cfg = dataclasses.replace(cfg, timeouts=tuple({**cfg.timeout, "loading_weights": 600.0}.items()))
+    j = Judge(cfg)
+    j.service_line("[2026-05-23 09:42:09] Load weight begin. avail mem=139.72 GB")
+    j.service_line("Loading safetensors checkpoint shards:  25% Completed | 3/12")
+    j.service_line("[2026-05-23 09:55:00] TP rank 3 could finish the model loading, but there are other ranks that didn't finish loading.")
+    v = j.finish()
+    d = diagnose(v, cfg)
+    text = " ".join(d["explanation"])
+    assert "No progress in phase loading_weights for 771 s (its deadline is 600 s)" in text
+    assert "Loading safetensors checkpoint shards:  25%" in text
+    assert d["fixes"][0]["set"] == {"timeouts.loading_weights": 1200}
+
+
+def test_port_in_use_names_our_unit_that_holds_it(cli, units: Path) -> None:
+    import json
+
+    (units / "other.toml").write_text('extends = "demo-smoke"\nport = 31006\n')
+    log = sim_log("demo-port-in-use", "port-in-use")
+    (units.parent / "p.log").write_bytes(log)
+    r = cli("replay", "--json", "--config", "demo-port-in-use", str(units.parent / "p.log"))
+    d = json.loads(r.output.splitlines()[-1])["diagnosis"]
+    assert d["cause"] == "port_in_use" and "other (configured)" in " ".join(d["explanation"])
+
+
+def test_replay_json_carries_the_diagnosis_object() -> None:
+    from .conftest import run_svcdiag
+    import json
+
+    r = run_svcdiag("--units", str(UNITS), "replay", "--json", "--config", "dflash-tp1-mr8", str(EXAMPLES / "max-running-zero.log"))
+    v = json.loads(r.stdout.decode().splitlines()[-1])
+    assert set(v["diagnosis"]) == {"cause", "explanation", "fixes"}
+    assert all(set(f) == {"set", "reason"} for f in v["diagnosis"]["fixes"])
+
+
+def test_no_baseline_configured_lists_candidates(cli, units: Path) -> None:
+    from .conftest import assert_one_line_error
+
+    (units / "dflash-smoke.toml").write_text((units / "dflash-smoke.toml").read_text().replace("baseline = true\n", ""))
+    assert_one_line_error(cli("baseline-check"), "has `baseline = true`", "dflash-smoke", "nospec-tp1")
