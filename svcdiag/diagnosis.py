@@ -227,7 +227,7 @@ def _cuda_oom(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list
 
 def _killed(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
     sig = v.figures.get("signal", "")
-    unit = v.unit or (cfg.unit if cfg else "the unit")
+    unit = v.unit or (cfg.unit if cfg else "UNIT")
     if sig == "KILL":
         certain = any("OOM killer" in e for e in v.evidence)
         say = [f"The server was killed by SIGKILL in phase {v.phase}"

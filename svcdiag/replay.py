@@ -127,6 +127,8 @@ def replay(stream: BinaryIO, name: str, cfg: ServiceConfig | None = None,
             if seg.judge is None:
                 seg.new(rec.invocation)
             assert seg.judge is not None
+            if rec.unit and seg.judge.readiness.unit is None:
+                seg.judge.readiness.unit = rec.unit
             if rec.systemd:
                 out = seg.judge.systemd_line(rec.text, rec.ts)
             else:

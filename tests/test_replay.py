@@ -232,3 +232,31 @@ def test_replay_never_raises_on_arbitrary_bytes(data: bytes) -> None:
             assert isinstance(e, SvcdiagError), repr(e)
             continue
         assert res.verdict.verdict in ("healthy", "failed", "timed_out", "incomplete")
+
+
+@pytest.mark.parametrize("name", ["two-starts.export", "two-starts-json.json"])
+def test_real_journalctl_captures_from_the_rig(name: str) -> None:
+    """journalctl's own -o export / -o json of a unit started twice in the rig (failed, then healthy)."""
+    data = (EXAMPLES / name).read_bytes()
+    res = replay(io.BytesIO(data), name)
+    assert len(res.starts) == 2
+    assert res.verdict.verdict == "healthy"
+    first = res.starts[0].verdict
+    assert (first.cause, first.figures["kv_tokens"]) == ("max_running_zero", 11893)
+    assert "Main process exited, code=killed, status=9/KILL" in first.evidence
+
+
+def test_real_short_capture_of_a_segfault() -> None:
+    v = replay(io.BytesIO((EXAMPLES / "segfault.short").read_bytes()), "x").verdict
+    assert (v.cause, v.figures["signal"], v.phase, v.unit) == ("killed_by_signal", "SEGV", "loading_weights",
+                                                              "demo-segfault.service")
+
+
+def test_bundled_plain_examples_are_what_the_stand_in_prints() -> None:
+    from svcdiag.config import UnitsDir
+    from svcdiag.sim.examples import EXAMPLES as SPECS, generate
+
+    from .conftest import UNITS
+
+    for name in SPECS:
+        assert generate(name, UnitsDir(UNITS, "t")) == (EXAMPLES / f"{name}.log").read_text(), name
