@@ -3,7 +3,7 @@
 demo:
 	@scripts/setup
 	.venv/bin/svcdiag replay --example dflash-smoke; \
-	.venv/bin/svcdiag replay --example max-running-zero; \
+	.venv/bin/svcdiag replay --example max-running-zero --config dflash-tp1-mr8; \
 	test $$? -eq 1   # the seed's failure: exit 1 is the expected answer
 
 test:

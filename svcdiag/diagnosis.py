@@ -245,9 +245,23 @@ def _killed(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[s
     return [f"The server was killed by SIG{sig} in phase {v.phase}; see `journalctl -u {unit}` for who sent it."], []
 
 
+#: systemd's own exit statuses (systemd.exec(5)): the process never became the server
+SYSTEMD_STEPS = {
+    200: ("CHDIR", "working_directory", "does not exist or is not accessible"),
+    203: ("EXEC", "python", "cannot be executed (missing, or not executable)"),
+    216: ("GROUP", "group", "does not exist on this host"),
+    217: ("USER", "user", "does not exist on this host"),
+}
+
+
 def _exited(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
     status = v.figures.get("exit_status")
     name = cfg.name if cfg else "NAME"
+    if status in SYSTEMD_STEPS:
+        step, key, what = SYSTEMD_STEPS[status]
+        value = getattr(cfg, key, None) if cfg else None
+        return [f"systemd could not start the process: exit status {status}/{step}, before SGLang ran at all.",
+                f"The config's {key}" + (f" ({value!r})" if value else "") + f" {what}."], []
     return [f"The server exited with status {status} in phase {v.phase} without printing an exception.",
             f"Run its command in a shell to see what it says on the terminal: `svcdiag render {name}` shows the "
             "ExecStart line."], []
