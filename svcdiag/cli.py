@@ -8,7 +8,6 @@ Exit codes: 0 healthy, 1 failed, 2 bad input (one line, no traceback), 3 timed o
 from __future__ import annotations
 
 import json
-import os
 import sys
 import time
 from pathlib import Path
@@ -54,9 +53,9 @@ def units_dir(ctx: click.Context) -> UnitsDir:
 def load(ctx: click.Context, name: str) -> ServiceConfig:
     units = units_dir(ctx)
     if not units.file(name).exists():
-        from .config import _did_you_mean
+        from .config import did_you_mean
 
-        raise SvcdiagError(f"no config {name!r} in {units.path}{_did_you_mean(name, units.names())}")
+        raise SvcdiagError(f"no config {name!r} in {units.path}{did_you_mean(name, units.names())}")
     return units.load(name)
 
 
@@ -92,7 +91,7 @@ def list_cmd(ctx: click.Context, as_json: bool) -> None:
                          "yes" if r["baseline"] else "") for r in rows]
     widths = [max(len(row[i]) for row in table) for i in range(len(header))]
     for row in table:
-        click.echo("  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip())
+        click.echo("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
 
 
 @main.command()

@@ -14,7 +14,7 @@ import json
 import os
 import re
 import tomllib
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
@@ -275,7 +275,7 @@ def _scenario(v: Any) -> str | None:
     if err:
         return err
     if v not in SCENARIOS:
-        return f"unknown scenario {v!r}{_did_you_mean(v, SCENARIOS)}; known: {', '.join(SCENARIOS)}"
+        return f"unknown scenario {v!r}{did_you_mean(v, SCENARIOS)}; known: {', '.join(SCENARIOS)}"
     return None
 
 
@@ -320,7 +320,7 @@ SPECULATIVE: dict[str, Callable[[Any], str | None]] = {
 TIMEOUT_KEYS = (*PHASE_TIMEOUTS, "http_check")
 
 
-def _did_you_mean(key: str, known: Iterable[str]) -> str:
+def did_you_mean(key: str, known: Iterable[str]) -> str:
     close = difflib.get_close_matches(key, list(known), n=1, cutoff=0.6)
     return f" (did you mean {close[0]!r}?)" if close else ""
 
@@ -341,7 +341,7 @@ def _check_table(path: Path, prefix: str, table: Any, schema: dict[str, Callable
         dotted = f"{prefix}.{key}" if prefix else key
         check = schema.get(key)
         if check is None:
-            raise ConfigError(path, dotted, f"unknown key{_did_you_mean(key, schema)}")
+            raise ConfigError(path, dotted, f"unknown key{did_you_mean(key, schema)}")
         err = check(value)
         if err:
             raise ConfigError(path, dotted, err)
@@ -469,7 +469,7 @@ def _resolve(units: UnitsDir, name: str, chain: list[str]) -> dict[str, Any]:
         return raw
     if not units.file(base_name).exists():
         raise ConfigError(path, "extends", f"base config {base_name!r} not found in {units.path}"
-                          f"{_did_you_mean(base_name, units.names())}")
+                          f"{did_you_mean(base_name, units.names())}")
     base = _resolve(units, base_name, chain)
     return _merge(base, raw)
 

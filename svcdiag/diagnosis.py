@@ -205,7 +205,7 @@ def _cuda_oom(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list
     f = v.figures
     mfs = f.get("mem_fraction_static") or (cfg.mem_fraction_static if cfg else None)
     if v.phase == "cuda_graph":
-        say = [f"CUDA ran out of memory while capturing CUDA graphs, after the KV cache"
+        say = ["CUDA ran out of memory while capturing CUDA graphs, after the KV cache"
                + (f" ({_n(f['kv_tokens'])} tokens)" if f.get("kv_tokens") else "") + " had taken its share.",
                "CUDA graphs and activations live in the 1 − mem_fraction_static reserve"
                + (f": {_gb(f['pool_end_avail_gb'])} were free when capture began." if f.get("pool_end_avail_gb") else ".")]

@@ -115,18 +115,3 @@ class Follower:
         self.heads.close()
 
 
-def unit_records(unit: str, *, lines: int | None = None) -> Iterator[Record]:
-    """All of a unit's entries (every invocation), for `svcdiag logs` without a current start."""
-    from cysystemd.reader import JournalOpenMode, JournalReader, Rule
-
-    reader = JournalReader()
-    reader.open(JournalOpenMode.SYSTEM)
-    reader.add_filter(Rule("_SYSTEMD_UNIT", unit) | Rule("UNIT", unit))
-    reader.seek_head()
-    while True:
-        entry = reader.next()
-        if not entry:
-            return
-        rec = record_from_fields(entry.data, entry.get_realtime_usec() / 1e6)
-        if rec is not None:
-            yield rec

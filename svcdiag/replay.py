@@ -25,10 +25,10 @@ def example_path(name: str) -> Path:
     """A bundled example log by name (the file stem)."""
     found = [p for p in EXAMPLES_DIR.iterdir() if p.stem == name or p.name == name]
     if not found:
-        from .config import _did_you_mean
+        from .config import did_you_mean
 
         stems = sorted(p.stem for p in EXAMPLES_DIR.iterdir())
-        raise SvcdiagError(f"no bundled example {name!r}{_did_you_mean(name, stems)}; "
+        raise SvcdiagError(f"no bundled example {name!r}{did_you_mean(name, stems)}; "
                            f"known: {', '.join(stems)}")
     return found[0]
 

@@ -163,7 +163,7 @@ class Rig:
         where = shlex.quote(str(cwd or self.project))
         path = f"{self.project}/.venv/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
         return ["nsenter", "-t", str(self.pid1), "-m", "-u", "-i", "-n", "-p", "-C",
-                "env", "-i", f"PATH={path}", "LANG=C.UTF-8", f"HOME=/root", "TERM=dumb",
+                "env", "-i", f"PATH={path}", "LANG=C.UTF-8", "HOME=/root", "TERM=dumb",
                 "sh", "-c", f"cd {where} && {script}"]
 
     def run(self, cmd: list[str] | str, *, timeout: float = 120.0, check: bool = True,

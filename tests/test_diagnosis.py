@@ -13,7 +13,7 @@ from svcdiag.config import UnitsDir
 from svcdiag.diagnosis import diagnose
 from svcdiag.flags import SIM_MODULE, sglang_args
 from svcdiag.replay import replay
-from svcdiag.sim.model import GB, HYBRID_27B, compute
+from svcdiag.sim.model import HYBRID_27B, compute
 from svcdiag.sim.scenarios import SCENARIOS, Scenario
 
 from .conftest import EXAMPLES, UNITS

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from svcdiag.config import UnitsDir
 from svcdiag.flags import exec_argv
 from svcdiag.install import drift, install_units
-from svcdiag.render import installed_hash, quote_exec_word, render_unit
+from svcdiag.render import installed_hash, render_unit
 
 from .conftest import UNITS
 from .systemd_quoting import split_exec

@@ -51,7 +51,7 @@ def test_failed_the_moment_a_failure_is_seen_not_at_a_deadline() -> None:
     j = Judge()
     verdict_at = None
     for i, line in enumerate(ZERO):
-        out = j.service_line(line)
+        j.service_line(line)
         if j.verdict is not None and verdict_at is None:
             verdict_at = i
     assert ZERO[verdict_at] == "AssertionError: max_running_request is zero"

@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import signal
 import subprocess
 import time
 import uuid
@@ -18,32 +16,16 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from svcdiag.rig import Rig, available
 
 from .conftest import ROOT, assert_one_line_error, run_svcdiag
 
 pytestmark = pytest.mark.rig
 
 
-@pytest.fixture(scope="session")
-def rig():
-    why = available()
-    if why:
-        if os.environ.get("SVCDIAG_REQUIRE_RIG"):
-            pytest.fail(f"the private systemd rig is required here but unavailable: {why}")
-        pytest.skip(why)
-    r = Rig(ROOT, name=f"svcdiag-test-{os.getpid()}").boot()
-    yield r
-    r.down()
-
-
 @pytest.fixture
-def units(rig):
-    """A units folder inside the project (the rig sees the project at the same path)."""
-    d = ROOT / ".rig-tmp" / uuid.uuid4().hex[:8]
-    shutil.copytree(ROOT / "units", d)
-    yield d
-    shutil.rmtree(d, ignore_errors=True)
+def units(rig_units: Path) -> Path:
+    """Here, the units folder is the one the rig can see."""
+    return rig_units
 
 
 def sv(rig, units: Path, *args: str, timeout: float = 120):
@@ -196,7 +178,7 @@ def test_previous_failed_invocation_is_not_misread(rig, units: Path) -> None:
     assert second["verdict"] == "healthy" and second["invocation"] != first["invocation"]
     # the journal's own formats of both starts, replayed: the last start is judged, or the one asked for
     for fmt in ("short-precise", "json", "export", "cat"):
-        dump = rig.run(f"journalctl --no-pager -u {name}.service -o {fmt} > /tmp/{name}.{fmt}")
+        rig.run(f"journalctl --no-pager -u {name}.service -o {fmt} > /tmp/{name}.{fmt}")
         last = rig.run(["svcdiag", "replay", "--json", f"/tmp/{name}.{fmt}"], check=False)
         assert verdict_of(last)["verdict"] == "healthy", fmt
         if fmt in ("json", "export"):
@@ -272,7 +254,7 @@ def test_exec_start_as_systemd_itself_parses_it(rig, cases: list[list[str]]) -> 
     cases = cases + [["%n", "$HOME", "${X}", ";", "a b", "'q'", '"d"', "\\", "\\;", "%%", "$$", "\t"]]
     p = rig.run([str(ROOT / ".venv/bin/python"), str(ROOT / "tests/rig_exec_start.py")],
                 input=json.dumps(cases).encode(), check=True)
-    for args, got in zip(cases, json.loads(p.stdout)):
+    for args, got in zip(cases, json.loads(p.stdout), strict=True):
         assert got["load_state"] == "loaded"
         expected = ["--model-path", "/dev/shm/m", "--tp-size", "1", "--host", "127.0.0.1", "--port", "30000", *args]
         assert got["argv"] == expected

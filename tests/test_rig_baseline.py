@@ -3,16 +3,21 @@
 from __future__ import annotations
 
 import json
-import signal
 import subprocess
 import time
 from pathlib import Path
 
 import pytest
 
-from .test_rig import config, json_lines, rig, sv, unit_name, units  # noqa: F401 (fixtures)
+from .test_rig import config, json_lines, sv, unit_name
 
 pytestmark = pytest.mark.rig
+
+
+@pytest.fixture
+def units(rig_units: Path) -> Path:
+    """Here, the units folder is the one the rig can see."""
+    return rig_units
 
 
 def check(rig, units: Path, state: str, *args: str):

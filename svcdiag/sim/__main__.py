@@ -343,10 +343,10 @@ def run(a: argparse.Namespace) -> int:
             return 1
     log.uvicorn(f"INFO:     Uvicorn running on http://{a.host}:{a.port} (Press CTRL+C to quit)")
     clock.sleep(1.0)
-    log.uvicorn(f'INFO:     127.0.0.1:51234 - "GET /get_model_info HTTP/1.1" 200 OK')
+    log.uvicorn('INFO:     127.0.0.1:51234 - "GET /get_model_info HTTP/1.1" 200 OK')
     clock.sleep(3.5)
     log.rank(0, "Prefill batch. #new-seq: 1, #new-token: 6, #cached-token: 0, token usage: 0.00, #running-req: 0, #queue-req: 0,")
-    log.uvicorn(f'INFO:     127.0.0.1:51240 - "POST /generate HTTP/1.1" 200 OK')
+    log.uvicorn('INFO:     127.0.0.1:51240 - "POST /generate HTTP/1.1" 200 OK')
     server.ready.set()
     log.main("The server is fired up and ready to roll!")
     for i in range(a.decode_lines):
