@@ -217,7 +217,14 @@ class LineParser:
             sig = "SEGV" if "Segmentation" in text else "ABRT" if "Aborted" in text else None
             return [Failure(ts=ts, line=text, cause="killed_by_signal" if sig else "exception", message=text,
                             evidence=(text,), signal=sig)]
-        return []
+        # No prefix at all: a custom SGLANG_LOGGING_CONFIG_PATH format, or a journal entry
+        # whose time comes from the journal. The message grammar is the same.
+        handler = self._dispatch.get(text[:6])
+        if handler is not None:
+            result = handler(text, "", ts)
+            if result is not None:
+                return result if isinstance(result, list) else [result]
+        return NOTHING
 
     def _open_traceback(self, head: str, ranks: str, ts: float | None) -> None:
         self._tb = []

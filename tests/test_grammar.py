@@ -31,6 +31,16 @@ def test_prefix_is_parsed_not_assumed(prefix: str) -> None:
     assert ev.ts is not None
 
 
+def test_milestones_without_any_prefix_parse_the_same() -> None:
+    """SGLANG_LOGGING_CONFIG_PATH can drop the `[time]` prefix; the journal still has the time."""
+    p = LineParser()
+    kv = p.feed("KV Cache is allocated. dtype: torch.bfloat16, #tokens: 2125056, K size: 10.13 GB, V size: 10.13 GB",
+                ts=1.0)
+    assert isinstance(kv[0], KVCache) and kv[0].tokens == 2125056 and kv[0].ts == 1.0
+    assert isinstance(p.feed("The server is fired up and ready to roll!", ts=2.0)[0], Ready)
+    assert p.feed("Loading safetensors checkpoint shards:  50% Completed | 6/12") == []
+
+
 def test_weight_load_end_new_old_oldest_and_quantized() -> None:
     new = one("[2026-08-17 16:52:10] Load weight end. elapsed=100.59 s, type=BailingMoeV3ForCausalLM, "
               "avail mem=97.27 GB, mem usage=15.47 GB.")

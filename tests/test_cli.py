@@ -1,0 +1,27 @@
+"""The command itself: start-up imports, help, and the one-line error contract."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from .conftest import ROOT, run_svcdiag
+
+
+def test_cli_never_imports_gpu_packages_at_start_up() -> None:
+    code = ("import sys, svcdiag.cli; from click.testing import CliRunner; "
+            "CliRunner().invoke(svcdiag.cli.main, ['--units', 'units', 'list']); "
+            "print(sorted({m.split('.')[0] for m in sys.modules} & {'torch', 'sglang', 'pystemd', 'cysystemd'}))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT).stdout
+    assert out.strip() == "[]"
+
+
+def test_help_lists_every_command() -> None:
+    out = run_svcdiag("--help").stdout.decode()
+    for cmd in ("list", "render", "install", "diff", "replay", "up", "wait", "down", "status", "logs", "baseline-check"):
+        assert f"  {cmd}" in out, cmd
+
+
+def test_missing_units_folder_is_one_line(tmp_path) -> None:
+    r = run_svcdiag("--units", str(tmp_path / "nope"), "list")
+    assert r.returncode == 2 and r.stderr.decode().count("\n") == 1 and "is not a directory" in r.stderr.decode()
