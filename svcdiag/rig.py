@@ -75,6 +75,13 @@ class Rig:
         why = available()
         if why:
             raise SvcdiagError(why)
+        try:
+            return self._boot(timeout)
+        except BaseException:
+            self.down()  # a rig that did not come up must not outlive the attempt
+            raise
+
+    def _boot(self, timeout: float) -> "Rig":
         fd, path = tempfile.mkstemp(prefix="svcdiag-rig-boot.", suffix=".sh")
         with os.fdopen(fd, "w") as f:
             f.write(BOOT_SCRIPT)
@@ -93,17 +100,20 @@ class Rig:
             if self.proc.poll() is not None:
                 raise SvcdiagError(f"the rig did not boot: {self._log_tail()}")
             if time.monotonic() > deadline:
-                self.down()
                 raise SvcdiagError(f"the rig did not boot within {timeout:.0f} s: {self._log_tail()}")
             self.pid1 = self._find_pid1()
             time.sleep(0.05)
         while True:  # PID 1 needs a moment before its private bus socket exists
-            state = self.run(["systemctl", "is-system-running", "--wait"], timeout=timeout, check=False)
+            try:
+                state = self.run(["systemctl", "is-system-running", "--wait"], timeout=timeout, check=False)
+            except subprocess.TimeoutExpired:
+                jobs = self.run(["systemctl", "list-jobs", "--no-legend"], timeout=10, check=False).stdout
+                raise SvcdiagError(f"the rig's systemd did not finish booting within {timeout:.0f} s; "
+                                   f"jobs: {jobs.decode(errors='replace').strip()[:300]}") from None
             if state.stdout.strip() or time.monotonic() > deadline:
                 break
             time.sleep(0.05)
         if state.stdout.strip() not in (b"running", b"degraded"):
-            self.down()
             raise SvcdiagError(f"the rig's systemd is {state.stdout.decode().strip() or 'not answering'}")
         return self
 
