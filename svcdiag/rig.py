@@ -8,6 +8,7 @@ the real root: its tmpfiles step would empty the host's /tmp.
 
 from __future__ import annotations
 
+import atexit
 import os
 import shlex
 import shutil
@@ -75,6 +76,7 @@ class Rig:
         why = available()
         if why:
             raise SvcdiagError(why)
+        atexit.register(self.down)  # an owner that dies of an exception still tears the rig down
         try:
             return self._boot(timeout)
         except BaseException:
