@@ -70,9 +70,11 @@ class _Segments:
         self.judge = Judge(self.cfg, invocation=invocation)
         self.has_lines = False
         self.events: list[Event] = []
-        if self._wanted(start):
-            self.kept = {start.index: self.events}
-        elif self.pick is None:
+        self._keep_if_wanted(start)
+
+    def _keep_if_wanted(self, start: Start) -> None:
+        """Keep this start's events if it is the one asked for (or the latest, by default)."""
+        if self.pick is None or self._wanted(start):
             self.kept = {start.index: self.events}
 
     def _wanted(self, start: Start) -> bool:
@@ -119,6 +121,7 @@ def replay(stream: BinaryIO, name: str, cfg: ServiceConfig | None = None,
                     if seg.judge is not None and seg.starts and seg.starts[-1].invocation is None and not seg.has_lines:
                         seg.starts[-1].invocation = current  # "Starting" came before the id
                         seg.judge.readiness.invocation = current
+                        seg._keep_if_wanted(seg.starts[-1])
                     else:
                         seg.new(current)
             elif rec.invocation is None and rec.systemd and fmt == "short":
