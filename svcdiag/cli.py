@@ -107,15 +107,16 @@ def render(ctx: click.Context, name: str) -> None:
 @main.command()
 @click.argument("names", nargs=-1)
 @click.option("--unit-dir", default=DEFAULT_UNIT_DIR, show_default=True, type=click.Path(file_okay=False))
+@click.option("--force", is_flag=True, help="replace a unit file svcdiag did not write")
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
-def install(ctx: click.Context, names: tuple[str, ...], unit_dir: str, as_json: bool) -> None:
+def install(ctx: click.Context, names: tuple[str, ...], unit_dir: str, force: bool, as_json: bool) -> None:
     """Render and write units (all configs when no NAME), atomically; daemon-reload if systemd runs."""
     from .install import install_units
 
     units = units_dir(ctx)
     configs = [load(ctx, n) for n in names] if names else units.load_all()
-    result = install_units(configs, Path(unit_dir))
+    result = install_units(configs, Path(unit_dir), force=force)
     if as_json:
         emit_json(result)
         return

@@ -37,8 +37,18 @@ def drift(cfg: ServiceConfig, unit_dir: Path = SYSTEM_UNIT_DIR) -> str | None:
     return "installed unit was edited by hand"
 
 
-def install_units(configs: list[ServiceConfig], unit_dir: Path, *, reload: bool = True) -> dict[str, Any]:
+def install_units(configs: list[ServiceConfig], unit_dir: Path, *, reload: bool = True,
+                  force: bool = False) -> dict[str, Any]:
     rendered = [(cfg, render_unit(cfg)) for cfg in configs]  # all or nothing: render every one first
+    for cfg, _ in rendered:
+        path = unit_dir / cfg.unit
+        try:
+            foreign = path.exists() and "X-SvcdiagConfig=" not in path.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            foreign = False
+        if foreign and not force:
+            raise SvcdiagError(f"{path} exists and was not written by svcdiag; move it away, or "
+                               f"`svcdiag install --force {cfg.name}` to replace it")
     out: list[dict[str, str]] = []
     changed = False
     for cfg, text in rendered:

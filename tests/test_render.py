@@ -137,3 +137,16 @@ def test_exec_start_is_exactly_the_configured_argv(args: list[str], served: str,
     assert split_exec(exec_start(text)) == exec_argv(cfg)
     env_line = next(ln for ln in text.split("\n") if ln.startswith('Environment="SVCDIAG_T='))
     assert split_exec(env_line[len("Environment="):].replace("$", "$$")) == [f"SVCDIAG_T={env_value}"]
+
+
+def test_install_never_replaces_a_unit_it_did_not_write(cli, tmp_path: Path) -> None:
+    from .conftest import assert_one_line_error
+
+    theirs = tmp_path / "dflash-smoke.service"
+    theirs.write_text("[Service]\nExecStart=/usr/bin/true\n")
+    assert_one_line_error(cli("install", "dflash-smoke", "nospec-tp1", "--unit-dir", str(tmp_path)),
+                          "was not written by svcdiag", "--force")
+    assert theirs.read_text() == "[Service]\nExecStart=/usr/bin/true\n"
+    assert not (tmp_path / "nospec-tp1.service").exists()  # nothing half-done
+    assert cli("install", "dflash-smoke", "--unit-dir", str(tmp_path), "--force").exit_code == 0
+    assert "X-SvcdiagConfig=dflash-smoke" in theirs.read_text()
