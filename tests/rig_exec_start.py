@@ -5,6 +5,8 @@ actually received. The probe stands in for sglang.launch_server and prints its s
 import json
 import sys
 import tempfile
+import time
+import uuid
 from pathlib import Path
 
 from svcdiag.config import _build, check_raw
@@ -16,13 +18,14 @@ from svcdiag.systemd import Systemd
 probe = Path(tempfile.mkdtemp(prefix="argv-probe.", dir="/run"))
 (probe / "sglang").mkdir()
 (probe / "sglang" / "__init__.py").write_text("")
-(probe / "sglang" / "launch_server.py").write_text("import json, sys\nprint('ARGV ' + json.dumps(sys.argv[1:]))\n")
+(probe / "sglang" / "launch_server.py").write_text(
+    "import json, sys, time\nprint('ARGV ' + json.dumps(sys.argv[1:]), flush=True)\ntime.sleep(0.5)\n")
 cases = json.load(sys.stdin)
 units = []
 for i, args in enumerate(cases):
     raw = {"model_path": "/dev/shm/m", "extra_args": args, "python": "/usr/bin/python3", "env": {"PYTHONPATH": str(probe)}}
     check_raw(Path("/virtual/q.toml"), raw)
-    cfg = _build(f"svcdiag-quoting-{i}", Path("/virtual/q.toml"), raw)
+    cfg = _build(f"svcdiag-quoting-{uuid.uuid4().hex[:8]}-{i}", Path("/virtual/q.toml"), raw)
     Path(f"/etc/systemd/system/{cfg.unit}").write_text(render_unit(cfg))
     units.append(cfg.unit)
 out = []
@@ -30,16 +33,15 @@ with Systemd.connect() as sd:
     sd.daemon_reload()
     for unit in units:
         props = start_unit(sd, unit, restart=False)
+        journal = Follower(unit, props.invocation)
         argv = None
-        for _ in range(400):
-            for rec in Follower(unit, props.invocation).read():
+        deadline = time.monotonic() + 30
+        while argv is None and time.monotonic() < deadline:
+            for rec in journal.read():
                 if rec.text.startswith("ARGV "):
                     argv = json.loads(rec.text[5:])
-            if argv is not None:
-                break
-            import time
-
             time.sleep(0.01)
+            journal.on_fd_event()  # a journal file that appeared meanwhile
         out.append({"load_state": sd.props(unit).load_state, "argv": argv})
 for unit in units:
     Path(f"/etc/systemd/system/{unit}").unlink()
