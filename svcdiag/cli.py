@@ -218,14 +218,16 @@ def _printer(as_json: bool, cfg: ServiceConfig | None, units: UnitsDir | None = 
     return Printer(sys.stdout, as_json=as_json, diagnose=_diagnoser(cfg, units, sd))
 
 
-def _finish(printer: Any, verdict: Any, cfg: ServiceConfig, *, http: bool = True) -> NoReturn:
-    from .events import EXIT_CODES
+def judge_start(sd: Any, cfg: ServiceConfig, props: Any, emit: Any, timeout: float | None) -> Any:
+    """The verdict of one start: the journal's, then, if that says healthy, HTTP's."""
     from .httpcheck import cross_check
+    from .live import follow
 
-    if http and verdict.verdict == "healthy":
+    verdict = follow(sd, cfg, cfg.unit, props, emit=emit, total_timeout=timeout).verdict
+    assert verdict is not None
+    if verdict.verdict == "healthy":
         verdict = cross_check(verdict, cfg.host, cfg.port, cfg.timeout["http_check"])
-    verdict = printer.verdict(verdict)
-    sys.exit(EXIT_CODES[verdict.verdict])
+    return verdict
 
 
 def _interrupted(name: str, printer: Any, phase: str | None) -> NoReturn:
@@ -236,7 +238,7 @@ def _interrupted(name: str, printer: Any, phase: str | None) -> NoReturn:
 
 
 def _wait_verdict(sd: Any, cfg: ServiceConfig, props: Any, printer: Any, timeout: float | None) -> NoReturn:
-    from .live import follow
+    from .events import EXIT_CODES
 
     phase: list[str] = []
 
@@ -246,11 +248,11 @@ def _wait_verdict(sd: Any, cfg: ServiceConfig, props: Any, printer: Any, timeout
         printer.event(ev)
 
     try:
-        res = follow(sd, cfg, cfg.unit, props, emit=emit, total_timeout=timeout)
+        verdict = judge_start(sd, cfg, props, emit, timeout)
     except KeyboardInterrupt:
         _interrupted(cfg.name, printer, phase[-1] if phase else None)
-    assert res.verdict is not None
-    _finish(printer, res.verdict, cfg)
+    verdict = printer.verdict(verdict)
+    sys.exit(EXIT_CODES[verdict.verdict])
 
 
 @main.command()
@@ -436,7 +438,6 @@ def baseline_check(ctx: click.Context, name: str | None, candidate: str | None, 
     from .baseline import SnapshotStore, compare, explain_candidate, make_snapshot
     from .baseline import state_dir as find_state_dir
     from .events import EXIT_CODES
-    from .httpcheck import cross_check
     from .live import follow, unit_lock
     from .systemd import Systemd
 
@@ -455,11 +456,7 @@ def baseline_check(ctx: click.Context, name: str | None, candidate: str | None, 
             interrupted = False
             try:
                 props = ensure_started(sd, cfg, printer.note, restart=True)
-                res = follow(sd, cfg, cfg.unit, props, emit=printer.event, total_timeout=timeout)
-                verdict = res.verdict
-                assert verdict is not None
-                if verdict.verdict == "healthy":
-                    verdict = cross_check(verdict, cfg.host, cfg.port, cfg.timeout["http_check"])
+                verdict = judge_start(sd, cfg, props, printer.event, timeout)
             except KeyboardInterrupt:
                 interrupted = True
             finally:

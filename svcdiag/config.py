@@ -178,10 +178,6 @@ def _tname(v: Any) -> str:
             list: "a list", dict: "a table"}.get(type(v), type(v).__name__)
 
 
-def _str(v: Any) -> str | None:
-    return _check_text(v)
-
-
 def _nonempty_str(v: Any) -> str | None:
     return _check_text(v) or (None if v.strip() else "must not be empty")
 
@@ -281,7 +277,7 @@ def _scenario(v: Any) -> str | None:
 
 TOP_LEVEL: dict[str, Callable[[Any], str | None]] = {
     "extends": _unit_name_ref,
-    "description": _str,
+    "description": _check_text,
     "model_path": _nonempty_str,
     "served_model_name": _nonempty_str,
     "tp_size": _int_range(1, 64),

@@ -11,6 +11,7 @@ so raising mem_fraction_static by Δ gives the caches Δ × free_before_load mor
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -183,8 +184,6 @@ def _not_enough_memory(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> t
     m = Memory.from_verdict(v, cfg)
     say = [v.message]
     fixes = []
-    import re
-
     floor = re.search(r"above (\d\.\d+)", " ".join(v.evidence))
     if m.free_before_gb and m.mem_fraction and f.get("weights_gb") is not None:
         budget = m.free_before_gb * m.mem_fraction

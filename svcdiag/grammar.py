@@ -10,6 +10,7 @@ every line an operator's journal carries goes through it.
 from __future__ import annotations
 
 import re
+import signal
 from datetime import datetime
 from typing import Callable
 
@@ -91,7 +92,14 @@ CAPTURE_NAME_RE = re.compile(r"^Capture (?:(target|draft) (decode|verify|prefill
 UVICORN_URL_RE = re.compile(r"running on (\S+)")
 SERVER_ARG_RE = re.compile(r"(\w+)=('(?:[^'\\]|\\.)*'|\"[^\"]*\"|[^,()]+)")
 DIED_RE = re.compile(r"exit code: (-?\d+)|Exit code: (-?\d+)|crashed with exit code (-?\d+)")
-SIGNALS = {1: "HUP", 2: "INT", 3: "QUIT", 4: "ILL", 6: "ABRT", 7: "BUS", 8: "FPE", 9: "KILL", 11: "SEGV", 13: "PIPE", 15: "TERM"}
+
+
+def signal_name(number: int) -> str:
+    """A signal as systemd and SGLang name it: 11 → "SEGV"."""
+    try:
+        return signal.Signals(number).name.removeprefix("SIG")
+    except ValueError:
+        return str(number)
 
 SERVER_ARG_TYPES: dict[str, Callable[[str], object]] = {
     "model_path": str, "tp_size": int, "dp_size": int, "context_length": int, "mem_fraction_static": float,
@@ -109,7 +117,7 @@ def parse_ts(text: str) -> float:
 def exit_cause(code: int) -> tuple[str, str | None]:
     """A child's exit code as SGLang's engine prints it: negative means a signal."""
     if code < 0:
-        return "killed_by_signal", SIGNALS.get(-code, str(-code))
+        return "killed_by_signal", signal_name(-code)
     return "exited", None
 
 

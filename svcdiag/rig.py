@@ -126,20 +126,13 @@ class Rig:
             return "no output"
 
     def _find_pid1(self) -> int | None:
-        """The container's systemd: the child of systemd-nspawn, itself under our unshare."""
+        """The container's systemd: a child (or grandchild) of our process, which unshare and
+        the boot script exec'd into systemd-nspawn."""
         assert self.proc is not None
-        for nspawn in _children(self.proc.pid):
-            if _comm(nspawn) == "systemd-nspawn":
-                for child in _children(nspawn):
-                    if _comm(child) == "systemd":
-                        return child
-        for child in _children(self.proc.pid):  # unshare exec'd the script, which exec'd nspawn
-            if _comm(child) == "systemd":
-                return child
-        if _comm(self.proc.pid) == "systemd-nspawn":
-            for child in _children(self.proc.pid):
-                if _comm(child) == "systemd":
-                    return child
+        for child in _children(self.proc.pid):
+            for pid in (child, *_children(child)):
+                if _comm(pid) == "systemd":
+                    return pid
         return None
 
     def down(self, timeout: float = 20.0) -> None:

@@ -53,14 +53,14 @@ def records(fmt: str, head: bytes, stream: BinaryIO, name: str) -> Iterator[Reco
 
 
 def _lines(head: bytes, stream: BinaryIO) -> Iterator[str]:
-    """Decoded lines: a truncated last line is still a line."""
+    """Decoded lines, CRLF already made LF: a truncated last line is still a line."""
     for _, lines in plain_chunks(head, stream):
         yield from lines
 
 
 def _plain(head: bytes, stream: BinaryIO, name: str) -> Iterator[Record]:
     for line in _lines(head, stream):
-        yield Record(line.rstrip("\r"))
+        yield Record(line)
 
 
 def plain_chunks(head: bytes, stream: BinaryIO) -> Iterator[tuple[str, list[str]]]:
@@ -104,7 +104,6 @@ def _short_ts(m: re.Match[str], year: int) -> float | None:
 def _short(head: bytes, stream: BinaryIO, name: str) -> Iterator[Record]:
     year = datetime.now().year
     for line in _lines(head, stream):
-        line = line.rstrip("\r")
         if not line or line.startswith("-- "):
             continue
         m = SHORT_RE.match(line)

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from .errors import SvcdiagError
+from .grammar import signal_name
 
 DEST = b"org.freedesktop.systemd1"
 MANAGER_PATH = b"/org/freedesktop/systemd1"
@@ -23,8 +24,6 @@ SERVICE = b"org.freedesktop.systemd1.Service"
 PROPERTIES = b"org.freedesktop.DBus.Properties"
 #: waitid(2)'s si_code, as ExecMainCode reports it
 CLD = {1: "exited", 2: "killed", 3: "dumped"}
-SIGNAL_NAMES = {1: "HUP", 2: "INT", 3: "QUIT", 4: "ILL", 6: "ABRT", 7: "BUS", 8: "FPE", 9: "KILL", 11: "SEGV",
-                13: "PIPE", 15: "TERM"}
 NO_BUS = ("no system bus: systemd is not PID 1 here, so there is no unit to start or watch; "
           "run on a systemd host, or in the private rig: python -m svcdiag.rig run -- svcdiag ...")
 
@@ -60,7 +59,7 @@ class UnitProps:
         if code == "exited":
             status = f"{self.exec_main_status}/{'SUCCESS' if self.exec_main_status == 0 else 'FAILURE'}"
         else:
-            status = f"{self.exec_main_status}/{SIGNAL_NAMES.get(self.exec_main_status, str(self.exec_main_status))}"
+            status = f"{self.exec_main_status}/{signal_name(self.exec_main_status)}"
         return f"Main process exited, code={code}, status={status}"
 
 
@@ -152,17 +151,18 @@ class Systemd:
     def unit_path(self, unit: str) -> bytes:
         return bytes(self._call(MANAGER_PATH, MANAGER, b"LoadUnit", b"s", [unit.encode()]))
 
+    def _job(self, method: bytes, unit: str, mode: str) -> bytes:
+        self.subscribe()  # before the call: JobRemoved may follow at once
+        return bytes(self._call(MANAGER_PATH, MANAGER, method, b"ss", [unit.encode(), mode.encode()]))
+
     def start(self, unit: str, mode: str = "replace") -> bytes:
-        self.subscribe()
-        return bytes(self._call(MANAGER_PATH, MANAGER, b"StartUnit", b"ss", [unit.encode(), mode.encode()]))
+        return self._job(b"StartUnit", unit, mode)
 
     def stop(self, unit: str, mode: str = "replace") -> bytes:
-        self.subscribe()
-        return bytes(self._call(MANAGER_PATH, MANAGER, b"StopUnit", b"ss", [unit.encode(), mode.encode()]))
+        return self._job(b"StopUnit", unit, mode)
 
     def restart(self, unit: str, mode: str = "replace") -> bytes:
-        self.subscribe()
-        return bytes(self._call(MANAGER_PATH, MANAGER, b"RestartUnit", b"ss", [unit.encode(), mode.encode()]))
+        return self._job(b"RestartUnit", unit, mode)
 
     def wait_job(self, job: bytes, timeout: float) -> str:
         """Block until JobRemoved names `job`: done, canceled, timeout, failed, dependency, skipped."""
