@@ -1,5 +1,5 @@
 """The `svcdiag` command. Each subcommand is thin: it wires config, render, systemd,
-journal and the judge together, and prints through report.Printer.
+journal and the judge together, and publishes through publish.Publisher.
 
 Exit codes: 0 healthy, 1 failed, 2 bad input (one line, no traceback), 3 timed out,
 4 incomplete (the log ends before a verdict).
@@ -167,7 +167,6 @@ def replay(ctx: click.Context, path: str | None, example: str | None, list_examp
     from .events import EXIT_CODES
     from .replay import EXAMPLES_DIR, example_path
     from .replay import replay as run_replay
-    from .report import Printer
 
     if list_examples:
         for p in sorted(EXAMPLES_DIR.iterdir()):
@@ -198,60 +197,90 @@ def replay(ctx: click.Context, path: str | None, example: str | None, list_examp
             result = run_replay(stream, name, cfg, invocation)
         except OSError as e:
             raise SvcdiagError(f"{name}: cannot read: {e.strerror}") from None
-    printer = Printer(sys.stdout, as_json=as_json, diagnose=_diagnoser(cfg, units_dir(ctx) if cfg else None))
+    pub = publisher(as_json, cfg, units_dir(ctx) if cfg else None, live=False)
+    pub.start(result.verdict.unit, result.chosen.invocation or result.verdict.invocation)
     n = len(result.starts)
     which = f"start {result.chosen.index} of {n}" + (f", invocation {result.chosen.invocation}"
                                                        if result.chosen.invocation else "")
-    printer.note(f"replay {name}: {result.format} format, {which}")
+    pub.note(f"replay {name}: {result.format} format, {which}")
     for ev in result.events:
-        printer.event(ev)
-    v = printer.verdict(result.verdict)
+        pub.event(ev)
+    v = pub.verdict(result.verdict)
     sys.exit(EXIT_CODES[v.verdict])
 
 
 # ---------------------------------------------------------------- live (systemd)
 
 
-def _printer(as_json: bool, cfg: ServiceConfig | None, units: UnitsDir | None = None, sd: Any = None) -> Any:
-    from .report import Printer
+def publisher(as_json: bool, cfg: ServiceConfig | None, units: UnitsDir | None = None, sd: Any = None, *,
+              live: bool = True, textfile: str | None = None) -> Any:
+    """Where a command's records go: the terminal (a live line on a TTY, plain lines, or JSON);
+    for a live wait also the journal and, when asked, a Prometheus textfile."""
+    from .publish import Publisher
+    from .report import JsonLines, Lines
 
-    return Printer(sys.stdout, as_json=as_json, diagnose=_diagnoser(cfg, units, sd))
+    sinks: list[Any] = []
+    if textfile:
+        from .textfile import Textfile
+
+        sinks.append(Textfile(textfile))
+    if as_json:
+        sinks.insert(0, JsonLines(sys.stdout))
+    elif live:
+        from .tty import LiveTerminal, wants_live
+
+        sinks.insert(0, LiveTerminal(sys.stdout) if wants_live(sys.stdout, as_json) else Lines(sys.stdout))
+    else:
+        sinks.insert(0, Lines(sys.stdout))
+    if live:
+        from .journal import JournalSink
+
+        sinks.append(JournalSink(warn=lambda m: click.echo(f"svcdiag: warning: {m}", err=True)))
+    return Publisher(sinks, config=cfg.name if cfg else None, unit=cfg.unit if cfg else None,
+                     diagnose=_diagnoser(cfg, units, sd))
 
 
-def judge_start(sd: Any, cfg: ServiceConfig, props: Any, emit: Any, timeout: float | None) -> Any:
+def textfile_option(f: Any) -> Any:
+    return click.option("--textfile", metavar="FILE.prom", envvar="SVCDIAG_TEXTFILE",
+                        help="also keep each unit's latest state in this Prometheus textfile "
+                             "(node_exporter's collector; $SVCDIAG_TEXTFILE)")(f)
+
+
+def judge_start(sd: Any, cfg: ServiceConfig, props: Any, pub: Any, timeout: float | None) -> Any:
     """The verdict of one start: the journal's, then, if that says healthy, HTTP's."""
     from .httpcheck import cross_check
     from .live import follow
+    from .publish import Progress
 
-    verdict = follow(sd, cfg, cfg.unit, props, emit=emit, total_timeout=timeout).verdict
+    def progress(judge: Any, now: float) -> None:
+        r = judge.readiness
+        pub.progress(Progress(cfg.unit, cfg.name, r.phase, r.started, r.next_deadline(), now))
+
+    pub.start(cfg.unit, props.invocation)
+    verdict = follow(sd, cfg, cfg.unit, props, emit=pub.event, total_timeout=timeout, on_progress=progress).verdict
     assert verdict is not None
     if verdict.verdict == "healthy":
         verdict = cross_check(verdict, cfg.host, cfg.port, cfg.timeout["http_check"])
     return verdict
 
 
-def _interrupted(name: str, printer: Any, phase: str | None) -> NoReturn:
-    where = f" (in phase {phase})" if phase else ""
-    printer.note(f"interrupted: {name} is left as it is{where}; `svcdiag wait {name}` to resume waiting, "
-                 f"`svcdiag down {name}` to stop it")
+def _interrupted(name: str, pub: Any) -> NoReturn:
+    where = f" (in phase {pub.phase})" if pub.phase else ""
+    pub.note(f"interrupted: {name} is left as it is{where}; `svcdiag wait {name}` to resume waiting, "
+             f"`svcdiag down {name}` to stop it")
+    pub.close()
     sys.exit(130)
 
 
-def _wait_verdict(sd: Any, cfg: ServiceConfig, props: Any, printer: Any, timeout: float | None) -> NoReturn:
+def _wait_verdict(sd: Any, cfg: ServiceConfig, props: Any, pub: Any, timeout: float | None) -> NoReturn:
     from .events import EXIT_CODES
 
-    phase: list[str] = []
-
-    def emit(ev: Any) -> None:
-        if ev.kind == "phase":
-            phase.append(ev.phase)
-        printer.event(ev)
-
     try:
-        verdict = judge_start(sd, cfg, props, emit, timeout)
+        verdict = judge_start(sd, cfg, props, pub, timeout)
     except KeyboardInterrupt:
-        _interrupted(cfg.name, printer, phase[-1] if phase else None)
-    verdict = printer.verdict(verdict)
+        _interrupted(cfg.name, pub)
+    verdict = pub.verdict(verdict)
+    pub.close()
     sys.exit(EXIT_CODES[verdict.verdict])
 
 
@@ -260,23 +289,25 @@ def _wait_verdict(sd: Any, cfg: ServiceConfig, props: Any, printer: Any, timeout
 @click.option("--wait-ready", is_flag=True, help="wait for the verdict: healthy, failed or timed out")
 @click.option("--timeout", type=float, metavar="S", help="overall deadline in seconds (on top of per-phase ones)")
 @click.option("--restart", is_flag=True, help="restart even if the unit is already active")
-@click.option("--json", "as_json", is_flag=True, help="event lines as replay --json prints them, the verdict last")
+@click.option("--json", "as_json", is_flag=True, help="JSON Lines (docs/events.md), the verdict last")
+@textfile_option
 @click.pass_context
-def up(ctx: click.Context, name: str, wait_ready: bool, timeout: float | None, restart: bool, as_json: bool) -> None:
+def up(ctx: click.Context, name: str, wait_ready: bool, timeout: float | None, restart: bool, as_json: bool,
+       textfile: str | None) -> None:
     """Install (if missing or drifted) and start NAME; with --wait-ready, report its verdict."""
     from .live import unit_lock
     from .systemd import Systemd
 
     cfg = load(ctx, name)
     with Systemd.connect() as sd:
-        printer = _printer(as_json, cfg, units_dir(ctx), sd)
-        with unit_lock(name, printer.note):
-            props = ensure_started(sd, cfg, printer.note, restart=restart)
+        pub = publisher(as_json, cfg, units_dir(ctx), sd, textfile=textfile)
+        with unit_lock(name, pub.note):
+            props = ensure_started(sd, cfg, pub.note, restart=restart)
             if not wait_ready:
                 if not as_json:
-                    printer.note(f"follow it with: svcdiag wait {name}")
+                    pub.note(f"follow it with: svcdiag wait {name}")
                 return
-            _wait_verdict(sd, cfg, props, printer, timeout)
+            _wait_verdict(sd, cfg, props, pub, timeout)
 
 
 def ensure_started(sd: Any, cfg: ServiceConfig, note: Any, *, restart: bool) -> Any:
@@ -302,22 +333,23 @@ def ensure_started(sd: Any, cfg: ServiceConfig, note: Any, *, restart: bool) -> 
 @main.command()
 @click.argument("name")
 @click.option("--timeout", type=float, metavar="S", help="overall deadline in seconds")
-@click.option("--json", "as_json", is_flag=True)
+@click.option("--json", "as_json", is_flag=True, help="JSON Lines (docs/events.md), the verdict last")
+@textfile_option
 @click.pass_context
-def wait(ctx: click.Context, name: str, timeout: float | None, as_json: bool) -> None:
+def wait(ctx: click.Context, name: str, timeout: float | None, as_json: bool, textfile: str | None) -> None:
     """Attach to NAME's current start and wait for its verdict, restarting nothing."""
     from .systemd import Systemd
 
     cfg = load(ctx, name)
     with Systemd.connect() as sd:
-        printer = _printer(as_json, cfg, units_dir(ctx), sd)
         props = sd.props(cfg.unit)
         if not props.invocation:
             raise SvcdiagError(f"{cfg.unit} has not been started since boot ({props.active_state}); "
                                f"start it with: svcdiag up {name} --wait-ready")
+        pub = publisher(as_json, cfg, units_dir(ctx), sd, textfile=textfile)
         if not props.running:
-            printer.note(f"{cfg.unit} is {props.active_state}; judging its last start (invocation {props.invocation})")
-        _wait_verdict(sd, cfg, props, printer, timeout)
+            pub.note(f"{cfg.unit} is {props.active_state}; judging its last start (invocation {props.invocation})")
+        _wait_verdict(sd, cfg, props, pub, timeout)
 
 
 @main.command()
@@ -353,6 +385,7 @@ def down(ctx: click.Context, name: str, as_json: bool) -> None:
 def status(ctx: click.Context, names: tuple[str, ...], as_json: bool) -> None:
     """State, phase, figures and verdict of the current start of each unit (default: all)."""
     from .live import follow
+    from .publish import verdict_record
     from .systemd import Systemd
 
     units = units_dir(ctx)
@@ -372,7 +405,7 @@ def status(ctx: click.Context, names: tuple[str, ...], as_json: bool) -> None:
                     v = v.with_(diagnosis=_diagnoser(cfg, units, sd)(v))
                 row.update(phase=r.phase, kv_tokens=r.figures.get("kv_tokens"),
                            max_running_requests=r.figures.get("max_running_requests"),
-                           verdict=v.to_json() if v else None)
+                           verdict=verdict_record(v, cfg.name).to_json() if v else None)
                 if props.running and props.active_enter_ts:
                     row["uptime_s"] = round(time.time() - props.active_enter_ts, 1)
             rows.append(row)
@@ -401,11 +434,10 @@ def status(ctx: click.Context, names: tuple[str, ...], as_json: bool) -> None:
 def logs(ctx: click.Context, name: str, milestones: bool, follow_: bool) -> None:
     """The current start's log (this invocation only, systemd's lines about it included)."""
     from .live import follow
-    from .report import Printer
     from .systemd import Systemd
 
     cfg = load(ctx, name)
-    printer = Printer(sys.stdout, as_json=False)
+    pub = publisher(False, cfg, live=False)
     with Systemd.connect() as sd:
         props = sd.props(cfg.unit)
         if not props.invocation:
@@ -417,10 +449,36 @@ def logs(ctx: click.Context, name: str, milestones: bool, follow_: bool) -> None
                 click.echo(f"{who}{rec.text}")
 
         try:
-            follow(sd, cfg, cfg.unit, props, emit=printer.event if milestones else lambda ev: None,
+            follow(sd, cfg, cfg.unit, props, emit=pub.event if milestones else lambda ev: None,
                    keep_following=follow_, on_record=line, until_verdict=False)
         except KeyboardInterrupt:
             sys.exit(130)
+
+
+@main.command()
+@click.option("--follow", "-f", "follow_", is_flag=True, help="after the history, print new events as they come")
+@click.option("--unit", "-u", "names", multiple=True, metavar="NAME",
+              help="only this config or unit (repeatable; default: every unit svcdiag has reported on)")
+@click.option("--since", metavar="TIME", help="'2026-12-02 19:30', '19:30', 'today', '-10min', '@UNIX'")
+@click.option("--json", "as_json", is_flag=True, help="JSON Lines, the records exactly as written (docs/events.md)")
+def events(follow_: bool, names: tuple[str, ...], since: str | None, as_json: bool) -> None:
+    """Readiness events of every start svcdiag judged, read back from the journal: from any
+    terminal, while `up` runs elsewhere or long after it exited."""
+    from .journal import EventReader, parse_since
+    from .report import JsonLines, Lines
+
+    wanted = set(names) | {n + ".service" for n in names if not n.endswith(".service")}
+    reader = EventReader(units=wanted, since=parse_since(since) if since else None)
+    sink = JsonLines(sys.stdout) if as_json else Lines(sys.stdout, with_unit=True)
+    try:
+        while True:
+            for rec in reader.read():
+                sink.publish(rec)
+            if not follow_:
+                return
+            reader.wait(1.0)
+    except KeyboardInterrupt:
+        sys.exit(130)
 
 
 @main.command("baseline-check")
@@ -429,10 +487,12 @@ def logs(ctx: click.Context, name: str, milestones: bool, follow_: bool) -> None
 @click.option("--keep-running", is_flag=True, help="leave the baseline running even if it was stopped before")
 @click.option("--state-dir", metavar="DIR", help="snapshot history (default: $SVCDIAG_STATE_DIR or /var/lib/svcdiag)")
 @click.option("--timeout", type=float, metavar="S", help="overall deadline on top of the per-phase ones")
-@click.option("--json", "as_json", is_flag=True, help="event lines, the verdict, then a baseline_result line")
+@click.option("--json", "as_json", is_flag=True, help="JSON Lines (docs/events.md): events, the verdict, "
+                                                      "drift, then a baseline_result line")
+@textfile_option
 @click.pass_context
 def baseline_check(ctx: click.Context, name: str | None, candidate: str | None, keep_running: bool,
-                   state_dir: str | None, timeout: float | None, as_json: bool) -> None:
+                   state_dir: str | None, timeout: float | None, as_json: bool, textfile: str | None) -> None:
     """Start the known-good baseline afresh, snapshot its figures, compare with the last good run,
     and put it back the way it was. NAME defaults to the config marked `baseline = true`."""
     from .baseline import SnapshotStore, compare, explain_candidate, make_snapshot
@@ -447,16 +507,16 @@ def baseline_check(ctx: click.Context, name: str | None, candidate: str | None, 
     store = SnapshotStore(find_state_dir(state_dir), cfg.name)
     prev = store.last_good()
     with Systemd.connect() as sd:
-        printer = _printer(as_json, cfg, units, sd)
+        pub = publisher(as_json, cfg, units, sd, textfile=textfile)
         for problem in store.problems:
-            printer.note(problem)
-        with unit_lock(cfg.name, printer.note):
+            pub.note(problem)
+        with unit_lock(cfg.name, pub.note):
             before = sd.props(cfg.unit)
-            printer.note(f"baseline {cfg.name}: {before.active_state} before the check; a fresh start is judged")
+            pub.note(f"baseline {cfg.name}: {before.active_state} before the check; a fresh start is judged")
             interrupted = False
             try:
-                props = ensure_started(sd, cfg, printer.note, restart=True)
-                verdict = judge_start(sd, cfg, props, printer.event, timeout)
+                props = ensure_started(sd, cfg, pub.note, restart=True)
+                verdict = judge_start(sd, cfg, props, pub, timeout)
             except KeyboardInterrupt:
                 interrupted = True
             finally:
@@ -464,7 +524,8 @@ def baseline_check(ctx: click.Context, name: str | None, candidate: str | None, 
                     sd.wait_job(sd.stop(cfg.unit), 90.0)  # the check must not leave it running
                 after = sd.props(cfg.unit)
             if interrupted:
-                printer.note(f"interrupted: {cfg.unit} put back to {after.active_state}; no snapshot written")
+                pub.note(f"interrupted: {cfg.unit} put back to {after.active_state}; no snapshot written")
+                pub.close()
                 sys.exit(130)
         snapshot = make_snapshot(cfg, verdict, before.active_state)
         snapshot["state_after"] = after.active_state
@@ -477,14 +538,18 @@ def baseline_check(ctx: click.Context, name: str | None, candidate: str | None, 
             if cprops.invocation:
                 cverdict = follow(sd, cand, cand.unit, cprops, emit=lambda ev: None, keep_following=False).verdict
             against = explain_candidate(cfg, cand, cverdict, snapshot if snapshot["healthy"] else (prev[1] if prev else None))
-    verdict = printer.verdict(verdict)
-    result = {"event": "baseline_result", "name": cfg.name, "healthy": snapshot["healthy"] and not drift,
-              "verdict": verdict.verdict, "drift": drift, "compared_with": str(prev[0]) if prev else None,
-              "state_before": before.active_state, "state_after": after.active_state, "snapshot": str(path),
-              "against": against}
-    if as_json:
-        emit_json(result)
-    else:
+    verdict = pub.verdict(verdict)
+    for d in drift:
+        pub.publish(pub.record("drift", ts=verdict.ts, message=d["message"], data=d))
+    healthy = snapshot["healthy"] and not drift
+    result = {"name": cfg.name, "healthy": healthy, "drift": drift,
+              "compared_with": str(prev[0]) if prev else None, "state_before": before.active_state,
+              "state_after": after.active_state, "snapshot": str(path), "against": against}
+    summary = (f"baseline {cfg.name} " + ("holds" if healthy else "drifted" if snapshot["healthy"] else "is not healthy")
+               + f": {verdict.verdict}, {len(drift)} drift item(s)")
+    pub.publish(pub.record("baseline_result", ts=verdict.ts, verdict=verdict.verdict, message=summary, data=result))
+    pub.close()
+    if not as_json:
         click.echo(f"  compared with: {result['compared_with'] or 'no earlier good snapshot'}")
         click.echo("  drift: " + ("none" if not drift else ""))
         for d in drift:

@@ -1,4 +1,4 @@
-"""Reading journald (cysystemd): the one place that knows the journal.
+"""journald (cysystemd): the one place that knows the journal, read and written.
 
 `Follower` reads exactly one start of a unit: entries whose `_SYSTEMD_INVOCATION_ID` is
 the start's (the server's own lines) or whose `INVOCATION_ID` is (PID 1's lines about it).
@@ -16,10 +16,14 @@ from __future__ import annotations
 import glob
 import mmap
 import os
+import re
+import select
 import struct
-from typing import Iterator
+import time
+from typing import Callable, Iterable, Iterator
 
 from .errors import SvcdiagError
+from .schema import JOURNALED, SCHEMA_VERSION, ReadinessEvent
 from .sources import Record, record_from_fields
 
 JOURNAL_GLOBS = ("/run/log/journal/*/system.journal", "/var/log/journal/*/system.journal")
@@ -115,3 +119,117 @@ class Follower:
         self.heads.close()
 
 
+
+
+# ---------------------------------------------------------------- svcdiag's own records
+
+
+class JournalSink:
+    """Writes each record to the journal (sd_journal_sendv via cysystemd), so `svcdiag events`
+    and plain `journalctl SVCDIAG_EVENT=verdict` see it. A record another observer of the
+    same start already wrote (`wait` after `up`) is not written twice."""
+
+    def __init__(self, warn: Callable[[str], None]):
+        from cysystemd.journal import send
+
+        self._send, self._warn = send, warn
+        self._seen: set[tuple] = set()
+        self._loaded: set[tuple[str | None, str | None]] = set()
+        self._failed = False
+
+    def _load(self, unit: str | None, invocation: str | None) -> None:
+        if (unit, invocation) in self._loaded or invocation is None:
+            return
+        self._loaded.add((unit, invocation))
+        try:
+            reader = EventReader(invocation=invocation)
+        except SvcdiagError:
+            return
+        self._seen.update(rec.key() for rec in reader.read())
+
+    def publish(self, rec: ReadinessEvent) -> None:
+        if rec.event not in JOURNALED or self._failed:
+            return
+        self._load(rec.unit, rec.invocation)
+        key = rec.key()
+        if key in self._seen:
+            return
+        self._seen.add(key)
+        rc = self._send(**rec.journal_fields())
+        if rc < 0:  # journald is not there (a container without it): the other destinations still work
+            self._failed = True
+            self._warn(f"cannot write events to the journal: {os.strerror(-rc)}; `svcdiag events` will not see them")
+
+
+def parse_since(text: str, now: float | None = None) -> float:
+    """journalctl's --since forms that operators type: 'YYYY-MM-DD[ HH:MM[:SS]]', 'HH:MM[:SS]' (today),
+    'today', 'yesterday', '-10min' / '10 min ago' (s, min, h, d), '@UNIX'."""
+    now = time.time() if now is None else now
+    t = text.strip().lower()
+    m = re.fullmatch(r"-?\s*(\d+(?:\.\d+)?)\s*(s|sec|second|seconds|m|min|minute|minutes|h|hour|hours|d|day|days)"
+                     r"(\s+ago)?", t)
+    if m and (t.startswith("-") or m.group(3)):
+        unit = m.group(2)[0] if not m.group(2).startswith("mi") else "m"
+        return now - float(m.group(1)) * {"s": 1, "m": 60, "h": 3600, "d": 86400}[unit]
+    if t.startswith("@"):
+        try:
+            return float(t[1:])
+        except ValueError:
+            pass
+    midnight = time.mktime(time.localtime(now)[:3] + (0, 0, 0, 0, 0, -1))
+    if t in ("today", "yesterday", "now"):
+        return {"today": midnight, "yesterday": midnight - 86400, "now": now}[t]
+    for fmt in ("%Y-%m-%d %H:%M:%S", "%Y-%m-%d %H:%M", "%Y-%m-%d", "%Y-%m-%dT%H:%M:%S", "%H:%M:%S", "%H:%M"):
+        try:
+            parsed = time.strptime(text.strip(), fmt)
+        except ValueError:
+            continue
+        if fmt.startswith("%H"):
+            return midnight + parsed.tm_hour * 3600 + parsed.tm_min * 60 + parsed.tm_sec
+        return time.mktime(parsed)
+    raise SvcdiagError(f"--since {text!r}: not a time (try '2026-12-02 19:30', '19:30', 'today', '-10min' or '@UNIX')")
+
+
+class EventReader:
+    """svcdiag's records in the journal, oldest first, each once; then, following, new ones."""
+
+    def __init__(self, *, units: Iterable[str] = (), since: float | None = None, invocation: str | None = None):
+        from cysystemd.reader import JournalOpenMode, JournalReader, Rule
+
+        self.units = set(units)
+        self.reader = JournalReader()
+        try:
+            self.reader.open(JournalOpenMode.SYSTEM | JournalOpenMode.LOCAL_ONLY)
+        except Exception as e:
+            raise SvcdiagError(f"cannot open the system journal: {e}") from None
+        rule = Rule("SVCDIAG_SCHEMA", str(SCHEMA_VERSION))
+        if invocation:
+            rule = rule & Rule("SVCDIAG_INVOCATION", invocation)
+        self.reader.add_filter(rule)
+        if since is not None:
+            self.reader.seek_realtime_usec(int(since * 1e6))
+        else:
+            self.reader.seek_head()
+        self._seen: set[tuple] = set()
+
+    def fileno(self) -> int:
+        return self.reader.fd
+
+    def read(self) -> Iterator[ReadinessEvent]:
+        while True:
+            entry = self.reader.next()
+            if not entry:
+                return
+            rec = ReadinessEvent.from_journal_fields(entry.data)
+            if rec is None or (self.units and rec.unit not in self.units and rec.config not in self.units):
+                continue
+            key = rec.key()
+            if key in self._seen:
+                continue
+            self._seen.add(key)
+            yield rec
+
+    def wait(self, timeout: float) -> None:
+        """Until the journal may have more (or `timeout`)."""
+        select.select([self.reader.fd], [], [], timeout)
+        self.reader.process_events()

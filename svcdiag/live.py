@@ -35,6 +35,8 @@ IDLE_INTERVAL = 0.020
 QUIET_AFTER = 2.0
 #: after D-Bus says the unit died, how long the journal gets to deliver the lines that explain it
 DEATH_GRACE = 0.12
+#: how often a live display hears where the start is, when nothing else wakes the loop
+PROGRESS_EVERY = 0.25
 LOCK_DIR = Path(os.environ.get("SVCDIAG_LOCK_DIR", "/run/svcdiag"))
 
 
@@ -52,9 +54,11 @@ class Followed:
 def follow(sd: Systemd, cfg: ServiceConfig | None, unit: str, props: UnitProps, *,
            emit: Callable[[Event], None], keep_following: bool = True, total_timeout: float | None = None,
            on_record: Callable[[Record], None] | None = None, until_verdict: bool = True,
-           hot_interval: float = HOT_INTERVAL) -> Followed:
+           hot_interval: float = HOT_INTERVAL,
+           on_progress: Callable[[Judge, float], None] | None = None) -> Followed:
     """Judge invocation `props.invocation` of `unit`, from its first line, until a verdict
-    (or, with keep_following=False, until the journal has nothing more to say now)."""
+    (or, with keep_following=False, until the journal has nothing more to say now).
+    `on_progress` is called on every turn of the loop, at least every PROGRESS_EVERY s."""
     invocation = props.invocation
     start = props.inactive_exit_ts or props.state_change_ts or time.time()
     judge = Judge(cfg, unit=unit, invocation=invocation, total_timeout=total_timeout, start_ts=start)
@@ -118,11 +122,15 @@ def follow(sd: Systemd, cfg: ServiceConfig | None, unit: str, props: UnitProps, 
                 emit(ev)
             if done():
                 break
+            if on_progress is not None:
+                on_progress(judge, now)
             if died_at is not None or dirty:
                 wake = now + 0.01
             else:
                 nd = judge.readiness.next_deadline()
                 wake = min(nd, now + 1.0) if nd is not None else now + 1.0
+            if on_progress is not None:
+                wake = min(wake, now + PROGRESS_EVERY)
             quiet = time.monotonic() - last_append > QUIET_AFTER
             pending = _idle(poller, journal, sd, jfd, bfd, wake, IDLE_INTERVAL if quiet else hot_interval) or pending
             if pending:

@@ -1,18 +1,22 @@
-"""How events and verdicts look to an operator: one human line each, or one JSON object."""
+"""How records look to an operator: one human line each (a block for a verdict), or one JSON object."""
 
 from __future__ import annotations
 
 import json
 import time
-from typing import Any, Callable, TextIO
+from typing import Any, TextIO
 
 from .events import (
     CudaGraph, DraftRunner, Event, Failure, KVCache, MambaCache, MaxRunningLimited, PhaseChange, PoolEnd,
-    Ready, SchedulerInfo, ServerArgs, UnitState, Uvicorn, Verdict, WeightsBegin, WeightsEnd,
+    Ready, SchedulerInfo, ServerArgs, UnitState, Uvicorn, WeightsBegin, WeightsEnd,
 )
+from .schema import ReadinessEvent
 
 KEY_FIGURES = ("kv_tokens", "max_total_num_tokens", "max_running_requests", "context_len", "mamba_slots",
                "weights_gb", "avail_before_load_gb", "available_gpu_mem_gb", "startup_s")
+
+
+HEADS = {"healthy": "HEALTHY", "failed": "FAILED", "timed_out": "TIMED OUT", "incomplete": "INCOMPLETE"}
 
 
 def _gb(v: float | None) -> str:
@@ -72,66 +76,69 @@ def describe(ev: Event) -> str | None:
     return None
 
 
-def _clock(ts: float | None) -> str:
+def clock(ts: float | None) -> str:
     if ts is None:
         return "        "
     return time.strftime("%H:%M:%S", time.localtime(ts))
 
 
-class Printer:
-    """Streams events as they come: human lines on a TTY or a file, or JSON lines."""
+class JsonLines:
+    """Every record as one JSON object per line (schema.py)."""
 
-    def __init__(self, out: TextIO, *, as_json: bool, diagnose: Callable[[Verdict], dict[str, Any] | None] | None = None):
-        self.out, self.as_json, self.diagnose = out, as_json, diagnose
+    def __init__(self, out: TextIO):
+        self.out = out
 
-    def event(self, ev: Event) -> None:
-        if isinstance(ev, Verdict):
-            return  # the verdict is printed once, last, by verdict()
-        if self.as_json:
-            self._json(ev.to_json())
-            return
-        text = describe(ev)
+    def publish(self, rec: ReadinessEvent) -> None:
+        self.out.write(json.dumps(rec.to_json(), ensure_ascii=False, default=str) + "\n")
+        self.out.flush()
+
+
+class Lines:
+    """A human line per milestone, phase and failure, the verdict as a block. `prefix` names
+    the unit when one stream shows several (`svcdiag events`)."""
+
+    def __init__(self, out: TextIO, *, with_unit: bool = False):
+        self.out, self.with_unit = out, with_unit
+
+    def text(self, rec: ReadinessEvent) -> str | None:
+        who = f"{rec.config or rec.unit or '-'}  " if self.with_unit else ""
+        if rec.event == "note":
+            return f"{who}{rec.message}\n"
+        if rec.event == "verdict":
+            return render_verdict(rec.to_json())
+        if rec.event in ("diagnosis", "baseline_result", "drift") and not self.with_unit:
+            return None  # the verdict block shows the diagnosis; baseline-check prints its own summary
+        if not rec.message:
+            return None
+        return f"  {clock(rec.ts)}  {who}{rec.message}\n"
+
+    def publish(self, rec: ReadinessEvent) -> None:
+        text = self.text(rec)
         if text:
-            self.out.write(f"  {_clock(ev.ts)}  {text}\n")
-            self.out.flush()
+            self.write(text)
 
-    def note(self, text: str) -> None:
-        if self.as_json:
-            self._json({"event": "note", "message": text})
-        else:
-            self.out.write(text + "\n")
-            self.out.flush()
-
-    def verdict(self, v: Verdict) -> Verdict:
-        if self.diagnose is not None and v.diagnosis is None and v.verdict != "healthy":
-            v = v.with_(diagnosis=self.diagnose(v))
-        if self.as_json:
-            self._json(v.to_json())
-        else:
-            self.out.write(render_verdict(v))
-        self.out.flush()
-        return v
-
-    def _json(self, obj: dict[str, Any]) -> None:
-        self.out.write(json.dumps(obj, ensure_ascii=False, default=str) + "\n")
+    def write(self, text: str) -> None:
+        self.out.write(text)
         self.out.flush()
 
 
-def render_verdict(v: Verdict) -> str:
-    head = {"healthy": "HEALTHY", "failed": "FAILED", "timed_out": "TIMED OUT", "incomplete": "INCOMPLETE"}[v.verdict]
-    cause = f" [{v.cause}]" if v.cause else ""
-    who = f"{v.unit}: " if v.unit else ""
-    took = f" after {v.figures['startup_s']:.1f} s" if "startup_s" in v.figures else ""
-    lines = [f"\n{who}{head}{cause} in phase {v.phase}{took}: {v.message}"]
-    figs = [f"{k}={_n(v.figures[k])}" for k in KEY_FIGURES if k in v.figures and k != "startup_s"]
+def render_verdict(v: dict[str, Any]) -> str:
+    """A verdict record (schema.py's JSON form) as the block an operator reads."""
+    head = HEADS.get(v["verdict"], v["verdict"].upper())
+    cause = f" [{v['cause']}]" if v.get("cause") else ""
+    who = f"{v['unit']}: " if v.get("unit") else ""
+    figures = v.get("figures") or {}
+    took = f" after {figures['startup_s']:.1f} s" if "startup_s" in figures else ""
+    lines = [f"\n{who}{head}{cause} in phase {v.get('phase')}{took}: {v.get('message')}"]
+    figs = [f"{k}={_n(figures[k])}" for k in KEY_FIGURES if k in figures and k != "startup_s"]
     if figs:
         lines.append("  figures: " + ", ".join(figs))
-    if v.phase_seconds:
-        lines.append("  phases:  " + ", ".join(f"{p} {s:.1f} s" for p, s in v.phase_seconds.items()))
-    if v.evidence:
+    if v.get("phase_seconds"):
+        lines.append("  phases:  " + ", ".join(f"{p} {s:.1f} s" for p, s in v["phase_seconds"].items()))
+    if v.get("evidence"):
         lines.append("  evidence:")
-        lines += [f"    {e[:400]}" for e in v.evidence]
-    d = v.diagnosis
+        lines += [f"    {e[:400]}" for e in v["evidence"]]
+    d = v.get("diagnosis")
     if d:
         lines.append("  diagnosis:")
         for sentence in d.get("explanation", []):

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from svcdiag.judge import Judge
 from svcdiag.replay import replay
+from svcdiag.schema import EVENT_TYPES
 
 from .conftest import EXAMPLES, assert_one_line_error, run_svcdiag
 from .journal_formats import as_export, as_json, as_short, entry
@@ -187,7 +188,9 @@ def test_replay_cli_json_lines_verdict_last_and_exit_codes(tmp_path: Path) -> No
     assert {"kv_tokens", "max_running_requests", "context_len"} <= set(last["figures"])
     assert all(isinstance(last["figures"][k], int) for k in ("kv_tokens", "max_running_requests", "context_len"))
     assert last["evidence"]
-    assert any(l["event"] == "kv_cache" for l in lines[:-1])
+    assert any(l["event"] == "milestone" and l["milestone"] == "kv_cache" for l in lines[:-1])
+    assert all(l["schema"] == 1 and l["event"] in EVENT_TYPES for l in lines)
+    assert lines[-2]["event"] == "diagnosis" and lines[-2]["fixes"]
     assert run_svcdiag("replay", "--example", "dflash-smoke").returncode == 0
     cut = tmp_path / "cut.log"
     cut.write_text("\n".join(SMOKE[:20]))  # truncated: no newline at the end either

@@ -68,10 +68,12 @@ def test_demo_smoke_up_wait_ready_is_healthy_with_events_and_http(rig, units: Pa
     assert p.returncode == 0 and v["verdict"] == "healthy", v
     assert v["figures"]["kv_tokens"] == v["figures"]["http_max_total_num_tokens"] > 0
     assert (v["figures"]["max_running_requests"], v["figures"]["mamba_slots"]) == (4, 24)
-    kinds = [e["event"] for e in json_lines(p)]
-    for k in ("weights_begin", "weights_end", "mamba_cache", "kv_cache", "scheduler", "ready", "phase"):
-        assert k in kinds, k
-    phases = [e["phase"] for e in json_lines(p) if e["event"] == "phase"]
+    milestones = [e["milestone"] for e in json_lines(p) if e["event"] == "milestone"]
+    for k in ("weights_begin", "weights_end", "mamba_cache", "kv_cache", "scheduler", "ready"):
+        assert k in milestones, k
+    assert all(e["invocation"] == v["invocation"] and e["config"] == name
+               for e in json_lines(p) if e["event"] != "note")
+    phases = [e["phase"] for e in json_lines(p) if e["event"] == "phase_entered"]
     assert phases[-1] == "ready" and "loading_weights" in phases
     again = sv(rig, units, "up", name, "--wait-ready", "--json")  # already active: attach, do not restart
     assert again.returncode == 0
