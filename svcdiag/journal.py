@@ -199,7 +199,7 @@ class EventReader:
         self.units = set(units)
         self.reader = JournalReader()
         try:
-            self.reader.open(JournalOpenMode.SYSTEM | JournalOpenMode.LOCAL_ONLY)
+            self.reader.open(JournalOpenMode.SYSTEM)
         except Exception as e:
             raise SvcdiagError(f"cannot open the system journal: {e}") from None
         rule = Rule("SVCDIAG_SCHEMA", str(SCHEMA_VERSION))

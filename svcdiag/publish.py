@@ -58,10 +58,12 @@ class Publisher:
         self.config, self.unit, self.invocation = config, unit, invocation
         self.diagnose = diagnose
         self.phase: str | None = None
+        self._failure_sent = False
 
     def start(self, unit: str | None, invocation: str | None) -> None:
         """A (new) start is being followed: its records carry its invocation id."""
         self.unit, self.invocation, self.phase = unit, invocation, "starting"
+        self._failure_sent = False
 
     def record(self, event: str, **kw: Any) -> ReadinessEvent:
         kw.setdefault("phase", self.phase)
@@ -80,6 +82,7 @@ class Publisher:
             rec = self.record("phase_entered", ts=ev.ts, message=describe(ev),
                               data={"previous": ev.previous, "previous_s": ev.previous_s})
         elif isinstance(ev, Failure):
+            self._failure_sent = True
             rec = self.record("failure", ts=ev.ts, cause=ev.cause, message=ev.message, line=ev.line or None,
                               data={"evidence": list(ev.evidence), "signal": ev.signal, "status": ev.status})
         else:
@@ -94,6 +97,13 @@ class Publisher:
         """Diagnose a verdict that is not healthy, then publish the diagnosis and the verdict, in that order."""
         if self.diagnose is not None and v.diagnosis is None and v.verdict != "healthy":
             v = v.with_(diagnosis=self.diagnose(v))
+        if v.verdict == "failed" and not self._failure_sent:
+            # concluded from the unit's state (exit status, signal) rather than a log line:
+            # every failed start still carries one failure record
+            self._failure_sent = True
+            self.publish(self.record("failure", ts=v.ts, phase=v.phase, cause=v.cause, message=v.message,
+                                     data={"evidence": list(v.evidence[-3:]), "signal": v.figures.get("signal"),
+                                           "status": v.figures.get("exit_status")}))
         if v.diagnosis:
             d = v.diagnosis
             self.publish(self.record("diagnosis", ts=v.ts, phase=v.phase, cause=d.get("cause"),

@@ -130,8 +130,8 @@ class Readiness:
         handler = getattr(self, f"_on_{type(ev).__name__}", None)
         if handler is not None and (primary or isinstance(ev, Failure)):
             out += handler(ev) or []
-        if primary and not isinstance(ev, Failure) and not (isinstance(ev, UnitState) and self.verdict):
-            out.insert(0, ev)
+        if (primary or isinstance(ev, Failure)) and not (isinstance(ev, UnitState) and self.verdict):
+            out.insert(0, ev)  # a failure on any rank is the operator's news
         if self.verdict is not None:
             out.append(self.verdict)
         return out

@@ -110,7 +110,8 @@ class Lines:
             return None  # the verdict block shows the diagnosis; baseline-check prints its own summary
         if not rec.message:
             return None
-        return f"  {clock(rec.ts)}  {who}{rec.message}\n"
+        what = f"failure ({rec.cause}): " if rec.event == "failure" else ""
+        return f"  {clock(rec.ts)}  {who}{what}{rec.message}\n"
 
     def publish(self, rec: ReadinessEvent) -> None:
         text = self.text(rec)
