@@ -83,8 +83,10 @@ class ReadinessEvent:
 
     def key(self) -> tuple[Any, ...]:
         """Two observers of one start publish the same events; this is what makes them the same."""
-        ts = None if self.event in ("verdict", "diagnosis") or self.ts is None else round(self.ts, 6)
-        return (self.unit, self.invocation, self.event, self.milestone, self.phase, self.verdict, self.cause, ts)
+        if self.event in ("verdict", "diagnosis"):  # one per conclusion, whenever each observer reached it
+            return (self.unit, self.invocation, self.event, self.phase, self.verdict, self.cause)
+        ts = None if self.ts is None else round(self.ts, 6)
+        return (self.unit, self.invocation, self.event, self.milestone, self.phase, self.cause, ts, self.message)
 
     # ------------------------------------------------------------ journald
 

@@ -301,3 +301,13 @@ def test_no_live_line_when_piped_or_on_a_dumb_terminal(tmp_path: Path, monkeypat
         assert not wants_live(f, as_json=False)
     monkeypatch.setenv("TERM", "dumb")
     assert not wants_live(pty_out.out, as_json=False)
+
+
+def test_records_are_the_same_only_when_they_say_the_same_thing() -> None:
+    common = {"unit": "a.service", "invocation": "f" * 32, "phase": "cuda_graph", "ts": 10.0}
+    begin = ReadinessEvent(event="milestone", milestone="cuda_graph", message="capturing", **common)
+    end = ReadinessEvent(event="milestone", milestone="cuda_graph", message="captured: 1.21 GB", **common)
+    assert begin.key() != end.key()  # same millisecond, two milestones: both kept
+    up_says = ReadinessEvent(event="verdict", verdict="healthy", **common)
+    wait_says = ReadinessEvent(event="verdict", verdict="healthy", **{**common, "ts": 11.5})
+    assert up_says.key() == wait_says.key()  # one start, one verdict, whoever judged it

@@ -130,6 +130,8 @@ def test_fault(rig, units: Path, base: str, scenario: str, cause: str, phase: st
         assert v["figures"][k] == val, (k, v["figures"])
     assert time.monotonic() - t < 10
     assert v["evidence"]
+    failures = [e for e in json_lines(p) if e["event"] == "failure"]
+    assert [f["cause"] for f in failures] == [cause]  # one failure record per failed start, before the verdict
     sv(rig, units, "down", name)
 
 
