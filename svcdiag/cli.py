@@ -218,20 +218,14 @@ def publisher(as_json: bool, cfg: ServiceConfig | None, units: UnitsDir | None =
     for a live wait also the journal and, when asked, a Prometheus textfile."""
     from .publish import Publisher
     from .report import JsonLines, Lines
+    from .tty import LiveTerminal, wants_live
 
-    sinks: list[Any] = []
+    term = JsonLines if as_json else LiveTerminal if live and wants_live(sys.stdout, as_json) else Lines
+    sinks: list[Any] = [term(sys.stdout)]
     if textfile:
         from .textfile import Textfile
 
         sinks.append(Textfile(textfile))
-    if as_json:
-        sinks.insert(0, JsonLines(sys.stdout))
-    elif live:
-        from .tty import LiveTerminal, wants_live
-
-        sinks.insert(0, LiveTerminal(sys.stdout) if wants_live(sys.stdout, as_json) else Lines(sys.stdout))
-    else:
-        sinks.insert(0, Lines(sys.stdout))
     if live:
         from .journal import JournalSink
 
