@@ -234,8 +234,17 @@ def publisher(as_json: bool, cfg: ServiceConfig | None, units: UnitsDir | None =
                      diagnose=_diagnoser(cfg, units, sd))
 
 
+def _check_textfile(ctx: click.Context, param: Any, value: str | None) -> str | None:
+    """A bad path is refused before anything is started, not after a 2-minute wait."""
+    if value:
+        from .textfile import Textfile
+
+        Textfile(value)
+    return value
+
+
 def textfile_option(f: Any) -> Any:
-    return click.option("--textfile", metavar="FILE.prom", envvar="SVCDIAG_TEXTFILE",
+    return click.option("--textfile", metavar="FILE.prom", envvar="SVCDIAG_TEXTFILE", callback=_check_textfile,
                         help="also keep each unit's latest state in this Prometheus textfile "
                              "(node_exporter's collector; $SVCDIAG_TEXTFILE)")(f)
 

@@ -25,3 +25,12 @@ def test_help_lists_every_command() -> None:
 def test_missing_units_folder_is_one_line(tmp_path) -> None:
     r = run_svcdiag("--units", str(tmp_path / "nope"), "list")
     assert r.returncode == 2 and r.stderr.decode().count("\n") == 1 and "is not a directory" in r.stderr.decode()
+
+
+def test_a_bad_textfile_is_refused_before_anything_starts(tmp_path) -> None:
+    from .conftest import assert_one_line_error
+
+    r = run_svcdiag("--units", "units", "up", "demo-smoke", "--wait-ready", "--textfile", str(tmp_path / "no" / "x.prom"))
+    assert_one_line_error(r, "--textfile", "no such directory")
+    r = run_svcdiag("--units", "units", "wait", "demo-smoke", "--textfile", str(tmp_path / "state.txt"))
+    assert_one_line_error(r, "--textfile", ".prom")
