@@ -553,6 +553,7 @@ def baseline_check(ctx: click.Context, name: str | None, candidate: str | None, 
     pub.publish(pub.record("baseline_result", ts=verdict.ts, verdict=verdict.verdict, message=summary, data=result))
     pub.close()
     if not as_json:
+        click.echo(summary)
         click.echo(f"  compared with: {result['compared_with'] or 'no earlier good snapshot'}")
         click.echo("  drift: " + ("none" if not drift else ""))
         for d in drift:

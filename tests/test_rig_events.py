@@ -162,3 +162,11 @@ def test_up_on_a_terminal_shows_a_live_line_that_moves(rig, units: Path) -> None
     as_json = on_pty(rig, units, "up", name, "--wait-ready", "--json").stdout.decode()
     assert "left on the deadline" not in as_json and "\x1b[" not in as_json
     sv(rig, units, "down", name)
+
+    # `wait` on a start in progress, and `baseline-check`, show the same line
+    assert sv(rig, units, "up", name).returncode == 0
+    waited = on_pty(rig, units, "wait", name).stdout.decode()
+    assert f"{name}  phase " in _SGR.sub("", waited) and "left on the deadline" in waited
+    checked = on_pty(rig, units, "baseline-check", name, "--state-dir", str(units / "state"))
+    assert checked.returncode == 0 and "left on the deadline" in checked.stdout.decode()
+    assert "baseline " + name + " holds" in _SGR.sub("", checked.stdout.decode())
