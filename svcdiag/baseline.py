@@ -145,7 +145,9 @@ def estimate(snapshot: dict[str, Any], base: ServiceConfig, cand: ServiceConfig)
 
 
 def explain_candidate(base: ServiceConfig, cand: ServiceConfig, cand_verdict: Verdict | None,
-                      snapshot: dict[str, Any] | None) -> dict[str, Any]:
+                      snapshot: dict[str, Any] | None, preflight: dict[str, Any] | None = None) -> dict[str, Any]:
+    """How CANDIDATE differs and why it fails: from its last verdict; when it never ran, from
+    preflight on its own model files, else from the baseline's measured figures."""
     rows = memory_diff(base, cand)
     out: dict[str, Any] = {"candidate": cand.name, "differences": rows}
     cause = None
@@ -153,6 +155,11 @@ def explain_candidate(base: ServiceConfig, cand: ServiceConfig, cand_verdict: Ve
         out["source"] = "last verdict"
         out["verdict"] = cand_verdict.verdict
         cause = cand_verdict.cause
+    elif preflight is not None:
+        out["source"] = "preflight"
+        out["preflight"] = preflight
+        cause = preflight["cause"]
+        out["verdict"] = "failed (predicted)" if cause else "fits (predicted)"
     elif snapshot is not None and (est := estimate(snapshot, base, cand)) is not None:
         out["source"] = "preflight estimate"
         out["estimate"] = est

@@ -275,7 +275,8 @@ def _interrupted(name: str, pub: Any) -> NoReturn:
     sys.exit(130)
 
 
-def _wait_verdict(sd: Any, cfg: ServiceConfig, props: Any, pub: Any, timeout: float | None) -> NoReturn:
+def _wait_verdict(sd: Any, cfg: ServiceConfig, props: Any, pub: Any, timeout: float | None,
+                  plan: Any = None) -> NoReturn:
     from .events import EXIT_CODES
 
     try:
@@ -283,8 +284,26 @@ def _wait_verdict(sd: Any, cfg: ServiceConfig, props: Any, pub: Any, timeout: fl
     except KeyboardInterrupt:
         _interrupted(cfg.name, pub)
     verdict = pub.verdict(verdict)
+    calibrate(cfg, plan, verdict, pub.note)
     pub.close()
     sys.exit(EXIT_CODES[verdict.verdict])
+
+
+def calibrate(cfg: ServiceConfig, plan: Any, verdict: Any, note: Any, state: str | None = None) -> None:
+    """Predicted vs. logged KV tokens, kept for `preflight --calibration`."""
+    if plan is None:
+        return
+    from .baseline import state_dir
+    from .memplan import Calibration
+
+    try:
+        row = Calibration(state_dir(state)).record(cfg, plan.prediction, verdict)
+    except OSError as e:
+        note(f"calibration not recorded: {e}")
+        return
+    if row is not None:
+        note(f"preflight predicted {row['predicted_kv_tokens']:,} KV tokens, SGLang allocated "
+             f"{row['logged_kv_tokens']:,} ({row['error_pct']:+.1f} %)")
 
 
 @main.command()
@@ -293,11 +312,13 @@ def _wait_verdict(sd: Any, cfg: ServiceConfig, props: Any, pub: Any, timeout: fl
 @click.option("--timeout", type=float, metavar="S", help="overall deadline in seconds (on top of per-phase ones)")
 @click.option("--restart", is_flag=True, help="restart even if the unit is already active")
 @click.option("--json", "as_json", is_flag=True, help="JSON Lines (docs/events.md), the verdict last")
+@click.option("--force", is_flag=True, help="start even when preflight predicts it cannot serve one request")
+@click.option("--gpu-memory", type=float, metavar="GB", help="preflight: GPU memory free per GPU before loading")
 @textfile_option
 @click.pass_context
 def up(ctx: click.Context, name: str, wait_ready: bool, timeout: float | None, restart: bool, as_json: bool,
-       textfile: str | None) -> None:
-    """Install (if missing or drifted) and start NAME; with --wait-ready, report its verdict."""
+       force: bool, gpu_memory: float | None, textfile: str | None) -> None:
+    """Preflight, install (if missing or drifted) and start NAME; with --wait-ready, report its verdict."""
     from .live import unit_lock
     from .systemd import Systemd
 
@@ -305,12 +326,43 @@ def up(ctx: click.Context, name: str, wait_ready: bool, timeout: float | None, r
     with Systemd.connect() as sd:
         pub = publisher(as_json, cfg, units_dir(ctx), sd, textfile=textfile)
         with unit_lock(name, pub.note):
+            starts = restart or not sd.props(cfg.unit).running
+            plan = preflight_gate(cfg, pub, as_json, force=force, gpu_memory=gpu_memory) if starts else None
             props = ensure_started(sd, cfg, pub.note, restart=restart)
             if not wait_ready:
                 if not as_json:
                     pub.note(f"follow it with: svcdiag wait {name}")
                 return
-            _wait_verdict(sd, cfg, props, pub, timeout)
+            _wait_verdict(sd, cfg, props, pub, timeout, plan)
+
+
+def preflight_gate(cfg: ServiceConfig, pub: Any, as_json: bool, *, force: bool, gpu_memory: float | None) -> Any:
+    """Predict the KV pool before a start; refuse one that cannot serve a single request."""
+    from .memplan import plan as make_plan
+    from .memplan import predicted_cause
+    from .report import render_preflight
+
+    try:
+        plan = make_plan(cfg, gpu_memory=gpu_memory)
+    except SvcdiagError as e:
+        pub.note(f"preflight skipped: {e}")
+        return None
+    p = plan.prediction
+    pub.note(f"preflight: {p.verdict}: {p.kv_tokens:,} KV tokens predicted, max_running_requests "
+             f"{p.max_running_requests} ({plan.inputs.gpu_free_gb:.2f} GB free from {plan.inputs.gpu_source})")
+    if p.verdict != "cannot_serve":
+        return plan
+    pub.publish(pub.record("diagnosis", ts=time.time(), phase=None, cause=predicted_cause(p),
+                           message="preflight: " + "; ".join(p.reasons),
+                           data={"explanation": list(p.reasons), "fixes": list(p.fixes), "preflight": plan.to_json()}))
+    if force:
+        pub.note("--force: starting anyway")
+        return plan
+    if not as_json:
+        click.echo(render_preflight(cfg.name, plan.to_json()), nl=False)
+        pub.note("not started: it cannot serve one request; apply a fix above, or --force to start anyway")
+    pub.close()
+    sys.exit(1)
 
 
 def ensure_started(sd: Any, cfg: ServiceConfig, note: Any, *, restart: bool) -> Any:
@@ -484,6 +536,59 @@ def events(follow_: bool, names: tuple[str, ...], since: str | None, as_json: bo
         sys.exit(130)
 
 
+@main.command()
+@click.argument("name", required=False)
+@click.option("--gpu-memory", type=float, metavar="GB", help="GPU memory free per GPU before loading "
+              "(else the config's gpu_memory_gb, torch, nvidia-smi)")
+@click.option("--kv-bytes-per-token", type=click.IntRange(min=1), metavar="N",
+              help="KV bytes per token on one GPU, when config.json cannot be read")
+@click.option("--weights-gb", type=click.FloatRange(min=0, min_open=True), metavar="GB",
+              help="the whole checkpoint's size, when the model directory has no safetensors")
+@click.option("--calibration", is_flag=True, help="predicted vs. logged KV tokens of past starts, per config")
+@click.option("--state-dir", metavar="DIR", help="where calibration is kept (default: $SVCDIAG_STATE_DIR or /var/lib/svcdiag)")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def preflight(ctx: click.Context, name: str | None, gpu_memory: float | None, kv_bytes_per_token: int | None,
+              weights_gb: float | None, calibration: bool, state_dir: str | None, as_json: bool) -> None:
+    """Predict NAME's KV pool and max_running_requests before starting it, by SGLang's own
+    formula; exit 1 when it cannot serve one full-context request."""
+    from .baseline import state_dir as find_state_dir
+    from .memplan import Calibration, plan
+    from .report import render_preflight
+
+    if calibration:
+        rows = Calibration(find_state_dir(state_dir)).rows()
+        if name:
+            rows = [r for r in rows if r["config"] == name]
+        if as_json:
+            for r in rows:
+                emit_json(r)
+            return
+        if not rows:
+            click.echo("no calibration yet: it is recorded after each `up --wait-ready` or `baseline-check`")
+            return
+        by: dict[str, list[dict[str, Any]]] = {}
+        for r in rows:
+            by.setdefault(r["config"], []).append(r)
+        for cname, rs in sorted(by.items()):
+            errs = [abs(r["error_pct"]) for r in rs if r.get("error_pct") is not None]
+            last = rs[-1]
+            click.echo(f"{cname:24} {len(rs):3} start(s)  last: predicted {last['predicted_kv_tokens']:>10,} "
+                       f"logged {last['logged_kv_tokens']:>10,} ({last['error_pct']:+.2f} %)  "
+                       f"worst |error| {max(errs):.2f} %" + ("  > 5 %!" if max(errs) > 5 else ""))
+        return
+    if not name:
+        raise SvcdiagError("preflight: name a config (or --calibration)")
+    cfg = load(ctx, name)
+    result = plan(cfg, gpu_memory=gpu_memory, kv_bytes_per_token=kv_bytes_per_token, weights_gb=weights_gb)
+    out = {"event": "preflight", "name": cfg.name, **result.to_json()}
+    if as_json:
+        emit_json(out)
+    else:
+        click.echo(render_preflight(cfg.name, out), nl=False)
+    sys.exit(1 if result.prediction.verdict == "cannot_serve" else 0)
+
+
 @main.command("baseline-check")
 @click.argument("name", required=False)
 @click.option("--against", "candidate", metavar="CANDIDATE", help="explain how CANDIDATE differs and why it fails")
@@ -518,6 +623,7 @@ def baseline_check(ctx: click.Context, name: str | None, candidate: str | None, 
             pub.note(f"baseline {cfg.name}: {before.active_state} before the check; a fresh start is judged")
             interrupted = False
             try:
+                own_plan = _quiet_plan(cfg)
                 props = ensure_started(sd, cfg, pub.note, restart=True)
                 verdict = judge_start(sd, cfg, props, pub, timeout)
             except KeyboardInterrupt:
@@ -530,6 +636,7 @@ def baseline_check(ctx: click.Context, name: str | None, candidate: str | None, 
                 pub.note(f"interrupted: {cfg.unit} put back to {after.active_state}; no snapshot written")
                 pub.close()
                 sys.exit(130)
+        calibrate(cfg, own_plan, verdict, pub.note, state_dir)
         snapshot = make_snapshot(cfg, verdict, before.active_state)
         snapshot["state_after"] = after.active_state
         drift = compare(prev[1], snapshot) if prev and snapshot["healthy"] else []
@@ -540,7 +647,9 @@ def baseline_check(ctx: click.Context, name: str | None, candidate: str | None, 
             cverdict = None
             if cprops.invocation:
                 cverdict = follow(sd, cand, cand.unit, cprops, emit=lambda ev: None, keep_following=False).verdict
-            against = explain_candidate(cfg, cand, cverdict, snapshot if snapshot["healthy"] else (prev[1] if prev else None))
+            cplan = _quiet_plan(cand) if cverdict is None else None
+            against = explain_candidate(cfg, cand, cverdict, snapshot if snapshot["healthy"] else (prev[1] if prev else None),
+                                        preflight=cplan.to_json() if cplan else None)
     verdict = pub.verdict(verdict)
     for d in drift:
         pub.publish(pub.record("drift", ts=verdict.ts, message=d["message"], data=d))
@@ -567,6 +676,16 @@ def baseline_check(ctx: click.Context, name: str | None, candidate: str | None, 
     if verdict.verdict != "healthy":
         sys.exit(EXIT_CODES[verdict.verdict])
     sys.exit(1 if drift else 0)
+
+
+def _quiet_plan(cfg: ServiceConfig) -> Any:
+    """A preflight plan when the model and GPU figures are at hand, else None."""
+    from .memplan import plan
+
+    try:
+        return plan(cfg)
+    except SvcdiagError:
+        return None
 
 
 def _diagnoser(cfg: ServiceConfig | None, units: UnitsDir | None = None, sd: Any = None) -> Any:

@@ -117,6 +117,8 @@ class ServiceConfig:
     baseline: bool = False
     simulate: str | None = None
     sim_time_scale: float = 1.0
+    #: GPU memory free per GPU before loading (GB), for preflight; with `simulate`, the stand-in's GPU
+    gpu_memory_gb: float | None = None
 
     @property
     def unit(self) -> str:
@@ -300,6 +302,7 @@ TOP_LEVEL: dict[str, Callable[[Any], str | None]] = {
     "baseline": _bool,
     "simulate": _scenario,
     "sim_time_scale": _positive_number,
+    "gpu_memory_gb": _positive_number,
     # tables, checked below
     "speculative": lambda v: None if isinstance(v, dict) or v is False else
     "must be a [speculative] table, or false to drop an inherited one",
@@ -486,8 +489,9 @@ def _build(name: str, path: Path, raw: dict[str, Any]) -> ServiceConfig:
     kw["timeouts"] = tuple({**DEFAULT_TIMEOUTS, **{k: float(v) for k, v in raw.get("timeouts", {}).items()}}.items())
     if "mem_fraction_static" in kw:
         kw["mem_fraction_static"] = float(kw["mem_fraction_static"])
-    if "sim_time_scale" in kw:
-        kw["sim_time_scale"] = float(kw["sim_time_scale"])
+    for key in ("sim_time_scale", "gpu_memory_gb"):
+        if key in kw:
+            kw[key] = float(kw[key])
     cfg = ServiceConfig(name=name, path=path, **kw)
     _cross_check(cfg)
     return cfg

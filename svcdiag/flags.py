@@ -50,6 +50,7 @@ def exec_argv(cfg: ServiceConfig) -> list[str]:
     """The unit's ExecStart argv. With `simulate`, the stand-in runs under the interpreter
     svcdiag itself runs on (it has svcdiag importable); every SGLang flag is kept."""
     if cfg.simulate:
+        gpu = ["--gpu-free-gb", repr(cfg.gpu_memory_gb)] if cfg.gpu_memory_gb else []
         return [sys.executable, "-m", SIM_MODULE, cfg.simulate,
-                "--time-scale", repr(cfg.sim_time_scale), *sglang_args(cfg)]
+                "--time-scale", repr(cfg.sim_time_scale), *gpu, *sglang_args(cfg)]
     return [cfg.python, "-m", SGLANG_MODULE, *sglang_args(cfg)]

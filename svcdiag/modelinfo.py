@@ -140,8 +140,8 @@ def weight_bytes(model_dir: str | Path) -> int:
             total = json.loads(index.read_text())["metadata"]["total_size"]
             return int(total)
         except (OSError, ValueError, KeyError, TypeError) as e:
-            raise SvcdiagError(f"{index}: no metadata.total_size ({e}); pass --weights-gb") from None
+            raise SvcdiagError(f"{index}: no metadata.total_size ({e})") from None
     files = list(d.glob("*.safetensors")) if d.is_dir() else []
     if not files:
-        raise SvcdiagError(f"{d}: no model.safetensors.index.json and no *.safetensors files; pass --weights-gb")
+        raise SvcdiagError(f"{d}: no model.safetensors.index.json and no *.safetensors files")
     return sum(f.stat().st_size for f in files)

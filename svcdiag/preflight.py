@@ -146,20 +146,21 @@ def _serves(cfg: ServiceConfig, inp: Inputs, want: int) -> bool:
         p.budget["reserve"] >= p.budget["draft"] + RESERVE_ALLOWANCE_GB
 
 
-def find_fixes(cfg: ServiceConfig, inp: Inputs) -> list[dict[str, Any]]:
-    """The smallest mem_fraction_static that serves (as many of the requested requests as can
-    be had, with the Mamba slots they need), and the largest context_length that fits as is."""
-    fixes: list[dict[str, Any]] = []
+def _smallest_fraction(cfg: ServiceConfig, inp: Inputs, r: int) -> dict[str, Any] | None:
+    """The smallest mem_fraction_static (≤ 0.95) that serves r requests, keeping the
+    config's Mamba slots when they suffice, else with the r × slots-per-request it needs."""
     spr = 5 if cfg.speculative else 3
-    want = cfg.max_running_requests or 1
-    for r in range(want, 0, -1):
-        changes: dict[str, Any] = {}
-        if inp.mamba_slot_bytes is not None and cfg.max_mamba_cache_size is not None \
-                and cfg.max_mamba_cache_size < r * spr:
-            changes["max_mamba_cache_size"] = r * spr
+    slot_options: list[dict[str, Any]] = [{}]
+    if inp.mamba_slot_bytes is not None and cfg.max_mamba_cache_size is not None:
+        if cfg.max_mamba_cache_size < r * spr:
+            slot_options = [{"max_mamba_cache_size": r * spr}]
+        elif cfg.max_mamba_cache_size > r * spr:
+            slot_options.append({"max_mamba_cache_size": r * spr})
+    base = cfg.mem_fraction_static if cfg.mem_fraction_static is not None else AUTO_MEM_FRACTION
+    for extra in slot_options:
+        changes = dict(extra)
         if cfg.max_running_requests is not None and r < cfg.max_running_requests:
             changes["max_running_requests"] = r
-        base = cfg.mem_fraction_static if cfg.mem_fraction_static is not None else AUTO_MEM_FRACTION
         for step in range(0, 96):
             mfs = round(base + step / 100, 2)
             if mfs > 0.95:
@@ -167,12 +168,24 @@ def find_fixes(cfg: ServiceConfig, inp: Inputs) -> list[dict[str, Any]]:
             trial = replace(cfg, mem_fraction_static=mfs, **changes)
             if _serves(trial, inp, r):
                 p = predict(trial, inp, with_fixes=False)
-                fixes.append({"set": {"mem_fraction_static": mfs, **changes},
-                              "reason": f"predicted {p.kv_tokens:,} KV tokens, max_running_requests "
-                                        f"{p.max_running_requests}, reserve {p.budget['reserve']:.2f} GB"})
+                return {"set": {"mem_fraction_static": mfs, **changes},
+                        "reason": f"predicted {p.kv_tokens:,} KV tokens, max_running_requests "
+                                  f"{p.max_running_requests}, reserve {p.budget['reserve']:.2f} GB"}
+    return None
+
+
+def find_fixes(cfg: ServiceConfig, inp: Inputs) -> list[dict[str, Any]]:
+    """The smallest mem_fraction_static that serves one request; the one that serves the
+    most of those asked for; and the largest context_length that fits as the config is."""
+    fixes: list[dict[str, Any]] = []
+    first = _smallest_fraction(cfg, inp, 1)
+    if first is not None:
+        fixes.append(first)
+        for r in range(cfg.max_running_requests or 1, 1, -1):
+            most = _smallest_fraction(cfg, inp, r)
+            if most is not None:
+                fixes.append(most)
                 break
-        if fixes:
-            break
     ctx = inp.context_len
     if ctx:
         p = predict(cfg, inp, with_fixes=False)

@@ -150,3 +150,28 @@ def render_verdict(v: dict[str, Any]) -> str:
                 change = ", ".join(f"{k} = {json.dumps(val)}" for k, val in fix["set"].items())
                 lines.append(f"    - {change}: {fix['reason']}")
     return "\n".join(lines) + "\n"
+
+
+def render_preflight(name: str, plan: dict[str, Any]) -> str:
+    """A preflight plan (memplan.Plan.to_json()) as the budget an operator reads."""
+    b = plan["budget_gb"]
+    head = {"ok": "OK", "tight": "TIGHT", "cannot_serve": "CANNOT SERVE"}[plan["verdict"]]
+    lines = [f"{name}: preflight {head}: {plan['kv_tokens']:,} KV tokens predicted, max_running_requests "
+             f"{plan['max_running_requests']}, context_len {_n(plan['context_len'])}",
+             f"  GPU memory free before loading: {b['free_before_load']:.2f} GB ({plan['gpu_source']})",
+             f"  mem_fraction_static {b['mem_fraction_static']}: {b['free_before_load'] * b['mem_fraction_static']:.2f} GB"
+             f" for weights and caches, {b['reserve']:.2f} GB reserve",
+             f"    weights        {b['weights']:8.2f} GB per GPU",
+             (f"    Mamba cache    {b['mamba_cache']:8.2f} GB ({plan['mamba_slots']} slots)"
+              if plan.get("mamba_slots") is not None else "    Mamba cache        none counted"),
+             f"    KV cache       {b['kv_cache']:8.2f} GB at {plan['kv_bytes_per_token']:,} bytes per token",
+             f"    draft model    {b['draft']:8.2f} GB (from the reserve)",
+             "  limits on max_running_requests: " + ", ".join(f"{k} {v:,}" for k, v in plan["limits"].items())]
+    lines += [f"  - {r}" for r in plan["reasons"]]
+    lines += [f"  note: {n}" for n in plan["notes"]]
+    if plan["fixes"]:
+        lines.append("  fixes:")
+        for fix in plan["fixes"]:
+            change = ", ".join(f"{k} = {json.dumps(v)}" for k, v in fix["set"].items())
+            lines.append(f"    - {change}: {fix['reason']}")
+    return "\n".join(lines) + "\n"

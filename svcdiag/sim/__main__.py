@@ -9,6 +9,7 @@ realistic timings compressed by --time-scale, serves /health, /health_generate,
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime as dt
 import json
 import os
@@ -81,6 +82,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--virtual-clock", metavar="ISO", help="no sleeping; timestamps start here (example logs)")
     p.add_argument("--decode-lines", type=int, default=0, help="after ready, print N decode batch lines")
     p.add_argument("--no-http", action="store_true", help="do not bind the port; exit once ready")
+    p.add_argument("--gpu-free-gb", type=float, help="the simulated GPU's free memory before loading")
     # launch_server's flags (server_args.py spelling)
     p.add_argument("--model-path", "--model", default="/dev/shm/Qwen3.6-27B")
     p.add_argument("--served-model-name")
@@ -202,6 +204,8 @@ def die_like_sglang(log: Log, tp: int, final: str, frames: list[tuple[str, int, 
 
 def run(a: argparse.Namespace) -> int:
     scenario = SCENARIOS[a.scenario]
+    if a.gpu_free_gb:
+        scenario = dataclasses.replace(scenario, gpu_free_gb=a.gpu_free_gb)
     profile = DENSE_8B if scenario.dense else HYBRID_27B
     spec = bool(a.speculative_algorithm)
     fig = compute(profile, scenario, tp=a.tp_size, mem_fraction_static=a.mem_fraction_static,
