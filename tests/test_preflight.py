@@ -1,0 +1,225 @@
+"""Memory preflight on model configs shaped like real checkpoints, against the stand-in's GPU."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from svcdiag.config import UnitsDir
+from svcdiag.errors import SvcdiagError
+from svcdiag.gpumem import gpu_free_gb, parse_nvidia_smi
+from svcdiag.memplan import Calibration, plan
+from svcdiag.modelinfo import ModelInfoError, read_shape, shape_from_config
+from svcdiag.preflight import GB, inputs_from_shape, predict
+from svcdiag.sim.model import DENSE_8B, HYBRID_27B, compute
+from svcdiag.sim.scenarios import SCENARIOS
+
+from .conftest import UNITS, assert_one_line_error
+from .model_fixtures import (
+    DENSE_QWEN3_8B, HYBRID_QWEN3_NEXT, HYBRID_QWEN35_27B, MLA_DEEPSEEK_V3, model_dir, seed_models,
+)
+
+SEED_KV_TOKENS = 11893  # the seed's log: "KV Cache is allocated. ... #tokens: 11893"
+
+
+def configure(units: Path, name: str, base: str, models: Path, **fields) -> object:
+    target, draft = seed_models(models)
+    body = [f'extends = "{base}"', f'model_path = "{fields.pop("model_path", target)}"']
+    body += [f"{k} = {json.dumps(v)}" for k, v in fields.items()]
+    if base.startswith("dflash") or base.startswith("demo-smoke"):
+        body += ["[speculative]", 'algorithm = "DFLASH"', f'draft_model_path = "{draft}"']
+    (units / f"{name}.toml").write_text("\n".join(body) + "\n")
+    return UnitsDir(units, "test").load(name)
+
+
+# ---------------------------------------------------------------- the shapes
+
+
+def test_dense_qwen3_kv_cell_is_kv_heads_times_head_dims_times_layers() -> None:
+    s = shape_from_config(DENSE_QWEN3_8B, Path("config.json"))
+    assert (s.kind, s.attention_layers) == ("dense", 36)
+    assert s.kv_bytes_per_token(1) == 8 * (128 + 128) * 36 * 2
+    assert s.kv_bytes_per_token(2) == s.kv_bytes_per_token(1) // 2
+    assert s.kv_bytes_per_token(16) == 1 * 256 * 36 * 2  # fewer KV heads than ranks: replicated
+
+
+def test_hybrid_counts_full_attention_layers_only_and_sizes_the_state() -> None:
+    s = shape_from_config(HYBRID_QWEN35_27B, Path("config.json"))
+    assert (s.kind, s.attention_layers, s.linear_layers) == ("hybrid", 16, 50)
+    assert s.kv_bytes_per_token(1) == 4 * 512 * 16 * 2
+    conv, ssm = s.mamba_bytes_per_slot(1)
+    assert ssm == 50 * 48 * 128 * 128 * 4  # float32 SSM state
+    assert conv == 50 * 3 * (2 * 16 * 128 + 48 * 128) * 2
+    nxt = shape_from_config(HYBRID_QWEN3_NEXT, Path("config.json"))  # interval form, in text_config
+    assert (nxt.kind, nxt.attention_layers, nxt.linear_layers) == ("hybrid", 12, 36)
+    assert nxt.kv_bytes_per_token(2) == 1 * 512 * 12 * 2
+
+
+def test_mla_keeps_one_latent_per_token_on_every_rank() -> None:
+    s = shape_from_config(MLA_DEEPSEEK_V3, Path("config.json"))
+    assert s.kind == "mla"
+    assert s.kv_bytes_per_token(1) == s.kv_bytes_per_token(8) == (512 + 64) * 61 * 2
+
+
+def test_unknown_architecture_names_the_missing_fields(tmp_path: Path) -> None:
+    d = model_dir(tmp_path, "odd", {"architectures": ["RWKV7ForCausalLM"], "hidden_size": 4096}, 10)
+    with pytest.raises(ModelInfoError) as e:
+        read_shape(d)
+    msg = str(e.value)
+    assert "RWKV7ForCausalLM" in msg and "num_hidden_layers" in msg and "num_attention_heads" in msg
+    assert "--kv-bytes-per-token" in msg and str(d / "config.json") in msg
+    half = {k: v for k, v in HYBRID_QWEN35_27B.items() if k != "linear_num_value_heads"}
+    with pytest.raises(ModelInfoError, match="linear_num_value_heads"):
+        shape_from_config(half, Path("config.json"))
+
+
+# ---------------------------------------------------------------- the seed's case
+
+
+def test_seed_case_is_cannot_serve_within_5pct_with_a_fix_the_stand_in_serves(units: Path, tmp_path: Path) -> None:
+    cfg = configure(units, "seed", "dflash-tp1-mr8", tmp_path, gpu_memory_gb=69.67)
+    p = plan(cfg)
+    pred = p.prediction
+    assert pred.verdict == "cannot_serve" and pred.max_running_requests == 0
+    assert abs(pred.kv_tokens - SEED_KV_TOKENS) / SEED_KV_TOKENS < 0.05
+    assert any("less than one 32,768-token request" in r for r in pred.reasons)
+    assert p.inputs.gpu_source.endswith("gpu_memory_gb")
+    fix = pred.fixes[0]["set"]
+    assert fix["mem_fraction_static"] <= 0.85 and fix["max_running_requests"] >= 1
+    fixed = dataclasses.replace(cfg, **fix)
+    assert plan(fixed).prediction.verdict in ("ok", "tight")
+    # the stand-in's GPU, on the same flags, agrees: the unfixed config dies, the fixed one serves
+    sim = SCENARIOS["healthy-hybrid-dflash"]
+    sim = dataclasses.replace(sim, gpu_free_gb=69.67)
+    args = {"tp": 1, "context_length": 32768, "speculative": True}
+    before = compute(HYBRID_27B, sim, mem_fraction_static=0.75, max_mamba_cache_size=2, max_running_requests=8, **args)
+    after = compute(HYBRID_27B, sim, mem_fraction_static=fix["mem_fraction_static"],
+                    max_mamba_cache_size=fix.get("max_mamba_cache_size", 2),
+                    max_running_requests=fix.get("max_running_requests", 8), **args)
+    assert before.max_running == 0 and after.max_running >= 1
+
+
+@pytest.mark.parametrize("scenario, base, tp", [
+    ("healthy-hybrid-dflash", "dflash-smoke", 1), ("healthy-hybrid-dflash", "dflash-tp4", 4),
+    ("healthy-hybrid-dflash", "dflash-tp8", 8), ("healthy-dense", "nospec-tp1", 1),
+])
+def test_prediction_within_5pct_of_the_stand_ins_kv_pool(units: Path, tmp_path: Path, scenario: str, base: str,
+                                                          tp: int) -> None:
+    dense = SCENARIOS[scenario].dense
+    target = model_dir(tmp_path, "dense", DENSE_QWEN3_8B, DENSE_8B.weights_gb) if dense else None
+    cfg = configure(units, f"cal-{base}", base, tmp_path, gpu_memory_gb=139.72,
+                    **({"model_path": str(target)} if target else {}))
+    pred = plan(cfg).prediction
+    profile = DENSE_8B if dense else HYBRID_27B
+    sim = compute(profile, SCENARIOS[scenario], tp=tp, mem_fraction_static=cfg.mem_fraction_static,
+                  max_mamba_cache_size=cfg.max_mamba_cache_size, max_running_requests=cfg.max_running_requests,
+                  context_length=cfg.context_length, speculative=cfg.speculative is not None)
+    assert abs(pred.kv_tokens - sim.kv_tokens) / sim.kv_tokens < 0.05, (pred.kv_tokens, sim.kv_tokens)
+    assert pred.max_running_requests == sim.max_running
+    assert pred.verdict in ("ok", "tight")
+
+
+# ---------------------------------------------------------------- the arithmetic's properties
+
+_shape = shape_from_config(HYBRID_QWEN35_27B, Path("config.json"))
+
+
+@settings(max_examples=150, deadline=None)
+@given(free=st.floats(40, 200), mfs=st.floats(0.5, 0.94), slots=st.integers(1, 64), running=st.integers(1, 64),
+       ctx=st.sampled_from([4096, 32768, 131072]), spec=st.booleans())
+def test_more_memory_never_means_fewer_tokens_and_every_fix_serves(free: float, mfs: float, slots: int,
+                                                                   running: int, ctx: int, spec: bool) -> None:
+    base = UnitsDir(UNITS, "t").load("dflash-smoke" if spec else "nospec-tp1")
+    cfg = dataclasses.replace(base, mem_fraction_static=round(mfs, 2), max_mamba_cache_size=slots,
+                              max_running_requests=running, context_length=ctx)
+    inp = inputs_from_shape(cfg, _shape, gpu_free_gb=free, gpu_source="test", weights_bytes=int(50.29 * GB),
+                            draft_bytes=int(1.66 * GB))
+    p = predict(cfg, inp)
+    more = predict(dataclasses.replace(cfg, mem_fraction_static=min(0.95, cfg.mem_fraction_static + 0.05)), inp)
+    assert more.kv_tokens >= p.kv_tokens
+    assert (p.verdict == "cannot_serve") == (p.kv_tokens < ctx or p.max_running_requests == 0 or not p.kv_tokens)
+    for fix in p.fixes:
+        if "context_length" in fix["set"]:
+            fixed = predict(cfg, dataclasses.replace(inp, context_len=fix["set"]["context_length"]))
+        else:
+            fixed = predict(dataclasses.replace(cfg, **fix["set"]), inp)
+        assert fixed.verdict != "cannot_serve", fix
+
+
+# ---------------------------------------------------------------- GPU memory, overrides, CLI
+
+
+def test_gpu_memory_source_order_and_a_clear_error(units: Path, tmp_path: Path, monkeypatch) -> None:
+    cfg = configure(units, "g", "dflash-smoke", tmp_path, gpu_memory_gb=80.0)
+    assert gpu_free_gb(cfg, 96.0) == (96.0, "--gpu-memory")
+    assert gpu_free_gb(cfg, None)[0] == 80.0
+    bare = dataclasses.replace(cfg, gpu_memory_gb=None)
+    monkeypatch.setattr("svcdiag.gpumem._torch", lambda gpus: None)
+    monkeypatch.setattr("shutil.which", lambda exe: None)
+    with pytest.raises(SvcdiagError, match="pass --gpu-memory GB"):
+        gpu_free_gb(bare, None)
+
+
+def test_nvidia_smi_csv_gives_the_smallest_free_of_the_configs_gpus() -> None:
+    csv = "memory.total [MiB], memory.used [MiB]\n97871 MiB, 1 MiB\n97871 MiB, 20481 MiB\n97871 MiB, 0 MiB\n"
+    assert parse_nvidia_smi(csv, [0]) == pytest.approx((97871 - 1) / 1024)
+    assert parse_nvidia_smi(csv, [0, 1]) == pytest.approx((97871 - 20481) / 1024)
+    with pytest.raises(SvcdiagError, match="lists 3 GPU"):
+        parse_nvidia_smi(csv, [7])
+
+
+def test_without_config_json_overrides_are_used_and_said(units: Path, tmp_path: Path, cli) -> None:
+    empty = model_dir(tmp_path, "empty", None, None)
+    configure(units, "bare", "dflash-smoke", tmp_path, model_path=str(empty))
+    r = cli("preflight", "bare", "--gpu-memory", "139.72")
+    assert r.exit_code == 2 and "config.json: no such file" in r.output and "--kv-bytes-per-token" in r.output
+    r = cli("preflight", "bare", "--gpu-memory", "139.72", "--kv-bytes-per-token", "65536")
+    assert r.exit_code == 2 and "pass --weights-gb" in r.output
+    r = cli("preflight", "bare", "--gpu-memory", "139.72", "--kv-bytes-per-token", "65536", "--weights-gb", "50.29",
+            "--json")
+    out = json.loads(r.output)
+    assert r.exit_code == 0 and out["sources"]["kv_bytes_per_token"] == "--kv-bytes-per-token"
+    assert any("upper bound" in n for n in out["notes"])  # the Mamba cache could not be counted
+
+
+def test_preflight_cli_exit_codes_and_human_budget(units: Path, tmp_path: Path, cli) -> None:
+    configure(units, "seed", "dflash-tp1-mr8", tmp_path)
+    r = cli("preflight", "seed", "--gpu-memory", "69.67")
+    assert r.exit_code == 1
+    assert "CANNOT SERVE" in r.output and "mem_fraction_static = 0.8" in r.output and "--gpu-memory" in r.output
+    more = cli("preflight", "seed", "--gpu-memory", "139.72")  # memory does not mend 2 Mamba slots at 5 a request
+    assert more.exit_code == 1 and "2 Mamba slot(s) at 5 per request serve no request" in more.output
+    configure(units, "smoke", "dflash-smoke", tmp_path)
+    ok = cli("preflight", "smoke", "--gpu-memory", "139.72", "--json")
+    assert ok.exit_code == 0 and json.loads(ok.output)["verdict"] == "ok"
+
+
+def test_calibration_is_appended_and_a_torn_line_loses_nothing_else(units: Path, tmp_path: Path, cli) -> None:
+    from svcdiag.events import Verdict
+
+    cfg = configure(units, "seed", "dflash-tp1-mr8", tmp_path, gpu_memory_gb=69.67)
+    cal = Calibration(tmp_path / "state")
+    pred = plan(cfg).prediction
+    v = Verdict(verdict="failed", phase="scheduler", cause="max_running_zero", message="",
+                figures={"kv_tokens": SEED_KV_TOKENS}, invocation="a" * 32)
+    row = cal.record(cfg, pred, v)
+    assert row["logged_kv_tokens"] == SEED_KV_TOKENS and abs(row["error_pct"]) < 5
+    with open(tmp_path / "state" / "seed" / "calibration.jsonl", "a") as f:
+        f.write('{"config": "seed", "predicted_kv')  # a crash mid-write
+    cal.record(cfg, pred, v)
+    assert len(cal.rows()) == 2
+    out = cli("preflight", "--calibration", "--state-dir", str(tmp_path / "state")).output
+    assert "seed" in out and "2 start(s)" in out and "> 5 %" not in out
+    assert cal.record(cfg, pred, dataclasses.replace(v, figures={})) is None  # died before the KV pool
+
+
+def test_up_refuses_a_bad_gpu_memory_flag_in_one_line() -> None:
+    from .conftest import run_svcdiag
+
+    r = run_svcdiag("--units", "units", "preflight", "dflash-smoke", "--kv-bytes-per-token", "0")
+    assert_one_line_error(r, "--kv-bytes-per-token")
