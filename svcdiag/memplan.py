@@ -110,9 +110,11 @@ class Calibration:
                "predicted": p.verdict, "verdict": verdict.verdict}
         d = self.root / cfg.name
         d.mkdir(parents=True, exist_ok=True)
-        fd = os.open(d / self.FILE, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        fd = os.open(d / self.FILE, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
         try:
-            os.write(fd, (json.dumps(row, separators=(",", ":")) + "\n").encode())
+            size = os.fstat(fd).st_size
+            torn = size > 0 and os.pread(fd, 1, size - 1) != b"\n"  # a crash mid-line: start a fresh one
+            os.write(fd, (("\n" if torn else "") + json.dumps(row, separators=(",", ":")) + "\n").encode())
         finally:
             os.close(fd)
         return row

@@ -218,8 +218,11 @@ def test_calibration_is_appended_and_a_torn_line_loses_nothing_else(units: Path,
     assert cal.record(cfg, pred, dataclasses.replace(v, figures={})) is None  # died before the KV pool
 
 
-def test_up_refuses_a_bad_gpu_memory_flag_in_one_line() -> None:
+def test_bad_overrides_are_refused_naming_the_option() -> None:
     from .conftest import run_svcdiag
 
     r = run_svcdiag("--units", "units", "preflight", "dflash-smoke", "--kv-bytes-per-token", "0")
-    assert_one_line_error(r, "--kv-bytes-per-token")
+    assert r.returncode == 2 and "'--kv-bytes-per-token': 0 is not in the range" in r.stderr.decode()
+    r = run_svcdiag("--units", "units", "preflight", "dflash-smoke", "--gpu-memory", "lots")
+    assert r.returncode == 2 and "'--gpu-memory': 'lots' is not a valid float" in r.stderr.decode()
+    assert_one_line_error(run_svcdiag("--units", "units", "preflight"), "name a config")
