@@ -283,8 +283,8 @@ def _wait_verdict(sd: Any, cfg: ServiceConfig, props: Any, pub: Any, timeout: fl
         verdict = judge_start(sd, cfg, props, pub, timeout)
     except KeyboardInterrupt:
         _interrupted(cfg.name, pub)
+    calibrate(cfg, plan, verdict, pub.note)  # before the verdict, which stays the last line
     verdict = pub.verdict(verdict)
-    calibrate(cfg, plan, verdict, pub.note)
     pub.close()
     sys.exit(EXIT_CODES[verdict.verdict])
 

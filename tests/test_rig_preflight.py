@@ -1,0 +1,71 @@
+"""Preflight in front of a real start: the seed's config is refused before it wastes a
+2-minute start, the fix preflight names starts healthy on the stand-in, and every start
+leaves a calibration record."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from .model_fixtures import seed_models
+from .test_rig import config, json_lines, unit_name, verdict_of
+
+pytestmark = pytest.mark.rig
+
+
+@pytest.fixture
+def units(rig_units: Path) -> Path:
+    return rig_units
+
+
+def sv_state(rig, units: Path, *args: str):
+    return rig.run(f"SVCDIAG_STATE_DIR={units}/state svcdiag --units {units} " + " ".join(args), check=False,
+                   timeout=120)
+
+
+def test_seed_config_is_refused_then_its_fix_starts_healthy(rig, units: Path) -> None:
+    target, draft = seed_models(units / "models")
+    fields = {"model_path": str(target), "gpu_memory_gb": 69.67, "max_running_requests": 8,
+              "max_mamba_cache_size": 2, "sim_time_scale": 0.05, "port": 32990,
+              "speculative": {"algorithm": "DFLASH", "draft_model_path": str(draft)}}
+    name = config(units, unit_name("seed"), "demo-smoke", **fields)
+    refused = sv_state(rig, units, "up", name, "--wait-ready")
+    out = refused.stdout.decode()
+    assert refused.returncode == 1, out + refused.stderr.decode()
+    assert "preflight CANNOT SERVE" in out and "less than one 32,768-token request" in out and "not started" in out
+    assert rig.run(f"systemctl show -P InvocationID {name}.service").stdout.strip() == b""  # never started
+    [diag] = [json.loads(e) for e in rig.run(["journalctl", "-o", "json", "SVCDIAG_EVENT=diagnosis",
+                                              f"SVCDIAG_CONFIG={name}"]).stdout.decode().splitlines()]
+    fix = json.loads(diag["SVCDIAG_JSON"])["fixes"][0]["set"]
+
+    # --force: the start SGLang (the stand-in) then makes fails exactly as predicted
+    forced = sv_state(rig, units, "up", name, "--wait-ready", "--force", "--json")
+    v = verdict_of(forced)
+    assert forced.returncode == 1 and (v["verdict"], v["cause"]) == ("failed", "max_running_zero")
+    assert any("preflight predicted" in e.get("message", "") for e in json_lines(forced) if e["event"] == "note")
+    sv_state(rig, units, "down", name)
+
+    # the fix, applied: preflight passes it, the stand-in serves
+    config(units, name, "demo-smoke", **{**fields, **fix})
+    healthy = sv_state(rig, units, "up", name, "--wait-ready", "--json")
+    hv = verdict_of(healthy)
+    assert healthy.returncode == 0 and hv["verdict"] == "healthy", healthy.stdout.decode()[-2000:]
+    assert hv["figures"]["max_running_requests"] >= 1
+    sv_state(rig, units, "down", name)
+
+    # calibration: both starts recorded, each within 5 % of what was logged
+    rows = [json.loads(line) for line in
+            sv_state(rig, units, "preflight", "--calibration", name, "--json").stdout.decode().splitlines()]
+    assert [r["verdict"] for r in rows] == ["failed", "healthy"]
+    assert all(abs(r["error_pct"]) < 5 for r in rows), rows
+    human = sv_state(rig, units, "preflight", "--calibration").stdout.decode()
+    assert name in human and "2 start(s)" in human
+
+
+def test_a_config_preflight_cannot_read_still_starts_and_says_why(rig, units: Path) -> None:
+    name = config(units, unit_name("nomodel"), "demo-smoke", sim_time_scale=0.05)
+    p = sv_state(rig, units, "up", name, "--wait-ready")
+    assert p.returncode == 0 and "preflight skipped: /dev/shm/Qwen3.6-27B/config.json: no such file" in p.stdout.decode()
+    sv_state(rig, units, "down", name)
