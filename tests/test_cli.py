@@ -18,7 +18,8 @@ def test_cli_never_imports_gpu_packages_at_start_up() -> None:
 
 def test_help_lists_every_command() -> None:
     out = run_svcdiag("--help").stdout.decode()
-    for cmd in ("list", "render", "install", "diff", "replay", "up", "wait", "down", "status", "logs", "baseline-check", "events"):
+    for cmd in ("list", "render", "install", "diff", "replay", "up", "wait", "down", "status", "logs", "baseline-check", "events",
+                "preflight"):
         assert f"  {cmd}" in out, cmd
 
 

@@ -226,3 +226,14 @@ def test_bad_overrides_are_refused_naming_the_option() -> None:
     r = run_svcdiag("--units", "units", "preflight", "dflash-smoke", "--gpu-memory", "lots")
     assert r.returncode == 2 and "'--gpu-memory': 'lots' is not a valid float" in r.stderr.decode()
     assert_one_line_error(run_svcdiag("--units", "units", "preflight"), "name a config")
+
+
+def test_baseline_against_a_candidate_that_never_ran_uses_preflight(units: Path, tmp_path: Path) -> None:
+    from svcdiag.baseline import explain_candidate
+
+    base = configure(units, "smoke", "dflash-smoke", tmp_path, gpu_memory_gb=69.67)
+    cand = configure(units, "mr8", "dflash-tp1-mr8", tmp_path, gpu_memory_gb=69.67)
+    out = explain_candidate(base, cand, None, None, preflight=plan(cand).to_json())
+    assert (out["source"], out["cause"], out["verdict"]) == ("preflight", "max_running_zero", "failed (predicted)")
+    assert "max_mamba_cache_size" in out["explaining_keys"]
+    assert "would fail with max_running_zero" in out["explanation"]
