@@ -72,9 +72,9 @@ def shape_from_config(cfg: dict[str, Any], path: Path) -> ModelShape:
     arch = (c.get("architectures") or [c.get("model_type") or "unknown"])[0]
     need: list[str] = []
 
-    def get(key: str, default: Any = None, *, required: bool = True) -> Any:
-        value = c.get(key, default)
-        if value is None and required:
+    def get(key: str) -> Any:
+        value = c.get(key)
+        if value is None:
             need.append(key)
         return value
 

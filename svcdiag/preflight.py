@@ -136,14 +136,17 @@ def predict(cfg: ServiceConfig, inp: Inputs, *, with_fixes: bool = True) -> Pred
             reasons.append(f"the {1 - mfs:.2f} reserve ({reserve:.2f} GB) barely holds the draft model "
                            f"({budget['draft']:.2f} GB) plus CUDA graphs and activations (~{RESERVE_ALLOWANCE_GB} GB)")
         verdict = "tight" if reasons else "ok"
-    fixes = tuple(find_fixes(cfg, inp)) if with_fixes and verdict == "cannot_serve" else ()
+    fixes = tuple(find_fixes(cfg, inp, tokens)) if with_fixes and verdict == "cannot_serve" else ()
     return Prediction(verdict, tokens, cap, ctx, slots, budget, limits, tuple(reasons), fixes)
 
 
-def _serves(cfg: ServiceConfig, inp: Inputs, want: int) -> bool:
+def _serving(cfg: ServiceConfig, inp: Inputs, want: int) -> Prediction | None:
+    """The prediction when `cfg` serves `want` requests and leaves the reserve its due, else None."""
     p = predict(cfg, inp, with_fixes=False)
-    return p.verdict != "cannot_serve" and p.max_running_requests >= want and \
-        p.budget["reserve"] >= p.budget["draft"] + RESERVE_ALLOWANCE_GB
+    if p.verdict != "cannot_serve" and p.max_running_requests >= want and \
+            p.budget["reserve"] >= p.budget["draft"] + RESERVE_ALLOWANCE_GB:
+        return p
+    return None
 
 
 def _smallest_fraction(cfg: ServiceConfig, inp: Inputs, r: int) -> dict[str, Any] | None:
@@ -165,16 +168,15 @@ def _smallest_fraction(cfg: ServiceConfig, inp: Inputs, r: int) -> dict[str, Any
             mfs = round(base + step / 100, 2)
             if mfs > 0.95:
                 break
-            trial = replace(cfg, mem_fraction_static=mfs, **changes)
-            if _serves(trial, inp, r):
-                p = predict(trial, inp, with_fixes=False)
+            p = _serving(replace(cfg, mem_fraction_static=mfs, **changes), inp, r)
+            if p is not None:
                 return {"set": {"mem_fraction_static": mfs, **changes},
                         "reason": f"predicted {p.kv_tokens:,} KV tokens, max_running_requests "
                                   f"{p.max_running_requests}, reserve {p.budget['reserve']:.2f} GB"}
     return None
 
 
-def find_fixes(cfg: ServiceConfig, inp: Inputs) -> list[dict[str, Any]]:
+def find_fixes(cfg: ServiceConfig, inp: Inputs, tokens: int) -> list[dict[str, Any]]:
     """The smallest mem_fraction_static that serves one request; the one that serves the
     most of those asked for; and the largest context_length that fits as the config is."""
     fixes: list[dict[str, Any]] = []
@@ -187,12 +189,8 @@ def find_fixes(cfg: ServiceConfig, inp: Inputs) -> list[dict[str, Any]]:
                 fixes.append(most)
                 break
     ctx = inp.context_len
-    if ctx:
-        p = predict(cfg, inp, with_fixes=False)
-        fits = (p.kv_tokens // 1024) * 1024
-        if 0 < fits < ctx:
-            trial = replace(inp, context_len=fits)
-            if _serves(cfg, trial, 1):
-                fixes.append({"set": {"context_length": fits},
-                              "reason": f"the largest context (in 1,024s) that {p.kv_tokens:,} KV tokens hold"})
+    fits = (tokens // 1024) * 1024  # `tokens`: the pool as configured
+    if ctx and 0 < fits < ctx and _serving(cfg, replace(inp, context_len=fits), 1) is not None:
+        fixes.append({"set": {"context_length": fits},
+                      "reason": f"the largest context (in 1,024s) that {tokens:,} KV tokens hold"})
     return fixes

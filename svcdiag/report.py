@@ -76,7 +76,7 @@ def describe(ev: Event) -> str | None:
     return None
 
 
-def clock(ts: float | None) -> str:
+def _clock(ts: float | None) -> str:
     if ts is None:
         return "        "
     return time.strftime("%H:%M:%S", time.localtime(ts))
@@ -94,8 +94,8 @@ class JsonLines:
 
 
 class Lines:
-    """A human line per milestone, phase and failure, the verdict as a block. `prefix` names
-    the unit when one stream shows several (`svcdiag events`)."""
+    """A human line per milestone, phase and failure, the verdict as a block. `with_unit`
+    names the config on each line when one stream shows several (`svcdiag events`)."""
 
     def __init__(self, out: TextIO, *, with_unit: bool = False):
         self.out, self.with_unit = out, with_unit
@@ -111,16 +111,13 @@ class Lines:
         if not rec.message:
             return None
         what = f"failure ({rec.cause}): " if rec.event == "failure" else ""
-        return f"  {clock(rec.ts)}  {who}{what}{rec.message}\n"
+        return f"  {_clock(rec.ts)}  {who}{what}{rec.message}\n"
 
     def publish(self, rec: ReadinessEvent) -> None:
         text = self.text(rec)
         if text:
-            self.write(text)
-
-    def write(self, text: str) -> None:
-        self.out.write(text)
-        self.out.flush()
+            self.out.write(text)
+            self.out.flush()
 
 
 def render_verdict(v: dict[str, Any]) -> str:
@@ -144,12 +141,16 @@ def render_verdict(v: dict[str, Any]) -> str:
         lines.append("  diagnosis:")
         for sentence in d.get("explanation", []):
             lines.append(f"    {sentence}")
-        if d.get("fixes"):
-            lines.append("  fixes:")
-            for fix in d["fixes"]:
-                change = ", ".join(f"{k} = {json.dumps(val)}" for k, val in fix["set"].items())
-                lines.append(f"    - {change}: {fix['reason']}")
+        lines += _fix_lines(d.get("fixes"))
     return "\n".join(lines) + "\n"
+
+
+def _fix_lines(fixes: list[dict[str, Any]] | None) -> list[str]:
+    """Each fix as the settings to change and why (a diagnosis's or a preflight's)."""
+    if not fixes:
+        return []
+    return ["  fixes:"] + [f"    - {', '.join(f'{k} = {json.dumps(v)}' for k, v in fix['set'].items())}: {fix['reason']}"
+                           for fix in fixes]
 
 
 def render_preflight(name: str, plan: dict[str, Any]) -> str:
@@ -169,9 +170,5 @@ def render_preflight(name: str, plan: dict[str, Any]) -> str:
              "  limits on max_running_requests: " + ", ".join(f"{k} {v:,}" for k, v in plan["limits"].items())]
     lines += [f"  - {r}" for r in plan["reasons"]]
     lines += [f"  note: {n}" for n in plan["notes"]]
-    if plan["fixes"]:
-        lines.append("  fixes:")
-        for fix in plan["fixes"]:
-            change = ", ".join(f"{k} = {json.dumps(v)}" for k, v in fix["set"].items())
-            lines.append(f"    - {change}: {fix['reason']}")
+    lines += _fix_lines(plan["fixes"])
     return "\n".join(lines) + "\n"
