@@ -28,7 +28,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from svcdiag.rig import Rig  # noqa: E402
+from svcdiag.systemd.rig import Rig  # noqa: E402
 
 MILESTONES = ("Load weight begin", "Load weight end", "Mamba Cache is allocated", "KV Cache is allocated",
               "Memory pool end", "max_total_num_tokens=", "fired up and ready to roll")

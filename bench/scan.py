@@ -57,7 +57,7 @@ def main() -> None:
             make_log(log, n)
             real = sum(1 for _ in open(log, "rb"))
             size = log.stat().st_size
-            ours = min((run([sys.executable, "-m", "svcdiag.cli", "replay", str(log)]) for _ in range(3)), key=lambda r: r[1])
+            ours = min((run([sys.executable, "-m", "svcdiag", "replay", str(log)]) for _ in range(3)), key=lambda r: r[1])
             grep = min((run(["grep", "-E", "-c", "|".join(PATTERNS), str(log)]) for _ in range(3)), key=lambda r: r[1])
             results[n] = (real, size, ours, grep)
             print(f"{real:>9,} lines ({size / 1e6:.0f} MB): svcdiag replay {ours[1]:.2f} s CPU "

@@ -41,7 +41,7 @@ def cli(units: Path) -> Cli:
 
 def run_svcdiag(*args: str, input: bytes | None = None, cwd: Path = ROOT) -> subprocess.CompletedProcess:
     """The real console entry point in a subprocess: what an operator's shell sees."""
-    return subprocess.run([sys.executable, "-m", "svcdiag.cli", *args], input=input, capture_output=True,
+    return subprocess.run([sys.executable, "-m", "svcdiag", *args], input=input, capture_output=True,
                           cwd=cwd, timeout=60)
 
 
@@ -62,7 +62,7 @@ def assert_one_line_error(result, *needles: str, code: int = 2) -> None:
 def rig():
     """One private systemd for the session; skipped (with why) only where the machine
     cannot boot it, and a failure instead when SVCDIAG_REQUIRE_RIG is set (CI)."""
-    from svcdiag.rig import Rig, available
+    from svcdiag.systemd.rig import Rig, available
 
     why = available()
     if why:

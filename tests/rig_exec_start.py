@@ -9,11 +9,11 @@ import time
 import uuid
 from pathlib import Path
 
-from svcdiag.config import _build, check_raw
-from svcdiag.journal import Follower
-from svcdiag.live import start_unit
-from svcdiag.render import render_unit
-from svcdiag.systemd import Systemd
+from svcdiag.config.service import _build, check_raw
+from svcdiag.ops.follow import start_unit
+from svcdiag.systemd.dbus import Systemd
+from svcdiag.systemd.journal import Follower
+from svcdiag.systemd.render import render_unit
 
 probe = Path(tempfile.mkdtemp(prefix="argv-probe.", dir="/run"))
 (probe / "sglang").mkdir()

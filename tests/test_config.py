@@ -8,7 +8,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from svcdiag.config import TOP_LEVEL, UnitsDir, find_units_dir
+from svcdiag.config.service import TOP_LEVEL, UnitsDir, find_units_dir
 from svcdiag.errors import ConfigError, SvcdiagError
 
 from .conftest import assert_one_line_error, run_svcdiag
@@ -132,7 +132,7 @@ VALUES = st.one_of(st.none(), st.booleans(), st.integers(-10, 100000), st.floats
 @given(st.dictionaries(st.sampled_from(sorted(TOP_LEVEL) + ["bogus", "tp", "gpu"]), VALUES, max_size=6))
 def test_validation_never_raises_anything_but_config_error(tmp_path_factory, raw) -> None:
 
-    from svcdiag.config import _build, check_raw
+    from svcdiag.config.service import _build, check_raw
 
     raw = {k: v for k, v in raw.items() if v is not None}
     path = Path("/virtual/x.toml")

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from svcdiag.config import UnitsDir
-from svcdiag.diagnosis import diagnose
-from svcdiag.flags import SIM_MODULE, sglang_args
-from svcdiag.replay import replay
+from svcdiag.config.service import UnitsDir
+from svcdiag.judge.diagnosis import diagnose
+from svcdiag.ops.replay import replay
+from svcdiag.sglang.flags import SIM_MODULE, sglang_args
 from svcdiag.sim.model import HYBRID_27B, compute
 from svcdiag.sim.scenarios import SCENARIOS, Scenario
 
@@ -102,7 +102,7 @@ def test_not_enough_memory_fix_fits_by_the_formula() -> None:
 
 
 def test_signals_and_stall_and_exit() -> None:
-    from svcdiag.judge import Judge
+    from svcdiag.judge.pipeline import Judge
 
     j = Judge(U.load("dflash-smoke"))
     j.service_line("[2026-05-23 09:42:09] Load weight begin. avail mem=139.72 GB")
@@ -142,8 +142,9 @@ def test_port_in_use_names_our_unit_that_holds_it(cli, units: Path) -> None:
 
 
 def test_replay_json_carries_the_diagnosis_object() -> None:
-    from .conftest import run_svcdiag
     import json
+
+    from .conftest import run_svcdiag
 
     r = run_svcdiag("--units", str(UNITS), "replay", "--json", "--config", "dflash-tp1-mr8", str(EXAMPLES / "max-running-zero.log"))
     v = json.loads(r.stdout.decode().splitlines()[-1])

@@ -14,13 +14,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from prometheus_client.parser import text_string_to_metric_families
 
+from svcdiag.config.service import PHASES
 from svcdiag.errors import SvcdiagError
-from svcdiag.journal import parse_since
-from svcdiag.publish import Progress
-from svcdiag.readiness import PHASES
-from svcdiag.schema import EVENT_TYPES, MESSAGE_IDS, ReadinessEvent
-from svcdiag.textfile import Textfile
-from svcdiag.tty import LiveTerminal, wants_live
+from svcdiag.output.live_line import LiveTerminal, wants_live
+from svcdiag.output.publish import Progress
+from svcdiag.output.schema import EVENT_TYPES, MESSAGE_IDS, ReadinessEvent
+from svcdiag.output.textfile import Textfile
+from svcdiag.systemd.journal import parse_since
 
 from .conftest import EXAMPLES, run_svcdiag
 

@@ -6,12 +6,25 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from svcdiag.events import (
-    CudaGraph, DistInit, DraftRunner, Failure, KVCache, MambaCache, MaxRunningLimited, PoolEnd, Ready,
-    SchedulerInfo, ServerArgs, Uvicorn, WeightsBegin, WeightsEnd,
+from svcdiag.judge.readiness import Readiness
+from svcdiag.judge.unit_lines import parse_systemd
+from svcdiag.sglang.events import (
+    CudaGraph,
+    DistInit,
+    DraftRunner,
+    Failure,
+    KVCache,
+    MambaCache,
+    MaxRunningLimited,
+    PoolEnd,
+    Ready,
+    SchedulerInfo,
+    ServerArgs,
+    Uvicorn,
+    WeightsBegin,
+    WeightsEnd,
 )
-from svcdiag.grammar import LineParser, parse_systemd
-from svcdiag.readiness import Readiness
+from svcdiag.sglang.grammar import LineParser
 
 PREFIXES = ["[2026-08-27 03:46:30] ", "[2026-08-27 03:46:30.123] ", "[2024-12-13 01:44:59 TP0] ",
             "[2026-08-27 03:46:30 DP0 TP0 EP0] ", "[2026-08-27 03:46:30.001 PP0 TP0] "]
@@ -27,7 +40,7 @@ def one(line: str):
 def test_prefix_is_parsed_not_assumed(prefix: str) -> None:
     ev = one(prefix + "Load weight begin. avail mem=54.64 GB")
     assert isinstance(ev, WeightsBegin) and ev.avail_gb == 54.64
-    assert ev.ranks == prefix[prefix.index(":") + 6:].split("]")[0].lstrip(".0123456789 ").strip()
+    assert ev.ranks == prefix[prefix.index(":") + 6:].split("]", maxsplit=1)[0].lstrip(".0123456789 ").strip()
     assert ev.ts is not None
 
 

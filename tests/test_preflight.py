@@ -10,18 +10,23 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from svcdiag.config import UnitsDir
+from svcdiag.config.service import UnitsDir
 from svcdiag.errors import SvcdiagError
-from svcdiag.gpumem import gpu_free_gb, parse_nvidia_smi
-from svcdiag.memplan import Calibration, plan
-from svcdiag.modelinfo import ModelInfoError, read_shape, shape_from_config
-from svcdiag.preflight import GB, inputs_from_shape, predict
+from svcdiag.ops.gpumem import gpu_free_gb, parse_nvidia_smi
+from svcdiag.ops.preflight import Calibration, plan
+from svcdiag.sglang.modelinfo import ModelInfoError, read_shape, shape_from_config
+from svcdiag.sglang.preflight import GB, inputs_from_shape, predict
 from svcdiag.sim.model import DENSE_8B, HYBRID_27B, compute
 from svcdiag.sim.scenarios import SCENARIOS
 
 from .conftest import UNITS, assert_one_line_error
 from .model_fixtures import (
-    DENSE_QWEN3_8B, HYBRID_QWEN3_NEXT, HYBRID_QWEN35_27B, MLA_DEEPSEEK_V3, model_dir, seed_models,
+    DENSE_QWEN3_8B,
+    HYBRID_QWEN3_NEXT,
+    HYBRID_QWEN35_27B,
+    MLA_DEEPSEEK_V3,
+    model_dir,
+    seed_models,
 )
 
 SEED_KV_TOKENS = 11893  # the seed's log: "KV Cache is allocated. ... #tokens: 11893"
@@ -159,7 +164,7 @@ def test_gpu_memory_source_order_and_a_clear_error(units: Path, tmp_path: Path, 
     assert gpu_free_gb(cfg, 96.0) == (96.0, "--gpu-memory")
     assert gpu_free_gb(cfg, None)[0] == 80.0
     bare = dataclasses.replace(cfg, gpu_memory_gb=None)
-    monkeypatch.setattr("svcdiag.gpumem._torch", lambda gpus: None)
+    monkeypatch.setattr("svcdiag.ops.gpumem._torch", lambda gpus: None)
     monkeypatch.setattr("shutil.which", lambda exe: None)
     with pytest.raises(SvcdiagError, match="pass --gpu-memory GB"):
         gpu_free_gb(bare, None)
@@ -200,7 +205,7 @@ def test_preflight_cli_exit_codes_and_human_budget(units: Path, tmp_path: Path, 
 
 
 def test_calibration_is_appended_and_a_torn_line_loses_nothing_else(units: Path, tmp_path: Path, cli) -> None:
-    from svcdiag.events import Verdict
+    from svcdiag.judge.verdict import Verdict
 
     cfg = configure(units, "seed", "dflash-tp1-mr8", tmp_path, gpu_memory_gb=69.67)
     cal = Calibration(tmp_path / "state")
@@ -229,7 +234,7 @@ def test_bad_overrides_are_refused_naming_the_option() -> None:
 
 
 def test_baseline_against_a_candidate_that_never_ran_uses_preflight(units: Path, tmp_path: Path) -> None:
-    from svcdiag.baseline import explain_candidate
+    from svcdiag.ops.baseline import explain_candidate
 
     base = configure(units, "smoke", "dflash-smoke", tmp_path, gpu_memory_gb=69.67)
     cand = configure(units, "mr8", "dflash-tp1-mr8", tmp_path, gpu_memory_gb=69.67)

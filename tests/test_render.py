@@ -12,10 +12,10 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from svcdiag.config import UnitsDir
-from svcdiag.flags import exec_argv
-from svcdiag.install import drift, install_units
-from svcdiag.render import installed_hash, render_unit
+from svcdiag.config.service import UnitsDir
+from svcdiag.sglang.flags import exec_argv
+from svcdiag.systemd.install import drift, install_units
+from svcdiag.systemd.render import installed_hash, render_unit
 
 from .conftest import UNITS
 from .systemd_quoting import split_exec
@@ -117,7 +117,7 @@ ARG = st.text(st.characters(blacklist_categories=["Cs"], blacklist_characters="\
 
 
 def config_with(extra_args: list[str], served: str, env_value: str):
-    from svcdiag.config import _build, check_raw
+    from svcdiag.config.service import _build, check_raw
 
     raw = {"model_path": "/dev/shm/m", "extra_args": extra_args, "served_model_name": served,
            "env": {"SVCDIAG_T": env_value}}

@@ -10,9 +10,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from svcdiag.judge import Judge
-from svcdiag.replay import replay
-from svcdiag.schema import EVENT_TYPES
+from svcdiag.judge.pipeline import Judge
+from svcdiag.ops.replay import replay
+from svcdiag.output.schema import EVENT_TYPES
 
 from .conftest import EXAMPLES, assert_one_line_error, run_svcdiag
 from .journal_formats import as_export, as_json, as_short, entry
@@ -256,8 +256,9 @@ def test_real_short_capture_of_a_segfault() -> None:
 
 
 def test_bundled_plain_examples_are_what_the_stand_in_prints() -> None:
-    from svcdiag.config import UnitsDir
-    from svcdiag.sim.examples import EXAMPLES as SPECS, generate
+    from svcdiag.config.service import UnitsDir
+    from svcdiag.sim.examples import EXAMPLES as SPECS
+    from svcdiag.sim.examples import generate
 
     from .conftest import UNITS
 

@@ -16,7 +16,6 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-
 from .conftest import ROOT, assert_one_line_error, run_svcdiag
 
 pytestmark = pytest.mark.rig

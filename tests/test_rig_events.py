@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from svcdiag.schema import MESSAGE_IDS
+from svcdiag.output.schema import MESSAGE_IDS
 
 from .test_rig import config, json_lines, sv, unit_name, verdict_of
 

@@ -173,7 +173,7 @@ class Server:
                 self.end_headers()
                 self.wfile.write(data)
 
-            def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
+            def do_GET(self) -> None:
                 path = self.path.split("?")[0]
                 if path in ("/health", "/health_generate"):
                     self._send(200 if outer.ready.is_set() else 503, {} if outer.ready.is_set() else {"error": "starting"})

@@ -10,8 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from ..config import UnitsDir
-from ..flags import SIM_MODULE, sglang_args
+from svcdiag.config.service import UnitsDir
+from svcdiag.sglang.flags import SIM_MODULE, sglang_args
 
 START = "2026-05-23T09:42:00"
 EXAMPLES = {

@@ -1,11 +1,13 @@
 """The stand-in's scenarios: the GPU host's condition and the way a start goes wrong.
 
-Kept free of heavy imports: config validation reads SCENARIOS to check `simulate =`.
+Config validation checks `simulate =` against config.service.SIM_SCENARIOS, which names these.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+from svcdiag.config.service import SIM_SCENARIOS
 
 
 @dataclass(frozen=True)
@@ -44,3 +46,6 @@ SCENARIOS: dict[str, Scenario] = {
     "http-mismatch": Scenario("healthy log, but /get_server_info disagrees with the logged KV pool",
                               server_info_tokens_delta=-4096),
 }
+
+if tuple(SCENARIOS) != SIM_SCENARIOS:  # the config's list names exactly these, in this order
+    raise ImportError(f"svcdiag.config.service.SIM_SCENARIOS differs from the stand-in's: {tuple(SCENARIOS)}")

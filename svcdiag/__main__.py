@@ -1,0 +1,5 @@
+"""`python -m svcdiag`: the same as the `svcdiag` command."""
+
+from svcdiag.cli import main
+
+main()

@@ -1,0 +1,510 @@
+"""Service configs: TOML files in a units folder, one per SGLang server, with `extends`.
+
+Each file is checked on its own first (unknown keys, types, ranges), so an error names
+the file that wrote the bad value; then the chain of `extends` is merged and the
+cross-field rules (tp_size vs. GPU list) are checked on the effective config.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import hashlib
+import json
+import os
+import re
+import tomllib
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from svcdiag.errors import ConfigError, SvcdiagError
+
+DEFAULT_UNITS_DIRS = ("./units", "/etc/svcdiag/units")
+UNIT_NAME_RE = re.compile(r"^[A-Za-z0-9:_.\\-]+$")
+ENV_KEY_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+FORBIDDEN_CHARS = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
+
+#: A start's phases, in order: the readiness machine walks them, configs set a deadline
+#: for each but the last, outputs label by them. The one list.
+PHASES = ("starting", "loading_weights", "kv_cache", "mamba_cache", "cuda_graph", "scheduler", "http", "ready")
+PHASE_TIMEOUTS = PHASES[:-1]
+#: Seconds per phase. They fit a 27B model that starts in ~2 minutes, and a weight load
+#: of up to 10 minutes from slow storage, with room to spare; `http_check` bounds the
+#: HTTP cross-check after the log says ready.
+DEFAULT_TIMEOUTS = {
+    "starting": 300.0,
+    "loading_weights": 900.0,
+    "kv_cache": 300.0,
+    "mamba_cache": 300.0,
+    "cuda_graph": 600.0,
+    "scheduler": 300.0,
+    "http": 300.0,
+    "http_check": 60.0,
+}
+SPEC_ALGORITHMS = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM", "DFLASH", "DSPARK")
+
+#: Keys whose change moves GPU memory: `svcdiag diff` marks them.
+MEMORY_KEYS = frozenset(
+    {
+        "model_path",
+        "tp_size",
+        "dp_size",
+        "gpus",
+        "mem_fraction_static",
+        "max_running_requests",
+        "context_length",
+        "chunked_prefill_size",
+        "cuda_graph_max_bs",
+        "max_mamba_cache_size",
+        "speculative.algorithm",
+        "speculative.draft_model_path",
+        "speculative.num_steps",
+        "speculative.eagle_topk",
+        "speculative.num_draft_tokens",
+        "extra_args",
+    }
+)
+
+
+# ---------------------------------------------------------------- typed configs
+
+
+@dataclass(frozen=True)
+class Speculative:
+    algorithm: str
+    draft_model_path: str | None = None
+    num_steps: int | None = None
+    eagle_topk: int | None = None
+    num_draft_tokens: int | None = None
+
+
+@dataclass(frozen=True)
+class ServiceConfig:
+    """The effective config of one service, after `extends`. Mirrors launch_server flags."""
+
+    name: str
+    path: Path
+    model_path: str
+    extends: str | None = None
+    description: str | None = None
+    served_model_name: str | None = None
+    tp_size: int = 1
+    dp_size: int = 1
+    gpus: tuple[int, ...] | None = None
+    host: str = "127.0.0.1"
+    port: int = 30000
+    mem_fraction_static: float | None = None
+    max_running_requests: int | None = None
+    context_length: int | None = None
+    chunked_prefill_size: int | None = None
+    cuda_graph_max_bs: int | None = None
+    trust_remote_code: bool = False
+    max_mamba_cache_size: int | None = None
+    speculative: Speculative | None = None
+    extra_args: tuple[str, ...] = ()
+    env: tuple[tuple[str, str], ...] = ()
+    python: str = "/usr/bin/python3"
+    user: str | None = None
+    group: str | None = None
+    working_directory: str | None = None
+    timeouts: tuple[tuple[str, float], ...] = tuple(DEFAULT_TIMEOUTS.items())
+    baseline: bool = False
+    simulate: str | None = None
+    sim_time_scale: float = 1.0
+    #: GPU memory free per GPU before loading (GB), for preflight; with `simulate`, the stand-in's GPU
+    gpu_memory_gb: float | None = None
+
+    @property
+    def unit(self) -> str:
+        return f"{self.name}.service"
+
+    @property
+    def timeout(self) -> dict[str, float]:
+        return dict(self.timeouts)
+
+    @property
+    def hybrid(self) -> bool:
+        """Whether this config asks for a Mamba/linear-attention state cache."""
+        return self.max_mamba_cache_size is not None
+
+    def flat(self) -> dict[str, Any]:
+        """Effective settings as dotted keys: the form `diff` and hashing work on."""
+        out: dict[str, Any] = {}
+        for f in dataclasses.fields(self):
+            if f.name in ("name", "path", "baseline", "extends"):
+                continue
+            value = getattr(self, f.name)
+            if f.name == "speculative":
+                if value is not None:
+                    for sf in dataclasses.fields(Speculative):
+                        out[f"speculative.{sf.name}"] = getattr(value, sf.name)
+            elif f.name in ("env", "timeouts"):
+                for k, v in value:
+                    out[f"{f.name}.{k}"] = v
+            elif isinstance(value, tuple):
+                out[f.name] = list(value)
+            else:
+                out[f.name] = value
+        return out
+
+    @property
+    def config_hash(self) -> str:
+        blob = json.dumps(self.flat(), sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+# ---------------------------------------------------------------- schema
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _check_text(v: Any) -> str | None:
+    if not isinstance(v, str):
+        return f"must be a string, not {_tname(v)}"
+    bad = FORBIDDEN_CHARS.search(v)
+    if bad:
+        return f"contains a control character {bad.group()!r}; newlines and NUL are not allowed"
+    return None
+
+
+def _tname(v: Any) -> str:
+    return {bool: "a boolean", int: "an integer", float: "a number", str: "a string",
+            list: "a list", dict: "a table"}.get(type(v), type(v).__name__)
+
+
+def _nonempty_str(v: Any) -> str | None:
+    return _check_text(v) or (None if v.strip() else "must not be empty")
+
+
+def _abs_path(v: Any) -> str | None:
+    return _nonempty_str(v) or (None if v.startswith("/") else f"must be an absolute path, got {v!r}")
+
+
+def _bool(v: Any) -> str | None:
+    return None if isinstance(v, bool) else f"must be true or false, not {_tname(v)}"
+
+
+def _int_range(lo: int, hi: int | None = None) -> Callable[[Any], str | None]:
+    def check(v: Any) -> str | None:
+        if not _is_int(v):
+            return f"must be an integer, not {_tname(v)}"
+        if v < lo or (hi is not None and v > hi):
+            return f"must be in {lo}–{hi}, got {v}" if hi is not None else f"must be ≥ {lo}, got {v}"
+        return None
+
+    return check
+
+
+def _fraction(v: Any) -> str | None:
+    if not (_is_int(v) or isinstance(v, float)):
+        return f"must be a number, not {_tname(v)}"
+    if not 0 < v < 1:
+        return f"must be strictly between 0 and 1, got {v}"
+    return None
+
+
+def _positive_number(v: Any) -> str | None:
+    if not (_is_int(v) or isinstance(v, float)):
+        return f"must be a number, not {_tname(v)}"
+    return None if v > 0 else f"must be > 0, got {v}"
+
+
+def _gpus(v: Any) -> str | None:
+    if not isinstance(v, list) or not v:
+        return "must be a non-empty list of GPU indices, e.g. [0, 1, 2, 3]"
+    for i in v:
+        if not _is_int(i) or i < 0:
+            return f"must hold non-negative integers, got {i!r}"
+    if len(set(v)) != len(v):
+        return "lists a GPU twice"
+    return None
+
+
+def _str_list(v: Any) -> str | None:
+    if not isinstance(v, list):
+        return f"must be a list of strings, not {_tname(v)}"
+    for i, item in enumerate(v):
+        err = _check_text(item)
+        if err:
+            return f"item {i}: {err}"
+    return None
+
+
+def _host(v: Any) -> str | None:
+    err = _nonempty_str(v)
+    if err:
+        return err
+    return None if re.fullmatch(r"[A-Za-z0-9.:\-\[\]]+", v) else f"is not a host name or address: {v!r}"
+
+
+def _unit_name_ref(v: Any) -> str | None:
+    err = _nonempty_str(v)
+    if err:
+        return err
+    return None if UNIT_NAME_RE.match(v) else f"is not a valid config name: {v!r}"
+
+
+def _user(v: Any) -> str | None:
+    err = _nonempty_str(v)
+    if err:
+        return err
+    return None if re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_.\-]*\$?", v) else f"is not a valid user/group name: {v!r}"
+
+
+def _algorithm(v: Any) -> str | None:
+    err = _nonempty_str(v)
+    if err:
+        return err
+    return None if v.upper() in SPEC_ALGORITHMS else f"must be one of {', '.join(SPEC_ALGORITHMS)}, got {v!r}"
+
+
+#: The stand-in's scenarios (`simulate = NAME`). Named here so a config is checked without
+#: importing the stand-in; svcdiag.sim defines each one and checks it has exactly these.
+SIM_SCENARIOS = (
+    "healthy-hybrid-dflash", "healthy-dense", "slow-start", "max-running-zero", "not-enough-memory", "cuda-oom",
+    "segfault", "oom-kill", "exit-early", "hang", "port-in-use", "model-missing", "nccl-error", "http-mismatch",
+)
+
+
+def _scenario(v: Any) -> str | None:
+    err = _nonempty_str(v)
+    if err:
+        return err
+    if v not in SIM_SCENARIOS:
+        return f"unknown scenario {v!r}{did_you_mean(v, SIM_SCENARIOS)}; known: {', '.join(SIM_SCENARIOS)}"
+    return None
+
+
+TOP_LEVEL: dict[str, Callable[[Any], str | None]] = {
+    "extends": _unit_name_ref,
+    "description": _check_text,
+    "model_path": _nonempty_str,
+    "served_model_name": _nonempty_str,
+    "tp_size": _int_range(1, 64),
+    "dp_size": _int_range(1, 64),
+    "gpus": _gpus,
+    "host": _host,
+    "port": _int_range(1, 65535),
+    "mem_fraction_static": _fraction,
+    "max_running_requests": _int_range(1),
+    "context_length": _int_range(1),
+    "chunked_prefill_size": _int_range(-1),
+    "cuda_graph_max_bs": _int_range(1),
+    "trust_remote_code": _bool,
+    "max_mamba_cache_size": _int_range(1),
+    "extra_args": _str_list,
+    "python": _abs_path,
+    "user": _user,
+    "group": _user,
+    "working_directory": _abs_path,
+    "baseline": _bool,
+    "simulate": _scenario,
+    "sim_time_scale": _positive_number,
+    "gpu_memory_gb": _positive_number,
+    # tables, checked below
+    "speculative": lambda v: None if isinstance(v, dict) or v is False else
+    "must be a [speculative] table, or false to drop an inherited one",
+    "env": lambda v: None,
+    "timeouts": lambda v: None,
+}
+SPECULATIVE: dict[str, Callable[[Any], str | None]] = {
+    "algorithm": _algorithm,
+    "draft_model_path": _nonempty_str,
+    "num_steps": _int_range(1),
+    "eagle_topk": _int_range(1),
+    "num_draft_tokens": _int_range(1),
+}
+TIMEOUT_KEYS = (*PHASE_TIMEOUTS, "http_check")
+
+
+def did_you_mean(key: str, known: Iterable[str]) -> str:
+    close = difflib.get_close_matches(key, list(known), n=1, cutoff=0.6)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+# ---------------------------------------------------------------- loading
+
+
+def validate_name(name: str, path: object) -> None:
+    if not UNIT_NAME_RE.match(name) or len(name) > 240:
+        raise ConfigError(path, "name", f"{name!r} is not a valid systemd unit name "
+                          "(letters, digits, ':', '_', '.', '-' and '\\' only; '@' is reserved)")
+
+
+def _check_table(path: Path, prefix: str, table: Any, schema: dict[str, Callable[[Any], str | None]]) -> None:
+    if not isinstance(table, dict):
+        raise ConfigError(path, prefix, f"must be a table, not {_tname(table)}")
+    for key, value in table.items():
+        dotted = f"{prefix}.{key}" if prefix else key
+        check = schema.get(key)
+        if check is None:
+            raise ConfigError(path, dotted, f"unknown key{did_you_mean(key, schema)}")
+        err = check(value)
+        if err:
+            raise ConfigError(path, dotted, err)
+
+
+def check_raw(path: Path, raw: dict[str, Any]) -> None:
+    """Per-file checks: every key known, every value of the right type and range."""
+    _check_table(path, "", raw, TOP_LEVEL)
+    spec = raw.get("speculative")
+    if spec is not None and spec is not False:
+        _check_table(path, "speculative", spec, SPECULATIVE)
+    if "env" in raw:
+        env = raw["env"]
+        if not isinstance(env, dict):
+            raise ConfigError(path, "env", f"must be a table, not {_tname(env)}")
+        for k, v in env.items():
+            if not ENV_KEY_RE.match(k):
+                raise ConfigError(path, f"env.{k}", "is not a valid environment variable name")
+            err = _check_text(v)
+            if err:
+                raise ConfigError(path, f"env.{k}", err)
+    if "timeouts" in raw:
+        _check_table(path, "timeouts", raw["timeouts"], {k: _positive_number for k in TIMEOUT_KEYS})
+
+
+def read_toml(path: Path) -> dict[str, Any]:
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise ConfigError(path, None, "no such config file") from None
+    except OSError as e:
+        raise ConfigError(path, None, f"cannot read: {e.strerror}") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ConfigError(path, None, f"not UTF-8 (byte {e.start})") from None
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        raise ConfigError(path, None, f"invalid TOML: {e}") from None
+
+
+@dataclass(frozen=True)
+class UnitsDir:
+    """Where configs were found, and why there: `svcdiag list` reports it."""
+
+    path: Path
+    reason: str
+
+    def names(self) -> list[str]:
+        return sorted(p.stem for p in self.path.glob("*.toml"))
+
+    def file(self, name: str) -> Path:
+        return self.path / f"{name}.toml"
+
+    def load(self, name: str) -> ServiceConfig:
+        return load_config(self, name)
+
+    def load_all(self) -> list[ServiceConfig]:
+        return [self.load(n) for n in self.names()]
+
+    def baseline(self) -> ServiceConfig:
+        configs = self.load_all()
+        marked = [c for c in configs if c.baseline]
+        if not marked:
+            names = ", ".join(c.name for c in configs) or "(none)"
+            raise SvcdiagError(f"no config in {self.path} has `baseline = true`; name one of: {names}")
+        if len(marked) > 1:
+            raise SvcdiagError("several configs have `baseline = true`: "
+                               + ", ".join(c.name for c in marked) + "; name the one to check")
+        return marked[0]
+
+
+def find_units_dir(option: str | None) -> UnitsDir:
+    if option:
+        return _existing(Path(option), "--units")
+    env = os.environ.get("SVCDIAG_UNITS")
+    if env:
+        return _existing(Path(env), "$SVCDIAG_UNITS")
+    for cand in DEFAULT_UNITS_DIRS:
+        p = Path(cand)
+        if p.is_dir():
+            return UnitsDir(p.resolve(), f"default {cand}")
+    raise SvcdiagError("no units folder: pass --units DIR or set $SVCDIAG_UNITS "
+                       f"(looked in {', '.join(DEFAULT_UNITS_DIRS)})")
+
+
+def _existing(p: Path, how: str) -> UnitsDir:
+    if not p.is_dir():
+        raise SvcdiagError(f"{how}: {p} is not a directory")
+    return UnitsDir(p.resolve(), how)
+
+
+def _merge(base: dict[str, Any], child: dict[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    out.pop("baseline", None)  # a variant of the baseline is not the baseline
+    for key, value in child.items():
+        if (key in ("env", "timeouts") and isinstance(out.get(key), dict)) or (key == "speculative" and isinstance(out.get(key), dict) and isinstance(value, dict)):
+            out[key] = {**out[key], **value}
+        else:
+            out[key] = value
+    return out
+
+
+def load_config(units: UnitsDir, name: str) -> ServiceConfig:
+    path = units.file(name)
+    validate_name(name, path)
+    chain: list[str] = []
+    raw = _resolve(units, name, chain)
+    return _build(name, path, raw)
+
+
+def _resolve(units: UnitsDir, name: str, chain: list[str]) -> dict[str, Any]:
+    path = units.file(name)
+    if name in chain:
+        cycle = " → ".join([*chain[chain.index(name):], name])
+        raise ConfigError(units.file(chain[-1]), "extends", f"cycle: {cycle}")
+    chain.append(name)
+    raw = read_toml(path)
+    check_raw(path, raw)
+    base_name = raw.get("extends")
+    if base_name is None:
+        return raw
+    if not units.file(base_name).exists():
+        raise ConfigError(path, "extends", f"base config {base_name!r} not found in {units.path}"
+                          f"{did_you_mean(base_name, units.names())}")
+    base = _resolve(units, base_name, chain)
+    return _merge(base, raw)
+
+
+def _build(name: str, path: Path, raw: dict[str, Any]) -> ServiceConfig:
+    if "model_path" not in raw:
+        raise ConfigError(path, "model_path", "is required (here or in a base it extends)")
+    kw: dict[str, Any] = {k: v for k, v in raw.items() if k not in ("speculative", "env", "timeouts", "gpus", "extra_args")}
+    spec = raw.get("speculative")
+    if isinstance(spec, dict) and spec:
+        if "algorithm" not in spec:
+            raise ConfigError(path, "speculative.algorithm", "is required when [speculative] is set")
+        kw["speculative"] = Speculative(**{**spec, "algorithm": spec["algorithm"].upper()})
+    if "gpus" in raw:
+        kw["gpus"] = tuple(raw["gpus"])
+    kw["extra_args"] = tuple(raw.get("extra_args", ()))
+    kw["env"] = tuple(sorted(raw.get("env", {}).items()))
+    kw["timeouts"] = tuple({**DEFAULT_TIMEOUTS, **{k: float(v) for k, v in raw.get("timeouts", {}).items()}}.items())
+    if "mem_fraction_static" in kw:
+        kw["mem_fraction_static"] = float(kw["mem_fraction_static"])
+    for key in ("sim_time_scale", "gpu_memory_gb"):
+        if key in kw:
+            kw[key] = float(kw[key])
+    cfg = ServiceConfig(name=name, path=path, **kw)
+    _cross_check(cfg)
+    return cfg
+
+
+def _cross_check(cfg: ServiceConfig) -> None:
+    if cfg.gpus is not None and len(cfg.gpus) != cfg.tp_size * cfg.dp_size:
+        raise ConfigError(cfg.path, "tp_size",
+                          f"tp_size {cfg.tp_size} × dp_size {cfg.dp_size} needs {cfg.tp_size * cfg.dp_size} "
+                          f"GPUs, but gpus lists {len(cfg.gpus)}: {list(cfg.gpus)}")
+    owned = {"--port", "--host", "--model-path", "--model", "--tp-size", "--tp", "--tensor-parallel-size"}
+    for arg in cfg.extra_args:
+        flag = arg.split("=", 1)[0]
+        if flag in owned:
+            raise ConfigError(cfg.path, "extra_args",
+                              f"{flag} is set by its own field; set it there, not in extra_args")

@@ -1,0 +1,334 @@
+"""Why a start failed, and what to change, with the arithmetic shown.
+
+Pure: a verdict's figures (what SGLang printed) and the effective config in, sentences and
+fixes out. The memory arithmetic is SGLang's own (kv_cache_configurator, reference §10):
+    rest = free_after_weights − free_before_load × (1 − mem_fraction_static)
+    Mamba state first (fixed by --max-mamba-cache-size), the KV cache gets the remainder;
+    a request needs context_len tokens of KV and `slots per request` Mamba slots.
+so raising mem_fraction_static by Δ gives the caches Δ × free_before_load more bytes.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from svcdiag.config.service import ServiceConfig
+from svcdiag.judge.verdict import Verdict
+
+GB = 1024**3
+MAX_MEM_FRACTION = 0.95
+ACTIVATION_HEADROOM_GB = 2.0  # beside CUDA graphs: activations, NCCL buffers, the allocator's slack
+
+
+def _n(v: float | int) -> str:
+    return f"{int(v):,}"
+
+
+def _gb(v: float) -> str:
+    return f"{v:.2f} GB"
+
+
+def _fix(changes: dict[str, Any], reason: str) -> dict[str, Any]:
+    return {"set": changes, "reason": reason}
+
+
+@dataclass(frozen=True)
+class Memory:
+    """The figures a start printed, as SGLang's formula sees them."""
+
+    kv_tokens: int
+    cell_bytes: float | None  # KV bytes per token
+    context_len: int | None
+    mamba_slots: int | None
+    slot_gb: float | None  # Mamba state per slot (conv + ssm + intermediate)
+    slots_per_req: int
+    free_before_gb: float | None
+    mem_fraction: float | None
+    cuda_graph_gb: float | None
+    requested: int | None
+
+    @classmethod
+    def from_verdict(cls, v: Verdict, cfg: ServiceConfig | None) -> Memory:
+        f = v.figures
+        tokens = int(f.get("kv_tokens", 0) or 0)
+        kv_gb = f.get("kv_gb") if f.get("kv_gb") is not None else (
+            (f.get("kv_k_gb") or 0) + (f.get("kv_v_gb") or 0) or None)
+        cell = kv_gb * GB / tokens if kv_gb and tokens else None
+        slots = f.get("mamba_slots")
+        mamba_gb = sum(f.get(k) or 0 for k in ("mamba_conv_gb", "mamba_ssm_gb", "mamba_intermediate_ssm_gb",
+                                               "mamba_intermediate_conv_gb"))
+        spec = bool(cfg and cfg.speculative) or "draft_model_type" in f
+        return cls(
+            kv_tokens=tokens, cell_bytes=cell,
+            context_len=f.get("context_len") or (cfg.context_length if cfg else None),
+            mamba_slots=slots, slot_gb=mamba_gb / slots if slots else None,
+            slots_per_req=int(f.get("mamba_slots_per_request") or (5 if spec else 3)),
+            free_before_gb=f.get("avail_before_load_gb"),
+            mem_fraction=f.get("mem_fraction_static") or (cfg.mem_fraction_static if cfg else None),
+            cuda_graph_gb=f.get("cuda_graph_gb"),
+            requested=f.get("requested_max_running_requests") or (cfg.max_running_requests if cfg else None),
+        )
+
+    def kv_gb(self) -> float:
+        return self.kv_tokens * (self.cell_bytes or 0) / GB
+
+    def plan(self, requests: int, context_len: int | None = None) -> dict[str, Any] | None:
+        """What it takes for `requests` full-length requests: extra GB, and the mem_fraction_static."""
+        ctx = context_len or self.context_len
+        if not (self.cell_bytes and ctx and self.free_before_gb and self.mem_fraction):
+            return None
+        need_kv_gb = requests * ctx * self.cell_bytes / GB
+        extra_kv = max(0.0, need_kv_gb - self.kv_gb())
+        slots = self.mamba_slots
+        need_slots = requests * self.slots_per_req if slots is not None else None
+        extra_mamba = max(0, (need_slots or 0) - (slots or 0)) * (self.slot_gb or 0)
+        fraction = self.mem_fraction + (extra_kv + extra_mamba) / self.free_before_gb
+        fraction = math.ceil(fraction * 100) / 100
+        left = self.free_before_gb * (1 - fraction)
+        graphs = self.cuda_graph_gb or 0.0
+        fits = fraction <= MAX_MEM_FRACTION and left >= graphs + ACTIVATION_HEADROOM_GB
+        return {"requests": requests, "need_kv_gb": need_kv_gb, "extra_kv_gb": extra_kv, "extra_mamba_gb": extra_mamba,
+                "slots": max(slots or 0, need_slots or 0) if slots is not None else None,
+                "fraction": fraction, "left_gb": left, "fits": fits}
+
+
+def diagnose(v: Verdict, cfg: ServiceConfig | None = None, *, port_owners: list[str] | None = None) -> dict[str, Any] | None:
+    """The diagnosis object of a failed or timed-out verdict (None when healthy)."""
+    if v.verdict == "healthy":
+        return None
+    cause = v.cause or v.verdict
+    fn = _BY_CAUSE.get(cause, _generic)
+    explanation, fixes = fn(v, cfg, port_owners or [])
+    return {"cause": cause, "explanation": explanation, "fixes": fixes}
+
+
+# ---------------------------------------------------------------- memory: the seed's failure
+
+
+def _max_running_zero(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
+    m = Memory.from_verdict(v, cfg)
+    say: list[str] = []
+    fixes: list[dict[str, Any]] = []
+    ctx = m.context_len
+    req = m.requested or 1
+    if m.kv_tokens and ctx:
+        fit = m.kv_tokens // ctx
+        if fit == 0:
+            say.append(f"The KV cache holds {_n(m.kv_tokens)} tokens, but one request needs context_len {_n(ctx)}, "
+                       f"so not even one full-length request fits: max_running_requests came out zero.")
+        else:
+            say.append(f"The KV cache holds {_n(m.kv_tokens)} tokens: {fit} request(s) of context_len {_n(ctx)}.")
+    if m.mamba_slots is not None:
+        by_mamba = m.mamba_slots // m.slots_per_req
+        verb = "so it can serve none" if by_mamba == 0 else f"so it can serve {by_mamba}"
+        say.append(f"The Mamba state cache has {m.mamba_slots} slots and each request takes {m.slots_per_req} "
+                   f"({m.mamba_slots} // {m.slots_per_req} = {by_mamba}): {verb}"
+                   + (f" of the {req} max_running_requests asked for." if m.requested else "."))
+    if m.cell_bytes:
+        k, vv = v.figures.get("kv_k_gb"), v.figures.get("kv_v_gb")
+        parts = f"K {_gb(k)} + V {_gb(vv)}" if k is not None and vv is not None else _gb(m.kv_gb())
+        say.append(f"Each token costs about {m.cell_bytes / 1024:.1f} KiB of KV cache ({parts} over {_n(m.kv_tokens)} tokens); "
+                   f"one {_n(ctx or 0)}-token request needs {_gb((ctx or 0) * m.cell_bytes / GB)}.")
+    if m.free_before_gb and m.mem_fraction:
+        say.append(f"SGLang sizes the caches from mem_fraction_static={m.mem_fraction} of the {_gb(m.free_before_gb)} "
+                   f"free before loading: each +0.01 gives them {_gb(m.free_before_gb / 100)}.")
+    for requests in dict.fromkeys((req, 1)):
+        p = m.plan(requests)
+        if p is None:
+            continue
+        extra = f"{_gb(p['extra_kv_gb'])} more KV"
+        if p["extra_mamba_gb"]:
+            extra += f" and {_gb(p['extra_mamba_gb'])} more Mamba state ({p['slots']} slots)"
+        if p["fits"]:
+            say.append(f"{requests} full-length request(s) need {extra}: mem_fraction_static {p['fraction']:.2f}, which "
+                       f"still leaves {_gb(p['left_gb'])} for CUDA graphs"
+                       + (f" ({_gb(m.cuda_graph_gb)} logged)" if m.cuda_graph_gb else "")
+                       + ", activations and the draft model.")
+            change: dict[str, Any] = {"mem_fraction_static": p["fraction"]}
+            if p["slots"] is not None and p["slots"] != m.mamba_slots:
+                change["max_mamba_cache_size"] = p["slots"]
+            if requests != req:
+                change["max_running_requests"] = requests
+            fixes.append(_fix(change, f"holds {requests} request(s) of {_n(ctx or 0)} tokens"))
+        else:
+            why = ("more than this GPU had free" if p["fraction"] >= 1 else
+                   f"which would leave only {_gb(p['left_gb'])} for CUDA graphs, activations and the draft model")
+            say.append(f"{requests} full-length request(s) would need {extra}: mem_fraction_static {p['fraction']:.2f}, "
+                       f"{why}; that does not fit.")
+    if m.cell_bytes and ctx:
+        for requests in dict.fromkeys((max(1, min(req, (m.mamba_slots or req * m.slots_per_req) // m.slots_per_req)), 1)):
+            change = {}
+            tokens = m.kv_tokens
+            if m.mamba_slots is not None and m.mamba_slots < requests * m.slots_per_req:
+                slots = requests * m.slots_per_req
+                change["max_mamba_cache_size"] = slots
+                tokens -= int((slots - m.mamba_slots) * (m.slot_gb or 0) * GB / m.cell_bytes)
+            limit = (tokens // requests) // 1024 * 1024
+            if limit >= 1024 and limit < ctx:
+                change["context_length"] = limit
+                if requests != req:
+                    change["max_running_requests"] = requests
+                fixes.append(_fix(change, f"same memory: {requests} request(s) of ≤ {_n(limit)} tokens"))
+                break
+    if m.requested and m.mamba_slots is not None and 0 < m.mamba_slots // m.slots_per_req < m.requested:
+        fixes.append(_fix({"max_running_requests": m.mamba_slots // m.slots_per_req},
+                          "what the Mamba slots can serve"))
+    return say, fixes
+
+
+def _not_enough_memory(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
+    f = v.figures
+    m = Memory.from_verdict(v, cfg)
+    say = [v.message]
+    fixes = []
+    floor = re.search(r"above (\d\.\d+)", " ".join(v.evidence))
+    if m.free_before_gb and m.mem_fraction and f.get("weights_gb") is not None:
+        budget = m.free_before_gb * m.mem_fraction
+        say.append(f"mem_fraction_static={m.mem_fraction} of the {_gb(m.free_before_gb)} free before loading is "
+                   f"{_gb(budget)} for weights and caches; the weights alone take {_gb(f['weights_gb'])}, "
+                   f"leaving {_gb(budget - f['weights_gb'])}.")
+        need = (f["weights_gb"] + 2.0) / m.free_before_gb
+        fixes.append(_fix({"mem_fraction_static": round(min(MAX_MEM_FRACTION, math.ceil(need * 100) / 100 + 0.02), 2)},
+                          "room for the weights plus a usable KV cache"))
+    elif floor:
+        fixes.append(_fix({"mem_fraction_static": round(float(floor.group(1)) + 0.02, 2)}, "above SGLang's stated floor"))
+    if cfg:
+        fixes.append(_fix({"tp_size": cfg.tp_size * 2}, "halves the weights on each GPU (give gpus twice as many)"))
+    return say, fixes
+
+
+def _cuda_oom(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
+    f = v.figures
+    mfs = f.get("mem_fraction_static") or (cfg.mem_fraction_static if cfg else None)
+    if v.phase == "cuda_graph":
+        say = ["CUDA ran out of memory while capturing CUDA graphs, after the KV cache"
+               + (f" ({_n(f['kv_tokens'])} tokens)" if f.get("kv_tokens") else "") + " had taken its share.",
+               "CUDA graphs and activations live in the 1 − mem_fraction_static reserve"
+               + (f": {_gb(f['pool_end_avail_gb'])} were free when capture began." if f.get("pool_end_avail_gb") else ".")]
+        fixes = []
+        bs = cfg.cuda_graph_max_bs if cfg else None
+        if bs and bs > 1:
+            fixes.append(_fix({"cuda_graph_max_bs": max(1, bs // 2)}, "fewer, smaller graphs to capture"))
+        if mfs:
+            fixes.append(_fix({"mem_fraction_static": round(mfs - 0.05, 2)}, "moves 5 % of the GPU from the KV cache to the reserve"))
+        return say, fixes
+    if v.phase == "loading_weights":
+        say = ["CUDA ran out of memory while loading the weights: the model does not fit on "
+               f"{cfg.tp_size if cfg else '?'} GPU(s)" + (f" with {_gb(f['avail_before_load_gb'])} free each" if
+                                                          f.get("avail_before_load_gb") else "") + "."]
+        return say, [_fix({"tp_size": (cfg.tp_size if cfg else 1) * 2}, "splits the weights over twice as many GPUs")]
+    say = [f"CUDA ran out of memory in phase {v.phase}."]
+    return say, [_fix({"mem_fraction_static": round(mfs - 0.05, 2)}, "more headroom outside the caches")] if mfs else []
+
+
+def _killed(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
+    sig = v.figures.get("signal", "")
+    unit = v.unit or (cfg.unit if cfg else "UNIT")
+    if sig == "KILL":
+        certain = any("OOM killer" in e for e in v.evidence)
+        say = [f"The server was killed by SIGKILL in phase {v.phase}"
+               + (": systemd reports the kernel's OOM killer." if certain else
+                  ", without a word in its log: the signature of the kernel's OOM killer (host RAM, not GPU memory)."),
+               "Look at `journalctl -k | grep -i -e 'out of memory' -e oom-kill` and the unit's MemoryMax=; "
+               "safetensors are read through host memory, once per rank."]
+        return say, []
+    if sig in ("SEGV", "BUS", "ABRT", "ILL", "FPE"):
+        say = [f"The server crashed with SIG{sig} in phase {v.phase}: a native fault (CUDA, NCCL or a kernel "
+               "extension), not a Python exception, so its log says nothing about it.",
+               f"Look at `coredumpctl info {unit}` for the stack, `journalctl -k` for GPU Xid errors, and re-run "
+               "with CUDA_LAUNCH_BLOCKING=1 to find the failing kernel."]
+        return say, [_fix({"env.CUDA_LAUNCH_BLOCKING": "1"}, "the crash then points at the kernel that faulted")]
+    return [f"The server was killed by SIG{sig} in phase {v.phase}; see `journalctl -u {unit}` for who sent it."], []
+
+
+#: systemd's own exit statuses (systemd.exec(5)): the process never became the server
+SYSTEMD_STEPS = {
+    200: ("CHDIR", "working_directory", "does not exist or is not accessible"),
+    203: ("EXEC", "python", "cannot be executed (missing, or not executable)"),
+    216: ("GROUP", "group", "does not exist on this host"),
+    217: ("USER", "user", "does not exist on this host"),
+}
+
+
+def _exited(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
+    status = v.figures.get("exit_status")
+    name = cfg.name if cfg else "NAME"
+    if status in SYSTEMD_STEPS:
+        step, key, what = SYSTEMD_STEPS[status]
+        value = getattr(cfg, key, None) if cfg else None
+        return [f"systemd could not start the process: exit status {status}/{step}, before SGLang ran at all.",
+                f"The config's {key}" + (f" ({value!r})" if value else "") + f" {what}."], []
+    return [f"The server exited with status {status} in phase {v.phase} without printing an exception.",
+            f"Run its command in a shell to see what it says on the terminal: `svcdiag render {name}` shows the "
+            "ExecStart line."], []
+
+
+def _port_in_use(v: Verdict, cfg: ServiceConfig | None, owners: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
+    port = cfg.port if cfg else None
+    say = [f"Everything loaded, then uvicorn could not bind port {port}: another process listens there."]
+    if owners:
+        say.append(f"Our unit(s) configured for port {port} and running: {', '.join(owners)}.")
+    else:
+        say.append(f"No other svcdiag unit is configured for it; `ss -ltnp 'sport = :{port}'` names the holder.")
+    return say, [_fix({"port": (port or 30000) + 100}, "a port no running server uses")] if port else []
+
+
+def _model_not_found(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
+    path = cfg.model_path if cfg else "model_path"
+    return [f"SGLang cannot open model_path {path!r}: it is neither a folder on this host nor a repo id it can reach.",
+            f"`ls {path}` on the GPU host; a model in /dev/shm is gone after a reboot."], []
+
+
+def _nccl(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
+    return [f"NCCL failed in phase {v.phase}: {v.message}",
+            "Usual causes: a GPU in the list that another job uses, P2P/IB trouble, or a mismatch of tp_size and GPUs."], \
+        [_fix({"env.NCCL_DEBUG": "INFO"}, "NCCL then says which rank and transport failed")]
+
+
+def _mamba_small(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
+    m = Memory.from_verdict(v, cfg)
+    req = m.requested or 1
+    return [v.message, f"Each request takes {m.slots_per_req} Mamba state slots."], \
+        [_fix({"max_mamba_cache_size": req * m.slots_per_req}, f"{req} request(s) × {m.slots_per_req} slots")]
+
+
+def _timed_out(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
+    limit = cfg.timeout.get(v.phase) if cfg else None
+    name = cfg.name if cfg else "NAME"
+    say = [f"No progress in phase {v.phase} for {v.stalled_s or 0:.0f} s" + (f" (its deadline is {limit:.0f} s)" if limit else "")
+           + "; the service is left running.",
+           f"Last line seen: {v.last_line!r}." if v.last_line else "No line at all since the phase began.",
+           f"If that line still changes, the start is slow, not stuck: `svcdiag wait {name}` waits longer. If it "
+           "does not, look inside: `py-spy dump --pid $(systemctl show -p MainPID --value "
+           f"{cfg.unit if cfg else 'UNIT'})`."]
+    fixes = [_fix({f"timeouts.{v.phase}": round((limit or 300) * 2)}, "if this phase is merely slow on this host")] \
+        if v.phase in ("starting", "loading_weights", "kv_cache", "mamba_cache", "cuda_graph", "scheduler", "http") else []
+    return say, fixes
+
+
+def _stopped(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
+    return [f"The unit was stopped from outside in phase {v.phase}, before it was ready (systemctl stop, a "
+            "conflicting unit, or another svcdiag)."], []
+
+
+def _http(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
+    return [v.message], []
+
+
+def _generic(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
+    where = next((e for e in v.evidence if e.startswith("File ")), None)
+    say = [f"The start failed in phase {v.phase}: {v.message}"]
+    if where:
+        say.append(f"Raised at {where}.")
+    return say, []
+
+
+_BY_CAUSE = {
+    "max_running_zero": _max_running_zero, "not_enough_memory": _not_enough_memory, "cuda_oom": _cuda_oom,
+    "killed_by_signal": _killed, "exited": _exited, "port_in_use": _port_in_use, "model_not_found": _model_not_found,
+    "nccl_error": _nccl, "mamba_cache_too_small": _mamba_small, "timed_out": _timed_out, "stopped": _stopped,
+    "http_unreachable": _http, "http_mismatch": _http,
+}

@@ -1,0 +1,70 @@
+"""One start of a unit, judged: lines → grammar → readiness. Replay and the live path share it."""
+
+from __future__ import annotations
+
+from svcdiag.config.service import ServiceConfig
+from svcdiag.judge.readiness import Readiness
+from svcdiag.judge.unit_lines import parse_systemd
+from svcdiag.judge.verdict import Verdict
+from svcdiag.sglang.events import Event
+from svcdiag.sglang.grammar import LineParser
+
+
+class Judge:
+    def __init__(self, cfg: ServiceConfig | None = None, *, unit: str | None = None,
+                 invocation: str | None = None, total_timeout: float | None = None,
+                 start_ts: float | None = None):
+        self.parser = LineParser()
+        self.readiness = Readiness(
+            cfg.timeout if cfg else None, hybrid=cfg.hybrid if cfg else None, start_ts=start_ts,
+            total_timeout=total_timeout, unit=unit or (cfg.unit if cfg else None), invocation=invocation)
+        self.readiness.quote_events = False
+        self._clock_seen: float | None = None
+
+    @property
+    def verdict(self) -> Verdict | None:
+        return self.readiness.verdict
+
+    def service_line(self, text: str, ts: float | None = None) -> list[Event]:
+        """A journal message the server printed (it may hold several lines)."""
+        if "\n" not in text:
+            return self.line(text, ts)
+        out: list[Event] = []
+        for part in text.split("\n"):
+            out += self.line(part, ts)
+        return out
+
+    def line(self, text: str, ts: float | None = None) -> list[Event]:
+        """One line as printed. With no `ts`, its own prefix is the clock."""
+        events = self.parser.feed_line(text, ts)
+        r = self.readiness
+        now = self.parser.last_ts if ts is None else ts
+        if now != self._clock_seen and now is not None:
+            self._clock_seen = now
+            v = r.tick(now)  # a line that arrives after a deadline does not save the phase
+            if v is not None:
+                return [v]
+        if text and r.verdict is None:
+            r.last_line = text  # any line, milestone or not: a stall's diagnosis quotes it
+        if not events:
+            return events
+        out: list[Event] = []
+        for ev in events:
+            out += r.feed(ev)
+        return out
+
+    def systemd_line(self, text: str, ts: float | None = None) -> list[Event]:
+        """A line of systemd's about the unit ("Main process exited, code=killed, ...")."""
+        ev = parse_systemd(text, ts, self.readiness.invocation)
+        if ev is None:
+            return self.tick(ts) if ts is not None else []
+        return self.readiness.feed(ev)
+
+    def tick(self, now: float) -> list[Event]:
+        v = self.readiness.tick(now)
+        return [v] if v is not None else []
+
+    def finish(self) -> Verdict:
+        for ev in self.parser.close():
+            self.readiness.feed(ev)
+        return self.readiness.finish()

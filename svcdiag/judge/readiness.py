@@ -1,0 +1,356 @@
+"""The readiness state machine: events in, a verdict out, as early as the evidence allows.
+
+Pure: time is whatever the caller says it is (the log's own timestamps in replay, the
+wall clock in the live path), so both paths reach the same verdict on the same lines.
+Deadlines are tenacity stop conditions evaluated on that clock.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tenacity import RetryCallState, stop_after_delay
+from tenacity.stop import stop_base
+
+from svcdiag.config.service import DEFAULT_TIMEOUTS, PHASES
+from svcdiag.judge.verdict import PhaseChange, UnitState, Verdict
+from svcdiag.sglang.events import (
+    CudaGraph,
+    Event,
+    Failure,
+    KVCache,
+    MambaCache,
+    MaxRunningLimited,
+    PoolEnd,
+    Ready,
+    SchedulerInfo,
+    ServerArgs,
+    Uvicorn,
+    WeightsBegin,
+    WeightsEnd,
+)
+from svcdiag.sglang.grammar import tp_rank
+
+_INDEX = {p: i for i, p in enumerate(PHASES)}
+MAX_EVIDENCE = 12
+
+
+class Deadline:
+    """A tenacity stop condition on an arbitrary clock: started at `since`, asked at `now`."""
+
+    def __init__(self, stop: stop_base, limit: float, since: float):
+        self.stop, self.limit = stop, limit
+        self.state = RetryCallState(retry_object=None, fn=None, args=(), kwargs={})  # type: ignore[arg-type]
+        self.state.start_time = since
+
+    @classmethod
+    def after(cls, seconds: float, since: float) -> Deadline:
+        return cls(stop_after_delay(seconds), seconds, since)
+
+    @property
+    def since(self) -> float:
+        return self.state.start_time
+
+    def expired(self, now: float) -> bool:
+        self.state.outcome_timestamp = now
+        return bool(self.stop(self.state))
+
+    def remaining(self, now: float) -> float:
+        return max(0.0, self.since + self.limit - now)
+
+
+class Readiness:
+    def __init__(self, timeouts: dict[str, float] | None = None, *, hybrid: bool | None = None,
+                 start_ts: float | None = None, total_timeout: float | None = None,
+                 unit: str | None = None, invocation: str | None = None):
+        self.timeouts = {**DEFAULT_TIMEOUTS, **(timeouts or {})}
+        self.hybrid = hybrid
+        self.unit, self.invocation = unit, invocation
+        self.total_timeout = total_timeout
+        self.phase = "starting"
+        self.figures: dict[str, Any] = {}
+        self.phase_seconds: dict[str, float] = {}
+        self.evidence: list[str] = []
+        self.verdict: Verdict | None = None
+        self.last_line: str | None = None
+        #: quote each event's line as the last one seen; a Judge, which sees every line, turns it off
+        self.quote_events = True
+        self.last_ts: float | None = None
+        self.started: float | None = None
+        self._deadline: Deadline | None = None
+        self._total: Deadline | None = None
+        self._seen: set[str] = set()
+        self._oom_killed = False
+        if start_ts is not None:
+            self._start(start_ts)
+
+    # ------------------------------------------------------------ clock
+
+    def _start(self, ts: float) -> None:
+        self.started = ts
+        self.last_ts = ts
+        self._deadline = Deadline.after(self.timeouts[self.phase], ts)
+        if self.total_timeout is not None:
+            self._total = Deadline.after(self.total_timeout, ts)
+
+    def tick(self, now: float) -> Verdict | None:
+        """Declare timed_out if `now` is past the current phase's deadline (or the total one)."""
+        if self.verdict is not None or self._deadline is None:
+            return None
+        for deadline, what in ((self._deadline, f"phase {self.phase}"), (self._total, "the whole start")):
+            if deadline is not None and deadline.expired(now):
+                stalled = now - self._deadline.since
+                limit = deadline.limit
+                last = f"; last line: {self.last_line!r}" if self.last_line else ""
+                self._conclude("timed_out", None,
+                               f"no progress in {what} for {stalled:.0f} s (deadline {limit:.0f} s){last}",
+                               now, stalled_s=stalled)
+                return self.verdict
+        return None
+
+    def next_deadline(self) -> float | None:
+        """When (on the caller's clock) the machine would time out without further lines."""
+        if self.verdict is not None or self._deadline is None:
+            return None
+        ends = [self._deadline.since + self._deadline.limit]
+        if self._total is not None:
+            ends.append(self._total.since + self._total.limit)
+        return min(ends)
+
+    # ------------------------------------------------------------ events
+
+    def feed(self, ev: Event) -> list[Event]:
+        """Process one event; return what the operator's stream should show for it."""
+        if self.verdict is not None:
+            if isinstance(ev, UnitState) and ev.state in ("exited", "result", "oom") and ev.line:
+                self._add_evidence(ev.line)
+                self.verdict = self.verdict.with_(evidence=tuple(self.evidence))
+            return []
+        ts = ev.ts
+        out: list[Event] = []
+        if ts is not None:
+            if self.started is None:
+                self._start(ts)
+            timed_out = self.tick(ts)
+            if timed_out is not None:
+                return [timed_out]
+            self.last_ts = max(ts, self.last_ts or ts)
+        if self.quote_events and ev.line and not isinstance(ev, UnitState):
+            self.last_line = ev.line
+        primary = tp_rank(ev.ranks) in (None, 0)
+        handler = getattr(self, f"_on_{type(ev).__name__}", None)
+        if handler is not None and (primary or isinstance(ev, Failure)):
+            out += handler(ev) or []
+        if (primary or isinstance(ev, Failure)) and not (isinstance(ev, UnitState) and self.verdict):
+            out.insert(0, ev)  # a failure on any rank is the operator's news
+        if self.verdict is not None:
+            out.append(self.verdict)
+        return out
+
+    def _advance(self, target: str, ts: float | None) -> list[Event]:
+        if _INDEX[target] <= _INDEX[self.phase]:
+            return []
+        now = ts if ts is not None else self.last_ts
+        prev = self.phase
+        spent = None
+        if now is not None and self._deadline is not None:
+            spent = round(now - self._deadline.since, 3)
+            self.phase_seconds[prev] = spent
+        self.phase = target
+        if now is not None:
+            self._deadline = Deadline.after(self.timeouts.get(target, 0.0) if target != "ready" else 0.0, now)
+        ev = PhaseChange(ts=now, phase=target, previous=prev, previous_s=spent)
+        return [ev]
+
+    def _after_pools(self) -> str:
+        if "kv" not in self._seen:
+            return "kv_cache"
+        if self.hybrid and "mamba" not in self._seen:
+            return "mamba_cache"
+        return "cuda_graph"
+
+    def _on_ServerArgs(self, ev: ServerArgs) -> list[Event]:
+        f = self.figures
+        for key, val in (("mem_fraction_static", ev.mem_fraction_static), ("tp_size", ev.tp_size),
+                         ("requested_max_running_requests", ev.max_running_requests),
+                         ("requested_max_mamba_cache_size", ev.max_mamba_cache_size),
+                         ("context_length", ev.context_length)):
+            if val is not None:
+                f[key] = val
+        if ev.context_length is not None:
+            f.setdefault("context_len", ev.context_length)
+        if ev.max_mamba_cache_size is not None and self.hybrid is None:
+            self.hybrid = True
+        return []
+
+    def _on_WeightsBegin(self, ev: WeightsBegin) -> list[Event]:
+        if "weights_begin" in self._seen:
+            if "weights_end" in self._seen:
+                self.figures["draft_avail_before_load_gb"] = ev.avail_gb
+            return []
+        self._seen.add("weights_begin")
+        if ev.avail_gb >= 0:
+            self.figures["avail_before_load_gb"] = ev.avail_gb
+        return self._advance("loading_weights", ev.ts)
+
+    def _on_WeightsEnd(self, ev: WeightsEnd) -> list[Event]:
+        f = self.figures
+        if "weights_end" in self._seen:
+            f["draft_weights_gb"] = ev.mem_usage_gb
+            f["draft_model_type"] = ev.model_type
+            return []
+        self._seen.add("weights_end")
+        self._seen.add("weights_begin")
+        f.update(weights_gb=ev.mem_usage_gb, avail_after_load_gb=ev.avail_gb, model_type=ev.model_type)
+        if ev.elapsed_s is not None:
+            f["weight_load_s"] = ev.elapsed_s
+        return self._advance(self._after_pools(), ev.ts)
+
+    def _on_KVCache(self, ev: KVCache) -> list[Event]:
+        f = self.figures
+        if ev.upper_bound:
+            f["kv_tokens_upper_bound"] = ev.tokens
+            return []
+        if ev.draft:
+            f["draft_kv_tokens"] = ev.tokens
+            return []
+        if ev.label == "SWA":
+            f["swa_kv_tokens"] = ev.tokens
+            return []
+        f["kv_tokens"] = ev.tokens
+        for key, val in (("kv_k_gb", ev.k_gb), ("kv_v_gb", ev.v_gb), ("kv_gb", ev.kv_gb), ("kv_dtype", ev.dtype)):
+            if val is not None:
+                f[key] = val
+        self._add_evidence(ev.line)
+        self._seen.add("kv")
+        return self._advance(self._after_pools(), ev.ts) if "weights_end" in self._seen else []
+
+    def _on_MambaCache(self, ev: MambaCache) -> list[Event]:
+        self.hybrid = True
+        self._seen.add("mamba")
+        self.figures.update(mamba_slots=ev.slots, mamba_conv_gb=ev.conv_gb, mamba_ssm_gb=ev.ssm_gb)
+        if ev.intermediate_ssm_gb is not None:
+            self.figures["mamba_intermediate_ssm_gb"] = ev.intermediate_ssm_gb
+            self.figures["mamba_intermediate_conv_gb"] = ev.intermediate_conv_gb
+        self._add_evidence(ev.line)
+        return self._advance(self._after_pools(), ev.ts) if "weights_end" in self._seen else []
+
+    def _on_PoolEnd(self, ev: PoolEnd) -> list[Event]:
+        self.figures["pool_end_avail_gb"] = ev.avail_gb
+        return self._advance("cuda_graph", ev.ts)
+
+    def _on_MaxRunningLimited(self, ev: MaxRunningLimited) -> list[Event]:
+        self.figures["max_running_capped_to"] = ev.value
+        self.figures["max_running_capped_by"] = ev.by
+        if ev.slots_per_req is not None:
+            self.figures["mamba_slots_per_request"] = ev.slots_per_req
+        self._add_evidence(ev.line)
+        return []
+
+    def _on_CudaGraph(self, ev: CudaGraph) -> list[Event]:
+        if not ev.name.startswith("target"):
+            return []
+        if ev.stage == "begin":
+            if ev.avail_gb is not None:
+                self.figures.setdefault("cuda_graph_avail_before_gb", ev.avail_gb)
+            return self._advance("cuda_graph", ev.ts)
+        if ev.mem_usage_gb is not None:
+            self.figures["cuda_graph_gb"] = round(self.figures.get("cuda_graph_gb", 0.0) + ev.mem_usage_gb, 2)
+        return self._advance("scheduler", ev.ts)
+
+    def _on_SchedulerInfo(self, ev: SchedulerInfo) -> list[Event]:
+        f = self.figures
+        f["max_total_num_tokens"] = ev.max_total_num_tokens
+        f["max_running_requests"] = ev.max_running_requests
+        if ev.context_len is not None:
+            f["context_len"] = ev.context_len
+        if ev.available_gpu_mem_gb is not None:
+            f["available_gpu_mem_gb"] = ev.available_gpu_mem_gb
+        if ev.chunked_prefill_size is not None:
+            f["chunked_prefill_size"] = ev.chunked_prefill_size
+        self._add_evidence(ev.line)
+        return self._advance("http", ev.ts)
+
+    def _on_Uvicorn(self, ev: Uvicorn) -> list[Event]:
+        return self._advance("http", ev.ts)
+
+    def _on_Ready(self, ev: Ready) -> list[Event]:
+        out = self._advance("ready", ev.ts)
+        self._add_evidence(ev.line)
+        self._conclude("healthy", None, "the server is fired up and ready to roll", ev.ts)
+        return out
+
+    def _on_Failure(self, ev: Failure) -> list[Event]:
+        for line in ev.evidence:
+            self._add_evidence(line)
+        if ev.cause == "max_running_zero":
+            self.figures["max_running_requests"] = 0
+        self._conclude("failed", ev.cause, ev.message, ev.ts, signal=ev.signal)
+        return []
+
+    def _on_UnitState(self, ev: UnitState) -> list[Event]:
+        if ev.state == "oom":
+            self._oom_killed = True
+            self._add_evidence(ev.line)
+            return []
+        if ev.state == "exited":
+            self._add_evidence(ev.line)
+            status = ev.status or ""
+            if ev.code in ("killed", "dumped"):
+                sig = status.split("/")[-1]
+                how = "killed by the kernel's OOM killer" if self._oom_killed else f"killed by SIG{sig}"
+                core = " (core dumped)" if ev.code == "dumped" else ""
+                self._conclude("failed", "killed_by_signal", f"main process {how}{core} in phase {self.phase}",
+                               ev.ts, signal=sig)
+            else:
+                code = status.split("/")[0]
+                self._conclude("failed", "exited", f"main process exited with status {status} in phase {self.phase} "
+                               "before the server was ready", ev.ts, status=int(code) if code.isdigit() else None)
+            return []
+        if ev.state in ("stopping", "stopped"):
+            self._add_evidence(ev.line)
+            self._conclude("failed", "stopped", f"the unit was stopped in phase {self.phase}, before it was ready",
+                           ev.ts)
+        if ev.state == "result" and ev.line:
+            self._add_evidence(ev.line)
+        return []
+
+    # ------------------------------------------------------------ verdicts
+
+    def _add_evidence(self, line: str | None) -> None:
+        if line and line not in self.evidence and len(self.evidence) < MAX_EVIDENCE:
+            self.evidence.append(line)
+
+    def _conclude(self, verdict: str, cause: str | None, message: str, ts: float | None, *,
+                  stalled_s: float | None = None, signal: str | None = None, status: int | None = None) -> None:
+        now = ts if ts is not None else self.last_ts
+        seconds = dict(self.phase_seconds)
+        if now is not None and self._deadline is not None and self.phase != "ready":
+            seconds[self.phase] = round(now - self._deadline.since, 3)
+        figures = {k: v for k, v in self.figures.items() if v is not None}
+        if signal:
+            figures["signal"] = signal
+        if status is not None:
+            figures["exit_status"] = status
+        if now is not None and self.started is not None:
+            figures["startup_s"] = round(now - self.started, 3)
+        evidence = list(self.evidence)
+        if verdict == "timed_out" and self.last_line:
+            evidence.append(self.last_line)
+        self.verdict = Verdict(ts=now, verdict=verdict, phase=self.phase, cause=cause, message=message,
+                               figures=figures, evidence=tuple(evidence), phase_seconds=seconds,
+                               last_line=self.last_line, stalled_s=round(stalled_s, 3) if stalled_s else None,
+                               unit=self.unit, invocation=self.invocation)
+
+    def finish(self) -> Verdict:
+        """End of input: timed out if the last timestamp is past a deadline, else incomplete."""
+        if self.verdict is None and self.last_ts is not None:
+            self.tick(self.last_ts)
+        if self.verdict is None:
+            since = ""
+            if self.last_ts is not None and self._deadline is not None:
+                since = f" after {self.last_ts - self._deadline.since:.0f} s in it"
+            self._conclude("incomplete", None, f"the log ends in phase {self.phase}{since}, before a verdict",
+                           self.last_ts)
+        assert self.verdict is not None
+        return self.verdict

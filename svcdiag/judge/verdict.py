@@ -1,0 +1,65 @@
+"""What the judge says: systemd's own account of the unit, phase changes, and the verdict.
+
+The grammar's events (svcdiag.sglang.events) are what SGLang printed; these are what the
+readiness machine concludes from them and from PID 1's lines about the unit.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from svcdiag.sglang.events import Event
+
+# ---------------------------------------------------------------- systemd's lines about the unit
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class UnitState(Event):
+    kind: ClassVar[str] = "unit"
+    state: str  # starting | started | stopping | stopped | exited | result | oom
+    code: str | None = None  # exited | killed | dumped (with state=exited)
+    status: str | None = None  # "1/FAILURE", "11/SEGV", "9/KILL"
+    result: str | None = None
+    invocation: str | None = None
+
+
+# ---------------------------------------------------------------- the state machine's
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PhaseChange(Event):
+    kind: ClassVar[str] = "phase"
+    phase: str
+    previous: str
+    previous_s: float | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Verdict(Event):
+    kind: ClassVar[str] = "verdict"
+    verdict: str  # healthy | failed | timed_out | incomplete
+    phase: str
+    cause: str | None
+    message: str
+    figures: dict[str, Any] = field(default_factory=dict)
+    evidence: tuple[str, ...] = ()
+    phase_seconds: dict[str, float] = field(default_factory=dict)
+    last_line: str | None = None
+    stalled_s: float | None = None
+    unit: str | None = None
+    invocation: str | None = None
+    diagnosis: dict[str, Any] | None = None
+
+    def with_(self, **changes: Any) -> Verdict:
+        return dataclasses.replace(self, **changes)
+
+    def to_json(self) -> dict[str, Any]:
+        out = Event.to_json(self)
+        out.pop("line", None)
+        return out
+
+
+#: replay's exit codes, shared by up/wait/status
+EXIT_CODES = {"healthy": 0, "failed": 1, "timed_out": 3, "incomplete": 4}

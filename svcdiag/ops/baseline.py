@@ -1,0 +1,187 @@
+"""Baseline snapshots: what a known-good start looked like, kept as history, compared.
+
+Snapshots are files of their own (one per check, written atomically, never rewritten), so a
+crash mid-check cannot damage the history, and a corrupt file is set aside, not lost.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from svcdiag.config.diff import memory_diff
+from svcdiag.config.service import ServiceConfig
+from svcdiag.files import write_atomic
+from svcdiag.judge.diagnosis import Memory
+from svcdiag.judge.verdict import Verdict
+
+DEFAULT_STATE_DIR = "/var/lib/svcdiag"
+KV_DROP = 0.05  # KV tokens down by more than 5 %
+SLOWER = 0.50  # start-up time up by more than 50 %
+SNAPSHOT_FIGURES = ("kv_tokens", "max_total_num_tokens", "max_running_requests", "context_len", "mamba_slots",
+                    "mamba_conv_gb", "mamba_ssm_gb", "mamba_intermediate_ssm_gb", "kv_k_gb", "kv_v_gb", "kv_gb",
+                    "weights_gb", "avail_before_load_gb", "mem_fraction_static", "cuda_graph_gb", "startup_s",
+                    "sglang_version", "mamba_slots_per_request", "tp_size")
+
+
+def state_dir(option: str | None) -> Path:
+    return Path(option or os.environ.get("SVCDIAG_STATE_DIR") or DEFAULT_STATE_DIR)
+
+
+class SnapshotStore:
+    def __init__(self, root: Path, name: str):
+        self.dir = root / name
+        self.problems: list[str] = []
+
+    def history(self) -> list[tuple[Path, dict[str, Any]]]:
+        """Readable snapshots, oldest first. Unreadable ones are reported and renamed aside."""
+        if not self.dir.is_dir():
+            return []
+        out = []
+        for path in sorted(self.dir.glob("*.json")):
+            try:
+                data = json.loads(path.read_text(encoding="utf-8"))
+                if not isinstance(data, dict) or "figures" not in data or "healthy" not in data:
+                    raise ValueError("not a svcdiag snapshot")
+            except (OSError, ValueError) as e:
+                aside = path.with_name(path.name + f".corrupt-{int(time.time())}")
+                try:
+                    path.rename(aside)
+                    self.problems.append(f"snapshot {path} is unreadable ({e}); set aside as {aside.name}")
+                except OSError:
+                    self.problems.append(f"snapshot {path} is unreadable ({e}) and could not be set aside")
+                continue
+            out.append((path, data))
+        return out
+
+    def last_good(self) -> tuple[Path, dict[str, Any]] | None:
+        good = [(p, d) for p, d in self.history() if d.get("healthy")]
+        return good[-1] if good else None
+
+    def write(self, snapshot: dict[str, Any]) -> Path:
+        stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(snapshot["ts"]))
+        base = f"{stamp}-{(snapshot.get('invocation') or 'none')[:8]}"
+        path = self.dir / f"{base}.json"
+        n = 1
+        while path.exists():  # never overwrite history
+            path = self.dir / f"{base}-{n}.json"
+            n += 1
+        write_atomic(path, json.dumps(snapshot, indent=2, sort_keys=True) + "\n")
+        return path
+
+
+def make_snapshot(cfg: ServiceConfig, v: Verdict, state_before: str) -> dict[str, Any]:
+    return {
+        "name": cfg.name, "unit": cfg.unit, "config_hash": cfg.config_hash, "invocation": v.invocation,
+        "ts": v.ts or time.time(), "healthy": v.verdict == "healthy", "verdict": v.verdict, "cause": v.cause,
+        "phase": v.phase, "figures": {k: v.figures[k] for k in SNAPSHOT_FIGURES if k in v.figures},
+        "phase_seconds": v.phase_seconds, "state_before": state_before,
+    }
+
+
+def compare(prev: dict[str, Any], cur: dict[str, Any]) -> list[dict[str, Any]]:
+    """Drift of this healthy start against the last good one, beyond the thresholds."""
+    out: list[dict[str, Any]] = []
+    pf, cf = prev.get("figures", {}), cur.get("figures", {})
+    a, b = pf.get("kv_tokens"), cf.get("kv_tokens")
+    if a and b is not None and b < a * (1 - KV_DROP):
+        out.append({"what": "kv_tokens", "before": a, "after": b,
+                    "message": f"KV cache down {100 * (a - b) / a:.1f} % ({a:,} → {b:,} tokens; threshold {KV_DROP:.0%})"})
+    a, b = pf.get("startup_s"), cf.get("startup_s")
+    if a and b is not None and b > a * (1 + SLOWER):
+        out.append({"what": "startup_s", "before": a, "after": b,
+                    "message": f"start-up {100 * (b - a) / a:.0f} % slower ({a:.1f} s → {b:.1f} s; threshold {SLOWER:.0%})"})
+    before, after = set(prev.get("phase_seconds", {})), set(cur.get("phase_seconds", {}))
+    for phase in sorted(after - before):
+        out.append({"what": "phase", "before": None, "after": phase, "message": f"phase {phase} newly appears"})
+    for phase in sorted(before - after):
+        out.append({"what": "phase", "before": phase, "after": None, "message": f"phase {phase} vanished"})
+    for key in ("mamba_slots", "max_running_requests", "max_total_num_tokens"):
+        if key != "max_total_num_tokens" and pf.get(key) is not None and cf.get(key) is not None and pf[key] != cf[key]:
+            out.append({"what": key, "before": pf[key], "after": cf[key], "message": f"{key} {pf[key]} → {cf[key]}"})
+    return out
+
+
+#: which way a key must move to explain a failure, and which causes it can explain
+_WORSENS = {
+    "max_running_requests": (+1, {"max_running_zero", "mamba_cache_too_small", "not_enough_memory", "cuda_oom"}),
+    "max_mamba_cache_size": (-1, {"max_running_zero", "mamba_cache_too_small"}),
+    "context_length": (+1, {"max_running_zero"}),
+    "mem_fraction_static": (-1, {"max_running_zero", "not_enough_memory", "mamba_cache_too_small"}),
+    "tp_size": (-1, {"cuda_oom", "not_enough_memory", "max_running_zero"}),
+    "cuda_graph_max_bs": (+1, {"cuda_oom"}),
+}
+
+
+def estimate(snapshot: dict[str, Any], base: ServiceConfig, cand: ServiceConfig) -> dict[str, Any] | None:
+    """Preflight: the candidate's KV tokens and request cap by SGLang's formula, from the
+    baseline's measured figures (same tp only; across tp sizes the model's split is unknown)."""
+    if cand.tp_size != base.tp_size:
+        return None
+    f = snapshot.get("figures", {})
+    v = Verdict(verdict="healthy", phase="ready", cause=None, message="", figures=f)
+    m = Memory.from_verdict(v, base)
+    if not (m.cell_bytes and m.free_before_gb and m.mem_fraction):
+        return None
+    slots_b = m.mamba_slots or 0
+    slots_c = cand.max_mamba_cache_size if cand.max_mamba_cache_size is not None else slots_b
+    rest = m.kv_gb() + slots_b * (m.slot_gb or 0)
+    rest += m.free_before_gb * ((cand.mem_fraction_static or m.mem_fraction) - m.mem_fraction)
+    kv_gb = rest - slots_c * (m.slot_gb or 0)
+    tokens = max(0, int(kv_gb * 1024**3 // m.cell_bytes))
+    ctx = cand.context_length or m.context_len or 0
+    limits = {"requested": cand.max_running_requests or 4096, "kv_half": tokens // 2}
+    if m.mamba_slots is not None:
+        limits["mamba"] = slots_c // m.slots_per_req
+    if cand.speculative and ctx:
+        limits["kv_context"] = tokens // ctx
+    cap = min(limits.values())
+    return {"kv_tokens": tokens, "mamba_slots": slots_c, "slots_per_req": m.slots_per_req, "context_len": ctx,
+            "limits": limits, "max_running_requests": cap,
+            "cause": "max_running_zero" if cap <= 0 else ("not_enough_memory" if tokens <= 0 else None)}
+
+
+def explain_candidate(base: ServiceConfig, cand: ServiceConfig, cand_verdict: Verdict | None,
+                      snapshot: dict[str, Any] | None, preflight: dict[str, Any] | None = None) -> dict[str, Any]:
+    """How CANDIDATE differs and why it fails: from its last verdict; when it never ran, from
+    preflight on its own model files, else from the baseline's measured figures."""
+    rows = memory_diff(base, cand)
+    out: dict[str, Any] = {"candidate": cand.name, "differences": rows}
+    cause = None
+    if cand_verdict is not None:
+        out["source"] = "last verdict"
+        out["verdict"] = cand_verdict.verdict
+        cause = cand_verdict.cause
+    elif preflight is not None:
+        out["source"] = "preflight"
+        out["preflight"] = preflight
+        cause = preflight["cause"]
+        out["verdict"] = "failed (predicted)" if cause else "fits (predicted)"
+    elif snapshot is not None and (est := estimate(snapshot, base, cand)) is not None:
+        out["source"] = "preflight estimate"
+        out["estimate"] = est
+        cause = est["cause"]
+        out["verdict"] = "failed (predicted)" if cause else "fits (predicted)"
+    else:
+        out["source"] = "none"
+        out["verdict"] = None
+    out["cause"] = cause
+    keys = []
+    for r in rows:
+        rule = _WORSENS.get(r["key"])
+        if rule is None or cause not in rule[1] or r["a"] is None or r["b"] is None:
+            continue
+        if (r["b"] - r["a"]) * rule[0] > 0:
+            keys.append(r["key"])
+    out["explaining_keys"] = keys
+    if cause and keys:
+        change = " with ".join(f"{k} {next(r['a'] for r in rows if r['key'] == k)} → "
+                               f"{next(r['b'] for r in rows if r['key'] == k)}" for k in keys)
+        out["explanation"] = f"{cand.name} {'failed' if cand_verdict else 'would fail'} with {cause} where " \
+                             f"{base.name} is healthy: {change}"
+    elif cause:
+        out["explanation"] = f"{cand.name} failed with {cause}; no memory-relevant key explains it"
+    return out

@@ -1,0 +1,132 @@
+"""Preflight's I/O: the model directories, the GPU figure, and the calibration record.
+
+`plan()` gathers a config's inputs (saying where each came from, and what it could not
+read) and hands them to preflight's pure arithmetic. `Calibration` keeps, per config,
+predicted vs. logged KV tokens after every start, so the prediction's error is known.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from svcdiag.config.service import ServiceConfig
+from svcdiag.errors import SvcdiagError
+from svcdiag.ops.gpumem import gpu_free_gb
+from svcdiag.sglang.modelinfo import ModelInfoError, read_shape, weight_bytes
+from svcdiag.sglang.preflight import GB, Inputs, Prediction, inputs_from_shape, predict
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    inputs: Inputs
+    prediction: Prediction
+    notes: tuple[str, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        i = self.inputs
+        return {**self.prediction.to_json(), "cause": predicted_cause(self.prediction), "gpu_free_gb": i.gpu_free_gb, "gpu_source": i.gpu_source,
+                "kv_bytes_per_token": i.kv_bytes_per_token, "weights_gb_per_gpu": round(i.weights_bytes / GB, 3),
+                "mamba_slot_bytes": list(i.mamba_slot_bytes) if i.mamba_slot_bytes else None,
+                "sources": i.sources, "notes": list(self.notes)}
+
+
+def plan(cfg: ServiceConfig, *, gpu_memory: float | None = None, kv_bytes_per_token: int | None = None,
+         weights_gb: float | None = None) -> Plan:
+    """The prediction for `cfg`, or a one-line SvcdiagError naming what is missing."""
+    notes: list[str] = []
+    sources: dict[str, str] = {}
+    try:
+        shape = read_shape(cfg.model_path)
+        sources["shape"] = f"{cfg.model_path}/config.json ({shape.architecture}, {shape.kind})"
+    except ModelInfoError as e:
+        if kv_bytes_per_token is None:
+            raise
+        shape = None
+        notes.append(f"{e.path}: {', '.join(e.missing)} unreadable or missing; using --kv-bytes-per-token")
+        if cfg.hybrid:
+            notes.append("the Mamba state cache is not counted without config.json: the KV figure is an upper bound")
+    if kv_bytes_per_token is not None:
+        sources["kv_bytes_per_token"] = "--kv-bytes-per-token"
+    if weights_gb is not None:
+        weights = int(weights_gb * GB)
+        sources["weights"] = "--weights-gb"
+    else:
+        try:
+            weights = weight_bytes(cfg.model_path)
+        except SvcdiagError as e:
+            raise SvcdiagError(f"{e}; pass --weights-gb") from None
+        sources["weights"] = f"{cfg.model_path} (safetensors)"
+    draft, draft_layers = 0, None
+    spec = cfg.speculative
+    if spec is not None and spec.draft_model_path:
+        try:
+            draft = weight_bytes(spec.draft_model_path)
+            sources["draft"] = f"{spec.draft_model_path} (safetensors)"
+        except SvcdiagError as e:
+            notes.append(f"draft model size unknown ({e}); the reserve check leaves it out")
+        try:
+            draft_layers = read_shape(spec.draft_model_path).layers
+        except SvcdiagError:
+            pass
+    free, source = gpu_free_gb(cfg, gpu_memory)
+    inp = inputs_from_shape(cfg, shape, gpu_free_gb=free, gpu_source=source, weights_bytes=weights,
+                            draft_bytes=draft, draft_layers=draft_layers, kv_bytes_per_token=kv_bytes_per_token,
+                            sources=sources)
+    if inp.context_len is None:
+        notes.append("no context_length in the config and none in config.json: the one-request check is skipped")
+    return Plan(inp, predict(cfg, inp), tuple(notes))
+
+
+def predicted_cause(p: Prediction) -> str | None:
+    """The failure SGLang would report for this prediction."""
+    if p.verdict != "cannot_serve":
+        return None
+    return "not_enough_memory" if p.kv_tokens <= 0 and p.budget["kv_cache"] <= 0 else "max_running_zero"
+
+
+# ---------------------------------------------------------------- calibration
+
+
+class Calibration:
+    """`STATE/NAME/calibration.jsonl`: one line per judged start, appended, never rewritten."""
+
+    FILE = "calibration.jsonl"
+
+    def __init__(self, root: Path):
+        self.root = root
+
+    def record(self, cfg: ServiceConfig, p: Prediction, verdict: Any) -> dict[str, Any] | None:
+        logged = verdict.figures.get("kv_tokens")
+        if not isinstance(logged, int):
+            return None  # the start died before the KV pool: nothing to compare
+        row = {"ts": round(time.time(), 3), "config": cfg.name, "invocation": verdict.invocation,
+               "config_hash": cfg.config_hash, "predicted_kv_tokens": p.kv_tokens, "logged_kv_tokens": logged,
+               "error_pct": round(100 * (p.kv_tokens - logged) / logged, 2) if logged else None,
+               "predicted": p.verdict, "verdict": verdict.verdict}
+        d = self.root / cfg.name
+        d.mkdir(parents=True, exist_ok=True)
+        fd = os.open(d / self.FILE, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
+        try:
+            size = os.fstat(fd).st_size
+            torn = size > 0 and os.pread(fd, 1, size - 1) != b"\n"  # a crash mid-line: start a fresh one
+            os.write(fd, (("\n" if torn else "") + json.dumps(row, separators=(",", ":")) + "\n").encode())
+        finally:
+            os.close(fd)
+        return row
+
+    def rows(self) -> list[dict[str, Any]]:
+        out: list[dict[str, Any]] = []
+        for f in sorted(self.root.glob(f"*/{self.FILE}")):
+            for line in f.read_text(errors="replace").splitlines():
+                try:
+                    row = json.loads(line)
+                except ValueError:
+                    continue  # a torn last line after a crash: the others stand
+                if isinstance(row, dict) and "predicted_kv_tokens" in row:
+                    out.append(row)
+        return out

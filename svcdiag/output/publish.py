@@ -1,0 +1,129 @@
+"""From the judge's events to the published ones, and out to every destination at once.
+
+The judge speaks in grammar events (kv_cache, weights_end, ...) and verdicts; operators
+get schema.ReadinessEvent records. A Publisher makes one record per event, stamped with
+the unit, invocation, config and phase, and hands it to each sink: the terminal (lines
+or JSON), the journal, the Prometheus textfile, the live status line.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Iterable
+from typing import Any, Protocol
+
+from svcdiag.judge.verdict import PhaseChange, Verdict
+from svcdiag.output.report import describe
+from svcdiag.output.schema import ReadinessEvent
+from svcdiag.sglang.events import Event, Failure
+
+
+class Sink(Protocol):
+    def publish(self, rec: ReadinessEvent) -> None: ...
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Progress:
+    """Where a start is, for a live display: asked for on every tick of a wait."""
+
+    unit: str | None
+    config: str | None
+    phase: str
+    started: float | None
+    deadline: float | None  # when the current phase (or the whole start) times out, on the wall clock
+    now: float
+
+
+_SKIP = {"ts", "ranks", "line"}
+
+
+def figures_of(ev: Event) -> dict[str, Any]:
+    return {f.name: getattr(ev, f.name) for f in dataclasses.fields(ev)
+            if f.name not in _SKIP and getattr(ev, f.name) is not None}
+
+
+def verdict_record(v: Verdict, config: str | None = None) -> ReadinessEvent:
+    return ReadinessEvent(
+        event="verdict", ts=v.ts, unit=v.unit, invocation=v.invocation, config=config, phase=v.phase,
+        verdict=v.verdict, cause=v.cause, message=v.message, figures=dict(v.figures),
+        data={"evidence": list(v.evidence), "phase_seconds": dict(v.phase_seconds), "last_line": v.last_line,
+              "stalled_s": v.stalled_s, "diagnosis": v.diagnosis})
+
+
+class Publisher:
+    """One start's (or one command's) stream of records, fanned out to the sinks."""
+
+    def __init__(self, sinks: Iterable[Sink], *, config: str | None = None, unit: str | None = None,
+                 invocation: str | None = None,
+                 diagnose: Callable[[Verdict], dict[str, Any] | None] | None = None):
+        self.sinks = list(sinks)
+        self.config, self.unit, self.invocation = config, unit, invocation
+        self.diagnose = diagnose
+        self.phase: str | None = None
+        self._failure_sent = False
+
+    def start(self, unit: str | None, invocation: str | None) -> None:
+        """A (new) start is being followed: its records carry its invocation id."""
+        self.unit, self.invocation, self.phase = unit, invocation, "starting"
+        self._failure_sent = False
+
+    def record(self, event: str, **kw: Any) -> ReadinessEvent:
+        kw.setdefault("phase", self.phase)
+        return ReadinessEvent(event=event, unit=self.unit, invocation=self.invocation, config=self.config, **kw)
+
+    def publish(self, rec: ReadinessEvent) -> None:
+        for sink in self.sinks:
+            sink.publish(rec)
+
+    def event(self, ev: Event) -> None:
+        """A judge event (a Verdict is published once, last, by verdict())."""
+        if isinstance(ev, Verdict):
+            return
+        if isinstance(ev, PhaseChange):
+            self.phase = ev.phase
+            rec = self.record("phase_entered", ts=ev.ts, message=describe(ev),
+                              data={"previous": ev.previous, "previous_s": ev.previous_s})
+        elif isinstance(ev, Failure):
+            self._failure_sent = True
+            rec = self.record("failure", ts=ev.ts, cause=ev.cause, message=ev.message, line=ev.line or None,
+                              data={"evidence": list(ev.evidence), "signal": ev.signal, "status": ev.status})
+        else:
+            rec = self.record("milestone", ts=ev.ts, milestone=ev.kind, message=describe(ev),
+                              figures=figures_of(ev), line=ev.line or None)
+        self.publish(rec)
+
+    def note(self, text: str) -> None:
+        self.publish(self.record("note", message=text))
+
+    def verdict(self, v: Verdict) -> Verdict:
+        """Diagnose a verdict that is not healthy, then publish the diagnosis and the verdict, in that order."""
+        if self.diagnose is not None and v.diagnosis is None and v.verdict != "healthy":
+            v = v.with_(diagnosis=self.diagnose(v))
+        if v.verdict == "failed" and not self._failure_sent:
+            # concluded from the unit's state (exit status, signal) rather than a log line:
+            # every failed start still carries one failure record
+            self._failure_sent = True
+            self.publish(self.record("failure", ts=v.ts, phase=v.phase, cause=v.cause, message=v.message,
+                                     data={"evidence": list(v.evidence[-3:]), "signal": v.figures.get("signal"),
+                                           "status": v.figures.get("exit_status")}))
+        if v.diagnosis:
+            d = v.diagnosis
+            self.publish(self.record("diagnosis", ts=v.ts, phase=v.phase, cause=d.get("cause"),
+                                     message=" ".join(d.get("explanation", [])),
+                                     data={"explanation": d.get("explanation", []), "fixes": d.get("fixes", [])}))
+        self.phase = v.phase
+        self.publish(dataclasses.replace(verdict_record(v, self.config), unit=v.unit or self.unit,
+                                         invocation=v.invocation or self.invocation))
+        return v
+
+    def progress(self, p: Progress) -> None:
+        for sink in self.sinks:
+            tick = getattr(sink, "progress", None)
+            if tick is not None:
+                tick(p)
+
+    def close(self) -> None:
+        for sink in self.sinks:
+            close = getattr(sink, "close", None)
+            if close is not None:
+                close()

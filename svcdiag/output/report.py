@@ -1,0 +1,187 @@
+"""How records look to an operator: one human line each (a block for a verdict), or one JSON object."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any, TextIO
+
+from svcdiag.judge.verdict import PhaseChange, UnitState
+from svcdiag.output.schema import ReadinessEvent
+from svcdiag.sglang.events import (
+    CudaGraph,
+    DraftRunner,
+    Event,
+    Failure,
+    KVCache,
+    MambaCache,
+    MaxRunningLimited,
+    PoolEnd,
+    Ready,
+    SchedulerInfo,
+    ServerArgs,
+    Uvicorn,
+    WeightsBegin,
+    WeightsEnd,
+)
+
+KEY_FIGURES = ("kv_tokens", "max_total_num_tokens", "max_running_requests", "context_len", "mamba_slots",
+               "weights_gb", "avail_before_load_gb", "available_gpu_mem_gb", "startup_s")
+
+
+HEADS = {"healthy": "HEALTHY", "failed": "FAILED", "timed_out": "TIMED OUT", "incomplete": "INCOMPLETE"}
+
+
+def _gb(v: float | None) -> str:
+    return "?" if v is None else f"{v:.2f} GB"
+
+
+def _n(v: Any) -> str:
+    return f"{v:,}" if isinstance(v, int) and not isinstance(v, bool) else str(v)
+
+
+def describe(ev: Event) -> str | None:
+    """One line for an event, or None for those not worth a line of their own."""
+    if isinstance(ev, PhaseChange):
+        took = f" (after {ev.previous_s:.1f} s in {ev.previous})" if ev.previous_s is not None else ""
+        return f"phase → {ev.phase}{took}"
+    if isinstance(ev, ServerArgs):
+        spec = f", speculative {ev.speculative_algorithm}" if ev.speculative_algorithm else ""
+        return (f"server_args: {ev.model_path}, tp={ev.tp_size}, context_length={ev.context_length}, "
+                f"mem_fraction_static={ev.mem_fraction_static}, max_running_requests={ev.max_running_requests}{spec}")
+    if isinstance(ev, WeightsBegin):
+        return f"loading weights, {_gb(ev.avail_gb)} free"
+    if isinstance(ev, WeightsEnd):
+        took = f" in {ev.elapsed_s:.1f} s" if ev.elapsed_s is not None else ""
+        return f"weights loaded: {ev.model_type}, {_gb(ev.mem_usage_gb)}{took}, {_gb(ev.avail_gb)} left"
+    if isinstance(ev, KVCache):
+        size = (f"K {_gb(ev.k_gb)} + V {_gb(ev.v_gb)}" if ev.k_gb is not None else f"KV {_gb(ev.kv_gb)}")
+        what = "KV cache upper bound" if ev.upper_bound else "draft KV cache" if ev.draft else \
+            f"{ev.label} KV cache" if ev.label else "KV cache"
+        return f"{what}: {ev.tokens:,} tokens ({size}{', ' + ev.dtype if ev.dtype else ''})"
+    if isinstance(ev, MambaCache):
+        inter = f" + intermediate {_gb(ev.intermediate_ssm_gb)}" if ev.intermediate_ssm_gb is not None else ""
+        return f"Mamba cache: {ev.slots} slots, conv {_gb(ev.conv_gb)} + ssm {_gb(ev.ssm_gb)}{inter}"
+    if isinstance(ev, PoolEnd):
+        return f"memory pools done, {_gb(ev.avail_gb)} free"
+    if isinstance(ev, MaxRunningLimited):
+        return f"max_running_requests limited to {ev.value} by the {ev.by} cache"
+    if isinstance(ev, CudaGraph):
+        if ev.stage == "begin":
+            return f"capturing {ev.name} CUDA graphs, {_gb(ev.avail_gb)} free"
+        return f"{ev.name} CUDA graphs captured: {_gb(ev.mem_usage_gb)}" + (
+            f" in {ev.elapsed_s:.1f} s" if ev.elapsed_s is not None else "")
+    if isinstance(ev, DraftRunner):
+        return f"{ev.algorithm} draft runner {ev.stage}"
+    if isinstance(ev, SchedulerInfo):
+        return (f"scheduler: max_total_num_tokens={ev.max_total_num_tokens:,}, max_running_requests="
+                f"{ev.max_running_requests}, context_len={_n(ev.context_len)}, "
+                f"available_gpu_mem={_gb(ev.available_gpu_mem_gb)}")
+    if isinstance(ev, Uvicorn):
+        return {"started": "HTTP server process started", "startup_complete": None,
+                "running": f"HTTP listening on {ev.url}"}.get(ev.stage)
+    if isinstance(ev, Ready):
+        return "fired up and ready to roll"
+    if isinstance(ev, UnitState):
+        return f"systemd: {ev.line}" if ev.state in ("started", "exited", "stopping", "stopped", "result") else None
+    if isinstance(ev, Failure):
+        return f"failure ({ev.cause}): {ev.message}"
+    return None
+
+
+def _clock(ts: float | None) -> str:
+    if ts is None:
+        return "        "
+    return time.strftime("%H:%M:%S", time.localtime(ts))
+
+
+class JsonLines:
+    """Every record as one JSON object per line (schema.py)."""
+
+    def __init__(self, out: TextIO):
+        self.out = out
+
+    def publish(self, rec: ReadinessEvent) -> None:
+        self.out.write(json.dumps(rec.to_json(), ensure_ascii=False, default=str) + "\n")
+        self.out.flush()
+
+
+class Lines:
+    """A human line per milestone, phase and failure, the verdict as a block. `with_unit`
+    names the config on each line when one stream shows several (`svcdiag events`)."""
+
+    def __init__(self, out: TextIO, *, with_unit: bool = False):
+        self.out, self.with_unit = out, with_unit
+
+    def text(self, rec: ReadinessEvent) -> str | None:
+        who = f"{rec.config or rec.unit or '-'}  " if self.with_unit else ""
+        if rec.event == "note":
+            return f"{who}{rec.message}\n"
+        if rec.event == "verdict":
+            return render_verdict(rec.to_json())
+        if rec.event in ("diagnosis", "baseline_result", "drift") and not self.with_unit:
+            return None  # the verdict block shows the diagnosis; baseline-check prints its own summary
+        if not rec.message:
+            return None
+        what = f"failure ({rec.cause}): " if rec.event == "failure" else ""
+        return f"  {_clock(rec.ts)}  {who}{what}{rec.message}\n"
+
+    def publish(self, rec: ReadinessEvent) -> None:
+        text = self.text(rec)
+        if text:
+            self.out.write(text)
+            self.out.flush()
+
+
+def render_verdict(v: dict[str, Any]) -> str:
+    """A verdict record (schema.py's JSON form) as the block an operator reads."""
+    head = HEADS.get(v["verdict"], v["verdict"].upper())
+    cause = f" [{v['cause']}]" if v.get("cause") else ""
+    who = f"{v['unit']}: " if v.get("unit") else ""
+    figures = v.get("figures") or {}
+    took = f" after {figures['startup_s']:.1f} s" if "startup_s" in figures else ""
+    lines = [f"\n{who}{head}{cause} in phase {v.get('phase')}{took}: {v.get('message')}"]
+    figs = [f"{k}={_n(figures[k])}" for k in KEY_FIGURES if k in figures and k != "startup_s"]
+    if figs:
+        lines.append("  figures: " + ", ".join(figs))
+    if v.get("phase_seconds"):
+        lines.append("  phases:  " + ", ".join(f"{p} {s:.1f} s" for p, s in v["phase_seconds"].items()))
+    if v.get("evidence"):
+        lines.append("  evidence:")
+        lines += [f"    {e[:400]}" for e in v["evidence"]]
+    d = v.get("diagnosis")
+    if d:
+        lines.append("  diagnosis:")
+        for sentence in d.get("explanation", []):
+            lines.append(f"    {sentence}")
+        lines += _fix_lines(d.get("fixes"))
+    return "\n".join(lines) + "\n"
+
+
+def _fix_lines(fixes: list[dict[str, Any]] | None) -> list[str]:
+    """Each fix as the settings to change and why (a diagnosis's or a preflight's)."""
+    if not fixes:
+        return []
+    return ["  fixes:"] + [f"    - {', '.join(f'{k} = {json.dumps(v)}' for k, v in fix['set'].items())}: {fix['reason']}"
+                           for fix in fixes]
+
+
+def render_preflight(name: str, plan: dict[str, Any]) -> str:
+    """A preflight plan (memplan.Plan.to_json()) as the budget an operator reads."""
+    b = plan["budget_gb"]
+    head = {"ok": "OK", "tight": "TIGHT", "cannot_serve": "CANNOT SERVE"}[plan["verdict"]]
+    lines = [f"{name}: preflight {head}: {plan['kv_tokens']:,} KV tokens predicted, max_running_requests "
+             f"{plan['max_running_requests']}, context_len {_n(plan['context_len'])}",
+             f"  GPU memory free before loading: {b['free_before_load']:.2f} GB ({plan['gpu_source']})",
+             f"  mem_fraction_static {b['mem_fraction_static']}: {b['free_before_load'] * b['mem_fraction_static']:.2f} GB"
+             f" for weights and caches, {b['reserve']:.2f} GB reserve",
+             f"    weights        {b['weights']:8.2f} GB per GPU",
+             (f"    Mamba cache    {b['mamba_cache']:8.2f} GB ({plan['mamba_slots']} slots)"
+              if plan.get("mamba_slots") is not None else "    Mamba cache        none counted"),
+             f"    KV cache       {b['kv_cache']:8.2f} GB at {plan['kv_bytes_per_token']:,} bytes per token",
+             f"    draft model    {b['draft']:8.2f} GB (from the reserve)",
+             "  limits on max_running_requests: " + ", ".join(f"{k} {v:,}" for k, v in plan["limits"].items())]
+    lines += [f"  - {r}" for r in plan["reasons"]]
+    lines += [f"  note: {n}" for n in plan["notes"]]
+    lines += _fix_lines(plan["fixes"])
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,166 @@
+"""Typed, frozen events: what the grammar reads off a line, and what the state machine says.
+
+Every event knows its JSON form, so `replay --json`, `up --json` and `status --json`
+print the same lines.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Event:
+    kind: ClassVar[str] = "event"
+    ts: float | None = None
+    ranks: str = ""
+    line: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"event": self.kind}
+        for f in dataclasses.fields(self):
+            v = getattr(self, f.name)
+            if f.name == "ranks" and not v:
+                continue
+            out[f.name] = list(v) if isinstance(v, tuple) else v
+        return out
+
+
+# ---------------------------------------------------------------- SGLang's lines
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ServerArgs(Event):
+    kind: ClassVar[str] = "server_args"
+    model_path: str | None = None
+    tp_size: int | None = None
+    dp_size: int | None = None
+    context_length: int | None = None
+    mem_fraction_static: float | None = None
+    max_running_requests: int | None = None
+    max_mamba_cache_size: int | None = None
+    cuda_graph_max_bs: int | None = None
+    speculative_algorithm: str | None = None
+    speculative_draft_model_path: str | None = None
+    speculative_num_draft_tokens: int | None = None
+    port: int | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DistInit(Event):
+    kind: ClassVar[str] = "dist_init"
+    stage: str  # begin | end
+    elapsed_s: float | None = None
+    mem_usage_gb: float | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WeightsBegin(Event):
+    kind: ClassVar[str] = "weights_begin"
+    avail_gb: float
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WeightsEnd(Event):
+    kind: ClassVar[str] = "weights_end"
+    model_type: str | None = None
+    elapsed_s: float | None = None
+    dtype: str | None = None
+    quant: str | None = None
+    avail_gb: float | None = None
+    mem_usage_gb: float | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class KVCache(Event):
+    kind: ClassVar[str] = "kv_cache"
+    tokens: int
+    dtype: str | None = None
+    k_gb: float | None = None
+    v_gb: float | None = None
+    kv_gb: float | None = None
+    label: str | None = None  # Full, SWA, ...
+    upper_bound: bool = False  # "KV Cache VA upper bound": not the allocation
+    draft: bool = False  # post-capture draft pool: not the target's tokens
+    post_capture: bool = False
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MambaCache(Event):
+    kind: ClassVar[str] = "mamba_cache"
+    slots: int
+    conv_gb: float | None = None
+    ssm_gb: float | None = None
+    intermediate_ssm_gb: float | None = None
+    intermediate_conv_gb: float | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PoolEnd(Event):
+    kind: ClassVar[str] = "memory_pool_end"
+    avail_gb: float
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MaxRunningLimited(Event):
+    """SGLang lowered the request cap (a warning, not a failure, unless it reaches 0)."""
+
+    kind: ClassVar[str] = "max_running_limited"
+    value: int
+    by: str  # mamba | kv
+    requested: int | None = None
+    mamba_slots: int | None = None
+    slots_per_req: int | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SchedulerInfo(Event):
+    kind: ClassVar[str] = "scheduler"
+    max_total_num_tokens: int
+    max_running_requests: int
+    chunked_prefill_size: int | None = None
+    max_prefill_tokens: int | None = None
+    context_len: int | None = None
+    available_gpu_mem_gb: float | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CudaGraph(Event):
+    kind: ClassVar[str] = "cuda_graph"
+    stage: str  # begin | end
+    name: str = "target decode"  # target decode | target verify | target prefill | draft decode | draft extend
+    elapsed_s: float | None = None
+    mem_usage_gb: float | None = None
+    avail_gb: float | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DraftRunner(Event):
+    kind: ClassVar[str] = "draft_runner"
+    algorithm: str
+    stage: str  # initialized | ready
+    details: str = ""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Uvicorn(Event):
+    kind: ClassVar[str] = "http"
+    stage: str  # started | startup_complete | running
+    url: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Ready(Event):
+    kind: ClassVar[str] = "ready"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Failure(Event):
+    kind: ClassVar[str] = "failure"
+    cause: str
+    message: str
+    evidence: tuple[str, ...] = ()
+    signal: str | None = None
+    status: int | None = None

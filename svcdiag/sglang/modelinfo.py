@@ -1,0 +1,147 @@
+"""A model directory's memory shape: what preflight needs from config.json and the weights.
+
+Only the fields SGLang's own sizing uses are read (§10 of the reference): the layers that
+keep a KV cache, KV heads and head dims (or MLA's latent width), the linear-attention
+layers' conv and SSM state, and the weight bytes. A field that is missing is named, never
+guessed: the caller falls back to --kv-bytes-per-token / --weights-gb.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from svcdiag.errors import SvcdiagError
+
+DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "half": 2, "float32": 4, "float": 4, "float8_e4m3fn": 1, "fp8": 1,
+               "auto": 2}
+#: SGLang's default --mamba-ssm-dtype keeps the SSM state in float32
+SSM_STATE_BYTES = 4
+
+
+class ModelInfoError(SvcdiagError):
+    """config.json lacks what the budget needs; `missing` names the fields."""
+
+    def __init__(self, path: Path, missing: list[str], why: str = ""):
+        self.path, self.missing = path, missing
+        what = why or f"missing {', '.join(missing)}"
+        super().__init__(f"{path}: {what}; pass --kv-bytes-per-token (and --weights-gb) to preflight without it")
+
+
+@dataclass(frozen=True, slots=True)
+class ModelShape:
+    architecture: str
+    kind: str  # "dense" (MHA/GQA), "hybrid" (full + linear attention), "mla"
+    layers: int
+    attention_layers: int  # the layers with a KV cache
+    kv_heads: int = 0
+    head_dim: int = 0
+    v_head_dim: int = 0
+    kv_lora_rank: int = 0
+    qk_rope_head_dim: int = 0
+    kv_dtype_bytes: int = 2
+    linear_layers: int = 0
+    conv_elems_per_layer: int = 0  # (kernel - 1) × conv channels, whole model (split by tp)
+    ssm_elems_per_layer: int = 0  # value heads × key dim × value dim, whole model (split by tp)
+    max_position_embeddings: int | None = None
+
+    def kv_bytes_per_token(self, tp: int) -> int:
+        """SGLang's cell_size on one GPU."""
+        if self.kind == "mla":  # one latent per token, replicated on every rank
+            return (self.kv_lora_rank + self.qk_rope_head_dim) * self.attention_layers * self.kv_dtype_bytes
+        heads = max(1, self.kv_heads // tp)  # fewer KV heads than ranks: replicated
+        return heads * (self.head_dim + self.v_head_dim) * self.attention_layers * self.kv_dtype_bytes
+
+    def mamba_bytes_per_slot(self, tp: int) -> tuple[int, int]:
+        """(conv, ssm) state of one request slot on one GPU."""
+        conv = self.conv_elems_per_layer * self.linear_layers * 2 // tp  # conv state in the model dtype
+        ssm = self.ssm_elems_per_layer * self.linear_layers * SSM_STATE_BYTES // tp
+        return conv, ssm
+
+
+def _text_config(cfg: dict[str, Any]) -> dict[str, Any]:
+    """Multimodal checkpoints (Qwen3.5-VL style) keep the language model's fields in text_config."""
+    inner = cfg.get("text_config")
+    return {**cfg, **inner} if isinstance(inner, dict) else cfg
+
+
+def shape_from_config(cfg: dict[str, Any], path: Path) -> ModelShape:
+    c = _text_config(cfg)
+    arch = (c.get("architectures") or [c.get("model_type") or "unknown"])[0]
+    need: list[str] = []
+
+    def get(key: str) -> Any:
+        value = c.get(key)
+        if value is None:
+            need.append(key)
+        return value
+
+    layers = get("num_hidden_layers")
+    dtype = DTYPE_BYTES.get(str(c.get("torch_dtype") or c.get("dtype") or "bfloat16").replace("torch.", ""), 2)
+    if c.get("kv_lora_rank"):
+        rope = get("qk_rope_head_dim")
+        if need:
+            raise ModelInfoError(path, need)
+        return ModelShape(arch, "mla", layers, layers, kv_lora_rank=int(c["kv_lora_rank"]), qk_rope_head_dim=rope,
+                          kv_dtype_bytes=dtype, max_position_embeddings=c.get("max_position_embeddings"))
+    heads = get("num_attention_heads")
+    kv_heads = c.get("num_key_value_heads") or heads
+    head_dim = c.get("head_dim") or (c["hidden_size"] // heads if c.get("hidden_size") and heads else None)
+    if head_dim is None:
+        need.append("head_dim (or hidden_size)")
+    types = c.get("layer_types")
+    interval = c.get("full_attention_interval")
+    linear = 0
+    if isinstance(types, list) and any("linear" in str(t) for t in types):
+        linear = sum(1 for t in types if "linear" in str(t))
+        attention = len(types) - linear
+    elif interval and layers:
+        attention = layers // int(interval)
+        linear = layers - attention
+    else:
+        attention = layers
+    if need:
+        raise ModelInfoError(path, need, f"unknown architecture {arch!r}: missing {', '.join(need)}")
+    if not linear:
+        return ModelShape(arch, "dense", layers, attention, kv_heads, head_dim, head_dim, kv_dtype_bytes=dtype,
+                          max_position_embeddings=c.get("max_position_embeddings"))
+    hk, dk = get("linear_num_key_heads"), get("linear_key_head_dim")
+    hv, dv = get("linear_num_value_heads"), get("linear_value_head_dim")
+    kernel = get("linear_conv_kernel_dim")
+    if need:
+        raise ModelInfoError(path, need, f"hybrid {arch!r} with {linear} linear-attention layers: "
+                             f"missing {', '.join(need)}")
+    return ModelShape(arch, "hybrid", layers, attention, kv_heads, head_dim, head_dim, kv_dtype_bytes=dtype,
+                      linear_layers=linear, conv_elems_per_layer=(kernel - 1) * (2 * hk * dk + hv * dv),
+                      ssm_elems_per_layer=hv * dk * dv, max_position_embeddings=c.get("max_position_embeddings"))
+
+
+def read_shape(model_dir: str | Path) -> ModelShape:
+    path = Path(model_dir) / "config.json"
+    try:
+        cfg = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise ModelInfoError(path, ["config.json"], "no such file") from None
+    except (OSError, ValueError) as e:
+        raise ModelInfoError(path, ["config.json"], f"cannot read: {e}") from None
+    if not isinstance(cfg, dict):
+        raise ModelInfoError(path, ["config.json"], "not a JSON object")
+    return shape_from_config(cfg, path)
+
+
+def weight_bytes(model_dir: str | Path) -> int:
+    """The checkpoint's size: the safetensors index's total_size, else the *.safetensors files' sizes."""
+    d = Path(model_dir)
+    index = d / "model.safetensors.index.json"
+    if index.is_file():
+        try:
+            total = json.loads(index.read_text())["metadata"]["total_size"]
+            return int(total)
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            raise SvcdiagError(f"{index}: no metadata.total_size ({e})") from None
+    files = list(d.glob("*.safetensors")) if d.is_dir() else []
+    if not files:
+        raise SvcdiagError(f"{d}: no model.safetensors.index.json and no *.safetensors files")
+    return sum(f.stat().st_size for f in files)

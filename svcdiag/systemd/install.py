@@ -1,0 +1,86 @@
+"""Write rendered units where systemd reads them, atomically, and reload systemd."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from svcdiag.config.service import ServiceConfig
+from svcdiag.errors import SvcdiagError
+from svcdiag.files import write_atomic
+from svcdiag.systemd.render import installed_hash, render_unit
+
+SYSTEM_UNIT_DIR = Path("/etc/systemd/system")
+
+
+def systemd_running() -> bool:
+    """sd_booted(3): systemd is PID 1 of this (container's) namespace."""
+    return os.path.isdir("/run/systemd/system")
+
+
+def unit_path(cfg: ServiceConfig, unit_dir: Path = SYSTEM_UNIT_DIR) -> Path:
+    return unit_dir / cfg.unit
+
+
+def drift(cfg: ServiceConfig, unit_dir: Path = SYSTEM_UNIT_DIR) -> str | None:
+    """Why the installed unit is not what the config renders to, or None if it is."""
+    path = unit_path(cfg, unit_dir)
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except FileNotFoundError:
+        return "not installed"
+    if text == render_unit(cfg):
+        return None
+    have = installed_hash(text)
+    if have != cfg.config_hash:
+        return f"installed from config hash {have or 'none'}, config is now {cfg.config_hash}"
+    return "installed unit was edited by hand"
+
+
+def install_units(configs: list[ServiceConfig], unit_dir: Path, *, reload: bool = True,
+                  force: bool = False) -> dict[str, Any]:
+    rendered = [(cfg, render_unit(cfg)) for cfg in configs]  # all or nothing: render every one first
+    for cfg, _ in rendered:
+        path = unit_dir / cfg.unit
+        try:
+            foreign = path.exists() and "X-SvcdiagConfig=" not in path.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            foreign = False
+        if foreign and not force:
+            raise SvcdiagError(f"{path} exists and was not written by svcdiag; move it away, or "
+                               f"`svcdiag install --force {cfg.name}` to replace it")
+    out: list[dict[str, str]] = []
+    changed = False
+    for cfg, text in rendered:
+        path = unit_dir / cfg.unit
+        try:
+            old = path.read_text(encoding="utf-8") if path.exists() else None
+        except OSError:
+            old = None
+        if old == text:
+            out.append({"name": cfg.name, "path": str(path), "action": "unchanged"})
+            continue
+        try:
+            write_atomic(path, text)
+        except PermissionError:
+            raise SvcdiagError(f"cannot write {path}: permission denied; run as root: "
+                               f"sudo svcdiag install {cfg.name}") from None
+        except OSError as e:
+            raise SvcdiagError(f"cannot write {path}: {e.strerror}") from None
+        changed = True
+        out.append({"name": cfg.name, "path": str(path), "action": "updated" if old else "installed"})
+    if not reload:
+        note = "daemon-reload: not asked for"
+    elif not changed:
+        note = "daemon-reload: nothing changed"
+    elif unit_dir.resolve() != SYSTEM_UNIT_DIR or not systemd_running():
+        note = ("daemon-reload: skipped (no running systemd here)" if not systemd_running()
+                else f"daemon-reload: skipped ({unit_dir} is not {SYSTEM_UNIT_DIR})")
+    else:
+        from svcdiag.systemd.dbus import Systemd
+
+        with Systemd.connect() as sd:
+            sd.daemon_reload()
+        note = "daemon-reload: done"
+    return {"unit_dir": str(unit_dir), "units": out, "reload": note}

@@ -1,0 +1,235 @@
+"""journald (cysystemd): the one place that knows the journal, read and written.
+
+`Follower` reads exactly one start of a unit: entries whose `_SYSTEMD_INVOCATION_ID` is
+the start's (the server's own lines) or whose `INVOCATION_ID` is (PID 1's lines about it).
+No earlier run's line can match, whatever the journal holds.
+
+Latency. journald tells readers about new entries through inotify, but it coalesces
+those notifications (a 250 ms timer), so a follower woken only by the journal's fd sees a
+line ~150 ms late. While a start is in progress, `JournalHeads` therefore also watches
+the active journal files' headers, mmapped read-only: `n_entries` changes the moment
+journald appends, and reading it is a memory load, so a 5 ms tick costs next to nothing.
+"""
+
+from __future__ import annotations
+
+import glob
+import mmap
+import os
+import re
+import select
+import struct
+import time
+from collections.abc import Callable, Iterable, Iterator
+
+from svcdiag.errors import SvcdiagError
+from svcdiag.output.schema import JOURNALED, SCHEMA_VERSION, ReadinessEvent
+from svcdiag.systemd.journal_formats import Record, record_from_fields
+
+JOURNAL_GLOBS = ("/run/log/journal/*/system.journal", "/var/log/journal/*/system.journal")
+N_ENTRIES_OFFSET = 152  # Header.n_entries (systemd's JOURNAL_FILE_FORMAT.md)
+SIGNATURE = b"LPKSHHRH"
+_U64 = struct.Struct("<Q").unpack_from
+
+
+class JournalHeads:
+    """The active journal files' entry counters, re-found after rotation or a journald restart."""
+
+    def __init__(self) -> None:
+        self._maps: dict[str, tuple[int, mmap.mmap]] = {}
+        self._last = -1
+        self.rescan()
+
+    def rescan(self) -> None:
+        current = {p for pattern in JOURNAL_GLOBS for p in glob.glob(pattern)}
+        for path in list(self._maps):
+            ino, mm = self._maps[path]
+            try:
+                same = os.stat(path).st_ino == ino
+            except OSError:
+                same = False
+            if path not in current or not same:
+                mm.close()
+                del self._maps[path]
+        self._mms: list[mmap.mmap] = []
+        for path in current - set(self._maps):
+            try:
+                with open(path, "rb") as f:
+                    mm = mmap.mmap(f.fileno(), 4096, prot=mmap.PROT_READ)
+                    ino = os.fstat(f.fileno()).st_ino
+            except (OSError, ValueError):
+                continue
+            if mm[:8] != SIGNATURE:
+                mm.close()
+                continue
+            self._maps[path] = (ino, mm)
+        self._mms = [mm for _, mm in self._maps.values()]
+
+    def changed(self) -> bool:
+        """Called every tick of a wait: a few loads from memory, no system call."""
+        total = 0
+        for mm in self._mms:
+            total += _U64(mm, N_ENTRIES_OFFSET)[0]
+        if total != self._last:
+            self._last = total
+            return True
+        return False
+
+    def close(self) -> None:
+        for _, mm in self._maps.values():
+            mm.close()
+        self._maps.clear()
+        self._mms = []
+
+
+class Follower:
+    """One invocation's entries, in order, read as they arrive."""
+
+    def __init__(self, unit: str, invocation: str):
+        from cysystemd.reader import JournalOpenMode, JournalReader, Rule
+
+        self.unit, self.invocation = unit, invocation
+        self.reader = JournalReader()
+        try:
+            self.reader.open(JournalOpenMode.SYSTEM)
+        except Exception as e:  # cysystemd raises SystemError with the errno text
+            raise SvcdiagError(f"cannot open the system journal: {e}") from None
+        self.reader.add_filter(Rule("_SYSTEMD_INVOCATION_ID", invocation) | Rule("INVOCATION_ID", invocation))
+        self.reader.seek_head()
+        self.heads = JournalHeads()
+
+    def fileno(self) -> int:
+        return self.reader.fd
+
+    def on_fd_event(self) -> None:
+        """The journal's fd became readable: files may have rotated, or journald restarted."""
+        self.reader.process_events()
+        self.heads.rescan()
+
+    def read(self) -> Iterator[Record]:
+        while True:
+            entry = self.reader.next()
+            if not entry:
+                return
+            rec = record_from_fields(entry.data, entry.get_realtime_usec() / 1e6)
+            if rec is not None:
+                yield rec
+
+    def close(self) -> None:
+        self.heads.close()
+
+
+
+
+# ---------------------------------------------------------------- svcdiag's own records
+
+
+class JournalSink:
+    """Writes each record to the journal (sd_journal_sendv via cysystemd), so `svcdiag events`
+    and plain `journalctl SVCDIAG_EVENT=verdict` see it. A record another observer of the
+    same start already wrote (`wait` after `up`) is not written twice."""
+
+    def __init__(self, warn: Callable[[str], None]):
+        from cysystemd.journal import send
+
+        self._send, self._warn = send, warn
+        self._seen: set[tuple] = set()
+        self._loaded: set[tuple[str | None, str | None]] = set()
+        self._failed = False
+
+    def _load(self, unit: str | None, invocation: str | None) -> None:
+        if (unit, invocation) in self._loaded or invocation is None:
+            return
+        self._loaded.add((unit, invocation))
+        try:
+            reader = EventReader(invocation=invocation)
+        except SvcdiagError:
+            return
+        self._seen.update(rec.key() for rec in reader.read())
+
+    def publish(self, rec: ReadinessEvent) -> None:
+        if rec.event not in JOURNALED or self._failed:
+            return
+        self._load(rec.unit, rec.invocation)
+        key = rec.key()
+        if key in self._seen:
+            return
+        self._seen.add(key)
+        rc = self._send(**rec.journal_fields())
+        if rc < 0:  # journald is not there (a container without it): the other destinations still work
+            self._failed = True
+            self._warn(f"cannot write events to the journal: {os.strerror(-rc)}; `svcdiag events` will not see them")
+
+
+def parse_since(text: str, now: float | None = None) -> float:
+    """journalctl's --since forms that operators type: 'YYYY-MM-DD[ HH:MM[:SS]]', 'HH:MM[:SS]' (today),
+    'today', 'yesterday', '-10min' / '10 min ago' (s, min, h, d), '@UNIX'."""
+    now = time.time() if now is None else now
+    t = text.strip().lower()
+    m = re.fullmatch(r"-?\s*(\d+(?:\.\d+)?)\s*(s|sec|second|seconds|m|min|minute|minutes|h|hour|hours|d|day|days)"
+                     r"(\s+ago)?", t)
+    if m and (t.startswith("-") or m.group(3)):
+        unit = m.group(2)[0] if not m.group(2).startswith("mi") else "m"
+        return now - float(m.group(1)) * {"s": 1, "m": 60, "h": 3600, "d": 86400}[unit]
+    if t.startswith("@"):
+        try:
+            return float(t[1:])
+        except ValueError:
+            pass
+    midnight = time.mktime(time.localtime(now)[:3] + (0, 0, 0, 0, 0, -1))
+    if t in ("today", "yesterday", "now"):
+        return {"today": midnight, "yesterday": midnight - 86400, "now": now}[t]
+    for fmt in ("%Y-%m-%d %H:%M:%S", "%Y-%m-%d %H:%M", "%Y-%m-%d", "%Y-%m-%dT%H:%M:%S", "%H:%M:%S", "%H:%M"):
+        try:
+            parsed = time.strptime(text.strip(), fmt)
+        except ValueError:
+            continue
+        if fmt.startswith("%H"):
+            return midnight + parsed.tm_hour * 3600 + parsed.tm_min * 60 + parsed.tm_sec
+        return time.mktime(parsed)
+    raise SvcdiagError(f"--since {text!r}: not a time (try '2026-12-02 19:30', '19:30', 'today', '-10min' or '@UNIX')")
+
+
+class EventReader:
+    """svcdiag's records in the journal, oldest first, each once; then, following, new ones."""
+
+    def __init__(self, *, units: Iterable[str] = (), since: float | None = None, invocation: str | None = None):
+        from cysystemd.reader import JournalOpenMode, JournalReader, Rule
+
+        self.units = set(units)
+        self.reader = JournalReader()
+        try:
+            self.reader.open(JournalOpenMode.SYSTEM)
+        except Exception as e:
+            raise SvcdiagError(f"cannot open the system journal: {e}") from None
+        rule = Rule("SVCDIAG_SCHEMA", str(SCHEMA_VERSION))
+        if invocation:
+            rule = rule & Rule("SVCDIAG_INVOCATION", invocation)
+        self.reader.add_filter(rule)
+        if since is not None:
+            self.reader.seek_realtime_usec(int(since * 1e6))
+        else:
+            self.reader.seek_head()
+        self._seen: set[tuple] = set()
+
+    def fileno(self) -> int:
+        return self.reader.fd
+
+    def read(self) -> Iterator[ReadinessEvent]:
+        while True:
+            entry = self.reader.next()
+            if not entry:
+                return
+            rec = ReadinessEvent.from_journal_fields(entry.data)
+            if rec is None or (self.units and rec.unit not in self.units and rec.config not in self.units):
+                continue
+            key = rec.key()
+            if key in self._seen:
+                continue
+            self._seen.add(key)
+            yield rec
+
+    def wait(self, timeout: float) -> None:
+        """Until the journal may have more (or `timeout`)."""
+        select.select([self.reader.fd], [], [], timeout)
+        self.reader.process_events()

@@ -1,0 +1,229 @@
+"""Offline inputs, detected from their first bytes: a plain log (as printed, or `journalctl
+-o cat`), journalctl's short output, `-o json`, or `-o export`. All become records.
+
+Streaming and bounded: a file of a million lines is read in chunks, never held whole;
+invalid UTF-8 is replaced, a line of any length is one line.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import datetime
+from typing import BinaryIO
+
+from svcdiag.errors import SvcdiagError
+
+CHUNK = 1 << 20
+SHORT_RE = re.compile(
+    r"^(?:(?P<mon>[A-Z][a-z]{2}) (?P<day>[ \d]\d) (?P<hms>\d\d:\d\d:\d\d(?:\.\d+)?)"
+    r"|(?P<iso>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[.,]\d+)?(?:[+-]\d\d:?\d\d|Z)?))"
+    r" (?P<host>\S+) (?P<ident>[^\s\[:]+)(?:\[(?P<pid>\d+)\])?: (?P<msg>.*)$", re.S)
+MONTHS = {m: i for i, m in enumerate(("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"), 1)}
+UNIT_PREFIX_RE = re.compile(r"^([\w:.\\@-]+\.(?:service|scope)): (.*)$", re.S)
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    text: str
+    ts: float | None = None
+    systemd: bool = False  # PID 1's line about the unit, not the server's
+    invocation: str | None = None
+    unit: str | None = None
+
+
+def detect(head: bytes) -> str:
+    text = head.decode("utf-8", "replace").lstrip("\ufeff")
+    first = next((ln for ln in text.splitlines() if ln.strip()), "")
+    if first.lstrip().startswith("{"):
+        return "json"
+    if re.match(r"^(__CURSOR|__REALTIME_TIMESTAMP|_?[A-Z][A-Z0-9_]*)=", first) and re.search(
+            r"^(?:__REALTIME_TIMESTAMP|MESSAGE|_SYSTEMD_UNIT|__CURSOR)[=\n]", text, re.M):
+        return "export"
+    if first.startswith("-- ") or SHORT_RE.match(first):
+        return "short"
+    return "plain"
+
+
+def records(fmt: str, head: bytes, stream: BinaryIO, name: str) -> Iterator[Record]:
+    """Records of a stream whose first bytes (`head`, already read) said it is `fmt`."""
+    reader = {"plain": _plain, "short": _short, "json": _json, "export": _export}[fmt]
+    return reader(head, stream, name)
+
+
+def _lines(head: bytes, stream: BinaryIO) -> Iterator[str]:
+    """Decoded lines, CRLF already made LF: a truncated last line is still a line."""
+    for _, lines in plain_chunks(head, stream):
+        yield from lines
+
+
+def _plain(head: bytes, stream: BinaryIO, name: str) -> Iterator[Record]:
+    for line in _lines(head, stream):
+        yield Record(line)
+
+
+def plain_chunks(head: bytes, stream: BinaryIO) -> Iterator[tuple[str, list[str]]]:
+    """The plain format a chunk at a time, as (text, lines), with no Record per line:
+    replay's hot path, which can ask a question of a whole chunk at C speed first."""
+    rest = b""
+    buf = head
+    while True:
+        if not buf:
+            buf = stream.read(CHUNK)
+            if not buf:
+                break
+        data = rest + buf
+        buf = b""
+        cut = data.rfind(b"\n")
+        if cut < 0:
+            rest = data
+            continue
+        rest = data[cut + 1:]
+        text = data[:cut].decode("utf-8", "replace")
+        if "\r" in text:
+            text = text.replace("\r\n", "\n")
+        yield text, text.split("\n")
+    if rest:
+        text = rest.decode("utf-8", "replace").rstrip("\r")
+        yield text, [text]
+
+
+def _short_ts(m: re.Match[str], year: int) -> float | None:
+    try:
+        if m.group("iso"):
+            return datetime.fromisoformat(m.group("iso").replace(",", ".")).timestamp()
+        hms = m.group("hms")
+        base = datetime(year, MONTHS[m.group("mon")], int(m.group("day")))
+        h, mi, s = hms.split(":")
+        return base.timestamp() + int(h) * 3600 + int(mi) * 60 + float(s)
+    except (ValueError, KeyError):
+        return None
+
+
+def _short(head: bytes, stream: BinaryIO, name: str) -> Iterator[Record]:
+    year = datetime.now().year
+    for line in _lines(head, stream):
+        if not line or line.startswith("-- "):
+            continue
+        m = SHORT_RE.match(line)
+        if m is None:  # a continuation the journal printed on its own line
+            yield Record(line)
+            continue
+        ts = _short_ts(m, year)
+        msg = m.group("msg")
+        if m.group("ident") == "systemd" and m.group("pid") in ("1", None):
+            um = UNIT_PREFIX_RE.match(msg)
+            yield Record(um.group(2) if um else msg, ts, systemd=True, unit=um.group(1) if um else None)
+        else:
+            yield Record(msg, ts)
+
+
+def _field(v: object) -> str | None:
+    if v is None:
+        return None
+    if isinstance(v, str):
+        return v
+    if isinstance(v, list):
+        if v and all(isinstance(x, int) for x in v):
+            return bytes(x & 0xFF for x in v).decode("utf-8", "replace")
+        return _field(v[0]) if v else None
+    return str(v)
+
+
+def record_from_fields(fields: dict[str, object], ts: float | None = None) -> Record | None:
+    """A journal entry (json, export or a live reader's fields) as a record."""
+    msg = _field(fields.get("MESSAGE"))
+    if msg is None:
+        return None
+    rt = _field(fields.get("__REALTIME_TIMESTAMP"))
+    if ts is None and rt and rt.isdigit():
+        ts = int(rt) / 1e6
+    own_unit = _field(fields.get("_SYSTEMD_UNIT"))
+    about = _field(fields.get("UNIT")) or _field(fields.get("USER_UNIT"))
+    is_pid1 = about is not None and (own_unit in (None, "init.scope") or _field(fields.get("_PID")) == "1")
+    if is_pid1:
+        inv = _field(fields.get("INVOCATION_ID")) or _field(fields.get("USER_INVOCATION_ID"))
+        um = UNIT_PREFIX_RE.match(msg)
+        return Record(um.group(2) if um else msg, ts, systemd=True, invocation=inv, unit=about)
+    return Record(msg.rstrip("\n"), ts, invocation=_field(fields.get("_SYSTEMD_INVOCATION_ID")), unit=own_unit)
+
+
+def _json(head: bytes, stream: BinaryIO, name: str) -> Iterator[Record]:
+    checked = False
+    for n, line in enumerate(_lines(head, stream), 1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except ValueError:
+            if not checked:
+                raise SvcdiagError(f"{name}: line {n}: starts like JSON but is not valid JSON") from None
+            continue
+        if not isinstance(obj, dict) or not ("MESSAGE" in obj or "__REALTIME_TIMESTAMP" in obj):
+            if not checked:
+                raise SvcdiagError(f"{name}: line {n}: JSON, but not journal JSON (no MESSAGE or "
+                                   "__REALTIME_TIMESTAMP field); expected `journalctl -o json` output")
+            continue
+        checked = True
+        rec = record_from_fields(obj)
+        if rec is not None:
+            yield rec
+
+
+def _export(head: bytes, stream: BinaryIO, name: str) -> Iterator[Record]:
+    """journalctl -o export: KEY=value lines, or KEY\\n + 64-bit LE size + bytes; blank line ends an entry."""
+    buf = bytearray(head)
+    eof = False
+    fields: dict[str, object] = {}
+
+    def fill(n: int) -> bool:
+        nonlocal eof
+        while len(buf) < n and not eof:
+            chunk = stream.read(CHUNK)
+            if not chunk:
+                eof = True
+            buf.extend(chunk)
+        return len(buf) >= n
+
+    pos = 0
+    while True:
+        nl = buf.find(b"\n", pos)
+        while nl < 0 and not eof:
+            del buf[:pos]
+            pos = 0
+            fill(len(buf) + CHUNK)
+            nl = buf.find(b"\n", pos)
+        if nl < 0:
+            break
+        line = bytes(buf[pos:nl])
+        pos = nl + 1
+        if not line:
+            if fields:
+                rec = record_from_fields(fields)
+                if rec is not None:
+                    yield rec
+            fields = {}
+            continue
+        eq = line.find(b"=")
+        if eq >= 0:
+            fields[line[:eq].decode("ascii", "replace")] = line[eq + 1:].decode("utf-8", "replace")
+            continue
+        # binary field: 8-byte little-endian length, the data, then a newline
+        del buf[:pos]
+        pos = 0
+        if not fill(8):
+            break
+        size = int.from_bytes(buf[:8], "little")
+        if size > 64 << 20 or not fill(8 + size + 1):
+            break
+        fields[line.decode("ascii", "replace")] = bytes(buf[8:8 + size]).decode("utf-8", "replace")
+        pos = 8 + size + 1
+        if pos > CHUNK:
+            del buf[:pos]
+            pos = 0
+    if fields:
+        rec = record_from_fields(fields)
+        if rec is not None:
+            yield rec

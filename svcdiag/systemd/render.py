@@ -1,0 +1,91 @@
+"""Render a config into a systemd unit (Jinja2, StrictUndefined) and detect drift."""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+import jinja2
+
+from svcdiag.config.service import ServiceConfig
+from svcdiag.errors import SvcdiagError
+from svcdiag.sglang.flags import exec_argv
+
+TEMPLATE_NAME = "sglang.service.j2"
+HASH_KEY = "X-SvcdiagConfigHash"
+_NEEDS_QUOTES = re.compile(r'[\s"\'\\;]')
+
+
+def _escape(word: str, *, expand_dollar: bool) -> str:
+    out = word.replace("\\", "\\\\").replace('"', '\\"').replace("\t", "\\t").replace("%", "%%")
+    return out.replace("$", "$$") if expand_dollar else out
+
+
+def quote_exec_word(word: str) -> str:
+    """One ExecStart word, by systemd.service(5)'s rules: `%` specifiers and `$` variables
+    are doubled, and a word with blanks, quotes, backslashes or `;` goes in double quotes
+    with C escapes, so no value can split into extra words, lines or directives."""
+    esc = _escape(word, expand_dollar=True)
+    return f'"{esc}"' if (not word or _NEEDS_QUOTES.search(word)) else esc
+
+
+def quote_env(key: str, value: str) -> str:
+    """An Environment= assignment: quoted, `%` doubled; `$` is literal there."""
+    return f'"{key}={_escape(value, expand_dollar=False)}"'
+
+
+def quote_setting(value: str) -> str:
+    """A single-value setting (Description=, WorkingDirectory=): only `%` is special."""
+    return value.replace("%", "%%")
+
+
+def template_dirs() -> list[Path]:
+    """The project's templates/ (next to units/ in a checkout), then the bundled copy."""
+    env = os.environ.get("SVCDIAG_TEMPLATES")
+    dirs = [Path(env)] if env else []
+    here = Path(__file__).resolve().parent.parent
+    return dirs + [here.parent / "templates", here / "templates"]
+
+
+def _environment() -> jinja2.Environment:
+    return jinja2.Environment(
+        loader=jinja2.FileSystemLoader([str(d) for d in template_dirs()]),
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        autoescape=False,
+    )
+
+
+def render_unit(cfg: ServiceConfig) -> str:
+    env = [("PYTHONUNBUFFERED", "1")]
+    if cfg.gpus is not None:
+        env.append(("CUDA_VISIBLE_DEVICES", ",".join(str(g) for g in cfg.gpus)))
+    env += [kv for kv in cfg.env if kv[0] not in ("PYTHONUNBUFFERED", "CUDA_VISIBLE_DEVICES")]
+    argv = exec_argv(cfg)
+    description = cfg.description or f"SGLang server {cfg.name} ({cfg.model_path}, tp={cfg.tp_size})"
+    try:
+        template = _environment().get_template(TEMPLATE_NAME)
+    except jinja2.TemplateNotFound:
+        raise SvcdiagError(f"template {TEMPLATE_NAME} not found in "
+                           + ", ".join(str(d) for d in template_dirs())) from None
+    return template.render(
+        name=cfg.name,
+        source=str(cfg.path),
+        description=quote_setting(description),
+        config_hash=cfg.config_hash,
+        hash_key=HASH_KEY,
+        exec_start=" ".join(quote_exec_word(w) for w in argv),
+        environment=[quote_env(k, v) for k, v in env],
+        user=cfg.user,
+        group=cfg.group,
+        working_directory=quote_setting(cfg.working_directory) if cfg.working_directory else None,
+        simulate=cfg.simulate,
+    )
+
+
+def installed_hash(text: str) -> str | None:
+    m = re.search(rf"^{HASH_KEY}=(\S+)$", text, re.M)
+    return m.group(1) if m else None
