@@ -1,10 +1,17 @@
-"""Atomic writes: a reader sees the old file or the new one, never half of either."""
+"""svcdiag's own files: where its state is kept, and atomic writes (a reader sees the old
+file or the new one, never half of either)."""
 
 from __future__ import annotations
 
 import os
 import tempfile
 from pathlib import Path
+
+DEFAULT_STATE_DIR = "/var/lib/svcdiag"
+
+def state_dir(option: str | None) -> Path:
+    return Path(option or os.environ.get("SVCDIAG_STATE_DIR") or DEFAULT_STATE_DIR)
+
 
 
 def write_atomic(path: Path, text: str, mode: int = 0o644) -> None:

@@ -404,6 +404,14 @@ class UnitsDir:
     def load_all(self) -> list[ServiceConfig]:
         return [self.load(n) for n in self.names()]
 
+    def listing(self) -> dict[str, Any]:
+        """Every config in a line of figures: `svcdiag list`."""
+        rows = [{"name": c.name, "base": c.extends, "tp": c.tp_size,
+                 "gpus": ",".join(map(str, c.gpus)) if c.gpus is not None else None, "port": c.port,
+                 "speculative": c.speculative.algorithm if c.speculative else None, "baseline": c.baseline,
+                 "simulate": c.simulate, "unit": c.unit} for c in self.load_all()]
+        return {"units_dir": str(self.path), "found_by": self.reason, "configs": rows}
+
     def baseline(self) -> ServiceConfig:
         configs = self.load_all()
         marked = [c for c in configs if c.baseline]

@@ -7,18 +7,21 @@ crash mid-check cannot damage the history, and a corrupt file is set aside, not 
 from __future__ import annotations
 
 import json
-import os
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from svcdiag.config.diff import memory_diff
-from svcdiag.config.service import ServiceConfig
-from svcdiag.files import write_atomic
+from svcdiag.config.service import ServiceConfig, UnitsDir
+from svcdiag.files import state_dir, write_atomic
 from svcdiag.judge.diagnosis import Memory
 from svcdiag.judge.verdict import Verdict
+from svcdiag.ops.follow import follow, unit_lock
+from svcdiag.ops.start import calibrate, conclude, diagnoser, ensure_started, judge_start, quiet_plan
+from svcdiag.output.publish import Publisher
+from svcdiag.systemd.dbus import Systemd
 
-DEFAULT_STATE_DIR = "/var/lib/svcdiag"
 KV_DROP = 0.05  # KV tokens down by more than 5 %
 SLOWER = 0.50  # start-up time up by more than 50 %
 SNAPSHOT_FIGURES = ("kv_tokens", "max_total_num_tokens", "max_running_requests", "context_len", "mamba_slots",
@@ -27,8 +30,6 @@ SNAPSHOT_FIGURES = ("kv_tokens", "max_total_num_tokens", "max_running_requests",
                     "sglang_version", "mamba_slots_per_request", "tp_size")
 
 
-def state_dir(option: str | None) -> Path:
-    return Path(option or os.environ.get("SVCDIAG_STATE_DIR") or DEFAULT_STATE_DIR)
 
 
 class SnapshotStore:
@@ -185,3 +186,74 @@ def explain_candidate(base: ServiceConfig, cand: ServiceConfig, cand_verdict: Ve
     elif cause:
         out["explanation"] = f"{cand.name} failed with {cause}; no memory-relevant key explains it"
     return out
+
+
+@dataclass(frozen=True, slots=True)
+class CheckOutcome:
+    """A baseline-check: the fresh start's verdict, the drift against the last good snapshot,
+    and the unit put back as it was. `verdict` is None when the check was interrupted."""
+
+    verdict: Verdict | None
+    result: dict[str, Any]
+    drift: tuple[dict[str, Any], ...] = ()
+
+    @property
+    def holds(self) -> bool:
+        return self.verdict is not None and self.verdict.verdict == "healthy" and not self.drift
+
+
+def check(sd: Systemd, cfg: ServiceConfig, units: UnitsDir, pub: Publisher, *, candidate: ServiceConfig | None,
+          keep_running: bool, state: str | None, timeout: float | None) -> CheckOutcome:
+    """Start the baseline afresh, judge it, snapshot it, compare with the last good run, and
+    put the unit back the way it was, whatever happens in between."""
+    store = SnapshotStore(state_dir(state), cfg.name)
+    prev = store.last_good()
+    for problem in store.problems:
+        pub.note(problem)
+    with unit_lock(cfg.name, pub.note):
+        before = sd.props(cfg.unit)
+        pub.note(f"baseline {cfg.name}: {before.active_state} before the check; a fresh start is judged")
+        verdict = None
+        try:
+            own_plan = quiet_plan(cfg)
+            props = ensure_started(sd, cfg, pub.note, restart=True)
+            verdict = judge_start(sd, cfg, props, pub, timeout)
+        except KeyboardInterrupt:
+            pass
+        finally:
+            if not before.running and not keep_running:
+                sd.wait_job(sd.stop(cfg.unit), 90.0)  # the check must not leave it running
+            after = sd.props(cfg.unit)
+    if verdict is None:
+        pub.note(f"interrupted: {cfg.unit} put back to {after.active_state}; no snapshot written")
+        return CheckOutcome(None, {"name": cfg.name, "state_after": after.active_state})
+    calibrate(cfg, own_plan, verdict, pub.note, state)
+    snapshot = make_snapshot(cfg, verdict, before.active_state)
+    snapshot["state_after"] = after.active_state
+    drift = compare(prev[1], snapshot) if prev and snapshot["healthy"] else []
+    path = store.write(snapshot)
+    against = None
+    if candidate is not None:
+        against = _against(sd, cfg, candidate, snapshot if snapshot["healthy"] else (prev[1] if prev else None))
+    verdict = conclude(pub, verdict, diagnoser(cfg, units, sd))
+    for d in drift:
+        pub.publish(pub.record("drift", ts=verdict.ts, message=d["message"], data=d))
+    healthy = snapshot["healthy"] and not drift
+    result = {"name": cfg.name, "healthy": healthy, "drift": drift,
+              "compared_with": str(prev[0]) if prev else None, "state_before": before.active_state,
+              "state_after": after.active_state, "snapshot": str(path), "against": against}
+    summary = (f"baseline {cfg.name} " + ("holds" if healthy else "drifted" if snapshot["healthy"] else "is not healthy")
+               + f": {verdict.verdict}, {len(drift)} drift item(s)")
+    result["summary"] = summary
+    pub.publish(pub.record("baseline_result", ts=verdict.ts, verdict=verdict.verdict, message=summary, data=result))
+    return CheckOutcome(verdict, result, tuple(drift))
+
+
+def _against(sd: Systemd, base: ServiceConfig, cand: ServiceConfig, snapshot: dict[str, Any] | None) -> dict[str, Any]:
+    """The candidate's last verdict when it ran, else preflight on its own model files."""
+    cprops = sd.props(cand.unit)
+    cverdict = None
+    if cprops.invocation:
+        cverdict = follow(sd, cand, cand.unit, cprops, emit=lambda ev: None, keep_following=False).verdict
+    cplan = quiet_plan(cand) if cverdict is None else None
+    return explain_candidate(base, cand, cverdict, snapshot, preflight=cplan.to_json() if cplan else None)

@@ -63,6 +63,7 @@ class _Segments:
         self.kept: dict[int, list[Event]] = {}
         self.judge: Judge | None = None
         self.has_lines = False
+        self.recognized = False  # any line of SGLang's or systemd's, in any start
 
     def new(self, invocation: str | None = None) -> None:
         self.close()
@@ -92,7 +93,34 @@ class _Segments:
 
     def emit(self, events: list[Event]) -> None:
         if events:
+            self.recognized = True
             self.events.extend(events)
+
+
+class NoStartFound(SvcdiagError):
+    """The input holds nothing SGLang or systemd would print about a start: say so, not 'incomplete'."""
+
+    exit_code = 4
+
+
+def replay_path(path: str, stdin: BinaryIO, cfg: ServiceConfig | None = None,
+                invocation: str | None = None) -> tuple[str, ReplayResult]:
+    """Judge the file at `path` ('-' for `stdin`); bad paths are one-line errors."""
+    if path == "-":
+        return "<stdin>", replay(stdin, "<stdin>", cfg, invocation)
+    try:
+        stream = open(path, "rb")  # noqa: SIM115 -- closed below, after the errors are told apart
+    except FileNotFoundError:
+        raise SvcdiagError(f"{path}: no such file") from None
+    except IsADirectoryError:
+        raise SvcdiagError(f"{path}: is a directory") from None
+    except OSError as e:
+        raise SvcdiagError(f"{path}: cannot read: {e.strerror}") from None
+    with stream:
+        try:
+            return path, replay(stream, path, cfg, invocation)
+        except OSError as e:
+            raise SvcdiagError(f"{path}: cannot read: {e.strerror}") from None
 
 
 def replay(stream: BinaryIO, name: str, cfg: ServiceConfig | None = None,
@@ -143,6 +171,9 @@ def replay(stream: BinaryIO, name: str, cfg: ServiceConfig | None = None,
     if not seg.starts:
         seg.new()
     seg.close()
+    if not seg.recognized and all(s.verdict is None or s.verdict.verdict == "incomplete" for s in seg.starts):
+        raise NoStartFound(f"no SGLang start found in {name}: no line of it is one SGLang or systemd prints "
+                           "about a start")
     chosen = _choose(seg, invocation, name)
     return ReplayResult(fmt, seg.starts, chosen, seg.kept.get(chosen.index, []))
 

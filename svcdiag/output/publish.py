@@ -9,7 +9,7 @@ or JSON), the journal, the Prometheus textfile, the live status line.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import Any, Protocol
 
 from svcdiag.judge.verdict import PhaseChange, Verdict
@@ -54,11 +54,9 @@ class Publisher:
     """One start's (or one command's) stream of records, fanned out to the sinks."""
 
     def __init__(self, sinks: Iterable[Sink], *, config: str | None = None, unit: str | None = None,
-                 invocation: str | None = None,
-                 diagnose: Callable[[Verdict], dict[str, Any] | None] | None = None):
+                 invocation: str | None = None):
         self.sinks = list(sinks)
         self.config, self.unit, self.invocation = config, unit, invocation
-        self.diagnose = diagnose
         self.phase: str | None = None
         self._failure_sent = False
 
@@ -96,9 +94,7 @@ class Publisher:
         self.publish(self.record("note", message=text))
 
     def verdict(self, v: Verdict) -> Verdict:
-        """Diagnose a verdict that is not healthy, then publish the diagnosis and the verdict, in that order."""
-        if self.diagnose is not None and v.diagnosis is None and v.verdict != "healthy":
-            v = v.with_(diagnosis=self.diagnose(v))
+        """Publish a verdict (already diagnosed by the caller): its diagnosis first, the verdict last."""
         if v.verdict == "failed" and not self._failure_sent:
             # concluded from the unit's state (exit status, signal) rather than a log line:
             # every failed start still carries one failure record

@@ -185,3 +185,86 @@ def render_preflight(name: str, plan: dict[str, Any]) -> str:
     lines += [f"  note: {n}" for n in plan["notes"]]
     lines += _fix_lines(plan["fixes"])
     return "\n".join(lines) + "\n"
+
+
+# ---------------------------------------------------------------- tables of the other commands
+
+
+def table(rows: list[tuple[str, ...]]) -> str:
+    """Columns padded to their widest cell, the first row the header."""
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    return "".join("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() + "\n"
+                   for row in rows)
+
+
+def render_configs(listing: dict[str, Any]) -> str:
+    rows = [("NAME", "BASE", "TP", "GPUS", "PORT", "SPECULATIVE", "BASELINE")]
+    for r in listing["configs"]:
+        spec = (r["speculative"] or "-") + (f" (sim: {r['simulate']})" if r["simulate"] else "")
+        rows.append((r["name"], r["base"] or "-", str(r["tp"]), r["gpus"] or "-", str(r["port"]), spec,
+                     "yes" if r["baseline"] else ""))
+    return f"configs in {listing['units_dir']} ({listing['found_by']})\n" + table(rows)
+
+
+def render_diff(a: str, b: str, rows: list[dict[str, Any]]) -> str:
+    if not rows:
+        return f"{a} and {b} have the same effective config\n"
+    width = max(len(r["key"]) for r in rows) + 2
+    out = [f"  {'key'.ljust(width)}{a}  →  {b}"]
+    out += [f"{'*' if r['memory'] else ' '} {r['key'].ljust(width)}{json.dumps(r['a'])}  →  {json.dumps(r['b'])}"
+            for r in rows]
+    if any(r["memory"] for r in rows):
+        out.append("(* changes GPU memory: KV cache, Mamba cache or CUDA graphs)")
+    return "\n".join(out) + "\n"
+
+
+def render_status(row: dict[str, Any]) -> str:
+    v = row.get("verdict")
+    if v:
+        verdict = v["verdict"] + (f" [{v['cause']}]" if v.get("cause") else "")
+        verdict += " (degraded)" if v.get("degraded") else ""
+    else:
+        verdict = "in progress" if row["active_state"] in ("activating", "active") else "-"
+    up_for = f", up {row['uptime_s']:.0f} s" if row.get("uptime_s") is not None else ""
+    kv, mr = row.get("kv_tokens"), row.get("max_running_requests")
+    out = (f"{row['name']:<24} {row['active_state']:<12} phase {row.get('phase') or '-':<16} "
+           f"kv_tokens {'-' if kv is None else kv:<10} max_running {'-' if mr is None else mr:<5} {verdict}{up_for}\n")
+    if v and v.get("diagnosis"):
+        out += "".join(f"    {sentence}\n" for sentence in v["diagnosis"]["explanation"][:2])
+    return out
+
+
+def render_down(row: dict[str, Any]) -> str:
+    return f"{row['unit']}: {row['state_before']} → {row['state_after']} (stop job {row['job']})\n"
+
+
+def render_calibration(rows: list[dict[str, Any]]) -> str:
+    if not rows:
+        return "no calibration yet: it is recorded after each `up --wait-ready` or `baseline-check`\n"
+    by: dict[str, list[dict[str, Any]]] = {}
+    for r in rows:
+        by.setdefault(r["config"], []).append(r)
+    out = []
+    for name, rs in sorted(by.items()):
+        worst = max(abs(r["error_pct"]) for r in rs if r.get("error_pct") is not None)
+        last = rs[-1]
+        out.append(f"{name:24} {len(rs):3} start(s)  last: predicted {last['predicted_kv_tokens']:>10,} "
+                   f"logged {last['logged_kv_tokens']:>10,} ({last['error_pct']:+.2f} %)  "
+                   f"worst |error| {worst:.2f} %" + ("  > 5 %!" if worst > 5 else ""))
+    return "\n".join(out) + "\n"
+
+
+def render_baseline(result: dict[str, Any]) -> str:
+    drift = result.get("drift") or []
+    out = [result["summary"], f"  compared with: {result['compared_with'] or 'no earlier good snapshot'}",
+           "  drift: " + ("none" if not drift else "")]
+    out += [f"    - {d['message']}" for d in drift]
+    out.append(f"  state: {result['state_before']} before, {result['state_after']} after; snapshot {result['snapshot']}")
+    against = result.get("against")
+    if against:
+        out.append(f"  against {against['candidate']} ({against['source']}): "
+                   f"{against.get('explanation') or against['verdict']}")
+        for r in against["differences"]:
+            mark = "*" if r["key"] in against["explaining_keys"] else " "
+            out.append(f"    {mark} {r['key']}: {json.dumps(r['a'])} → {json.dumps(r['b'])}")
+    return "\n".join(out) + "\n"

@@ -1,0 +1,84 @@
+"""What every command shares: finding configs, choosing the output, the exit code of a verdict."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+import click
+
+from svcdiag.config.service import ServiceConfig, UnitsDir, did_you_mean, find_units_dir
+from svcdiag.errors import SvcdiagError
+
+#: a verdict's exit code; `--strict` turns a degraded healthy start into 5
+EXIT_CODES = {"healthy": 0, "failed": 1, "timed_out": 3, "incomplete": 4}
+DEGRADED_STRICT = 5
+INTERRUPTED = 130
+
+
+def units_dir(ctx: click.Context) -> UnitsDir:
+    return find_units_dir(ctx.find_root().obj["units_opt"])
+
+
+def load(ctx: click.Context, name: str) -> ServiceConfig:
+    units = units_dir(ctx)
+    if not units.file(name).exists():
+        raise SvcdiagError(f"no config {name!r} in {units.path}{did_you_mean(name, units.names())}")
+    return units.load(name)
+
+
+def load_many(ctx: click.Context, names: tuple[str, ...]) -> list[ServiceConfig]:
+    """The named configs, or every config when none is named."""
+    return [load(ctx, n) for n in names] if names else units_dir(ctx).load_all()
+
+
+def emit_json(obj: Any) -> None:
+    click.echo(json.dumps(obj, ensure_ascii=False, default=str))
+
+
+def publisher(as_json: bool, cfg: ServiceConfig | None, *, live: bool = True, textfile: str | None = None) -> Any:
+    """Where a command's records go: the terminal (a live line on a TTY, plain lines, or JSON);
+    for a live wait also the journal and, when asked, a Prometheus textfile."""
+    from svcdiag.output.live_line import LiveTerminal, wants_live
+    from svcdiag.output.publish import Publisher
+    from svcdiag.output.report import JsonLines, Lines
+
+    term = JsonLines if as_json else LiveTerminal if live and wants_live(sys.stdout, as_json) else Lines
+    sinks: list[Any] = [term(sys.stdout)]
+    if textfile:
+        from svcdiag.output.textfile import Textfile
+
+        sinks.append(Textfile(textfile))
+    if live:
+        from svcdiag.systemd.journal import JournalSink
+
+        sinks.append(JournalSink(warn=lambda m: click.echo(f"svcdiag: warning: {m}", err=True)))
+    return Publisher(sinks, config=cfg.name if cfg else None, unit=cfg.unit if cfg else None)
+
+
+def _check_textfile(ctx: click.Context, param: Any, value: str | None) -> str | None:
+    """A bad path is refused before anything is started, not after a 2-minute wait."""
+    if value:
+        from svcdiag.output.textfile import Textfile
+
+        Textfile(value)
+    return value
+
+
+def textfile_option(f: Any) -> Any:
+    return click.option("--textfile", metavar="FILE.prom", envvar="SVCDIAG_TEXTFILE", callback=_check_textfile,
+                        help="also keep each unit's latest state in this Prometheus textfile "
+                             "(node_exporter's collector; $SVCDIAG_TEXTFILE)")(f)
+
+
+def json_option(f: Any) -> Any:
+    return click.option("--json", "as_json", is_flag=True, help="JSON (docs/events.md), one object per line")(f)
+
+
+def verdict_exit(ctx: click.Context, verdict: Any, *, strict: bool = False) -> None:
+    """Leave with the verdict's code: 0 healthy, 1 failed, 3 timed out, 4 incomplete (5: degraded, --strict)."""
+    code = EXIT_CODES[verdict.verdict]
+    if code == 0 and strict and getattr(verdict, "degraded", ()):
+        code = DEGRADED_STRICT
+    ctx.exit(code)

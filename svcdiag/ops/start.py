@@ -1,0 +1,182 @@
+"""Start and wait: the story from a config to a verdict, told once for `up`, `wait` and
+`baseline-check`.
+
+preflight gate → install if drifted → start (or attach) → follow the journal → HTTP
+cross-check → diagnosis → publish. Each step reports through the publisher; the caller
+gets a typed outcome and chooses the exit code.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from svcdiag.config.service import ServiceConfig, UnitsDir
+from svcdiag.errors import SvcdiagError
+from svcdiag.files import state_dir
+from svcdiag.judge.diagnosis import diagnose
+from svcdiag.judge.verdict import Verdict
+from svcdiag.ops.follow import follow, start_unit, unit_lock
+from svcdiag.ops.http_check import cross_check
+from svcdiag.ops.preflight import Calibration, Plan, plan, predicted_cause
+from svcdiag.output.publish import Progress, Publisher
+from svcdiag.systemd.dbus import Systemd, UnitProps
+from svcdiag.systemd.install import SYSTEM_UNIT_DIR, drift, install_units
+
+Note = Callable[[str], None]
+
+
+@dataclass(frozen=True, slots=True)
+class StartOutcome:
+    """What became of one `up`/`wait`: a verdict, a refusal before starting, or an interruption."""
+
+    verdict: Verdict | None = None
+    refused: Plan | None = None  # preflight predicted cannot_serve and nothing was started
+    interrupted: bool = False
+    started: bool = False
+
+
+def diagnoser(cfg: ServiceConfig | None, units: UnitsDir | None = None,
+              sd: Systemd | None = None) -> Callable[[Verdict], dict[str, Any] | None]:
+    """Diagnosis with what only the application knows: which other configs want this port."""
+
+    def owners() -> list[str]:
+        if cfg is None or units is None:
+            return []
+        out = []
+        for other in units.load_all():
+            if other.name == cfg.name or other.port != cfg.port:
+                continue
+            if sd is None:
+                out.append(f"{other.name} (configured)")
+            elif sd.props(other.unit).running:
+                out.append(other.name)
+        return out
+
+    return lambda v: diagnose(v, cfg, port_owners=owners() if v.cause == "port_in_use" else None)
+
+
+def conclude(pub: Publisher, v: Verdict, diagnose_: Callable[[Verdict], dict[str, Any] | None]) -> Verdict:
+    """Diagnose a verdict that is not healthy, then publish it: diagnosis before the output stage."""
+    if v.verdict != "healthy" and v.diagnosis is None:
+        v = v.with_(diagnosis=diagnose_(v))
+    return pub.verdict(v)
+
+
+def judge_start(sd: Systemd, cfg: ServiceConfig, props: UnitProps, pub: Publisher, timeout: float | None) -> Verdict:
+    """The verdict of one start: the journal's, then, if that says healthy, HTTP's."""
+
+    def progress(judge: Any, now: float) -> None:
+        r = judge.readiness
+        pub.progress(Progress(cfg.unit, cfg.name, r.phase, r.started, r.next_deadline(), now))
+
+    pub.start(cfg.unit, props.invocation)
+    verdict = follow(sd, cfg, cfg.unit, props, emit=pub.event, total_timeout=timeout, on_progress=progress).verdict
+    assert verdict is not None
+    if verdict.verdict == "healthy":
+        verdict = cross_check(verdict, cfg.host, cfg.port, cfg.timeout["http_check"])
+    return verdict
+
+
+def ensure_started(sd: Systemd, cfg: ServiceConfig, note: Note, *, restart: bool) -> UnitProps:
+    """Attach to a running start, or install (when missing or drifted) and start a fresh one."""
+    props = sd.props(cfg.unit)
+    why = drift(cfg)
+    if props.running and not restart:
+        if why:
+            note(f"{cfg.unit} runs a unit that differs from its config ({why}); --restart to apply the config")
+        note(f"{cfg.unit} is already {props.active_state} (invocation {props.invocation}); attaching")
+        return props
+    if why:
+        install_units([cfg], SYSTEM_UNIT_DIR)
+        note(f"installed {SYSTEM_UNIT_DIR / cfg.unit} ({why})")
+    props = start_unit(sd, cfg.unit, restart=restart and props.running)
+    note(f"started {cfg.unit} (invocation {props.invocation})")
+    return props
+
+
+def quiet_plan(cfg: ServiceConfig, gpu_memory: float | None = None) -> Plan | None:
+    """A preflight plan when the model and GPU figures are at hand, else None."""
+    try:
+        return plan(cfg, gpu_memory=gpu_memory)
+    except SvcdiagError:
+        return None
+
+
+def preflight_gate(cfg: ServiceConfig, pub: Publisher, *, force: bool, gpu_memory: float | None) -> tuple[Plan | None, bool]:
+    """Predict the KV pool before a start. Returns the plan and whether to refuse the start."""
+    try:
+        p_ = plan(cfg, gpu_memory=gpu_memory)
+    except SvcdiagError as e:
+        pub.note(f"preflight skipped: {e}")
+        return None, False
+    p = p_.prediction
+    pub.note(f"preflight: {p.verdict}: {p.kv_tokens:,} KV tokens predicted, max_running_requests "
+             f"{p.max_running_requests} ({p_.inputs.gpu_free_gb:.2f} GB free from {p_.inputs.gpu_source})")
+    if p.verdict != "cannot_serve":
+        return p_, False
+    pub.publish(pub.record("diagnosis", ts=time.time(), phase=None, cause=predicted_cause(p),
+                           message="preflight: " + "; ".join(p.reasons),
+                           data={"explanation": list(p.reasons), "fixes": list(p.fixes), "preflight": p_.to_json()}))
+    if force:
+        pub.note("--force: starting anyway")
+        return p_, False
+    return p_, True
+
+
+def calibrate(cfg: ServiceConfig, plan_: Plan | None, verdict: Verdict, note: Note, state: str | None = None) -> None:
+    """Predicted vs. logged KV tokens, kept for `preflight --calibration`."""
+    if plan_ is None:
+        return
+    try:
+        row = Calibration(state_dir(state)).record(cfg, plan_.prediction, verdict)
+    except OSError as e:
+        note(f"calibration not recorded: {e}")
+        return
+    if row is not None:
+        note(f"preflight predicted {row['predicted_kv_tokens']:,} KV tokens, SGLang allocated "
+             f"{row['logged_kv_tokens']:,} ({row['error_pct']:+.1f} %)")
+
+
+def interrupted(name: str, pub: Publisher) -> StartOutcome:
+    where = f" (in phase {pub.phase})" if pub.phase else ""
+    pub.note(f"interrupted: {name} is left as it is{where}; `svcdiag wait {name}` to resume waiting, "
+             f"`svcdiag down {name}` to stop it")
+    return StartOutcome(interrupted=True)
+
+
+def wait_verdict(sd: Systemd, cfg: ServiceConfig, units: UnitsDir, props: UnitProps, pub: Publisher,
+                 timeout: float | None, plan_: Plan | None = None, *, started: bool = False) -> StartOutcome:
+    try:
+        verdict = judge_start(sd, cfg, props, pub, timeout)
+    except KeyboardInterrupt:
+        return interrupted(cfg.name, pub)
+    calibrate(cfg, plan_, verdict, pub.note)  # before the verdict, which stays the last line
+    return StartOutcome(verdict=conclude(pub, verdict, diagnoser(cfg, units, sd)), started=started)
+
+
+def up(sd: Systemd, cfg: ServiceConfig, units: UnitsDir, pub: Publisher, *, wait: bool, restart: bool,
+       force: bool, gpu_memory: float | None, timeout: float | None) -> StartOutcome:
+    """Preflight, install if missing or drifted, start; with `wait`, the verdict."""
+    with unit_lock(cfg.name, pub.note):
+        starts = restart or not sd.props(cfg.unit).running
+        plan_, refuse = preflight_gate(cfg, pub, force=force, gpu_memory=gpu_memory) if starts else (None, False)
+        if refuse:
+            return StartOutcome(refused=plan_)
+        props = ensure_started(sd, cfg, pub.note, restart=restart)
+        if not wait:
+            return StartOutcome(started=starts)
+        return wait_verdict(sd, cfg, units, props, pub, timeout, plan_, started=starts)
+
+
+def attach(sd: Systemd, cfg: ServiceConfig, units: UnitsDir, pub: Publisher, timeout: float | None) -> StartOutcome:
+    """`wait`: judge the current start, restarting nothing; a stopped unit's last start is judged as it ended."""
+    props = sd.props(cfg.unit)
+    if not props.invocation:
+        raise SvcdiagError(f"{cfg.unit} has not been started since boot ({props.active_state}); "
+                           f"start it with: svcdiag up {cfg.name} --wait-ready")
+    if not props.running:
+        pub.note(f"{cfg.unit} is {props.active_state}; judging its last start (invocation {props.invocation})")
+    return wait_verdict(sd, cfg, units, props, pub, timeout)
