@@ -1,5 +1,5 @@
 # The two commands of the README. Each does its own set-up (apt packages, .venv, pip).
-.PHONY: demo demo-rig test bench
+.PHONY: demo demo-rig test lint bench
 demo:
 	@scripts/setup
 	.venv/bin/svcdiag replay --example dflash-smoke; \
@@ -8,12 +8,18 @@ demo:
 
 test:
 	@scripts/setup rig
+	.venv/bin/ruff check -q svcdiag tests bench
+	.venv/bin/lint-imports --no-cache >.lint-imports.log 2>&1 || { cat .lint-imports.log; exit 1; }
 	.venv/bin/python -m pytest -q $(PYTEST_ARGS); rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "test: pytest collected no tests" >&2; exit 1; fi; exit $$rc
 
+lint:
+	.venv/bin/ruff check svcdiag tests bench
+	.venv/bin/lint-imports --no-cache
+
 demo-rig:
 	@scripts/setup rig
-	.venv/bin/python -m svcdiag.rig run -- svcdiag --units units up demo-smoke --wait-ready
+	.venv/bin/python -m svcdiag.systemd.rig run -- svcdiag --units units up demo-smoke --wait-ready
 
 bench:
 	@scripts/setup

@@ -448,7 +448,8 @@ def _merge(base: dict[str, Any], child: dict[str, Any]) -> dict[str, Any]:
     out = dict(base)
     out.pop("baseline", None)  # a variant of the baseline is not the baseline
     for key, value in child.items():
-        if (key in ("env", "timeouts") and isinstance(out.get(key), dict)) or (key == "speculative" and isinstance(out.get(key), dict) and isinstance(value, dict)):
+        tables = isinstance(out.get(key), dict) and (key in ("env", "timeouts") or (key == "speculative" and isinstance(value, dict)))
+        if tables:
             out[key] = {**out[key], **value}
         else:
             out[key] = value

@@ -1,7 +1,7 @@
 """Why a start failed, and what to change, with the arithmetic shown.
 
 Pure: a verdict's figures (what SGLang printed) and the effective config in, sentences and
-fixes out. The memory arithmetic is SGLang's own (kv_cache_configurator, reference §10):
+fixes out. The memory arithmetic is SGLang's own (kv_cache_configurator; docs/sglang.md#the-budget):
     rest = free_after_weights − free_before_load × (1 − mem_fraction_static)
     Mamba state first (fixed by --max-mamba-cache-size), the KV cache gets the remainder;
     a request needs context_len tokens of KV and `slots per request` Mamba slots.
@@ -12,15 +12,11 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass
 from typing import Any
 
 from svcdiag.config.service import ServiceConfig
 from svcdiag.judge.verdict import Verdict
-
-GB = 1024**3
-MAX_MEM_FRACTION = 0.95
-ACTIVATION_HEADROOM_GB = 2.0  # beside CUDA graphs: activations, NCCL buffers, the allocator's slack
+from svcdiag.sglang.memory import GB, MAX_MEM_FRACTION, Memory
 
 
 def _n(v: float | int) -> str:
@@ -35,64 +31,12 @@ def _fix(changes: dict[str, Any], reason: str) -> dict[str, Any]:
     return {"set": changes, "reason": reason}
 
 
-@dataclass(frozen=True)
-class Memory:
-    """The figures a start printed, as SGLang's formula sees them."""
-
-    kv_tokens: int
-    cell_bytes: float | None  # KV bytes per token
-    context_len: int | None
-    mamba_slots: int | None
-    slot_gb: float | None  # Mamba state per slot (conv + ssm + intermediate)
-    slots_per_req: int
-    free_before_gb: float | None
-    mem_fraction: float | None
-    cuda_graph_gb: float | None
-    requested: int | None
-
-    @classmethod
-    def from_verdict(cls, v: Verdict, cfg: ServiceConfig | None) -> Memory:
-        f = v.figures
-        tokens = int(f.get("kv_tokens", 0) or 0)
-        kv_gb = f.get("kv_gb") if f.get("kv_gb") is not None else (
-            (f.get("kv_k_gb") or 0) + (f.get("kv_v_gb") or 0) or None)
-        cell = kv_gb * GB / tokens if kv_gb and tokens else None
-        slots = f.get("mamba_slots")
-        mamba_gb = sum(f.get(k) or 0 for k in ("mamba_conv_gb", "mamba_ssm_gb", "mamba_intermediate_ssm_gb",
-                                               "mamba_intermediate_conv_gb"))
-        spec = bool(cfg and cfg.speculative) or "draft_model_type" in f
-        return cls(
-            kv_tokens=tokens, cell_bytes=cell,
-            context_len=f.get("context_len") or (cfg.context_length if cfg else None),
-            mamba_slots=slots, slot_gb=mamba_gb / slots if slots else None,
-            slots_per_req=int(f.get("mamba_slots_per_request") or (5 if spec else 3)),
-            free_before_gb=f.get("avail_before_load_gb"),
-            mem_fraction=f.get("mem_fraction_static") or (cfg.mem_fraction_static if cfg else None),
-            cuda_graph_gb=f.get("cuda_graph_gb"),
-            requested=f.get("requested_max_running_requests") or (cfg.max_running_requests if cfg else None),
-        )
-
-    def kv_gb(self) -> float:
-        return self.kv_tokens * (self.cell_bytes or 0) / GB
-
-    def plan(self, requests: int, context_len: int | None = None) -> dict[str, Any] | None:
-        """What it takes for `requests` full-length requests: extra GB, and the mem_fraction_static."""
-        ctx = context_len or self.context_len
-        if not (self.cell_bytes and ctx and self.free_before_gb and self.mem_fraction):
-            return None
-        need_kv_gb = requests * ctx * self.cell_bytes / GB
-        extra_kv = max(0.0, need_kv_gb - self.kv_gb())
-        slots = self.mamba_slots
-        need_slots = requests * self.slots_per_req if slots is not None else None
-        extra_mamba = max(0, (need_slots or 0) - (slots or 0)) * (self.slot_gb or 0)
-        fraction = self.mem_fraction + (extra_kv + extra_mamba) / self.free_before_gb
-        fraction = math.ceil(fraction * 100) / 100
-        left = self.free_before_gb * (1 - fraction)
-        graphs = self.cuda_graph_gb or 0.0
-        fits = fraction <= MAX_MEM_FRACTION and left >= graphs + ACTIVATION_HEADROOM_GB
-        return {"requests": requests, "need_kv_gb": need_kv_gb, "extra_kv_gb": extra_kv, "extra_mamba_gb": extra_mamba,
-                "slots": max(slots or 0, need_slots or 0) if slots is not None else None,
-                "fraction": fraction, "left_gb": left, "fits": fits}
+def memory(v: Verdict, cfg: ServiceConfig | None) -> Memory:
+    """The verdict's figures in the memory model, the config filling what the log did not say."""
+    return Memory.from_figures(v.figures, speculative=bool(cfg and cfg.speculative),
+                               context_length=cfg.context_length if cfg else None,
+                               mem_fraction_static=cfg.mem_fraction_static if cfg else None,
+                               max_running_requests=cfg.max_running_requests if cfg else None)
 
 
 def diagnose(v: Verdict, cfg: ServiceConfig | None = None, *, port_owners: list[str] | None = None) -> dict[str, Any] | None:
@@ -109,7 +53,7 @@ def diagnose(v: Verdict, cfg: ServiceConfig | None = None, *, port_owners: list[
 
 
 def _max_running_zero(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
-    m = Memory.from_verdict(v, cfg)
+    m = memory(v, cfg)
     say: list[str] = []
     fixes: list[dict[str, Any]] = []
     ctx = m.context_len
@@ -181,7 +125,7 @@ def _max_running_zero(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tu
 
 def _not_enough_memory(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
     f = v.figures
-    m = Memory.from_verdict(v, cfg)
+    m = memory(v, cfg)
     say = [v.message]
     fixes = []
     floor = re.search(r"above (\d\.\d+)", " ".join(v.evidence))
@@ -289,7 +233,7 @@ def _nccl(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str
 
 
 def _mamba_small(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
-    m = Memory.from_verdict(v, cfg)
+    m = memory(v, cfg)
     req = m.requested or 1
     return [v.message, f"Each request takes {m.slots_per_req} Mamba state slots."], \
         [_fix({"max_mamba_cache_size": req * m.slots_per_req}, f"{req} request(s) × {m.slots_per_req} slots")]

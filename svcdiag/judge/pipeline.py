@@ -17,8 +17,8 @@ class Judge:
         self.parser = LineParser()
         self.readiness = Readiness(
             cfg.timeout if cfg else None, hybrid=cfg.hybrid if cfg else None, start_ts=start_ts,
-            total_timeout=total_timeout, unit=unit or (cfg.unit if cfg else None), invocation=invocation)
-        self.readiness.quote_events = False
+            total_timeout=total_timeout, unit=unit or (cfg.unit if cfg else None), invocation=invocation,
+            quote_events=False)
         self._clock_seen: float | None = None
 
     @property
@@ -44,8 +44,7 @@ class Judge:
             v = r.tick(now)  # a line that arrives after a deadline does not save the phase
             if v is not None:
                 return [v]
-        if text and r.verdict is None:
-            r.last_line = text  # any line, milestone or not: a stall's diagnosis quotes it
+        r.saw_line(text)
         if not events:
             return events
         out: list[Event] = []

@@ -2,15 +2,13 @@
 
 Pure: time is whatever the caller says it is (the log's own timestamps in replay, the
 wall clock in the live path), so both paths reach the same verdict on the same lines.
-Deadlines are tenacity stop conditions evaluated on that clock.
+Deadlines are evaluated on that clock.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
-
-from tenacity import RetryCallState, stop_after_delay
-from tenacity.stop import stop_base
 
 from svcdiag.config.service import DEFAULT_TIMEOUTS, PHASES
 from svcdiag.judge.verdict import PhaseChange, UnitState, Verdict
@@ -35,34 +33,25 @@ _INDEX = {p: i for i, p in enumerate(PHASES)}
 MAX_EVIDENCE = 12
 
 
+@dataclass(frozen=True, slots=True)
 class Deadline:
-    """A tenacity stop condition on an arbitrary clock: started at `since`, asked at `now`."""
+    """`limit` seconds from `since`, on whatever clock the caller keeps (the log's or the wall's)."""
 
-    def __init__(self, stop: stop_base, limit: float, since: float):
-        self.stop, self.limit = stop, limit
-        self.state = RetryCallState(retry_object=None, fn=None, args=(), kwargs={})  # type: ignore[arg-type]
-        self.state.start_time = since
-
-    @classmethod
-    def after(cls, seconds: float, since: float) -> Deadline:
-        return cls(stop_after_delay(seconds), seconds, since)
+    limit: float
+    since: float
 
     @property
-    def since(self) -> float:
-        return self.state.start_time
+    def at(self) -> float:
+        return self.since + self.limit
 
     def expired(self, now: float) -> bool:
-        self.state.outcome_timestamp = now
-        return bool(self.stop(self.state))
-
-    def remaining(self, now: float) -> float:
-        return max(0.0, self.since + self.limit - now)
+        return now - self.since >= self.limit
 
 
 class Readiness:
     def __init__(self, timeouts: dict[str, float] | None = None, *, hybrid: bool | None = None,
                  start_ts: float | None = None, total_timeout: float | None = None,
-                 unit: str | None = None, invocation: str | None = None):
+                 unit: str | None = None, invocation: str | None = None, quote_events: bool = True):
         self.timeouts = {**DEFAULT_TIMEOUTS, **(timeouts or {})}
         self.hybrid = hybrid
         self.unit, self.invocation = unit, invocation
@@ -73,8 +62,8 @@ class Readiness:
         self.evidence: list[str] = []
         self.verdict: Verdict | None = None
         self.last_line: str | None = None
-        #: quote each event's line as the last one seen; a Judge, which sees every line, turns it off
-        self.quote_events = True
+        #: quote each event's line as the last one seen; a Judge, which sees every line, says saw_line() instead
+        self.quote_events = quote_events
         self.last_ts: float | None = None
         self.started: float | None = None
         self._deadline: Deadline | None = None
@@ -84,14 +73,28 @@ class Readiness:
         if start_ts is not None:
             self._start(start_ts)
 
+    # ------------------------------------------------------------ what the caller tells it
+
+    def identify(self, *, unit: str | None = None, invocation: str | None = None) -> None:
+        """Name the start once the input says which it is (a journal's fields come after its first line)."""
+        if unit is not None and self.unit is None:
+            self.unit = unit
+        if invocation is not None:
+            self.invocation = invocation
+
+    def saw_line(self, text: str) -> None:
+        """Any line, milestone or not: a stall's verdict quotes the last one."""
+        if text and self.verdict is None:
+            self.last_line = text
+
     # ------------------------------------------------------------ clock
 
     def _start(self, ts: float) -> None:
         self.started = ts
         self.last_ts = ts
-        self._deadline = Deadline.after(self.timeouts[self.phase], ts)
+        self._deadline = Deadline(self.timeouts[self.phase], ts)
         if self.total_timeout is not None:
-            self._total = Deadline.after(self.total_timeout, ts)
+            self._total = Deadline(self.total_timeout, ts)
 
     def tick(self, now: float) -> Verdict | None:
         """Declare timed_out if `now` is past the current phase's deadline (or the total one)."""
@@ -112,9 +115,9 @@ class Readiness:
         """When (on the caller's clock) the machine would time out without further lines."""
         if self.verdict is not None or self._deadline is None:
             return None
-        ends = [self._deadline.since + self._deadline.limit]
+        ends = [self._deadline.at]
         if self._total is not None:
-            ends.append(self._total.since + self._total.limit)
+            ends.append(self._total.at)
         return min(ends)
 
     # ------------------------------------------------------------ events
@@ -158,7 +161,7 @@ class Readiness:
             self.phase_seconds[prev] = spent
         self.phase = target
         if now is not None:
-            self._deadline = Deadline.after(self.timeouts.get(target, 0.0) if target != "ready" else 0.0, now)
+            self._deadline = Deadline(self.timeouts.get(target, 0.0) if target != "ready" else 0.0, now)
         ev = PhaseChange(ts=now, phase=target, previous=prev, previous_s=spent)
         return [ev]
 

@@ -24,6 +24,6 @@ def parse_systemd(text: str, ts: float | None = None, invocation: str | None = N
         return UnitState(ts=ts, line=text, state="starting", invocation=invocation)
     if text.startswith("Stopping "):
         return UnitState(ts=ts, line=text, state="stopping", invocation=invocation)
-    if text.startswith("Stopped ") or text.startswith("Deactivated successfully"):
+    if text.startswith(("Stopped ", "Deactivated successfully")):
         return UnitState(ts=ts, line=text, state="stopped", invocation=invocation)
     return None

@@ -15,11 +15,11 @@ from typing import Any
 from svcdiag.config.diff import memory_diff
 from svcdiag.config.service import ServiceConfig, UnitsDir
 from svcdiag.files import state_dir, write_atomic
-from svcdiag.judge.diagnosis import Memory
 from svcdiag.judge.verdict import Verdict
 from svcdiag.ops.follow import follow, unit_lock
 from svcdiag.ops.start import calibrate, conclude, diagnoser, ensure_started, judge_start, quiet_plan
 from svcdiag.output.publish import Publisher
+from svcdiag.sglang.memory import Memory
 from svcdiag.systemd.dbus import Systemd
 
 KV_DROP = 0.05  # KV tokens down by more than 5 %
@@ -122,27 +122,10 @@ def estimate(snapshot: dict[str, Any], base: ServiceConfig, cand: ServiceConfig)
     baseline's measured figures (same tp only; across tp sizes the model's split is unknown)."""
     if cand.tp_size != base.tp_size:
         return None
-    f = snapshot.get("figures", {})
-    v = Verdict(verdict="healthy", phase="ready", cause=None, message="", figures=f)
-    m = Memory.from_verdict(v, base)
-    if not (m.cell_bytes and m.free_before_gb and m.mem_fraction):
-        return None
-    slots_b = m.mamba_slots or 0
-    slots_c = cand.max_mamba_cache_size if cand.max_mamba_cache_size is not None else slots_b
-    rest = m.kv_gb() + slots_b * (m.slot_gb or 0)
-    rest += m.free_before_gb * ((cand.mem_fraction_static or m.mem_fraction) - m.mem_fraction)
-    kv_gb = rest - slots_c * (m.slot_gb or 0)
-    tokens = max(0, int(kv_gb * 1024**3 // m.cell_bytes))
-    ctx = cand.context_length or m.context_len or 0
-    limits = {"requested": cand.max_running_requests or 4096, "kv_half": tokens // 2}
-    if m.mamba_slots is not None:
-        limits["mamba"] = slots_c // m.slots_per_req
-    if cand.speculative and ctx:
-        limits["kv_context"] = tokens // ctx
-    cap = min(limits.values())
-    return {"kv_tokens": tokens, "mamba_slots": slots_c, "slots_per_req": m.slots_per_req, "context_len": ctx,
-            "limits": limits, "max_running_requests": cap,
-            "cause": "max_running_zero" if cap <= 0 else ("not_enough_memory" if tokens <= 0 else None)}
+    m = Memory.from_figures(snapshot.get("figures", {}), speculative=cand.speculative is not None,
+                            context_length=base.context_length, mem_fraction_static=base.mem_fraction_static)
+    return m.estimate(mem_fraction=cand.mem_fraction_static, mamba_slots=cand.max_mamba_cache_size,
+                      context_len=cand.context_length, requested=cand.max_running_requests)
 
 
 def explain_candidate(base: ServiceConfig, cand: ServiceConfig, cand_verdict: Verdict | None,

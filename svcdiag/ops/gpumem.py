@@ -12,8 +12,8 @@ import subprocess
 
 from svcdiag.config.service import ServiceConfig
 from svcdiag.errors import SvcdiagError
+from svcdiag.sglang.memory import GB
 
-GiB = 1024**3
 MiB = 1024**2
 
 
@@ -25,7 +25,7 @@ def _torch(gpus: list[int]) -> float | None:
     try:
         if not torch.cuda.is_available():
             return None
-        return min(torch.cuda.mem_get_info(i)[0] for i in gpus) / GiB
+        return min(torch.cuda.mem_get_info(i)[0] for i in gpus) / GB
     except Exception:  # a driver error: fall through to nvidia-smi, which says more
         return None
 
@@ -39,7 +39,7 @@ def parse_nvidia_smi(text: str, gpus: list[int]) -> float:
             total, used = float(parts[0]), float(parts[1])
         except (ValueError, IndexError):
             raise SvcdiagError(f"nvidia-smi: cannot read the line {line!r}") from None
-        rows.append((total - used) * MiB / GiB)
+        rows.append((total - used) * MiB / GB)
     chosen = [rows[i] for i in gpus if i < len(rows)]
     if not chosen:
         raise SvcdiagError(f"nvidia-smi lists {len(rows)} GPU(s); the config wants GPUs {gpus}")

@@ -17,8 +17,9 @@ from typing import Any
 from svcdiag.config.service import ServiceConfig
 from svcdiag.errors import SvcdiagError
 from svcdiag.ops.gpumem import gpu_free_gb
+from svcdiag.sglang.memory import GB
 from svcdiag.sglang.modelinfo import ModelInfoError, read_shape, weight_bytes
-from svcdiag.sglang.preflight import GB, Inputs, Prediction, inputs_from_shape, predict
+from svcdiag.sglang.preflight import Inputs, Prediction, inputs_from_shape, predict
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,7 +30,8 @@ class Plan:
 
     def to_json(self) -> dict[str, Any]:
         i = self.inputs
-        return {**self.prediction.to_json(), "cause": predicted_cause(self.prediction), "gpu_free_gb": i.gpu_free_gb, "gpu_source": i.gpu_source,
+        return {**self.prediction.to_json(), "cause": predicted_cause(self.prediction),
+                "gpu_free_gb": i.gpu_free_gb, "gpu_source": i.gpu_source,
                 "kv_bytes_per_token": i.kv_bytes_per_token, "weights_gb_per_gpu": round(i.weights_bytes / GB, 3),
                 "mamba_slot_bytes": list(i.mamba_slot_bytes) if i.mamba_slot_bytes else None,
                 "sources": i.sources, "notes": list(self.notes)}

@@ -24,7 +24,7 @@ EXAMPLES_DIR = Path(__file__).resolve().parent.parent / "examples"
 
 def example_path(name: str) -> Path:
     """A bundled example log by name (the file stem)."""
-    found = [p for p in EXAMPLES_DIR.iterdir() if p.stem == name or p.name == name]
+    found = [p for p in EXAMPLES_DIR.iterdir() if name in (p.stem, p.name)]
     if not found:
         from svcdiag.config.service import did_you_mean
 
@@ -149,18 +149,18 @@ def replay(stream: BinaryIO, name: str, cfg: ServiceConfig | None = None,
                 if known is None:
                     if seg.judge is not None and seg.starts and seg.starts[-1].invocation is None and not seg.has_lines:
                         seg.starts[-1].invocation = current  # "Starting" came before the id
-                        seg.judge.readiness.invocation = current
+                        seg.judge.readiness.identify(invocation=current)
                         seg._keep_if_wanted(seg.starts[-1])
                     else:
                         seg.new(current)
-            elif rec.invocation is None and rec.systemd and fmt == "short":
-                if rec.text.startswith("Starting ") or (rec.text.startswith("Started ") and seg.has_lines):
-                    seg.new()
+            elif rec.invocation is None and rec.systemd and fmt == "short" and (
+                    rec.text.startswith("Starting ") or (rec.text.startswith("Started ") and seg.has_lines)):
+                seg.new()
             if seg.judge is None:
                 seg.new(rec.invocation)
             assert seg.judge is not None
-            if rec.unit and seg.judge.readiness.unit is None:
-                seg.judge.readiness.unit = rec.unit
+            if rec.unit:
+                seg.judge.readiness.identify(unit=rec.unit)
             if rec.systemd:
                 out = seg.judge.systemd_line(rec.text, rec.ts)
             else:

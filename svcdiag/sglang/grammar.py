@@ -1,6 +1,6 @@
 """SGLang's start-up log grammar: the one place that knows what SGLang prints.
 
-Formats follow ../shared/reference/sglang-startup-log.md (SGLang's source, old and new
+Formats follow docs/sglang.md#start-up-milestones (SGLang's source, old and new
 variants). `LineParser.feed` turns one line into zero or more typed events. It keeps the
 little state a log needs (an open traceback) and does no I/O. The hot path (a line that
 is no milestone, e.g. a decode batch) costs one prefix check and one dict lookup, since
@@ -182,7 +182,7 @@ class LineParser:
         """One line as printed, prefix included; with no `ts` the prefix is the clock."""
         if text.startswith("[2") and len(text) > 21:
             c = text[20]
-            if c == "]" or c == "." or c == " ":
+            if c == "]" or c == "." or c == " ":  # noqa: PLR1714 -- the hot path: three compares beat a set lookup
                 end = text.find("] ", 20)
                 if end > 0:
                     cut = 24 if c == "." else 20
@@ -275,11 +275,11 @@ class LineParser:
             conv = SERVER_ARG_TYPES.get(key)
             if conv is None or key in kw:
                 continue
-            raw = raw.strip()
-            if raw == "None":
+            value = raw.strip()
+            if value == "None":
                 continue
             try:
-                kw[key] = conv(raw.strip("'\"")) if conv is not str else raw.strip("'\"")
+                kw[key] = conv(value.strip("'\"")) if conv is not str else value.strip("'\"")
             except ValueError:
                 continue
         return ServerArgs(ts=ts, ranks=ranks, line=msg, **kw)  # type: ignore[arg-type]

@@ -1,6 +1,6 @@
 """A model directory's memory shape: what preflight needs from config.json and the weights.
 
-Only the fields SGLang's own sizing uses are read (§10 of the reference): the layers that
+Only the fields SGLang's own sizing uses are read (docs/sglang.md#cell-and-slot-sizes): the layers that
 keep a KV cache, KV heads and head dims (or MLA's latent width), the linear-attention
 layers' conv and SSM state, and the weight bytes. A field that is missing is named, never
 guessed: the caller falls back to --kv-bytes-per-token / --weights-gb.

@@ -1,7 +1,7 @@
 """Memory preflight: the KV pool SGLang will allocate, predicted before a 2-minute start.
 
-Pure arithmetic (no I/O), SGLang's own (kv_cache_configurator / pool_configurator, §10 of
-the reference): of the memory free before loading, `mem_fraction_static` is for weights
+Pure arithmetic (no I/O), SGLang's own (kv_cache_configurator / pool_configurator;
+docs/sglang.md#memory): of the memory free before loading, `mem_fraction_static` is for weights
 and caches; the weights come off first, the Mamba state cache next, the KV pool gets what
 is left, one cell per token. The rest (1 − mem_fraction_static) holds the draft model,
 CUDA graphs and activations.
@@ -13,18 +13,22 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from svcdiag.config.service import ServiceConfig
+from svcdiag.sglang.memory import (
+    ACTIVATION_HEADROOM_GB,
+    AUTO_MEM_FRACTION,
+    GB,
+    MAX_MEM_FRACTION,
+    kv_tokens,
+    mamba_share_slots,
+    request_limits,
+    slots_per_request,
+)
 from svcdiag.sglang.modelinfo import ModelShape
 
-GB = 1024**3  # SGLang's "GB" are GiB
-AUTO_MEM_FRACTION = 0.88  # what SGLang picks on a large GPU when mem_fraction_static is unset
-MAMBA_FULL_MEMORY_RATIO = 0.9  # --mamba-full-memory-ratio's default
 #: The intermediate SSM cache speculative decoding keeps per slot, relative to the SSM
-#: state: measured (11.25 GB / 3.52 GB on the seed's DFlash start); the reference does not
+#: state: measured (11.25 GB / 3.52 GB on the seed's DFlash start); SGLang's docs do not
 #: give its shape, so calibration (`preflight --calibration`) keeps this honest.
 INTERMEDIATE_PER_SSM = 11.25 / 3.52
-#: what the (1 − mem_fraction_static) reserve must hold besides the draft model:
-#: CUDA graphs (1.21 GB on the seed's start) and activations
-RESERVE_ALLOWANCE_GB = 2.0
 EAGLE_LIKE = {"EAGLE", "EAGLE3", "NEXTN"}
 
 
@@ -91,27 +95,15 @@ def predict(cfg: ServiceConfig, inp: Inputs, *, with_fixes: bool = True) -> Pred
     mamba = 0.0
     per_slot = sum(inp.mamba_slot_bytes) / GB if inp.mamba_slot_bytes else 0.0
     if inp.mamba_slot_bytes is not None:
-        if cfg.max_mamba_cache_size is not None:
-            slots = cfg.max_mamba_cache_size
-        else:
-            share = max(rest, 0) * MAMBA_FULL_MEMORY_RATIO / (1 + MAMBA_FULL_MEMORY_RATIO)
-            slots = max(0, int(share / per_slot) - 1) if per_slot else 0
+        slots = cfg.max_mamba_cache_size if cfg.max_mamba_cache_size is not None else mamba_share_slots(rest, per_slot)
         mamba = slots * per_slot
     kv = rest - mamba
-    tokens = max(0, int(kv * GB // inp.kv_bytes_per_token)) if kv > 0 else 0
+    tokens = kv_tokens(kv, inp.kv_bytes_per_token)
     ctx = inp.context_len or 0
     spec = cfg.speculative is not None
-    spr = 5 if spec else 3
+    spr = slots_per_request(spec)
     requested = cfg.max_running_requests
-    limits: dict[str, int] = {"kv_half": tokens // 2}
-    if requested is None:
-        limits["auto"] = min(max(2048, min(4096, int(tokens / ctx * 512))) if ctx else 4096, 4096)
-    else:
-        limits["requested"] = requested
-    if slots is not None:
-        limits["mamba"] = slots // spr
-    if spec and ctx:
-        limits["kv_context"] = tokens // ctx  # this SGLang's speculative worker reserves a full context per request
+    limits = request_limits(tokens, context_len=ctx, requested=requested, mamba_slots=slots, speculative=spec)
     cap = max(0, min(limits.values()))
     budget = {"free_before_load": pre, "mem_fraction_static": mfs, "weights": weights, "mamba_cache": mamba,
               "kv_cache": max(kv, 0.0), "reserve": reserve, "draft": inp.draft_bytes / GB}
@@ -132,9 +124,9 @@ def predict(cfg: ServiceConfig, inp: Inputs, *, with_fixes: bool = True) -> Pred
                            f"(by {min(limits, key=lambda k: limits[k])})")
         if ctx and tokens < 2 * ctx:
             reasons.append(f"the KV pool ({tokens:,} tokens) holds fewer than two full {ctx:,}-token requests")
-        if reserve < budget["draft"] + RESERVE_ALLOWANCE_GB:
+        if reserve < budget["draft"] + ACTIVATION_HEADROOM_GB:
             reasons.append(f"the {1 - mfs:.2f} reserve ({reserve:.2f} GB) barely holds the draft model "
-                           f"({budget['draft']:.2f} GB) plus CUDA graphs and activations (~{RESERVE_ALLOWANCE_GB} GB)")
+                           f"({budget['draft']:.2f} GB) plus CUDA graphs and activations (~{ACTIVATION_HEADROOM_GB} GB)")
         verdict = "tight" if reasons else "ok"
     fixes = tuple(find_fixes(cfg, inp, tokens)) if with_fixes and verdict == "cannot_serve" else ()
     return Prediction(verdict, tokens, cap, ctx, slots, budget, limits, tuple(reasons), fixes)
@@ -144,7 +136,7 @@ def _serving(cfg: ServiceConfig, inp: Inputs, want: int) -> Prediction | None:
     """The prediction when `cfg` serves `want` requests and leaves the reserve its due, else None."""
     p = predict(cfg, inp, with_fixes=False)
     if p.verdict != "cannot_serve" and p.max_running_requests >= want and \
-            p.budget["reserve"] >= p.budget["draft"] + RESERVE_ALLOWANCE_GB:
+            p.budget["reserve"] >= p.budget["draft"] + ACTIVATION_HEADROOM_GB:
         return p
     return None
 
@@ -152,7 +144,7 @@ def _serving(cfg: ServiceConfig, inp: Inputs, want: int) -> Prediction | None:
 def _smallest_fraction(cfg: ServiceConfig, inp: Inputs, r: int) -> dict[str, Any] | None:
     """The smallest mem_fraction_static (≤ 0.95) that serves r requests, keeping the
     config's Mamba slots when they suffice, else with the r × slots-per-request it needs."""
-    spr = 5 if cfg.speculative else 3
+    spr = slots_per_request(cfg.speculative is not None)
     slot_options: list[dict[str, Any]] = [{}]
     if inp.mamba_slot_bytes is not None and cfg.max_mamba_cache_size is not None:
         if cfg.max_mamba_cache_size < r * spr:
@@ -166,7 +158,7 @@ def _smallest_fraction(cfg: ServiceConfig, inp: Inputs, r: int) -> dict[str, Any
             changes["max_running_requests"] = r
         for step in range(96):
             mfs = round(base + step / 100, 2)
-            if mfs > 0.95:
+            if mfs > MAX_MEM_FRACTION:
                 break
             p = _serving(replace(cfg, mem_fraction_static=mfs, **changes), inp, r)
             if p is not None:

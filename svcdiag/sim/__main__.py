@@ -1,7 +1,7 @@
 """SGLang stand-in: `python -m svcdiag.sim SCENARIO [--port P] [--time-scale X] [sglang flags]`.
 
 It replaces only the GPU. It takes launch_server's flags, prints SGLang's real start-up
-lines (formats of the reference, new by default, `--old-format` for the TP0 style) with
+lines (docs/sglang.md#start-up-milestones; new by default, `--old-format` for the TP0 style) with
 realistic timings compressed by --time-scale, serves /health, /health_generate,
 /get_model_info and /get_server_info once bound, and dies the way SGLang dies.
 """

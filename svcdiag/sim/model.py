@@ -1,5 +1,5 @@
-"""The stand-in's GPU: SGLang's memory arithmetic (kv_cache_configurator, §10 of the
-reference) applied to the flags a unit passes, on a simulated H200.
+"""The stand-in's GPU: SGLang's memory arithmetic (kv_cache_configurator; docs/sglang.md#memory),
+its own copy applied to the flags a unit passes, on a simulated H200.
 
 Figures are derived from the flags, not canned, so a variant that changes
 mem_fraction_static or max_mamba_cache_size sees the consequences SGLang would print.

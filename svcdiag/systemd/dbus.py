@@ -25,6 +25,7 @@ SERVICE = b"org.freedesktop.systemd1.Service"
 PROPERTIES = b"org.freedesktop.DBus.Properties"
 #: waitid(2)'s si_code, as ExecMainCode reports it
 CLD = {1: "exited", 2: "killed", 3: "dumped"}
+CONNECT_RETRY_S = 2.0
 NO_BUS = ("no system bus: systemd is not PID 1 here, so there is no unit to start or watch; "
           "run on a systemd host, or in the private rig: python -m svcdiag.rig run -- svcdiag ...")
 
@@ -84,13 +85,19 @@ class Systemd:
         if not os.path.isdir("/run/systemd/system"):
             raise SvcdiagError(NO_BUS)
         from pystemd.dbuslib import DBus
+        from tenacity import RetryError, Retrying, stop_after_delay, wait_exponential
 
-        bus = DBus()
-        try:
+        def open_bus() -> Any:
+            bus = DBus()
             bus.open()
-        except Exception:
+            return bus
+
+        # the bus can be away for a moment (dbus-daemon restarting): retry briefly, then say so
+        retry = Retrying(stop=stop_after_delay(CONNECT_RETRY_S), wait=wait_exponential(multiplier=0.05, max=0.5))
+        try:
+            return cls(retry(open_bus))
+        except RetryError:
             raise SvcdiagError(NO_BUS) from None
-        return cls(bus)
 
     def close(self) -> None:
         self.bus.close()

@@ -21,6 +21,7 @@ import select
 import struct
 import time
 from collections.abc import Callable, Iterable, Iterator
+from typing import Any
 
 from svcdiag.errors import SvcdiagError
 from svcdiag.output.schema import JOURNALED, SCHEMA_VERSION, ReadinessEvent
@@ -29,6 +30,7 @@ from svcdiag.systemd.journal_formats import Record, record_from_fields
 JOURNAL_GLOBS = ("/run/log/journal/*/system.journal", "/var/log/journal/*/system.journal")
 N_ENTRIES_OFFSET = 152  # Header.n_entries (systemd's JOURNAL_FILE_FORMAT.md)
 SIGNATURE = b"LPKSHHRH"
+OPEN_RETRY_S = 2.0
 _U64 = struct.Struct("<Q").unpack_from
 
 
@@ -82,6 +84,22 @@ class JournalHeads:
         self._mms = []
 
 
+def open_journal(reader_cls: Any, mode: Any) -> Any:
+    """Open the journal, retrying for a moment: journald restarting or rotating files is transient."""
+    from tenacity import RetryError, Retrying, stop_after_delay, wait_exponential
+
+    def attempt() -> Any:
+        reader = reader_cls()
+        reader.open(mode)
+        return reader
+
+    retry = Retrying(stop=stop_after_delay(OPEN_RETRY_S), wait=wait_exponential(multiplier=0.05, max=0.5))
+    try:
+        return retry(attempt)
+    except RetryError as e:  # cysystemd raises SystemError with the errno text
+        raise SvcdiagError(f"cannot open the system journal: {e.last_attempt.exception()}") from None
+
+
 class Follower:
     """One invocation's entries, in order, read as they arrive."""
 
@@ -89,11 +107,7 @@ class Follower:
         from cysystemd.reader import JournalOpenMode, JournalReader, Rule
 
         self.unit, self.invocation = unit, invocation
-        self.reader = JournalReader()
-        try:
-            self.reader.open(JournalOpenMode.SYSTEM)
-        except Exception as e:  # cysystemd raises SystemError with the errno text
-            raise SvcdiagError(f"cannot open the system journal: {e}") from None
+        self.reader = open_journal(JournalReader, JournalOpenMode.SYSTEM)
         self.reader.add_filter(Rule("_SYSTEMD_INVOCATION_ID", invocation) | Rule("INVOCATION_ID", invocation))
         self.reader.seek_head()
         self.heads = JournalHeads()
@@ -176,7 +190,7 @@ def parse_since(text: str, now: float | None = None) -> float:
             return float(t[1:])
         except ValueError:
             pass
-    midnight = time.mktime(time.localtime(now)[:3] + (0, 0, 0, 0, 0, -1))
+    midnight = time.mktime((*time.localtime(now)[:3], 0, 0, 0, 0, 0, -1))
     if t in ("today", "yesterday", "now"):
         return {"today": midnight, "yesterday": midnight - 86400, "now": now}[t]
     for fmt in ("%Y-%m-%d %H:%M:%S", "%Y-%m-%d %H:%M", "%Y-%m-%d", "%Y-%m-%dT%H:%M:%S", "%H:%M:%S", "%H:%M"):
@@ -197,11 +211,7 @@ class EventReader:
         from cysystemd.reader import JournalOpenMode, JournalReader, Rule
 
         self.units = set(units)
-        self.reader = JournalReader()
-        try:
-            self.reader.open(JournalOpenMode.SYSTEM)
-        except Exception as e:
-            raise SvcdiagError(f"cannot open the system journal: {e}") from None
+        self.reader = open_journal(JournalReader, JournalOpenMode.SYSTEM)
         rule = Rule("SVCDIAG_SCHEMA", str(SCHEMA_VERSION))
         if invocation:
             rule = rule & Rule("SVCDIAG_INVOCATION", invocation)

@@ -45,7 +45,7 @@ def template_dirs() -> list[Path]:
     env = os.environ.get("SVCDIAG_TEMPLATES")
     dirs = [Path(env)] if env else []
     here = Path(__file__).resolve().parent.parent
-    return dirs + [here.parent / "templates", here / "templates"]
+    return [*dirs, here.parent / "templates", here / "templates"]
 
 
 def _environment() -> jinja2.Environment:

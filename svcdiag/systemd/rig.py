@@ -1,5 +1,5 @@
 """A private systemd for tests and demos: PID 1 in its own namespaces, on a tmpfs overlay
-of the host's root, with journald and D-Bus (../shared/reference/private-systemd-rig.md).
+of the host's root, with journald and D-Bus (docs/live.md#the-private-systemd-rig).
 
 `python -m svcdiag.rig run -- CMD...` boots it, runs CMD inside from the project folder
 (exactly as on a host), and tears it down with nothing left behind. Never boots systemd on
@@ -91,7 +91,7 @@ class Rig:
         self._script = Path(path)
         base = Path("/mnt") if Path("/mnt").is_dir() else Path("/var/tmp")  # never /tmp or /run
         self._root = Path(tempfile.mkdtemp(prefix="svcdiag-rig.", dir=base))
-        log = open(tempfile.mkstemp(prefix="svcdiag-rig.", suffix=".log")[1], "wb")
+        log = open(tempfile.mkstemp(prefix="svcdiag-rig.", suffix=".log")[1], "wb")  # noqa: SIM115 -- the booted rig keeps it
         self._log_path = log.name
         self.proc = subprocess.Popen(
             ["unshare", "--mount", "--propagation", "private", path, str(self.project), str(self._root)],
@@ -173,7 +173,7 @@ class Rig:
 
     def run(self, cmd: list[str] | str, *, timeout: float = 120.0, check: bool = True,
             input: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
-        proc = subprocess.run(self.argv(cmd), capture_output=True, timeout=timeout, input=input, cwd="/")
+        proc = subprocess.run(self.argv(cmd), capture_output=True, timeout=timeout, input=input, cwd="/", check=False)
         if check and proc.returncode != 0:
             raise SvcdiagError(f"in the rig: {cmd!r} exited {proc.returncode}: "
                                f"{proc.stderr.decode(errors='replace').strip()[-500:]}")
@@ -210,7 +210,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         with Rig(project) as rig:
             print(f"rig: private systemd booted (PID {rig.pid1}); running {shlex.join(cmd)}", file=sys.stderr)
-            proc = subprocess.run(rig.argv(cmd), cwd="/")
+            proc = subprocess.run(rig.argv(cmd), cwd="/", check=False)
             return proc.returncode
     except SvcdiagError as e:
         print(f"svcdiag: error: {e}", file=sys.stderr)
