@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
 from typing import Any
 
 import click
@@ -35,6 +36,12 @@ def load_many(ctx: click.Context, names: tuple[str, ...]) -> list[ServiceConfig]
 
 def emit_json(obj: Any) -> None:
     click.echo(json.dumps(obj, ensure_ascii=False, default=str))
+
+
+def emit_rows(rows: list[dict[str, Any]], as_json: bool, render: Callable[[dict[str, Any]], str]) -> None:
+    """Rows as JSON Lines, or each rendered for a person."""
+    for row in rows:
+        emit_json(row) if as_json else click.echo(render(row), nl=False)
 
 
 def publisher(as_json: bool, cfg: ServiceConfig | None, *, live: bool = True, textfile: str | None = None) -> Any:
@@ -72,8 +79,11 @@ def textfile_option(f: Any) -> Any:
                              "(node_exporter's collector; $SVCDIAG_TEXTFILE)")(f)
 
 
-def json_option(f: Any) -> Any:
-    return click.option("--json", "as_json", is_flag=True, help="JSON (docs/events.md), one object per line")(f)
+JSON = click.option("--json", "as_json", is_flag=True, help="JSON (docs/events.md), one object per line")
+STRICT = click.option("--strict", is_flag=True, help="exit 5 when the start is healthy but degraded")
+TIMEOUT = click.option("--timeout", type=float, metavar="S", help="overall deadline in seconds, on top of the per-phase ones")
+STATE_DIR = click.option("--state-dir", metavar="DIR", help="history and calibration (default: $SVCDIAG_STATE_DIR or /var/lib/svcdiag)")
+GPU_MEMORY = click.option("--gpu-memory", type=float, metavar="GB", help="preflight: GPU memory free per GPU before loading")
 
 
 def verdict_exit(ctx: click.Context, verdict: Any, *, strict: bool = False) -> None:

@@ -6,38 +6,34 @@ from pathlib import Path
 
 import click
 
+from svcdiag.cli import common as c
 from svcdiag.cli import main
-from svcdiag.cli.common import emit_json, json_option, load, load_many, units_dir
 from svcdiag.output import report
 
 DEFAULT_UNIT_DIR = "/etc/systemd/system"
 
 
 @main.command("list")
-@json_option
+@c.JSON
 @click.pass_context
 def list_cmd(ctx: click.Context, as_json: bool) -> None:
     """The configs, with the folder they were read from."""
-    listing = units_dir(ctx).listing()
-    if as_json:
-        emit_json(listing)
-    else:
-        click.echo(report.render_configs(listing), nl=False)
+    c.emit_rows([c.units_dir(ctx).listing()], as_json, report.render_configs)
 
 
 @main.command()
 @click.argument("name")
-@json_option
+@c.JSON
 @click.pass_context
 def render(ctx: click.Context, name: str, as_json: bool) -> None:
     """Print the systemd unit rendered from config NAME."""
     from svcdiag.sglang.flags import exec_argv
     from svcdiag.systemd.render import render_unit
 
-    cfg = load(ctx, name)
+    cfg = c.load(ctx, name)
     text = render_unit(cfg)
     if as_json:
-        emit_json({"name": cfg.name, "unit": cfg.unit, "config_hash": cfg.config_hash, "exec_start": exec_argv(cfg),
+        c.emit_json({"name": cfg.name, "unit": cfg.unit, "config_hash": cfg.config_hash, "exec_start": exec_argv(cfg),
                    "text": text})
     else:
         click.echo(text, nl=False)
@@ -47,15 +43,15 @@ def render(ctx: click.Context, name: str, as_json: bool) -> None:
 @click.argument("names", nargs=-1)
 @click.option("--unit-dir", default=DEFAULT_UNIT_DIR, show_default=True, type=click.Path(file_okay=False))
 @click.option("--force", is_flag=True, help="replace a unit file svcdiag did not write")
-@json_option
+@c.JSON
 @click.pass_context
 def install(ctx: click.Context, names: tuple[str, ...], unit_dir: str, force: bool, as_json: bool) -> None:
     """Render and write units (all configs when no NAME), atomically; daemon-reload if systemd runs."""
     from svcdiag.systemd.install import install_units
 
-    result = install_units(load_many(ctx, names), Path(unit_dir), force=force)
+    result = install_units(c.load_many(ctx, names), Path(unit_dir), force=force)
     if as_json:
-        emit_json(result)
+        c.emit_json(result)
         return
     for item in result["units"]:
         click.echo(f"{item['action']:>9}  {item['path']}")
@@ -65,14 +61,11 @@ def install(ctx: click.Context, names: tuple[str, ...], unit_dir: str, force: bo
 @main.command()
 @click.argument("a")
 @click.argument("b")
-@json_option
+@c.JSON
 @click.pass_context
 def diff(ctx: click.Context, a: str, b: str, as_json: bool) -> None:
     """The effective configs of A and B (after extends), key by key; * marks GPU-memory keys."""
     from svcdiag.config.diff import config_diff
 
-    rows = config_diff(load(ctx, a), load(ctx, b))
-    if as_json:
-        emit_json({"a": a, "b": b, "differences": rows})
-    else:
-        click.echo(report.render_diff(a, b, rows), nl=False)
+    result = {"a": a, "b": b, "differences": config_diff(c.load(ctx, a), c.load(ctx, b))}
+    c.emit_rows([result], as_json, report.render_diff)

@@ -6,8 +6,8 @@ import sys
 
 import click
 
+from svcdiag.cli import common as c
 from svcdiag.cli import main
-from svcdiag.cli.common import INTERRUPTED, emit_json, json_option, load, publisher, units_dir, verdict_exit
 from svcdiag.errors import SvcdiagError
 
 
@@ -17,8 +17,8 @@ from svcdiag.errors import SvcdiagError
 @click.option("--list-examples", is_flag=True, help="list the bundled example logs")
 @click.option("--config", "config_name", metavar="NAME", help="judge with this config's deadlines and figures")
 @click.option("--invocation", metavar="ID", help="the start to judge: an invocation id (prefix) or a 1-based number")
-@click.option("--strict", is_flag=True, help="exit 5 when the start is healthy but degraded")
-@click.option("--json", "as_json", is_flag=True, help="one JSON object per event; the verdict last")
+@c.STRICT
+@c.JSON
 @click.pass_context
 def replay(ctx: click.Context, path: str | None, example: str | None, list_examples: bool,
            config_name: str | None, invocation: str | None, strict: bool, as_json: bool) -> None:
@@ -34,30 +34,27 @@ def replay(ctx: click.Context, path: str | None, example: str | None, list_examp
     path = str(example_path(example)) if example else path
     if not path:
         raise SvcdiagError("replay needs a PATH ('-' for stdin) or --example NAME")
-    cfg = load(ctx, config_name) if config_name else None
+    cfg = c.load(ctx, config_name) if config_name else None
     name, result = replay_path(path, sys.stdin.buffer, cfg, invocation)
-    pub = publisher(as_json, cfg, live=False)
+    pub = c.publisher(as_json, cfg, live=False)
     pub.start(result.verdict.unit, result.chosen.invocation or result.verdict.invocation)
-    which = f"start {result.chosen.index} of {len(result.starts)}" + (
-        f", invocation {result.chosen.invocation}" if result.chosen.invocation else "")
-    pub.note(f"replay {name}: {result.format} format, {which}")
+    pub.note(f"replay {name}: {result.describe()}")
     for ev in result.events:
         pub.event(ev)
-    units = units_dir(ctx) if cfg else None
-    verdict_exit(ctx, conclude(pub, result.verdict, diagnoser(cfg, units)), strict=strict)
+    verdict = conclude(pub, result.verdict, diagnoser(cfg, c.units_dir(ctx) if cfg else None))
+    c.verdict_exit(ctx, verdict, strict=strict)
 
 
 @main.command()
 @click.argument("name", required=False)
-@click.option("--gpu-memory", type=float, metavar="GB", help="GPU memory free per GPU before loading "
-              "(else the config's gpu_memory_gb, torch, nvidia-smi)")
+@c.GPU_MEMORY
 @click.option("--kv-bytes-per-token", type=click.IntRange(min=1), metavar="N",
               help="KV bytes per token on one GPU, when config.json cannot be read")
 @click.option("--weights-gb", type=click.FloatRange(min=0, min_open=True), metavar="GB",
               help="the whole checkpoint's size, when the model directory has no safetensors")
 @click.option("--calibration", is_flag=True, help="predicted vs. logged KV tokens of past starts, per config")
-@click.option("--state-dir", metavar="DIR", help="where calibration is kept (default: $SVCDIAG_STATE_DIR or /var/lib/svcdiag)")
-@json_option
+@c.STATE_DIR
+@c.JSON
 @click.pass_context
 def preflight(ctx: click.Context, name: str | None, gpu_memory: float | None, kv_bytes_per_token: int | None,
               weights_gb: float | None, calibration: bool, state_dir: str | None, as_json: bool) -> None:
@@ -69,18 +66,14 @@ def preflight(ctx: click.Context, name: str | None, gpu_memory: float | None, kv
 
     if calibration:
         rows = [r for r in Calibration(find_state_dir(state_dir)).rows() if not name or r["config"] == name]
-        if as_json:
-            for r in rows:
-                emit_json(r)
-        else:
-            click.echo(render_calibration(rows), nl=False)
+        c.emit_rows(rows, True, str) if as_json else click.echo(render_calibration(rows), nl=False)
         return
     if not name:
         raise SvcdiagError("preflight: name a config (or --calibration)")
-    cfg = load(ctx, name)
+    cfg = c.load(ctx, name)
     result = plan(cfg, gpu_memory=gpu_memory, kv_bytes_per_token=kv_bytes_per_token, weights_gb=weights_gb)
-    out = {"event": "preflight", "name": cfg.name, **result.to_json()}
-    emit_json(out) if as_json else click.echo(render_preflight(cfg.name, out), nl=False)
+    c.emit_rows([{"event": "preflight", "name": cfg.name, **result.to_json()}], as_json,
+                lambda row: render_preflight(cfg.name, row))
     ctx.exit(1 if result.prediction.verdict == "cannot_serve" else 0)
 
 
@@ -89,7 +82,7 @@ def preflight(ctx: click.Context, name: str | None, gpu_memory: float | None, kv
 @click.option("--unit", "-u", "names", multiple=True, metavar="NAME",
               help="only this config or unit (repeatable; default: every unit svcdiag has reported on)")
 @click.option("--since", metavar="TIME", help="'2026-12-02 19:30', '19:30', 'today', '-10min', '@UNIX'")
-@click.option("--json", "as_json", is_flag=True, help="JSON Lines, the records exactly as written (docs/events.md)")
+@c.JSON
 @click.pass_context
 def events(ctx: click.Context, follow_: bool, names: tuple[str, ...], since: str | None, as_json: bool) -> None:
     """Readiness events of every start svcdiag judged, read back from the journal: from any
@@ -97,15 +90,9 @@ def events(ctx: click.Context, follow_: bool, names: tuple[str, ...], since: str
     from svcdiag.output.report import JsonLines, Lines
     from svcdiag.systemd.journal import EventReader, parse_since
 
-    wanted = set(names) | {n + ".service" for n in names if not n.endswith(".service")}
-    reader = EventReader(units=wanted, since=parse_since(since) if since else None)
+    reader = EventReader(units=names, since=parse_since(since) if since else None)
     sink = JsonLines(sys.stdout) if as_json else Lines(sys.stdout, with_unit=True)
     try:
-        while True:
-            for rec in reader.read():
-                sink.publish(rec)
-            if not follow_:
-                return
-            reader.wait(1.0)
+        reader.copy_to(sink.publish, follow=follow_)
     except KeyboardInterrupt:
-        ctx.exit(INTERRUPTED)
+        ctx.exit(c.INTERRUPTED)

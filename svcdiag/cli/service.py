@@ -6,26 +6,14 @@ from typing import TYPE_CHECKING
 
 import click
 
+from svcdiag.cli import common as c
 from svcdiag.cli import main
-from svcdiag.cli.common import (
-    INTERRUPTED,
-    emit_json,
-    json_option,
-    load,
-    load_many,
-    publisher,
-    textfile_option,
-    units_dir,
-    verdict_exit,
-)
 from svcdiag.output import report
 
 if TYPE_CHECKING:
     from svcdiag.ops.start import StartOutcome
     from svcdiag.output.publish import Publisher
     from svcdiag.systemd.journal_formats import Record
-
-strict_option = click.option("--strict", is_flag=True, help="exit 5 when the start is healthy but degraded")
 
 
 def _finish(ctx: click.Context, outcome: StartOutcome, pub: Publisher, *, as_json: bool, strict: bool) -> None:
@@ -38,32 +26,32 @@ def _finish(ctx: click.Context, outcome: StartOutcome, pub: Publisher, *, as_jso
     if outcome.refused is not None:
         ctx.exit(1)
     if outcome.interrupted:
-        ctx.exit(INTERRUPTED)
+        ctx.exit(c.INTERRUPTED)
     if outcome.verdict is not None:
-        verdict_exit(ctx, outcome.verdict, strict=strict)
+        c.verdict_exit(ctx, outcome.verdict, strict=strict)
 
 
 @main.command()
 @click.argument("name")
 @click.option("--wait-ready", is_flag=True, help="wait for the verdict: healthy, failed or timed out")
-@click.option("--timeout", type=float, metavar="S", help="overall deadline in seconds (on top of per-phase ones)")
 @click.option("--restart", is_flag=True, help="restart even if the unit is already active")
 @click.option("--force", is_flag=True, help="start even when preflight predicts it cannot serve one request")
-@click.option("--gpu-memory", type=float, metavar="GB", help="preflight: GPU memory free per GPU before loading")
-@json_option
-@strict_option
-@textfile_option
+@c.GPU_MEMORY
+@c.TIMEOUT
+@c.JSON
+@c.STRICT
+@c.textfile_option
 @click.pass_context
-def up(ctx: click.Context, name: str, wait_ready: bool, timeout: float | None, restart: bool, force: bool,
-       gpu_memory: float | None, as_json: bool, strict: bool, textfile: str | None) -> None:
+def up(ctx: click.Context, name: str, wait_ready: bool, restart: bool, force: bool, gpu_memory: float | None,
+       timeout: float | None, as_json: bool, strict: bool, textfile: str | None) -> None:
     """Preflight, install (if missing or drifted) and start NAME; with --wait-ready, report its verdict."""
     from svcdiag.ops import start
     from svcdiag.systemd.dbus import Systemd
 
-    cfg = load(ctx, name)
+    cfg = c.load(ctx, name)
     with Systemd.connect() as sd:
-        pub = publisher(as_json, cfg, textfile=textfile)
-        outcome = start.up(sd, cfg, units_dir(ctx), pub, wait=wait_ready, restart=restart, force=force,
+        pub = c.publisher(as_json, cfg, textfile=textfile)
+        outcome = start.up(sd, cfg, c.units_dir(ctx), pub, wait=wait_ready, restart=restart, force=force,
                            gpu_memory=gpu_memory, timeout=timeout)
     if not wait_ready and not as_json and outcome.refused is None:
         pub.note(f"follow it with: svcdiag wait {name}")
@@ -72,93 +60,86 @@ def up(ctx: click.Context, name: str, wait_ready: bool, timeout: float | None, r
 
 @main.command()
 @click.argument("name")
-@click.option("--timeout", type=float, metavar="S", help="overall deadline in seconds")
-@json_option
-@strict_option
-@textfile_option
+@c.TIMEOUT
+@c.JSON
+@c.STRICT
+@c.textfile_option
 @click.pass_context
 def wait(ctx: click.Context, name: str, timeout: float | None, as_json: bool, strict: bool, textfile: str | None) -> None:
     """Attach to NAME's current start and wait for its verdict, restarting nothing."""
     from svcdiag.ops import start
     from svcdiag.systemd.dbus import Systemd
 
-    cfg = load(ctx, name)
+    cfg = c.load(ctx, name)
     with Systemd.connect() as sd:
-        pub = publisher(as_json, cfg, textfile=textfile)
-        outcome = start.attach(sd, cfg, units_dir(ctx), pub, timeout)
+        pub = c.publisher(as_json, cfg, textfile=textfile)
+        outcome = start.attach(sd, cfg, c.units_dir(ctx), pub, timeout)
     _finish(ctx, outcome, pub, as_json=as_json, strict=strict)
 
 
 @main.command()
 @click.argument("names", nargs=-1, required=True)
-@json_option
+@c.JSON
 @click.pass_context
 def down(ctx: click.Context, names: tuple[str, ...], as_json: bool) -> None:
     """Stop each NAME and wait until systemd has stopped it; exit 1 if one still runs."""
     from svcdiag.ops.service import down as stop
     from svcdiag.systemd.dbus import Systemd
 
-    configs = load_many(ctx, names)
+    configs = c.load_many(ctx, names)
     with Systemd.connect() as sd:
         rows = stop(sd, configs)
-    for row in rows:
-        emit_json(row) if as_json else click.echo(report.render_down(row), nl=False)
+    c.emit_rows(rows, as_json, report.render_down)
     ctx.exit(0 if all(r["stopped"] for r in rows) else 1)
 
 
 @main.command()
 @click.argument("names", nargs=-1)
-@json_option
+@c.JSON
 @click.pass_context
 def status(ctx: click.Context, names: tuple[str, ...], as_json: bool) -> None:
     """State, phase, figures and verdict of the current start of each unit (default: all)."""
     from svcdiag.ops.service import status as read_status
     from svcdiag.systemd.dbus import Systemd
 
-    configs = load_many(ctx, names)
+    configs = c.load_many(ctx, names)
     with Systemd.connect() as sd:
-        rows = read_status(sd, configs, units_dir(ctx))
-    for row in rows:
-        emit_json(row) if as_json else click.echo(report.render_status(row), nl=False)
+        c.emit_rows(read_status(sd, configs, c.units_dir(ctx)), as_json, report.render_status)
 
 
 @main.command()
 @click.argument("name")
 @click.option("--milestones", is_flag=True, help="only the milestones, as events")
 @click.option("--follow", "follow_", is_flag=True, help="keep following until the unit stops (Ctrl-C to leave)")
-@json_option
+@c.JSON
 @click.pass_context
 def logs(ctx: click.Context, name: str, milestones: bool, follow_: bool, as_json: bool) -> None:
     """The current start's log (this invocation only, systemd's lines about it included)."""
     from svcdiag.ops.service import logs as read_logs
     from svcdiag.systemd.dbus import Systemd
 
-    cfg = load(ctx, name)
-    pub = publisher(as_json, cfg, live=False)
+    cfg = c.load(ctx, name)
+    pub = c.publisher(as_json, cfg, live=False)
 
     def line(rec: Record) -> None:
-        if milestones:
-            return
-        if as_json:
-            emit_json({"event": "log", "ts": rec.ts, "systemd": rec.systemd, "text": rec.text})
-        else:
-            click.echo(("systemd: " if rec.systemd else "") + rec.text)
+        if not milestones:
+            c.emit_rows([report.log_record(rec)], as_json, report.render_log_record)
 
     with Systemd.connect() as sd:
         try:
             read_logs(sd, cfg, on_record=line, on_event=pub.event if milestones else None, keep_following=follow_)
         except KeyboardInterrupt:
-            ctx.exit(INTERRUPTED)
+            ctx.exit(c.INTERRUPTED)
 
 
 @main.command("baseline-check")
 @click.argument("name", required=False)
 @click.option("--against", "candidate", metavar="CANDIDATE", help="explain how CANDIDATE differs and why it fails")
 @click.option("--keep-running", is_flag=True, help="leave the baseline running even if it was stopped before")
-@click.option("--state-dir", metavar="DIR", help="snapshot history (default: $SVCDIAG_STATE_DIR or /var/lib/svcdiag)")
-@click.option("--timeout", type=float, metavar="S", help="overall deadline on top of the per-phase ones")
-@json_option
-@textfile_option
+@c.STATE_DIR
+@c.TIMEOUT
+@c.JSON
+@c.textfile_option
 @click.pass_context
 def baseline_check(ctx: click.Context, name: str | None, candidate: str | None, keep_running: bool,
                    state_dir: str | None, timeout: float | None, as_json: bool, textfile: str | None) -> None:
@@ -167,18 +148,17 @@ def baseline_check(ctx: click.Context, name: str | None, candidate: str | None, 
     from svcdiag.ops.baseline import check
     from svcdiag.systemd.dbus import Systemd
 
-    units = units_dir(ctx)
-    cfg = load(ctx, name) if name else units.baseline()
-    cand = load(ctx, candidate) if candidate else None
+    units = c.units_dir(ctx)
+    cfg = c.load(ctx, name) if name else units.baseline()
+    cand = c.load(ctx, candidate) if candidate else None
     with Systemd.connect() as sd:
-        pub = publisher(as_json, cfg, textfile=textfile)
-        outcome = check(sd, cfg, units, pub, candidate=cand, keep_running=keep_running, state=state_dir,
-                        timeout=timeout)
+        pub = c.publisher(as_json, cfg, textfile=textfile)
+        outcome = check(sd, cfg, units, pub, candidate=cand, keep_running=keep_running, state=state_dir, timeout=timeout)
     pub.close()
     if outcome.verdict is None:
-        ctx.exit(INTERRUPTED)
+        ctx.exit(c.INTERRUPTED)
     if not as_json:
         click.echo(report.render_baseline(outcome.result), nl=False)
     if outcome.verdict.verdict != "healthy":
-        verdict_exit(ctx, outcome.verdict)
+        c.verdict_exit(ctx, outcome.verdict)
     ctx.exit(1 if outcome.drift else 0)

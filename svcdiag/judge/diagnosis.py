@@ -14,7 +14,7 @@ import math
 import re
 from typing import Any
 
-from svcdiag.config.service import ServiceConfig
+from svcdiag.config.service import PHASE_TIMEOUTS, ServiceConfig
 from svcdiag.judge.verdict import Verdict
 from svcdiag.sglang.memory import GB, MAX_MEM_FRACTION, Memory
 
@@ -249,8 +249,17 @@ def _timed_out(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[lis
            "does not, look inside: `py-spy dump --pid $(systemctl show -p MainPID --value "
            f"{cfg.unit if cfg else 'UNIT'})`."]
     fixes = [_fix({f"timeouts.{v.phase}": round((limit or 300) * 2)}, "if this phase is merely slow on this host")] \
-        if v.phase in ("starting", "loading_weights", "kv_cache", "mamba_cache", "cuda_graph", "scheduler", "http") else []
+        if v.phase in PHASE_TIMEOUTS else []
     return say, fixes
+
+
+def _incomplete(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
+    """Not a failure: the input ended while the start was still going."""
+    say = [f"The log ends in phase {v.phase} with no verdict in sight: nothing in it says the start failed."]
+    if v.last_line:
+        say.append(f"Last line seen: {v.last_line!r}.")
+    say.append("A saved log may be cut short; for a live unit, `svcdiag wait NAME` follows it to its verdict.")
+    return say, []
 
 
 def _stopped(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
@@ -273,6 +282,6 @@ def _generic(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[
 _BY_CAUSE = {
     "max_running_zero": _max_running_zero, "not_enough_memory": _not_enough_memory, "cuda_oom": _cuda_oom,
     "killed_by_signal": _killed, "exited": _exited, "port_in_use": _port_in_use, "model_not_found": _model_not_found,
-    "nccl_error": _nccl, "mamba_cache_too_small": _mamba_small, "timed_out": _timed_out, "stopped": _stopped,
+    "nccl_error": _nccl, "mamba_cache_too_small": _mamba_small, "timed_out": _timed_out, "incomplete": _incomplete, "stopped": _stopped,
     "http_unreachable": _http, "http_mismatch": _http,
 }

@@ -48,6 +48,11 @@ class ReplayResult:
     chosen: Start
     events: list[Event] = field(default_factory=list)
 
+    def describe(self) -> str:
+        """Which start of how many, in what format: the note replay prints first."""
+        inv = f", invocation {self.chosen.invocation}" if self.chosen.invocation else ""
+        return f"{self.format} format, start {self.chosen.index} of {len(self.starts)}{inv}"
+
     @property
     def verdict(self) -> Verdict:
         assert self.chosen.verdict is not None

@@ -206,7 +206,8 @@ def render_configs(listing: dict[str, Any]) -> str:
     return f"configs in {listing['units_dir']} ({listing['found_by']})\n" + table(rows)
 
 
-def render_diff(a: str, b: str, rows: list[dict[str, Any]]) -> str:
+def render_diff(result: dict[str, Any]) -> str:
+    a, b, rows = result["a"], result["b"], result["differences"]
     if not rows:
         return f"{a} and {b} have the same effective config\n"
     width = max(len(r["key"]) for r in rows) + 2
@@ -268,3 +269,12 @@ def render_baseline(result: dict[str, Any]) -> str:
             mark = "*" if r["key"] in against["explaining_keys"] else " "
             out.append(f"    {mark} {r['key']}: {json.dumps(r['a'])} → {json.dumps(r['b'])}")
     return "\n".join(out) + "\n"
+
+
+def log_record(rec: Any) -> dict[str, Any]:
+    """A journal record of `svcdiag logs` as its JSON line."""
+    return {"event": "log", "ts": rec.ts, "systemd": rec.systemd, "text": rec.text}
+
+
+def render_log_record(row: dict[str, Any]) -> str:
+    return ("systemd: " if row["systemd"] else "") + row["text"] + "\n"

@@ -210,7 +210,8 @@ class EventReader:
     def __init__(self, *, units: Iterable[str] = (), since: float | None = None, invocation: str | None = None):
         from cysystemd.reader import JournalOpenMode, JournalReader, Rule
 
-        self.units = set(units)
+        # a config name or its unit: "dflash-smoke" and "dflash-smoke.service" both match
+        self.units = set(units) | {u + ".service" for u in units if not u.endswith(".service")}
         self.reader = open_journal(JournalReader, JournalOpenMode.SYSTEM)
         rule = Rule("SVCDIAG_SCHEMA", str(SCHEMA_VERSION))
         if invocation:
@@ -243,3 +244,12 @@ class EventReader:
         """Until the journal may have more (or `timeout`)."""
         select.select([self.reader.fd], [], [], timeout)
         self.reader.process_events()
+
+    def copy_to(self, publish: Callable[[ReadinessEvent], None], *, follow: bool) -> None:
+        """Every record so far to `publish`; following, new ones as they come, until interrupted."""
+        while True:
+            for rec in self.read():
+                publish(rec)
+            if not follow:
+                return
+            self.wait(1.0)
