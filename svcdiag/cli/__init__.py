@@ -9,7 +9,6 @@ start), 5 healthy but degraded with --strict, 130 interrupted.
 from __future__ import annotations
 
 import sys
-from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 import click
@@ -34,16 +33,9 @@ class Group(click.Group):
             sys.exit(0)
 
 
-def _version() -> str:
-    try:
-        return version("svcdiag")
-    except PackageNotFoundError:
-        return "unknown"
-
-
 @click.group(cls=Group, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--units", "units_opt", metavar="DIR", help="config folder (default: $SVCDIAG_UNITS, ./units, /etc/svcdiag/units)")
-@click.version_option(_version(), "--version", prog_name="svcdiag", message="%(prog)s %(version)s")
+@click.version_option(package_name="svcdiag", prog_name="svcdiag", message="%(prog)s %(version)s")
 @click.pass_context
 def main(ctx: click.Context, units_opt: str | None) -> None:
     """Run SGLang servers as systemd units and say when each is healthy, failed or stuck, and why."""

@@ -5,12 +5,16 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from svcdiag.config.service import ServiceConfig, UnitsDir, did_you_mean, find_units_dir
 from svcdiag.errors import SvcdiagError
+from svcdiag.output.textfile import check_textfile
+
+if TYPE_CHECKING:
+    from svcdiag.output.publish import Publisher
 
 #: a verdict's exit code; `--strict` turns a degraded healthy start into 5
 EXIT_CODES = {"healthy": 0, "failed": 1, "timed_out": 3, "incomplete": 4}
@@ -44,45 +48,34 @@ def emit_rows(rows: list[dict[str, Any]], as_json: bool, render: Callable[[dict[
         emit_json(row) if as_json else click.echo(render(row), nl=False)
 
 
-def publisher(as_json: bool, cfg: ServiceConfig | None, *, live: bool = True, textfile: str | None = None) -> Any:
-    """Where a command's records go: the terminal (a live line on a TTY, plain lines, or JSON);
-    for a live wait also the journal and, when asked, a Prometheus textfile."""
-    from svcdiag.output.live_line import LiveTerminal, wants_live
-    from svcdiag.output.publish import Publisher
-    from svcdiag.output.report import JsonLines, Lines
+def publisher(as_json: bool, cfg: ServiceConfig | None, *, live: bool = True, textfile: str | None = None) -> Publisher:
+    """The terminal's sink (live line on a TTY, lines, or JSON); for a live wait also the journal."""
+    from svcdiag.output.publish import for_terminal
 
-    term = JsonLines if as_json else LiveTerminal if live and wants_live(sys.stdout, as_json) else Lines
-    sinks: list[Any] = [term(sys.stdout)]
-    if textfile:
-        from svcdiag.output.textfile import Textfile
-
-        sinks.append(Textfile(textfile))
+    journal = []
     if live:
         from svcdiag.systemd.journal import JournalSink
 
-        sinks.append(JournalSink(warn=lambda m: click.echo(f"svcdiag: warning: {m}", err=True)))
-    return Publisher(sinks, config=cfg.name if cfg else None, unit=cfg.unit if cfg else None)
+        journal = [JournalSink(warn=lambda m: click.echo(f"svcdiag: warning: {m}", err=True))]
+    return for_terminal(sys.stdout, cfg, as_json=as_json, live=live, textfile=textfile, extra=journal)
 
 
-def _check_textfile(ctx: click.Context, param: Any, value: str | None) -> str | None:
-    """A bad path is refused before anything is started, not after a 2-minute wait."""
-    if value:
-        from svcdiag.output.textfile import Textfile
-
-        Textfile(value)
-    return value
-
-
-def textfile_option(f: Any) -> Any:
-    return click.option("--textfile", metavar="FILE.prom", envvar="SVCDIAG_TEXTFILE", callback=_check_textfile,
-                        help="also keep each unit's latest state in this Prometheus textfile "
-                             "(node_exporter's collector; $SVCDIAG_TEXTFILE)")(f)
-
-
+TEXTFILE = click.option("--textfile", metavar="FILE.prom", envvar="SVCDIAG_TEXTFILE",
+                        callback=lambda ctx, param, value: value and check_textfile(value),
+                        help="also keep each unit's latest state in this Prometheus textfile ($SVCDIAG_TEXTFILE)")
 JSON = click.option("--json", "as_json", is_flag=True, help="JSON (docs/events.md), one object per line")
 STRICT = click.option("--strict", is_flag=True, help="exit 5 when the start is healthy but degraded")
 TIMEOUT = click.option("--timeout", type=float, metavar="S", help="overall deadline in seconds, on top of the per-phase ones")
-STATE_DIR = click.option("--state-dir", metavar="DIR", help="history and calibration (default: $SVCDIAG_STATE_DIR or /var/lib/svcdiag)")
+STATE_DIR = click.option("--state-dir", metavar="DIR", help="svcdiag's state ($SVCDIAG_STATE_DIR, /var/lib/svcdiag)")
+
+
+def waiting(f: Any) -> Any:
+    """The options of every command that waits for a verdict."""
+    for option in (TEXTFILE, STRICT, JSON, TIMEOUT):
+        f = option(f)
+    return f
+
+
 GPU_MEMORY = click.option("--gpu-memory", type=float, metavar="GB", help="preflight: GPU memory free per GPU before loading")
 
 

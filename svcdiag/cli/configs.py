@@ -31,12 +31,9 @@ def render(ctx: click.Context, name: str, as_json: bool) -> None:
     from svcdiag.systemd.render import render_unit
 
     cfg = c.load(ctx, name)
-    text = render_unit(cfg)
-    if as_json:
-        c.emit_json({"name": cfg.name, "unit": cfg.unit, "config_hash": cfg.config_hash, "exec_start": exec_argv(cfg),
-                   "text": text})
-    else:
-        click.echo(text, nl=False)
+    rendered = {"name": cfg.name, "unit": cfg.unit, "config_hash": cfg.config_hash, "exec_start": exec_argv(cfg),
+                "text": render_unit(cfg)}
+    c.emit_rows([rendered], as_json, lambda r: r["text"])
 
 
 @main.command()

@@ -23,19 +23,14 @@ from svcdiag.errors import SvcdiagError
 def replay(ctx: click.Context, path: str | None, example: str | None, list_examples: bool,
            config_name: str | None, invocation: str | None, strict: bool, as_json: bool) -> None:
     """Judge a saved SGLang log: plain, journalctl short, -o json or -o export ('-' for stdin)."""
-    from svcdiag.ops.replay import EXAMPLES_DIR, example_path, replay_path
+    from svcdiag.ops.replay import example_names, replay_path, source
     from svcdiag.ops.start import conclude, diagnoser
 
     if list_examples:
-        click.echo("".join(f"{p.stem}\n" for p in sorted(EXAMPLES_DIR.iterdir())), nl=False)
+        click.echo("".join(f"{n}\n" for n in example_names()), nl=False)
         return
-    if example and path:
-        raise SvcdiagError("give a PATH or --example, not both")
-    path = str(example_path(example)) if example else path
-    if not path:
-        raise SvcdiagError("replay needs a PATH ('-' for stdin) or --example NAME")
     cfg = c.load(ctx, config_name) if config_name else None
-    name, result = replay_path(path, sys.stdin.buffer, cfg, invocation)
+    name, result = replay_path(source(path, example), sys.stdin.buffer, cfg, invocation)
     pub = c.publisher(as_json, cfg, live=False)
     pub.start(result.verdict.unit, result.chosen.invocation or result.verdict.invocation)
     pub.note(f"replay {name}: {result.describe()}")

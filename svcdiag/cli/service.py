@@ -37,10 +37,7 @@ def _finish(ctx: click.Context, outcome: StartOutcome, pub: Publisher, *, as_jso
 @click.option("--restart", is_flag=True, help="restart even if the unit is already active")
 @click.option("--force", is_flag=True, help="start even when preflight predicts it cannot serve one request")
 @c.GPU_MEMORY
-@c.TIMEOUT
-@c.JSON
-@c.STRICT
-@c.textfile_option
+@c.waiting
 @click.pass_context
 def up(ctx: click.Context, name: str, wait_ready: bool, restart: bool, force: bool, gpu_memory: float | None,
        timeout: float | None, as_json: bool, strict: bool, textfile: str | None) -> None:
@@ -60,10 +57,7 @@ def up(ctx: click.Context, name: str, wait_ready: bool, restart: bool, force: bo
 
 @main.command()
 @click.argument("name")
-@c.TIMEOUT
-@c.JSON
-@c.STRICT
-@c.textfile_option
+@c.waiting
 @click.pass_context
 def wait(ctx: click.Context, name: str, timeout: float | None, as_json: bool, strict: bool, textfile: str | None) -> None:
     """Attach to NAME's current start and wait for its verdict, restarting nothing."""
@@ -137,12 +131,10 @@ def logs(ctx: click.Context, name: str, milestones: bool, follow_: bool, as_json
 @click.option("--against", "candidate", metavar="CANDIDATE", help="explain how CANDIDATE differs and why it fails")
 @click.option("--keep-running", is_flag=True, help="leave the baseline running even if it was stopped before")
 @c.STATE_DIR
-@c.TIMEOUT
-@c.JSON
-@c.textfile_option
+@c.waiting
 @click.pass_context
 def baseline_check(ctx: click.Context, name: str | None, candidate: str | None, keep_running: bool,
-                   state_dir: str | None, timeout: float | None, as_json: bool, textfile: str | None) -> None:
+                   state_dir: str | None, timeout: float | None, as_json: bool, strict: bool, textfile: str | None) -> None:
     """Start the known-good baseline afresh, snapshot its figures, compare with the last good run,
     and put it back the way it was. NAME defaults to the config marked `baseline = true`."""
     from svcdiag.ops.baseline import check
@@ -159,6 +151,6 @@ def baseline_check(ctx: click.Context, name: str | None, candidate: str | None, 
         ctx.exit(c.INTERRUPTED)
     if not as_json:
         click.echo(report.render_baseline(outcome.result), nl=False)
-    if outcome.verdict.verdict != "healthy":
-        c.verdict_exit(ctx, outcome.verdict)
-    ctx.exit(1 if outcome.drift else 0)
+    if outcome.verdict.verdict != "healthy" or not outcome.drift:
+        c.verdict_exit(ctx, outcome.verdict, strict=strict)
+    ctx.exit(1)  # healthy, but drifted

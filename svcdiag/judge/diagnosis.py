@@ -280,8 +280,18 @@ def _generic(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[
 
 
 _BY_CAUSE = {
-    "max_running_zero": _max_running_zero, "not_enough_memory": _not_enough_memory, "cuda_oom": _cuda_oom,
-    "killed_by_signal": _killed, "exited": _exited, "port_in_use": _port_in_use, "model_not_found": _model_not_found,
-    "nccl_error": _nccl, "mamba_cache_too_small": _mamba_small, "timed_out": _timed_out, "incomplete": _incomplete, "stopped": _stopped,
-    "http_unreachable": _http, "http_mismatch": _http,
+    "max_running_zero": _max_running_zero,
+    "not_enough_memory": _not_enough_memory,
+    "cuda_oom": _cuda_oom,
+    "killed_by_signal": _killed,
+    "exited": _exited,
+    "port_in_use": _port_in_use,
+    "model_not_found": _model_not_found,
+    "nccl_error": _nccl,
+    "mamba_cache_too_small": _mamba_small,
+    "timed_out": _timed_out,
+    "incomplete": _incomplete,
+    "stopped": _stopped,
+    "http_unreachable": _http,
+    "http_mismatch": _http,
 }

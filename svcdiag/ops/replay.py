@@ -22,6 +22,21 @@ SERVER_ARGS_MARK = "] server_args=ServerArgs("
 EXAMPLES_DIR = Path(__file__).resolve().parent.parent / "examples"
 
 
+def example_names() -> list[str]:
+    return sorted(p.stem for p in EXAMPLES_DIR.iterdir())
+
+
+def source(path: str | None, example: str | None) -> str:
+    """The path to read: PATH, or a bundled example's, never both."""
+    if example and path:
+        raise SvcdiagError("give a PATH or --example, not both")
+    if example:
+        return str(example_path(example))
+    if not path:
+        raise SvcdiagError("replay needs a PATH ('-' for stdin) or --example NAME")
+    return path
+
+
 def example_path(name: str) -> Path:
     """A bundled example log by name (the file stem)."""
     found = [p for p in EXAMPLES_DIR.iterdir() if name in (p.stem, p.name)]

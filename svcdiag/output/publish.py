@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterable
-from typing import Any, Protocol
+from typing import Any, Protocol, TextIO
 
+from svcdiag.config.service import ServiceConfig
 from svcdiag.judge.verdict import PhaseChange, Verdict
 from svcdiag.output.report import describe
 from svcdiag.output.schema import ReadinessEvent
@@ -48,6 +49,21 @@ def verdict_record(v: Verdict, config: str | None = None) -> ReadinessEvent:
         verdict=v.verdict, cause=v.cause, message=v.message, figures=dict(v.figures),
         data={"evidence": list(v.evidence), "phase_seconds": dict(v.phase_seconds), "last_line": v.last_line,
               "stalled_s": v.stalled_s, "diagnosis": v.diagnosis})
+
+
+def for_terminal(out: TextIO, cfg: ServiceConfig | None, *, as_json: bool, live: bool, textfile: str | None,
+                 extra: Iterable[Sink] = ()) -> Publisher:
+    """A command's publisher: JSON Lines, a live line on a TTY, or plain lines; a textfile when asked."""
+    from svcdiag.output.live_line import LiveTerminal, wants_live
+    from svcdiag.output.report import JsonLines, Lines
+
+    term = JsonLines if as_json else LiveTerminal if live and wants_live(out, as_json) else Lines
+    sinks: list[Sink] = [term(out), *extra]
+    if textfile:
+        from svcdiag.output.textfile import Textfile
+
+        sinks.append(Textfile(textfile))
+    return Publisher(sinks, config=cfg.name if cfg else None, unit=cfg.unit if cfg else None)
 
 
 class Publisher:

@@ -122,6 +122,12 @@ def apply(state: dict[str, Any] | None, rec: ReadinessEvent) -> dict[str, Any]:
     return state
 
 
+def check_textfile(path: str) -> str:
+    """A bad path is refused before anything is started, not after a 2-minute wait."""
+    Textfile(path)
+    return path
+
+
 class Textfile:
     """A sink: every record that changes a unit's state rewrites the file."""
 
