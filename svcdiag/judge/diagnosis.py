@@ -255,7 +255,7 @@ def _timed_out(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[lis
 
 def _incomplete(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
     """Not a failure: the input ended while the start was still going."""
-    say = [f"The log ends in phase {v.phase} with no verdict in sight: nothing in it says the start failed."]
+    say = [f"The log ends in phase {v.phase} with no verdict in sight: it shows no error, and no ready line yet."]
     if v.last_line:
         say.append(f"Last line seen: {v.last_line!r}.")
     say.append("A saved log may be cut short; for a live unit, `svcdiag wait NAME` follows it to its verdict.")

@@ -9,6 +9,9 @@ from svcdiag.judge.verdict import Verdict
 from svcdiag.sglang.events import Event
 from svcdiag.sglang.grammar import LineParser
 
+#: seconds without a line after a traceback's final line before it is taken as complete (live)
+TAIL_WAIT = 0.5
+
 
 class Judge:
     def __init__(self, cfg: ServiceConfig | None = None, *, unit: str | None = None,
@@ -20,6 +23,7 @@ class Judge:
             total_timeout=total_timeout, unit=unit or (cfg.unit if cfg else None), invocation=invocation,
             quote_events=False)
         self._clock_seen: float | None = None
+        self._line_at: float | None = None
 
     @property
     def verdict(self) -> Verdict | None:
@@ -39,15 +43,18 @@ class Judge:
         events = self.parser.feed_line(text, ts)
         r = self.readiness
         now = self.parser.last_ts if ts is None else ts
+        out: list[Event] = []
         if now != self._clock_seen and now is not None:
             self._clock_seen = now
+            # a traceback this line closed was printed before it: judged on its own time, first
+            while events and events[0].ts is not None and events[0].ts < now:
+                out += r.feed(events.pop(0))
             v = r.tick(now)  # a line that arrives after a deadline does not save the phase
             if v is not None:
-                return [v]
+                return out if v in out else [*out, v]
         r.saw_line(text)
-        if not events:
-            return events
-        out: list[Event] = []
+        if now is not None:
+            self._line_at = now
         for ev in events:
             out += r.feed(ev)
         return out
@@ -60,8 +67,13 @@ class Judge:
         return self.readiness.feed(ev)
 
     def tick(self, now: float) -> list[Event]:
+        """The clock moved with no line: a traceback that reached its final line a moment ago is complete."""
+        out: list[Event] = []
+        if self._line_at is not None and now - self._line_at >= TAIL_WAIT:
+            for ev in self.parser.flush():
+                out += self.readiness.feed(ev)
         v = self.readiness.tick(now)
-        return [v] if v is not None else []
+        return out + [v] if v is not None and v not in out else out
 
     def finish(self) -> Verdict:
         for ev in self.parser.close():

@@ -13,16 +13,22 @@ from typing import Any
 from svcdiag.config.service import DEFAULT_TIMEOUTS, PHASES
 from svcdiag.judge.verdict import PhaseChange, UnitState, Verdict
 from svcdiag.sglang.events import (
+    DEATH,
+    SUSPECT,
     CudaGraph,
     Event,
     Failure,
+    KVBelowContext,
     KVCache,
     MambaCache,
     MaxRunningLimited,
     PoolEnd,
     Ready,
+    Recovered,
     SchedulerInfo,
     ServerArgs,
+    StartupTimings,
+    UnifiedMemoryPool,
     Uvicorn,
     WeightsBegin,
     WeightsEnd,
@@ -31,6 +37,10 @@ from svcdiag.sglang.grammar import tp_rank
 
 _INDEX = {p: i for i, p in enumerate(PHASES)}
 MAX_EVIDENCE = 12
+#: how long a consequence (`Rank 0 scheduler is dead`) waits for its cause to be printed,
+#: and a suspect (a bare traceback) for SGLang to say it retries or to go on, before either is the verdict
+DEATH_GRACE = 3.0
+SUSPECT_GRACE = 30.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +80,11 @@ class Readiness:
         self._total: Deadline | None = None
         self._seen: set[str] = set()
         self._oom_killed = False
+        self._lowest_rank: int | None = None
+        #: a root cause SGLang may still recover from, and a death whose cause may still be said
+        self._suspect: Failure | None = None
+        self._death: Failure | None = None
+        self.degraded: list[dict[str, Any]] = []
         if start_ts is not None:
             self._start(start_ts)
 
@@ -97,8 +112,17 @@ class Readiness:
             self._total = Deadline(self.total_timeout, ts)
 
     def tick(self, now: float) -> Verdict | None:
-        """Declare timed_out if `now` is past the current phase's deadline (or the total one)."""
-        if self.verdict is not None or self._deadline is None:
+        """Declare timed_out if `now` is past the current phase's deadline (or the total one);
+        conclude a pending failure whose grace has run out."""
+        if self.verdict is not None:
+            return None
+        if self._death is not None and self._death.ts is not None and now - self._death.ts >= DEATH_GRACE:
+            self._fail_pending(now)
+            return self.verdict
+        if self._suspect is not None and self._suspect.ts is not None and now - self._suspect.ts >= SUSPECT_GRACE:
+            self._fail_pending(now)
+            return self.verdict
+        if self._deadline is None:
             return None
         for deadline, what in ((self._deadline, f"phase {self.phase}"), (self._total, "the whole start")):
             if deadline is not None and deadline.expired(now):
@@ -140,7 +164,10 @@ class Readiness:
             self.last_ts = max(ts, self.last_ts or ts)
         if self.quote_events and ev.line and not isinstance(ev, UnitState):
             self.last_line = ev.line
-        primary = tp_rank(ev.ranks) in (None, 0)
+        rank = tp_rank(ev.ranks)
+        if rank is not None and (self._lowest_rank is None or rank < self._lowest_rank):
+            self._lowest_rank = rank
+        primary = rank is None or rank == self._lowest_rank
         handler = getattr(self, f"_on_{type(ev).__name__}", None)
         if handler is not None and (primary or isinstance(ev, Failure)):
             out += handler(ev) or []
@@ -155,6 +182,7 @@ class Readiness:
             return []
         now = ts if ts is not None else self.last_ts
         prev = self.phase
+        self._suspect = None  # the start went on: what looked like a cause was not fatal
         spent = None
         if now is not None and self._deadline is not None:
             spent = round(now - self._deadline.since, 3)
@@ -177,7 +205,8 @@ class Readiness:
         for key, val in (("mem_fraction_static", ev.mem_fraction_static), ("tp_size", ev.tp_size),
                          ("requested_max_running_requests", ev.max_running_requests),
                          ("requested_max_mamba_cache_size", ev.max_mamba_cache_size),
-                         ("context_length", ev.context_length)):
+                         ("context_length", ev.context_length), ("node_rank", ev.node_rank),
+                         ("nnodes", ev.nnodes)):
             if val is not None:
                 f[key] = val
         if ev.context_length is not None:
@@ -220,7 +249,8 @@ class Readiness:
         if ev.label == "SWA":
             f["swa_kv_tokens"] = ev.tokens
             return []
-        f["kv_tokens"] = ev.tokens
+        if ev.tokens is not None:
+            f["kv_tokens"] = ev.tokens
         for key, val in (("kv_k_gb", ev.k_gb), ("kv_v_gb", ev.v_gb), ("kv_gb", ev.kv_gb), ("kv_dtype", ev.dtype)):
             if val is not None:
                 f[key] = val
@@ -248,7 +278,39 @@ class Readiness:
         if ev.slots_per_req is not None:
             self.figures["mamba_slots_per_request"] = ev.slots_per_req
         self._add_evidence(ev.line)
+        requested = ev.requested or self.figures.get("requested_max_running_requests")
+        if requested is None or ev.value < requested:
+            self._degrade("max_running_reduced", f"max_running_requests lowered to {ev.value}"
+                          + (f" from the {requested} requested" if requested else "") + f" (by {ev.by})",
+                          {"max_running_requests": ev.value, "requested": requested, "by": ev.by})
         return []
+
+    def _on_KVBelowContext(self, ev: KVBelowContext) -> list[Event]:
+        self.figures.setdefault("kv_tokens", ev.tokens)
+        self._add_evidence(ev.line)
+        self._degrade("kv_below_context", f"the KV pool holds {ev.tokens:,} tokens, fewer than one "
+                      f"{ev.context_length:,}-token request: long requests will be refused or truncated",
+                      {"kv_tokens": ev.tokens, "context_length": ev.context_length})
+        return []
+
+    def _on_StartupTimings(self, ev: StartupTimings) -> list[Event]:
+        self.figures["sglang_phase_seconds"] = dict(ev.seconds)
+        return []
+
+    def _on_UnifiedMemoryPool(self, ev: UnifiedMemoryPool) -> list[Event]:
+        self._seen.update(("kv", "mamba"))
+        self.figures["unified_memory_pool_gb"] = ev.total_gb
+        self._degrade("unified_memory", "--enable-unified-memory: KV tokens and Mamba slots are split at run time, "
+                      "not fixed at start; the figures are capacities, not allocations", {"total_gb": ev.total_gb})
+        return self._advance(self._after_pools(), ev.ts) if "weights_end" in self._seen else []
+
+    def _on_Recovered(self, ev: Recovered) -> list[Event]:
+        self._suspect = None  # SGLang retries: the traceback before this was not fatal
+        return []
+
+    def _degrade(self, reason: str, message: str, figures: dict[str, Any]) -> None:
+        if not any(d["reason"] == reason for d in self.degraded):
+            self.degraded.append({"reason": reason, "message": message, "figures": figures})
 
     def _on_CudaGraph(self, ev: CudaGraph) -> list[Event]:
         if not ev.name.startswith("target"):
@@ -259,11 +321,17 @@ class Readiness:
             return self._advance("cuda_graph", ev.ts)
         if ev.mem_usage_gb is not None:
             self.figures["cuda_graph_gb"] = round(self.figures.get("cuda_graph_gb", 0.0) + ev.mem_usage_gb, 2)
+        if (self.figures.get("node_rank") or 0) >= 1:  # a worker node: no summary, no HTTP; its log says it is up
+            out = self._advance("ready", ev.ts)
+            self._conclude("healthy", None, f"worker node {self.figures['node_rank']}: its schedulers are up "
+                           "(it runs no HTTP server; node 0 serves)", ev.ts)
+            return out
         return self._advance("scheduler", ev.ts)
 
     def _on_SchedulerInfo(self, ev: SchedulerInfo) -> list[Event]:
         f = self.figures
         f["max_total_num_tokens"] = ev.max_total_num_tokens
+        f.setdefault("kv_tokens", ev.max_total_num_tokens)  # older releases say the pool only here
         f["max_running_requests"] = ev.max_running_requests
         if ev.context_len is not None:
             f["context_len"] = ev.context_len
@@ -284,16 +352,52 @@ class Readiness:
         return out
 
     def _on_Failure(self, ev: Failure) -> list[Event]:
-        for line in ev.evidence:
-            self._add_evidence(line)
-        if ev.cause == "max_running_zero":
-            self.figures["max_running_requests"] = 0
-        self._conclude("failed", ev.cause, ev.message, ev.ts, signal=ev.signal)
+        """Root cause before consequence: a death waits (briefly) for its cause, a suspect for
+        its confirmation; the first root line names the failure."""
+        if ev.role == SUSPECT:
+            if self._suspect is None:
+                self._suspect = ev
+            if self._death is not None:
+                self._fail_pending(ev.ts)
+            return []
+        if ev.role == DEATH:
+            if self._death is None or (self._death.cause == "exception" and ev.cause != "exception"):
+                if self._death is not None:  # `Exit code: -9` says more than `Rank 0 scheduler is dead`
+                    for line in self._death.evidence:
+                        self._add_evidence(line)
+                self._death = ev
+            if self._suspect is not None:
+                self._fail_pending(ev.ts)
+            return []
+        self._fail(ev, ev.ts, also=self._death)
         return []
+
+    def _fail(self, root: Failure, ts: float | None, also: Failure | None = None) -> None:
+        for line in root.evidence:
+            self._add_evidence(line)
+        if also is not None:
+            for line in also.evidence:
+                self._add_evidence(line)
+        if root.cause == "max_running_zero":
+            self.figures["max_running_requests"] = 0
+        self._conclude("failed", root.cause, root.message, ts, signal=root.signal or (also.signal if also else None),
+                       status=root.status)
+
+    def _fail_pending(self, ts: float | None, exit_ev: Failure | None = None) -> None:
+        """The start is over: the suspect is the cause if there is one, else what the death line says."""
+        root = self._suspect or self._death or exit_ev
+        assert root is not None
+        also = self._death if root is not self._death else None
+        self._suspect = self._death = None
+        self._fail(root, ts, also=also)
 
     def _on_UnitState(self, ev: UnitState) -> list[Event]:
         if ev.state == "oom":
             self._oom_killed = True
+            self._add_evidence(ev.line)
+            return []
+        if ev.state == "exited" and (self._suspect is not None or self._death is not None):
+            self._fail_pending(ev.ts)  # the process died: what the log said last is why
             self._add_evidence(ev.line)
             return []
         if ev.state == "exited":
@@ -303,8 +407,8 @@ class Readiness:
                 sig = status.split("/")[-1]
                 how = "killed by the kernel's OOM killer" if self._oom_killed else f"killed by SIG{sig}"
                 core = " (core dumped)" if ev.code == "dumped" else ""
-                self._conclude("failed", "killed_by_signal", f"main process {how}{core} in phase {self.phase}",
-                               ev.ts, signal=sig)
+                self._conclude("failed", "host_oom" if self._oom_killed else "killed_by_signal",
+                               f"main process {how}{core} in phase {self.phase}", ev.ts, signal=sig)
             else:
                 code = status.split("/")[0]
                 self._conclude("failed", "exited", f"main process exited with status {status} in phase {self.phase} "
@@ -343,12 +447,15 @@ class Readiness:
         self.verdict = Verdict(ts=now, verdict=verdict, phase=self.phase, cause=cause, message=message,
                                figures=figures, evidence=tuple(evidence), phase_seconds=seconds,
                                last_line=self.last_line, stalled_s=round(stalled_s, 3) if stalled_s else None,
-                               unit=self.unit, invocation=self.invocation)
+                               unit=self.unit, invocation=self.invocation,
+                               degraded=tuple(self.degraded) if verdict == "healthy" else ())
 
     def finish(self) -> Verdict:
         """End of input: timed out if the last timestamp is past a deadline, else incomplete."""
         if self.verdict is None and self.last_ts is not None:
             self.tick(self.last_ts)
+        if self.verdict is None and (self._suspect is not None or self._death is not None):
+            self._fail_pending(self.last_ts)  # the log ends on a fatal line: that is its verdict
         if self.verdict is None:
             since = ""
             if self.last_ts is not None and self._deadline is not None:

@@ -51,6 +51,8 @@ class Verdict(Event):
     unit: str | None = None
     invocation: str | None = None
     diagnosis: dict[str, Any] | None = None
+    #: healthy, but short of what was asked: [{reason, message, figures}] (docs/replay.md#degraded)
+    degraded: tuple[dict[str, Any], ...] = ()
 
     def with_(self, **changes: Any) -> Verdict:
         return dataclasses.replace(self, **changes)

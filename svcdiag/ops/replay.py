@@ -107,6 +107,8 @@ class _Segments:
         return self.pick.isdigit() and int(self.pick) == start.index
 
     def close(self) -> None:
+        if self.judge is not None and self.judge.parser.sglang_lines:
+            self.recognized = True  # SGLang's own lines, even with no milestone among them
         if self.judge is not None and self.starts:
             self.starts[-1].verdict = self.judge.finish()
             self.judge = None

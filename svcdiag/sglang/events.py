@@ -7,7 +7,7 @@ print the same lines.
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 
@@ -46,6 +46,8 @@ class ServerArgs(Event):
     speculative_draft_model_path: str | None = None
     speculative_num_draft_tokens: int | None = None
     port: int | None = None
+    node_rank: int | None = None
+    nnodes: int | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -76,7 +78,7 @@ class WeightsEnd(Event):
 @dataclass(frozen=True, slots=True, kw_only=True)
 class KVCache(Event):
     kind: ClassVar[str] = "kv_cache"
-    tokens: int
+    tokens: int | None  # None: a release that printed only K and V sizes
     dtype: str | None = None
     k_gb: float | None = None
     v_gb: float | None = None
@@ -156,6 +158,13 @@ class Ready(Event):
     kind: ClassVar[str] = "ready"
 
 
+#: How much a failure line says (docs/sglang.md#failure-lines): SGLang means it fatal
+#: ("root"), it may be a root cause but SGLang could still recover ("suspect": a bare
+#: traceback, a lone exception line), or it is the consequence of a cause said elsewhere
+#: ("death": `Rank 0 scheduler is dead`, `Exit code: -9`, `Killed`).
+ROOT, SUSPECT, DEATH = "root", "suspect", "death"
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Failure(Event):
     kind: ClassVar[str] = "failure"
@@ -164,3 +173,36 @@ class Failure(Event):
     evidence: tuple[str, ...] = ()
     signal: str | None = None
     status: int | None = None
+    role: str = ROOT
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Recovered(Event):
+    """SGLang says it retries what just failed: the traceback before it was not fatal."""
+
+    kind: ClassVar[str] = "recovered"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class KVBelowContext(Event):
+    """0.5.23: the pool holds fewer tokens than one full-length request; the start goes on."""
+
+    kind: ClassVar[str] = "kv_below_context"
+    tokens: int
+    context_length: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StartupTimings(Event):
+    """0.5.23's own account of where the start's time went, in seconds per phase."""
+
+    kind: ClassVar[str] = "startup_timings"
+    seconds: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class UnifiedMemoryPool(Event):
+    """`--enable-unified-memory`: one buffer split at run time, so KV tokens and Mamba slots are not fixed."""
+
+    kind: ClassVar[str] = "unified_memory_pool"
+    total_gb: float | None = None

@@ -11,29 +11,35 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from svcdiag.sglang.events import (
+    DEATH,
+    ROOT,
+    SUSPECT,
     CudaGraph,
     DistInit,
     DraftRunner,
     Event,
     Failure,
+    KVBelowContext,
     KVCache,
     MambaCache,
     MaxRunningLimited,
     PoolEnd,
     Ready,
+    Recovered,
     SchedulerInfo,
     ServerArgs,
+    StartupTimings,
+    UnifiedMemoryPool,
     Uvicorn,
     WeightsBegin,
     WeightsEnd,
 )
 from svcdiag.signals import signal_name
 
-PREFIX_RE = re.compile(
-    r"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d{3})?)((?: (?:DP|PP|ATTN_CP|MOE_DP|TP|EP)\d+)*)\] (.*)$", re.S)
 _F = r"(-?\d+(?:\.\d+)?)"
 
 #: (cause id, pattern) in priority order; matched on an exception's final line or a fatal line.
@@ -44,20 +50,73 @@ CAUSES: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("not_enough_memory", re.compile(
         r"Not enough memory\. Please try to increase --mem-fraction-static"
         r"|leave no GPU memory for the KV cache|Memory pool size is too small")),
-    ("cuda_oom", re.compile(r"CUDA out of memory|OutOfMemoryError|CUDA error: out of memory")),
+    ("cuda_oom", re.compile(r"CUDA out of memory|HIP out of memory|OutOfMemoryError|CUDA error: out of memory"
+                            r"|hipErrorOutOfMemory")),
+    ("host_oom", re.compile(r"\[Errno 12\] Cannot allocate memory|Out of memory: Killed process|oom-kill")),
     ("port_in_use", re.compile(
         r"\[Errno 98\]|[Aa]ddress already in use|is not available in [\d.]+ seconds")),
+    ("unsupported_model", re.compile(
+        r"Transformers does not recognize this architecture|Model architectures? \[.*\] (?:are|is) not supported"
+        r"|Unrecognized configuration class|Unrecognized model in|model type `?[\w.-]+`? but Transformers does not"
+        r"|is not supported for now|failed to be inspected")),
     ("model_not_found", re.compile(
-        r"Incorrect path_or_model_id|HFValidationError|RepositoryNotFoundError"
-        r"|is not a local folder and is not a valid model identifier"
+        r"Incorrect path_or_model_id|HFValidationError|RepositoryNotFoundError|Repository Not Found"
+        r"|is not a local folder and is not a valid model identifier|gated repo|Cannot access gated repo"
+        r"|401 Client Error|You must have access to it and be authenticated|GatedRepoError"
         r"|does not appear to have a file named config\.json|No such file or directory: .*config\.json")),
-    ("nccl_error", re.compile(r"NCCL error|DistBackendError|ncclInternalError|ncclUnhandledCudaError|ncclSystemError")),
+    ("unsupported_hardware", re.compile(
+        r"not supported for the current GPU|Minimum capability: \d+|[Cc]ompute capability|requires (?:sm_?|SM)\d+"
+        r"|no kernel image is available for execution on the device|not supported on (?:this|your) (?:GPU|device)"
+        r"|Unsupported (?:GPU|gpu) architecture|is only supported on (?:sm|Hopper|Blackwell|Ampere)")),
+    ("nccl_error", re.compile(r"NCCL error|DistBackendError|ncclInternalError|ncclUnhandledCudaError|ncclSystemError"
+                              r"|Watchdog caught collective operation timeout|NCCL communicator was aborted")),
+    ("bad_arguments", re.compile(
+        r"total_num_(?:kv_)?heads % tp_size|must be divisible by (?:tensor parallel|tp|the tp)"
+        r"|tp_size must be divisible|is not divisible by tp|num_attention_heads.*divisible|invalid (?:int|float|choice) value"
+        r"|: error: (?:unrecognized arguments|argument --)")),
 )
 FINAL_EXC_RE = re.compile(
     r"^(?:[A-Za-z_][\w.]*\.)?\w*(?:Error|Exception|Exit|Interrupt|Fault|Failure|Iteration)(?::.*)?$")
 CHAIN_LINES = ("During handling of the above exception", "The above exception was the direct cause")
+TRACEBACK_OPEN = "Traceback (most recent call last):"
+BARE_FINAL_RE = re.compile(r"^(?:[\w.]+\.)?\w+(?:Error|Exception)$")  # `AssertionError` alone: the code line says why
 MAX_TRACEBACK_LINES = 400
+MAX_TAIL_LINES = 12
+#: argparse's last word: `launch_server.py: error: …` (≤ 0.5.9) or `sglang serve: error: …` (0.5.10+)
+ARGPARSE_RE = re.compile(r"^(?:[\w.-]+\.py|sglang(?: serve)?|launch_server|python3? -m [\w.]+): error: (.+)$")
+#: 0.5.10+: the engine's exception when a scheduler process dies: a consequence, with the exit code
+SCHEDULER_DIED_RE = re.compile(r"scheduler died during initialization \(exit code: (-?\d+)\)")
+#: sglang.utils.wait_for_server's note, printed once the server answered (docs notebooks)
+NOTEBOOK_READY = "NOTE: Typically, the server runs in a separate terminal"
+STARTUP_TIMINGS_RE = re.compile(r"(\w+)=(\{[^}]*\}|[\d.]+)")
+DICT_ARG_RE = re.compile(r"'(\w+)': ('(?:[^'\\]|\\.)*'|\"[^\"]*\"|[^,{}]+)")
+KV_BELOW_RE = re.compile(r"KV pool holds (\d+) tokens, fewer than --context-length (\d+)")
+POST_CAPTURE_MR_RE = re.compile(r"max_running_requests (\d+) -> (\d+)")
+UNIFIED_RE = re.compile(r"total_bytes=" + r"(-?\d+(?:\.\d+)?)" + r" GB")
 NOTHING: list[Event] = []  # shared and never appended to: the hot path allocates nothing
+
+
+@dataclass(slots=True)
+class Traceback:
+    """An open traceback: who logged it, what kind of failure it would be, what it said so far."""
+
+    head: str
+    ranks: str
+    ts: float | None
+    role: str | None  # ROOT (SGLang's handler dies after it), SUSPECT (bare), None (logged and carried on)
+    cause: str | None = None  # set when the logging line already says what failed (warmup)
+    lines: list[str] = field(default_factory=list)
+    finals: list[str] = field(default_factory=list)  # each exception of a chain, innermost first
+    final: str = ""  # the latest final line, while the traceback may still be chained
+    tail: list[str] = field(default_factory=list)  # lines after the final one: "Possible solutions:", a wrapped message
+
+
+def _code_line(lines: list[str]) -> str | None:
+    """The source line after the last `File …` line: what a bare `AssertionError` asserted."""
+    for i in range(len(lines) - 1, -1, -1):
+        if lines[i].strip().startswith("File ") and i + 1 < len(lines):
+            return lines[i + 1].strip() or None
+    return None
 
 
 def classify(text: str) -> str | None:
@@ -112,7 +171,7 @@ SERVER_ARG_TYPES: dict[str, Callable[[str], object]] = {
     "model_path": str, "tp_size": int, "dp_size": int, "context_length": int, "mem_fraction_static": float,
     "max_running_requests": int, "max_mamba_cache_size": int, "cuda_graph_max_bs": int,
     "speculative_algorithm": str, "speculative_draft_model_path": str, "speculative_num_draft_tokens": int,
-    "port": int,
+    "port": int, "node_rank": int, "nnodes": int,
 }
 
 
@@ -132,9 +191,9 @@ class LineParser:
     """Lines in, events out. One instance per start (it holds the open traceback)."""
 
     def __init__(self) -> None:
-        self._tb: list[str] | None = None  # the open traceback's lines
-        self._tb_head: str = ""  # the prefixed line that opened it
-        self._tb_ts: float | None = None
+        self._tb: Traceback | None = None
+        #: lines that are SGLang's own (its prefix, or a message it prints): a file with none holds no start
+        self.sglang_lines = 0
         self._last_ts_text = ""
         self._last_ts: float | None = None
         self.last_ts: float | None = None  # the latest timestamp read off a line prefix
@@ -146,7 +205,16 @@ class LineParser:
             "KV Cac": self._kv,
             "Full K": self._kv,
             "SWA KV": self._kv,
-            "Post-c": self._kv,
+            "Post-c": self._post_capture,
+            "KV poo": self._kv_below_context,
+            "Engine": self._startup_timings,
+            "[unifi": self._unified_memory,
+            "retry(": self._recovered,
+            "Retryi": self._recovered,
+            "DataPa": self._handler_exception,
+            "TpMode": self._handler_exception,
+            "Detoke": self._handler_exception,
+            "Child ": self._died,
             "Mamba ": self._mamba,
             "Memory": self._pool_end,
             "max_ru": self._max_running,
@@ -157,7 +225,7 @@ class LineParser:
             "The se": self._ready,
             "INFO: ": self._uvicorn,
             "ERROR:": self._uvicorn_error,
-            "Schedu": self._scheduler_exception,
+            "Schedu": self._handler_exception,
             "Receiv": self._sigquit,
             "Exit c": self._died,
             "Subpro": self._died,
@@ -189,13 +257,19 @@ class LineParser:
                     ts_text = text[1:cut]
                     if ts_text != self._last_ts_text:
                         self._clock(ts_text)
-                    handler = self._dispatch.get(text[end + 2:end + 8])
+                    self.sglang_lines += 1
+                    done = self._end_traceback() if self._tb is not None and self._tb.final else NOTHING
+                    msg = text[end + 2:]
+                    handler = self._dispatch.get(msg[:6])
                     if handler is None:
-                        return NOTHING
-                    result = handler(text[end + 2:], text[cut + 1:end], self._last_ts if ts is None else ts)
+                        if msg.endswith(TRACEBACK_OPEN):  # a traceback logged by a handler that goes on
+                            self._open_traceback(Traceback(msg, text[cut + 1:end], ts or self._last_ts, role=None))
+                        return done
+                    result = handler(msg, text[cut + 1:end], self._last_ts if ts is None else ts)
                     if result is None:
-                        return NOTHING
-                    return result if isinstance(result, list) else [result]
+                        return done
+                    out = result if isinstance(result, list) else [result]
+                    return done + out if done else out
         return self._unprefixed(text, ts)
 
     def _clock(self, ts_text: str) -> None:
@@ -207,71 +281,140 @@ class LineParser:
         self.last_ts = self._last_ts
 
     def close(self) -> list[Event]:
-        """End of input: a traceback cut off before its final line still counts."""
-        if self._tb is None:
-            return []
-        return [self._finish_traceback(self._tb[-1] if self._tb else "traceback (cut off)")]
+        """End of input: an open traceback still says what it says, even cut off before its final line."""
+        return self._end_traceback() if self._tb is not None else []
+
+    def flush(self) -> list[Event]:
+        """No line for a while: a traceback that reached its final line is complete."""
+        return self._end_traceback() if self._tb is not None and self._tb.final else []
 
     # ------------------------------------------------------------ tracebacks and unprefixed lines
 
     def _unprefixed(self, text: str, ts: float | None) -> list[Event]:
-        if self._tb is not None:
-            if not text or text[0] in " \t" or text.startswith(CHAIN_LINES) or text.startswith("Traceback"):
-                if len(self._tb) < MAX_TRACEBACK_LINES:
-                    self._tb.append(text)
-                return []
+        if ts is None:
+            ts = self._last_ts  # a line with no time of its own was printed after the last one that had one
+        tb = self._tb
+        if tb is not None:
+            if tb.final:  # after the final line: a chained exception, the message's tail, or something new
+                if not text.strip():
+                    return NOTHING
+                if text.startswith(CHAIN_LINES):
+                    tb.final = ""
+                    tb.lines.append(text)
+                    return NOTHING
+                if not text.startswith(TRACEBACK_OPEN) and not self._is_own_line(text) and len(tb.tail) < MAX_TAIL_LINES:
+                    tb.tail.append(text)  # "Possible solutions:", a wrapped message
+                    return NOTHING
+                return self._end_traceback() + self._unprefixed(text, ts)
+            if not text or text[0] in " \t" or text.startswith(CHAIN_LINES) or text.startswith(TRACEBACK_OPEN):
+                if len(tb.lines) < MAX_TRACEBACK_LINES:
+                    tb.lines.append(text)
+                return NOTHING
             if FINAL_EXC_RE.match(text):
-                return [self._finish_traceback(text)]
-            if len(self._tb) < MAX_TRACEBACK_LINES:
-                self._tb.append(text)
-            return []
-        if text.startswith("Traceback (most recent call last)"):
-            self._open_traceback(text, "", ts)
-            return []
+                tb.final = text
+                tb.finals.append(text)
+                if tb.role == ROOT and not tb.cause and classify(text) is not None:
+                    return self._end_traceback()  # SGLang's handler dies after this and the cause is plain: fail fast
+                return NOTHING
+            if len(tb.lines) < MAX_TRACEBACK_LINES:
+                tb.lines.append(text)
+            return NOTHING
+        if text.startswith(TRACEBACK_OPEN):
+            self._open_traceback(Traceback("", "", ts, role=SUSPECT))
+            return NOTHING
+        if not text:
+            return NOTHING
         if text.startswith("Fatal Python error: "):
             sig = "SEGV" if "Segmentation" in text else "ABRT" if "Aborted" in text else None
             return [Failure(ts=ts, line=text, cause="killed_by_signal" if sig else "exception", message=text,
-                            evidence=(text,), signal=sig)]
-        # No prefix at all: a custom SGLANG_LOGGING_CONFIG_PATH format, or a journal entry
-        # whose time comes from the journal. The message grammar is the same.
+                            evidence=(text,), signal=sig, role=DEATH)]
+        if text == "Killed":  # the shell's word for SIGKILL: the kernel's OOM killer, most often
+            return [Failure(ts=ts, line=text, cause="host_oom", message="the process was killed (SIGKILL) without a "
+                            "word of its own: most often the kernel's OOM killer (host RAM)", evidence=(text,),
+                            signal="KILL", role=DEATH)]
+        if (m := ARGPARSE_RE.match(text)) is not None:
+            return [Failure(ts=ts, line=text, cause="bad_arguments", message=text, evidence=(text,))]
+        # No prefix at all: a custom SGLANG_LOGGING_CONFIG_PATH format, a journal entry whose
+        # time comes from the journal, or a paste. The message grammar is the same.
         handler = self._dispatch.get(text[:6])
         if handler is not None:
+            self.sglang_lines += 1
             result = handler(text, "", ts)
             if result is not None:
                 return result if isinstance(result, list) else [result]
+            return NOTHING
+        if text[0] == "[" and text.startswith("[rank") and "]:[E" in text[:16]:
+            cause = classify(text)  # torch's C++ error lines: "[rank9]:[E917 ...] ... Watchdog caught ..."
+            return [Failure(ts=ts, line=text, cause=cause, message=text, evidence=(text,), role=SUSPECT)] if cause \
+                else NOTHING
+        if text.startswith(("terminate called after throwing", "RuntimeError: ", "OSError: ", "torch.")) or \
+                FINAL_EXC_RE.match(text):
+            cause = classify(text)  # a lone exception line: a pasted tail, or a C++ abort's reason
+            if cause is not None:
+                return [Failure(ts=ts, line=text, cause=cause, message=text, evidence=(text,), role=SUSPECT)]
+        if text.lstrip().startswith(NOTEBOOK_READY):
+            return [Ready(ts=ts, line=text.strip())]
         return NOTHING
 
-    def _open_traceback(self, head: str, ranks: str, ts: float | None) -> None:
-        self._tb = []
-        self._tb_head = head
-        self._tb_ts = ts
+    @staticmethod
+    def _is_own_line(text: str) -> bool:
+        """An unprefixed line that is SGLang's or uvicorn's own, not part of a message's tail."""
+        return text.startswith(("INFO:", "ERROR:", "WARNING:", "Killed", "Fatal Python error", "[rank"))
 
-    def _finish_traceback(self, final: str) -> Failure:
-        lines = self._tb or []
-        head = self._tb_head
+    def _open_traceback(self, tb: Traceback) -> None:
+        if self._tb is None:  # other ranks' tracebacks interleave: the first one speaks
+            self._tb = tb
+
+    def _end_traceback(self) -> list[Event]:
+        tb = self._tb
+        assert tb is not None
         self._tb = None
-        cause = classify(final) or classify(head) or "exception"
-        where = next((ln.strip() for ln in reversed(lines) if ln.strip().startswith("File ")), None)
-        evidence = tuple(x for x in (head, where, final) if x)
-        return Failure(ts=self._tb_ts, line=final, cause=cause, message=final, evidence=evidence)
+        if tb.role is None:  # logged by a handler that carries on (a warning): not a failure
+            return NOTHING
+        finals = tb.finals or [ln for ln in tb.lines[-1:] if ln.strip()] or ["traceback (cut off)"]
+        final = finals[-1]
+        tail = " ".join(x.strip() for x in tb.tail)
+        where = next((ln.strip() for ln in reversed(tb.lines) if ln.strip().startswith("File ")), None)
+        code = _code_line(tb.lines)
+        cause = tb.cause or next((c for f in reversed(finals) if (c := classify(f)) is not None), None) \
+            or classify(f"{final} {tail}") or classify(tb.head) \
+            or (classify(code) if code and BARE_FINAL_RE.match(final) else None) or "exception"
+        m = SCHEDULER_DIED_RE.search(final)
+        if m is not None and tb.cause is None:  # 0.5.10+: the engine's consequence, the cause is elsewhere
+            status = int(m.group(1))
+            cause, sig = exit_cause(status)
+            return [Failure(ts=tb.ts, line=final, cause=cause, message=final, evidence=(final,), signal=sig,
+                            status=None if sig else status, role=DEATH)]
+        if final == "EOFError" and tb.cause is None:
+            return [Failure(ts=tb.ts, line=final, cause="exception", message="a scheduler process ended (EOFError)",
+                            evidence=(final,), role=DEATH)]
+        message = f"{final} {tail}".strip() if tail else final
+        evidence = tuple(x for x in (tb.head, where, code if final.endswith(("AssertionError", "Error")) else None,
+                                     *finals[:-1][-1:], final, *tb.tail[:4]) if x)
+        return [Failure(ts=tb.ts, ranks=tb.ranks, line=final, cause=cause, message=message, evidence=evidence,
+                        role=tb.role)]
 
-    def _scheduler_exception(self, msg: str, ranks: str, ts: float | None) -> Event | None:
-        if not msg.startswith("Scheduler hit an exception"):
+    def _handler_exception(self, msg: str, ranks: str, ts: float | None) -> Event | None:
+        """`Scheduler hit an exception: Traceback …` and its kin: SGLang's handler then kills the server."""
+        if " hit an exception" not in msg[:40]:
+            return self._died(msg, ranks, ts) if "terminated with" in msg else None
+        head = f"[{ranks}] {msg}" if ranks else msg
+        if msg.endswith(TRACEBACK_OPEN):
+            self._open_traceback(Traceback(head, ranks, ts, role=ROOT))
             return None
-        if "Traceback (most recent call last)" in msg:
-            if self._tb is None:  # other ranks' tracebacks interleave: the first one speaks
-                self._open_traceback(f"[{ranks}] {msg}" if ranks else msg, ranks, ts)
-            return None
-        cause = classify(msg) or "exception"
-        return Failure(ts=ts, ranks=ranks, line=msg, cause=cause, message=msg, evidence=(msg,))
+        return Failure(ts=ts, ranks=ranks, line=msg, cause=classify(msg) or "exception", message=msg, evidence=(msg,))
 
     # ------------------------------------------------------------ milestones
 
     def _server_args(self, msg: str, ranks: str, ts: float | None) -> Event | None:
-        if not msg.startswith("server_args=ServerArgs("):
+        if msg.startswith("server_args=ServerArgs("):
+            pairs = SERVER_ARG_RE.findall(msg[len("server_args=ServerArgs("):])
+        elif msg.startswith("server_args={"):  # 0.5.23 logs a dict
+            pairs = DICT_ARG_RE.findall(msg[len("server_args={"):])
+        else:
             return None
         kw: dict[str, object] = {}
-        for key, raw in SERVER_ARG_RE.findall(msg[len("server_args=ServerArgs("):]):
+        for key, raw in pairs:
             conv = SERVER_ARG_TYPES.get(key)
             if conv is None or key in kw:
                 continue
@@ -309,9 +452,7 @@ class LineParser:
         return None
 
     def _kv(self, msg: str, ranks: str, ts: float | None) -> Event | None:
-        tokens = TOKENS_RE.search(msg)
-        if tokens is None:
-            return None
+        tokens = TOKENS_RE.search(msg)  # none before 0.4.6, nor on some EAGLE pools: the summary says it then
         post = msg.startswith("Post-capture KV sizing:")
         body = msg.split(": ", 1)[1] if post else msg
         head = body.split(".", 1)[0]  # "KV Cache is allocated", "Full KV Cache is allocated", ...
@@ -321,7 +462,7 @@ class LineParser:
         label = head.split(" KV Cache")[0] if not head.startswith(("KV Cache", "draft", "KV cache")) else None
         draft = head.startswith("draft")
         dtype = DTYPE_RE.search(msg)
-        return KVCache(ts=ts, ranks=ranks, line=msg, tokens=int(tokens.group(1)),
+        return KVCache(ts=ts, ranks=ranks, line=msg, tokens=int(tokens.group(1)) if tokens else None,
                        dtype=dtype.group(1) if dtype else None, k_gb=_f(K_RE.search(msg)),
                        v_gb=_f(V_RE.search(msg)), kv_gb=_f(KV_RE.search(msg)), label=label,
                        upper_bound=upper, draft=draft, post_capture=post)
@@ -383,11 +524,12 @@ class LineParser:
 
     def _initialized(self, msg: str, ranks: str, ts: float | None) -> Event | None:
         if msg.startswith("Initialization failed"):
-            if "Traceback" in msg and self._tb is None:
-                self._open_traceback(msg, ranks, ts)
+            warmup = "warmup error" in msg[:40]
+            if msg.endswith(TRACEBACK_OPEN):
+                self._open_traceback(Traceback(msg, ranks, ts, role=ROOT, cause="warmup_failed" if warmup else None))
                 return None
-            return Failure(ts=ts, ranks=ranks, line=msg, cause=classify(msg) or "exception", message=msg,
-                           evidence=(msg,))
+            cause = "warmup_failed" if warmup else classify(msg) or "exception"
+            return Failure(ts=ts, ranks=ranks, line=msg, cause=cause, message=msg, evidence=(msg,))
         m = re.match(r"Initialized (\w+) draft runner\. ?(.*)", msg)
         if m:
             return DraftRunner(ts=ts, ranks=ranks, line=msg, algorithm=m.group(1), stage="initialized",
@@ -417,30 +559,73 @@ class LineParser:
         return None
 
     def _uvicorn_error(self, msg: str, ranks: str, ts: float | None) -> Event | None:
-        cause = classify(msg)
-        if cause == "port_in_use":
-            return Failure(ts=ts, line=msg, cause=cause, message=msg[6:].strip(), evidence=(msg,))
+        body = msg[6:].strip()
+        if body.startswith(TRACEBACK_OPEN):  # the lifespan's exception, before "Application startup failed"
+            self._open_traceback(Traceback("", ranks, ts, role=SUSPECT))
+            return None
+        if body.startswith("Application startup failed"):
+            return Failure(ts=ts, line=msg, cause="exception", message=body, evidence=(msg,), role=DEATH)
+        if classify(msg) == "port_in_use":
+            return Failure(ts=ts, line=msg, cause="port_in_use", message=body, evidence=(msg,))
         return None
 
     def _sigquit(self, msg: str, ranks: str, ts: float | None) -> Event | None:
-        if msg.startswith("Received sigquit from a child process"):
-            return Failure(ts=ts, ranks=ranks, line=msg, cause="exception", message=msg, evidence=(msg,))
+        if msg.startswith("Received sigquit from a child proces"):  # 0.4.3 spells it "proces"
+            return Failure(ts=ts, ranks=ranks, line=msg, cause="exception", message=msg, evidence=(msg,), role=DEATH)
         return None
 
     def _died(self, msg: str, ranks: str, ts: float | None) -> Event | None:
+        """A process's end as SGLang reports it: always the consequence of something said elsewhere."""
         m = DIED_RE.search(msg)
-        if m is None or not ("scheduler" in msg or "Exit code" in msg or "crashed" in msg):
-            return None
+        if m is None:
+            return Failure(ts=ts, ranks=ranks, line=msg, cause="exception", message=msg, evidence=(msg,),
+                           role=DEATH) if msg.startswith(("Rank ", "Scheduler or")) and " dead" in msg else None
         code = int(next(g for g in m.groups() if g is not None))
         cause, sig = exit_cause(code)
         return Failure(ts=ts, ranks=ranks, line=msg, cause=cause, message=msg, evidence=(msg,), signal=sig,
-                       status=None if sig else code)
+                       status=None if sig else code, role=DEATH)
 
     def _fatal_line(self, msg: str, ranks: str, ts: float | None) -> Event | None:
         cause = classify(msg)
         if cause is None:
             return None
         return Failure(ts=ts, ranks=ranks, line=msg, cause=cause, message=msg, evidence=(msg,))
+
+    def _recovered(self, msg: str, ranks: str, ts: float | None) -> Event | None:
+        """`retry() failed once … Will delay … and retry`, `Retrying in 1s [Retry 1/5].`"""
+        if msg.startswith("retry() exceed"):
+            return None
+        return Recovered(ts=ts, ranks=ranks, line=msg)
+
+    def _kv_below_context(self, msg: str, ranks: str, ts: float | None) -> Event | None:
+        m = KV_BELOW_RE.match(msg)
+        if m is None:
+            return None
+        return KVBelowContext(ts=ts, ranks=ranks, line=msg, tokens=int(m.group(1)), context_length=int(m.group(2)))
+
+    def _post_capture(self, msg: str, ranks: str, ts: float | None) -> Event | None:
+        """0.5.23's post-capture sizing: the real KV pool, or a lowered request cap."""
+        if (m := POST_CAPTURE_MR_RE.search(msg)) is not None:
+            return MaxRunningLimited(ts=ts, ranks=ranks, line=msg, value=int(m.group(2)), by="post_capture",
+                                     requested=int(m.group(1)))
+        return self._kv(msg, ranks, ts)
+
+    def _startup_timings(self, msg: str, ranks: str, ts: float | None) -> Event | None:
+        if not msg.startswith("Engine startup timings"):
+            return None
+        seconds: dict[str, float] = {}
+        for key, raw in STARTUP_TIMINGS_RE.findall(msg.split(":", 1)[-1]):
+            if raw.startswith("{"):
+                inner = dict(STARTUP_TIMINGS_RE.findall(raw[1:-1]))
+                seconds[key] = round(sum(float(v) for v in inner.values() if not v.startswith("{")), 3)
+            else:
+                seconds[key] = float(raw)
+        return StartupTimings(ts=ts, ranks=ranks, line=msg, seconds=seconds)
+
+    def _unified_memory(self, msg: str, ranks: str, ts: float | None) -> Event | None:
+        if not msg.startswith("[unified-memory-pool] UnifiedKVPool"):
+            return None
+        return UnifiedMemoryPool(ts=ts, ranks=ranks, line=msg, total_gb=_f(UNIFIED_RE.search(msg)))
 
 
 def tp_rank(ranks: str) -> int | None:

@@ -23,7 +23,8 @@ probe = Path(tempfile.mkdtemp(prefix="argv-probe.", dir="/run"))
 cases = json.load(sys.stdin)
 units = []
 for i, args in enumerate(cases):
-    raw = {"model_path": "/dev/shm/m", "extra_args": args, "python": "/usr/bin/python3", "env": {"PYTHONPATH": str(probe)}}
+    raw = {"model_path": "/dev/shm/m", "extra_args": args, "python": "/usr/bin/python3",
+           "env": {"PYTHONPATH": str(probe)}}
     check_raw(Path("/virtual/q.toml"), raw)
     cfg = _build(f"svcdiag-quoting-{uuid.uuid4().hex[:8]}-{i}", Path("/virtual/q.toml"), raw)
     Path(f"/etc/systemd/system/{cfg.unit}").write_text(render_unit(cfg))

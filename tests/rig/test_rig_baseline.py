@@ -9,15 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from .test_rig import config, json_lines, sv, unit_name
+from .helpers import config, json_lines, sv, unit_name, wait_for_phase
 
 pytestmark = pytest.mark.rig
-
-
-@pytest.fixture
-def units(rig_units: Path) -> Path:
-    """Here, the units folder is the one the rig can see."""
-    return rig_units
 
 
 def check(rig, units: Path, state: str, *args: str):
@@ -50,7 +44,7 @@ def test_healthy_then_drifted_with_history_and_state_restored(rig, units: Path) 
     inv_before = json_lines(sv(rig, units, "status", name, "--json"))[0]["invocation"]
     p, r2, lines = check(rig, units, st, name)
     assert (r2["state_before"], r2["state_after"]) == ("active", "active") and active(rig, name) == "active"
-    assert [l for l in lines if l["event"] == "verdict"][-1]["invocation"] != inv_before
+    assert [ln for ln in lines if ln["event"] == "verdict"][-1]["invocation"] != inv_before
     assert r2["compared_with"] == r["snapshot"] and r2["drift"] == []
     # less memory for the caches: KV tokens drop more than 5 %
     cfg = units / f"{name}.toml"
@@ -81,7 +75,7 @@ def test_failing_baseline_and_against_names_the_keys(rig, units: Path) -> None:
     bad = config(units, unit_name("badbase"), "demo-smoke", simulate="cuda-oom")
     p, r, lines = check(rig, units, st, bad)
     assert p.returncode == 1 and not r["healthy"] and r["verdict"] == "failed"
-    v = [l for l in lines if l["event"] == "verdict"][-1]
+    v = [ln for ln in lines if ln["event"] == "verdict"][-1]
     assert v["cause"] == "cuda_oom" and v["diagnosis"]["fixes"]
     assert json.loads(Path(r["snapshot"]).read_text())["healthy"] is False
 
@@ -94,16 +88,17 @@ def test_corrupt_snapshot_is_set_aside_and_crash_keeps_history(rig, units: Path)
     good_bytes = good.read_bytes()
     bad = st / name / "20990101T000000Z-garbage.json"
     bad.write_text("{not json")
-    p, r2, lines = check(rig, units, str(st), name)
-    notes = " ".join(l.get("message", "") for l in lines if l["event"] == "note")
+    _, r2, lines = check(rig, units, str(st), name)
+    notes = " ".join(ln.get("message", "") for ln in lines if ln["event"] == "note")
     assert "unreadable" in notes and "set aside" in notes
     assert not bad.exists() and list((st / name).glob("20990101T000000Z-garbage.json.corrupt-*"))
     assert r2["compared_with"] == str(good)
     # svcdiag killed mid-check: earlier snapshots are untouched, nothing half-written
     before = sorted(p.name for p in (st / name).iterdir())
+    since = time.time()
     waiter = rig.popen(["svcdiag", "--units", str(units), "baseline-check", name, "--state-dir", str(st)],
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    time.sleep(1.5)
+    wait_for_phase(rig, name, "loading_weights", since=since)  # its fresh start is under way
     rig.run(f"pkill -KILL -f '[b]in/svcdiag --units {units} baseline-check {name}'")
     waiter.wait(timeout=10)
     assert sorted(p.name for p in (st / name).iterdir()) == before

@@ -1,4 +1,4 @@
-"""`python tests/pty_run.py CMD...`: run CMD on a fresh pseudo-terminal (TERM=xterm) and copy
+"""`python tests/rig/pty_run.py CMD...`: run CMD on a fresh pseudo-terminal (TERM=xterm) and copy
 everything it drew to stdout, byte for byte; exit with CMD's status. The rig's commands
 otherwise run without a terminal, so this is how a test sees what an operator's screen does."""
 

@@ -9,52 +9,16 @@ import json
 import os
 import subprocess
 import time
-import uuid
 from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from .conftest import ROOT, assert_one_line_error, run_svcdiag
+from ..conftest import ROOT, assert_one_line_error, run_svcdiag
+from .helpers import config, json_lines, sv, unit_name, verdict_of, wait_for_phase
 
 pytestmark = pytest.mark.rig
-
-
-@pytest.fixture
-def units(rig_units: Path) -> Path:
-    """Here, the units folder is the one the rig can see."""
-    return rig_units
-
-
-def sv(rig, units: Path, *args: str, timeout: float = 120):
-    return rig.run(["svcdiag", "--units", str(units), *args], check=False, timeout=timeout)
-
-
-def json_lines(proc) -> list[dict]:
-    return [json.loads(line) for line in proc.stdout.decode().splitlines() if line.startswith("{")]
-
-
-def verdict_of(proc) -> dict:
-    lines = json_lines(proc)
-    assert lines and lines[-1]["event"] == "verdict", proc.stdout.decode() + proc.stderr.decode()
-    return lines[-1]
-
-
-_ports = iter(range(32100, 32999))
-
-
-def config(units: Path, name: str, base: str, **fields) -> str:
-    fields.setdefault("port", next(_ports))
-    body = [f'extends = "{base}"'] + [f"{k} = {json.dumps(v)}" for k, v in fields.items() if not isinstance(v, dict)]
-    for table, values in ((k, v) for k, v in fields.items() if isinstance(v, dict)):
-        body += [f"[{table}]"] + [f"{k} = {json.dumps(v)}" for k, v in values.items()]
-    (units / f"{name}.toml").write_text("\n".join(body) + "\n")
-    return name
-
-
-def unit_name(prefix: str) -> str:
-    return f"{prefix}-{uuid.uuid4().hex[:6]}"
 
 
 # ------------------------------------------------------------------------- healthy paths
@@ -147,12 +111,13 @@ def test_hang_times_out_naming_the_phase(rig, units: Path) -> None:
 def test_port_in_use_by_another_of_our_units(rig, units: Path) -> None:
     holder = config(units, unit_name("holder"), "demo-smoke")
     assert sv(rig, units, "up", holder, "--wait-ready").returncode == 0
-    port = int([ln for ln in (units / f"{holder}.toml").read_text().splitlines() if ln.startswith("port")][0].split("=")[1])
+    port = int(next(ln for ln in (units / f"{holder}.toml").read_text().splitlines()
+                    if ln.startswith("port")).split("=")[1])
     clash = config(units, unit_name("clash"), "demo-smoke", port=port)
     v = verdict_of(sv(rig, units, "up", clash, "--wait-ready", "--json"))
     assert (v["cause"], v["phase"]) == ("port_in_use", "http")
-    if v.get("diagnosis"):
-        assert holder in " ".join(v["diagnosis"]["explanation"])
+    assert v.get("diagnosis"), v  # a failed start always carries its diagnosis
+    assert holder in " ".join(v["diagnosis"]["explanation"])
     sv(rig, units, "down", holder)
 
 
@@ -160,10 +125,11 @@ def test_unit_stopped_from_outside_mid_wait(rig, units: Path) -> None:
     name = config(units, unit_name("stopped"), "demo-hang", timeouts={"loading_weights": 60})
     waiter = rig.popen(["svcdiag", "--units", str(units), "up", name, "--wait-ready", "--json"],
                        stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    time.sleep(2.5)
+    early = wait_for_phase(waiter, name, "loading_weights")  # the start is under way, and being waited on
     rig.run(["systemctl", "stop", "--no-block", f"{name}.service"])
     out, err = waiter.communicate(timeout=30)
-    lines = [json.loads(l) for l in out.decode().splitlines() if l.startswith("{")]
+    out = early + out
+    lines = [json.loads(ln) for ln in out.decode().splitlines() if ln.startswith("{")]
     v = lines[-1]
     assert (v["verdict"], v["cause"]) == ("failed", "stopped"), (v, err)
     assert waiter.returncode == 1
@@ -185,8 +151,8 @@ def test_previous_failed_invocation_is_not_misread(rig, units: Path) -> None:
         last = rig.run(["svcdiag", "replay", "--json", f"/tmp/{name}.{fmt}"], check=False)
         assert verdict_of(last)["verdict"] == "healthy", fmt
         if fmt in ("json", "export"):
-            pick = rig.run(["svcdiag", "replay", "--json", "--invocation", first["invocation"][:8], f"/tmp/{name}.{fmt}"],
-                           check=False)
+            pick = rig.run(["svcdiag", "replay", "--json", "--invocation", first["invocation"][:8],
+                            f"/tmp/{name}.{fmt}"], check=False)
             assert verdict_of(pick)["cause"] == "max_running_zero", fmt
     sv(rig, units, "down", name)
 
@@ -196,10 +162,11 @@ def test_journald_restart_or_rotation_mid_wait(rig, units: Path, disturbance: st
     name = config(units, unit_name("jd"), "demo-smoke", sim_time_scale=0.1)
     waiter = rig.popen(["svcdiag", "--units", str(units), "up", name, "--wait-ready", "--json"],
                        stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    time.sleep(2.0)
+    early = wait_for_phase(waiter, name, "loading_weights")
     rig.run(disturbance)
     out, err = waiter.communicate(timeout=60)
-    v = [json.loads(l) for l in out.decode().splitlines() if l.startswith("{")][-1]
+    out = early + out
+    v = [json.loads(ln) for ln in out.decode().splitlines() if ln.startswith("{")][-1]
     assert v["verdict"] == "healthy", (v, err)
     sv(rig, units, "down", name)
 
@@ -210,7 +177,7 @@ def test_two_concurrent_ups_start_once(rig, units: Path) -> None:
     a = rig.popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     b = rig.popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     outs = [p.communicate(timeout=60)[0].decode() for p in (a, b)]
-    verdicts = [[json.loads(l) for l in o.splitlines() if l.startswith("{")][-1] for o in outs]
+    verdicts = [[json.loads(ln) for ln in o.splitlines() if ln.startswith("{")][-1] for o in outs]
     assert [v["verdict"] for v in verdicts] == ["healthy", "healthy"]
     assert verdicts[0]["invocation"] == verdicts[1]["invocation"]
     started = rig.run(f"journalctl --no-pager -o cat -u {name}.service | grep -c '^Started ' || true").stdout
@@ -220,9 +187,10 @@ def test_two_concurrent_ups_start_once(rig, units: Path) -> None:
 
 def test_ctrl_c_during_wait_leaves_the_service_as_it_is(rig, units: Path) -> None:
     name = config(units, unit_name("ctrlc"), "demo-hang", timeouts={"loading_weights": 60})
+    since = time.time()
     waiter = rig.popen(["svcdiag", "--units", str(units), "up", name, "--wait-ready"],
                        stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    time.sleep(2.5)
+    wait_for_phase(rig, name, "loading_weights", since=since)  # human output here: the journal says when
     rig.run(f"pkill -INT -f '[b]in/svcdiag --units {units} up {name}'")  # [b]: not this shell's own line
     out, _ = waiter.communicate(timeout=20)
     assert waiter.returncode == 130
@@ -254,8 +222,8 @@ QARG = st.text(st.characters(blacklist_categories=["Cs"], blacklist_characters="
     lambda a: not any(x.split("=", 1)[0] in {"--port", "--host", "--model-path", "--model", "--tp-size", "--tp",
                                            "--tensor-parallel-size"} for x in a)), min_size=10, max_size=10))
 def test_exec_start_as_systemd_itself_parses_it(rig, cases: list[list[str]]) -> None:
-    cases = cases + [["%n", "$HOME", "${X}", ";", "a b", "'q'", '"d"', "\\", "\\;", "%%", "$$", "\t"]]
-    p = rig.run([str(ROOT / ".venv/bin/python"), str(ROOT / "tests/rig_exec_start.py")],
+    cases = [*cases, ["%n", "$HOME", "${X}", ";", "a b", "'q'", '"d"', "\\", "\\;", "%%", "$$", "\t"]]
+    p = rig.run([str(ROOT / ".venv/bin/python"), str(ROOT / "tests/rig/rig_exec_start.py")],
                 input=json.dumps(cases).encode(), check=True)
     for args, got in zip(cases, json.loads(p.stdout), strict=True):
         assert got["load_state"] == "loaded"

@@ -16,19 +16,9 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from svcdiag.output.schema import MESSAGE_IDS
 
-from .test_rig import config, json_lines, sv, unit_name, verdict_of
+from .helpers import config, journal, json_lines, sv, unit_name, verdict_of
 
 pytestmark = pytest.mark.rig
-
-
-@pytest.fixture
-def units(rig_units: Path) -> Path:
-    return rig_units
-
-
-def journal(rig, *matches: str) -> list[dict]:
-    out = rig.run(["journalctl", "--no-pager", "-o", "json", *matches]).stdout.decode()
-    return [json.loads(line) for line in out.splitlines() if line.strip()]
 
 
 def shape(recs: list[dict]) -> list[tuple]:
@@ -136,7 +126,7 @@ _SGR = re.compile(r"\x1b\[[0-9;]*m")
 
 
 def on_pty(rig, units: Path, *args: str, env: str = "") -> subprocess.CompletedProcess:
-    return rig.run(f"{env} python tests/pty_run.py svcdiag --units {units} " + " ".join(args), check=False,
+    return rig.run(f"{env} python tests/rig/pty_run.py svcdiag --units {units} " + " ".join(args), check=False,
                    timeout=90)
 
 

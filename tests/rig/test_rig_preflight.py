@@ -9,15 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from .model_fixtures import seed_models
-from .test_rig import config, json_lines, unit_name, verdict_of
+from ..model_fixtures import seed_models
+from .helpers import config, json_lines, unit_name, verdict_of
 
 pytestmark = pytest.mark.rig
-
-
-@pytest.fixture
-def units(rig_units: Path) -> Path:
-    return rig_units
 
 
 def sv_state(rig, units: Path, *args: str):
@@ -67,5 +62,6 @@ def test_seed_config_is_refused_then_its_fix_starts_healthy(rig, units: Path) ->
 def test_a_config_preflight_cannot_read_still_starts_and_says_why(rig, units: Path) -> None:
     name = config(units, unit_name("nomodel"), "demo-smoke", sim_time_scale=0.05)
     p = sv_state(rig, units, "up", name, "--wait-ready")
-    assert p.returncode == 0 and "preflight skipped: /dev/shm/Qwen3.6-27B/config.json: no such file" in p.stdout.decode()
+    assert p.returncode == 0
+    assert "preflight skipped: /dev/shm/Qwen3.6-27B/config.json: no such file" in p.stdout.decode()
     sv_state(rig, units, "down", name)

@@ -1,0 +1,135 @@
+"""Real SGLang, every version: start-up logs in the shapes releases 0.3.6 … 0.5.23 print
+(tests/fixtures/sglang/, one case each in cases.toml), judged as an operator would.
+
+Each fixture is a class of its own (old KV figures, pasted fragments, root cause before
+consequence, recovered errors, start-up failure forms, cause ids, 0.5.23 shapes, node and
+rank variants); the hypothesis tests below put the same fatal and recovered lines into
+healthy logs that no fixture spelt out.
+"""
+
+from __future__ import annotations
+
+import io
+import tomllib
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from svcdiag.ops.replay import NoStartFound, replay
+
+FIXTURES = Path(__file__).parent / "fixtures" / "sglang"
+CASES = tomllib.loads((FIXTURES / "cases.toml").read_text())["case"]
+SMOKE = (Path(__file__).resolve().parents[1] / "svcdiag" / "examples" / "dflash-smoke.log").read_text().splitlines()
+
+
+def judge(text: str | bytes, name: str = "t.log"):
+    data = text.encode() if isinstance(text, str) else text
+    return replay(io.BytesIO(data), name).verdict
+
+
+def test_every_fixture_has_a_case_and_every_case_a_fixture() -> None:
+    assert {c["file"] for c in CASES} == {p.name for p in FIXTURES.glob("*.log")}
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c["file"].removesuffix(".log") for c in CASES])
+def test_real_sglang_start(case: dict) -> None:
+    data = (FIXTURES / case["file"]).read_bytes()
+    if case["verdict"] == "no_start":
+        with pytest.raises(NoStartFound, match="no SGLang start found"):
+            judge(data, case["file"])
+        return
+    v = judge(data, case["file"])
+    assert (v.verdict, v.cause) == (case["verdict"], case.get("cause")), (v.message, v.evidence)
+    if "kv_tokens" in case:
+        assert v.figures.get("kv_tokens") == case["kv_tokens"], v.figures
+    if "max_running_requests" in case:
+        assert v.figures.get("max_running_requests") == case["max_running_requests"], v.figures
+    if case.get("evidence") and v.verdict == "failed":
+        said = [v.message, *v.evidence[:4]]
+        assert any(case["evidence"] in s for s in said), said
+    assert sorted(d["reason"] for d in v.degraded) == sorted(case.get("degraded", [])), v.degraded
+
+
+# ---------------------------------------------------------------- fatal and recovered lines in healthy logs
+
+FATAL = [  # (lines, cause): what SGLang prints when a start dies, root line first or last
+    (["Traceback (most recent call last):", '  File "/x/model_runner.py", line 9, in load', "    x()",
+      "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB."], "cuda_oom"),
+    (["[2026-05-23 09:42:40 TP0] Scheduler hit an exception: Traceback (most recent call last):",
+      '  File "/x/scheduler.py", line 3012, in run_scheduler_process', "    s = Scheduler()",
+      "RuntimeError: NCCL error: unhandled system error (run with NCCL_DEBUG=INFO for details)"], "nccl_error"),
+    (["[2026-05-23 09:42:40] Received sigquit from a child process. It usually means the child failed.",
+      "Traceback (most recent call last):", '  File "/x/loader.py", line 3, in f', "    g()",
+      "OSError: [Errno 12] Cannot allocate memory"], "host_oom"),
+    (["usage: launch_server.py [-h] --model-path MODEL_PATH",
+      "launch_server.py: error: unrecognized arguments: --enable-magic"], "bad_arguments"),
+    (["[2026-05-23 09:42:40] Rank 0 scheduler is dead. Please check if there are relevant logs.",
+      "[2026-05-23 09:42:40] Exit code: -9"], "killed_by_signal"),
+]
+RECOVERED = [  # a traceback SGLang goes on from
+    ["Traceback (most recent call last):", '  File "/x/utils.py", line 1, in retry', "    f()",
+     "ConnectionError: HTTPSConnectionPool(host='huggingface.co', port=443): Read timed out.",
+     "[2026-05-23 09:42:40] retry() failed once (0th try, maximum 2 retries). Will delay 0.84s and retry. Error: x"],
+    ["[2026-05-23 09:42:40] Can not initialize OpenAIServingResponses, error: Traceback (most recent call last):",
+     '  File "/x/serving.py", line 3, in init', "    import mcp", "ModuleNotFoundError: No module named 'mcp'"],
+    ["E1210 21:05:33.118402 88123 rdma_context.cpp:203] Failed to register memory 0x7f: Input/output error [5]"],
+]
+#: where a line may go in the smoke start: after its weights are loaded, before it is ready
+MIDDLE = [i for i, ln in enumerate(SMOKE) if "] Load weight end" in ln or "] KV Cache is allocated" in ln
+          or "] Capture" in ln]
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.sampled_from(FATAL), st.sampled_from(MIDDLE), st.booleans())
+def test_a_fatal_line_in_a_healthy_log_is_found(fatal: tuple[list[str], str], at: int, cut: bool) -> None:
+    """Put the fatal lines into the smoke start; the log then stops there (the server died), or
+    goes on with lines that are no progress for a moment: either way the cause is the root's."""
+    lines, cause = fatal
+    after = [] if cut else ["Capturing batches (bs=4 avail_mem=3.10 GB):  50%|#####     | 2/4 [00:01<00:01]",
+                            "[2026-05-23 09:42:50] INFO:     127.0.0.1:5 - \"GET /health HTTP/1.1\" 503"]
+    v = judge("\n".join(SMOKE[:at + 1] + lines + after) + "\n")
+    assert (v.verdict, v.cause) == ("failed", cause), (v.message, v.evidence)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.sampled_from(RECOVERED), st.sampled_from(MIDDLE))
+def test_a_recovered_traceback_in_a_healthy_log_is_not_a_failure(lines: list[str], at: int) -> None:
+    v = judge("\n".join(SMOKE[:at + 1] + lines + SMOKE[at + 1:]) + "\n")
+    assert v.verdict == "healthy", (v.message, v.evidence)
+
+
+def test_a_death_waits_for_its_cause_and_the_cause_is_the_root() -> None:
+    """`Rank 0 scheduler is dead` printed before the traceback that explains it."""
+    v = judge("\n".join(SMOKE[:MIDDLE[0] + 1] + [
+        "[2026-05-23 09:42:45] Rank 0 scheduler is dead. Please check if there are relevant logs.",
+        "[2026-05-23 09:42:45] Exit code: -3",
+        "[2026-05-23 09:42:45 TP0] Scheduler hit an exception: Traceback (most recent call last):",
+        '  File "/x/scheduler.py", line 1, in f', "    g()",
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB."]) + "\n")
+    assert (v.verdict, v.cause) == ("failed", "cuda_oom")
+    assert any("scheduler is dead" in e for e in v.evidence)
+
+
+def test_a_death_alone_is_a_failure_with_its_own_cause_once_its_grace_is_over() -> None:
+    lines = SMOKE[:MIDDLE[0] + 1] + ["[2026-05-23 09:42:45] Exit code: -9", "[2026-05-23 09:42:49] Killed"]
+    v = judge("\n".join(lines) + "\n")
+    assert (v.verdict, v.cause, v.figures.get("signal")) == ("failed", "killed_by_signal", "KILL")
+
+
+def test_a_suspect_is_cleared_when_the_start_goes_on() -> None:
+    """A bare traceback, then the next milestone: SGLang carried on, so it was not the cause."""
+    at = MIDDLE[0]
+    lines = SMOKE[:at + 1] + ["Traceback (most recent call last):", '  File "/x/a.py", line 1, in f', "    g()",
+                              "ValueError: something optional failed"] + SMOKE[at + 1:]
+    assert judge("\n".join(lines) + "\n").verdict == "healthy"
+
+
+def test_incomplete_is_worded_as_unfinished_not_as_a_failure() -> None:
+    from svcdiag.judge.diagnosis import diagnose
+
+    v = judge("\n".join(SMOKE[:MIDDLE[0] + 1]) + "\n")
+    assert v.verdict == "incomplete"
+    d = diagnose(v)
+    assert d is not None and "failed" not in " ".join(d["explanation"]).lower()
