@@ -73,7 +73,7 @@ class Judge:
             for ev in self.parser.flush():
                 out += self.readiness.feed(ev)
         v = self.readiness.tick(now)
-        return out + [v] if v is not None and v not in out else out
+        return [*out, v] if v is not None and v not in out else out
 
     def finish(self) -> Verdict:
         for ev in self.parser.close():

@@ -332,7 +332,7 @@ class LineParser:
             return [Failure(ts=ts, line=text, cause="host_oom", message="the process was killed (SIGKILL) without a "
                             "word of its own: most often the kernel's OOM killer (host RAM)", evidence=(text,),
                             signal="KILL", role=DEATH)]
-        if (m := ARGPARSE_RE.match(text)) is not None:
+        if ARGPARSE_RE.match(text) is not None:
             return [Failure(ts=ts, line=text, cause="bad_arguments", message=text, evidence=(text,))]
         # No prefix at all: a custom SGLANG_LOGGING_CONFIG_PATH format, a journal entry whose
         # time comes from the journal, or a paste. The message grammar is the same.
