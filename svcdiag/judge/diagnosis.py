@@ -40,9 +40,9 @@ def memory(v: Verdict, cfg: ServiceConfig | None) -> Memory:
 
 
 def diagnose(v: Verdict, cfg: ServiceConfig | None = None, *, port_owners: list[str] | None = None) -> dict[str, Any] | None:
-    """The diagnosis object of a failed or timed-out verdict (None when healthy)."""
+    """The diagnosis object of a verdict that is not healthy, or healthy but degraded (None when simply healthy)."""
     if v.verdict == "healthy":
-        return None
+        return _degraded(v, cfg) if v.degraded else None
     cause = v.cause or v.verdict
     fn = _BY_CAUSE.get(cause, _generic)
     explanation, fixes = fn(v, cfg, port_owners or [])
@@ -222,8 +222,80 @@ def _port_in_use(v: Verdict, cfg: ServiceConfig | None, owners: list[str]) -> tu
 
 def _model_not_found(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
     path = cfg.model_path if cfg else "model_path"
+    said = f"{v.message} {' '.join(v.evidence)}"
+    if re.search(r"gated repo|401 Client Error|authenticated|GatedRepoError", said):
+        return [f"The model hub refused {path!r}: it is a gated (or private) repo and this server has no token "
+                "that may read it (HTTP 401).",
+                "Accept the model's licence on its hub page with the account whose token the server uses, then give "
+                "the unit that token as a secret (HF_TOKEN), or download the model and point model_path at the folder."], \
+            [_fix({"env.HF_TOKEN": "<a token with access>"}, "the hub then lets this server download the model")]
+    if re.search(r"RepositoryNotFoundError|Repository Not Found", said):
+        return [f"The model hub has no repo {path!r} (or hides it: a private repo answers the same).",
+                "Check the spelling against the hub page, or download it and point model_path at the folder."], []
     return [f"SGLang cannot open model_path {path!r}: it is neither a folder on this host nor a repo id it can reach.",
             f"`ls {path}` on the GPU host; a model in /dev/shm is gone after a reboot."], []
+
+
+def _bad_arguments(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
+    said = f"{v.message} {' '.join(v.evidence)}"
+    name = cfg.name if cfg else "NAME"
+    if (m := re.search(r"unrecognized arguments: (.+)", said)) is not None:
+        flags = m.group(1).split()
+        flag = next((f for f in flags if f.startswith("--")), flags[0] if flags else "?")
+        return [f"This SGLang does not know {flag}: its argument parser refused the command line before loading "
+                "anything (exit 2).",
+                f"Flags change between releases; `svcdiag check {name}` names the replacement for the release the "
+                "unit runs (set `sglang_version` in the config, or let svcdiag ask the unit's interpreter)."], []
+    if (m := re.search(r"argument (--[\w-]+)(?:/--[\w-]+)*: (.+)", said)) is not None:
+        return [f"SGLang refused the value of {m.group(1)}: {m.group(2).strip()}.",
+                f"`svcdiag render {name}` shows the ExecStart line as systemd runs it."], []
+    if re.search(r"heads % tp_size|divisible", said):
+        tp = cfg.tp_size if cfg else None
+        say = [f"tp_size {tp if tp else '(the one given)'} does not divide the model's attention heads, so the "
+               "weights cannot be split evenly over the GPUs (SGLang asserts it while building the model).",
+               "Use a tp_size that divides the number of attention (and KV) heads in config.json: 1, 2, 4 or 8 "
+               "for most models."]
+        return say, [_fix({"tp_size": max(1, tp // 2)}, "a divisor of the head count, as a rule")] if tp and tp > 1 else []
+    return [f"SGLang refused its arguments: {v.message}"], []
+
+
+def _warmup_failed(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
+    said = f"{v.message} {' '.join(v.evidence)}"
+    say = ["The server loaded and listened, then its own warmup request to itself failed, and SGLang shut down "
+           "(`Initialization failed. warmup error`)."]
+    fixes: list[dict[str, Any]] = []
+    if (m := re.search(r"Response \[(\d{3})\]", said)) is not None and m.group(1) in ("502", "503", "403", "407"):
+        say.append(f"It got HTTP {m.group(1)} from 127.0.0.1: that is a proxy answering, not SGLang. The unit's "
+                   "environment sets http_proxy/https_proxy without no_proxy for the local address.")
+        fixes.append(_fix({"env.no_proxy": "127.0.0.1,localhost", "env.NO_PROXY": "127.0.0.1,localhost"},
+                          "the warmup then reaches the server directly"))
+    else:
+        say.append(f"It said: {v.message}")
+    return say, fixes
+
+
+def _unsupported_hardware(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
+    return [f"This GPU cannot run what the config asks for: {v.message}",
+            "Choose a quantization, attention backend or kernel this GPU's compute capability supports "
+            "(`nvidia-smi --query-gpu=compute_cap --format=csv`), or run on a newer GPU."], []
+
+
+def _unsupported_model(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
+    said = f"{v.message} {' '.join(v.evidence)}"
+    if "Transformers does not recognize" in said or "Unrecognized" in said or "model type" in said:
+        return ["The installed transformers does not know this model's `model_type`: the model is newer than the "
+                "library.",
+                "Upgrade transformers in the unit's interpreter (`pip install -U transformers`), or the SGLang "
+                "release that ships the newer one."], []
+    return [f"This SGLang release has no implementation of the model's architecture: {v.message}",
+            "Upgrade SGLang to a release that lists the architecture, or check config.json's `architectures`."], []
+
+
+def _host_oom(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
+    unit = v.unit or (cfg.unit if cfg else "UNIT")
+    return [f"The host ran out of memory (RAM, not GPU memory) in phase {v.phase}: {v.message}",
+            "safetensors are read through host memory once per rank; `journalctl -k | grep -i -e oom -e 'out of "
+            f"memory'` shows the kernel's account, and `systemctl show -p MemoryMax {unit}` the unit's limit."], []
 
 
 def _nccl(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
@@ -251,6 +323,23 @@ def _timed_out(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[lis
     fixes = [_fix({f"timeouts.{v.phase}": round((limit or 300) * 2)}, "if this phase is merely slow on this host")] \
         if v.phase in PHASE_TIMEOUTS else []
     return say, fixes
+
+
+def _degraded(v: Verdict, cfg: ServiceConfig | None) -> dict[str, Any]:
+    """Healthy, but short of what was asked: say what, and the memory fix when there is one."""
+    say = [f"The server is up, but degraded: {d['message']}." for d in v.degraded]
+    fixes: list[dict[str, Any]] = []
+    below = next((d for d in v.degraded if d["reason"] == "kv_below_context"), None)
+    if below is not None:
+        m = memory(v, cfg)
+        ctx = below["figures"]["context_length"]
+        p = m.plan(1, ctx)
+        if p is not None and p["fits"]:
+            fixes.append(_fix({"mem_fraction_static": p["fraction"]}, f"holds one full {_n(ctx)}-token request"))
+        limit = (below["figures"]["kv_tokens"] // 1024) * 1024
+        if limit >= 1024:
+            fixes.append(_fix({"context_length": limit}, f"what {_n(below['figures']['kv_tokens'])} KV tokens hold"))
+    return {"cause": "degraded", "explanation": say, "fixes": fixes}
 
 
 def _incomplete(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
@@ -288,6 +377,11 @@ _BY_CAUSE = {
     "port_in_use": _port_in_use,
     "model_not_found": _model_not_found,
     "nccl_error": _nccl,
+    "bad_arguments": _bad_arguments,
+    "warmup_failed": _warmup_failed,
+    "unsupported_hardware": _unsupported_hardware,
+    "unsupported_model": _unsupported_model,
+    "host_oom": _host_oom,
     "mamba_cache_too_small": _mamba_small,
     "timed_out": _timed_out,
     "incomplete": _incomplete,

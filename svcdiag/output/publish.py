@@ -48,7 +48,7 @@ def verdict_record(v: Verdict, config: str | None = None) -> ReadinessEvent:
         event="verdict", ts=v.ts, unit=v.unit, invocation=v.invocation, config=config, phase=v.phase,
         verdict=v.verdict, cause=v.cause, message=v.message, figures=dict(v.figures),
         data={"evidence": list(v.evidence), "phase_seconds": dict(v.phase_seconds), "last_line": v.last_line,
-              "stalled_s": v.stalled_s, "diagnosis": v.diagnosis})
+              "stalled_s": v.stalled_s, "diagnosis": v.diagnosis, "degraded": [dict(d) for d in v.degraded]})
 
 
 def for_terminal(out: TextIO, cfg: ServiceConfig | None, *, as_json: bool, live: bool, textfile: str | None,

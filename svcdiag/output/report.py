@@ -140,7 +140,10 @@ def render_verdict(v: dict[str, Any]) -> str:
     who = f"{v['unit']}: " if v.get("unit") else ""
     figures = v.get("figures") or {}
     took = f" after {figures['startup_s']:.1f} s" if "startup_s" in figures else ""
+    degraded = v.get("degraded") or []
+    head += " (DEGRADED)" if degraded else ""
     lines = [f"\n{who}{head}{cause} in phase {v.get('phase')}{took}: {v.get('message')}"]
+    lines += [f"  degraded: {d['reason']}: {d['message']}" for d in degraded]
     figs = [f"{k}={_n(figures[k])}" for k in KEY_FIGURES if k in figures and k != "startup_s"]
     if figs:
         lines.append("  figures: " + ", ".join(figs))
