@@ -10,6 +10,7 @@ healthy logs that no fixture spelt out.
 from __future__ import annotations
 
 import io
+import json
 import tomllib
 from pathlib import Path
 
@@ -133,3 +134,20 @@ def test_incomplete_is_worded_as_unfinished_not_as_a_failure() -> None:
     assert v.verdict == "incomplete"
     d = diagnose(v)
     assert d is not None and "failed" not in " ".join(d["explanation"]).lower()
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c["file"].removesuffix(".log") for c in CASES])
+def test_replay_command_on_each_fixture(cli, case: dict) -> None:
+    """What the operator runs: JSON Lines, the verdict last, exactly one failure record for a
+    failed start and none for one that recovered; exit code by verdict."""
+    r = cli("replay", "--json", str(FIXTURES / case["file"]))
+    if case["verdict"] == "no_start":
+        assert r.exit_code == 4 and "no SGLang start found" in r.output
+        return
+    records = [json.loads(line) for line in r.output.splitlines()]
+    assert records[-1]["event"] == "verdict" and records[-1]["verdict"] == case["verdict"]
+    failures = [x for x in records if x["event"] == "failure"]
+    assert len(failures) == (1 if case["verdict"] == "failed" else 0), failures
+    if failures:
+        assert failures[0]["cause"] == case["cause"]
+    assert r.exit_code == {"healthy": 0, "failed": 1, "timed_out": 3, "incomplete": 4}[case["verdict"]]

@@ -24,6 +24,7 @@ class Judge:
             quote_events=False)
         self._clock_seen: float | None = None
         self._line_at: float | None = None
+        self._hint: str | None = None
 
     @property
     def verdict(self) -> Verdict | None:
@@ -57,6 +58,11 @@ class Judge:
             self._line_at = now
         for ev in events:
             out += r.feed(ev)
+        if self.parser.version_hint != self._hint:
+            self._hint = self.parser.version_hint
+            r.figures.setdefault("sglang_version_source", "inferred from line shapes")
+            if r.figures["sglang_version_source"] == "inferred from line shapes":
+                r.figures["sglang_version"] = self._hint
         return out
 
     def systemd_line(self, text: str, ts: float | None = None) -> list[Event]:

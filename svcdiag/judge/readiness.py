@@ -14,6 +14,7 @@ from svcdiag.config.service import DEFAULT_TIMEOUTS, PHASES
 from svcdiag.judge.verdict import PhaseChange, UnitState, Verdict
 from svcdiag.sglang.events import (
     DEATH,
+    ROOT,
     SUSPECT,
     CudaGraph,
     Event,
@@ -171,7 +172,8 @@ class Readiness:
         handler = getattr(self, f"_on_{type(ev).__name__}", None)
         if handler is not None and (primary or isinstance(ev, Failure)):
             out += handler(ev) or []
-        if (primary or isinstance(ev, Failure)) and not (isinstance(ev, UnitState) and self.verdict):
+        news = primary if not isinstance(ev, Failure) else ev.role == ROOT  # pending ones speak in the verdict
+        if news and not (isinstance(ev, UnitState) and self.verdict):
             out.insert(0, ev)  # a failure on any rank is the operator's news
         if self.verdict is not None:
             out.append(self.verdict)

@@ -13,6 +13,7 @@ from svcdiag.sglang.events import (
     DraftRunner,
     Event,
     Failure,
+    KVBelowContext,
     KVCache,
     MambaCache,
     MaxRunningLimited,
@@ -20,6 +21,8 @@ from svcdiag.sglang.events import (
     Ready,
     SchedulerInfo,
     ServerArgs,
+    StartupTimings,
+    UnifiedMemoryPool,
     Uvicorn,
     WeightsBegin,
     WeightsEnd,
@@ -58,14 +61,22 @@ def describe(ev: Event) -> str | None:
         size = (f"K {_gb(ev.k_gb)} + V {_gb(ev.v_gb)}" if ev.k_gb is not None else f"KV {_gb(ev.kv_gb)}")
         what = "KV cache upper bound" if ev.upper_bound else "draft KV cache" if ev.draft else \
             f"{ev.label} KV cache" if ev.label else "KV cache"
-        return f"{what}: {ev.tokens:,} tokens ({size}{', ' + ev.dtype if ev.dtype else ''})"
+        tokens = f"{ev.tokens:,} tokens" if ev.tokens is not None else "allocated (tokens: see the scheduler's summary)"
+        return f"{what}: {tokens} ({size}{', ' + ev.dtype if ev.dtype else ''})"
     if isinstance(ev, MambaCache):
         inter = f" + intermediate {_gb(ev.intermediate_ssm_gb)}" if ev.intermediate_ssm_gb is not None else ""
         return f"Mamba cache: {ev.slots} slots, conv {_gb(ev.conv_gb)} + ssm {_gb(ev.ssm_gb)}{inter}"
     if isinstance(ev, PoolEnd):
         return f"memory pools done, {_gb(ev.avail_gb)} free"
     if isinstance(ev, MaxRunningLimited):
-        return f"max_running_requests limited to {ev.value} by the {ev.by} cache"
+        by = "post-capture KV sizing" if ev.by == "post_capture" else f"the {ev.by} cache"
+        return f"max_running_requests limited to {ev.value} by {by}"
+    if isinstance(ev, KVBelowContext):
+        return f"KV pool {ev.tokens:,} tokens, below --context-length {ev.context_length:,}: degraded"
+    if isinstance(ev, StartupTimings):
+        return "SGLang's own start-up timings: " + ", ".join(f"{k} {v:.1f} s" for k, v in ev.seconds.items())
+    if isinstance(ev, UnifiedMemoryPool):
+        return f"unified memory pool: {_gb(ev.total_gb)}, KV and Mamba split at run time"
     if isinstance(ev, CudaGraph):
         if ev.stage == "begin":
             return f"capturing {ev.name} CUDA graphs, {_gb(ev.avail_gb)} free"
@@ -85,7 +96,7 @@ def describe(ev: Event) -> str | None:
     if isinstance(ev, UnitState):
         return f"systemd: {ev.line}" if ev.state in ("started", "exited", "stopping", "stopped", "result") else None
     if isinstance(ev, Failure):
-        return f"failure ({ev.cause}): {ev.message}"
+        return f"failure ({ev.cause}): {ev.message}" if ev.role != "suspect" else None
     return None
 
 

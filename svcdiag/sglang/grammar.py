@@ -194,6 +194,8 @@ class LineParser:
         self._tb: Traceback | None = None
         #: lines that are SGLang's own (its prefix, or a message it prints): a file with none holds no start
         self.sglang_lines = 0
+        #: the release range the line shapes point to (docs/sglang.md): "0.3.6", "<= 0.5.9", ">= 0.5.23"
+        self.version_hint: str | None = None
         self._last_ts_text = ""
         self._last_ts: float | None = None
         self.last_ts: float | None = None  # the latest timestamp read off a line prefix
@@ -333,6 +335,7 @@ class LineParser:
                             "word of its own: most often the kernel's OOM killer (host RAM)", evidence=(text,),
                             signal="KILL", role=DEATH)]
         if ARGPARSE_RE.match(text) is not None:
+            self.version_hint = ">= 0.5.10" if text.startswith("sglang serve") else "<= 0.5.9"
             return [Failure(ts=ts, line=text, cause="bad_arguments", message=text, evidence=(text,))]
         # No prefix at all: a custom SGLANG_LOGGING_CONFIG_PATH format, a journal entry whose
         # time comes from the journal, or a paste. The message grammar is the same.
@@ -411,6 +414,7 @@ class LineParser:
             pairs = SERVER_ARG_RE.findall(msg[len("server_args=ServerArgs("):])
         elif msg.startswith("server_args={"):  # 0.5.23 logs a dict
             pairs = DICT_ARG_RE.findall(msg[len("server_args={"):])
+            self.version_hint = ">= 0.5.15"
         else:
             return None
         kw: dict[str, object] = {}
@@ -462,6 +466,8 @@ class LineParser:
         label = head.split(" KV Cache")[0] if not head.startswith(("KV Cache", "draft", "KV cache")) else None
         draft = head.startswith("draft")
         dtype = DTYPE_RE.search(msg)
+        if not (upper or draft or (self.version_hint and self.version_hint.startswith(">= 0.5.2"))):
+            self.version_hint = ">= 0.5.14" if "dtype: " in msg else "0.4.6 – 0.5.11" if tokens else "0.4.3 – 0.4.5"
         return KVCache(ts=ts, ranks=ranks, line=msg, tokens=int(tokens.group(1)) if tokens else None,
                        dtype=dtype.group(1) if dtype else None, k_gb=_f(K_RE.search(msg)),
                        v_gb=_f(V_RE.search(msg)), kv_gb=_f(KV_RE.search(msg)), label=label,
@@ -601,6 +607,7 @@ class LineParser:
         m = KV_BELOW_RE.match(msg)
         if m is None:
             return None
+        self.version_hint = ">= 0.5.23"
         return KVBelowContext(ts=ts, ranks=ranks, line=msg, tokens=int(m.group(1)), context_length=int(m.group(2)))
 
     def _post_capture(self, msg: str, ranks: str, ts: float | None) -> Event | None:
@@ -613,6 +620,7 @@ class LineParser:
     def _startup_timings(self, msg: str, ranks: str, ts: float | None) -> Event | None:
         if not msg.startswith("Engine startup timings"):
             return None
+        self.version_hint = ">= 0.5.23"
         seconds: dict[str, float] = {}
         for key, raw in STARTUP_TIMINGS_RE.findall(msg.split(":", 1)[-1]):
             if raw.startswith("{"):
