@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from functools import cache, lru_cache
 from pathlib import Path
 from types import MappingProxyType
+from typing import Any
 
 DATA_DIR = Path(__file__).resolve().parent / "flag_tables"
 
@@ -42,7 +43,7 @@ _VERSION = re.compile(
 _PRE_RANK = {"a": 0, "alpha": 0, "b": 1, "beta": 1, "c": 2, "rc": 2}
 
 
-def version_key(version: str) -> tuple:
+def version_key(version: str) -> tuple[Any, ...]:
     """A sort key in PEP 440 order for the versions SGLang publishes ("0.5.23",
     "0.4.6.post1", "0.5.0rc2", "0.5.1.dev3", "v0.5.2"): dev < rc < final < post.
     Releases are compared numerically with trailing zeros ignored ("0.5" == "0.5.0")."""
@@ -82,7 +83,7 @@ class FlagSpec:
     nargs: str | int | None = None      # None: exactly one value (when takes_value)
     type: str | None = None             # "int", "float", "str", "human_int" or None
     aliases: tuple[str, ...] = ()
-    choices: tuple | None = None
+    choices: tuple[str, ...] | None = None
     deprecated: str | None = None       # "use --x" style pointer, when deprecated
     error: str | None = None            # registered, but using it stops the launch
 
@@ -188,7 +189,7 @@ _NEGATIVE_NUMBER = re.compile(r"^-\d+$|^-\d*\.\d+$")
 _HUMAN_INT = re.compile(r"^\s*(\d+(?:\.\d+)?)(Ki|Mi|Gi|Ti|k|M|G|T)\s*$")
 
 
-def _convert(type_name: str | None, value: str):
+def _convert(type_name: str | None, value: str) -> object:
     """The value as argparse's `type=` would give it; raises ValueError when it can't."""
     if type_name == "int":
         return int(value)

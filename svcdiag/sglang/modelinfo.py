@@ -102,7 +102,7 @@ def shape_from_config(cfg: dict[str, Any], path: Path) -> ModelShape:
         linear = layers - attention
     else:
         attention = layers
-    if need:
+    if need or kv_heads is None or head_dim is None:
         raise ModelInfoError(path, need, f"unknown architecture {arch!r}: missing {', '.join(need)}")
     if not linear:
         return ModelShape(arch, "dense", layers, attention, kv_heads, head_dim, head_dim, kv_dtype_bytes=dtype,
