@@ -16,7 +16,7 @@ from svcdiag.ops.gpumem import gpu_free_gb, parse_nvidia_smi
 from svcdiag.ops.preflight import Calibration, plan
 from svcdiag.sglang.modelinfo import ModelInfoError, read_shape, shape_from_config
 from svcdiag.sglang.preflight import GB, inputs_from_shape, predict
-from svcdiag.sim.model import DENSE_8B, HYBRID_27B, compute
+from svcdiag.sim.model import DENSE_8B, HYBRID_27B, IDLE_GPU_FREE_GB, compute
 from svcdiag.sim.scenarios import SCENARIOS
 
 from .conftest import UNITS, assert_one_line_error
@@ -117,7 +117,7 @@ def test_prediction_within_5pct_of_the_stand_ins_kv_pool(units: Path, tmp_path: 
                                                           tp: int) -> None:
     dense = SCENARIOS[scenario].dense
     target = model_dir(tmp_path, "dense", DENSE_QWEN3_8B, DENSE_8B.weights_gb) if dense else None
-    cfg = configure(units, f"cal-{base}", base, tmp_path, gpu_memory_gb=139.72,
+    cfg = configure(units, f"cal-{base}", base, tmp_path, gpu_memory_gb=IDLE_GPU_FREE_GB,
                     **({"model_path": str(target)} if target else {}))
     pred = plan(cfg).prediction
     profile = DENSE_8B if dense else HYBRID_27B

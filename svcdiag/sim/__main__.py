@@ -1,9 +1,9 @@
-"""SGLang stand-in: `python -m svcdiag.sim SCENARIO [--port P] [--time-scale X] [sglang flags]`.
+"""SGLang stand-in: `python -m svcdiag.sim SCENARIO [--sglang-version V] [--time-scale X] [sglang flags]`.
 
-It replaces only the GPU. It takes launch_server's flags, prints SGLang's real start-up
-lines (docs/sglang.md#start-up-milestones; new by default, `--old-format` for the TP0 style) with
-realistic timings compressed by --time-scale, serves /health, /health_generate,
-/get_model_info and /get_server_info once bound, and dies the way SGLang dies.
+It replaces only the GPU. It takes launch_server's flags as the release `--sglang-version`
+(default 0.5.23; `--old-format`: 0.4.6's shape) parses them, prints that release's start-up
+lines (docs/sglang.md#start-up-milestones) with realistic timings compressed by --time-scale,
+serves that release's HTTP endpoints once bound, and dies the way SGLang dies.
 """
 
 from __future__ import annotations
@@ -20,10 +20,10 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from .model import DENSE_8B, HYBRID_27B, Figures, compute
+from .model import DENSE_8B, HYBRID_27B, Figures, compute, gpu_total_gib
+from .release import DEFAULT_VERSION, OLD_FORMAT_VERSION, Release, parse_launch_args
 from .scenarios import SCENARIOS, Scenario
 
-SGLANG_VERSION = "0.5.23"
 SITE = "/opt/sglang/.venv/lib/python3.11/site-packages"
 
 
@@ -33,8 +33,10 @@ class Clock:
     def __init__(self, scale: float, virtual_start: dt.datetime | None):
         self.scale = scale
         self.virtual = virtual_start
+        self.nominal = 0.0  # nominal seconds slept so far (the startup timings' clock)
 
     def sleep(self, nominal: float) -> None:
+        self.nominal += max(0.0, nominal)
         if self.virtual is not None:
             self.virtual += dt.timedelta(seconds=nominal)
         elif nominal > 0:
@@ -45,8 +47,8 @@ class Clock:
 
 
 class Log:
-    def __init__(self, clock: Clock, *, tp: int, old_format: bool, ms: bool):
-        self.clock, self.tp, self.old, self.ms = clock, tp, old_format, ms
+    def __init__(self, clock: Clock, *, tp: int, tags_always: bool, ms: bool):
+        self.clock, self.tp, self.old, self.ms = clock, tp, tags_always, ms
         self.out = sys.stdout
 
     def _ts(self) -> str:
@@ -74,39 +76,32 @@ class Log:
         self.raw(f"[{self._ts()}] {msg}")
 
 
-def parse_args(argv: list[str]) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="python -m svcdiag.sim", description=__doc__.splitlines()[0])
+def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
+    """The stand-in's own options, and the rest: launch_server's flags, for the release to parse."""
+    p = argparse.ArgumentParser(prog="python -m svcdiag.sim", description=__doc__.splitlines()[0],
+                                allow_abbrev=False)
     p.add_argument("scenario", choices=sorted(SCENARIOS))
+    p.add_argument("--sglang-version", metavar="V",
+                   help=f"the SGLang release to play: its line shapes, flags and endpoints (default {DEFAULT_VERSION})")
+    p.add_argument("--old-format", action="store_true",
+                   help=f"an old release's shape (TP0 tag even at tp=1, `Capture cuda graph` lines); alone it "
+                        f"means --sglang-version {OLD_FORMAT_VERSION}")
     p.add_argument("--time-scale", type=float, default=1.0, help="multiply every delay (0.05 = 20× faster)")
-    p.add_argument("--old-format", action="store_true", help="older SGLang: TP0 prefix even at tp=1")
     p.add_argument("--virtual-clock", metavar="ISO", help="no sleeping; timestamps start here (example logs)")
     p.add_argument("--decode-lines", type=int, default=0, help="after ready, print N decode batch lines")
     p.add_argument("--no-http", action="store_true", help="do not bind the port; exit once ready")
     p.add_argument("--gpu-free-gb", type=float, help="the simulated GPU's free memory before loading")
-    # launch_server's flags (server_args.py spelling)
-    p.add_argument("--model-path", "--model", default="/dev/shm/Qwen3.6-27B")
-    p.add_argument("--served-model-name")
-    p.add_argument("--tp-size", "--tensor-parallel-size", type=int, default=1)
-    p.add_argument("--dp-size", type=int, default=1)
-    p.add_argument("--host", default="127.0.0.1")
-    p.add_argument("--port", type=int, default=30000)
-    p.add_argument("--mem-fraction-static", type=float)
-    p.add_argument("--max-running-requests", type=int)
-    p.add_argument("--context-length", type=int)
-    p.add_argument("--chunked-prefill-size", type=int, default=8192)
-    p.add_argument("--cuda-graph-max-bs", type=int, default=8)
-    p.add_argument("--max-mamba-cache-size", type=int)
-    p.add_argument("--trust-remote-code", action="store_true")
-    p.add_argument("--speculative-algorithm")
-    p.add_argument("--speculative-draft-model-path", "--speculative-draft-model")
-    p.add_argument("--speculative-num-steps", type=int)
-    p.add_argument("--speculative-eagle-topk", type=int)
-    p.add_argument("--speculative-num-draft-tokens", type=int)
-    args, _unknown = p.parse_known_args(argv)
-    return args
+    return p.parse_known_args(argv)
 
 
-def server_args_line(a: argparse.Namespace, fig: Figures) -> str:
+def release_of(own: argparse.Namespace) -> Release:
+    version = own.sglang_version or (OLD_FORMAT_VERSION if own.old_format else DEFAULT_VERSION)
+    return Release(version, old_format=own.old_format)
+
+
+def server_args_line(a: argparse.Namespace, fig: Figures, rel: Release) -> str:
+    """`server_args=ServerArgs(k=v, …)`, or 0.5.23's dict `server_args={'k': v, …}` (engine.py
+    `_server_args_for_logging`), with the release's field names."""
     def q(v: object) -> str:
         return repr(v)
 
@@ -122,6 +117,12 @@ def server_args_line(a: argparse.Namespace, fig: Figures) -> str:
         ("speculative_num_steps", q(a.speculative_num_steps)), ("speculative_eagle_topk", q(a.speculative_eagle_topk)),
         ("speculative_num_draft_tokens", q(a.speculative_num_draft_tokens)), ("log_level", "'info'"),
     ]
+    if rel.new:
+        renamed = {"cuda_graph_max_bs": "cuda_graph_max_bs_decode"}
+        fields = [(renamed.get(k, k), v) for k, v in fields]
+        fields.insert(13, ("pp_size", "1"))
+        fields.insert(14, ("attn_dp_size", "1"))
+        return "server_args={" + ", ".join(f"{k!r}: {v}" for k, v in fields) + "}"
     return "server_args=ServerArgs(" + ", ".join(f"{k}={v}" for k, v in fields) + ")"
 
 
@@ -143,23 +144,46 @@ SCHEDULER_FRAMES = [
 
 
 class Server:
-    """The HTTP side: /health* are 503 until ready, as SGLang's are."""
+    """The HTTP side, by release. Every release: /health and /health_generate (503 until ready),
+    /get_model_info, /get_server_info. 0.5.20 on (0.5.23's http_server.py): /ready (503 until
+    ready, then 200), /server_info and /model_info; /get_server_info and /get_model_info still
+    answer but log a deprecation warning on every call; /health* sleep 1 s before answering.
+    Older releases answer 404 to /ready, /server_info and /model_info."""
 
-    def __init__(self, a: argparse.Namespace, fig: Figures, scenario: Scenario):
+    def __init__(self, a: argparse.Namespace, fig: Figures, scenario: Scenario, rel: Release, log: Log,
+                 launch_command: str):
         self.ready = threading.Event()
         info = {
             "model_path": a.model_path, "tokenizer_path": a.model_path, "is_generation": True,
             "preferred_sampling_params": None, "weight_version": "default",
         }
-        server_info = {
+        tokens = fig.kv_tokens + scenario.server_info_tokens_delta
+        kv_gb = round(fig.k_gb + fig.v_gb, 2)
+        server_info: dict[str, object] = {
             "model_path": a.model_path, "tp_size": a.tp_size, "port": a.port,
             "context_length": a.context_length, "mem_fraction_static": fig.mem_fraction_static,
-            "max_total_num_tokens": fig.kv_tokens + scenario.server_info_tokens_delta,
-            "max_running_requests": fig.max_running, "speculative_algorithm": a.speculative_algorithm,
-            "internal_states": [{"max_total_num_tokens": fig.kv_tokens + scenario.server_info_tokens_delta}],
-            "version": SGLANG_VERSION,
+            "max_total_num_tokens": tokens,
+            "max_running_requests": fig.max_running if not rel.new else a.max_running_requests,
+            "speculative_algorithm": a.speculative_algorithm,
+            "internal_states": [{"max_total_num_tokens": tokens}],
+            "version": rel.version,
         }
+        if rel.new:  # 0.5.23: the top-level max_running_requests is the CLI value, not the effective cap
+            server_info.update({
+                "max_req_input_len": min(fig.context_len - 1, tokens - 1) - 5,
+                "startup_time": None, "launch_command": launch_command,
+                "internal_states": [{
+                    "max_total_num_tokens": tokens,
+                    "effective_max_running_requests_per_dp": fig.max_running,
+                    "memory_usage": {
+                        "weight": round(fig.weights_gb, 2), "kvcache": kv_gb,
+                        "startup_available": round(fig.pre_load_free_gb, 2), "token_capacity": tokens,
+                        "token_capacity_swa": 0, "graph": {"verify" if a.speculative_algorithm else "decode": 1.21},
+                    },
+                }],
+            })
         outer = self
+        sleep_s = 1.0 * (log.clock.scale if log.clock.virtual is None else 0.0)
 
         class Handler(BaseHTTPRequestHandler):
             def log_message(self, *args: object) -> None:  # SGLang's own access lines are printed by Log
@@ -173,13 +197,26 @@ class Server:
                 self.end_headers()
                 self.wfile.write(data)
 
+            def _deprecated(self, old: str, new: str) -> None:
+                log.main(f"Endpoint '{old}' is deprecated and will be removed in a future version. "
+                         f"Please use '{new}' instead.")
+
             def do_GET(self) -> None:
                 path = self.path.split("?")[0]
+                up = outer.ready.is_set()
                 if path in ("/health", "/health_generate"):
-                    self._send(200 if outer.ready.is_set() else 503, {} if outer.ready.is_set() else {"error": "starting"})
-                elif path in ("/get_model_info", "/model_info"):
+                    if up and rel.new:
+                        time.sleep(sleep_s)  # 0.5.23 sleeps 1 s before the check (and generates a token)
+                    self._send(200 if up else 503, {} if up else {"error": "starting"})
+                elif path == "/ready" and rel.new:
+                    self._send(200 if up else 503, {"status": "ready" if up else "starting"})
+                elif path == "/get_model_info" or (path == "/model_info" and rel.new):
+                    if path == "/get_model_info" and rel.new:
+                        self._deprecated("/get_model_info", "/model_info")
                     self._send(200, info)
-                elif path in ("/get_server_info", "/server_info"):
+                elif path == "/get_server_info" or (path == "/server_info" and rel.new):
+                    if path == "/get_server_info" and rel.new:
+                        self._deprecated("/get_server_info", "/server_info")
                     self._send(200, server_info)
                 else:
                     self._send(404, {"detail": "Not Found"})
@@ -202,7 +239,22 @@ def die_like_sglang(log: Log, tp: int, final: str, frames: list[tuple[str, int, 
     os.kill(os.getpid(), signal.SIGKILL)
 
 
-def run(a: argparse.Namespace) -> int:
+def hybrid_too_small(fig: Figures) -> str:
+    """0.5.23's resolve_max_num_reqs, when the Mamba cap leaves no request (the text after
+    `mamba_ratio=` is the stand-in's: the sources elide it)."""
+    return ("RuntimeError: Hybrid (mamba/linear-attention) state cache is too small to serve any requests. "
+            f"max_mamba_cache_size={fig.mamba_slots}, mamba_ratio=0.9, {fig.slots_per_req} state slots per request. "
+            "Raise --max-mamba-cache-size or --mamba-full-memory-ratio, or halve the state size with "
+            "--mamba-ssm-dtype bfloat16.")
+
+
+def run(own: argparse.Namespace, launch_argv: list[str]) -> int:
+    rel = release_of(own)
+    virtual = dt.datetime.fromisoformat(own.virtual_clock) if own.virtual_clock else None
+    clock = Clock(own.time_scale, virtual)
+    clock.sleep(5.8)  # python -m sglang.launch_server: imports, then prepare_server_args parses the flags
+    a = argparse.Namespace(**vars(own), **parse_launch_args(rel, launch_argv))  # exit 2 as argparse does
+
     scenario = SCENARIOS[a.scenario]
     if a.gpu_free_gb:
         scenario = dataclasses.replace(scenario, gpu_free_gb=a.gpu_free_gb)
@@ -210,12 +262,11 @@ def run(a: argparse.Namespace) -> int:
     spec = bool(a.speculative_algorithm)
     fig = compute(profile, scenario, tp=a.tp_size, mem_fraction_static=a.mem_fraction_static,
                   max_mamba_cache_size=a.max_mamba_cache_size, max_running_requests=a.max_running_requests,
-                  context_length=a.context_length, speculative=spec)
-    virtual = dt.datetime.fromisoformat(a.virtual_clock) if a.virtual_clock else None
-    clock = Clock(a.time_scale, virtual)
-    log = Log(clock, tp=a.tp_size, old_format=a.old_format, ms=os.environ.get("SGLANG_LOG_MS") == "1")
+                  context_length=a.context_length, speculative=spec, kv_context_limit=not rel.new)
+    log = Log(clock, tp=a.tp_size, tags_always=rel.tags_always, ms=os.environ.get("SGLANG_LOG_MS") == "1")
     fault = scenario.fault
-    server = Server(a, fig, scenario)
+    launch_command = " ".join(["python3", "-m", "sglang.launch_server", *launch_argv])
+    server = Server(a, fig, scenario, rel, log, launch_command)
     blocker = None
     if fault == "port_in_use" and not a.no_http:
         # Stands in for another server already listening there (a leftover of an earlier run).
@@ -225,8 +276,7 @@ def run(a: argparse.Namespace) -> int:
         blocker.listen()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
 
-    clock.sleep(5.8)  # python -m sglang.launch_server: imports
-    log.main(server_args_line(a, fig))
+    log.main(server_args_line(a, fig, rel))
     if fault == "model_missing":
         frames = [("<frozen runpy>", 198, "_run_module_as_main", "return _run_code(code, main_globals, None,"),
                   (f"{SITE}/sglang/launch_server.py", 24, "<module>", "server_args = prepare_server_args(sys.argv[1:])"),
@@ -236,13 +286,15 @@ def run(a: argparse.Namespace) -> int:
         return 1
     log.main("Ignore import error when loading sglang.srt.models.mllama4: No module named 'flash_attn_interface'")
     clock.sleep(2.9)
-    log.all_ranks("Init torch distributed begin.")
+    if not rel.new:  # 0.5.23 logs no distributed init
+        log.all_ranks("Init torch distributed begin.")
     clock.sleep(0.9)
     if fault == "nccl_error":
         die_like_sglang(log, a.tp_size, "torch.distributed.DistBackendError: NCCL error in: "
                         "/pytorch/torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:3356, unhandled cuda error "
                         "(run with NCCL_DEBUG=INFO for details), NCCL version 2.27.3", SCHEDULER_FRAMES)
-    log.all_ranks("Init torch distributed ends. elapsed=0.85 s, mem usage=0.09 GB")
+    if not rel.new:
+        log.all_ranks("Init torch distributed ends. elapsed=0.85 s, mem usage=0.09 GB")
     log.all_ranks(f"Load weight begin. avail mem={fig.pre_load_free_gb:.2f} GB")
     shards = 12
     for i in range(1, shards + 1):
@@ -257,8 +309,9 @@ def run(a: argparse.Namespace) -> int:
         if i == 3 and fault == "hang":
             while True:
                 signal.pause()
+    dtype = "" if rel.new else "dtype=torch.bfloat16, "  # 0.5.11 on: no dtype= in the weight lines
     log.all_ranks(f"Load weight end. elapsed={scenario.weight_load_s:.2f} s, type={profile.arch}, "
-                  f"dtype=torch.bfloat16, avail mem={fig.after_weights_gb:.2f} GB, mem usage={fig.weights_gb:.2f} GB.")
+                  f"{dtype}avail mem={fig.after_weights_gb:.2f} GB, mem usage={fig.weights_gb:.2f} GB.")
     clock.sleep(0.4)
     if fault == "exit_early":
         return 1
@@ -276,6 +329,11 @@ def run(a: argparse.Namespace) -> int:
     log.all_ranks(f"KV Cache is allocated. dtype: torch.bfloat16, #tokens: {fig.kv_tokens}, "
                   f"K size: {fig.k_gb:.2f} GB, V size: {fig.v_gb:.2f} GB")
     log.all_ranks(f"Memory pool end. avail mem={fig.pool_end_avail_gb:.2f} GB")
+    kv_alloc_s = 0.4
+    if rel.new and fig.mamba_cap is not None and fig.mamba_cap <= 0:
+        frames = [*SCHEDULER_FRAMES, (f"{SITE}/sglang/srt/mem_cache/kv_cache_configurator.py", 412,
+                                      "resolve_max_num_reqs", "raise RuntimeError(")]
+        die_like_sglang(log, a.tp_size, hybrid_too_small(fig), frames)
     if fig.mamba_slots is not None and fig.requested_max_running and fig.max_running < fig.requested_max_running:
         log.all_ranks(f"max_running_requests is capped to {fig.mamba_slots // fig.slots_per_req} by the mamba state "
                       f"cache (max_mamba_cache_size={fig.mamba_slots}, {fig.slots_per_req} state slots per request). "
@@ -284,9 +342,12 @@ def run(a: argparse.Namespace) -> int:
     bs = list(range(1, min(a.cuda_graph_max_bs, 8) + 1))
     name = "target verify" if spec else "target decode"
     ntok = (a.speculative_num_draft_tokens or 16) if spec else 1
-    if a.old_format:
+    if rel.old_capture:
         log.all_ranks(f"Capture cuda graph begin. This can take up to several minutes. avail mem={fig.pool_end_avail_gb:.2f} GB")
         log.all_ranks(f"Capture cuda graph bs {bs}")
+    elif rel.new:  # 0.5.23: bs= moved to the end line
+        log.all_ranks(f"Capture {name} CUDA graph begin. backend=full, num_tokens_per_req={ntok}, "
+                      f"avail mem={fig.pool_end_avail_gb:.2f} GB")
     else:
         log.all_ranks(f"Capture {name} CUDA graph begin. backend=full, num_tokens_per_req={ntok}, bs={bs}, "
                       f"avail mem={fig.pool_end_avail_gb:.2f} GB")
@@ -295,9 +356,10 @@ def run(a: argparse.Namespace) -> int:
         log.raw(f"Capturing batches (bs={b} avail_mem={fig.pool_end_avail_gb - 0.1 * (len(bs) - b + 1):.2f} GB): "
                 f"{100 * (len(bs) - b + 1) // len(bs):3d}%|{'█' * (len(bs) - b + 1)}| {len(bs) - b + 1}/{len(bs)}")
     if fault == "cuda_oom":
+        total = gpu_total_gib(fig.pre_load_free_gb)
         die_like_sglang(log, a.tp_size, "Exception: Capture cuda graph failed: CUDA out of memory. Tried to allocate "
-                        "2.00 GiB. GPU 0 has a total capacity of 139.81 GiB of which 1.19 GiB "
-                        "is free. Including non-PyTorch memory, this process has 138.62 GiB memory in use.\n"
+                        f"2.00 GiB. GPU 0 has a total capacity of {total:.2f} GiB of which 1.19 GiB "
+                        f"is free. Including non-PyTorch memory, this process has {total - 1.19:.2f} GiB memory in use.\n"
                         "Possible solutions:\n1. set --mem-fraction-static to a smaller value (e.g., 0.8 or 0.7)\n"
                         "2. set --cuda-graph-max-bs to a smaller value (e.g., 16)\n"
                         "3. disable torch compile by not using --enable-torch-compile\n"
@@ -305,30 +367,44 @@ def run(a: argparse.Namespace) -> int:
                         [*SCHEDULER_FRAMES, (f"{SITE}/sglang/srt/model_executor/cuda_graph_runner.py", 391, "__init__",
                                              "raise Exception(")])
     elapsed = 2.4 * len(bs)
-    if a.old_format:
+    if rel.old_capture:
         log.all_ranks(f"Capture cuda graph end. Time elapsed: {elapsed:.2f} s. mem usage={1.21:.2f} GB. "
+                      f"avail mem={fig.graph_end_avail_gb:.2f} GB.")
+    elif rel.new:
+        log.all_ranks(f"Capture {name} CUDA graph end. bs={bs}, elapsed={elapsed:.2f} s, mem usage={1.21:.2f} GB, "
                       f"avail mem={fig.graph_end_avail_gb:.2f} GB.")
     else:
         log.all_ranks(f"Capture {name} CUDA graph end. elapsed={elapsed:.2f} s, mem usage={1.21:.2f} GB, "
                       f"avail mem={fig.graph_end_avail_gb:.2f} GB.")
-    # TpModelWorker asserts once its ModelRunner (pools, then CUDA graphs) is built
-    if fig.max_running <= 0:
+    # TpModelWorker asserts once its ModelRunner (pools, then CUDA graphs) is built (before 0.5.20)
+    if fig.max_running <= 0 and not rel.new:
         frames = [*SCHEDULER_FRAMES, (f"{SITE}/sglang/srt/managers/tp_worker.py", 247, "__init__",
                                       'assert self.model_runner.max_running_requests > 0, "max_running_request is zero"')]
         die_like_sglang(log, a.tp_size, "AssertionError: max_running_request is zero", frames)
     if spec:
         log.all_ranks(f"Load weight begin. avail mem={fig.graph_end_avail_gb:.2f} GB")
         clock.sleep(3.1)
-        log.all_ranks(f"Load weight end. elapsed=3.05 s, type={profile.draft_arch}, dtype=torch.bfloat16, "
+        log.all_ranks(f"Load weight end. elapsed=3.05 s, type={profile.draft_arch}, {dtype}"
                       f"avail mem={fig.final_avail_gb:.2f} GB, mem usage={fig.draft_weights_gb:.2f} GB.")
         if a.speculative_algorithm.upper() == "DFLASH":
             log.all_ranks(f"Initialized DFLASH draft runner. attention_backend=fa3, model={a.speculative_draft_model_path}, "
                           f"block_size={ntok}")
             log.all_ranks("DFLASH draft runner ready. mask_token=<|MASK|>, mask_token_id=151669")
     clock.sleep(1.2)
+    if rel.new and fig.kv_tokens < fig.context_len:  # tp_worker.get_worker_info, every rank; the start goes on
+        log.all_ranks(f"KV pool holds {fig.kv_tokens} tokens, fewer than --context-length {fig.context_len}. One "
+                      "full-length request cannot fit, so long requests will be refused or truncated at serving "
+                      "time. Lower --context-length, raise --mem-fraction-static, or free memory taken before "
+                      "the pool is sized.")
     log.rank(0, f"max_total_num_tokens={fig.kv_tokens}, chunked_prefill_size={a.chunked_prefill_size}, "
                 f"max_prefill_tokens=16384, max_running_requests={fig.max_running}, context_len={fig.context_len}, "
                 f"available_gpu_mem={fig.final_avail_gb:.2f} GB")
+    if rel.new:  # engine.py _set_startup_time: the critical path across ranks
+        scheduler_e2e = clock.nominal - 5.8
+        graph = f"{'verify' if spec else 'decode'}={elapsed:.2f}"
+        log.main(f"Engine startup timings (s): load_weight={scenario.weight_load_s:.2f}, "
+                 f"kv_cache_allocation={kv_alloc_s:.2f}, scheduler_e2e={scheduler_e2e:.2f}, cuda_graph={{{graph}}}, "
+                 f"tokenizer_e2e={clock.nominal + 1.6:.2f}")
     clock.sleep(1.6)
     pid = 61848 if virtual is not None else os.getpid()
     log.uvicorn(f"INFO:     Started server process [{pid}]")
@@ -347,9 +423,15 @@ def run(a: argparse.Namespace) -> int:
             return 1
     log.uvicorn(f"INFO:     Uvicorn running on http://{a.host}:{a.port} (Press CTRL+C to quit)")
     clock.sleep(1.0)
-    log.uvicorn('INFO:     127.0.0.1:51234 - "GET /get_model_info HTTP/1.1" 200 OK')
+    warmup_info = "/model_info" if rel.new else "/get_model_info"  # 0.5.9 on polls /model_info
+    log.uvicorn(f'INFO:     127.0.0.1:51234 - "GET {warmup_info} HTTP/1.1" 200 OK')
     clock.sleep(3.5)
-    log.rank(0, "Prefill batch. #new-seq: 1, #new-token: 6, #cached-token: 0, token usage: 0.00, #running-req: 0, #queue-req: 0,")
+    if rel.new:
+        log.rank(0, "Prefill batch, #new-seq: 1, #new-token: 6, #cached-token: 0, token usage: 0.00, #running-req: 0, "
+                    "#queue-req: 0, ")
+    else:
+        log.rank(0, "Prefill batch. #new-seq: 1, #new-token: 6, #cached-token: 0, token usage: 0.00, #running-req: 0, "
+                    "#queue-req: 0,")
     log.uvicorn('INFO:     127.0.0.1:51240 - "POST /generate HTTP/1.1" 200 OK')
     server.ready.set()
     log.main("The server is fired up and ready to roll!")
@@ -365,9 +447,9 @@ def run(a: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parse_args(sys.argv[1:] if argv is None else argv)
+    own, launch_argv = parse_args(sys.argv[1:] if argv is None else argv)
     try:
-        return run(args)
+        return run(own, launch_argv)
     except BrokenPipeError:
         return 0
 

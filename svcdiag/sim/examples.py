@@ -14,6 +14,11 @@ from svcdiag.config.service import UnitsDir
 from svcdiag.sglang.flags import SIM_MODULE, sglang_args
 
 START = "2026-05-23T09:42:00"
+#: The bundled logs are the seed campaign's: a pre-0.5.20 release (the seed's flags, with
+#: `--cuda-graph-max-bs`, run on it) on an idle H200 (139.72 GB free), not the stand-in's
+#: defaults (0.5.23 on a 96 GB RTX PRO 6000). tests/test_replay.py checks their figures.
+RELEASE = "0.5.12"
+GPU_FREE_GB = "139.72"
 EXAMPLES = {
     # name: (config, scenario, extra stand-in flags)
     "dflash-smoke": ("dflash-smoke", "healthy-hybrid-dflash", []),
@@ -27,8 +32,8 @@ PACKAGE_DIR = Path(__file__).resolve().parent.parent / "examples"
 def generate(name: str, units: UnitsDir) -> str:
     config, scenario, extra = EXAMPLES[name]
     cfg = units.load(config)
-    cmd = [sys.executable, "-m", SIM_MODULE, scenario, "--virtual-clock", START, "--no-http", *extra,
-           *sglang_args(cfg)]
+    cmd = [sys.executable, "-m", SIM_MODULE, scenario, "--virtual-clock", START, "--no-http",
+           "--sglang-version", RELEASE, "--gpu-free-gb", GPU_FREE_GB, *extra, *sglang_args(cfg, RELEASE)]
     proc = subprocess.run(cmd, capture_output=True, text=True, env={"PATH": "/usr/bin:/bin"}, check=False)
     return proc.stdout
 

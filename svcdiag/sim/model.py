@@ -1,5 +1,5 @@
 """The stand-in's GPU: SGLang's memory arithmetic (kv_cache_configurator; docs/sglang.md#memory),
-its own copy applied to the flags a unit passes, on a simulated H200.
+its own copy applied to the flags a unit passes, on a simulated 96 GB RTX PRO 6000 (the seed's GPU).
 
 Figures are derived from the flags, not canned, so a variant that changes
 mem_fraction_static or max_mamba_cache_size sees the consequences SGLang would print.
@@ -13,7 +13,11 @@ from dataclasses import dataclass
 from .scenarios import Scenario
 
 GB = 1024**3
-IDLE_GPU_FREE_GB = 139.72  # an H200 before loading
+#: an idle 96 GB RTX PRO 6000 (Blackwell; torch reports 95.59 GiB in all) before loading: the
+#: CUDA context and the driver take the rest. The seed's host had 69.67 GiB of it free.
+IDLE_GPU_FREE_GB = 94.5
+#: what torch calls "total capacity" (GiB) of the GPUs the stand-in can stand for, smallest first
+GPU_TOTALS_GIB = (("RTX PRO 6000", 95.59), ("H200", 139.81))
 CUDA_GRAPH_GB = 1.21
 AUTO_MEM_FRACTION = 0.88
 MAMBA_FULL_MEMORY_RATIO = 0.9
@@ -44,6 +48,14 @@ HYBRID_27B = ModelProfile("Qwen3_5ForCausalLM", 50.29, 16, 4, 256, hybrid=True)
 DENSE_8B = ModelProfile("Qwen3ForCausalLM", 15.26, 36, 8, 128, hybrid=False)
 
 
+def gpu_total_gib(free_before_load_gb: float) -> float:
+    """The smallest known GPU that has `free_before_load_gb` free: its total capacity."""
+    for _name, total in GPU_TOTALS_GIB:
+        if free_before_load_gb < total:
+            return total
+    return round(free_before_load_gb + 0.09, 2)
+
+
 @dataclass(frozen=True)
 class Figures:
     tp: int
@@ -68,11 +80,18 @@ class Figures:
     context_len: int
     not_enough_memory: bool
     rest_gb: float
+    #: max_mamba_cache_size // slots_per_req (None: no Mamba cache); ≤ 0 is 0.5.23's Hybrid RuntimeError
+    mamba_cap: int | None = None
+    #: the request limit before the Mamba cap and the speculative context limit (the KV's T // 2)
+    kv_limit: int = 0
 
 
 def compute(profile: ModelProfile, scenario: Scenario, *, tp: int, mem_fraction_static: float | None,
             max_mamba_cache_size: int | None, max_running_requests: int | None,
-            context_length: int | None, speculative: bool) -> Figures:
+            context_length: int | None, speculative: bool, kv_context_limit: bool = True) -> Figures:
+    """`kv_context_limit`: the seed's (pre-0.5.20) build, where a speculative worker reserves a
+    full context per request, so `tokens // context_len` caps the requests; 0.5.23 only warns
+    when the KV pool is below context_len."""
     mfs = mem_fraction_static if mem_fraction_static is not None else AUTO_MEM_FRACTION
     weights = profile.weights_gb / tp
     cell = profile.cell_bytes(tp)
@@ -106,9 +125,11 @@ def compute(profile: ModelProfile, scenario: Scenario, *, tp: int, mem_fraction_
         limit = min(max(2048, min(4096, int(tokens / context_len * 512))), tokens // 2)
     else:
         limit = min(max_running_requests, tokens // 2)
-    if slots is not None:
-        limit = min(limit, slots // spr)
-    if speculative:
+    kv_limit = limit
+    cap = slots // spr if slots is not None else None
+    if cap is not None:
+        limit = min(limit, cap)
+    if speculative and kv_context_limit:
         # the seed's build: a speculative worker reserves a full context per request
         limit = min(limit, tokens // context_len)
     kv_gb = tokens * cell / GB
@@ -125,5 +146,5 @@ def compute(profile: ModelProfile, scenario: Scenario, *, tp: int, mem_fraction_
         graph_end_avail_gb=graph_end, draft_weights_gb=draft, final_avail_gb=graph_end - draft,
         requested_max_running=max_running_requests, max_running=max(0, limit), slots_per_req=spr,
         context_len=context_len, not_enough_memory=rest <= 0 or tokens <= 0 or math.isnan(rest),
-        rest_gb=rest,
+        rest_gb=rest, mamba_cap=cap, kv_limit=kv_limit,
     )

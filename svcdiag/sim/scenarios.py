@@ -16,7 +16,7 @@ class Scenario:
     dense: bool = False
     #: what goes wrong, and where (None: a healthy start)
     fault: str | None = None
-    #: free memory per GPU before loading (GB); None: an idle H200
+    #: free memory per GPU before loading (GB); None: an idle 96 GB RTX PRO 6000 (model.IDLE_GPU_FREE_GB)
     gpu_free_gb: float | None = None
     #: solve the free memory so the KV pool comes out at exactly this many tokens
     kv_tokens_target: int | None = None
