@@ -239,14 +239,18 @@ def _model_not_found(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tup
 def _bad_arguments(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
     said = f"{v.message} {' '.join(v.evidence)}"
     name = cfg.name if cfg else "NAME"
-    if (m := re.search(r"unrecognized arguments: (.+)", said)) is not None:
+    if (m := re.search(r"unrecognized arguments: (.+)", v.message)) is not None:
         flags = m.group(1).split()
         flag = next((f for f in flags if f.startswith("--")), flags[0] if flags else "?")
         return [f"This SGLang does not know {flag}: its argument parser refused the command line before loading "
                 "anything (exit 2).",
                 f"Flags change between releases; `svcdiag check {name}` names the replacement for the release the "
                 "unit runs (set `sglang_version` in the config, or let svcdiag ask the unit's interpreter)."], []
-    if (m := re.search(r"argument (--[\w-]+)(?:/--[\w-]+)*: (.+)", said)) is not None:
+    if (m := re.search(r"ambiguous option: (--[\w-]+)(?:=\S*)? could match (.+)", v.message)) is not None:
+        return [f"This SGLang has no {m.group(1)} any more: argparse reads it as an abbreviation of "
+                f"{m.group(2).strip()}, and refuses it (exit 2).",
+                f"`svcdiag check {name}` renders the flag this release knows."], []
+    if (m := re.search(r"argument (--[\w-]+)(?:/--[\w-]+)*: (.+)", v.message)) is not None:
         return [f"SGLang refused the value of {m.group(1)}: {m.group(2).strip()}.",
                 f"`svcdiag render {name}` shows the ExecStart line as systemd runs it."], []
     if re.search(r"heads % tp_size|divisible", said):

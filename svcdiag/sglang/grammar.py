@@ -73,7 +73,7 @@ CAUSES: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("bad_arguments", re.compile(
         r"total_num_(?:kv_)?heads % tp_size|must be divisible by (?:tensor parallel|tp|the tp)"
         r"|tp_size must be divisible|is not divisible by tp|num_attention_heads.*divisible|invalid (?:int|float|choice) value"
-        r"|: error: (?:unrecognized arguments|argument --)")),
+        r"|: error: (?:unrecognized arguments|argument --|ambiguous option)")),
 )
 FINAL_EXC_RE = re.compile(
     r"^(?:[A-Za-z_][\w.]*\.)?\w*(?:Error|Exception|Exit|Interrupt|Fault|Failure|Iteration)(?::.*)?$")
