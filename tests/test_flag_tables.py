@@ -87,6 +87,7 @@ def _renderer_flags() -> set[str]:
 # flag -> (first bundled release that has it, release that removed it)
 RENDERED_SINCE = {
     "--cuda-graph-max-bs": (OLDEST, "0.5.20"),
+    "--cuda-graph-max-bs-decode": ("0.5.19", None),  # added in 0.5.13
     "--max-mamba-cache-size": ("0.5.6", None),      # added in 0.5.3
     "--speculative-algorithm": ("0.4.6.post1", None),  # speculative flags: 0.4.1
     "--speculative-draft-model-path": ("0.4.6.post1", None),

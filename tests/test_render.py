@@ -66,8 +66,8 @@ def test_simulate_keeps_every_flag_and_swaps_the_program(units: Path) -> None:
     (units / "sim.toml").write_text('extends = "dflash-smoke"\nsimulate = "healthy-hybrid-dflash"\nsim_time_scale = 0.05\n')
     u = UnitsDir(units, "t")
     real, sim = exec_argv(u.load("dflash-smoke")), exec_argv(u.load("sim"))
-    assert sim[:4] == [sys.executable, "-m", "svcdiag.sim", "healthy-hybrid-dflash"]
-    assert sim[6:] == real[3:]
+    assert sim[:6] == [sys.executable, "-m", "svcdiag.sim", "healthy-hybrid-dflash", "--sglang-version", "0.5.23"]
+    assert sim[8:] == real[3:]
 
 
 def test_config_change_changes_hash_and_shows_as_drift(units: Path, tmp_path: Path) -> None:

@@ -26,13 +26,15 @@ def list_cmd(ctx: click.Context, as_json: bool) -> None:
 @c.JSON
 @click.pass_context
 def render(ctx: click.Context, name: str, as_json: bool) -> None:
-    """Print the systemd unit rendered from config NAME."""
+    """Print the systemd unit rendered from config NAME (flags spelled for its SGLang release)."""
+    from svcdiag.ops.sglang_version import resolve
     from svcdiag.sglang.flags import exec_argv
     from svcdiag.systemd.render import render_unit
 
     cfg = c.load(ctx, name)
-    rendered = {"name": cfg.name, "unit": cfg.unit, "config_hash": cfg.config_hash, "exec_start": exec_argv(cfg),
-                "text": render_unit(cfg)}
+    v = resolve(cfg).version
+    rendered = {"name": cfg.name, "unit": cfg.unit, "config_hash": cfg.config_hash, "exec_start": exec_argv(cfg, v),
+                "text": render_unit(cfg, v)}
     c.emit_rows([rendered], as_json, lambda r: r["text"])
 
 
@@ -43,13 +45,15 @@ def render(ctx: click.Context, name: str, as_json: bool) -> None:
 @c.JSON
 @click.pass_context
 def install(ctx: click.Context, names: tuple[str, ...], unit_dir: str, force: bool, as_json: bool) -> None:
-    """Render and write units (all configs when no NAME), atomically; daemon-reload if systemd runs."""
-    from svcdiag.systemd.install import install_units
+    """Check, render and write units (all configs when no NAME), atomically; daemon-reload if systemd runs."""
+    from svcdiag.ops.check import checked_install
 
-    result = install_units(c.load_many(ctx, names), Path(unit_dir), force=force)
+    result = checked_install(c.load_many(ctx, names), Path(unit_dir), force=force)
     if as_json:
         c.emit_json(result)
         return
+    for line in (*result["notes"], *(f"svcdiag: warning: {w}" for w in result["warnings"])):
+        click.echo(line, err=True)
     for item in result["units"]:
         click.echo(f"{item['action']:>9}  {item['path']}")
     click.echo(result["reload"])
@@ -66,3 +70,24 @@ def diff(ctx: click.Context, a: str, b: str, as_json: bool) -> None:
 
     result = {"a": a, "b": b, "differences": config_diff(c.load(ctx, a), c.load(ctx, b))}
     c.emit_rows([result], as_json, report.render_diff)
+
+
+@main.command("check")
+@click.argument("name")
+@click.option("--sglang-version", metavar="V", help="check for this SGLang release (default: the config's, else its python's)")
+@c.STATE_DIR
+@c.JSON
+@click.pass_context
+def check_cmd(ctx: click.Context, name: str, sglang_version: str | None, state_dir: str | None, as_json: bool) -> None:
+    """Check NAME's rendered SGLang arguments against the release that will run them (exit 2: refused)."""
+    from svcdiag.ops.check import check, require_ok
+
+    result = check(c.load(ctx, name), override=sglang_version, state=state_dir)
+    if as_json:
+        c.emit_json(result.to_json())
+    else:
+        for line in (*result.notes, *(f"svcdiag: warning: {w}" for w in result.warnings)) if result.ok else ():
+            click.echo(line, err=True)
+    require_ok(result)
+    if not as_json:
+        click.echo(result.summary())

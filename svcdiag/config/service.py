@@ -115,6 +115,9 @@ class ServiceConfig:
     sim_time_scale: float = 1.0
     #: GPU memory free per GPU before loading (GB), for preflight; with `simulate`, the stand-in's GPU
     gpu_memory_gb: float | None = None
+    #: the SGLang release `python` runs ("0.5.23"): flags are rendered and checked for it;
+    #: unset, svcdiag asks the interpreter (svcdiag.ops.sglang_version)
+    sglang_version: str | None = None
 
     @property
     def unit(self) -> str:
@@ -255,6 +258,19 @@ def _user(v: Any) -> str | None:
     return None if re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_.\-]*\$?", v) else f"is not a valid user/group name: {v!r}"
 
 
+#: A release as SGLang publishes them: 0.5.23, 0.4.6.post1, 0.5.0rc2, 0.5.1.dev3 (PEP 440's
+#: shapes; svcdiag.sglang.flag_tables.version_key orders them)
+VERSION_RE = re.compile(r"^v?\d+(?:\.\d+)*(?:[-_.]?(?:a|b|rc|alpha|beta|c)[-_.]?\d*)?(?:[-_.]?post[-_.]?\d*)?"
+                        r"(?:[-_.]?dev[-_.]?\d*)?(?:\+[a-z0-9.]+)?$", re.I)
+
+
+def _version(v: Any) -> str | None:
+    err = _nonempty_str(v)
+    if err:
+        return err
+    return None if VERSION_RE.match(v.strip()) else f"is not a version like \"0.5.23\" or \"0.4.6.post1\": {v!r}"
+
+
 def _algorithm(v: Any) -> str | None:
     err = _nonempty_str(v)
     if err:
@@ -305,6 +321,7 @@ TOP_LEVEL: dict[str, Callable[[Any], str | None]] = {
     "simulate": _scenario,
     "sim_time_scale": _positive_number,
     "gpu_memory_gb": _positive_number,
+    "sglang_version": _version,
     # tables, checked below
     "speculative": lambda v: None if isinstance(v, dict) or v is False else
     "must be a [speculative] table, or false to drop an inherited one",
@@ -498,6 +515,8 @@ def _build(name: str, path: Path, raw: dict[str, Any]) -> ServiceConfig:
     kw["timeouts"] = tuple({**DEFAULT_TIMEOUTS, **{k: float(v) for k, v in raw.get("timeouts", {}).items()}}.items())
     if "mem_fraction_static" in kw:
         kw["mem_fraction_static"] = float(kw["mem_fraction_static"])
+    if "sglang_version" in kw:
+        kw["sglang_version"] = kw["sglang_version"].strip()
     for key in ("sim_time_scale", "gpu_memory_gb"):
         if key in kw:
             kw[key] = float(kw[key])

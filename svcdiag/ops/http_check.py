@@ -1,5 +1,18 @@
 """The HTTP cross-check after the log says ready: the server answers, and its own account
-of the KV pool agrees with the log's (so the verdict is about this server, on this port)."""
+of the KV pool agrees with the log's (so the verdict is about this server, on this port).
+
+Readiness: `/ready` (SGLang 0.5.23: 200 only when the server is up, and it generates
+nothing), else, on older servers that answer 404, `/health_generate`, then `/health`
+(each generates a token, ≥ 1 s). Server info: `/server_info`, else the deprecated
+`/get_server_info` (0.5.23 logs a warning on every call to it, so it is asked only when
+`/server_info` is 404). A 404 moves on to the next endpoint; any other answer is retried
+until the `http_check` deadline.
+
+`max_total_num_tokens` that disagrees with the log fails the start (`http_mismatch`:
+another server may hold the port). `internal_states[].effective_max_running_requests_per_dp`
+and `internal_states[].memory_usage.token_capacity` (0.5.23) that disagree with the logged
+max_running_requests and KV tokens are evidence and figures, not a failure.
+"""
 
 from __future__ import annotations
 
@@ -11,6 +24,9 @@ from typing import Any
 from tenacity import RetryError, Retrying, retry_if_exception_type, stop_after_delay, wait_exponential
 
 from svcdiag.judge.verdict import Verdict
+
+READY_PATHS = ("/ready", "/health_generate", "/health")
+INFO_PATHS = ("/server_info", "/get_server_info")
 
 
 class NotYet(Exception):
@@ -29,6 +45,8 @@ def _get(url: str, timeout: float) -> tuple[int, Any]:
 
 
 def _first_ok(base: str, paths: tuple[str, ...], timeout: float) -> tuple[str, Any]:
+    """The first of `paths` that answers 200 (a 404 or no connection moves on to the next);
+    NotYet (to retry) on any other answer."""
     last = "no answer"
     for path in paths:
         try:
@@ -45,14 +63,14 @@ def _first_ok(base: str, paths: tuple[str, ...], timeout: float) -> tuple[str, A
 
 
 def cross_check(v: Verdict, host: str, port: int, deadline_s: float) -> Verdict:
-    """Healthy only when /health_generate (or /health) answers 200 and /get_server_info's
-    max_total_num_tokens matches the log; otherwise a verdict of its own."""
+    """Healthy only when the server answers ready (/ready, else /health_generate or /health)
+    and its server info's max_total_num_tokens matches the log; otherwise a verdict of its own."""
     base = f"http://{'127.0.0.1' if host in ('0.0.0.0', '::', '') else host}:{port}"
     retry = Retrying(stop=stop_after_delay(deadline_s), wait=wait_exponential(multiplier=0.05, max=1.0),
                      retry=retry_if_exception_type(NotYet), reraise=False)
     try:
-        health = retry(_first_ok, base, ("/health_generate", "/health"), 5.0)[0]
-        _, info = retry(_first_ok, base, ("/get_server_info", "/server_info"), 5.0)
+        health = retry(_first_ok, base, READY_PATHS, 5.0)[0]
+        info_path, info = retry(_first_ok, base, INFO_PATHS, 5.0)
     except RetryError as e:
         why = e.last_attempt.exception()
         return v.with_(verdict="failed", phase="http", cause="http_unreachable",
@@ -60,16 +78,57 @@ def cross_check(v: Verdict, host: str, port: int, deadline_s: float) -> Verdict:
     served = _tokens(info)
     logged = v.figures.get("max_total_num_tokens", v.figures.get("kv_tokens"))
     figures = {**v.figures, "http_max_total_num_tokens": served}
-    if isinstance(info, dict) and info.get("version"):
-        figures["sglang_version"] = str(info["version"])
-    evidence = (*v.evidence, f"GET {base}{health} → 200", f"GET {base}/get_server_info → max_total_num_tokens={served}")
+    evidence = [*v.evidence, f"GET {base}{health} → 200",
+                f"GET {base}{info_path} → max_total_num_tokens={served}"]
+    _version(info, info_path, figures, evidence)
+    _states(info, info_path, figures, evidence)
     if served is None or logged is None or served != logged:
-        return v.with_(verdict="failed", phase="http", cause="http_mismatch", figures=figures, evidence=evidence,
-                       message=f"{base} answers, but reports max_total_num_tokens={served} where the log "
+        return v.with_(verdict="failed", phase="http", cause="http_mismatch", figures=figures, evidence=tuple(evidence),
+                       message=f"{base} answers, but {info_path} reports max_total_num_tokens={served} where the log "
                                f"allocated {logged}: another server may hold port {port}")
-    return v.with_(figures=figures, evidence=evidence,
-                   message=f"{v.message}; HTTP {base}{health} answers and agrees "
+    return v.with_(figures=figures, evidence=tuple(evidence),
+                   message=f"{v.message}; HTTP {base}{health} answers and {info_path} agrees "
                            f"(max_total_num_tokens={served:,})")
+
+
+def _version(info: Any, path: str, figures: dict[str, Any], evidence: list[str]) -> None:
+    """The server's own version wins; one that differs from the release the flags were
+    rendered for is evidence."""
+    if not isinstance(info, dict) or not info.get("version"):
+        return
+    served = str(info["version"])
+    rendered, source = figures.get("sglang_version"), figures.get("sglang_version_source")
+    if rendered and source != "server_info" and str(rendered) != served:
+        figures["rendered_sglang_version"] = rendered
+        evidence.append(f"{path} reports sglang {served}; the flags were rendered for sglang {rendered} ({source})")
+    figures["sglang_version"] = served
+    figures["sglang_version_source"] = "server_info"
+
+
+def _states(info: Any, path: str, figures: dict[str, Any], evidence: list[str]) -> None:
+    """internal_states[]: the effective per-DP request limit and the KV token capacity, each
+    against the log's; a disagreement is evidence and a figure."""
+    states = [s for s in (info.get("internal_states") or []) if isinstance(s, dict)] if isinstance(info, dict) else []
+    checks = (
+        ("effective_max_running_requests_per_dp", lambda s: s.get("effective_max_running_requests_per_dp"),
+         "http_max_running_requests", figures.get("max_running_requests"), "max_running_requests"),
+        ("memory_usage.token_capacity",
+         lambda s: s.get("memory_usage", {}).get("token_capacity") if isinstance(s.get("memory_usage"), dict) else None,
+         "http_token_capacity", figures.get("kv_tokens", figures.get("max_total_num_tokens")), "KV tokens"),
+    )
+    for field, get, key, logged, logged_name in checks:
+        values = [x for x in (get(s) for s in states) if isinstance(x, int) and not isinstance(x, bool)]
+        if not values:
+            continue
+        figures[key] = values[0] if len(set(values)) == 1 else values
+        shown = ",".join(str(x) for x in values)
+        if logged is None:
+            evidence.append(f"{path} → internal_states[].{field}={shown} (the log gave no {logged_name})")
+        elif any(x != logged for x in values):
+            figures[f"{key}_mismatch"] = True
+            evidence.append(f"{path} → internal_states[].{field}={shown}, but the log says {logged_name}={logged}")
+        else:
+            evidence.append(f"{path} → internal_states[].{field}={shown}, as logged")
 
 
 def _tokens(info: Any) -> int | None:

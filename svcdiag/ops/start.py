@@ -18,9 +18,11 @@ from svcdiag.errors import SvcdiagError
 from svcdiag.files import state_dir
 from svcdiag.judge.diagnosis import diagnose
 from svcdiag.judge.verdict import Verdict
+from svcdiag.ops.check import check, require_ok
 from svcdiag.ops.follow import follow, start_unit, unit_lock
 from svcdiag.ops.http_check import cross_check
 from svcdiag.ops.preflight import Calibration, Plan, plan, predicted_cause
+from svcdiag.ops.sglang_version import SglangVersion, resolve
 from svcdiag.output.publish import Progress, Publisher
 from svcdiag.systemd.dbus import Systemd, UnitProps
 from svcdiag.systemd.install import SYSTEM_UNIT_DIR, drift, install_units
@@ -60,13 +62,15 @@ def diagnoser(cfg: ServiceConfig | None, units: UnitsDir | None = None,
 
 def conclude(pub: Publisher, v: Verdict, diagnose_: Callable[[Verdict], dict[str, Any] | None]) -> Verdict:
     """Diagnose a verdict that is not healthy, then publish it: diagnosis before the output stage."""
-    if v.verdict != "healthy" and v.diagnosis is None:
+    if (v.verdict != "healthy" or v.degraded) and v.diagnosis is None:
         v = v.with_(diagnosis=diagnose_(v))
     return pub.verdict(v)
 
 
-def judge_start(sd: Systemd, cfg: ServiceConfig, props: UnitProps, pub: Publisher, timeout: float | None) -> Verdict:
-    """The verdict of one start: the journal's, then, if that says healthy, HTTP's."""
+def judge_start(sd: Systemd, cfg: ServiceConfig, props: UnitProps, pub: Publisher, timeout: float | None,
+                sglang: SglangVersion | None = None) -> Verdict:
+    """The verdict of one start: the journal's, then, if that says healthy, HTTP's. It carries
+    the SGLang release and where that came from (the server's own /server_info wins)."""
 
     def progress(judge: Any, now: float) -> None:
         r = judge.readiness
@@ -75,22 +79,36 @@ def judge_start(sd: Systemd, cfg: ServiceConfig, props: UnitProps, pub: Publishe
     pub.start(cfg.unit, props.invocation)
     verdict = follow(sd, cfg, cfg.unit, props, emit=pub.event, total_timeout=timeout, on_progress=progress).verdict
     assert verdict is not None
+    verdict = verdict.with_(figures={**verdict.figures, **(sglang or resolve(cfg)).figures()})
     if verdict.verdict == "healthy":
         verdict = cross_check(verdict, cfg.host, cfg.port, cfg.timeout["http_check"])
     return verdict
 
 
-def ensure_started(sd: Systemd, cfg: ServiceConfig, note: Note, *, restart: bool) -> UnitProps:
-    """Attach to a running start, or install (when missing or drifted) and start a fresh one."""
+def flag_check(cfg: ServiceConfig, note: Note) -> SglangVersion:
+    """The flag check before anything is written or started: exit 2 (FlagCheckError) on an
+    argument the SGLang release will not take; its notes and warnings go to `note`."""
+    result = require_ok(check(cfg))
+    for line in (*result.notes, *(f"warning: {w}" for w in result.warnings)):
+        note(line)
+    return result.sglang
+
+
+def ensure_started(sd: Systemd, cfg: ServiceConfig, note: Note, *, restart: bool,
+                   sglang: SglangVersion | None = None) -> UnitProps:
+    """Attach to a running start, or install (when missing or drifted) and start a fresh one;
+    without `sglang` (the release, already checked), the flag check runs first."""
     props = sd.props(cfg.unit)
-    why = drift(cfg)
+    if sglang is None:
+        sglang = resolve(cfg) if props.running and not restart else flag_check(cfg, note)
+    why = drift(cfg, version=sglang.version)
     if props.running and not restart:
         if why:
             note(f"{cfg.unit} runs a unit that differs from its config ({why}); --restart to apply the config")
         note(f"{cfg.unit} is already {props.active_state} (invocation {props.invocation}); attaching")
         return props
     if why:
-        install_units([cfg], SYSTEM_UNIT_DIR)
+        install_units([cfg], SYSTEM_UNIT_DIR, versions={cfg.name: sglang.version})
         note(f"installed {SYSTEM_UNIT_DIR / cfg.unit} ({why})")
     props = start_unit(sd, cfg.unit, restart=restart and props.running)
     note(f"started {cfg.unit} (invocation {props.invocation})")
@@ -148,9 +166,10 @@ def interrupted(name: str, pub: Publisher) -> StartOutcome:
 
 
 def wait_verdict(sd: Systemd, cfg: ServiceConfig, units: UnitsDir, props: UnitProps, pub: Publisher,
-                 timeout: float | None, plan_: Plan | None = None, *, started: bool = False) -> StartOutcome:
+                 timeout: float | None, plan_: Plan | None = None, *, started: bool = False,
+                 sglang: SglangVersion | None = None) -> StartOutcome:
     try:
-        verdict = judge_start(sd, cfg, props, pub, timeout)
+        verdict = judge_start(sd, cfg, props, pub, timeout, sglang)
     except KeyboardInterrupt:
         return interrupted(cfg.name, pub)
     calibrate(cfg, plan_, verdict, pub.note)  # before the verdict, which stays the last line
@@ -159,16 +178,17 @@ def wait_verdict(sd: Systemd, cfg: ServiceConfig, units: UnitsDir, props: UnitPr
 
 def up(sd: Systemd, cfg: ServiceConfig, units: UnitsDir, pub: Publisher, *, wait: bool, restart: bool,
        force: bool, gpu_memory: float | None, timeout: float | None) -> StartOutcome:
-    """Preflight, install if missing or drifted, start; with `wait`, the verdict."""
+    """Flag check, preflight, install if missing or drifted, start; with `wait`, the verdict."""
     with unit_lock(cfg.name, pub.note):
         starts = restart or not sd.props(cfg.unit).running
+        sglang = flag_check(cfg, pub.note) if starts else resolve(cfg)
         plan_, refuse = preflight_gate(cfg, pub, force=force, gpu_memory=gpu_memory) if starts else (None, False)
         if refuse:
             return StartOutcome(refused=plan_)
-        props = ensure_started(sd, cfg, pub.note, restart=restart)
+        props = ensure_started(sd, cfg, pub.note, restart=restart, sglang=sglang)
         if not wait:
             return StartOutcome(started=starts)
-        return wait_verdict(sd, cfg, units, props, pub, timeout, plan_, started=starts)
+        return wait_verdict(sd, cfg, units, props, pub, timeout, plan_, started=starts, sglang=sglang)
 
 
 def attach(sd: Systemd, cfg: ServiceConfig, units: UnitsDir, pub: Publisher, timeout: float | None) -> StartOutcome:

@@ -1,17 +1,45 @@
-"""SGLang's launch_server command line, built from a config (flag names from server_args.py)."""
+"""SGLang's launch_server command line, built from a config (flag names from server_args.py),
+spelled for the SGLang release that will run it. Pure: the release is given (the config's
+`sglang_version`, or what svcdiag.ops.sglang_version found out); unknown, the newest bundled
+flag table stands in."""
 
 from __future__ import annotations
 
 import sys
 
 from svcdiag.config.service import ServiceConfig
+from svcdiag.sglang.flag_tables import FlagTable, known_versions, table_for
 
 SGLANG_MODULE = "sglang.launch_server"
 SIM_MODULE = "svcdiag.sim"
 
 
-def sglang_args(cfg: ServiceConfig) -> list[str]:
-    """The flags, in server_args.py's spelling; unset fields are left to SGLang's defaults."""
+def newest_version() -> str:
+    """The newest release with a bundled flag table: what an unknown release is taken for."""
+    return known_versions()[-1]
+
+
+def render_version(cfg: ServiceConfig, version: str | None = None) -> str:
+    """The release the flags are spelled for: `version`, else the config's, else the newest bundled."""
+    return version or cfg.sglang_version or newest_version()
+
+
+def _spelling(table: FlagTable, *names: str) -> str:
+    """The first of `names` (newest spelling first) the release takes without a deprecation
+    warning, else the first it takes at all, else the newest."""
+    for name in names:
+        spec = table.lookup(name)
+        if spec is not None and not spec.deprecated and not spec.error:
+            return name
+    return next((n for n in names if n in table), names[0])
+
+
+def sglang_args(cfg: ServiceConfig, version: str | None = None) -> list[str]:
+    """The flags, in server_args.py's spelling for `version` (see `render_version`); unset
+    fields are left to SGLang's defaults. `--cuda-graph-max-bs` became
+    `--cuda-graph-max-bs-decode` (0.5.13 added it, 0.5.20 removed the old one): the old
+    spelling only where the release's table knows it and not the new one."""
+    table = table_for(render_version(cfg, version))
     a: list[str] = ["--model-path", cfg.model_path]
     if cfg.served_model_name:
         a += ["--served-model-name", cfg.served_model_name]
@@ -24,7 +52,7 @@ def sglang_args(cfg: ServiceConfig) -> list[str]:
         ("--max-running-requests", cfg.max_running_requests),
         ("--context-length", cfg.context_length),
         ("--chunked-prefill-size", cfg.chunked_prefill_size),
-        ("--cuda-graph-max-bs", cfg.cuda_graph_max_bs),
+        (_spelling(table, "--cuda-graph-max-bs-decode", "--cuda-graph-max-bs"), cfg.cuda_graph_max_bs),
         ("--max-mamba-cache-size", cfg.max_mamba_cache_size),
     )
     for flag, value in opt:
@@ -46,11 +74,12 @@ def sglang_args(cfg: ServiceConfig) -> list[str]:
     return a + list(cfg.extra_args)
 
 
-def exec_argv(cfg: ServiceConfig) -> list[str]:
-    """The unit's ExecStart argv. With `simulate`, the stand-in runs under the interpreter
-    svcdiag itself runs on (it has svcdiag importable); every SGLang flag is kept."""
+def exec_argv(cfg: ServiceConfig, version: str | None = None) -> list[str]:
+    """The unit's ExecStart argv, its flags spelled for `version` (see `sglang_args`). With
+    `simulate`, the stand-in runs under the interpreter svcdiag itself runs on (it has
+    svcdiag importable), playing that release (`--sglang-version`); every SGLang flag is kept."""
     if cfg.simulate:
         gpu = ["--gpu-free-gb", repr(cfg.gpu_memory_gb)] if cfg.gpu_memory_gb else []
-        return [sys.executable, "-m", SIM_MODULE, cfg.simulate,
-                "--time-scale", repr(cfg.sim_time_scale), *gpu, *sglang_args(cfg)]
-    return [cfg.python, "-m", SGLANG_MODULE, *sglang_args(cfg)]
+        return [sys.executable, "-m", SIM_MODULE, cfg.simulate, "--sglang-version", render_version(cfg, version),
+                "--time-scale", repr(cfg.sim_time_scale), *gpu, *sglang_args(cfg, version)]
+    return [cfg.python, "-m", SGLANG_MODULE, *sglang_args(cfg, version)]

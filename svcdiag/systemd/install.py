@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -23,24 +24,26 @@ def unit_path(cfg: ServiceConfig, unit_dir: Path = SYSTEM_UNIT_DIR) -> Path:
     return unit_dir / cfg.unit
 
 
-def drift(cfg: ServiceConfig, unit_dir: Path = SYSTEM_UNIT_DIR) -> str | None:
-    """Why the installed unit is not what the config renders to, or None if it is."""
+def drift(cfg: ServiceConfig, unit_dir: Path = SYSTEM_UNIT_DIR, version: str | None = None) -> str | None:
+    """Why the installed unit is not what the config renders to (for SGLang `version`), or None if it is."""
     path = unit_path(cfg, unit_dir)
     try:
         text = path.read_text(encoding="utf-8", errors="replace")
     except FileNotFoundError:
         return "not installed"
-    if text == render_unit(cfg):
+    if text == render_unit(cfg, version):
         return None
     have = installed_hash(text)
     if have != cfg.config_hash:
         return f"installed from config hash {have or 'none'}, config is now {cfg.config_hash}"
-    return "installed unit was edited by hand"
+    return "installed unit was edited by hand, or rendered for another SGLang release"
 
 
 def install_units(configs: list[ServiceConfig], unit_dir: Path, *, reload: bool = True,
-                  force: bool = False) -> dict[str, Any]:
-    rendered = [(cfg, render_unit(cfg)) for cfg in configs]  # all or nothing: render every one first
+                  force: bool = False, versions: Mapping[str, str | None] | None = None) -> dict[str, Any]:
+    """Write each config's unit; `versions` (config name → SGLang release) spells the flags."""
+    versions = versions or {}
+    rendered = [(cfg, render_unit(cfg, versions.get(cfg.name))) for cfg in configs]  # all or nothing: render every one first
     for cfg, _ in rendered:
         path = unit_dir / cfg.unit
         try:

@@ -59,12 +59,13 @@ def _environment() -> jinja2.Environment:
     )
 
 
-def render_unit(cfg: ServiceConfig) -> str:
+def render_unit(cfg: ServiceConfig, version: str | None = None) -> str:
+    """The unit file, its flags spelled for SGLang `version` (svcdiag.sglang.flags.render_version)."""
     env = [("PYTHONUNBUFFERED", "1")]
     if cfg.gpus is not None:
         env.append(("CUDA_VISIBLE_DEVICES", ",".join(str(g) for g in cfg.gpus)))
     env += [kv for kv in cfg.env if kv[0] not in ("PYTHONUNBUFFERED", "CUDA_VISIBLE_DEVICES")]
-    argv = exec_argv(cfg)
+    argv = exec_argv(cfg, version)
     description = cfg.description or f"SGLang server {cfg.name} ({cfg.model_path}, tp={cfg.tp_size})"
     try:
         template = _environment().get_template(TEMPLATE_NAME)
