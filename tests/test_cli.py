@@ -11,7 +11,7 @@ from .conftest import ROOT, run_svcdiag
 def test_cli_never_imports_gpu_packages_at_start_up() -> None:
     code = ("import sys, svcdiag.cli; from click.testing import CliRunner; "
             "CliRunner().invoke(svcdiag.cli.main, ['--units', 'units', 'list']); "
-            "print(sorted({m.split('.')[0] for m in sys.modules} & {'torch', 'sglang', 'pystemd', 'cysystemd'}))")
+            "print(sorted({m.split('.')[0] for m in sys.modules} & {'torch', 'sglang', 'pystemd', 'cysystemd', 'rich'}))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT).stdout
     assert out.strip() == "[]"
 
@@ -19,7 +19,7 @@ def test_cli_never_imports_gpu_packages_at_start_up() -> None:
 def test_help_lists_every_command() -> None:
     out = run_svcdiag("--help").stdout.decode()
     for cmd in ("list", "render", "install", "diff", "replay", "up", "wait", "down", "status", "logs", "baseline-check", "events",
-                "preflight"):
+                "preflight", "top"):
         assert f"  {cmd}" in out, cmd
 
 

@@ -48,16 +48,21 @@ def emit_rows(rows: list[dict[str, Any]], as_json: bool, render: Callable[[dict[
         emit_json(row) if as_json else click.echo(render(row), nl=False)
 
 
-def publisher(as_json: bool, cfg: ServiceConfig | None, *, live: bool = True, textfile: str | None = None) -> Publisher:
-    """The terminal's sink (live line on a TTY, lines, or JSON); for a live wait also the journal."""
+def publisher(as_json: bool, cfg: ServiceConfig | None, *, live: bool = True, textfile: str | None = None,
+              progress: bool = False) -> Publisher:
+    """The terminal's sink (live line on a TTY, lines, or JSON); for a live wait also the journal.
+    `progress`: progress records in the JSON and the journal too (the live line always has them)."""
     from svcdiag.output.publish import for_terminal
+    from svcdiag.output.schema import ON_REQUEST
 
     journal = []
     if live:
         from svcdiag.systemd.journal import JournalSink
 
-        journal = [JournalSink(warn=lambda m: click.echo(f"svcdiag: warning: {m}", err=True))]
-    return for_terminal(sys.stdout, cfg, as_json=as_json, live=live, textfile=textfile, extra=journal)
+        journal = [JournalSink(warn=lambda m: click.echo(f"svcdiag: warning: {m}", err=True),
+                               also=ON_REQUEST if progress else frozenset())]
+    return for_terminal(sys.stdout, cfg, as_json=as_json, live=live, textfile=textfile, extra=journal,
+                        progress=progress)
 
 
 TEXTFILE = click.option("--textfile", metavar="FILE.prom", envvar="SVCDIAG_TEXTFILE",
@@ -69,9 +74,13 @@ TIMEOUT = click.option("--timeout", type=float, metavar="S", help="overall deadl
 STATE_DIR = click.option("--state-dir", metavar="DIR", help="svcdiag's state ($SVCDIAG_STATE_DIR, /var/lib/svcdiag)")
 
 
+PROGRESS = click.option("--progress", is_flag=True,
+                        help="also `progress` records (weight shards, CUDA-graph batches; ≤ 4 a second) in --json and the journal")
+
+
 def waiting(f: Any) -> Any:
     """The options of every command that waits for a verdict."""
-    for option in (TEXTFILE, STRICT, JSON, TIMEOUT):
+    for option in (PROGRESS, TEXTFILE, STRICT, JSON, TIMEOUT):
         f = option(f)
     return f
 

@@ -19,9 +19,10 @@ from svcdiag.errors import SvcdiagError
 @click.option("--invocation", metavar="ID", help="the start to judge: an invocation id (prefix) or a 1-based number")
 @c.STRICT
 @c.JSON
+@c.PROGRESS
 @click.pass_context
 def replay(ctx: click.Context, path: str | None, example: str | None, list_examples: bool,
-           config_name: str | None, invocation: str | None, strict: bool, as_json: bool) -> None:
+           config_name: str | None, invocation: str | None, strict: bool, as_json: bool, progress: bool) -> None:
     """Judge a saved SGLang log: plain, journalctl short, -o json or -o export ('-' for stdin)."""
     from svcdiag.ops.replay import example_names, replay_path, source
     from svcdiag.ops.start import conclude, diagnoser
@@ -31,7 +32,7 @@ def replay(ctx: click.Context, path: str | None, example: str | None, list_examp
         return
     cfg = c.load(ctx, config_name) if config_name else None
     name, result = replay_path(source(path, example), sys.stdin.buffer, cfg, invocation)
-    pub = c.publisher(as_json, cfg, live=False)
+    pub = c.publisher(as_json, cfg, live=False, progress=progress)
     pub.start(result.verdict.unit, result.chosen.invocation or result.verdict.invocation)
     pub.note(f"replay {name}: {result.describe()}")
     for ev in result.events:

@@ -35,19 +35,20 @@ def _finish(ctx: click.Context, outcome: StartOutcome, pub: Publisher, *, as_jso
 @click.argument("name")
 @click.option("--wait-ready", is_flag=True, help="wait for the verdict: healthy, failed or timed out")
 @click.option("--restart", is_flag=True, help="restart even if the unit is already active")
-@click.option("--force", is_flag=True, help="start even when preflight predicts it cannot serve one request")
+@click.option("--force", is_flag=True, help="start even when preflight predicts it cannot serve one request, "
+              "or another process holds memory on its GPUs")
 @c.GPU_MEMORY
 @c.waiting
 @click.pass_context
 def up(ctx: click.Context, name: str, wait_ready: bool, restart: bool, force: bool, gpu_memory: float | None,
-       timeout: float | None, as_json: bool, strict: bool, textfile: str | None) -> None:
+       timeout: float | None, as_json: bool, strict: bool, textfile: str | None, progress: bool) -> None:
     """Preflight, install (if missing or drifted) and start NAME; with --wait-ready, report its verdict."""
     from svcdiag.ops import start
     from svcdiag.systemd.dbus import Systemd
 
     cfg = c.load(ctx, name)
     with Systemd.connect() as sd:
-        pub = c.publisher(as_json, cfg, textfile=textfile)
+        pub = c.publisher(as_json, cfg, textfile=textfile, progress=progress)
         outcome = start.up(sd, cfg, c.units_dir(ctx), pub, wait=wait_ready, restart=restart, force=force,
                            gpu_memory=gpu_memory, timeout=timeout)
     if not wait_ready and not as_json and outcome.refused is None:
@@ -59,14 +60,15 @@ def up(ctx: click.Context, name: str, wait_ready: bool, restart: bool, force: bo
 @click.argument("name")
 @c.waiting
 @click.pass_context
-def wait(ctx: click.Context, name: str, timeout: float | None, as_json: bool, strict: bool, textfile: str | None) -> None:
+def wait(ctx: click.Context, name: str, timeout: float | None, as_json: bool, strict: bool, textfile: str | None,
+         progress: bool) -> None:
     """Attach to NAME's current start and wait for its verdict, restarting nothing."""
     from svcdiag.ops import start
     from svcdiag.systemd.dbus import Systemd
 
     cfg = c.load(ctx, name)
     with Systemd.connect() as sd:
-        pub = c.publisher(as_json, cfg, textfile=textfile)
+        pub = c.publisher(as_json, cfg, textfile=textfile, progress=progress)
         outcome = start.attach(sd, cfg, c.units_dir(ctx), pub, timeout)
     _finish(ctx, outcome, pub, as_json=as_json, strict=strict)
 
@@ -134,7 +136,8 @@ def logs(ctx: click.Context, name: str, milestones: bool, follow_: bool, as_json
 @c.waiting
 @click.pass_context
 def baseline_check(ctx: click.Context, name: str | None, candidate: str | None, keep_running: bool,
-                   state_dir: str | None, timeout: float | None, as_json: bool, strict: bool, textfile: str | None) -> None:
+                   state_dir: str | None, timeout: float | None, as_json: bool, strict: bool, textfile: str | None,
+                   progress: bool) -> None:
     """Start the known-good baseline afresh, snapshot its figures, compare with the last good run,
     and put it back the way it was. NAME defaults to the config marked `baseline = true`."""
     from svcdiag.ops.baseline import check
@@ -144,7 +147,7 @@ def baseline_check(ctx: click.Context, name: str | None, candidate: str | None, 
     cfg = c.load(ctx, name) if name else units.baseline()
     cand = c.load(ctx, candidate) if candidate else None
     with Systemd.connect() as sd:
-        pub = c.publisher(as_json, cfg, textfile=textfile)
+        pub = c.publisher(as_json, cfg, textfile=textfile, progress=progress)
         outcome = check(sd, cfg, units, pub, candidate=cand, keep_running=keep_running, state=state_dir, timeout=timeout)
     pub.close()
     if outcome.verdict is None:
@@ -154,3 +157,44 @@ def baseline_check(ctx: click.Context, name: str | None, candidate: str | None, 
     if outcome.verdict.verdict != "healthy" or not outcome.drift:
         c.verdict_exit(ctx, outcome.verdict, strict=strict)
     ctx.exit(1)  # healthy, but drifted
+
+
+@main.command()
+@c.JSON
+@click.pass_context
+def top(ctx: click.Context, as_json: bool) -> None:
+    """A live board of every svcdiag unit: state, phase and its progress, elapsed vs. usual, KV tokens,
+    max_running, degraded marks, last verdict (q quits). Piped: one snapshot (--json: an object per unit)."""
+    import sys
+
+    from svcdiag.ops.board import Board, watch
+    from svcdiag.output import board as view
+    from svcdiag.systemd.dbus import Systemd
+
+    with Systemd.connect() as sd:
+        b = Board(sd, c.units_dir(ctx).load_all())
+        try:
+            if as_json or not view.interactive(sys.stdout):
+                b.refresh()
+                rows = b.rows()
+                return c.emit_rows([r.to_json() for r in rows], True, str) if as_json \
+                    else click.echo(view.render_text(rows), nl=False)
+            with view.Screen() as screen:
+                watch(b, screen.draw, keys_fd=screen.keys_fd, on_key=screen.key)
+        except KeyboardInterrupt:
+            pass
+        finally:
+            b.close()
+
+
+@main.command(context_settings={"ignore_unknown_options": True})
+@click.option("--config", "name", required=True, metavar="NAME", help="the config whose start this is")
+@click.argument("argv", nargs=-1, required=True, type=click.UNPROCESSED)
+@click.pass_context
+def supervise(ctx: click.Context, name: str, argv: tuple[str, ...]) -> None:
+    """A notify unit's main process: run ARGV (`-- sglang command`), pass its output through,
+    and tell systemd READY=1 once the start is judged healthy (rendered by readiness = "notify")."""
+    from svcdiag.ops.supervise import exit_like
+    from svcdiag.ops.supervise import supervise as run
+
+    ctx.exit(exit_like(run(c.units_dir(ctx), name, argv)))

@@ -53,7 +53,7 @@ class Judge:
             v = r.tick(now)  # a line that arrives after a deadline does not save the phase
             if v is not None:
                 return out if v in out else [*out, v]
-        r.saw_line(text)
+        r.saw_line(text if "\r" not in text else next((s for s in reversed(text.split("\r")) if s.strip()), ""))
         if now is not None:
             self._line_at = now
         for ev in events:
@@ -65,9 +65,24 @@ class Judge:
                 r.figures["sglang_version"] = self._hint
         return out
 
+    def skip(self, n: int, ts_text: str | None, last_line: str) -> None:
+        """`n` quiet lines (LineParser.interesting_re) went by, exactly as `line` would have taken
+        them: the parser counts them and its clock moves to `ts_text` (the last prefixed one's), and
+        the stall message quotes `last_line`. The caller has checked that no timestamp among them
+        reaches `readiness.quiet_until()`, so every tick `line` would have made changes nothing."""
+        self.parser.skip(n, ts_text)
+        now = self.parser.last_ts
+        if now is not None:
+            self._clock_seen = now
+            self._line_at = now
+        self.readiness.saw_line(last_line)
+
     def systemd_line(self, text: str, ts: float | None = None) -> list[Event]:
         """A line of systemd's about the unit ("Main process exited, code=killed, ...")."""
         ev = parse_systemd(text, ts, self.readiness.invocation)
+        if ev is not None and ev.state == "timeout":  # systemd ended the phase at its deadline
+            nd = self.readiness.next_deadline()
+            return self.tick(max(ts or nd, nd)) if nd is not None else []
         if ev is None:
             return self.tick(ts) if ts is not None else []
         return self.readiness.feed(ev)

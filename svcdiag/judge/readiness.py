@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from svcdiag.config.service import DEFAULT_TIMEOUTS, PHASES
+from svcdiag.judge.progress import ProgressTracker
 from svcdiag.judge.verdict import PhaseChange, UnitState, Verdict
 from svcdiag.sglang.events import (
     DEATH,
@@ -24,6 +25,7 @@ from svcdiag.sglang.events import (
     MambaCache,
     MaxRunningLimited,
     PoolEnd,
+    ProgressBar,
     Ready,
     Recovered,
     SchedulerInfo,
@@ -86,6 +88,8 @@ class Readiness:
         self._suspect: Failure | None = None
         self._death: Failure | None = None
         self.degraded: list[dict[str, Any]] = []
+        #: progress within each phase (tqdm's bars): shown, never a milestone, never a deadline's reprieve
+        self.progress = ProgressTracker()
         if start_ts is not None:
             self._start(start_ts)
 
@@ -136,6 +140,11 @@ class Readiness:
                 return self.verdict
         return None
 
+    @property
+    def phase_since(self) -> float | None:
+        """When (on the caller's clock) the current phase began."""
+        return self._deadline.since if self._deadline is not None else None
+
     def next_deadline(self) -> float | None:
         """When (on the caller's clock) the machine would time out without further lines."""
         if self.verdict is not None or self._deadline is None:
@@ -143,6 +152,22 @@ class Readiness:
         ends = [self._deadline.at]
         if self._total is not None:
             ends.append(self._total.at)
+        return min(ends)
+
+    def quiet_until(self) -> float:
+        """The earliest clock time at which `tick` could change anything (inf: none). A caller that
+        skips lines whose timestamps all fall before it may skip their ticks too (replay's fast path)."""
+        if self.verdict is not None:
+            return float("inf")
+        ends = [float("inf")]
+        if self._death is not None and self._death.ts is not None:
+            ends.append(self._death.ts + DEATH_GRACE)
+        if self._suspect is not None and self._suspect.ts is not None:
+            ends.append(self._suspect.ts + SUSPECT_GRACE)
+        if self._deadline is not None:
+            ends.append(self._deadline.at)
+            if self._total is not None:
+                ends.append(self._total.at)
         return min(ends)
 
     # ------------------------------------------------------------ events
@@ -165,6 +190,8 @@ class Readiness:
             self.last_ts = max(ts, self.last_ts or ts)
         if self.quote_events and ev.line and not isinstance(ev, UnitState):
             self.last_line = ev.line
+        if isinstance(ev, ProgressBar):
+            return [self.progress.feed(self.phase, ev)]
         rank = tp_rank(ev.ranks)
         if rank is not None and (self._lowest_rank is None or rank < self._lowest_rank):
             self._lowest_rank = rank

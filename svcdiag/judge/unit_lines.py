@@ -16,6 +16,8 @@ def parse_systemd(text: str, ts: float | None = None, invocation: str | None = N
         return UnitState(ts=ts, line=text, state="exited", code=m.group(1), status=m.group(2), invocation=invocation)
     if (m := _RESULT_RE.search(text)) is not None:
         return UnitState(ts=ts, line=text, state="result", result=m.group(1), invocation=invocation)
+    if "start operation timed out" in text:  # a notify unit's phase deadline, enforced by systemd
+        return UnitState(ts=ts, line=text, state="timeout", invocation=invocation)
     if "killed by the OOM killer" in text:
         return UnitState(ts=ts, line=text, state="oom", invocation=invocation)
     if text.startswith("Started "):

@@ -7,6 +7,7 @@ for the last one unless one is picked. Only the chosen start's events are kept.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
@@ -16,9 +17,16 @@ from svcdiag.errors import SvcdiagError
 from svcdiag.judge.pipeline import Judge
 from svcdiag.judge.verdict import Verdict
 from svcdiag.sglang.events import Event
+from svcdiag.sglang.grammar import parse_ts
 from svcdiag.systemd.journal_formats import detect, plain_chunks, records
 
-SERVER_ARGS_MARK = "] server_args=ServerArgs("
+#: a plain log's start: SGLang's `server_args=ServerArgs(…)` line, or 0.5.23's `server_args={…}`
+SERVER_ARGS_MARK = "] server_args="
+TRACEBACK_BYTES = b"Traceback (most recent call last):"
+#: bytes per chunk of the plain fast path (tests inject a small one)
+CHUNK = 1 << 20
+#: a prefixed line's timestamp as LineParser cuts it (text[1:24] after a ".", else text[1:20])
+_TS_RE = re.compile(rb"\n\[(2\d{3}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.[^\n]{3})?)")
 EXAMPLES_DIR = Path(__file__).resolve().parent.parent / "examples"
 
 
@@ -130,6 +138,12 @@ def replay_path(path: str, stdin: BinaryIO, cfg: ServiceConfig | None = None,
     """Judge the file at `path` ('-' for `stdin`); bad paths are one-line errors."""
     if path == "-":
         return "<stdin>", replay(stdin, "<stdin>", cfg, invocation)
+    if path.endswith((".tar.gz", ".tgz")):  # a post-mortem bundle (svcdiag bundle): its journal slice
+        from svcdiag.ops.bundle import open_bundle
+
+        slice_ = open_bundle(path)
+        if slice_ is not None:
+            return path, replay(slice_, path, cfg, invocation)
     try:
         stream = open(path, "rb")  # noqa: SIM115 -- closed below, after the errors are told apart
     except FileNotFoundError:
@@ -145,23 +159,127 @@ def replay_path(path: str, stdin: BinaryIO, cfg: ServiceConfig | None = None,
             raise SvcdiagError(f"{path}: cannot read: {e.strerror}") from None
 
 
+def _plain_line(seg: _Segments, line: str, starts: bool = True) -> None:
+    """One line of a plain log, as the reference walks it (`starts`: the chunk may hold a start)."""
+    if starts:
+        at = line.find(SERVER_ARGS_MARK, 19, 64)
+        if at > 0 and line.startswith(("ServerArgs(", "{"), at + len(SERVER_ARGS_MARK)):
+            if seg.has_lines:  # a second server_args: the server was started again
+                seg.new()
+            seg.has_lines = True
+    out = seg.judge.line(line)  # type: ignore[union-attr]
+    if out:
+        seg.emit(out)
+
+
+def _reference_range(seg: _Segments, data: bytes, a: int, b: int, *, final: bool = False) -> None:
+    """The lines data[a:b] (data[b] is their newline, unless `final`) walked by the reference."""
+    text = data[a:b].decode("utf-8", "replace")
+    if "\r" in text:
+        text = text.replace("\r\n", "\n")
+        text = text.rstrip("\r") if final else text[:-1] if text.endswith("\r") else text
+    starts = SERVER_ARGS_MARK in text
+    for line in text.split("\n"):
+        _plain_line(seg, line, starts)
+
+
+def _plain_fast(seg: _Segments, head: bytes, stream: BinaryIO, size: int) -> None:
+    """The plain format a chunk at a time, touching only the lines that may matter.
+
+    One compiled pattern (LineParser.interesting_re) finds, at C speed, every line a handler
+    might take; the runs of quiet lines between them (decode and prefill batches, access lines,
+    warnings) are applied in bulk with `Judge.skip`: counted, the clock moved to the run's last
+    timestamp, the last one quoted. A run whose timestamps reach a deadline or a pending
+    failure's grace (Readiness.quiet_until), and a chunk with a traceback in it or open across
+    it, or a CR, are walked line by line by the reference path, so verdicts are identical.
+    Memory is one chunk, whatever the length of the input.
+    """
+    tail = b"\n"  # the newline before the first line, then the newline and the partial line left over
+    buf = head
+    while True:
+        if not buf:
+            buf = stream.read(size)
+            if not buf:
+                break
+        data = tail + buf
+        buf = b""
+        cut = data.rfind(b"\n")
+        if cut > 0:
+            _fast_lines(seg, data, cut)
+        tail = data[cut:]
+    if len(tail) > 1:
+        _fast_lines(seg, tail, len(tail), final=True)
+
+
+def _fast_lines(seg: _Segments, data: bytes, end: int, *, final: bool = False) -> None:
+    """The lines of data[1:end] (data[0] is a newline, so is data[end] unless `final`)."""
+    judge = seg.judge
+    assert judge is not None
+    if not judge.parser.quiet_ok() or data.find(TRACEBACK_BYTES, 0, end) >= 0 or data.find(b"\r", 0, end) >= 0:
+        _reference_range(seg, data, 1, end, final=final)
+        return
+    a = 1  # the start of the quiet run not yet applied
+    for m in judge.parser.interesting_re().finditer(data, 0, end):
+        s = m.start() + 1
+        if s > a and not _skip_run(seg, data, a, s - 1):
+            _reference_range(seg, data, a, s - 1)
+        e = data.find(b"\n", s, end)
+        e = end if e < 0 else e
+        _plain_line(seg, data[s:e].decode("utf-8", "replace"))
+        a = e + 1
+    if a < end and not _skip_run(seg, data, a, end):
+        _reference_range(seg, data, a, end, final=final)
+
+
+def _skip_run(seg: _Segments, data: bytes, a: int, b: int) -> bool:
+    """Apply the quiet lines data[a:b] in bulk; False when they must be walked one by one."""
+    judge = seg.judge
+    assert judge is not None
+    if not judge.parser.quiet_ok():
+        return False
+    n = data.count(b"\n", a, b) + 1
+    nl = data.rfind(b"\n", a, b)
+    last = data[nl + 1 if nl >= 0 else a:b]
+    # the last prefixed line of the run moves the parser's clock (access lines have no time)
+    lp = (nl + 1 if nl >= 0 else a) if last[:1] == b"[" else data.rfind(b"\n[", a - 1, b) + 1
+    ts_text = None
+    if lp > 0:
+        eol = data.find(b"\n", lp, b)
+        line = data[lp:eol if eol >= 0 else b].decode("utf-8", "replace")
+        ts_text = line[1:24 if line[20] == "." else 20]
+        try:
+            parse_ts(ts_text)
+        except ValueError:
+            return False  # the reference keeps the clock of the last line that parsed: walk them
+    limit = judge.readiness.quiet_until()
+    if limit != float("inf") and lp > 0:
+        stamps = {t.decode("utf-8", "replace") for t in _TS_RE.findall(data, a - 1, b)}
+        try:
+            latest = max(parse_ts(t) for t in stamps)
+        except ValueError:
+            return False
+        if latest >= limit - 1e-3:
+            return False  # a deadline falls inside the run: the reference times it out on its line
+    judge.skip(n, ts_text, last.decode("utf-8", "replace"))
+    return True
+
+
 def replay(stream: BinaryIO, name: str, cfg: ServiceConfig | None = None,
-           invocation: str | None = None) -> ReplayResult:
+           invocation: str | None = None, *, fast: bool = True, chunk: int | None = None) -> ReplayResult:
+    """Judge a saved log. `fast=False` walks a plain log line by line (the reference the fast
+    path is tested against); `chunk` overrides the plain fast path's chunk size."""
     head = stream.read(64 * 1024)
     fmt = detect(head)
     seg = _Segments(cfg, invocation)
-    if fmt == "plain":
+    if fmt == "plain" and fast:
         seg.new()
-        for chunk, lines in plain_chunks(head, stream):
-            starts = SERVER_ARGS_MARK in chunk  # asked once per chunk, at C speed
+        _plain_fast(seg, head, stream, chunk or CHUNK)
+    elif fmt == "plain":
+        seg.new()
+        for text, lines in plain_chunks(head, stream):
+            starts = SERVER_ARGS_MARK in text  # asked once per chunk, at C speed
             for line in lines:
-                if starts and line.find(SERVER_ARGS_MARK, 19, 64) > 0:
-                    if seg.has_lines:  # a second server_args: the server was started again
-                        seg.new()
-                    seg.has_lines = True
-                out = seg.judge.line(line)  # type: ignore[union-attr]
-                if out:
-                    seg.emit(out)
+                _plain_line(seg, line, starts)
     else:
         current: str | None = None
         for rec in records(fmt, head, stream, name):

@@ -1,18 +1,22 @@
 """A live status line per unit at the bottom of a terminal, under the scrolling milestones.
 
-A 2-minute start must visibly move: the line shows the phase, the time since the start,
-the time left before the phase's deadline, and the last milestone, redrawn a few times a
-second. Only on a real terminal (not with --json, not piped, not TERM=dumb); colour
+A 2-minute start must visibly move: the line shows the phase, its progress bar (weight
+shards, CUDA-graph batches: percentage, ETA, the slowest rank), the time since the start,
+the time left before the phase's deadline, and the last milestone, redrawn at most four
+times a second. Only on a real terminal (not with --json, not piped, not TERM=dumb); colour
 unless NO_COLOR is set (https://no-color.org).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 import shutil
 from typing import Any, TextIO
 
+from svcdiag.judge.progress import PhaseProgress
+from svcdiag.output.progress import bar_text, progress_text
 from svcdiag.output.publish import Progress
 from svcdiag.output.report import HEADS, Lines
 from svcdiag.output.schema import ReadinessEvent
@@ -50,6 +54,9 @@ class LiveTerminal(Lines):
         return _sgr(text, **kw) if self.colour else text
 
     def publish(self, rec: ReadinessEvent) -> None:
+        if rec.event == "progress":
+            self._progress_record(rec)
+            return
         text = self.text(rec)
         key = rec.unit or rec.config
         if key and rec.event != "note":
@@ -74,17 +81,44 @@ class LiveTerminal(Lines):
         if key is None:
             return
         u = self.units.setdefault(key, {"name": p.config or p.unit})
-        u.update(phase=p.phase, started=p.started, deadline=p.deadline, now=p.now)
-        if p.now - self._last_draw >= REDRAW_EVERY:
-            self._last_draw = p.now
+        u.update(phase=p.phase, started=p.started, deadline=p.deadline, now=p.now,
+                 phase_started=getattr(p, "phase_started", None), usual=getattr(p, "usual", None))
+        self._redraw(p.now)
+
+    def _progress_record(self, rec: ReadinessEvent) -> None:
+        """A bar's update: kept at once, drawn with the next redraw (≤ 4 a second)."""
+        key = rec.unit or rec.config
+        if key is None or not rec.phase or "done" not in rec.figures:
+            return
+        u = self.units.setdefault(key, {"name": rec.config or rec.unit})
+        u["bar"] = PhaseProgress.from_figures(rec.phase, rec.figures, rec.ts)
+        if rec.ts is not None:
+            self._redraw(rec.ts)
+
+    def _redraw(self, now: float) -> None:
+        if now - self._last_draw >= REDRAW_EVERY:
+            self._last_draw = now
             self._clear()
             self._draw()
             self.out.flush()
+
+    def bar(self, u: dict[str, Any]) -> str | None:
+        """The current phase's bar: `[████▌     ] 41% (5/12 shards), ETA 4 s, slowest TP3`."""
+        p: PhaseProgress | None = u.get("bar")
+        if p is None or p.phase != (u.get("phase") or "starting"):
+            return None
+        now = u.get("now")
+        if p.eta_s is not None and now is not None and p.ts is not None and now > p.ts:
+            p = dataclasses.replace(p, eta_s=max(p.eta_s - (now - p.ts), 0.0))  # counts down between updates
+        return f"[{self._style(bar_text(p.fraction, 16), fg='cyan')}] {progress_text(p)}"
 
     def status_line(self, u: dict[str, Any]) -> str:
         if u.get("verdict"):
             return ""  # the verdict block says it all
         parts = [self._style(u["name"], bold=True), "phase " + self._style(u.get("phase") or "starting", fg="cyan")]
+        bar = self.bar(u)
+        if bar:
+            parts.append(bar)
         now = u.get("now")
         if now is not None and u.get("started") is not None:
             parts.append(f"{now - u['started']:.1f} s")
@@ -92,6 +126,10 @@ class LiveTerminal(Lines):
             left = u["deadline"] - now
             parts.append(self._style(f"{max(left, 0):.0f} s left on the deadline",
                                      fg="yellow" if left < 30 else None))
+        if now is not None and u.get("usual") is not None and u.get("phase_started") is not None:
+            eta = u["phase_started"] + u["usual"] - now  # history's ETA for this phase (svcdiag history)
+            parts.append(f"ETA {eta:.0f} s (usually {u['usual']:.0f} s)" if eta >= 0 else
+                         self._style(f"{-eta:.0f} s over its usual {u['usual']:.0f} s", fg="yellow"))
         if u.get("last"):
             parts.append(u["last"])
         width = shutil.get_terminal_size((100, 24)).columns - 1

@@ -9,11 +9,14 @@ or JSON), the journal, the Prometheus textfile, the live status line.
 from __future__ import annotations
 
 import dataclasses
+import time
 from collections.abc import Iterable
 from typing import Any, Protocol, TextIO
 
 from svcdiag.config.service import ServiceConfig
+from svcdiag.judge.progress import PhaseProgress
 from svcdiag.judge.verdict import PhaseChange, Verdict
+from svcdiag.output.progress import progress_text
 from svcdiag.output.report import describe
 from svcdiag.output.schema import ReadinessEvent
 from svcdiag.sglang.events import Event, Failure
@@ -33,9 +36,13 @@ class Progress:
     started: float | None
     deadline: float | None  # when the current phase (or the whole start) times out, on the wall clock
     now: float
+    phase_started: float | None = None  # when this phase began, on the wall clock
+    usual: float | None = None  # what this phase usually takes (history's p50), for an ETA
 
 
 _SKIP = {"ts", "ranks", "line"}
+#: progress records at most this often per unit (on the log's clock), besides a bar's first and last update
+PROGRESS_EVERY = 0.25
 
 
 def figures_of(ev: Event) -> dict[str, Any]:
@@ -52,13 +59,15 @@ def verdict_record(v: Verdict, config: str | None = None) -> ReadinessEvent:
 
 
 def for_terminal(out: TextIO, cfg: ServiceConfig | None, *, as_json: bool, live: bool, textfile: str | None,
-                 extra: Iterable[Sink] = ()) -> Publisher:
-    """A command's publisher: JSON Lines, a live line on a TTY, or plain lines; a textfile when asked."""
+                 extra: Iterable[Sink] = (), progress: bool = False) -> Publisher:
+    """A command's publisher: JSON Lines (`progress` records only when asked), a live line on a
+    TTY, or plain lines; a textfile when asked."""
     from svcdiag.output.live_line import LiveTerminal, wants_live
     from svcdiag.output.report import JsonLines, Lines
 
-    term = JsonLines if as_json else LiveTerminal if live and wants_live(out, as_json) else Lines
-    sinks: list[Sink] = [term(out), *extra]
+    term: Sink = JsonLines(out, progress=progress) if as_json else \
+        LiveTerminal(out) if live and wants_live(out, as_json) else Lines(out)
+    sinks: list[Sink] = [term, *extra]
     if textfile:
         from svcdiag.output.textfile import Textfile
 
@@ -75,6 +84,7 @@ class Publisher:
         self.config, self.unit, self.invocation = config, unit, invocation
         self.phase: str | None = None
         self._failure_sent = False
+        self._progress_at: dict[str | None, tuple[float, str, str]] = {}  # unit -> (ts, phase, label) last sent
 
     def start(self, unit: str | None, invocation: str | None) -> None:
         """A (new) start is being followed: its records carry its invocation id."""
@@ -93,7 +103,11 @@ class Publisher:
         """A judge event (a Verdict is published once, last, by verdict())."""
         if isinstance(ev, Verdict):
             return
-        if isinstance(ev, PhaseChange):
+        if isinstance(ev, PhaseProgress):
+            if self._throttled(ev):
+                return
+            rec = self.record("progress", ts=ev.ts, phase=ev.phase, message=progress_text(ev), figures=ev.figures())
+        elif isinstance(ev, PhaseChange):
             self.phase = ev.phase
             rec = self.record("phase_entered", ts=ev.ts, message=describe(ev),
                               data={"previous": ev.previous, "previous_s": ev.previous_s})
@@ -105,6 +119,16 @@ class Publisher:
             rec = self.record("milestone", ts=ev.ts, milestone=ev.kind, message=describe(ev),
                               figures=figures_of(ev), line=ev.line or None)
         self.publish(rec)
+
+    def _throttled(self, ev: PhaseProgress) -> bool:
+        """≤ 4 records a second per unit; a new bar, a new phase and a bar's end always get through."""
+        now = ev.ts if ev.ts is not None else time.time()
+        last = self._progress_at.get(self.unit)
+        if last is not None and last[1:] == (ev.phase, ev.label) and ev.done < ev.total \
+                and 0 <= now - last[0] < PROGRESS_EVERY:
+            return True
+        self._progress_at[self.unit] = (now, ev.phase, ev.label)
+        return False
 
     def note(self, text: str) -> None:
         self.publish(self.record("note", message=text))

@@ -7,7 +7,7 @@ import time
 from typing import Any, TextIO
 
 from svcdiag.judge.verdict import PhaseChange, UnitState
-from svcdiag.output.schema import ReadinessEvent
+from svcdiag.output.schema import ON_REQUEST, ReadinessEvent
 from svcdiag.sglang.events import (
     CudaGraph,
     DraftRunner,
@@ -109,10 +109,12 @@ def _clock(ts: float | None) -> str:
 class JsonLines:
     """Every record as one JSON object per line (schema.py)."""
 
-    def __init__(self, out: TextIO):
-        self.out = out
+    def __init__(self, out: TextIO, *, progress: bool = False):
+        self.out, self.with_progress = out, progress  # not `progress`: Publisher.progress() calls sinks' progress()
 
     def publish(self, rec: ReadinessEvent) -> None:
+        if rec.event in ON_REQUEST and not self.with_progress:
+            return
         self.out.write(json.dumps(rec.to_json(), ensure_ascii=False, default=str) + "\n")
         self.out.flush()
 
@@ -128,6 +130,8 @@ class Lines:
         who = f"{rec.config or rec.unit or '-'}  " if self.with_unit else ""
         if rec.event == "note":
             return f"{who}{rec.message}\n"
+        if rec.event == "progress":
+            return None  # a live line shows it; scrolling lines would drown the milestones
         if rec.event == "verdict":
             return render_verdict(rec.to_json())
         if rec.event in ("diagnosis", "baseline_result", "drift") and not self.with_unit:

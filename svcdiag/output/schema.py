@@ -25,13 +25,17 @@ MESSAGE_IDS = {
     "baseline_result": "e9eddf1e8f584b9680f0781ebd32da7e",
     "drift": "7a095674dffd4e3c9b10fa3592e4aca7",
     "note": "5ad12f8f579641b799d8b83a938be7b1",
+    "progress": "2c0b1f6e4d7a4e58b3a91c5d8f26e7a4",
+    "slow_phase": "5f0c3a7e91b24d6c8e2a7b4d1c9f0e63",
 }
 EVENT_TYPES = tuple(MESSAGE_IDS)
-#: the types written to the journal: a note is for the terminal that asked
-JOURNALED = frozenset(EVENT_TYPES) - {"note"}
+#: the types written to the journal: a note is for the terminal that asked; progress (several a
+#: second while weights load) only for a command run with --progress (ON_REQUEST)
+ON_REQUEST = frozenset({"progress"})
+JOURNALED = frozenset(EVENT_TYPES) - {"note"} - ON_REQUEST
 
 #: syslog priorities: a dashboard filtering on -p warning sees failures only
-_PRIORITY = {"failure": 3, "drift": 4}
+_PRIORITY = {"failure": 3, "drift": 4, "slow_phase": 4}
 _COMMON = ("schema", "event", "ts", "time", "unit", "invocation", "config", "phase")
 
 

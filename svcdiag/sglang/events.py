@@ -206,3 +206,16 @@ class UnifiedMemoryPool(Event):
 
     kind: ClassVar[str] = "unified_memory_pool"
     total_gb: float | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ProgressBar(Event):
+    """A tqdm bar's latest update (weight shards, CUDA-graph batches): progress within a phase, never a milestone."""
+
+    kind: ClassVar[str] = "progress"
+    what: str  # shards | cuda_graph
+    label: str  # tqdm's description: "Loading safetensors checkpoint shards", "Capturing batches"
+    done: int
+    total: int
+    elapsed_s: float | None = None
+    rate: float | None = None  # items per second, as tqdm measured it

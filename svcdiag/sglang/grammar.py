@@ -28,6 +28,7 @@ from svcdiag.sglang.events import (
     MambaCache,
     MaxRunningLimited,
     PoolEnd,
+    ProgressBar,
     Ready,
     Recovered,
     SchedulerInfo,
@@ -93,6 +94,21 @@ DICT_ARG_RE = re.compile(r"'(\w+)': ('(?:[^'\\]|\\.)*'|\"[^\"]*\"|[^,{}]+)")
 KV_BELOW_RE = re.compile(r"KV pool holds (\d+) tokens, fewer than --context-length (\d+)")
 POST_CAPTURE_MR_RE = re.compile(r"max_running_requests (\d+) -> (\d+)")
 UNIFIED_RE = re.compile(r"total_bytes=" + r"(-?\d+(?:\.\d+)?)" + r" GB")
+def _trie(words: list[bytes]) -> bytes:
+    """An alternation of literals, grouped by first byte (re tries the branches in turn)."""
+    groups: dict[bytes, list[bytes]] = {}
+    for w in sorted(set(words)):
+        groups.setdefault(w[:1], []).append(w[1:])
+    parts = []
+    for head, rest in groups.items():
+        if len(rest) == 1 or not all(rest):
+            parts.append(b"|".join(re.escape(head + r) for r in rest))
+        else:
+            parts.append(re.escape(head) + b"(?:" + _trie(rest) + b")")
+    return b"|".join(parts)
+
+
+_INTERESTING: dict[tuple[str, ...], re.Pattern[bytes]] = {}
 NOTHING: list[Event] = []  # shared and never appended to: the hot path allocates nothing
 
 
@@ -164,6 +180,15 @@ CAPTURE_NAME_RE = re.compile(r"^Capture (?:(target|draft) (decode|verify|prefill
 UVICORN_URL_RE = re.compile(r"running on (\S+)")
 SERVER_ARG_RE = re.compile(r"(\w+)=('(?:[^'\\]|\\.)*'|\"[^\"]*\"|[^,()]+)")
 DIED_RE = re.compile(r"exit code: (-?\d+)|Exit code: (-?\d+)|crashed with exit code (-?\d+)")
+#: tqdm's bars (no time prefix; updates joined by \r in one journal message), optionally after a rank prefix:
+#: `Loading safetensors checkpoint shards:  25% Completed | 1/4 [00:04<00:12,  4.12s/it]` (SGLang's bar_format),
+#: `Capturing batches (bs=4 avail_mem=56.61 GB): 75%|███████▌  | 3/4 [00:01<00:00,  2.1it/s]` (tqdm's default)
+PROGRESS_HEADS = ("Loading ", "Capturing ", "Multi-thread loading", "[")
+PROGRESS_RE = re.compile(
+    r"(?:\[(?:rank(?P<rank>\d+)\]:?|[^\]]*?\bTP(?P<tp>\d+)\b[^\]]*\])\s*)?"
+    r"(?P<label>Loading (?:\w+ )?checkpoint shards|Multi-thread loading shards|Capturing (?:batches|num tokens))"
+    r"(?: \([^)]*\))?:\s*\d+%(?: Completed \||\|[^|]*\|)\s*(?P<done>\d+)/(?P<total>\d+)"
+    r"(?: \[(?P<elapsed>[\d:]+)(?:<[\d:?]+)?(?:,\s*(?:(?P<rate>[\d.]+)(?P<unit>s/it|it/s)|\?it/s))?[^\]]*\])?")
 
 
 
@@ -237,6 +262,40 @@ class LineParser:
         for d in range(10):
             self._dispatch[f"Rank {d}"] = self._died
 
+    # ------------------------------------------------------------ chunk-level helpers (replay's fast path)
+
+    def interesting_re(self) -> re.Pattern[bytes]:
+        """A pattern over a chunk of bytes (each line preceded by a newline) whose matches are the
+        newlines before every line this parser might act on, and only a superset of those.
+
+        Any line it does not match is "quiet" for this parser when no traceback is open: SGLang's
+        prefix with a valid `[YYYY-MM-DD HH:MM:SS…] ` shape and a message that no handler takes
+        (`Decode batch.`, `Prefill batch.`, a warning), or an unprefixed uvicorn access line
+        (`INFO:     127.0.0.1:… "POST …" 200 OK`). Such a line only counts in `sglang_lines` and
+        moves the clock, which `skip` does for a whole run. Lines holding `Traceback (most recent
+        call last):` are not excluded here: the caller looks for that string per chunk.
+        """
+        keys = tuple(sorted(self._dispatch))
+        pat = _INTERESTING.get(keys)
+        if pat is None:
+            alt = _trie([k.encode() for k in keys if k != "INFO: "]) + rb"|INFO: (?!\s*\d)"
+            prefix = rb"\[2\d{3}-\d\d-\d\d \d\d:\d\d:\d\d(?:\] |[. ][^\n\]]*\] )"
+            # the commonest quiet messages first: most lines of a serving log are one of these two
+            quiet = rb"(?:Decode batch\. |Prefill batch\. |(?!" + alt + rb"))"
+            pat = _INTERESTING[keys] = re.compile(rb"\n(?!" + prefix + quiet + rb"|INFO: +\d)")
+        return pat
+
+    def quiet_ok(self) -> bool:
+        """Whether quiet lines may be skipped now: they would end or extend an open traceback."""
+        return self._tb is None
+
+    def skip(self, n: int, ts_text: str | None) -> None:
+        """`n` quiet lines went by, the last prefixed one stamped `ts_text` (None: none was); the
+        caller has checked that `ts_text` parses (`parse_ts`)."""
+        self.sglang_lines += n
+        if ts_text is not None and ts_text != self._last_ts_text:
+            self._clock(ts_text)
+
     # ------------------------------------------------------------ entry
 
     def feed(self, text: str, ts: float | None = None) -> list[Event]:
@@ -295,6 +354,10 @@ class LineParser:
     def _unprefixed(self, text: str, ts: float | None) -> list[Event]:
         if ts is None:
             ts = self._last_ts  # a line with no time of its own was printed after the last one that had one
+        if text.startswith(PROGRESS_HEADS) or "\r" in text:
+            bar = self._progress(text, ts)
+            if bar is not None:
+                return bar
         tb = self._tb
         if tb is not None:
             if tb.final:  # after the final line: a chained exception, the message's tail, or something new
@@ -358,6 +421,30 @@ class LineParser:
         if text.lstrip().startswith(NOTEBOOK_READY):
             return [Ready(ts=ts, line=text.strip())]
         return NOTHING
+
+    def _progress(self, text: str, ts: float | None) -> list[Event] | None:
+        """A tqdm bar: of the updates `\\r` joins in one message, the last complete one (a cut-off
+        last update is skipped); a line glued after it (another process's) is read as a line."""
+        for seg in reversed(text.split("\r")) if "\r" in text else (text,):
+            m = PROGRESS_RE.match(seg)
+            if m is None:
+                continue
+            rate = float(m["rate"]) if m["rate"] else None
+            if rate is not None and m["unit"] == "s/it":
+                rate = 1.0 / rate if rate > 0 else None
+            elapsed = None
+            if m["elapsed"]:
+                elapsed = 0.0
+                for part in m["elapsed"].split(":"):
+                    elapsed = elapsed * 60 + int(part or 0)
+            rank = m["rank"] or m["tp"]
+            label = m["label"]
+            bar = ProgressBar(ts=ts, ranks=f"TP{rank}" if rank is not None else "", line=seg[:m.end()], label=label,
+                              what="cuda_graph" if label.startswith("Capturing") else "shards",
+                              done=int(m["done"]), total=int(m["total"]), elapsed_s=elapsed, rate=rate)
+            rest = seg[m.end():].lstrip()
+            return [bar, *self.feed_line(rest, ts)] if rest else [bar]
+        return None
 
     @staticmethod
     def _is_own_line(text: str) -> bool:

@@ -143,10 +143,11 @@ class JournalSink:
     and plain `journalctl SVCDIAG_EVENT=verdict` see it. A record another observer of the
     same start already wrote (`wait` after `up`) is not written twice."""
 
-    def __init__(self, warn: Callable[[str], None]):
+    def __init__(self, warn: Callable[[str], None], *, also: frozenset[str] = frozenset()):
         from cysystemd.journal import send
 
         self._send, self._warn = send, warn
+        self._events = JOURNALED | also  # `also`: what schema.ON_REQUEST holds, when the command asked for it
         self._seen: set[tuple] = set()
         self._loaded: set[tuple[str | None, str | None]] = set()
         self._failed = False
@@ -162,7 +163,7 @@ class JournalSink:
         self._seen.update(rec.key() for rec in reader.read())
 
     def publish(self, rec: ReadinessEvent) -> None:
-        if rec.event not in JOURNALED or self._failed:
+        if rec.event not in self._events or self._failed:
             return
         self._load(rec.unit, rec.invocation)
         key = rec.key()

@@ -82,8 +82,10 @@ def plain_chunks(head: bytes, stream: BinaryIO) -> Iterator[tuple[str, list[str]
             continue
         rest = data[cut + 1:]
         text = data[:cut].decode("utf-8", "replace")
-        if "\r" in text:
+        if "\r" in text:  # CRLF: the chunk's last line too, whose newline is not in `text`
             text = text.replace("\r\n", "\n")
+            if text.endswith("\r"):
+                text = text[:-1]
         yield text, text.split("\n")
     if rest:
         text = rest.decode("utf-8", "replace").rstrip("\r")

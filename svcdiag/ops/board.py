@@ -1,0 +1,241 @@
+"""`svcdiag top`: every svcdiag unit on one board, kept current without polling.
+
+One D-Bus connection watches every unit (PropertiesChanged), one journal reader per
+current start follows its lines, and the loop sleeps in poll(2) on those fds (and the
+keyboard's) until one says something changed; only a start in progress wakes it once a
+second, to move its elapsed time. A start's lines go through the same Judge as `up`, so
+the board's phase, progress and verdict are the ones `up --wait-ready` reports.
+"""
+
+from __future__ import annotations
+
+import select
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from svcdiag.config.service import ServiceConfig
+from svcdiag.errors import SvcdiagError
+from svcdiag.judge.pipeline import Judge
+from svcdiag.judge.progress import PhaseProgress
+from svcdiag.systemd.dbus import Systemd, UnitProps
+from svcdiag.systemd.journal import EventReader, Follower
+
+#: how often the board moves on its own: each second while a start is in progress (its elapsed
+#: time and ETA move), rarely otherwise (uptimes)
+TICK_STARTING = 1.0
+TICK_IDLE = 30.0
+#: failing first, then what is starting, then what serves, then what is off
+ORDER = {"failed": 0, "timed_out": 0, "starting": 1, "degraded": 2, "healthy": 3, "stopped": 4, "inactive": 4,
+         "not installed": 5}
+
+
+@dataclass(frozen=True, slots=True)
+class BoardRow:
+    name: str
+    unit: str
+    state: str  # starting | healthy | degraded | failed | timed_out | stopped | inactive | not installed
+    active_state: str
+    sub_state: str
+    invocation: str | None = None
+    phase: str | None = None
+    progress: PhaseProgress | None = None
+    elapsed_s: float | None = None  # since the start began (until its verdict)
+    phase_elapsed_s: float | None = None
+    usual_s: float | None = None  # the last healthy start's whole start-up
+    usual_phase_s: float | None = None  # ... and its time in this phase
+    uptime_s: float | None = None
+    kv_tokens: int | None = None
+    max_running: int | None = None
+    max_running_requested: int | None = None
+    degraded: tuple[str, ...] = ()
+    verdict: str | None = None
+    cause: str | None = None
+    message: str | None = None
+    figures: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def order(self) -> tuple[int, str]:
+        return ORDER.get(self.state, 4), self.name
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"event": "board", "name": self.name, "unit": self.unit, "state": self.state,
+                               "active_state": self.active_state, "sub_state": self.sub_state,
+                               "invocation": self.invocation, "phase": self.phase,
+                               "progress": self.progress.figures() if self.progress else None}
+        for key in ("elapsed_s", "phase_elapsed_s", "usual_s", "usual_phase_s", "uptime_s"):
+            v = getattr(self, key)
+            out[key] = None if v is None else round(v, 1)
+        out.update(kv_tokens=self.kv_tokens, max_running_requests=self.max_running,
+                   requested_max_running_requests=self.max_running_requested, degraded=list(self.degraded),
+                   verdict=self.verdict, cause=self.cause, message=self.message)
+        return out
+
+
+class _Start:
+    """One unit's current start: its journal, read so far, through a Judge."""
+
+    def __init__(self, cfg: ServiceConfig, props: UnitProps):
+        self.invocation = props.invocation
+        start = props.inactive_exit_ts or props.state_change_ts or time.time()
+        self.judge = Judge(cfg, unit=cfg.unit, invocation=props.invocation, start_ts=start)
+        self.journal: Follower | None = Follower(cfg.unit, props.invocation)
+
+    def drain(self) -> bool:
+        if self.journal is None:
+            return False
+        got = False
+        for rec in self.journal.read():
+            got = True
+            if rec.systemd:
+                self.judge.systemd_line(rec.text, rec.ts)
+            else:
+                self.judge.service_line(rec.text, rec.ts)
+        return got
+
+    def close(self) -> None:
+        if self.journal is not None:
+            self.journal.close()
+            self.journal = None
+
+
+class Board:
+    """Every config's unit, its current start judged from the journal, and its usual times."""
+
+    def __init__(self, sd: Systemd, configs: list[ServiceConfig]):
+        self.sd, self.configs = sd, configs
+        self.props: dict[str, UnitProps] = {}
+        self.starts: dict[str, _Start] = {}
+        self._dirty = {cfg.unit for cfg in configs}
+        self.usual = usual_times([c.name for c in configs])
+        for cfg in configs:
+            sd.watch(cfg.unit, lambda unit=cfg.unit: self._dirty.add(unit))
+
+    def fds(self) -> dict[int, _Start | None]:
+        """The fds to wait on: the bus's (None), and each followed start's journal."""
+        out: dict[int, _Start | None] = {self.sd.fileno(): None}
+        for s in self.starts.values():
+            if s.journal is not None:
+                out[s.journal.fileno()] = s
+        return out
+
+    def refresh(self, now: float | None = None) -> bool:
+        """Take in what changed (D-Bus first, then the journals); True if the board may look different."""
+        self.sd.process()
+        changed = bool(self._dirty)
+        for cfg in self.configs:
+            if cfg.unit in self._dirty:
+                self._dirty.discard(cfg.unit)
+                props = self.sd.props(cfg.unit)
+                self.props[cfg.unit] = props
+                cur = self.starts.get(cfg.unit)
+                if props.invocation and props.load_state != "not-found" and (cur is None or cur.invocation != props.invocation):
+                    if cur is not None:
+                        cur.close()
+                    self.starts[cfg.unit] = _Start(cfg, props)
+        now = time.time() if now is None else now
+        for unit, s in self.starts.items():
+            changed = s.drain() or changed
+            props = self.props.get(unit)
+            if props is not None and s.invocation == props.invocation and props.running:
+                before = s.judge.verdict
+                s.judge.tick(now)
+                changed = changed or s.judge.verdict is not before
+            elif props is not None and not props.running and s.journal is not None:
+                s.drain()
+                s.close()  # the start is over: its journal says nothing more
+        return changed
+
+    def starting(self) -> bool:
+        return any(r.state == "starting" for r in self.rows())
+
+    def rows(self, now: float | None = None) -> list[BoardRow]:
+        now = time.time() if now is None else now
+        return sorted((self._row(cfg, now) for cfg in self.configs), key=lambda r: r.order)
+
+    def _row(self, cfg: ServiceConfig, now: float) -> BoardRow:
+        props = self.props.get(cfg.unit)
+        if props is None:
+            return BoardRow(cfg.name, cfg.unit, "inactive", "unknown", "unknown")
+        base = {"name": cfg.name, "unit": cfg.unit, "active_state": props.active_state, "sub_state": props.sub_state}
+        if props.load_state == "not-found":
+            return BoardRow(state="not installed", **base)
+        s = self.starts.get(cfg.unit)
+        if s is None:
+            return BoardRow(state="failed" if props.active_state == "failed" else "inactive", **base)
+        r, v = s.judge.readiness, s.judge.verdict
+        figures = v.figures if v is not None else r.figures
+        usual = self.usual.get(cfg.name, {})
+        phase = v.phase if v is not None else r.phase
+        degraded = tuple(d["reason"] for d in (v.degraded if v is not None else r.degraded))
+        if v is None:
+            state = "starting" if props.running else "failed" if props.active_state == "failed" else "stopped"
+        elif v.verdict == "healthy":
+            state = ("degraded" if degraded else "healthy") if props.running else "stopped"
+        else:
+            state = v.verdict if v.verdict in ("failed", "timed_out") else "failed"
+        in_progress = v is None and props.running
+        since = r.phase_since
+        return BoardRow(
+            state=state, invocation=s.invocation, phase=phase, **base,
+            progress=r.progress.latest.get(phase) if in_progress else None,
+            elapsed_s=now - r.started if in_progress and r.started is not None else None,
+            phase_elapsed_s=now - since if in_progress and since is not None else None,
+            usual_s=usual.get("startup_s"), usual_phase_s=(usual.get("phase_seconds") or {}).get(phase),
+            uptime_s=now - props.active_enter_ts if props.running and props.active_enter_ts and not in_progress else None,
+            kv_tokens=figures.get("kv_tokens"), max_running=figures.get("max_running_requests"),
+            max_running_requested=figures.get("requested_max_running_requests"), degraded=degraded,
+            verdict=v.verdict if v is not None else None, cause=v.cause if v is not None else None,
+            message=v.message if v is not None else None, figures=dict(figures))
+
+    def close(self) -> None:
+        for s in self.starts.values():
+            s.close()
+
+
+def usual_times(names: list[str]) -> dict[str, dict[str, Any]]:
+    """Each config's last healthy start, from the verdict records in the journal: its start-up
+    time and its phase_seconds. Empty where there was none (or the journal cannot be read)."""
+    out: dict[str, dict[str, Any]] = {}
+    try:
+        reader = EventReader(units=names)
+    except SvcdiagError:
+        return out
+    for rec in reader.read():
+        if rec.event == "verdict" and rec.verdict == "healthy" and rec.config:
+            out[rec.config] = {"startup_s": rec.figures.get("startup_s"),
+                               "phase_seconds": rec.data.get("phase_seconds") or {}}
+    return out
+
+
+def watch(board: Board, draw: Callable[[list[BoardRow]], None], *, keys_fd: int | None = None,
+          on_key: Callable[[], str] = lambda: "") -> None:
+    """Redraw `board` whenever something changed, until `on_key()` reads `q` (keys_fd readable)."""
+    board.refresh()
+    draw(board.rows())
+    last_draw = time.monotonic()
+    poller = select.poll()
+    registered: set[int] = set()
+    if keys_fd is not None:
+        poller.register(keys_fd, select.POLLIN)
+    while True:
+        fds = board.fds()
+        for fd in registered - set(fds):
+            poller.unregister(fd)
+        for fd in set(fds) - registered:
+            poller.register(fd, select.POLLIN)
+        registered = set(fds)
+        tick = TICK_STARTING if board.starting() else TICK_IDLE
+        wait = max(0.0, tick - (time.monotonic() - last_draw))
+        ready = poller.poll(wait * 1000)
+        for fd, _ in ready:
+            if fd == keys_fd:
+                if on_key().lower() == "q":
+                    return
+            elif (s := fds.get(fd)) is not None and s.journal is not None:
+                s.journal.on_fd_event()
+        changed = board.refresh()
+        if changed or time.monotonic() - last_draw >= tick:
+            draw(board.rows())
+            last_draw = time.monotonic()
