@@ -151,3 +151,15 @@ def test_replay_command_on_each_fixture(cli, case: dict) -> None:
     if failures:
         assert failures[0]["cause"] == case["cause"]
     assert r.exit_code == {"healthy": 0, "failed": 1, "timed_out": 3, "incomplete": 4}[case["verdict"]]
+
+
+@pytest.mark.parametrize("prefix", ["sglang-1  | ", "sglang_server | ", "2025-03-14T10:22:31.123456789Z "],
+                         ids=["compose", "compose-underscore", "kubectl-timestamps"])
+@pytest.mark.parametrize("case", [c for c in CASES if c["verdict"] != "no_start"],
+                         ids=[c["file"].removesuffix(".log") for c in CASES if c["verdict"] != "no_start"])
+def test_container_runtime_prefixes_change_nothing(case: dict, prefix: str) -> None:
+    """What `docker compose logs` and `kubectl logs --timestamps` paste: the same start, the same verdict."""
+    text = (FIXTURES / case["file"]).read_text(errors="replace")
+    plain, wrapped = judge(text), judge("".join(prefix + ln + "\n" for ln in text.splitlines()))
+    assert (wrapped.verdict, wrapped.cause, wrapped.figures.get("kv_tokens")) == \
+        (plain.verdict, plain.cause, plain.figures.get("kv_tokens"))

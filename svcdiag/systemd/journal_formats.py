@@ -19,9 +19,11 @@ from svcdiag.errors import SvcdiagError
 CHUNK = 1 << 20
 SHORT_RE = re.compile(
     r"^(?:(?P<mon>[A-Z][a-z]{2}) (?P<day>[ \d]\d) (?P<hms>\d\d:\d\d:\d\d(?:\.\d+)?)"
-    r"|(?P<iso>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[.,]\d+)?(?:[+-]\d\d:?\d\d|Z)?))"
+    r"|(?P<iso>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[.,]\d+)?(?:[+-]\d\d:?\d\d)?))"
     r" (?P<host>\S+) (?P<ident>[^\s\[:]+)(?:\[(?P<pid>\d+)\])?: (?P<msg>.*)$", re.S)
 MONTHS = {m: i for i, m in enumerate(("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"), 1)}
+#: a container runtime's prefix: compose's `service-1  | `, or an RFC 3339 UTC stamp and a space
+CONTAINER_RE = re.compile(r"^(?:[\w.-]+\s*\| ?|\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z )")
 UNIT_PREFIX_RE = re.compile(r"^([\w:.\\@-]+\.(?:service|scope)): (.*)$", re.S)
 
 
@@ -44,12 +46,15 @@ def detect(head: bytes) -> str:
         return "export"
     if first.startswith("-- ") or SHORT_RE.match(first):
         return "short"
+    lines = [ln for ln in text.splitlines()[:40] if ln.strip()]
+    if lines and sum(1 for ln in lines if CONTAINER_RE.match(ln)) >= 0.8 * len(lines):
+        return "container"
     return "plain"
 
 
 def records(fmt: str, head: bytes, stream: BinaryIO, name: str) -> Iterator[Record]:
     """Records of a stream whose first bytes (`head`, already read) said it is `fmt`."""
-    reader = {"plain": _plain, "short": _short, "json": _json, "export": _export}[fmt]
+    reader = {"plain": _plain, "short": _short, "json": _json, "export": _export, "container": _container}[fmt]
     return reader(head, stream, name)
 
 
@@ -57,6 +62,15 @@ def _lines(head: bytes, stream: BinaryIO) -> Iterator[str]:
     """Decoded lines, CRLF already made LF: a truncated last line is still a line."""
     for _, lines in plain_chunks(head, stream):
         yield from lines
+
+
+def _container(head: bytes, stream: BinaryIO, name: str) -> Iterator[Record]:
+    """`docker compose logs` (`sglang-1  | …`) or `kubectl logs --timestamps` / `docker logs -t`
+    (`2025-03-14T10:22:31.123456789Z …`): the line as SGLang printed it, on SGLang's own clock
+    (the runtime's UTC stamp would mix two clocks in one start)."""
+    for line in _lines(head, stream):
+        m = CONTAINER_RE.match(line)
+        yield Record(line[m.end():] if m else line)
 
 
 def _plain(head: bytes, stream: BinaryIO, name: str) -> Iterator[Record]:
