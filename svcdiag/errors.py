@@ -18,3 +18,13 @@ class ConfigError(SvcdiagError):
         self.message = message
         where = f"{self.path}: {field}" if field else self.path
         super().__init__(f"{where}: {message}")
+
+
+class AccessDenied(SvcdiagError):
+    """systemd (polkit) refused this user a unit operation: exit 1, one line."""
+
+    exit_code = 1
+    MESSAGE = "Access denied by systemd: run as root or install the polkit rule in docs/polkit.md"
+
+    def __init__(self, what: str = "") -> None:
+        super().__init__(self.MESSAGE + (f" ({what})" if what else ""))

@@ -9,14 +9,27 @@ from pathlib import Path
 
 DEFAULT_STATE_DIR = "/var/lib/svcdiag"
 
+#: State (calibration, history, snapshots, caches, bundles) is its owner's only: files 0600 in
+#: folders 0700 (docs/security.md). What others must read says so: units and the Prometheus
+#: textfile are written 0644.
+PRIVATE_FILE = 0o600
+PRIVATE_DIR = 0o700
+
+
 def state_dir(option: str | None) -> Path:
     return Path(option or os.environ.get("SVCDIAG_STATE_DIR") or DEFAULT_STATE_DIR)
 
 
+def private_dir(path: Path) -> Path:
+    """`path` and any missing parents, created 0700 (an existing folder keeps its mode)."""
+    path.mkdir(mode=PRIVATE_DIR, parents=True, exist_ok=True)
+    return path
 
-def write_atomic(path: Path, text: str, mode: int = 0o644) -> None:
-    """Write beside the target, fsync, rename: a reader sees the old file or the new, never half."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+
+def write_atomic(path: Path, text: str, mode: int = PRIVATE_FILE) -> None:
+    """Write beside the target, fsync, rename: a reader sees the old file or the new, never half.
+    The file is its owner's only unless `mode` says otherwise (missing folders likewise)."""
+    path.parent.mkdir(mode=0o755 if mode & 0o044 else PRIVATE_DIR, parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:

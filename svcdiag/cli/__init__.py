@@ -42,6 +42,6 @@ def main(ctx: click.Context, units_opt: str | None) -> None:
     ctx.obj = {"units_opt": units_opt}
 
 
-from svcdiag.cli import configs, offline, service  # noqa: E402  (they register their commands on main)
+from svcdiag.cli import configs, offline, records, service  # noqa: E402  (they register their commands on main)
 
-__all__ = ["configs", "main", "offline", "service"]
+__all__ = ["configs", "main", "offline", "records", "service"]

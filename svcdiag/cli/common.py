@@ -49,14 +49,14 @@ def emit_rows(rows: list[dict[str, Any]], as_json: bool, render: Callable[[dict[
 
 
 def publisher(as_json: bool, cfg: ServiceConfig | None, *, live: bool = True, textfile: str | None = None,
-              progress: bool = False) -> Publisher:
+              progress: bool = False, journal_sink: bool = True) -> Publisher:
     """The terminal's sink (live line on a TTY, lines, or JSON); for a live wait also the journal.
     `progress`: progress records in the JSON and the journal too (the live line always has them)."""
     from svcdiag.output.publish import for_terminal
     from svcdiag.output.schema import ON_REQUEST
 
     journal = []
-    if live:
+    if live and journal_sink:
         from svcdiag.systemd.journal import JournalSink
 
         journal = [JournalSink(warn=lambda m: click.echo(f"svcdiag: warning: {m}", err=True),
@@ -83,6 +83,26 @@ def waiting(f: Any) -> Any:
     for option in (PROGRESS, TEXTFILE, STRICT, JSON, TIMEOUT):
         f = option(f)
     return f
+
+
+def _check_host(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    if value:
+        from svcdiag.systemd.remote import Target
+
+        Target.parse(value)
+    return value
+
+
+HOST = click.option("--host", "host", metavar="[USER@]HOST[:PORT]", callback=_check_host,
+                    help="the GPU host, over SSH (D-Bus and the journal; docs/remote.md); default: the config's "
+                         "remote_host, else this host")
+
+
+def hosts(host: str | None) -> Any:
+    """The systemd connections of one command: each config's host (or --host), one per host."""
+    from svcdiag.ops.nodes import Hosts
+
+    return Hosts(host)
 
 
 GPU_MEMORY = click.option("--gpu-memory", type=float, metavar="GB", help="preflight: GPU memory free per GPU before loading")

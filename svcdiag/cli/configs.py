@@ -32,23 +32,36 @@ def render(ctx: click.Context, name: str, as_json: bool) -> None:
     from svcdiag.systemd.render import render_unit
 
     cfg = c.load(ctx, name)
-    v = resolve(cfg).version
-    rendered = {"name": cfg.name, "unit": cfg.unit, "config_hash": cfg.config_hash, "exec_start": exec_argv(cfg, v),
-                "text": render_unit(cfg, v)}
-    c.emit_rows([rendered], as_json, lambda r: r["text"])
+    rows = []
+    for node in cfg.node_configs():  # a multi-node config: one unit per node (docs/remote.md#multi-node)
+        v = resolve(node).version
+        rows.append({"name": node.name, "unit": node.unit, "config_hash": node.config_hash,
+                     "exec_start": exec_argv(node, v), "text": render_unit(node, v)}
+                    | ({"node_rank": node.node_rank, "host": node.remote_host or "localhost"} if cfg.multinode else {}))
+    c.emit_rows(rows, as_json, lambda r: (f"# node {r['node_rank']} on {r['host']}: {r['unit']}\n" if "node_rank" in r
+                                          else "") + r["text"])
 
 
 @main.command()
 @click.argument("names", nargs=-1)
 @click.option("--unit-dir", default=DEFAULT_UNIT_DIR, show_default=True, type=click.Path(file_okay=False))
 @click.option("--force", is_flag=True, help="replace a unit file svcdiag did not write")
+@c.HOST
 @c.JSON
 @click.pass_context
-def install(ctx: click.Context, names: tuple[str, ...], unit_dir: str, force: bool, as_json: bool) -> None:
-    """Check, render and write units (all configs when no NAME), atomically; daemon-reload if systemd runs."""
+def install(ctx: click.Context, names: tuple[str, ...], unit_dir: str, force: bool, host: str | None,
+            as_json: bool) -> None:
+    """Check, render and write units (all configs when no NAME; one per node of a multi-node config),
+    atomically; daemon-reload if systemd runs. On a remote host (--host, remote_host, [[nodes]] host): over SSH."""
     from svcdiag.ops.check import checked_install
+    from svcdiag.ops.nodes import expand, install_on_hosts
 
-    result = checked_install(c.load_many(ctx, names), Path(unit_dir), force=force)
+    configs = expand(c.load_many(ctx, names))
+    if host or any(cfg.remote_host for cfg in configs):
+        with c.hosts(host) as hosts:
+            result = install_on_hosts(hosts, configs, force=force)
+    else:
+        result = checked_install(configs, Path(unit_dir), force=force)
     if as_json:
         c.emit_json(result)
         return

@@ -38,19 +38,24 @@ def _finish(ctx: click.Context, outcome: StartOutcome, pub: Publisher, *, as_jso
 @click.option("--force", is_flag=True, help="start even when preflight predicts it cannot serve one request, "
               "or another process holds memory on its GPUs")
 @c.GPU_MEMORY
+@c.HOST
 @c.waiting
 @click.pass_context
 def up(ctx: click.Context, name: str, wait_ready: bool, restart: bool, force: bool, gpu_memory: float | None,
-       timeout: float | None, as_json: bool, strict: bool, textfile: str | None, progress: bool) -> None:
-    """Preflight, install (if missing or drifted) and start NAME; with --wait-ready, report its verdict."""
-    from svcdiag.ops import start
-    from svcdiag.systemd.dbus import Systemd
+       host: str | None, timeout: float | None, as_json: bool, strict: bool, textfile: str | None,
+       progress: bool) -> None:
+    """Preflight, install (if missing or drifted) and start NAME; with --wait-ready, report its verdict.
+    A multi-node config (nnodes > 1): every node's unit, on its host, judged together."""
+    from svcdiag.ops import nodes, start
 
     cfg = c.load(ctx, name)
-    with Systemd.connect() as sd:
-        pub = c.publisher(as_json, cfg, textfile=textfile, progress=progress)
-        outcome = start.up(sd, cfg, c.units_dir(ctx), pub, wait=wait_ready, restart=restart, force=force,
-                           gpu_memory=gpu_memory, timeout=timeout)
+    with c.hosts(host) as hosts:
+        pub = c.publisher(as_json, cfg, textfile=textfile, progress=progress, journal_sink=hosts.key(cfg) == "local")
+        if cfg.multinode:
+            outcome = nodes.up(hosts, cfg, c.units_dir(ctx), pub, wait=wait_ready, restart=restart, timeout=timeout)
+        else:
+            outcome = start.up(hosts.get(cfg), cfg, c.units_dir(ctx), pub, wait=wait_ready, restart=restart,
+                               force=force, gpu_memory=gpu_memory, timeout=timeout)
     if not wait_ready and not as_json and outcome.refused is None:
         pub.note(f"follow it with: svcdiag wait {name}")
     _finish(ctx, outcome, pub, as_json=as_json, strict=strict)
@@ -58,58 +63,63 @@ def up(ctx: click.Context, name: str, wait_ready: bool, restart: bool, force: bo
 
 @main.command()
 @click.argument("name")
+@c.HOST
 @c.waiting
 @click.pass_context
-def wait(ctx: click.Context, name: str, timeout: float | None, as_json: bool, strict: bool, textfile: str | None,
-         progress: bool) -> None:
+def wait(ctx: click.Context, name: str, host: str | None, timeout: float | None, as_json: bool, strict: bool,
+         textfile: str | None, progress: bool) -> None:
     """Attach to NAME's current start and wait for its verdict, restarting nothing."""
-    from svcdiag.ops import start
-    from svcdiag.systemd.dbus import Systemd
+    from svcdiag.ops import nodes, start
 
     cfg = c.load(ctx, name)
-    with Systemd.connect() as sd:
-        pub = c.publisher(as_json, cfg, textfile=textfile, progress=progress)
-        outcome = start.attach(sd, cfg, c.units_dir(ctx), pub, timeout)
+    with c.hosts(host) as hosts:
+        pub = c.publisher(as_json, cfg, textfile=textfile, progress=progress, journal_sink=hosts.key(cfg) == "local")
+        if cfg.multinode:
+            outcome = nodes.up(hosts, cfg, c.units_dir(ctx), pub, wait=True, restart=False, timeout=timeout,
+                               attach_only=True, command="wait")
+        else:
+            outcome = start.attach(hosts.get(cfg), cfg, c.units_dir(ctx), pub, timeout)
     _finish(ctx, outcome, pub, as_json=as_json, strict=strict)
 
 
 @main.command()
 @click.argument("names", nargs=-1, required=True)
+@c.HOST
 @c.JSON
 @click.pass_context
-def down(ctx: click.Context, names: tuple[str, ...], as_json: bool) -> None:
-    """Stop each NAME and wait until systemd has stopped it; exit 1 if one still runs."""
-    from svcdiag.ops.service import down as stop
-    from svcdiag.systemd.dbus import Systemd
+def down(ctx: click.Context, names: tuple[str, ...], host: str | None, as_json: bool) -> None:
+    """Stop each NAME (every node of a multi-node one) and wait until systemd has stopped it; exit 1 if one still runs."""
+    from svcdiag.ops.nodes import down as stop
 
     configs = c.load_many(ctx, names)
-    with Systemd.connect() as sd:
-        rows = stop(sd, configs)
+    with c.hosts(host) as hosts:
+        rows = stop(hosts, configs)
     c.emit_rows(rows, as_json, report.render_down)
     ctx.exit(0 if all(r["stopped"] for r in rows) else 1)
 
 
 @main.command()
 @click.argument("names", nargs=-1)
+@c.HOST
 @c.JSON
 @click.pass_context
-def status(ctx: click.Context, names: tuple[str, ...], as_json: bool) -> None:
-    """State, phase, figures and verdict of the current start of each unit (default: all)."""
-    from svcdiag.ops.service import status as read_status
-    from svcdiag.systemd.dbus import Systemd
+def status(ctx: click.Context, names: tuple[str, ...], host: str | None, as_json: bool) -> None:
+    """State, phase, figures and verdict of the current start of each unit (default: all); one row per node."""
+    from svcdiag.ops.nodes import status as read_status
 
     configs = c.load_many(ctx, names)
-    with Systemd.connect() as sd:
-        c.emit_rows(read_status(sd, configs, c.units_dir(ctx)), as_json, report.render_status)
+    with c.hosts(host) as hosts:
+        c.emit_rows(read_status(hosts, configs, c.units_dir(ctx)), as_json, report.render_status)
 
 
 @main.command()
 @click.argument("name")
 @click.option("--milestones", is_flag=True, help="only the milestones, as events")
 @click.option("--follow", "follow_", is_flag=True, help="keep following until the unit stops (Ctrl-C to leave)")
+@c.HOST
 @c.JSON
 @click.pass_context
-def logs(ctx: click.Context, name: str, milestones: bool, follow_: bool, as_json: bool) -> None:
+def logs(ctx: click.Context, name: str, milestones: bool, follow_: bool, host: str | None, as_json: bool) -> None:
     """The current start's log (this invocation only, systemd's lines about it included)."""
     from svcdiag.ops.service import logs as read_logs
     from svcdiag.systemd.dbus import Systemd
@@ -121,7 +131,7 @@ def logs(ctx: click.Context, name: str, milestones: bool, follow_: bool, as_json
         if not milestones:
             c.emit_rows([report.log_record(rec)], as_json, report.render_log_record)
 
-    with Systemd.connect() as sd:
+    with Systemd.connect(host or cfg.remote_host) as sd:
         try:
             read_logs(sd, cfg, on_record=line, on_event=pub.event if milestones else None, keep_following=follow_)
         except KeyboardInterrupt:

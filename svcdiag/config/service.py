@@ -43,6 +43,18 @@ DEFAULT_TIMEOUTS = {
     "http": 300.0,
     "http_check": 60.0,
 }
+#: How systemd learns the server is ready: "notify" wraps SGLang in `svcdiag supervise` (Type=notify,
+#: READY=1 once judged healthy, per-phase deadlines as EXTEND_TIMEOUT_USEC); "journal" runs it bare
+#: (Type=exec) and only svcdiag's follower judges the start from the journal.
+READINESS_MODES = ("notify", "journal")
+DEFAULT_READINESS = "journal"
+#: An [env] name that looks like this holds a secret: refused, it belongs in [secrets] (docs/security.md).
+SECRET_NAME_RE = re.compile(r"TOKEN|KEY|SECRET|PASSWORD|CREDENTIAL", re.I)
+#: The unit's sandbox (docs/security.md#hardening): "strict" (the default) or "off".
+HARDENING_MODES = ("strict", "off")
+DEFAULT_HARDENING = "strict"
+#: Device families `devices = [...]` may add to the NVIDIA nodes every unit gets (or a /dev path).
+DEVICE_FAMILIES = ("nvidia", "rocm", "infiniband")
 SPEC_ALGORITHMS = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM", "DFLASH", "DSPARK")
 
 #: Keys whose change moves GPU memory: `svcdiag diff` marks them.
@@ -78,6 +90,16 @@ class Speculative:
     num_steps: int | None = None
     eagle_topk: int | None = None
     num_draft_tokens: int | None = None
+
+
+@dataclass(frozen=True)
+class Node:
+    """One node of a multi-node start (`[[nodes]]`): where it runs, its rank, its GPUs."""
+
+    node_rank: int
+    host: str | None = None  # [user@]HOST[:port] reached over SSH (svcdiag.systemd.remote); None: this host
+    gpus: tuple[int, ...] | None = None
+    simulate: str | None = None  # the stand-in's scenario for this node (default: the config's)
 
 
 @dataclass(frozen=True)
@@ -118,6 +140,24 @@ class ServiceConfig:
     #: the SGLang release `python` runs ("0.5.23"): flags are rendered and checked for it;
     #: unset, svcdiag asks the interpreter (svcdiag.ops.sglang_version)
     sglang_version: str | None = None
+    #: "notify" | "journal" (READINESS_MODES; docs/config.md#readiness)
+    readiness: str = DEFAULT_READINESS
+    #: notify mode, after ready: WATCHDOG=1 every watchdog_s/2 while /ready answers (WatchdogSec=)
+    watchdog_s: float | None = None
+    #: [secrets]: env name → a file path or "credstore:NAME" (svcdiag.config.secrets; values never in a unit)
+    secrets: tuple[tuple[str, str], ...] = ()
+    #: "strict" | "off" (HARDENING_MODES), and what a strict unit may also write and open
+    hardening: str = DEFAULT_HARDENING
+    read_write_paths: tuple[str, ...] = ()
+    devices: tuple[str, ...] = ()
+    #: the GPU host this service runs on, over SSH ([user@]HOST[:port]; docs/remote.md); None: here
+    remote_host: str | None = None
+    #: multi-node (docs/remote.md#multi-node): N nodes, each a `[[nodes]]` table; a node's own
+    #: config (node_configs()) has node_rank set and no nodes
+    nnodes: int = 1
+    nodes: tuple[Node, ...] = ()
+    node_rank: int | None = None
+    dist_init_addr: str | None = None
 
     @property
     def unit(self) -> str:
@@ -132,18 +172,44 @@ class ServiceConfig:
         """Whether this config asks for a Mamba/linear-attention state cache."""
         return self.max_mamba_cache_size is not None
 
+    @property
+    def multinode(self) -> bool:
+        """A config of several nodes (not one node's own config)."""
+        return self.nnodes > 1 and self.node_rank is None
+
+    def node_configs(self) -> list[ServiceConfig]:
+        """Each node's own config, rank order: unit `NAME-nodeR`, its GPUs, host and rank, the
+        rank-0 node's address as --dist-init-addr. A single-node config is its own only node."""
+        if not self.multinode:
+            return [self]
+        first = sorted(self.nodes, key=lambda n: n.node_rank)
+        addr = self.dist_init_addr or f"{_bare_host(first[0].host)}:{DIST_INIT_PORT}"
+        return [dataclasses.replace(self, name=f"{self.name}-node{n.node_rank}", nodes=(), node_rank=n.node_rank,
+                                    gpus=n.gpus if n.gpus is not None else self.gpus,
+                                    remote_host=n.host if n.host is not None else self.remote_host,
+                                    simulate=n.simulate or self.simulate, dist_init_addr=addr)
+                for n in first]
+
     def flat(self) -> dict[str, Any]:
         """Effective settings as dotted keys: the form `diff` and hashing work on."""
         out: dict[str, Any] = {}
         for f in dataclasses.fields(self):
             if f.name in ("name", "path", "baseline", "extends"):
                 continue
+            if (f.name, getattr(self, f.name)) in (("readiness", DEFAULT_READINESS), ("watchdog_s", None),
+                                                   ("hardening", DEFAULT_HARDENING), ("secrets", ()),
+                                                   ("read_write_paths", ()), ("devices", ()),
+                                                   ("remote_host", None), ("nnodes", 1), ("nodes", ()),
+                                                   ("node_rank", None), ("dist_init_addr", None)):
+                continue  # the defaults leave the hash of a config that never set them unchanged
             value = getattr(self, f.name)
             if f.name == "speculative":
                 if value is not None:
                     for sf in dataclasses.fields(Speculative):
                         out[f"speculative.{sf.name}"] = getattr(value, sf.name)
-            elif f.name in ("env", "timeouts"):
+            elif f.name == "nodes":
+                out["nodes"] = [dataclasses.asdict(n) | {"gpus": list(n.gpus) if n.gpus else n.gpus} for n in value]
+            elif f.name in ("env", "timeouts", "secrets"):
                 for k, v in value:
                     out[f"{f.name}.{k}"] = v
             elif isinstance(value, tuple):
@@ -271,6 +337,47 @@ def _version(v: Any) -> str | None:
     return None if VERSION_RE.match(v.strip()) else f"is not a version like \"0.5.23\" or \"0.4.6.post1\": {v!r}"
 
 
+def _readiness(v: Any) -> str | None:
+    err = _nonempty_str(v)
+    if err:
+        return err
+    return None if v in READINESS_MODES else \
+        f"must be one of {', '.join(map(repr, READINESS_MODES))}, got {v!r}{did_you_mean(v, READINESS_MODES)}"
+
+
+def _hardening(v: Any) -> str | None:
+    err = _nonempty_str(v)
+    if err:
+        return err
+    return None if v in HARDENING_MODES else \
+        f"must be one of {', '.join(map(repr, HARDENING_MODES))}, got {v!r}{did_you_mean(v, HARDENING_MODES)}"
+
+
+#: A path systemd takes as one word of a list setting: absolute, no blanks, quotes or backslashes.
+_PLAIN_PATH = re.compile(r"^/[^\s\"'\\]*$")
+
+
+def _rw_paths(v: Any) -> str | None:
+    err = _str_list(v)
+    if err:
+        return err
+    for i, item in enumerate(v):
+        if not _PLAIN_PATH.match(item):
+            return f"item {i}: must be an absolute path without blanks, quotes or backslashes, got {item!r}"
+    return None
+
+
+def _devices(v: Any) -> str | None:
+    err = _str_list(v)
+    if err:
+        return err
+    for i, item in enumerate(v):
+        if item not in DEVICE_FAMILIES and not (item.startswith("/dev/") and _PLAIN_PATH.match(item)):
+            return (f"item {i}: must be one of {', '.join(map(repr, DEVICE_FAMILIES))} or a /dev/ path, "
+                    f"got {item!r}{did_you_mean(item, DEVICE_FAMILIES)}")
+    return None
+
+
 def _algorithm(v: Any) -> str | None:
     err = _nonempty_str(v)
     if err:
@@ -293,6 +400,50 @@ def _scenario(v: Any) -> str | None:
     if v not in SIM_SCENARIOS:
         return f"unknown scenario {v!r}{did_you_mean(v, SIM_SCENARIOS)}; known: {', '.join(SIM_SCENARIOS)}"
     return None
+
+
+#: --dist-init-addr's port on the rank-0 node when `dist_init_addr` is unset (SGLang's docs use it)
+DIST_INIT_PORT = 20000
+#: [user@]HOST[:port], as ssh(1) and `systemctl -H` take it
+REMOTE_HOST_RE = re.compile(r"^(?:(?P<user>[A-Za-z0-9_][A-Za-z0-9_.\-]*)@)?(?P<host>[A-Za-z0-9][A-Za-z0-9.\-]*|\[[0-9A-Fa-f:.]+\])"
+                            r"(?::(?P<port>\d{1,5}))?$")
+
+
+def _bare_host(spec: str | None) -> str:
+    """The host of [user@]HOST[:port] (127.0.0.1 for this host)."""
+    if not spec or spec == "localhost":
+        return "127.0.0.1"
+    m = REMOTE_HOST_RE.match(spec)
+    return m.group("host").strip("[]") if m else spec
+
+
+def remote_host_error(v: Any) -> str | None:
+    """Why `v` is not [user@]HOST[:port], or None."""
+    err = _nonempty_str(v)
+    if err:
+        return err
+    m = REMOTE_HOST_RE.match(v)
+    if m is None:
+        return f"is not [user@]HOST[:port]: {v!r}"
+    if m.group("port") and not 1 <= int(m.group("port")) <= 65535:
+        return f"port must be in 1–65535: {v!r}"
+    return None
+
+
+def _dist_addr(v: Any) -> str | None:
+    err = _nonempty_str(v)
+    if err:
+        return err
+    return None if re.fullmatch(r"[A-Za-z0-9.\-]+:\d{1,5}|\[[0-9A-Fa-f:.]+\]:\d{1,5}", v) else \
+        f"must be HOST:PORT (the rank-0 node's address for torch.distributed), got {v!r}"
+
+
+NODE_KEYS: dict[str, Callable[[Any], str | None]] = {
+    "host": remote_host_error,
+    "node_rank": _int_range(0, 63),
+    "gpus": _gpus,
+    "simulate": _scenario,
+}
 
 
 TOP_LEVEL: dict[str, Callable[[Any], str | None]] = {
@@ -322,10 +473,20 @@ TOP_LEVEL: dict[str, Callable[[Any], str | None]] = {
     "sim_time_scale": _positive_number,
     "gpu_memory_gb": _positive_number,
     "sglang_version": _version,
+    "readiness": _readiness,
+    "watchdog_s": _positive_number,
+    "hardening": _hardening,
+    "read_write_paths": _rw_paths,
+    "devices": _devices,
+    "remote_host": remote_host_error,
+    "nnodes": _int_range(1, 64),
+    "dist_init_addr": _dist_addr,
+    "nodes": lambda v: None if isinstance(v, list) else "must be an array of tables: [[nodes]]",
     # tables, checked below
     "speculative": lambda v: None if isinstance(v, dict) or v is False else
     "must be a [speculative] table, or false to drop an inherited one",
     "env": lambda v: None,
+    "secrets": lambda v: None,
     "timeouts": lambda v: None,
 }
 SPECULATIVE: dict[str, Callable[[Any], str | None]] = {
@@ -378,11 +539,23 @@ def check_raw(path: Path, raw: dict[str, Any]) -> None:
         for k, v in env.items():
             if not ENV_KEY_RE.match(k):
                 raise ConfigError(path, f"env.{k}", "is not a valid environment variable name")
+            if SECRET_NAME_RE.search(k):
+                raise ConfigError(path, f"env.{k}", "looks like a secret, and [env] is written into the unit for "
+                                  f"anyone to read: move it to [secrets] as {k} = \"/path/to/0600-file\" or "
+                                  f"\"credstore:NAME\" (docs/security.md)")
             err = _check_text(v)
             if err:
                 raise ConfigError(path, f"env.{k}", err)
+    if "secrets" in raw:
+        from svcdiag.config.secrets import check_secrets_table
+
+        check_secrets_table(path, raw["secrets"])
     if "timeouts" in raw:
         _check_table(path, "timeouts", raw["timeouts"], {k: _positive_number for k in TIMEOUT_KEYS})
+    for i, node in enumerate(raw.get("nodes", [])):
+        _check_table(path, f"nodes[{i}]", node, NODE_KEYS)
+        if "node_rank" not in node:
+            raise ConfigError(path, f"nodes[{i}].node_rank", "is required in each [[nodes]] table")
 
 
 def read_toml(path: Path) -> dict[str, Any]:
@@ -465,7 +638,8 @@ def _merge(base: dict[str, Any], child: dict[str, Any]) -> dict[str, Any]:
     out = dict(base)
     out.pop("baseline", None)  # a variant of the baseline is not the baseline
     for key, value in child.items():
-        tables = isinstance(out.get(key), dict) and (key in ("env", "timeouts") or (key == "speculative" and isinstance(value, dict)))
+        tables = isinstance(out.get(key), dict) and (key in ("env", "secrets", "timeouts")
+                                                     or (key == "speculative" and isinstance(value, dict)))
         if tables:
             out[key] = {**out[key], **value}
         else:
@@ -502,7 +676,8 @@ def _resolve(units: UnitsDir, name: str, chain: list[str]) -> dict[str, Any]:
 def _build(name: str, path: Path, raw: dict[str, Any]) -> ServiceConfig:
     if "model_path" not in raw:
         raise ConfigError(path, "model_path", "is required (here or in a base it extends)")
-    kw: dict[str, Any] = {k: v for k, v in raw.items() if k not in ("speculative", "env", "timeouts", "gpus", "extra_args")}
+    kw: dict[str, Any] = {k: v for k, v in raw.items() if k not in ("speculative", "env", "secrets", "timeouts", "gpus", "extra_args",
+                                                              "read_write_paths", "devices")}
     spec = raw.get("speculative")
     if isinstance(spec, dict) and spec:
         if "algorithm" not in spec:
@@ -512,12 +687,16 @@ def _build(name: str, path: Path, raw: dict[str, Any]) -> ServiceConfig:
         kw["gpus"] = tuple(raw["gpus"])
     kw["extra_args"] = tuple(raw.get("extra_args", ()))
     kw["env"] = tuple(sorted(raw.get("env", {}).items()))
+    kw["secrets"] = tuple(sorted(raw.get("secrets", {}).items()))
+    kw["read_write_paths"] = tuple(raw.get("read_write_paths", ()))
+    kw["devices"] = tuple(raw.get("devices", ()))
+    kw["nodes"] = tuple(Node(**{**n, "gpus": tuple(n["gpus"]) if "gpus" in n else None}) for n in raw.get("nodes", ()))
     kw["timeouts"] = tuple({**DEFAULT_TIMEOUTS, **{k: float(v) for k, v in raw.get("timeouts", {}).items()}}.items())
     if "mem_fraction_static" in kw:
         kw["mem_fraction_static"] = float(kw["mem_fraction_static"])
     if "sglang_version" in kw:
         kw["sglang_version"] = kw["sglang_version"].strip()
-    for key in ("sim_time_scale", "gpu_memory_gb"):
+    for key in ("sim_time_scale", "gpu_memory_gb", "watchdog_s"):
         if key in kw:
             kw[key] = float(kw[key])
     cfg = ServiceConfig(name=name, path=path, **kw)
@@ -525,12 +704,46 @@ def _build(name: str, path: Path, raw: dict[str, Any]) -> ServiceConfig:
     return cfg
 
 
+def _check_nodes(cfg: ServiceConfig) -> None:
+    if cfg.nnodes == 1 and not cfg.nodes:
+        return
+    if cfg.nnodes == 1:
+        raise ConfigError(cfg.path, "nodes", f"lists {len(cfg.nodes)} node(s) but nnodes is 1; set nnodes = {len(cfg.nodes)}")
+    if len(cfg.nodes) != cfg.nnodes:
+        raise ConfigError(cfg.path, "nodes", f"nnodes = {cfg.nnodes} needs {cfg.nnodes} [[nodes]] tables "
+                          f"(node_rank 0–{cfg.nnodes - 1}), found {len(cfg.nodes)}")
+    ranks = sorted(n.node_rank for n in cfg.nodes)
+    if ranks != list(range(cfg.nnodes)):
+        raise ConfigError(cfg.path, "nodes", f"node_rank must be 0–{cfg.nnodes - 1}, each once; got {ranks}")
+    if cfg.tp_size % cfg.nnodes:
+        raise ConfigError(cfg.path, "nnodes", f"tp_size {cfg.tp_size} does not split over {cfg.nnodes} nodes")
+    per_node = cfg.tp_size * cfg.dp_size // cfg.nnodes
+    for n in cfg.nodes:
+        if n.gpus is not None and len(n.gpus) != per_node:
+            raise ConfigError(cfg.path, f"nodes[{n.node_rank}].gpus", f"tp_size {cfg.tp_size} × dp_size {cfg.dp_size} "
+                              f"over {cfg.nnodes} nodes needs {per_node} GPUs per node, but it lists {len(n.gpus)}")
+    if cfg.readiness == "notify":
+        raise ConfigError(cfg.path, "readiness", '"notify" is not supported with nnodes > 1 yet; use "journal"')
+
+
 def _cross_check(cfg: ServiceConfig) -> None:
-    if cfg.gpus is not None and len(cfg.gpus) != cfg.tp_size * cfg.dp_size:
+    _check_nodes(cfg)
+    if cfg.gpus is not None and cfg.nnodes > 1:
+        per_node = cfg.tp_size * cfg.dp_size // cfg.nnodes
+        if len(cfg.gpus) != per_node:
+            raise ConfigError(cfg.path, "gpus", f"with nnodes = {cfg.nnodes}, gpus lists each node's {per_node} GPUs, "
+                              f"not {len(cfg.gpus)}")
+    elif cfg.gpus is not None and len(cfg.gpus) != cfg.tp_size * cfg.dp_size:
         raise ConfigError(cfg.path, "tp_size",
                           f"tp_size {cfg.tp_size} × dp_size {cfg.dp_size} needs {cfg.tp_size * cfg.dp_size} "
                           f"GPUs, but gpus lists {len(cfg.gpus)}: {list(cfg.gpus)}")
-    owned = {"--port", "--host", "--model-path", "--model", "--tp-size", "--tp", "--tensor-parallel-size"}
+    if cfg.watchdog_s is not None and cfg.readiness != "notify":
+        raise ConfigError(cfg.path, "watchdog_s", 'needs readiness = "notify" (svcdiag supervise sends WATCHDOG=1)')
+    for key, _ in cfg.secrets:
+        if key in dict(cfg.env) or key in ("PYTHONUNBUFFERED", "CUDA_VISIBLE_DEVICES"):
+            raise ConfigError(cfg.path, f"secrets.{key}", "is also set in [env] (or by svcdiag); keep it in one place")
+    owned = {"--port", "--host", "--model-path", "--model", "--tp-size", "--tp", "--tensor-parallel-size",
+             "--nnodes", "--node-rank", "--dist-init-addr", "--nccl-init-addr"}
     for arg in cfg.extra_args:
         flag = arg.split("=", 1)[0]
         if flag in owned:

@@ -96,6 +96,13 @@ class Judge:
         v = self.readiness.tick(now)
         return [*out, v] if v is not None and v not in out else out
 
+    def connection_lost(self, message: str, ts: float) -> Verdict:
+        """The log can no longer be read (a remote host's connection died): incomplete, never failed."""
+        if self.readiness.verdict is None:
+            self.readiness._conclude("incomplete", "connection_lost", message, ts)
+        assert self.readiness.verdict is not None
+        return self.readiness.verdict
+
     def finish(self) -> Verdict:
         for ev in self.parser.close():
             self.readiness.feed(ev)

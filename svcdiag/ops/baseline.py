@@ -17,7 +17,7 @@ from svcdiag.config.service import ServiceConfig, UnitsDir
 from svcdiag.files import state_dir, write_atomic
 from svcdiag.judge.verdict import Verdict
 from svcdiag.ops.follow import follow, unit_lock
-from svcdiag.ops.start import calibrate, conclude, diagnoser, ensure_started, judge_start, quiet_plan
+from svcdiag.ops.start import calibrate, conclude, diagnoser, ensure_started, judge_start, quiet_plan, remember
 from svcdiag.output.publish import Publisher
 from svcdiag.sglang.memory import Memory
 from svcdiag.systemd.dbus import Systemd
@@ -218,7 +218,8 @@ def check(sd: Systemd, cfg: ServiceConfig, units: UnitsDir, pub: Publisher, *, c
     against = None
     if candidate is not None:
         against = _against(sd, cfg, candidate, snapshot if snapshot["healthy"] else (prev[1] if prev else None))
-    verdict = conclude(pub, verdict, diagnoser(cfg, units, sd))
+    verdict = conclude(pub, verdict, diagnoser(cfg, units, sd),  # its own drift below, against the snapshot
+                       before=lambda v: remember(cfg, v, pub, "baseline-check", state=state, drift=False))
     for d in drift:
         pub.publish(pub.record("drift", ts=verdict.ts, message=d["message"], data=d))
     healthy = snapshot["healthy"] and not drift

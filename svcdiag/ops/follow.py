@@ -21,12 +21,13 @@ from pathlib import Path
 
 from svcdiag.config.service import ServiceConfig
 from svcdiag.errors import SvcdiagError
-from svcdiag.judge.pipeline import Judge
+from svcdiag.judge.pipeline import TAIL_WAIT, Judge
 from svcdiag.judge.verdict import Verdict
 from svcdiag.sglang.events import Event
 from svcdiag.systemd.dbus import Systemd, UnitProps
 from svcdiag.systemd.journal import Follower
 from svcdiag.systemd.journal_formats import Record
+from svcdiag.systemd.remote import ConnectionLost
 
 #: the tick while lines flow, and after QUIET_AFTER seconds without one. A wakeup costs
 #: ~25 µs of CPU on a VM whatever it does, so a silent (hung) start ticks 50 times a
@@ -34,8 +35,14 @@ from svcdiag.systemd.journal_formats import Record
 HOT_INTERVAL = 0.005
 IDLE_INTERVAL = 0.020
 QUIET_AFTER = 2.0
+#: after this long without a line (a hang, or a weight load that prints nothing) the tick slows to
+#: SILENT_INTERVAL: 25 wakeups a second, while the first line after such a silence waits ≤ 40 ms
+SILENT_AFTER = 10.0
+SILENT_INTERVAL = 0.040
 #: after D-Bus says the unit died, how long the journal gets to deliver the lines that explain it
 DEATH_GRACE = 0.12
+#: a notify unit: how long after a D-Bus signal the journal's counters are watched for the line it announced
+BURST_S = 0.25
 #: how often a live display hears where the start is, when nothing else wakes the loop
 PROGRESS_EVERY = 0.25
 LOCK_DIR = Path(os.environ.get("SVCDIAG_LOCK_DIR", "/run/svcdiag"))
@@ -46,6 +53,11 @@ class Followed:
     judge: Judge
     props: UnitProps
     died: bool = False
+    notify: bool = False
+    #: times the loop woke up while waiting (returns of poll): a hung notify start has none
+    wakeups: int = 0
+    #: the SSH connection to the unit's host died while following (the verdict is incomplete)
+    lost: bool = False
 
     @property
     def verdict(self) -> Verdict | None:
@@ -56,20 +68,29 @@ def follow(sd: Systemd, cfg: ServiceConfig | None, unit: str, props: UnitProps, 
            emit: Callable[[Event], None], keep_following: bool = True, total_timeout: float | None = None,
            on_record: Callable[[Record], None] | None = None, until_verdict: bool = True,
            hot_interval: float = HOT_INTERVAL,
-           on_progress: Callable[[Judge, float], None] | None = None) -> Followed:
+           on_progress: Callable[[Judge, float], None] | None = None, notify: bool | None = None) -> Followed:
     """Judge invocation `props.invocation` of `unit`, from its first line, until a verdict
     (or, with keep_following=False, until the journal has nothing more to say now).
-    `on_progress` is called on every turn of the loop, at least every PROGRESS_EVERY s."""
+    `on_progress` is called on every turn of the loop, at least every PROGRESS_EVERY s
+    (a notify unit: on every wakeup only).
+
+    A notify unit (`notify`, default: the config's `readiness`) tells systemd each milestone
+    (STATUS=) as its supervisor sees it: the loop then waits on D-Bus and the journal's fd with
+    no timer, and looks at the journal's counters only for a moment (BURST_S) after a signal."""
+    if notify is None:
+        notify = cfg is not None and cfg.readiness == "notify"
     invocation = props.invocation
     start = props.inactive_exit_ts or props.state_change_ts or time.time()
     judge = Judge(cfg, unit=unit, invocation=invocation, total_timeout=total_timeout, start_ts=start)
-    result = Followed(judge, props)
-    journal = Follower(unit, invocation)
+    result = Followed(judge, props, notify=notify)
+    journal = sd.follower(unit, invocation, follow=keep_following)
     dirty = True
+    signalled = time.monotonic()
 
     def changed() -> None:
-        nonlocal dirty
+        nonlocal dirty, signalled
         dirty = True
+        signalled = time.monotonic()
 
     sd.watch(unit, changed)
     poller = select.poll()
@@ -78,8 +99,13 @@ def follow(sd: Systemd, cfg: ServiceConfig | None, unit: str, props: UnitProps, 
     poller.register(bfd, select.POLLIN)
     died_at: float | None = None
 
+    line_at: float | None = None  # a notify unit's loop wakes once, TAIL_WAIT after the last line
+
     def drain() -> None:
+        nonlocal line_at
         for rec in journal.read():
+            if not rec.systemd:
+                line_at = time.time()
             if on_record is not None:
                 on_record(rec)
             out = judge.systemd_line(rec.text, rec.ts) if rec.systemd else judge.service_line(rec.text, rec.ts)
@@ -129,13 +155,32 @@ def follow(sd: Systemd, cfg: ServiceConfig | None, unit: str, props: UnitProps, 
                 wake = now + 0.01
             else:
                 nd = judge.readiness.next_deadline()
-                wake = min(nd, now + 1.0) if nd is not None else now + 1.0
-            if on_progress is not None:
+                if notify:
+                    q = judge.readiness.quiet_until()
+                    tail = line_at + TAIL_WAIT + 0.01 if line_at is not None and now < line_at + TAIL_WAIT + 0.01 else q
+                    wake = min(nd if nd is not None else float("inf"), q, tail)
+                else:
+                    wake = min(nd, now + 1.0) if nd is not None else now + 1.0
+            if on_progress is not None and not notify:
                 wake = min(wake, now + PROGRESS_EVERY)
-            quiet = time.monotonic() - last_append > QUIET_AFTER
-            pending = _idle(poller, journal, sd, jfd, bfd, wake, IDLE_INTERVAL if quiet else hot_interval) or pending
+            if notify:
+                burst = time.monotonic() - signalled < BURST_S
+                woke = _idle_notify(poller, journal, sd, jfd, bfd, wake, hot_interval if burst else None, result)
+                if woke == "journal" and not dirty:
+                    signalled = float("-inf")  # the line the signal announced is there: the burst is over
+                pending = woke in ("journal", "fd") or pending
+            else:
+                quiet = time.monotonic() - last_append
+                tick = SILENT_INTERVAL if quiet > SILENT_AFTER else IDLE_INTERVAL if quiet > QUIET_AFTER else hot_interval
+                result.wakeups += 1
+                pending = _idle(poller, journal, sd, jfd, bfd, wake, tick) or pending
             if pending:
                 last_append = time.monotonic()
+    except ConnectionLost as e:  # a remote host's SSH connection died: no verdict can be known from here
+        if judge.verdict is None:
+            emit(judge.connection_lost(f"{e}; the start was not judged (`svcdiag wait --host` reattaches)",
+                                       time.time()))
+        result.lost = True
     finally:
         journal.close()
     return result
@@ -162,12 +207,42 @@ def _idle(poller: select.poll, journal: Follower, sd: Systemd, jfd: int, bfd: in
             return False
 
 
+def _idle_notify(poller: select.poll, journal: Follower, sd: Systemd, jfd: int, bfd: int, wake: float,
+                 hot_interval: float | None, result: Followed) -> str:
+    """A notify unit's wait: the journal's fd, the D-Bus fd (StatusText, ActiveState, SubState
+    change as the supervisor tells systemd), and the deadline `wake`: no timer otherwise. Within
+    BURST_S of a signal (`hot_interval` set), the line it announced may not be in the journal
+    yet: its counters are looked at every `hot_interval` until it is. Says what woke it:
+    "fd", "journal" (the counters moved), "tick" (a burst's tick, nothing new) or "wake"."""
+    left = wake - time.time()
+    if left <= 0:
+        return "wake"
+    if hot_interval is not None:
+        ms: float | None = min(left, hot_interval) * 1000
+    else:
+        ms = None if left == float("inf") else left * 1000 + 1
+    ready = poller.poll(ms)
+    result.wakeups += 1
+    if ready:
+        for fd, _ in ready:
+            if fd == jfd:
+                journal.on_fd_event()
+            elif fd == bfd:
+                sd.process()
+        return "fd"
+    if hot_interval is not None:
+        return "journal" if journal.heads.changed() else "tick"
+    return "wake"
+
+
 def _death(judge: Judge, props: UnitProps, invocation: str) -> list[Event]:
     """D-Bus saw the unit go before the journal explained it: say what systemd knows."""
     now = time.time()
     if props.invocation != invocation:
         return judge.systemd_line("Stopping: the unit was restarted by someone else (new invocation "
                                   f"{props.invocation or 'none'})", now)
+    if props.result == "timeout":  # a notify unit's phase deadline, enforced by systemd
+        return judge.systemd_line(f"{props.name}: start operation timed out. Terminating.", now)
     if props.active_state == "deactivating" or (props.result == "success" and props.exec_main_code == 0):
         return judge.systemd_line(f"Stopping {props.name} (stopped from outside; D-Bus state "
                                   f"{props.active_state}/{props.sub_state})", now)
@@ -181,9 +256,16 @@ def _death(judge: Judge, props: UnitProps, invocation: str) -> list[Event]:
 @contextmanager
 def unit_lock(name: str, note: Callable[[str], None]) -> Iterator[None]:
     """One `up` per unit at a time; the second waits, then finds the unit active and attaches."""
-    LOCK_DIR.mkdir(parents=True, exist_ok=True)
     path = LOCK_DIR / f"{name}.lock"
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        LOCK_DIR.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    except PermissionError:  # an operator who is not root (docs/polkit.md): root's lock file, read-only, locks too
+        try:
+            fd = os.open(path, os.O_RDONLY)
+        except OSError:
+            yield  # no lock file yet and none may be made here: systemd's job queue still orders the starts
+            return
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -197,8 +279,12 @@ def unit_lock(name: str, note: Callable[[str], None]) -> Iterator[None]:
         os.close(fd)
 
 
-def start_unit(sd: Systemd, unit: str, *, restart: bool, job_timeout: float = 120.0) -> UnitProps:
-    """Start (or restart) and wait for the job; the invocation id exists only after it."""
+def start_unit(sd: Systemd, unit: str, *, restart: bool, job_timeout: float = 120.0,
+               notify: bool = False) -> UnitProps:
+    """Start (or restart) and wait for the job; the invocation id exists only after it. A notify
+    unit's start job ends only at READY=1: there, wait only until the new invocation exists."""
+    if notify:
+        return _start_notify(sd, unit, restart=restart, timeout=job_timeout)
     job = sd.restart(unit) if restart else sd.start(unit)
     outcome = sd.wait_job(job, job_timeout)
     props = sd.props(unit)
@@ -206,3 +292,26 @@ def start_unit(sd: Systemd, unit: str, *, restart: bool, job_timeout: float = 12
         raise SvcdiagError(f"systemd could not start {unit}: job {outcome} ({props.active_state}/{props.sub_state}, "
                            f"result {props.result}); see journalctl -u {unit}")
     return props
+
+
+def _start_notify(sd: Systemd, unit: str, *, restart: bool, timeout: float) -> UnitProps:
+    before = sd.props(unit).invocation
+    changed = [True]
+    sd.watch(unit, lambda: changed.__setitem__(0, True))
+    job = sd.restart(unit) if restart else sd.start(unit)
+    deadline = time.monotonic() + timeout
+    while True:
+        sd.process()
+        outcome = sd.job_result(job)
+        if changed[0] or outcome is not None:
+            changed[0] = False
+            props = sd.props(unit)
+            if props.invocation and props.invocation != before:
+                return props
+            if outcome is not None:
+                raise SvcdiagError(f"systemd could not start {unit}: job {outcome} ({props.active_state}/"
+                                   f"{props.sub_state}, result {props.result}); see journalctl -u {unit}")
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise SvcdiagError(f"systemd did not start {unit} within {timeout:.0f} s")
+        select.select([sd.fileno()], [], [], left)

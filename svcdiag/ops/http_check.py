@@ -62,10 +62,23 @@ def _first_ok(base: str, paths: tuple[str, ...], timeout: float) -> tuple[str, A
     raise NotYet(last)
 
 
+def base_url(host: str, port: int) -> str:
+    return f"http://{'127.0.0.1' if host in ('0.0.0.0', '::', '') else host}:{port}"
+
+
+def answers_ready(host: str, port: int, timeout: float) -> bool:
+    """One try, no retry: does the server answer ready now (the watchdog's question)?"""
+    try:
+        _first_ok(base_url(host, port), READY_PATHS, timeout)
+    except (NotYet, OSError):
+        return False
+    return True
+
+
 def cross_check(v: Verdict, host: str, port: int, deadline_s: float) -> Verdict:
     """Healthy only when the server answers ready (/ready, else /health_generate or /health)
     and its server info's max_total_num_tokens matches the log; otherwise a verdict of its own."""
-    base = f"http://{'127.0.0.1' if host in ('0.0.0.0', '::', '') else host}:{port}"
+    base = base_url(host, port)
     retry = Retrying(stop=stop_after_delay(deadline_s), wait=wait_exponential(multiplier=0.05, max=1.0),
                      retry=retry_if_exception_type(NotYet), reraise=False)
     try:

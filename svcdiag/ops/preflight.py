@@ -16,6 +16,7 @@ from typing import Any
 
 from svcdiag.config.service import ServiceConfig
 from svcdiag.errors import SvcdiagError
+from svcdiag.files import private_dir
 from svcdiag.ops.gpumem import gpu_free_gb
 from svcdiag.sglang.memory import GB
 from svcdiag.sglang.modelinfo import ModelInfoError, read_shape, weight_bytes
@@ -111,8 +112,8 @@ class Calibration:
                "error_pct": round(100 * (p.kv_tokens - logged) / logged, 2) if logged else None,
                "predicted": p.verdict, "verdict": verdict.verdict}
         d = self.root / cfg.name
-        d.mkdir(parents=True, exist_ok=True)
-        fd = os.open(d / self.FILE, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
+        private_dir(d)
+        fd = os.open(d / self.FILE, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o600)
         try:
             size = os.fstat(fd).st_size
             torn = size > 0 and os.pread(fd, 1, size - 1) != b"\n"  # a crash mid-line: start a fresh one

@@ -8,6 +8,7 @@ gets a typed outcome and chooses the exit code.
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -18,6 +19,7 @@ from svcdiag.errors import SvcdiagError
 from svcdiag.files import state_dir
 from svcdiag.judge.diagnosis import diagnose
 from svcdiag.judge.verdict import Verdict
+from svcdiag.ops import gpu_hygiene, history
 from svcdiag.ops.check import check, require_ok
 from svcdiag.ops.follow import follow, start_unit, unit_lock
 from svcdiag.ops.http_check import cross_check
@@ -25,7 +27,8 @@ from svcdiag.ops.preflight import Calibration, Plan, plan, predicted_cause
 from svcdiag.ops.sglang_version import SglangVersion, resolve
 from svcdiag.output.publish import Progress, Publisher
 from svcdiag.systemd.dbus import Systemd, UnitProps
-from svcdiag.systemd.install import SYSTEM_UNIT_DIR, drift, install_units
+from svcdiag.systemd.install import SYSTEM_UNIT_DIR, drift, install_remote, install_units
+from svcdiag.systemd.secrets import write_environment_file
 
 Note = Callable[[str], None]
 
@@ -38,6 +41,7 @@ class StartOutcome:
     refused: Plan | None = None  # preflight predicted cannot_serve and nothing was started
     interrupted: bool = False
     started: bool = False
+    history_id: int | None = None  # its row in `svcdiag history`
 
 
 def diagnoser(cfg: ServiceConfig | None, units: UnitsDir | None = None,
@@ -60,10 +64,14 @@ def diagnoser(cfg: ServiceConfig | None, units: UnitsDir | None = None,
     return lambda v: diagnose(v, cfg, port_owners=owners() if v.cause == "port_in_use" else None)
 
 
-def conclude(pub: Publisher, v: Verdict, diagnose_: Callable[[Verdict], dict[str, Any] | None]) -> Verdict:
-    """Diagnose a verdict that is not healthy, then publish it: diagnosis before the output stage."""
+def conclude(pub: Publisher, v: Verdict, diagnose_: Callable[[Verdict], dict[str, Any] | None],
+             before: Callable[[Verdict], None] | None = None) -> Verdict:
+    """Diagnose a verdict that is not healthy, then publish it: diagnosis before the output stage
+    (`before`, with the diagnosed verdict, just before it is published: history's drift and row)."""
     if (v.verdict != "healthy" or v.degraded) and v.diagnosis is None:
         v = v.with_(diagnosis=diagnose_(v))
+    if before is not None:
+        before(v)
     return pub.verdict(v)
 
 
@@ -72,16 +80,24 @@ def judge_start(sd: Systemd, cfg: ServiceConfig, props: UnitProps, pub: Publishe
     """The verdict of one start: the journal's, then, if that says healthy, HTTP's. It carries
     the SGLang release and where that came from (the server's own /server_info wins)."""
 
+    sglang = sglang or resolve(cfg)
+    watch = history.PhaseWatch(cfg, history.load_usual(cfg, sglang.version), pub)
+
     def progress(judge: Any, now: float) -> None:
         r = judge.readiness
-        pub.progress(Progress(cfg.unit, cfg.name, r.phase, r.started, r.next_deadline(), now))
+        usual_s = watch.tick(r.phase, now)
+        pub.progress(Progress(cfg.unit, cfg.name, r.phase, r.started, r.next_deadline(), now, *usual_s))
 
     pub.start(cfg.unit, props.invocation)
-    verdict = follow(sd, cfg, cfg.unit, props, emit=pub.event, total_timeout=timeout, on_progress=progress).verdict
+    verdict = follow(sd, watch.cfg, cfg.unit, props, emit=pub.event, total_timeout=timeout, on_progress=progress).verdict
     assert verdict is not None
-    verdict = verdict.with_(figures={**verdict.figures, **(sglang or resolve(cfg)).figures()})
-    if verdict.verdict == "healthy":
-        verdict = cross_check(verdict, cfg.host, cfg.port, cfg.timeout["http_check"])
+    verdict = verdict.with_(figures={**verdict.figures, **sglang.figures()})
+    if verdict.verdict == "healthy" and not cfg.node_rank:  # a worker node (rank ≥ 1) serves no HTTP
+        host, port = cfg.host, cfg.port
+        if sd.remote is not None:  # the server's port there, through the SSH connection
+            local = sd.remote.forward(cfg.host, cfg.port)
+            host, port = ("127.0.0.1", local) if local else (host, port)
+        verdict = cross_check(verdict, host, port, cfg.timeout["http_check"])
     return verdict
 
 
@@ -101,16 +117,21 @@ def ensure_started(sd: Systemd, cfg: ServiceConfig, note: Note, *, restart: bool
     props = sd.props(cfg.unit)
     if sglang is None:
         sglang = resolve(cfg) if props.running and not restart else flag_check(cfg, note)
-    why = drift(cfg, version=sglang.version)
+    why = drift(cfg, version=sglang.version, remote=sd.remote)
     if props.running and not restart:
         if why:
             note(f"{cfg.unit} runs a unit that differs from its config ({why}); --restart to apply the config")
         note(f"{cfg.unit} is already {props.active_state} (invocation {props.invocation}); attaching")
         return props
-    if why:
+    if why and sd.remote is not None:
+        install_remote(sd, [cfg], versions={cfg.name: sglang.version})
+        note(f"installed {sd.where}:{SYSTEM_UNIT_DIR / cfg.unit} ({why})")
+    elif why:
         install_units([cfg], SYSTEM_UNIT_DIR, versions={cfg.name: sglang.version})
         note(f"installed {SYSTEM_UNIT_DIR / cfg.unit} ({why})")
-    props = start_unit(sd, cfg.unit, restart=restart and props.running)
+    elif cfg.secrets and os.geteuid() == 0 and sd.remote is None:
+        write_environment_file(cfg)  # a rotated secret reaches this start (journal mode; root only)
+    props = start_unit(sd, cfg.unit, restart=restart and props.running, notify=cfg.readiness == "notify")
     note(f"started {cfg.unit} (invocation {props.invocation})")
     return props
 
@@ -167,28 +188,50 @@ def interrupted(name: str, pub: Publisher) -> StartOutcome:
 
 def wait_verdict(sd: Systemd, cfg: ServiceConfig, units: UnitsDir, props: UnitProps, pub: Publisher,
                  timeout: float | None, plan_: Plan | None = None, *, started: bool = False,
-                 sglang: SglangVersion | None = None) -> StartOutcome:
+                 sglang: SglangVersion | None = None, command: str = "wait",
+                 campaign: str | None = None) -> StartOutcome:
     try:
         verdict = judge_start(sd, cfg, props, pub, timeout, sglang)
     except KeyboardInterrupt:
         return interrupted(cfg.name, pub)
     calibrate(cfg, plan_, verdict, pub.note)  # before the verdict, which stays the last line
-    return StartOutcome(verdict=conclude(pub, verdict, diagnoser(cfg, units, sd)), started=started)
+    row: list[int | None] = [None]
+    verdict = conclude(pub, verdict, diagnoser(cfg, units, sd),
+                       before=lambda v: row.__setitem__(0, remember(cfg, v, pub, command, campaign=campaign)))
+    return StartOutcome(verdict=verdict, started=started, history_id=row[0])
+
+
+def remember(cfg: ServiceConfig, v: Verdict, pub: Publisher, command: str, *, state: str | None = None,
+             drift: bool = True, campaign: str | None = None) -> int | None:
+    """History's part of a verdict: drift against the config's last healthy start, then the row (its id)."""
+    if drift:
+        for d in history.drift(history.load_usual(cfg, v.figures.get("sglang_version"), state), v):
+            pub.publish(pub.record("drift", ts=v.ts, message=d["message"], data=d))
+    row_id, why = history.record_start(cfg, v, command, state=state, campaign=campaign)
+    if why:
+        pub.note(why)
+    return row_id
 
 
 def up(sd: Systemd, cfg: ServiceConfig, units: UnitsDir, pub: Publisher, *, wait: bool, restart: bool,
-       force: bool, gpu_memory: float | None, timeout: float | None) -> StartOutcome:
-    """Flag check, preflight, install if missing or drifted, start; with `wait`, the verdict."""
+       force: bool, gpu_memory: float | None, timeout: float | None, command: str = "up",
+       campaign: str | None = None) -> StartOutcome:
+    """Flag check, GPU hygiene, preflight, install if missing or drifted, start; with `wait`, the verdict."""
     with unit_lock(cfg.name, pub.note):
         starts = restart or not sd.props(cfg.unit).running
         sglang = flag_check(cfg, pub.note) if starts else resolve(cfg)
+        if starts and sd.remote is None:
+            gpu_hygiene.gate(cfg, pub.note, force=force)
+        elif starts:
+            pub.note(f"GPU hygiene check skipped: {cfg.name} runs on {sd.where} (docs/remote.md)")
         plan_, refuse = preflight_gate(cfg, pub, force=force, gpu_memory=gpu_memory) if starts else (None, False)
         if refuse:
             return StartOutcome(refused=plan_)
         props = ensure_started(sd, cfg, pub.note, restart=restart, sglang=sglang)
         if not wait:
             return StartOutcome(started=starts)
-        return wait_verdict(sd, cfg, units, props, pub, timeout, plan_, started=starts, sglang=sglang)
+        return wait_verdict(sd, cfg, units, props, pub, timeout, plan_, started=starts, sglang=sglang,
+                            command=command, campaign=campaign)
 
 
 def attach(sd: Systemd, cfg: ServiceConfig, units: UnitsDir, pub: Publisher, timeout: float | None) -> StartOutcome:

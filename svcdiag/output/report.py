@@ -245,6 +245,9 @@ def render_status(row: dict[str, Any]) -> str:
     else:
         verdict = "in progress" if row["active_state"] in ("activating", "active") else "-"
     up_for = f", up {row['uptime_s']:.0f} s" if row.get("uptime_s") is not None else ""
+    if row.get("host"):  # a remote host, or a node of a multi-node start (docs/remote.md)
+        rank = f"rank {row['node_rank']} " if row.get("node_rank") is not None else ""
+        up_for += f"  [{rank}on {row['host']}]"
     kv, mr = row.get("kv_tokens"), row.get("max_running_requests")
     out = (f"{row['name']:<24} {row['active_state']:<12} phase {row.get('phase') or '-':<16} "
            f"kv_tokens {'-' if kv is None else kv:<10} max_running {'-' if mr is None else mr:<5} {verdict}{up_for}\n")
@@ -254,7 +257,8 @@ def render_status(row: dict[str, Any]) -> str:
 
 
 def render_down(row: dict[str, Any]) -> str:
-    return f"{row['unit']}: {row['state_before']} → {row['state_after']} (stop job {row['job']})\n"
+    where = f"{row['host']}:" if row.get("host") else ""
+    return f"{where}{row['unit']}: {row['state_before']} → {row['state_after']} (stop job {row['job']})\n"
 
 
 def render_calibration(rows: list[dict[str, Any]]) -> str:

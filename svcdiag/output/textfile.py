@@ -154,6 +154,6 @@ class Textfile:
             except (OSError, UnicodeDecodeError) as e:
                 raise SvcdiagError(f"--textfile {self.path}: cannot read: {e}") from None
             states[rec.unit] = apply(states.get(rec.unit), rec)  # type: ignore[index]
-            write_atomic(self.path, render(states))
+            write_atomic(self.path, render(states), mode=0o644)  # node_exporter reads it; it holds no secret
         finally:
             os.close(lock)

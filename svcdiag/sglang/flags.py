@@ -46,6 +46,10 @@ def sglang_args(cfg: ServiceConfig, version: str | None = None) -> list[str]:
     a += ["--tp-size", str(cfg.tp_size)]
     if cfg.dp_size != 1:
         a += ["--dp-size", str(cfg.dp_size)]
+    if cfg.nnodes > 1 and cfg.node_rank is not None:  # one node's unit of a multi-node start
+        a += ["--nnodes", str(cfg.nnodes), "--node-rank", str(cfg.node_rank)]
+        if cfg.dist_init_addr:
+            a += ["--dist-init-addr", cfg.dist_init_addr]
     a += ["--host", cfg.host, "--port", str(cfg.port)]
     opt = (
         ("--mem-fraction-static", cfg.mem_fraction_static),

@@ -117,6 +117,8 @@ def server_args_line(a: argparse.Namespace, fig: Figures, rel: Release) -> str:
         ("speculative_num_steps", q(a.speculative_num_steps)), ("speculative_eagle_topk", q(a.speculative_eagle_topk)),
         ("speculative_num_draft_tokens", q(a.speculative_num_draft_tokens)), ("log_level", "'info'"),
     ]
+    if a.nnodes > 1:  # a multi-node start: each node's rank, as SGLang logs them
+        fields += [("dist_init_addr", q(a.dist_init_addr)), ("nnodes", q(a.nnodes)), ("node_rank", q(a.node_rank))]
     if rel.new:
         renamed = {"cuda_graph_max_bs": "cuda_graph_max_bs_decode"}
         fields = [(renamed.get(k, k), v) for k, v in fields]
@@ -390,6 +392,9 @@ def run(own: argparse.Namespace, launch_argv: list[str]) -> int:
             log.all_ranks(f"Initialized DFLASH draft runner. attention_backend=fa3, model={a.speculative_draft_model_path}, "
                           f"block_size={ntok}")
             log.all_ranks("DFLASH draft runner ready. mask_token=<|MASK|>, mask_token_id=151669")
+    if a.node_rank >= 1:  # a worker node: its schedulers are up; no summary, no HTTP
+        while True:
+            signal.pause()
     clock.sleep(1.2)
     if rel.new and fig.kv_tokens < fig.context_len:  # tp_worker.get_worker_info, every rank; the start goes on
         log.all_ranks(f"KV pool holds {fig.kv_tokens} tokens, fewer than --context-length {fig.context_len}. One "

@@ -120,6 +120,9 @@ _FLAGS: dict[str, tuple[tuple[str, ...], Any]] = {
     "speculative_num_steps": (("--speculative-num-steps",), None),
     "speculative_eagle_topk": (("--speculative-eagle-topk",), None),
     "speculative_num_draft_tokens": (("--speculative-num-draft-tokens",), None),
+    "nnodes": (("--nnodes",), 1),
+    "node_rank": (("--node-rank",), 0),
+    "dist_init_addr": (("--dist-init-addr",), None),
 }
 
 

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from svcdiag.errors import SvcdiagError
+from svcdiag.errors import AccessDenied, SvcdiagError
 from svcdiag.signals import signal_name
 
 DEST = b"org.freedesktop.systemd1"
@@ -74,14 +74,28 @@ def _ts(usec: Any) -> float | None:
 
 
 class Systemd:
-    def __init__(self, bus: Any):
+    def __init__(self, bus: Any, remote: Any = None, *, owns_remote: bool = True):
         self.bus = bus
+        self._owns_remote = owns_remote
+        #: the SSH connection (svcdiag.systemd.remote.Connection) when systemd is on another host
+        self.remote = remote
         self._subscribed = False
         self._jobs: dict[bytes, str] = {}
         self._callbacks: list[Callable[..., None]] = []  # pystemd keeps only a raw pointer
 
     @classmethod
-    def connect(cls) -> Systemd:
+    def connect(cls, host: str | None = None) -> Systemd:
+        """This host's systemd, or with `host` ([user@]HOST[:port]) that host's, over SSH."""
+        from svcdiag.systemd import remote
+
+        if not remote.is_local(host):
+            assert host is not None
+            conn = remote.connect(host)
+            try:
+                return cls(conn.open_bus(), conn)
+            except BaseException:
+                conn.close()
+                raise
         if not os.path.isdir("/run/systemd/system"):
             raise SvcdiagError(NO_BUS)
         from pystemd.dbuslib import DBus
@@ -100,7 +114,39 @@ class Systemd:
             raise SvcdiagError(NO_BUS) from None
 
     def close(self) -> None:
-        self.bus.close()
+        try:
+            self.bus.close()
+        finally:
+            if self.remote is not None and self._owns_remote:
+                self.remote.close()
+
+    def another(self) -> Systemd:
+        """A second connection to the same systemd, for another thread: over the same SSH
+        connection when remote (closing it leaves that connection open)."""
+        if self.remote is None:
+            return Systemd.connect()
+        return Systemd(self.remote.open_bus(), self.remote, owns_remote=False)
+
+    @property
+    def where(self) -> str:
+        """The host, as the user named it (\"local\" here)."""
+        return str(self.remote.target) if self.remote is not None else "local"
+
+    def follower(self, unit: str, invocation: str, *, follow: bool = True) -> Any:
+        """One invocation's journal: read here (cysystemd), or streamed from the remote host."""
+        if self.remote is not None:
+            from svcdiag.systemd.remote import RemoteFollower
+
+            return RemoteFollower(self.remote, unit, invocation, follow=follow)
+        from svcdiag.systemd.journal import Follower
+
+        return Follower(unit, invocation)
+
+    def _lost(self) -> None:
+        if self.remote is not None and not self.remote.alive():
+            from svcdiag.systemd.remote import ConnectionLost
+
+            raise ConnectionLost(f"{self.remote.target}: connection lost") from None
 
     def __enter__(self) -> Systemd:
         return self
@@ -117,9 +163,11 @@ class Systemd:
             return self.bus.call_method(DEST, path, interface, method,
                                         apply_signature(signature, list(args)) if signature else []).body
         except Exception as e:
+            self._lost()
             text = str(e)
-            if "AccessDenied" in text or "Access denied" in text or "interactive authentication" in text:
-                raise SvcdiagError(f"systemd refused {method.decode()}: permission denied; run as root") from None
+            if "AccessDenied" in text or "access denied" in text.lower() or "interactive authentication" in text.lower() \
+                    or "[err -13]" in text:  # EACCES: polkit said no (docs/polkit.md)
+                raise AccessDenied(method.decode()) from None
             if "NoSuchUnit" in text or "not found" in text.lower():
                 raise SvcdiagError(f"systemd: {text}") from None
             raise SvcdiagError(f"systemd {method.decode()} failed: {text}") from None
@@ -149,7 +197,15 @@ class Systemd:
     def process(self) -> None:
         """Dispatch what arrived on the bus (signals run their callbacks)."""
         while True:
-            msg = self.bus.process()
+            try:
+                msg = self.bus.process()
+            except Exception as e:
+                self._lost()
+                if self.remote is not None:  # the bridge's end of the bus closed: the same for us
+                    from svcdiag.systemd.remote import ConnectionLost
+
+                    raise ConnectionLost(f"{self.remote.target}: connection lost ({e})") from None
+                raise
             if msg.is_empty():
                 return
 
@@ -185,8 +241,14 @@ class Systemd:
             select.select([self.fileno()], [], [], left)
         return self._jobs.pop(job)
 
+    def job_result(self, job: bytes) -> str | None:
+        """The job's result if JobRemoved has named it (after process()), else None."""
+        return self._jobs.pop(job, None)
+
     def watch(self, unit: str, callback: Callable[[], None]) -> None:
-        """Call `callback` (from process()) whenever the unit's properties change."""
+        """Call `callback` (from process()) whenever the unit's properties change. systemd sends
+        those signals only while some client has called Subscribe: this one does."""
+        self.subscribe()
         self._match(self.unit_path(unit), PROPERTIES, b"PropertiesChanged", lambda msg: callback())
 
     def props(self, unit: str) -> UnitProps:

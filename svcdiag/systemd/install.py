@@ -11,6 +11,7 @@ from svcdiag.config.service import ServiceConfig
 from svcdiag.errors import SvcdiagError
 from svcdiag.files import write_atomic
 from svcdiag.systemd.render import installed_hash, render_unit
+from svcdiag.systemd.secrets import remove_environment_file, write_environment_file
 
 SYSTEM_UNIT_DIR = Path("/etc/systemd/system")
 
@@ -24,13 +25,21 @@ def unit_path(cfg: ServiceConfig, unit_dir: Path = SYSTEM_UNIT_DIR) -> Path:
     return unit_dir / cfg.unit
 
 
-def drift(cfg: ServiceConfig, unit_dir: Path = SYSTEM_UNIT_DIR, version: str | None = None) -> str | None:
-    """Why the installed unit is not what the config renders to (for SGLang `version`), or None if it is."""
+def drift(cfg: ServiceConfig, unit_dir: Path = SYSTEM_UNIT_DIR, version: str | None = None,
+          remote: Any = None) -> str | None:
+    """Why the installed unit is not what the config renders to (for SGLang `version`), or None if it is.
+    `remote`: the unit is on that host (svcdiag.systemd.remote.Connection)."""
     path = unit_path(cfg, unit_dir)
-    try:
-        text = path.read_text(encoding="utf-8", errors="replace")
-    except FileNotFoundError:
-        return "not installed"
+    if remote is not None:
+        got = remote.read_file(str(path))
+        if got is None:
+            return "not installed"
+        text = got
+    else:
+        try:
+            text = path.read_text(encoding="utf-8", errors="replace")
+        except FileNotFoundError:
+            return "not installed"
     if text == render_unit(cfg, version):
         return None
     have = installed_hash(text)
@@ -53,6 +62,11 @@ def install_units(configs: list[ServiceConfig], unit_dir: Path, *, reload: bool 
         if foreign and not force:
             raise SvcdiagError(f"{path} exists and was not written by svcdiag; move it away, or "
                                f"`svcdiag install --force {cfg.name}` to replace it")
+    for cfg, _ in rendered:  # secrets checked (and journal mode's EnvironmentFile written) before any unit
+        if cfg.secrets:
+            write_environment_file(cfg)
+        else:
+            remove_environment_file(cfg)
     out: list[dict[str, str]] = []
     changed = False
     for cfg, text in rendered:
@@ -65,7 +79,7 @@ def install_units(configs: list[ServiceConfig], unit_dir: Path, *, reload: bool 
             out.append({"name": cfg.name, "path": str(path), "action": "unchanged"})
             continue
         try:
-            write_atomic(path, text)
+            write_atomic(path, text, mode=0o644)  # world-readable, as units are: it holds no secret
         except PermissionError:
             raise SvcdiagError(f"cannot write {path}: permission denied; run as root: "
                                f"sudo svcdiag install {cfg.name}") from None
@@ -87,3 +101,36 @@ def install_units(configs: list[ServiceConfig], unit_dir: Path, *, reload: bool 
             sd.daemon_reload()
         note = "daemon-reload: done"
     return {"unit_dir": str(unit_dir), "units": out, "reload": note}
+
+
+def install_remote(sd: Any, configs: list[ServiceConfig], *, force: bool = False,
+                   versions: Mapping[str, str | None] | None = None) -> dict[str, Any]:
+    """install_units on the host `sd` reaches over SSH: each unit written there atomically (temp
+    file + rename), then one daemon-reload over that host's D-Bus."""
+    versions = versions or {}
+    conn = sd.remote
+    rendered = [(cfg, render_unit(cfg, versions.get(cfg.name))) for cfg in configs]
+    for cfg, _ in rendered:
+        if cfg.secrets:
+            raise SvcdiagError(f"{cfg.name}: [secrets] on a remote host are not supported yet; "
+                               "install on the GPU host itself (docs/remote.md)")
+    olds = {cfg.name: conn.read_file(str(SYSTEM_UNIT_DIR / cfg.unit)) for cfg, _ in rendered}
+    for cfg, _ in rendered:
+        old = olds[cfg.name]
+        if old is not None and "X-SvcdiagConfig=" not in old and not force:
+            raise SvcdiagError(f"{conn.target}:{SYSTEM_UNIT_DIR / cfg.unit} exists and was not written by svcdiag; "
+                               f"move it away, or `svcdiag install --force {cfg.name}` to replace it")
+    out: list[dict[str, str]] = []
+    changed = False
+    for cfg, text in rendered:
+        path = f"{SYSTEM_UNIT_DIR / cfg.unit}"
+        if olds[cfg.name] == text:
+            out.append({"name": cfg.name, "path": f"{conn.target}:{path}", "action": "unchanged"})
+            continue
+        conn.write_atomic(path, text, mode=0o644)
+        changed = True
+        out.append({"name": cfg.name, "path": f"{conn.target}:{path}", "action": "updated" if olds[cfg.name] else "installed"})
+    if changed:
+        sd.daemon_reload()
+    return {"unit_dir": f"{conn.target}:{SYSTEM_UNIT_DIR}", "units": out,
+            "reload": "daemon-reload: done" if changed else "daemon-reload: nothing changed"}

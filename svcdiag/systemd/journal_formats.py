@@ -209,7 +209,7 @@ def _export(head: bytes, stream: BinaryIO, name: str) -> Iterator[Record]:
         while nl < 0 and not eof:
             del buf[:pos]
             pos = 0
-            fill(len(buf) + CHUNK)
+            fill(len(buf) + 1)  # one read: a pipe (a remote `journalctl --follow`) hands over what it has
             nl = buf.find(b"\n", pos)
         if nl < 0:
             break

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 from pathlib import Path
 
 import jinja2
@@ -11,6 +12,8 @@ import jinja2
 from svcdiag.config.service import ServiceConfig
 from svcdiag.errors import SvcdiagError
 from svcdiag.sglang.flags import exec_argv
+from svcdiag.systemd.hardening import credential_lines, hardening_lines
+from svcdiag.systemd.notify import slice_s
 
 TEMPLATE_NAME = "sglang.service.j2"
 HASH_KEY = "X-SvcdiagConfigHash"
@@ -66,6 +69,8 @@ def render_unit(cfg: ServiceConfig, version: str | None = None) -> str:
         env.append(("CUDA_VISIBLE_DEVICES", ",".join(str(g) for g in cfg.gpus)))
     env += [kv for kv in cfg.env if kv[0] not in ("PYTHONUNBUFFERED", "CUDA_VISIBLE_DEVICES")]
     argv = exec_argv(cfg, version)
+    if cfg.readiness == "notify":
+        argv = supervise_argv(cfg) + argv
     description = cfg.description or f"SGLang server {cfg.name} ({cfg.model_path}, tp={cfg.tp_size})"
     try:
         template = _environment().get_template(TEMPLATE_NAME)
@@ -84,7 +89,18 @@ def render_unit(cfg: ServiceConfig, version: str | None = None) -> str:
         group=cfg.group,
         working_directory=quote_setting(cfg.working_directory) if cfg.working_directory else None,
         simulate=cfg.simulate,
+        notify=cfg.readiness == "notify",
+        start_timeout=f"{slice_s(cfg.timeout):g}",
+        watchdog=f"{cfg.watchdog_s:g}" if cfg.watchdog_s else None,
+        hardening=hardening_lines(cfg),
+        credentials=credential_lines(cfg),
     )
+
+
+def supervise_argv(cfg: ServiceConfig) -> list[str]:
+    """Notify mode: svcdiag, under its own interpreter, as the unit's main process, in front of
+    the server's argv (svcdiag.ops.supervise)."""
+    return [sys.executable, "-m", "svcdiag", "--units", str(cfg.path.parent), "supervise", "--config", cfg.name, "--"]
 
 
 def installed_hash(text: str) -> str | None:

@@ -1,0 +1,87 @@
+"""Commands on what svcdiag remembers: history, campaign, bundle."""
+
+from __future__ import annotations
+
+import click
+
+from svcdiag.cli import common as c
+from svcdiag.cli import main
+
+
+@main.command()
+@click.argument("name", required=False)
+@click.option("--since", metavar="TIME", help="'2026-12-02 19:30', '19:30', 'today', '-10min', '@UNIX'")
+@click.option("--advise", is_flag=True, help="per-phase deadlines, TimeoutStartSec and a startupProbe the recorded starts need")
+@c.STATE_DIR
+@c.JSON
+@click.pass_context
+def history(ctx: click.Context, name: str | None, since: str | None, advise: bool, state_dir: str | None,
+            as_json: bool) -> None:
+    """Every judged start (up, wait, baseline-check, campaign), oldest first; NAME: one config's."""
+    from svcdiag.errors import SvcdiagError
+    from svcdiag.ops import history as h
+    from svcdiag.output.history import render_advice, render_history
+    from svcdiag.systemd.journal import parse_since
+
+    if advise:
+        if not name:
+            raise SvcdiagError("history --advise: name a config")
+        cfg = c.load(ctx, name)
+        a = h.advise(cfg, h.load_usual(cfg, None, state_dir))
+        c.emit_rows([a], as_json, render_advice)
+        return
+    path = h.db_path(state_dir)
+    rows = []
+    if path.exists():
+        with h.History(path) as db:
+            rows = db.rows(name, since=parse_since(since) if since else None)
+    c.emit_rows(rows, True, str) if as_json else click.echo(render_history(rows), nl=False)
+
+
+@main.command()
+@click.argument("plan_path", metavar="PLAN.toml", type=click.Path(dir_okay=False))
+@click.option("--rerun", is_flag=True, help="run again what an earlier run of this campaign recorded")
+@click.option("--force", is_flag=True, help="start even when another process holds memory on a config's GPUs")
+@c.STATE_DIR
+@c.JSON
+@click.pass_context
+def campaign(ctx: click.Context, plan_path: str, rerun: bool, force: bool, state_dir: str | None, as_json: bool) -> None:
+    """Baseline first, then each phase's configs: up, judge, benchmark, down; every one recorded.
+    Exit 0 when every config was healthy, 1 otherwise, 130 when interrupted."""
+    from pathlib import Path
+
+    from svcdiag.config.campaign import load_plan
+    from svcdiag.ops.campaign import run
+    from svcdiag.output.campaign import summary
+
+    units = c.units_dir(ctx)
+    plan = load_plan(Path(plan_path), units)
+    pub = c.publisher(as_json, None)
+    outcome = run(plan, units, pub, rerun=rerun, force=force, state=state_dir)
+    pub.close()
+    if as_json:
+        c.emit_json({"event": "campaign_result", "name": outcome.name, "baseline": outcome.baseline,
+                     "interrupted": outcome.interrupted, "stopped_by_baseline": outcome.stopped_by_baseline,
+                     "results": list(outcome.files), "rows": [r.to_json() for r in outcome.rows]})
+    else:
+        click.echo(summary(outcome), nl=False)
+    ctx.exit(c.INTERRUPTED if outcome.interrupted else 0 if outcome.ok else 1)
+
+
+@main.command()
+@click.argument("name")
+@click.option("--invocation", metavar="ID", help="the start (default: the config's last recorded one)")
+@click.option("-o", "--output", "out", metavar="FILE.tar.gz", help="where (default: NAME-INVOCATION.tar.gz here)")
+@c.STATE_DIR
+@c.JSON
+@click.pass_context
+def bundle(ctx: click.Context, name: str, invocation: str | None, out: str | None, state_dir: str | None,
+           as_json: bool) -> None:
+    """A post-mortem of one start, secrets redacted: `svcdiag replay FILE.tar.gz` judges it again."""
+    from svcdiag.ops.bundle import bundle as make
+
+    r = make(c.load(ctx, name), invocation=invocation, out=out, state=state_dir)
+    row = {"event": "bundle", "path": str(r.path), "invocation": r.invocation, "files": list(r.files),
+           "redacted": list(r.redacted), "verdict": (r.verdict or {}).get("verdict")}
+    c.emit_rows([row], as_json, lambda x: f"{x['path']}: invocation {x['invocation']}, {len(x['files'])} files, "
+                f"verdict {x['verdict']}; redacted: {', '.join(d['what'] for d in x['redacted']) or 'nothing'}\n")

@@ -1,0 +1,285 @@
+"""`svcdiag bundle NAME`: one start's post-mortem, in a tar.gz someone else can judge.
+
+It holds the invocation's journal slice (export format: `svcdiag replay FILE.tar.gz` judges
+it), the rendered unit, the effective config, the verdict and diagnosis, the config's
+history rows, `nvidia-smi -q` and `/server_info` when there are any, and svcdiag's and
+SGLang's versions. Secrets are redacted everywhere (environment values of keys like
+*TOKEN*, *KEY*, *SECRET*, *PASSWORD*; API keys in arguments), and MANIFEST.json lists what was.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+import shutil
+import socket
+import struct
+import subprocess
+import tarfile
+import time
+import urllib.request
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from svcdiag.config.service import ServiceConfig
+from svcdiag.errors import SvcdiagError
+from svcdiag.ops.history import History, db_path
+from svcdiag.ops.replay import NoStartFound, replay
+from svcdiag.ops.start import diagnoser
+from svcdiag.systemd.install import SYSTEM_UNIT_DIR
+from svcdiag.systemd.render import render_unit
+
+SECRET_KEY_RE = re.compile(r"TOKEN|KEY|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH", re.I)
+SECRET_FLAG_RE = re.compile(r"^--?[\w-]*(api[-_]?key|token|secret|password|passwd)[\w-]*$", re.I)
+REDACTED = "[REDACTED]"
+JOURNAL = "journal.export"
+MIN_SECRET_LEN = 4  # shorter values are not searched for in free text (they would match everywhere)
+
+
+@dataclass(frozen=True, slots=True)
+class Secret:
+    where: str  # "env.HF_TOKEN", "extra_args[3] (--api-key)"
+    value: str
+
+
+@dataclass(frozen=True, slots=True)
+class BundleResult:
+    path: Path
+    invocation: str
+    files: tuple[str, ...]
+    redacted: tuple[dict[str, Any], ...]
+    verdict: dict[str, Any] | None
+
+
+def _secret_values(cfg: ServiceConfig) -> list[Secret]:
+    """[secrets] values that svcdiag can read (plain files): never in a unit, but a server may log one."""
+    from svcdiag.config.secrets import resolve_all
+
+    out = []
+    for s in resolve_all(cfg) if getattr(cfg, "secrets", ()) else []:
+        if s.file is None or s.encrypted:
+            continue
+        try:
+            value = s.file.read_bytes().decode("utf-8", "replace").rstrip("\r\n")
+        except OSError:
+            continue
+        if len(value) >= MIN_SECRET_LEN:
+            out.append(Secret(f"secrets.{s.name}", value))
+    return out
+
+
+def secrets(cfg: ServiceConfig) -> list[Secret]:
+    """Every secret value to redact: secret-looking [env] values, [secrets] values, API keys in arguments."""
+    out = [Secret(f"env.{k}", v) for k, v in cfg.env if SECRET_KEY_RE.search(k) and v]
+    out += _secret_values(cfg)
+    args = list(cfg.extra_args)
+    for i, a in enumerate(args):
+        flag, eq, val = a.partition("=")
+        if SECRET_FLAG_RE.match(flag):
+            if eq and val:
+                out.append(Secret(f"extra_args[{i}] ({flag})", val))
+            elif i + 1 < len(args) and not args[i + 1].startswith("--"):
+                out.append(Secret(f"extra_args[{i + 1}] ({flag})", args[i + 1]))
+    return out
+
+
+class Redactor:
+    """Replaces every secret value, counting where each was found."""
+
+    def __init__(self, found: list[Secret]):
+        self.secrets = sorted(found, key=lambda s: -len(s.value))
+        self.hits: dict[str, set[str]] = {s.where: set() for s in found}
+
+    def text(self, name: str, text: str) -> str:
+        for s in self.secrets:
+            if s.value in text:
+                text = text.replace(s.value, REDACTED)
+                self.hits[s.where].add(name)
+        return text
+
+    def data(self, name: str, data: bytes) -> bytes:
+        for s in self.secrets:
+            v = s.value.encode()
+            if v in data:
+                data = data.replace(v, REDACTED.encode())
+                self.hits[s.where].add(name)
+        return data
+
+    def export(self, name: str, data: bytes) -> bytes:
+        """The journal's export format, each field's value redacted (binary fields keep a true length)."""
+        out, i, n = bytearray(), 0, len(data)
+        while i < n:
+            nl = data.find(b"\n", i)
+            if nl < 0:
+                nl = n
+            line = data[i:nl]
+            if not line:  # the blank line between entries
+                out += b"\n"
+                i = nl + 1
+                continue
+            if b"=" in line:
+                key, _, value = line.partition(b"=")
+                out += key + b"=" + self.data(name, value).replace(b"\n", b" ") + b"\n"
+                i = nl + 1
+            else:  # NAME\n, little-endian u64 size, the bytes, \n
+                size = struct.unpack_from("<Q", data, nl + 1)[0]
+                value = self.data(name, data[nl + 9:nl + 9 + size])
+                out += line + b"\n" + struct.pack("<Q", len(value)) + value + b"\n"
+                i = nl + 9 + size + 1
+        return bytes(out)
+
+    def manifest(self) -> list[dict[str, Any]]:
+        return [{"what": where, "replaced_by": REDACTED, "found_in": sorted(files)} for where, files in self.hits.items()]
+
+
+def redacted_config(cfg: ServiceConfig, red: Redactor) -> dict[str, Any]:
+    flat = cfg.flat()
+    for k in list(flat):
+        if k.startswith("env.") and SECRET_KEY_RE.search(k[4:]):
+            flat[k] = REDACTED
+    return json.loads(red.text("config.json", json.dumps({"name": cfg.name, "path": str(cfg.path),
+                                                           "config_hash": cfg.config_hash, "effective": flat})))
+
+
+def journal_slice(invocation: str) -> bytes:
+    exe = shutil.which("journalctl")
+    if exe is None:
+        raise SvcdiagError("bundle: journalctl is not installed; the journal slice cannot be read")
+    proc = subprocess.run([exe, "--no-pager", "-o", "export", f"_SYSTEMD_INVOCATION_ID={invocation}", "+",
+                           f"INVOCATION_ID={invocation}"], capture_output=True, timeout=120, check=False)
+    if proc.returncode != 0:
+        raise SvcdiagError(f"bundle: journalctl failed: {proc.stderr.decode(errors='replace').strip()[-300:]}")
+    return proc.stdout
+
+
+def _server_info(cfg: ServiceConfig) -> str | None:
+    for path in ("/server_info", "/get_server_info"):
+        try:
+            with urllib.request.urlopen(f"http://{cfg.host}:{cfg.port}{path}", timeout=3) as r:
+                return r.read().decode("utf-8", "replace")
+        except (OSError, ValueError):
+            continue
+    return None
+
+
+def _nvidia_smi() -> str | None:
+    exe = shutil.which("nvidia-smi")
+    if exe is None:
+        return None
+    try:
+        return subprocess.run([exe, "-q"], capture_output=True, text=True, timeout=30, check=False).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def _unit_text(cfg: ServiceConfig, version: str | None) -> str:
+    installed = SYSTEM_UNIT_DIR / cfg.unit
+    try:
+        return installed.read_text()
+    except OSError:
+        return render_unit(cfg, version)
+
+
+def pick_invocation(cfg: ServiceConfig, invocation: str | None, rows: list[dict[str, Any]]) -> str:
+    """The invocation asked for (a prefix of a recorded one will do), else the config's last recorded start,
+    else the unit's current one."""
+    if invocation:
+        full = [r["invocation"] for r in rows if r.get("invocation") and r["invocation"].startswith(invocation)]
+        return full[-1] if full else invocation
+    recorded = [r["invocation"] for r in rows if r.get("invocation")]
+    if recorded:
+        return str(recorded[-1])
+    from svcdiag.systemd.dbus import Systemd
+
+    with Systemd.connect() as sd:
+        inv = sd.props(cfg.unit).invocation
+    if not inv:
+        raise SvcdiagError(f"bundle: {cfg.unit} has no recorded start and none since boot; pass --invocation ID")
+    return inv
+
+
+def bundle(cfg: ServiceConfig, *, invocation: str | None, out: str | None, state: str | None) -> BundleResult:
+    path = db_path(state)
+    rows: list[dict[str, Any]] = []
+    if path.exists():
+        with History(path) as h:
+            rows = h.rows(cfg.name)
+    inv = pick_invocation(cfg, invocation, rows)
+    row = next((r for r in reversed(rows) if r.get("invocation") == inv), None)
+    red = Redactor(secrets(cfg))
+    raw = journal_slice(inv)
+    if not raw.strip():
+        raise SvcdiagError(f"bundle: the journal holds nothing of invocation {inv} of {cfg.unit}")
+    journal = red.export(JOURNAL, raw)
+    verdict = None
+    try:
+        result = replay(io.BytesIO(journal), JOURNAL, cfg)
+        v = result.verdict
+        if (v.verdict != "healthy" or v.degraded) and v.diagnosis is None:
+            v = v.with_(diagnosis=diagnoser(cfg)(v))
+        verdict = v.to_json()
+    except NoStartFound:
+        pass
+    sglang_version = (row or {}).get("sglang_version") or cfg.sglang_version
+    files: dict[str, bytes] = {JOURNAL: journal}
+
+    def text(name: str, body: str) -> None:
+        files[name] = red.text(name, body).encode()
+
+    text("unit.service", _unit_text(cfg, sglang_version))
+    files["config.json"] = (json.dumps(redacted_config(cfg, red), indent=2) + "\n").encode()
+    text("verdict.json", json.dumps({"replayed": verdict, "recorded": row}, indent=2, default=str) + "\n")
+    text("history.json", json.dumps(rows, indent=2, default=str) + "\n")
+    smi = _nvidia_smi()
+    if smi is not None:
+        text("nvidia-smi.txt", smi)
+    info = _server_info(cfg)
+    if info is not None:
+        text("server_info.json", info)
+    versions = {"svcdiag": _version("svcdiag"), "sglang": sglang_version}
+    text("versions.json", json.dumps(versions, indent=2) + "\n")
+    manifest = {"config": cfg.name, "unit": cfg.unit, "invocation": inv, "created": time.time(),
+                "host": socket.gethostname(), "versions": versions, "files": sorted(files),
+                "redacted": red.manifest(), "replay": "svcdiag replay THIS.tar.gz"}
+    files["MANIFEST.json"] = (json.dumps(manifest, indent=2) + "\n").encode()
+    target = Path(out or f"{cfg.name}-{inv[:12]}.tar.gz")
+    _write_tar(target, f"{cfg.name}-{inv[:12]}", files)
+    return BundleResult(target, inv, tuple(sorted(files)), tuple(red.manifest()), verdict)
+
+
+def _version(dist: str) -> str | None:
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def _write_tar(target: Path, top: str, files: dict[str, bytes]) -> None:
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_name(f".{target.name}.tmp")
+    with tarfile.open(tmp, "w:gz") as tar:
+        for name, data in sorted(files.items()):
+            info = tarfile.TarInfo(f"{top}/{name}")
+            info.size, info.mtime, info.mode = len(data), int(time.time()), 0o600
+            tar.addfile(info, io.BytesIO(data))
+    tmp.chmod(0o600)
+    tmp.replace(target)
+
+
+def open_bundle(path: str) -> io.BytesIO | None:
+    """The journal slice of a bundle (for `svcdiag replay FILE.tar.gz`), or None when `path` is not one."""
+    try:
+        if not tarfile.is_tarfile(path):
+            return None
+        with tarfile.open(path, "r:*") as tar:
+            member = next((m for m in tar.getmembers() if m.isfile() and m.name.rsplit("/", 1)[-1] == JOURNAL), None)
+            if member is None:
+                raise SvcdiagError(f"{path}: a tar archive without {JOURNAL}: not a svcdiag bundle")
+            f = tar.extractfile(member)
+            assert f is not None
+            return io.BytesIO(f.read())
+    except (OSError, tarfile.TarError) as e:
+        raise SvcdiagError(f"{path}: cannot read the bundle: {e}") from None

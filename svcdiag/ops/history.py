@@ -1,0 +1,388 @@
+"""Start-up history: every judged start, one row each, in an embedded SQLite database.
+
+`STATE_DIR/history.sqlite3`, in WAL mode: readers never block the writer, one writer at a
+time (`BEGIN IMMEDIATE`, a 30 s busy timeout), one transaction per row, so a kill at any
+moment leaves the database as it was before the row or with the whole row
+(`PRAGMA integrity_check` passes). Also: what the last healthy starts of a config took per
+phase (slow_phase, learned deadlines, ETAs, `--advise`) and the campaign's own table.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+import socket
+import sqlite3
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from svcdiag.config.service import DEFAULT_TIMEOUTS, PHASE_TIMEOUTS, ServiceConfig
+from svcdiag.files import private_dir, state_dir
+from svcdiag.judge.verdict import Verdict
+
+DB_NAME = "history.sqlite3"
+#: healthy starts needed before history speaks (slow_phase, ETA, learned deadlines, --advise)
+MIN_HEALTHY = 3
+#: how many of the latest healthy starts count
+WINDOW = 20
+#: a phase is slow past SLOW_FACTOR × its p90 (and at least SLOW_MIN_S seconds in)
+SLOW_FACTOR = 1.5
+SLOW_MIN_S = 5.0
+#: a learned deadline: LEARNED_FACTOR × p99, never below LEARNED_FLOOR_S
+LEARNED_FACTOR = 2.0
+LEARNED_FLOOR_S = 30.0
+BUSY_TIMEOUT_MS = 30_000
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS starts (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    ts REAL NOT NULL,
+    host TEXT,
+    unit TEXT,
+    config TEXT NOT NULL,
+    config_hash TEXT,
+    invocation TEXT,
+    command TEXT,
+    mode TEXT,
+    sglang_version TEXT,
+    verdict TEXT NOT NULL,
+    cause TEXT,
+    phase TEXT,
+    startup_s REAL,
+    phase_seconds TEXT NOT NULL DEFAULT '{}',
+    sglang_phase_seconds TEXT NOT NULL DEFAULT '{}',
+    figures TEXT NOT NULL DEFAULT '{}',
+    degraded TEXT NOT NULL DEFAULT '[]',
+    diagnosis TEXT,
+    campaign TEXT
+);
+CREATE INDEX IF NOT EXISTS starts_config_ts ON starts (config, ts);
+CREATE TABLE IF NOT EXISTS campaign_runs (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    campaign TEXT NOT NULL,
+    phase TEXT NOT NULL,
+    config TEXT NOT NULL,
+    config_hash TEXT NOT NULL,
+    status TEXT NOT NULL,
+    started REAL,
+    ended REAL,
+    start_id INTEGER,
+    result TEXT NOT NULL DEFAULT '{}'
+);
+CREATE INDEX IF NOT EXISTS campaign_runs_key ON campaign_runs (campaign, config, config_hash);
+"""
+_JSON_COLUMNS = ("phase_seconds", "sglang_phase_seconds", "figures", "degraded", "diagnosis")
+
+
+def db_path(state: str | None = None) -> Path:
+    return state_dir(state) / DB_NAME
+
+
+class History:
+    """The database; open it for one command, close it after (`with History(path) as h:`)."""
+
+    def __init__(self, path: Path):
+        private_dir(path.parent)
+        os.close(os.open(path, os.O_RDWR | os.O_CREAT, 0o600))  # 0600 before sqlite creates it (-wal, -shm follow it)
+        self.path = path
+        self.db = sqlite3.connect(str(path), timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None)
+        self.db.row_factory = sqlite3.Row
+        self.db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        self.db.execute("PRAGMA journal_mode = WAL")
+        self.db.execute("PRAGMA synchronous = FULL")
+        self.db.executescript(_SCHEMA)
+
+    def __enter__(self) -> History:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self.db.close()
+
+    @contextmanager
+    def write(self) -> Iterator[sqlite3.Connection]:
+        """One writer at a time, one transaction: all of it or none of it."""
+        self.db.execute("BEGIN IMMEDIATE")
+        try:
+            yield self.db
+        except BaseException:
+            self.db.execute("ROLLBACK")
+            raise
+        self.db.execute("COMMIT")
+
+    # ------------------------------------------------------------ starts
+
+    def record(self, row: dict[str, Any]) -> int:
+        """Insert one start; a start already recorded with this verdict (two observers of one
+        invocation: `up` and a `wait` in another terminal) is kept once, its id returned."""
+        cols = [k for k in row if k != "id"]
+        values = [json.dumps(row[k], default=str) if k in _JSON_COLUMNS and row[k] is not None else row[k] for k in cols]
+        with self.write() as db:
+            if row.get("invocation"):
+                same = db.execute("SELECT id FROM starts WHERE config = ? AND invocation = ? AND verdict = ?",
+                                  (row["config"], row["invocation"], row["verdict"])).fetchone()
+                if same is not None:
+                    return int(same[0])
+            cur = db.execute(f"INSERT INTO starts ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})", values)
+        return int(cur.lastrowid or 0)
+
+    def rows(self, config: str | None = None, *, since: float | None = None, limit: int | None = None) -> list[dict[str, Any]]:
+        """Starts, oldest first."""
+        where, args = [], []
+        if config:
+            where.append("config = ?")
+            args.append(config)
+        if since is not None:
+            where.append("ts >= ?")
+            args.append(since)
+        sql = "SELECT * FROM starts" + (f" WHERE {' AND '.join(where)}" if where else "") + " ORDER BY ts DESC, id DESC"
+        if limit:
+            sql += f" LIMIT {int(limit)}"
+        return [_row(r) for r in reversed(self.db.execute(sql, args).fetchall())]
+
+    def healthy(self, config: str, sglang_version: str | None = None, window: int = WINDOW) -> list[dict[str, Any]]:
+        """The latest healthy starts of a config (of one SGLang release when given), oldest first."""
+        sql = "SELECT * FROM starts WHERE config = ? AND verdict = 'healthy'"
+        args: list[Any] = [config]
+        if sglang_version:
+            sql += " AND sglang_version = ?"
+            args.append(sglang_version)
+        sql += f" ORDER BY ts DESC, id DESC LIMIT {int(window)}"
+        return [_row(r) for r in reversed(self.db.execute(sql, args).fetchall())]
+
+    # ------------------------------------------------------------ campaigns
+
+    def campaign_record(self, row: dict[str, Any]) -> None:
+        with self.write() as db:
+            db.execute("INSERT INTO campaign_runs (campaign, phase, config, config_hash, status, started, ended, start_id, result) "
+                       "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                       (row["campaign"], row["phase"], row["config"], row["config_hash"], row["status"], row.get("started"),
+                        row.get("ended"), row.get("start_id"), json.dumps(row.get("result", {}), default=str)))
+
+    def campaign_done(self, campaign: str, config: str, config_hash: str) -> dict[str, Any] | None:
+        """The last recorded run of this config (same hash) in the campaign, unless it was not run."""
+        r = self.db.execute("SELECT * FROM campaign_runs WHERE campaign = ? AND config = ? AND config_hash = ? "
+                            "AND status NOT IN ('not_run', 'interrupted') ORDER BY id DESC LIMIT 1",
+                            (campaign, config, config_hash)).fetchone()
+        if r is None:
+            return None
+        out = dict(r)
+        out["result"] = json.loads(out["result"] or "{}")
+        return out
+
+
+def _row(r: sqlite3.Row) -> dict[str, Any]:
+    out = dict(r)
+    for k in _JSON_COLUMNS:
+        if out.get(k) is not None:
+            out[k] = json.loads(out[k])
+    return out
+
+
+def integrity(path: Path) -> str:
+    db = sqlite3.connect(str(path))
+    try:
+        return str(db.execute("PRAGMA integrity_check").fetchone()[0])
+    finally:
+        db.close()
+
+
+# ---------------------------------------------------------------- a start's row
+
+
+def start_row(cfg: ServiceConfig, v: Verdict, command: str, *, campaign: str | None = None) -> dict[str, Any]:
+    f = v.figures
+    return {
+        "ts": v.ts or time.time(), "host": socket.gethostname(), "unit": v.unit or cfg.unit, "config": cfg.name,
+        "config_hash": cfg.config_hash, "invocation": v.invocation, "command": command,
+        "mode": getattr(cfg, "readiness", None) or "live", "sglang_version": f.get("sglang_version"),
+        "verdict": v.verdict, "cause": v.cause, "phase": v.phase, "startup_s": f.get("startup_s"),
+        "phase_seconds": dict(v.phase_seconds), "sglang_phase_seconds": f.get("sglang_phase_seconds") or {},
+        "figures": {k: val for k, val in f.items() if k != "sglang_phase_seconds"},
+        "degraded": [d.get("reason") for d in v.degraded], "diagnosis": v.diagnosis, "campaign": campaign,
+    }
+
+
+def record_start(cfg: ServiceConfig, v: Verdict, command: str, *, state: str | None = None,
+                 campaign: str | None = None) -> tuple[int | None, str | None]:
+    """Record one judged start: (row id, None), or (None, why not) — never an exception."""
+    try:
+        with History(db_path(state)) as h:
+            return h.record(start_row(cfg, v, command, campaign=campaign)), None
+    except (OSError, sqlite3.Error) as e:
+        return None, f"history not recorded: {e}"
+
+
+# ---------------------------------------------------------------- what the history says
+
+
+def percentile(values: list[float], q: float) -> float:
+    """Linear interpolation between closest ranks (numpy's default)."""
+    s = sorted(values)
+    if not s:
+        raise ValueError("no values")
+    k = (len(s) - 1) * q / 100
+    lo, hi = math.floor(k), math.ceil(k)
+    return s[lo] + (s[hi] - s[lo]) * (k - lo)
+
+
+@dataclass(frozen=True, slots=True)
+class PhaseStats:
+    phase: str
+    n: int
+    p50: float
+    p90: float
+    p99: float
+    max: float
+
+    @property
+    def slow_after(self) -> float:
+        return max(SLOW_FACTOR * self.p90, SLOW_MIN_S)
+
+    @property
+    def learned_deadline(self) -> float:
+        return max(math.ceil(LEARNED_FACTOR * self.p99), LEARNED_FLOOR_S)
+
+
+@dataclass(frozen=True, slots=True)
+class Usual:
+    """What the latest healthy starts of one config (and SGLang release) took."""
+
+    config: str
+    sglang_version: str | None
+    healthy: int
+    phases: dict[str, PhaseStats]
+    startup: PhaseStats | None
+    last_healthy: dict[str, Any] | None
+
+    @property
+    def enough(self) -> bool:
+        return self.healthy >= MIN_HEALTHY
+
+
+def _stats(name: str, values: list[float]) -> PhaseStats:
+    return PhaseStats(name, len(values), percentile(values, 50), percentile(values, 90), percentile(values, 99), max(values))
+
+
+def usual(rows: list[dict[str, Any]], config: str, sglang_version: str | None) -> Usual:
+    per: dict[str, list[float]] = {}
+    totals: list[float] = []
+    for r in rows:
+        for phase, s in (r.get("phase_seconds") or {}).items():
+            per.setdefault(phase, []).append(float(s))
+        if r.get("startup_s") is not None:
+            totals.append(float(r["startup_s"]))
+    return Usual(config, sglang_version, len(rows), {p: _stats(p, v) for p, v in per.items()},
+                 _stats("startup", totals) if totals else None, rows[-1] if rows else None)
+
+
+def load_usual(cfg: ServiceConfig, sglang_version: str | None, state: str | None = None) -> Usual:
+    """The config's usual start (empty when there is no database or it cannot be read)."""
+    path = db_path(state)
+    if not path.exists():
+        return usual([], cfg.name, sglang_version)
+    try:
+        with History(path) as h:
+            return usual(h.healthy(cfg.name, sglang_version), cfg.name, sglang_version)
+    except (OSError, sqlite3.Error):
+        return usual([], cfg.name, sglang_version)
+
+
+def configured(cfg: ServiceConfig, phase: str) -> bool:
+    """Whether the config sets this phase's deadline (a value other than the generic default)."""
+    return cfg.timeout.get(phase) != DEFAULT_TIMEOUTS.get(phase)
+
+
+def learned_timeouts(cfg: ServiceConfig, u: Usual) -> dict[str, float]:
+    """Phases without a configured deadline get LEARNED_FACTOR × their p99 once history is enough."""
+    if not u.enough:
+        return {}
+    return {p: u.phases[p].learned_deadline for p in PHASE_TIMEOUTS if p in u.phases and not configured(cfg, p)}
+
+
+def with_learned(cfg: ServiceConfig, u: Usual) -> ServiceConfig:
+    learned = learned_timeouts(cfg, u)
+    if not learned:
+        return cfg
+    return dataclasses.replace(cfg, timeouts=tuple({**cfg.timeout, **learned}.items()))
+
+
+def drift(u: Usual, v: Verdict) -> list[dict[str, Any]]:
+    """KV tokens or max_running_requests unlike the config's last healthy start."""
+    if u.last_healthy is None or v.verdict != "healthy":
+        return []
+    before = u.last_healthy.get("figures") or {}
+    out = []
+    for key in ("kv_tokens", "max_running_requests"):
+        a, b = before.get(key), v.figures.get(key)
+        if a is not None and b is not None and a != b:
+            out.append({"what": key, "before": a, "after": b,
+                        "message": f"{key} {a:,} → {b:,} (the last healthy start of {u.config}, "
+                                   f"invocation {u.last_healthy.get('invocation') or '?'})"})
+    return out
+
+
+def advise(cfg: ServiceConfig, u: Usual, period_s: int = 10) -> dict[str, Any]:
+    """Deadlines the measured starts need: per phase, TimeoutStartSec, a Kubernetes startupProbe."""
+    phases = []
+    for p in PHASE_TIMEOUTS:
+        st = u.phases.get(p)
+        row: dict[str, Any] = {"phase": p, "configured": cfg.timeout[p] if configured(cfg, p) else None}
+        if st is not None:
+            row.update(n=st.n, p50=round(st.p50, 2), p90=round(st.p90, 2), p99=round(st.p99, 2), max=round(st.max, 2),
+                       advised=st.learned_deadline)
+        phases.append(row)
+    out: dict[str, Any] = {"config": cfg.name, "sglang_version": u.sglang_version, "healthy_starts": u.healthy,
+                           "enough": u.enough, "min_healthy": MIN_HEALTHY, "phases": phases}
+    if u.startup is not None:
+        total = max(math.ceil(LEARNED_FACTOR * u.startup.p99), LEARNED_FLOOR_S)
+        threshold = math.ceil(total / period_s)
+        out["startup"] = {"n": u.startup.n, "p50": round(u.startup.p50, 2), "p99": round(u.startup.p99, 2),
+                          "max": round(u.startup.max, 2)}
+        out["timeout_start_sec"] = total
+        # /health answers only after ≥ 1 s (SGLang checks generation first): a 1 s timeout fails a healthy server
+        out["startup_probe"] = {"httpGet": {"path": "/health", "port": cfg.port}, "periodSeconds": period_s,
+                                "failureThreshold": threshold, "timeoutSeconds": 2, "budget_s": threshold * period_s}
+    return out
+
+
+class PhaseWatch:
+    """The live side of history, for one start: learned deadlines (its `cfg`), and on each
+    tick of the follower a `slow_phase` event once a phase runs past SLOW_FACTOR × its p90."""
+
+    def __init__(self, cfg: ServiceConfig, u: Usual, pub: Any):
+        self.usual, self.pub = u, pub
+        self.cfg = with_learned(cfg, u)
+        self.phase: str | None = None
+        self.since: float | None = None
+        self.flagged: set[str] = set()
+        learned = learned_timeouts(cfg, u)
+        if learned:
+            pub.note("learned deadlines (2 × p99 of the last " f"{u.healthy} healthy starts): "
+                     + ", ".join(f"{p} {s:.0f} s" for p, s in learned.items()))
+
+    def tick(self, phase: str, now: float) -> tuple[float | None, float | None]:
+        """(when this phase began, its usual seconds): for the live line's ETA."""
+        if phase != self.phase:
+            self.phase, self.since = phase, now
+        st = self.usual.phases.get(phase) if self.usual.enough else None
+        if st is None or self.since is None:
+            return self.since, None
+        took = now - self.since
+        if phase not in self.flagged and took > st.slow_after:
+            self.flagged.add(phase)
+            label = phase.replace("_", " ")
+            self.pub.publish(self.pub.record(
+                "slow_phase", ts=now, phase=phase,
+                message=f"{label} {took:.0f} s, usually {st.p50:.0f} s (p90 {st.p90:.1f} s of {st.n} healthy starts)",
+                data={"seconds": round(took, 2), "usual_s": round(st.p50, 2), "p90_s": round(st.p90, 2),
+                      "threshold_s": round(st.slow_after, 2), "healthy_starts": st.n}))
+        return self.since, st.p50

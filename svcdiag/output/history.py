@@ -1,0 +1,59 @@
+"""`svcdiag history`: the recorded starts as a table, and `--advise`'s deadlines."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+_SHORT = {"starting": "start", "loading_weights": "weights", "kv_cache": "kv", "mamba_cache": "mamba",
+          "cuda_graph": "graphs", "scheduler": "sched", "http": "http"}
+
+
+def _when(ts: float | None) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ts)) if ts else "?"
+
+
+def _s(v: Any) -> str:
+    return f"{v:.1f}" if isinstance(v, int | float) else "-"
+
+
+def render_history(rows: list[dict[str, Any]]) -> str:
+    if not rows:
+        return "no recorded starts\n"
+    head = ["when", "config", "command", "sglang", "verdict", "cause", "startup_s",
+            *_SHORT.values(), "kv_tokens", "max_run", "degraded", "invocation"]
+    body = []
+    for r in rows:
+        f, ps = r.get("figures") or {}, r.get("phase_seconds") or {}
+        body.append([_when(r.get("ts")), r["config"], r.get("command") or "", r.get("sglang_version") or "",
+                     r["verdict"], r.get("cause") or "", _s(r.get("startup_s")), *[_s(ps.get(p)) for p in _SHORT],
+                     str(f.get("kv_tokens", "")), str(f.get("max_running_requests", "")),
+                     ",".join(x for x in (r.get("degraded") or []) if x), (r.get("invocation") or "")[:12]])
+    widths = [max(len(str(x)) for x in col) for col in zip(head, *body, strict=True)]
+    lines = ["  ".join(str(c).ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in [head, *body]]
+    return "\n".join(lines) + "\n"
+
+
+def render_advice(a: dict[str, Any]) -> str:
+    out = [f"{a['config']}: {a['healthy_starts']} healthy start(s) recorded"
+           + (f" on SGLang {a['sglang_version']}" if a.get("sglang_version") else "")]
+    if not a["enough"]:
+        out.append(f"  (fewer than {a['min_healthy']}: the figures below are not yet used as deadlines)")
+    out.append("  phase             n   p50 s   p90 s   p99 s   max s   advised s  configured s")
+    for p in a["phases"]:
+        if "n" not in p and p["configured"] is None:
+            continue
+        out.append(f"  {p['phase']:<16}{p.get('n', 0):>3}{_s(p.get('p50')):>8}{_s(p.get('p90')):>8}"
+                   f"{_s(p.get('p99')):>8}{_s(p.get('max')):>8}{_s(p.get('advised')):>12}"
+                   f"{_s(p['configured']) if p['configured'] is not None else '-':>14}")
+    if "timeout_start_sec" in a:
+        sp = a["startup_probe"]
+        st = a["startup"]
+        out += ["", f"start-up: p50 {st['p50']:.1f} s, p99 {st['p99']:.1f} s, max {st['max']:.1f} s ({st['n']} starts)",
+                "", "systemd (the unit's [Service]):", f"  TimeoutStartSec={a['timeout_start_sec']}",
+                "", "Kubernetes (the container):", "  startupProbe:", "    httpGet:",
+                f"      path: {sp['httpGet']['path']}", f"      port: {sp['httpGet']['port']}",
+                f"    periodSeconds: {sp['periodSeconds']}", f"    failureThreshold: {sp['failureThreshold']}",
+                f"    timeoutSeconds: {sp['timeoutSeconds']}   # SGLang's /health takes ≥ 1 s to answer",
+                f"  # {sp['failureThreshold']} × {sp['periodSeconds']} s = {sp['budget_s']} s ≥ TimeoutStartSec"]
+    return "\n".join(out) + "\n"
