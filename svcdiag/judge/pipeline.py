@@ -79,13 +79,16 @@ class Judge:
 
     def systemd_line(self, text: str, ts: float | None = None) -> list[Event]:
         """A line of systemd's about the unit ("Main process exited, code=killed, ...")."""
+        out: list[Event] = []
+        for done in self.parser.flush():  # the server's last traceback ends where systemd's word begins
+            out += self.readiness.feed(done)
         ev = parse_systemd(text, ts, self.readiness.invocation)
         if ev is not None and ev.state == "timeout":  # systemd ended the phase at its deadline
             nd = self.readiness.next_deadline()
-            return self.tick(max(ts or nd, nd)) if nd is not None else []
+            return out + (self.tick(max(ts or nd, nd)) if nd is not None else [])
         if ev is None:
-            return self.tick(ts) if ts is not None else []
-        return self.readiness.feed(ev)
+            return out + (self.tick(ts) if ts is not None else [])
+        return out + self.readiness.feed(ev)
 
     def tick(self, now: float) -> list[Event]:
         """The clock moved with no line: a traceback that reached its final line a moment ago is complete."""

@@ -52,7 +52,8 @@ def test_demo_smoke_up_wait_ready_is_healthy_with_events_and_http(rig, units: Pa
 def test_dense_and_old_format_and_tp4_interleaved(rig, units: Path) -> None:
     dense = config(units, unit_name("dense"), "demo-dense")
     assert verdict_of(sv(rig, units, "up", dense, "--wait-ready", "--json"))["verdict"] == "healthy"
-    tp4 = config(units, unit_name("tp4"), "demo-smoke", tp_size=4, gpus=[0, 1, 2, 3], extra_args=["--old-format"])
+    # a release before 0.4.10 prints the TP-tagged shapes: four ranks interleaved
+    tp4 = config(units, unit_name("tp4"), "demo-dense", tp_size=4, gpus=[0, 1, 2, 3], sglang_version="0.4.6")
     v = verdict_of(sv(rig, units, "up", tp4, "--wait-ready", "--json"))
     assert v["verdict"] == "healthy" and v["figures"]["tp_size"] == 4
     sv(rig, units, "down", dense)

@@ -60,7 +60,8 @@ def test_failing_baseline_and_against_names_the_keys(rig, units: Path) -> None:
     name = config(units, unit_name("base"), "demo-smoke")
     st = state_dir(units)
     # preflight: the candidate never ran
-    cand = config(units, unit_name("cand"), name, max_running_requests=8, max_mamba_cache_size=2)
+    cand = config(units, unit_name("cand"), name, max_running_requests=8, max_mamba_cache_size=2,
+                  sglang_version="0.5.12")  # the seed's release: max_running_request is zero
     p, r, _ = check(rig, units, st, name, "--against", cand)
     a = r["against"]
     assert p.returncode == 0 and a["source"] == "preflight estimate" and a["cause"] == "max_running_zero"
