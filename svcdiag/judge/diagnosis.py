@@ -221,19 +221,23 @@ def _port_in_use(v: Verdict, cfg: ServiceConfig | None, owners: list[str]) -> tu
 
 
 def _model_not_found(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
-    path = cfg.model_path if cfg else "model_path"
     said = f"{v.message} {' '.join(v.evidence)}"
+    named = re.search(r"huggingface\.co/(?:api/models/)?([\w.-]+/[\w-]+(?:\.[\w-]+)*)|path_or_model_id: '([^']+)'"
+                      r"|Repo id must be [^']*'([^']+)'", said)
+    path = cfg.model_path if cfg else v.figures.get("model_path") or (
+        next(g for g in named.groups() if g) if named else None)
+    what = repr(path) if path else "the model"
+    if re.search(r"RepositoryNotFoundError|Repository Not Found", said):
+        return [f"The model hub has no repo {what} (or hides it: a private repo answers the same, HTTP 401).",
+                "Check the spelling against the hub page, or download it and point model_path at the folder."], []
     if re.search(r"gated repo|401 Client Error|authenticated|GatedRepoError", said):
-        return [f"The model hub refused {path!r}: it is a gated (or private) repo and this server has no token "
+        return [f"The model hub refused {what}: it is a gated (or private) repo and this server has no token "
                 "that may read it (HTTP 401).",
                 "Accept the model's licence on its hub page with the account whose token the server uses, then give "
-                "the unit that token as a secret (HF_TOKEN), or download the model and point model_path at the folder."], \
-            [_fix({"env.HF_TOKEN": "<a token with access>"}, "the hub then lets this server download the model")]
-    if re.search(r"RepositoryNotFoundError|Repository Not Found", said):
-        return [f"The model hub has no repo {path!r} (or hides it: a private repo answers the same).",
-                "Check the spelling against the hub page, or download it and point model_path at the folder."], []
-    return [f"SGLang cannot open model_path {path!r}: it is neither a folder on this host nor a repo id it can reach.",
-            f"`ls {path}` on the GPU host; a model in /dev/shm is gone after a reboot."], []
+                "the unit that token as a secret (`[secrets] HF_TOKEN`, docs/security.md), or download the model "
+                "and point model_path at the folder."], []
+    return [f"SGLang cannot open model_path {what}: it is neither a folder on this host nor a repo id it can reach.",
+            f"`ls {path or 'MODEL_PATH'}` on the GPU host; a model in /dev/shm is gone after a reboot."], []
 
 
 def _bad_arguments(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
@@ -254,7 +258,7 @@ def _bad_arguments(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple
         return [f"SGLang refused the value of {m.group(1)}: {m.group(2).strip()}.",
                 f"`svcdiag render {name}` shows the ExecStart line as systemd runs it."], []
     if re.search(r"heads % tp_size|divisible", said):
-        tp = cfg.tp_size if cfg else None
+        tp = cfg.tp_size if cfg else v.figures.get("tp_size")
         say = [f"tp_size {tp if tp else '(the one given)'} does not divide the model's attention heads, so the "
                "weights cannot be split evenly over the GPUs (SGLang asserts it while building the model).",
                "Use a tp_size that divides the number of attention (and KV) heads in config.json: 1, 2, 4 or 8 "

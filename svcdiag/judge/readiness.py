@@ -235,6 +235,7 @@ class Readiness:
                          ("requested_max_running_requests", ev.max_running_requests),
                          ("requested_max_mamba_cache_size", ev.max_mamba_cache_size),
                          ("context_length", ev.context_length), ("node_rank", ev.node_rank),
+                         ("model_path", ev.model_path),
                          ("nnodes", ev.nnodes)):
             if val is not None:
                 f[key] = val

@@ -413,11 +413,17 @@ class LineParser:
             cause = classify(text)  # torch's C++ error lines: "[rank9]:[E917 ...] ... Watchdog caught ..."
             return [Failure(ts=ts, line=text, cause=cause, message=text, evidence=(text,), role=SUSPECT)] if cause \
                 else NOTHING
-        if text.startswith(("terminate called after throwing", "RuntimeError: ", "OSError: ", "torch.")) or \
-                FINAL_EXC_RE.match(text):
-            cause = classify(text)  # a lone exception line: a pasted tail, or a C++ abort's reason
-            if cause is not None:
-                return [Failure(ts=ts, line=text, cause=cause, message=text, evidence=(text,), role=SUSPECT)]
+        if text.startswith("terminate called after throwing"):
+            cause = classify(text)  # a C++ abort's reason
+            return [Failure(ts=ts, line=text, cause=cause, message=text, evidence=(text,), role=SUSPECT)] if cause \
+                else NOTHING
+        lone = text.startswith(("RuntimeError: ", "OSError: ", "torch.")) or FINAL_EXC_RE.match(text)
+        if lone and classify(text) is not None:  # a lone exception line (a pasted tail): its wrapped lines may follow
+            tb = Traceback("", "", ts, role=SUSPECT)
+            tb.final = text
+            tb.finals.append(text)
+            self._tb = tb
+            return NOTHING
         if text.lstrip().startswith(NOTEBOOK_READY):
             return [Ready(ts=ts, line=text.strip())]
         return NOTHING
