@@ -20,7 +20,8 @@ from svcdiag.systemd.render import installed_hash, render_unit
 from .conftest import UNITS
 from .systemd_quoting import split_exec
 
-OWNED_FLAGS = {"--port", "--host", "--model-path", "--model", "--tp-size", "--tp", "--tensor-parallel-size"}
+OWNED_FLAGS = {"--port", "--host", "--model-path", "--model", "--tp-size", "--tp", "--tensor-parallel-size",
+               "--nnodes", "--node-rank", "--dist-init-addr", "--nccl-init-addr"}
 SHIPPED = sorted(p.stem for p in UNITS.glob("*.toml"))
 
 

@@ -78,13 +78,33 @@ def preflight(ctx: click.Context, name: str | None, gpu_memory: float | None, kv
 @click.option("--unit", "-u", "names", multiple=True, metavar="NAME",
               help="only this config or unit (repeatable; default: every unit svcdiag has reported on)")
 @click.option("--since", metavar="TIME", help="'2026-12-02 19:30', '19:30', 'today', '-10min', '@UNIX'")
+@click.option("--host", "hosts", multiple=True, metavar="[USER@]HOST[:PORT]", callback=lambda ctx, p, v: [
+    c._check_host(ctx, p, h) for h in v], help="read these hosts' journals over SSH, merged by time (repeatable)")
 @c.JSON
 @click.pass_context
-def events(ctx: click.Context, follow_: bool, names: tuple[str, ...], since: str | None, as_json: bool) -> None:
+def events(ctx: click.Context, follow_: bool, names: tuple[str, ...], since: str | None, hosts: list[str],
+           as_json: bool) -> None:
     """Readiness events of every start svcdiag judged, read back from the journal: from any
     terminal, while `up` runs elsewhere or long after it exited."""
     from svcdiag.output.report import JsonLines, Lines
     from svcdiag.systemd.journal import EventReader, parse_since
+
+    if hosts:
+        from svcdiag.ops.nodes import events_on_hosts
+
+        lines = Lines(sys.stdout, with_unit=True)
+
+        def show(host: str, rec: object) -> None:
+            if as_json:
+                c.emit_json({**rec.to_json(), "host": host})  # type: ignore[attr-defined]
+            elif text := lines.text(rec):  # type: ignore[arg-type]
+                click.echo(f"{host}  {text.lstrip()}" if not text.startswith("\n") else text, nl=False)
+
+        try:
+            events_on_hosts(hosts, show, units=names, since=parse_since(since) if since else None, follow=follow_)
+        except KeyboardInterrupt:
+            ctx.exit(c.INTERRUPTED)
+        return
 
     reader = EventReader(units=names, since=parse_since(since) if since else None)
     sink = JsonLines(sys.stdout) if as_json else Lines(sys.stdout, with_unit=True)

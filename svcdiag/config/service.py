@@ -196,7 +196,7 @@ class ServiceConfig:
         for f in dataclasses.fields(self):
             if f.name in ("name", "path", "baseline", "extends"):
                 continue
-            if (f.name, getattr(self, f.name)) in (("readiness", DEFAULT_READINESS), ("watchdog_s", None),
+            if (f.name, getattr(self, f.name)) in (("readiness", "journal"), ("watchdog_s", None),
                                                    ("hardening", DEFAULT_HARDENING), ("secrets", ()),
                                                    ("read_write_paths", ()), ("devices", ()),
                                                    ("remote_host", None), ("nnodes", 1), ("nodes", ()),

@@ -393,8 +393,9 @@ def run(own: argparse.Namespace, launch_argv: list[str]) -> int:
                           f"block_size={ntok}")
             log.all_ranks("DFLASH draft runner ready. mask_token=<|MASK|>, mask_token_id=151669")
     if a.node_rank >= 1:  # a worker node: its schedulers are up; no summary, no HTTP
-        while True:
+        while not (a.no_http or virtual is not None):
             signal.pause()
+        return 0
     clock.sleep(1.2)
     if rel.new and fig.kv_tokens < fig.context_len:  # tp_worker.get_worker_info, every rank; the start goes on
         log.all_ranks(f"KV pool holds {fig.kv_tokens} tokens, fewer than --context-length {fig.context_len}. One "

@@ -189,7 +189,15 @@ def _json(head: bytes, stream: BinaryIO, name: str) -> Iterator[Record]:
 
 
 def _export(head: bytes, stream: BinaryIO, name: str) -> Iterator[Record]:
-    """journalctl -o export: KEY=value lines, or KEY\\n + 64-bit LE size + bytes; blank line ends an entry."""
+    for fields in export_entries(head, stream):
+        rec = record_from_fields(fields)
+        if rec is not None:
+            yield rec
+
+
+def export_entries(head: bytes, stream: BinaryIO) -> Iterator[dict[str, object]]:
+    """journalctl -o export: KEY=value lines, or KEY\\n + 64-bit LE size + bytes; blank line ends an entry.
+    Each entry's fields as it completes (a pipe is read as it fills: a remote `--follow` streams)."""
     buf = bytearray(head)
     eof = False
     fields: dict[str, object] = {}
@@ -217,9 +225,7 @@ def _export(head: bytes, stream: BinaryIO, name: str) -> Iterator[Record]:
         pos = nl + 1
         if not line:
             if fields:
-                rec = record_from_fields(fields)
-                if rec is not None:
-                    yield rec
+                yield fields
             fields = {}
             continue
         eq = line.find(b"=")
@@ -240,6 +246,4 @@ def _export(head: bytes, stream: BinaryIO, name: str) -> Iterator[Record]:
             del buf[:pos]
             pos = 0
     if fields:
-        rec = record_from_fields(fields)
-        if rec is not None:
-            yield rec
+        yield fields

@@ -1,0 +1,384 @@
+"""A GPU host reached over SSH: the one place that knows SSH (docs/remote.md).
+
+Nothing of ours runs on the remote host. One SSH master connection per host per command
+(`ControlMaster`, a private `ControlPath`), and over it:
+
+- D-Bus, as `systemctl -H` does: sd-bus's `unixexec:` transport runs
+  `ssh … systemd-stdio-bridge` (pystemd's `DBusAddress`; `DBusRemote` is the same transport
+  with no way to pass SSH options);
+- the journal: `journalctl -o export [--follow] _SYSTEMD_INVOCATION_ID=ID + INVOCATION_ID=ID`,
+  read by the export parser replay uses (svcdiag.systemd.journal_formats);
+- files: `cat` to read, `cat > tmp && mv tmp path` to write atomically.
+
+SSH's own configuration is respected (~/.ssh/config, the agent, known_hosts; `$SVCDIAG_SSH_CONFIG`
+names another config file, as `ssh -F`). svcdiag adds only `BatchMode=yes` (never a prompt)
+and the control socket options; a host key is never accepted on svcdiag's behalf.
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from svcdiag.errors import SvcdiagError
+from svcdiag.systemd.journal_formats import Record, export_entries, records
+
+#: how long the master connection may take to authenticate
+CONNECT_TIMEOUT_S = 20.0
+SSH_CONFIG_ENV = "SVCDIAG_SSH_CONFIG"
+#: the remote command of the D-Bus transport: silent (exit 1) where there is no bridge, so
+#: the failure is ours to explain in one line, not a shell's "command not found" on stderr
+BRIDGE_CMD = "command -v systemd-stdio-bridge >/dev/null 2>&1 && exec systemd-stdio-bridge"
+TARGET_RE = re.compile(r"^(?:(?P<user>[A-Za-z0-9_][A-Za-z0-9_.\-]*)@)?"
+                       r"(?P<host>[A-Za-z0-9][A-Za-z0-9.\-]*|\[[0-9A-Fa-f:.]+\])(?::(?P<port>\d{1,5}))?$")
+
+
+class ConnectionLost(SvcdiagError):
+    """The SSH connection to the host went away (sshd or the network died)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """[user@]HOST[:port], as `systemctl -H` and ssh take it."""
+
+    host: str
+    user: str | None = None
+    port: int | None = None
+
+    @classmethod
+    def parse(cls, spec: str) -> Target:
+        m = TARGET_RE.match(spec.strip())
+        if m is None or (m.group("port") and not 1 <= int(m.group("port")) <= 65535):
+            raise SvcdiagError(f"--host {spec!r}: not [user@]HOST[:port] (e.g. root@gpu-a or gpu-a:2222)")
+        return cls(m.group("host").strip("[]"), m.group("user"), int(m.group("port")) if m.group("port") else None)
+
+    def __str__(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{self.user + '@' if self.user else ''}{host}{f':{self.port}' if self.port else ''}"
+
+    def args(self) -> list[str]:
+        """ssh's arguments naming this host: -p PORT, -l USER, then the host."""
+        out = ["-p", str(self.port)] if self.port else []
+        out += ["-l", self.user] if self.user else []
+        return [*out, "--", self.host]
+
+
+def is_local(spec: str | None) -> bool:
+    """No host, or this host by name: no SSH."""
+    return spec is None or spec in ("", "localhost", "local")
+
+
+def _explain(target: Target, stderr: str, rc: int | None) -> str:
+    """ssh's failure as one line."""
+    text = " ".join(stderr.split())
+    last = next((ln.strip() for ln in reversed(stderr.strip().splitlines()) if ln.strip()), f"ssh exited {rc}")
+    if "Host key verification failed" in text or "No ED25519 host key is known" in text \
+            or ("host key for" in text.lower() and "not known" in text.lower()):
+        return (f"{target}: host key unknown or changed (svcdiag never accepts one): check its fingerprint, "
+                f"then add it to known_hosts (ssh-keyscan{' -p ' + str(target.port) if target.port else ''} {target.host})")
+    if "Permission denied" in text or "Too many authentication failures" in text:
+        return f"{target}: authentication refused ({last}); check the key, the agent, and the user name"
+    if any(s in text for s in ("Connection refused", "No route to host", "Could not resolve", "Network is unreachable",
+                               "Connection timed out", "Operation timed out", "Name or service not known",
+                               "Connection closed by", "kex_exchange_identification")):
+        return f"{target}: unreachable ({last})"
+    return f"{target}: ssh failed ({last})"
+
+
+class Connection:
+    """One SSH master connection to a host, owned by this process; everything else multiplexes on it."""
+
+    def __init__(self, target: Target):
+        self.target = target
+        self._dir = Path(tempfile.mkdtemp(prefix="svcdiag-ssh."))
+        self.control = self._dir / "ctl"
+        self.master: subprocess.Popen[bytes] | None = None
+        self._children: list[subprocess.Popen[bytes]] = []
+
+    # ------------------------------------------------------------ the master
+
+    @staticmethod
+    def ssh() -> str:
+        path = shutil.which("ssh")
+        if path is None:
+            raise SvcdiagError("ssh is not installed here (apt-get install -y openssh-client)")
+        return path
+
+    def options(self) -> list[str]:
+        cfg = os.environ.get(SSH_CONFIG_ENV)
+        base = ["-F", cfg] if cfg else []
+        return [*base, "-o", "BatchMode=yes", "-o", f"ControlPath={self.control}", "-o", "ServerAliveInterval=5",
+                "-o", "ServerAliveCountMax=2"]
+
+    def argv(self, *remote: str) -> list[str]:
+        """ssh over the master connection, running `remote` (one shell command line) there."""
+        return [self.ssh(), *self.options(), "-o", "ControlMaster=no", "-T", *self.target.args(), *remote]
+
+    def open(self, timeout: float = CONNECT_TIMEOUT_S) -> Connection:
+        """Authenticate once; fail in one line (unreachable, auth refused, host key unknown)."""
+        err = open(self._dir / "master.err", "w+b")  # noqa: SIM115 -- read back on failure
+        self.master = subprocess.Popen(
+            [self.ssh(), *self.options(), "-o", "ControlMaster=yes", "-o", "ControlPersist=no",
+             "-o", f"ConnectTimeout={int(timeout)}", "-N", *self.target.args()],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err, start_new_session=True)
+        deadline = time.monotonic() + timeout
+        while not self.control.exists():  # the socket appears once authenticated
+            rc = self.master.poll()
+            if rc is not None or time.monotonic() > deadline:
+                err.seek(0)
+                text = err.read().decode(errors="replace")
+                self.close()
+                raise SvcdiagError(_explain(self.target, text, rc) if rc is not None
+                                   else f"{self.target}: unreachable (no answer within {timeout:.0f} s)")
+            time.sleep(0.01)
+        err.close()
+        return self
+
+    def alive(self) -> bool:
+        return self.master is not None and self.master.poll() is None
+
+    def close(self) -> None:
+        for p in self._children:
+            if p.poll() is None:
+                p.kill()
+            p.wait()
+        self._children.clear()
+        if self.master is not None and self.master.poll() is None:
+            self.master.terminate()
+            try:
+                self.master.wait(5)
+            except subprocess.TimeoutExpired:
+                self.master.kill()
+                self.master.wait()
+        shutil.rmtree(self._dir, ignore_errors=True)
+
+    def __enter__(self) -> Connection:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ------------------------------------------------------------ commands there
+
+    def run(self, command: str, *, input: bytes | None = None, timeout: float = 60.0) -> subprocess.CompletedProcess[bytes]:
+        if not self.alive():
+            raise ConnectionLost(f"{self.target}: connection lost")
+        try:
+            return subprocess.run(self.argv(command), input=input, capture_output=True, timeout=timeout, check=False)
+        except subprocess.TimeoutExpired:
+            raise SvcdiagError(f"{self.target}: `{command}` did not finish within {timeout:.0f} s") from None
+
+    def read_file(self, path: str) -> str | None:
+        """A file's text there, or None when it does not exist."""
+        p = self.run(f"cat -- {shlex.quote(path)} 2>/dev/null || {{ test -e {shlex.quote(path)} && exit 2 || exit 1; }}")
+        if p.returncode == 1:
+            return None
+        if p.returncode != 0:
+            raise SvcdiagError(f"{self.target}: cannot read {path}")
+        return p.stdout.decode("utf-8", "replace")
+
+    def write_atomic(self, path: str, text: str, mode: int = 0o644) -> None:
+        """Temp file beside it, then rename: a reader there never sees half a file."""
+        q = shlex.quote(path)
+        tmp = shlex.quote(f"{path}.svcdiag-tmp.{os.getpid()}")
+        p = self.run(f"umask 077 && cat > {tmp} && chmod {mode:o} {tmp} && mv -f {tmp} {q} || {{ rm -f {tmp}; exit 1; }}",
+                     input=text.encode())
+        if p.returncode != 0:
+            why = p.stderr.decode(errors="replace").strip().splitlines()
+            raise SvcdiagError(f"{self.target}: cannot write {path}: {why[-1] if why else 'permission denied'}")
+
+    def has_bridge(self) -> bool:
+        return self.run("command -v systemd-stdio-bridge >/dev/null 2>&1").returncode == 0
+
+    def forward(self, host: str, port: int) -> int | None:
+        """A local port forwarded to host:port there (over the master), or None if ssh would not."""
+        p = subprocess.run([self.ssh(), *self.options(), "-O", "forward", "-L", f"0:{host}:{port}", *self.target.args()],
+                           capture_output=True, timeout=15, check=False)
+        out = p.stdout.decode().strip()
+        return int(out) if p.returncode == 0 and out.isdigit() else None
+
+    def popen(self, command: str) -> subprocess.Popen[bytes]:
+        proc = subprocess.Popen(self.argv(command), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                stderr=subprocess.DEVNULL, bufsize=0)
+        self._children.append(proc)
+        return proc
+
+    # ------------------------------------------------------------ D-Bus
+
+    def dbus_address(self) -> bytes:
+        """sd-bus's unixexec: address running the stdio bridge over the master connection."""
+        argv = self.argv(BRIDGE_CMD)
+        parts = [f"path={_esc(argv[0])}"] + [f"argv{i}={_esc(a)}" for i, a in enumerate(argv)]
+        return ("unixexec:" + ",".join(parts)).encode()
+
+    def open_bus(self) -> object:
+        from pystemd.dbuslib import DBusAddress
+
+        bus = DBusAddress(self.dbus_address())
+        try:
+            bus.open()
+        except Exception as e:  # pystemd's DBusError: the bridge is not there, or the bus refused us
+            if not self.alive():
+                raise ConnectionLost(f"{self.target}: connection lost") from None
+            if not self.has_bridge():
+                raise SvcdiagError(f"{self.target}: no systemd-stdio-bridge there (is systemd the init system, "
+                                   "and the systemd package installed?)") from None
+            raise SvcdiagError(f"{self.target}: cannot reach its system bus: {e}") from None
+        return bus
+
+
+def _esc(value: str) -> str:
+    """A D-Bus address value: every byte outside [A-Za-z0-9_/.\\-] as %XX."""
+    return "".join(c if re.match(r"[A-Za-z0-9_/.\-]", c) else "".join(f"%{b:02x}" for b in c.encode()) for c in value)
+
+
+def connect(spec: str) -> Connection:
+    return Connection(Target.parse(spec)).open()
+
+
+# ---------------------------------------------------------------- the journal, streamed
+
+
+class _NoHeads:
+    """A remote journal has no files here to watch: its stream's fd is the only signal."""
+
+    def changed(self) -> bool:
+        return False
+
+    def rescan(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+class RemoteFollower:
+    """One invocation's entries on a remote host, as svcdiag.systemd.journal.Follower gives them
+    locally: `journalctl -o export` over the master connection, parsed on a thread, handed over
+    through a pipe whose read end the caller polls."""
+
+    def __init__(self, conn: Connection, unit: str, invocation: str, *, follow: bool = True):
+        self.conn, self.unit, self.invocation, self.following = conn, unit, invocation, follow
+        inv = shlex.quote(invocation)
+        cmd = (f"journalctl -q --no-pager -o export {'--follow --lines=all' if follow else ''} "
+               f"_SYSTEMD_INVOCATION_ID={inv} + INVOCATION_ID={inv}")
+        self.proc = conn.popen(cmd)
+        self._queue: collections.deque[Record] = collections.deque()
+        self._r, self._w = os.pipe()
+        os.set_blocking(self._r, False)
+        self.ended = False
+        self.heads = _NoHeads()
+        self._thread = threading.Thread(target=self._pump, daemon=True)
+        self._thread.start()
+
+    def _pump(self) -> None:
+        assert self.proc.stdout is not None
+        try:
+            for rec in records("export", b"", self.proc.stdout, f"{self.conn.target}:journal"):
+                self._queue.append(rec)
+                os.write(self._w, b".")
+        except (OSError, ValueError, SvcdiagError):
+            pass
+        finally:
+            self.ended = True
+            try:
+                os.write(self._w, b"!")
+            except OSError:
+                pass
+
+    def fileno(self) -> int:
+        return self._r
+
+    def on_fd_event(self) -> None:
+        try:
+            while os.read(self._r, 65536):
+                pass
+        except BlockingIOError:
+            pass
+
+    def read(self) -> Iterator[Record]:
+        if not self.following:
+            self._thread.join()  # journalctl without --follow ends once it has printed them all
+        self.on_fd_event()
+        while self._queue:
+            yield self._queue.popleft()
+        if self.ended and self.following and not self._queue:
+            raise ConnectionLost(f"{self.conn.target}: connection lost (the journal stream ended)")
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait()
+        for fd in (self._r, self._w):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+
+class RemoteEvents:
+    """svcdiag's own records in a remote host's journal (`SVCDIAG_SCHEMA=`), as export entries'
+    fields: what `svcdiag events --host` reads. Without `follow`, read() returns once all are in."""
+
+    def __init__(self, conn: Connection, schema: int, *, since: float | None = None, follow: bool = False):
+        self.conn, self.following = conn, follow
+        when = f"--since=@{int(since)}" if since is not None else ""
+        self.proc = conn.popen(f"journalctl -q --no-pager -o export {'--follow --lines=all' if follow else ''} "
+                               f"{when} SVCDIAG_SCHEMA={int(schema)}")
+        self._queue: collections.deque[dict[str, object]] = collections.deque()
+        self._r, self._w = os.pipe()
+        os.set_blocking(self._r, False)
+        self.ended = False
+        self._thread = threading.Thread(target=self._pump, daemon=True)
+        self._thread.start()
+
+    def _pump(self) -> None:
+        assert self.proc.stdout is not None
+        try:
+            for fields in export_entries(b"", self.proc.stdout):
+                self._queue.append(fields)
+                os.write(self._w, b".")
+        except (OSError, ValueError):
+            pass
+        finally:
+            self.ended = True
+            try:
+                os.write(self._w, b"!")
+            except OSError:
+                pass
+
+    def fileno(self) -> int:
+        return self._r
+
+    def read(self) -> Iterator[dict[str, object]]:
+        if not self.following:
+            self._thread.join()
+        try:
+            while os.read(self._r, 65536):
+                pass
+        except BlockingIOError:
+            pass
+        while self._queue:
+            yield self._queue.popleft()
+        if self.ended and self.following:
+            raise ConnectionLost(f"{self.conn.target}: connection lost (the journal stream ended)")
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait()
+        for fd in (self._r, self._w):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
