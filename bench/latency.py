@@ -137,7 +137,8 @@ with Systemd.connect() as sd:
         sd.process()
         if flag[0]:
             flag[0] = False
-            text = bytes(sd._call(path, PROPERTIES, b"Get", b"ss", [SERVICE, b"StatusText"])[1]).decode()
+            raw = sd._call(path, PROPERTIES, b"Get", b"ss", [SERVICE, b"StatusText"])
+            text = (raw[1] if isinstance(raw, tuple) else raw).decode()
             if text != seen:
                 seen = text
                 print(f"{time.time()}\t{text}", flush=True)
@@ -154,9 +155,9 @@ def status_latency(rig: Rig, units: Path, name: str) -> list[float]:
     mon.stdout.readline()
     rig.run(["systemctl", "start", unit], timeout=120)
     out = mon.communicate(timeout=30)[0].decode()
-    rig.run(["systemctl", "stop", unit], check=False)
     texts = [(float(t), x) for t, x in (ln.split("\t", 1) for ln in out.splitlines() if "\t" in ln)]
-    lines = [json.loads(x) for x in rig.run(["journalctl", "--no-pager", "-o", "json", "-u", unit,
+    inv = rig.run(["systemctl", "show", "-P", "InvocationID", unit]).stdout.decode().strip()
+    lines = [json.loads(x) for x in rig.run(["journalctl", "--no-pager", "-o", "json", f"_SYSTEMD_INVOCATION_ID={inv}",
                                               "_TRANSPORT=stdout"]).stdout.decode().splitlines()]
     res = []
     for say, pattern in (("loading weights", "Load weight begin"), ("kv cache", "Load weight end"),
@@ -165,12 +166,14 @@ def status_latency(rig: Rig, units: Path, name: str) -> list[float]:
         st = next((t for t, x in texts if x.startswith(say)), None)
         if line is not None and st is not None:
             res.append(st - int(line["__REALTIME_TIMESTAMP"]) / 1e6)
+    rig.run(["systemctl", "stop", unit], check=False)
     return res
 
 
-def passthrough_cpu(lines: int = 1_000_000) -> tuple[float, float]:
+def passthrough_cpu(lines: int = 1_000_000) -> tuple[float, float, float]:
     """CPU seconds for `lines` SGLang-like lines: `cat` alone, and `svcdiag supervise -- cat` (the
-    supervisor's own share: its total less cat's). Every line is judged (no start concludes)."""
+    supervisor's own share: its total less cat's and less its own start-up), judging every line
+    (no start concludes), and once the start has a verdict (lines pass through unjudged)."""
     import os
     import resource
     import tempfile
@@ -187,23 +190,88 @@ def passthrough_cpu(lines: int = 1_000_000) -> tuple[float, float]:
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
         return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
+    # the same, once the start has a verdict (here: timed out at once), when lines only pass through
+    (units / "q.toml").write_text('model_path = "/m"\nreadiness = "notify"\n[timeouts]\nstarting = 0.001\n')
     cat = run(["cat", str(big)])
+    # svcdiag's own start-up (imports), subtracted: what is left is the cost of the lines
+    base = run([sys.executable, "-m", "svcdiag", "--units", str(units), "supervise", "--config", "p", "--", "true"])
+    cat += base
     sup = run([sys.executable, "-m", "svcdiag", "--units", str(units), "supervise", "--config", "p", "--", "cat", str(big)])
+    after = run([sys.executable, "-m", "svcdiag", "--units", str(units), "supervise", "--config", "q", "--", "cat", str(big)])
     shutil.rmtree(units, ignore_errors=True)
-    return cat, sup - cat
+    return cat - base, sup - cat, after - cat
+
+
+def over_ssh(starts: int) -> None:
+    """The same milestone latency, local beside remote (docs/remote.md): `svcdiag up --wait-ready` run
+    inside the rig, and run on this host with `--host` reaching the rig's systemd over SSH (an sshd
+    in the rig on 127.0.0.1, D-Bus through systemd-stdio-bridge, the journal by `journalctl -o
+    export --follow`), on the same kind of start; then fail-fast (SIGSEGV → verdict line) both ways."""
+    import os
+
+    from tests.rig.sshd import make_sshd
+
+    units = ROOT / ".rig-tmp" / f"bench-{uuid.uuid4().hex[:6]}"
+    shutil.copytree(ROOT / "units", units)
+    res: dict[str, tuple[list[float], list[float]]] = {}
+    try:
+        with Rig(ROOT, name="svcdiag-bench-ssh") as rig:
+            sshd = make_sshd(rig, ROOT)
+            env = {**os.environ, **sshd.env(), "SVCDIAG_STATE_DIR": str(units / "state"),
+                   "SVCDIAG_LOCK_DIR": str(units / "locks")}
+            for where in ("local", "ssh"):
+                lat: list[float] = []
+                ff: list[float] = []
+                for i in range(starts + 3):
+                    seg = i >= starts
+                    name = f"bench-{where}-{uuid.uuid4().hex[:6]}"
+                    (units / f"{name}.toml").write_text(
+                        f'extends = "{"demo-segfault" if seg else "demo-smoke"}"\nport = {33300 + i}\nsim_time_scale = 0.2\n')
+                    argv = ["svcdiag", "--units", str(units), "up", name, "--wait-ready", "--json"]
+                    proc = rig.popen(argv, stdout=subprocess.PIPE) if where == "local" else subprocess.Popen(
+                        [str(ROOT / ".venv/bin/svcdiag"), *argv[1:], "--host", sshd.target], stdout=subprocess.PIPE, env=env)
+                    got: list[tuple[float, str]] = []
+                    reader(proc, got)
+                    proc.wait(timeout=120)
+                    recs = [(t, json.loads(x)) for t, x in got if x.startswith("{")]
+                    if seg:
+                        # the verdict's ts is the evidence's: systemd's SIGSEGV line, as the journal stamped it
+                        v = next(((t, e) for t, e in recs if e.get("event") == "verdict"), None)
+                        if v is not None and v[1].get("ts"):
+                            ff.append(v[0] - v[1]["ts"])
+                    else:
+                        lat += [t - e["ts"] for t, e in recs if e.get("event") not in ("note", "phase", "verdict")
+                                and e.get("ts") and any(m in e.get("line", "") for m in MILESTONES)]
+                    rig.run(["systemctl", "stop", f"{name}.service"], check=False)
+                res[where] = (lat, ff)
+            sshd.kill()
+            shutil.rmtree(sshd.dir, ignore_errors=True)
+    finally:
+        shutil.rmtree(units, ignore_errors=True)
+    ms = lambda v: f"{v * 1000:.1f} ms"  # noqa: E731
+    for where, (lat, ff) in res.items():
+        label = "in the rig (local D-Bus + journal)" if where == "local" else "from the host, --host over SSH"
+        print(f"[{where}] {label}: milestone latency p50 {ms(pct(lat, .5))}  p99 {ms(pct(lat, .99))}  "
+              f"max {ms(max(lat))} ({len(lat)} events, {starts} starts); fail-fast median "
+              f"{ms(statistics.median(ff)) if ff else '-'} ({len(ff)} runs)")
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--starts", type=int, default=4)
     ap.add_argument("--cpu-seconds", type=float, default=30)
+    ap.add_argument("--ssh", action="store_true", help="only the local-vs-SSH comparison (docs/remote.md)")
+    ap.add_argument("--modes", default="journal,notify", help="readiness modes to measure, in order (docs/config.md#readiness)")
     args = ap.parse_args()
+    if args.ssh:
+        over_ssh(args.starts)
+        return
     units = ROOT / ".rig-tmp" / f"bench-{uuid.uuid4().hex[:6]}"
     shutil.copytree(ROOT / "units", units)
     res: dict[str, dict] = {}
     try:
         with Rig(ROOT, name="svcdiag-bench") as rig:
-            for mode in ("journal", "notify"):
+            for mode in args.modes.split(","):
                 lo, la, sl = [], [], []
                 for i in range(args.starts):
                     name = f"bench-lat-{uuid.uuid4().hex[:6]}"
@@ -219,7 +287,7 @@ def main() -> None:
                 res[mode] = {"lo": lo, "la": la, "sl": sl, "ff": ff, "cpu": cpu, "sup": sup}
     finally:
         shutil.rmtree(units, ignore_errors=True)
-    cat_s, sup_s = passthrough_cpu()
+    cat_s, sup_s, after_s = passthrough_cpu()
     ms = lambda v: f"{v * 1000:.1f} ms"  # noqa: E731
     for mode, r in res.items():
         lo, la, ff = r["lo"], r["la"], r["ff"]
@@ -233,8 +301,8 @@ def main() -> None:
         print(f"  fail-fast, SIGSEGV → verdict line: median {ms(statistics.median(ff))}, max {ms(max(ff))} ({len(ff)} runs)")
         sup = f", supervisor {r['sup']:.3f} %" if r["sup"] is not None else ""
         print(f"  CPU while waiting on a hung start: up {r['cpu']:.3f} % of a core{sup} over {args.cpu_seconds:.0f} s")
-    print(f"1M lines passed through: cat {cat_s:.2f} s CPU, svcdiag supervise (its own share, every line judged) "
-          f"{sup_s:.2f} s CPU")
+    print(f"1M lines passed through: cat {cat_s:.2f} s CPU; svcdiag supervise's own share: {sup_s:.2f} s while "
+          f"judging every line (before a verdict), {after_s:.2f} s once the start has its verdict")
 
 
 if __name__ == "__main__":

@@ -41,8 +41,13 @@ SILENT_AFTER = 10.0
 SILENT_INTERVAL = 0.040
 #: after D-Bus says the unit died, how long the journal gets to deliver the lines that explain it
 DEATH_GRACE = 0.12
-#: a notify unit: how long after a D-Bus signal the journal's counters are watched for the line it announced
-BURST_S = 0.25
+#: a notify unit: how long after a D-Bus signal the journal's counters are watched for the line it
+#: announced, and how often: every BURST_TICK for the first BURST_HOT_S, then every hot interval.
+#: The burst ends as soon as a line is read (one or two ticks); a signal that announces no line
+#: (the supervisor's first STATUS=, READY=1) costs at most ~35 wakeups.
+BURST_S = 0.1
+BURST_HOT_S = 0.02
+BURST_TICK = 0.001
 #: how often a live display hears where the start is, when nothing else wakes the loop
 PROGRESS_EVERY = 0.25
 LOCK_DIR = Path(os.environ.get("SVCDIAG_LOCK_DIR", "/run/svcdiag"))
@@ -85,7 +90,7 @@ def follow(sd: Systemd, cfg: ServiceConfig | None, unit: str, props: UnitProps, 
     result = Followed(judge, props, notify=notify)
     journal = sd.follower(unit, invocation, follow=keep_following)
     dirty = True
-    signalled = time.monotonic()
+    signalled = float("-inf")  # when D-Bus last said something changed (a notify unit's burst)
 
     def changed() -> None:
         nonlocal dirty, signalled
@@ -102,10 +107,11 @@ def follow(sd: Systemd, cfg: ServiceConfig | None, unit: str, props: UnitProps, 
     line_at: float | None = None  # a notify unit's loop wakes once, TAIL_WAIT after the last line
 
     def drain() -> None:
-        nonlocal line_at
+        nonlocal line_at, signalled
         for rec in journal.read():
             if not rec.systemd:
                 line_at = time.time()
+                signalled = float("-inf")  # a line after a signal: what it announced is here, no burst
             if on_record is not None:
                 on_record(rec)
             out = judge.systemd_line(rec.text, rec.ts) if rec.systemd else judge.service_line(rec.text, rec.ts)
@@ -164,8 +170,9 @@ def follow(sd: Systemd, cfg: ServiceConfig | None, unit: str, props: UnitProps, 
             if on_progress is not None and not notify:
                 wake = min(wake, now + PROGRESS_EVERY)
             if notify:
-                burst = time.monotonic() - signalled < BURST_S
-                woke = _idle_notify(poller, journal, sd, jfd, bfd, wake, hot_interval if burst else None, result)
+                since = time.monotonic() - signalled
+                tick = (BURST_TICK if since < BURST_HOT_S else hot_interval) if since < BURST_S else None
+                woke = _idle_notify(poller, journal, sd, jfd, bfd, wake, tick, result)
                 if woke == "journal" and not dirty:
                     signalled = float("-inf")  # the line the signal announced is there: the burst is over
                 pending = woke in ("journal", "fd") or pending

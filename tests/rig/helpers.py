@@ -26,7 +26,9 @@ def verdict_of(proc) -> dict:
     return lines[-1]
 
 
-_ports = iter(range(32100, 32999))
+#: each pytest-xdist worker boots its own rig, but all share the host's network: a port range each
+WORKER = int(os.environ.get("PYTEST_XDIST_WORKER", "gw0")[2:] or 0)
+_ports = iter(range(32100 + 400 * WORKER, 32500 + 400 * WORKER))
 
 
 def config(units: Path, name: str, base: str, **fields) -> str:

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from ..conftest import ROOT
-from .helpers import json_lines, sv, unit_name, verdict_of, wait_for_phase
+from .helpers import WORKER, json_lines, sv, unit_name, verdict_of, wait_for_phase
 from .sshd import make_sshd
 
 pytestmark = pytest.mark.rig
@@ -55,7 +55,7 @@ def write(units: Path, name: str, text: str) -> str:
     return name
 
 
-_ports = iter(range(33100, 33999, 2))
+_ports = iter(range(33100 + 450 * WORKER, 33550 + 450 * WORKER, 2))
 
 
 def variant(units: Path, prefix: str, base: str, scale: float = 0.05) -> str:

@@ -1,0 +1,426 @@
+"""`svcdiag supervise`: a `Type=notify` unit's main process, in front of SGLang.
+
+SGLang has no sd_notify. The supervisor runs it as its child, stdout and stderr on one
+pipe, and passes every byte through to its own stdout as it arrives (the journal sees what
+an unwrapped unit would: long lines, bytes that are not UTF-8, tqdm's `\\r`); the same bytes,
+cut into lines (each at most LINE_MAX), go to the one pipeline (svcdiag.judge.pipeline.Judge)
+that `replay` and the journal follower use. systemd hears (svcdiag.systemd.notify):
+
+- STATUS= on every milestone and phase ("loading_weights 3 s · loading weights, 139.72 GB free");
+- EXTEND_TIMEOUT_USEC= so that systemd's start timeout ends at the current phase's deadline
+  (never more than `slice_s` ahead, because systemd only ever moves that timeout later);
+- READY=1 once the log says ready and the HTTP cross-check agrees; STATUS=failed [cause]: …
+  when the judge says the start failed; WATCHDOG=1 after ready while /ready answers.
+
+Signals TERM, INT, HUP and QUIT are forwarded to the child; the supervisor exits with the
+child's status, or re-raises the signal that killed it, so systemd records what it would
+have recorded for SGLang itself. The child gets PR_SET_PDEATHSIG: if the supervisor dies
+(SIGKILL), so does it.
+
+Steps before the exec are `prepare_env` (what the child's environment holds): the place
+for more (credentials) later.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import os
+import select
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+from svcdiag.config.service import ServiceConfig, UnitsDir
+from svcdiag.judge.pipeline import TAIL_WAIT, Judge
+from svcdiag.judge.verdict import PhaseChange, Verdict
+from svcdiag.ops.http_check import answers_ready, cross_check
+from svcdiag.output.report import describe
+from svcdiag.sglang.events import Event
+from svcdiag.systemd.notify import Notifier, slice_s, watchdog_usec
+
+FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT)
+#: the longest line the judge is given (the bytes themselves all pass through): memory stays bounded
+LINE_MAX = 64 * 1024
+READ_SIZE = 256 * 1024
+#: after the child exits, how long its descendants may keep the pipe open before we stop reading
+DRAIN_AFTER_EXIT_S = 0.5
+#: the child's own environment: what systemd gave the supervisor and the child must not act on
+NOT_FOR_THE_CHILD = ("NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID", "LISTEN_FDS", "LISTEN_PID", "LISTEN_FDNAMES")
+PR_SET_PDEATHSIG = 1
+
+
+@dataclass(frozen=True, slots=True)
+class Supervised:
+    """How the child ended, and the supervisor's verdict on its start."""
+
+    verdict: Verdict | None
+    returncode: int  # Popen's: negative for a signal
+
+    @property
+    def signal(self) -> int | None:
+        return -self.returncode if self.returncode < 0 else None
+
+    @property
+    def exit_status(self) -> int:
+        return self.returncode if self.returncode >= 0 else 128 + -self.returncode
+
+
+def prepare_env(cfg: ServiceConfig, environ: Mapping[str, str]) -> dict[str, str]:
+    """The child's environment: the unit's, less what systemd meant for the main process only,
+    plus [secrets] from the unit's credentials ($CREDENTIALS_DIRECTORY; svcdiag.ops.secrets)."""
+    env = {k: v for k, v in environ.items() if k not in NOT_FOR_THE_CHILD}
+    if cfg.secrets and environ.get("CREDENTIALS_DIRECTORY"):
+        from pathlib import Path
+
+        from svcdiag.ops.secrets import credentials_environment
+
+        env.update(credentials_environment(cfg, Path(environ["CREDENTIALS_DIRECTORY"])))
+    return env
+
+
+def status_text(judge: Judge, news: str | None, now: float, phase_since: float | None) -> str:
+    """One line for `systemctl status`: the phase and its time so far, the figures known, the news."""
+    r = judge.readiness
+    since = phase_since if phase_since is not None else r.started
+    parts = [f"{r.phase.replace('_', ' ')} {now - since:.0f} s" if since is not None else r.phase]
+    f = r.figures
+    if f.get("kv_tokens"):
+        parts.append(f"KV {f['kv_tokens']:,} tokens")
+    if f.get("max_running_requests") is not None and r.phase in ("http", "ready"):
+        parts.append(f"max_running {f['max_running_requests']}")
+    if news:
+        parts.append(news)
+    return " · ".join(parts)
+
+
+def verdict_status(v: Verdict) -> str:
+    if v.verdict == "healthy":
+        f = v.figures
+        kv = f" · KV {f['kv_tokens']:,} tokens" if f.get("kv_tokens") else ""
+        mr = f" · max_running {f['max_running_requests']}" if f.get("max_running_requests") is not None else ""
+        return f"ready{kv}{mr} · HTTP agrees"
+    cause = f" [{v.cause}]" if v.cause else ""
+    return f"{v.verdict}{cause}: {v.message}"
+
+
+class Supervisor:
+    def __init__(self, cfg: ServiceConfig, argv: Sequence[str], *, out_fd: int = 1,
+                 notifier: Notifier | None = None, environ: Mapping[str, str] | None = None,
+                 clock: Callable[[], float] = time.time):
+        self.cfg, self.argv, self.out_fd = cfg, list(argv), out_fd
+        self.notify = notifier or Notifier()
+        self.environ = dict(os.environ if environ is None else environ)
+        self.clock = clock
+        self.slice = slice_s(cfg.timeout)
+        self.judge = Judge(cfg, unit=cfg.unit, invocation=self.environ.get("INVOCATION_ID") or None,
+                           start_ts=clock())
+        self.verdict: Verdict | None = None  # the final one: the judge's, then HTTP's
+        self._partial = bytearray()
+        self._extended_to: float | None = None
+        self._check: threading.Thread | None = None
+        self._checked: Verdict | None = None
+        self._check_deadline: float | None = None
+        self._wake_r, self._wake_w = os.pipe()
+        os.set_blocking(self._wake_r, False)
+        self._watchdog_s = (watchdog_usec() or 0) / 2e6 or None
+
+    # ------------------------------------------------------------ the child
+
+    def spawn(self) -> subprocess.Popen[bytes]:
+        parent = os.getpid()
+
+        def in_child() -> None:
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+            if os.getppid() != parent:  # the supervisor died before prctl: do not outlive it
+                os._exit(1)
+            for sig in FORWARDED:
+                signal.signal(sig, signal.SIG_DFL)
+
+        return subprocess.Popen(self.argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                env=prepare_env(self.cfg, self.environ), preexec_fn=in_child,  # noqa: PLW1509 (no thread yet)
+                                bufsize=0)
+
+    def run(self) -> Supervised:
+        self.notify.status(f"starting {self.cfg.name}")
+        self._extend(self.clock())
+        child = self.spawn()
+        wake_sig_r, wake_sig_w = os.pipe()
+        os.set_blocking(wake_sig_r, False)
+        os.set_blocking(wake_sig_w, False)
+        old_wakeup = signal.set_wakeup_fd(wake_sig_w, warn_on_full_buffer=False)
+
+        def forward(sig: int, _frame: object) -> None:
+            try:
+                os.kill(child.pid, sig)
+            except ProcessLookupError:
+                pass
+
+        old = {sig: signal.signal(sig, forward) for sig in FORWARDED}
+        old_chld = signal.signal(signal.SIGCHLD, lambda *_: None)  # its wakeup byte ends the poll
+        assert child.stdout is not None
+        pipe = child.stdout.fileno()
+        os.set_blocking(pipe, False)
+        poller = select.poll()
+        for fd in (pipe, wake_sig_r, self._wake_r):
+            poller.register(fd, select.POLLIN)
+        exited_at: float | None = None
+        try:
+            while True:
+                now = self.clock()
+                timeout = self._next_wake(now)
+                if exited_at is not None:
+                    timeout = min(timeout, max(0.0, exited_at + DRAIN_AFTER_EXIT_S - time.monotonic()))
+                ready = poller.poll(None if timeout == float("inf") else max(0, int(timeout * 1000) + 1))
+                eof = False
+                for fd, _ in ready:
+                    if fd == pipe:
+                        eof = self._pump(pipe)
+                    else:
+                        _drain_fd(fd)
+                self._on_time(self.clock())
+                if exited_at is None and child.poll() is not None:
+                    exited_at = time.monotonic()
+                if eof:
+                    poller.unregister(pipe)
+                    if exited_at is None:
+                        child.wait()
+                        exited_at = time.monotonic()
+                    break
+                if exited_at is not None and time.monotonic() - exited_at >= DRAIN_AFTER_EXIT_S:
+                    break
+        finally:
+            for sig, handler in old.items():
+                signal.signal(sig, handler)
+            signal.signal(signal.SIGCHLD, old_chld)
+            signal.set_wakeup_fd(old_wakeup)
+            for fd in (wake_sig_r, wake_sig_w, self._wake_r, self._wake_w):
+                os.close(fd)
+            if child.poll() is None:  # our own failure: never leave the server running unwatched
+                child.terminate()
+                child.wait()
+        self._flush_partial()
+        return self._ended(child.returncode)
+
+    # ------------------------------------------------------------ bytes in, bytes out
+
+    def _pump(self, pipe: int) -> bool:
+        """Pass through what the pipe holds; True at end of file."""
+        while True:
+            try:
+                chunk = os.read(pipe, READ_SIZE)
+            except BlockingIOError:
+                return False
+            except OSError as e:
+                if e.errno == errno.EINTR:
+                    continue
+                raise
+            if not chunk:
+                return True
+            _write_all(self.out_fd, chunk)
+            if self.verdict is None or self._check is not None:
+                self._lines(chunk)
+
+    def _lines(self, chunk: bytes) -> None:
+        start = 0
+        while True:
+            nl = chunk.find(b"\n", start)
+            if nl < 0:
+                rest = chunk[start:]
+                room = LINE_MAX - len(self._partial)
+                if room > 0:
+                    self._partial += rest[:room]  # beyond LINE_MAX, a line's bytes pass through unjudged
+                return
+            piece = chunk[start:nl]
+            if self._partial:
+                self._partial += piece[: max(0, LINE_MAX - len(self._partial))]
+                piece, self._partial = bytes(self._partial), bytearray()
+            elif len(piece) > LINE_MAX:
+                piece = piece[:LINE_MAX]
+            self._feed(piece.decode("utf-8", "replace"))
+            start = nl + 1
+
+    def _flush_partial(self) -> None:
+        if self._partial:
+            self._feed(bytes(self._partial).decode("utf-8", "replace"))
+            self._partial = bytearray()
+
+    def _feed(self, text: str) -> None:
+        if self.judge.verdict is not None:
+            return
+        now = self.clock()
+        self._tail_due = now + TAIL_WAIT + 0.01  # a traceback this line ends is complete after TAIL_WAIT
+        self._on_events(self.judge.line(text, now), now)
+
+    def _on_events(self, events: list[Event], now: float) -> None:
+        """What one line (or tick) made of the start: a new phase extends systemd's timeout, the
+        news goes to STATUS= in one message, a verdict ends the judging."""
+        if not events:
+            return
+        verdict = None
+        for ev in events:
+            if isinstance(ev, Verdict):
+                verdict = ev
+            elif isinstance(ev, PhaseChange):
+                self._phase_since = ev.ts if ev.ts is not None else now
+                self._extend(now, force=True)
+            elif (said := describe(ev)) is not None:
+                self._news = said
+        if verdict is not None:
+            self._on_verdict(verdict, now)
+        else:
+            self.notify.status(status_text(self.judge, self._news, now, self._phase_since))
+
+    def _on_verdict(self, v: Verdict, now: float) -> None:
+        if v.verdict != "healthy":
+            self.verdict = v
+            self.notify.status(verdict_status(v))
+            return
+        self.notify.status(status_text(self.judge, "HTTP cross-check", now, self._phase_since))
+        self._check_deadline = now + self.cfg.timeout["http_check"] + 1.0
+        self._extend(now, force=True)
+        self._check = threading.Thread(target=self._cross_check, args=(v,), daemon=True)
+        self._check.start()
+
+    def _cross_check(self, v: Verdict) -> None:
+        self._checked = cross_check(v, self.cfg.host, self.cfg.port, self.cfg.timeout["http_check"])
+        os.write(self._wake_w, b"!")
+
+    def _deadline(self) -> float | None:
+        """The end of what is being waited for now: the current phase, or the HTTP cross-check.
+        After a failed verdict, the phase's deadline stands, as it would for an unwrapped server."""
+        if self._check is not None:
+            return self._check_deadline
+        if self.judge.verdict is None:
+            self._phase_deadline = self.judge.readiness.next_deadline()
+            return self._phase_deadline
+        if self.verdict is not None and self.verdict.verdict == "healthy":
+            return None
+        return self._phase_deadline
+
+    def _extend(self, now: float, *, force: bool = False) -> None:
+        """Keep systemd's start timeout at min(now + slice, the current deadline): it can only
+        move later, so it never gets more than one slice ahead of a deadline that may come sooner."""
+        deadline = self._deadline()
+        if deadline is None:
+            return
+        target = min(now + self.slice, deadline)
+        if target <= now:
+            return  # the deadline has passed: the timeout systemd holds, now due, enforces it
+        due = self._extended_to is None or self._extended_to - now <= self.slice / 2
+        if (force or due) and (self._extended_to is None or target > self._extended_to):
+            self.notify.extend(target - now)
+            self._extended_to = target
+
+    def _next_wake(self, now: float) -> float:
+        """Seconds until the loop has something to do with no input: an extension, a deadline,
+        a traceback's tail, the watchdog. Nothing at all while a ready server runs unwatched."""
+        wakes = [float("inf")]
+        if self.verdict is not None and self.verdict.verdict == "healthy":
+            if self._watchdog_s:
+                wakes.append(self._watchdog_next)
+            return max(0.0, min(wakes) - now)
+        if self._extended_to is not None:
+            wakes.append(self._extended_to - self.slice / 2)
+        d = self._deadline()
+        if d is not None:
+            wakes.append(d)
+        wakes.append(self.judge.readiness.quiet_until())
+        if self._tail_due is not None:
+            wakes.append(self._tail_due)
+        return max(0.0, min(wakes) - now)
+
+    def _on_time(self, now: float) -> None:
+        if self._check is not None and self._checked is not None:
+            self._check.join()
+            self._check = None
+            v, self._checked = self._checked, None
+            self.verdict = v
+            if v.verdict == "healthy":
+                self.notify.ready(verdict_status(v))
+                self._watchdog_next = now + (self._watchdog_s or 0)
+            else:
+                self.notify.status(verdict_status(v))
+            return
+        if self.judge.verdict is None:
+            if self._tail_due is not None and now >= self._tail_due:
+                self._tail_due = None
+            self._on_events(self.judge.tick(now), now)
+        if self.verdict is None or self.verdict.verdict != "healthy":
+            self._extend(now)
+        elif self.verdict.verdict == "healthy" and self._watchdog_s and now >= self._watchdog_next:
+            self._watchdog_next = now + self._watchdog_s
+            if answers_ready(self.cfg.host, self.cfg.port, min(5.0, self._watchdog_s)):
+                self.notify.watchdog()
+            else:
+                self.notify.status(f"not serving: {self.cfg.host}:{self.cfg.port} /ready does not answer")
+
+    _watchdog_next: float = 0.0
+    _phase_deadline: float | None = None
+    _tail_due: float | None = None
+    _phase_since: float | None = None
+    _news: str | None = None
+
+    def _ended(self, returncode: int) -> Supervised:
+        """The child is gone: say so in the words systemd would use, then hand back how it ended."""
+        now = self.clock()
+        if self.verdict is None and self.judge.verdict is None:
+            if returncode < 0:
+                sig = -returncode
+                line = f"Main process exited, code=killed, status={sig}/{signal.Signals(sig).name[3:]}"
+            else:
+                line = f"Main process exited, code=exited, status={returncode}/{'SUCCESS' if returncode == 0 else 'FAILURE'}"
+            self.judge.systemd_line(line, now)
+        if self.verdict is None:
+            self.verdict = self.judge.verdict
+        if self.verdict is not None and self.verdict.verdict != "healthy":
+            self.notify.status(verdict_status(self.verdict))
+        elif self.verdict is not None:
+            self.notify.status(f"stopped: the server exited ({_how(returncode)}) after it was ready")
+        return Supervised(self.verdict, returncode)
+
+
+def _how(returncode: int) -> str:
+    return f"status {returncode}" if returncode >= 0 else f"killed by {signal.Signals(-returncode).name}"
+
+
+def _drain_fd(fd: int) -> None:
+    try:
+        while os.read(fd, 4096):
+            pass
+    except BlockingIOError:
+        pass
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        try:
+            n = os.write(fd, view)
+        except BlockingIOError:
+            select.select([], [fd], [])
+            continue
+        except BrokenPipeError:
+            return  # nobody reads our stdout any more (journald restarting): the server keeps running
+        view = view[n:]
+
+
+def supervise(units: UnitsDir, name: str, argv: Sequence[str]) -> Supervised:
+    """Run `argv` as config `name`'s server under supervision, to its end."""
+    return Supervisor(units.load(name), argv).run()
+
+
+def exit_like(result: Supervised) -> int:
+    """End this process as the child ended: re-raise its signal, else its exit status."""
+    sig = result.signal
+    if sig is not None and sig not in (signal.SIGKILL, signal.SIGSTOP):
+        signal.signal(sig, signal.SIG_DFL)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, [sig])
+        os.kill(os.getpid(), sig)
+    elif sig == signal.SIGKILL:
+        os.kill(os.getpid(), sig)
+    return result.exit_status

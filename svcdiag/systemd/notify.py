@@ -1,0 +1,87 @@
+"""sd_notify (cysystemd): the one place that knows the notification protocol.
+
+`svcdiag supervise` is a `Type=notify` unit's main process; through this it tells systemd
+READY=1, the phase in STATUS=, each phase's deadline in EXTEND_TIMEOUT_USEC= and, after
+ready, WATCHDOG=1. Without $NOTIFY_SOCKET (run by hand, or in a test) every call is a no-op
+that still records what it would have sent (`sent`), so the supervisor is testable
+without systemd.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+
+#: STATUS= is shown by `systemctl status`; keep it one readable line
+STATUS_MAX = 240
+#: how many sent messages a Notifier keeps for inspection
+KEEP = 64
+#: the floor of the extension slice, so that a tiny deadline does not mean a busy supervisor
+MIN_SLICE_S = 2.0
+
+
+def slice_s(timeouts: dict[str, float]) -> float:
+    """A notify unit's TimeoutStartSec, and the longest single EXTEND_TIMEOUT_USEC: the shortest
+    deadline. systemd only ever moves a start timeout later, so an extension must never reach
+    past the end of a phase that may yet have a shorter deadline than the one before it."""
+    return max(MIN_SLICE_S, min(timeouts.values()))
+
+
+def _send_cysystemd() -> Callable[[str], object]:
+    # cysystemd.daemon.notify() takes one Notification (READY, STATUS, WATCHDOG, ...) but has no
+    # EXTEND_TIMEOUT_USEC (systemd ≥ 236); its sd_notify takes the raw state line, which both use.
+    from cysystemd._daemon import sd_notify
+
+    return lambda line: sd_notify(line, False)
+
+
+class Notifier:
+    def __init__(self, send: Callable[[str], object] | None = None):
+        self.enabled = bool(os.environ.get("NOTIFY_SOCKET"))
+        self._send = send if send is not None else (_send_cysystemd() if self.enabled else None)
+        self.sent: list[str] = []
+        self.last_status: str | None = None
+
+    def _notify(self, line: str) -> None:
+        self.sent.append(line)
+        del self.sent[:-KEEP]
+        if self._send is not None:
+            try:
+                self._send(line)
+            except OSError:
+                pass  # systemd went away: nothing to tell, and the server must keep running
+
+    def ready(self, status: str | None = None) -> None:
+        self._notify("READY=1" + (f"\nSTATUS={_one_line(status)}" if status else ""))
+        if status:
+            self.last_status = _one_line(status)
+
+    def status(self, text: str) -> None:
+        line = _one_line(text)
+        if line != self.last_status:
+            self.last_status = line
+            self._notify(f"STATUS={line}")
+
+    def extend(self, seconds: float) -> None:
+        """systemd's start timeout now ends `seconds` from now (it can only move later)."""
+        self._notify(f"EXTEND_TIMEOUT_USEC={max(1, int(seconds * 1e6))}")
+
+    def watchdog(self) -> None:
+        self._notify("WATCHDOG=1")
+
+    def stopping(self) -> None:
+        self._notify("STOPPING=1")
+
+
+def _one_line(text: str) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= STATUS_MAX else text[: STATUS_MAX - 1] + "…"
+
+
+def watchdog_usec() -> int | None:
+    """WatchdogSec= as systemd passed it to the main process (WATCHDOG_USEC), if for us."""
+    pid = os.environ.get("WATCHDOG_PID")
+    if pid and pid != str(os.getpid()):
+        return None
+    v = os.environ.get("WATCHDOG_USEC", "")
+    return int(v) if v.isdigit() and int(v) > 0 else None
