@@ -103,7 +103,7 @@ def _child(pid: int) -> int:
 
 def test_an_interrupted_campaign_resumes_without_rerunning_what_is_recorded(rig, units: Path) -> None:
     a = config(units, unit_name("ra"), "demo-smoke")
-    b = config(units, unit_name("rb"), "demo-smoke", sim_time_scale=0.5)
+    b = config(units, unit_name("rb"), "demo-smoke", sim_time_scale=0.15)  # in its weight load for ~6 s: time to interrupt it
     c = config(units, unit_name("rc"), "demo-smoke")
     path = plan(units, [{"name": "one", "configs": [a, b]}, {"name": "two", "configs": [c]}])
     proc = rig.popen(f"exec svcdiag --units {shlex.quote(str(units))} campaign {shlex.quote(str(path))} --json",

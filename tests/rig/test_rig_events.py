@@ -146,6 +146,7 @@ def test_up_on_a_terminal_shows_a_live_line_that_moves(rig, units: Path) -> None
     assert "left on the deadline" not in tail  # ... and the live line is gone once the verdict is out
     sv(rig, units, "down", name)
 
+    name = config(units, unit_name("tty"), "demo-smoke", sim_time_scale=0.05)  # the rest need no long phase
     plain = on_pty(rig, units, "up", name, "--wait-ready", env="NO_COLOR=1").stdout.decode()
     assert "left on the deadline" in plain and not _SGR.search(plain)
     sv(rig, units, "down", name)
