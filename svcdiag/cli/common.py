@@ -9,11 +9,12 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from svcdiag.config.service import ServiceConfig, UnitsDir, did_you_mean, find_units_dir
 from svcdiag.errors import SvcdiagError
-from svcdiag.output.textfile import check_textfile
 
 if TYPE_CHECKING:
+    from types import ModuleType
+
+    from svcdiag.config.service import ServiceConfig, UnitsDir
     from svcdiag.output.publish import Publisher
 
 #: a verdict's exit code; `--strict` turns a degraded healthy start into 5
@@ -23,10 +24,14 @@ INTERRUPTED = 130
 
 
 def units_dir(ctx: click.Context) -> UnitsDir:
+    from svcdiag.config.service import find_units_dir  # imported when used: `--help` stays fast
+
     return find_units_dir(ctx.find_root().obj["units_opt"])
 
 
 def load(ctx: click.Context, name: str) -> ServiceConfig:
+    from svcdiag.config.service import did_you_mean
+
     units = units_dir(ctx)
     if not units.file(name).exists():
         raise SvcdiagError(f"no config {name!r} in {units.path}{did_you_mean(name, units.names())}")
@@ -36,6 +41,19 @@ def load(ctx: click.Context, name: str) -> ServiceConfig:
 def load_many(ctx: click.Context, names: tuple[str, ...]) -> list[ServiceConfig]:
     """The named configs, or every config when none is named."""
     return [load(ctx, n) for n in names] if names else units_dir(ctx).load_all()
+
+
+def _check_textfile(path: str) -> str:
+    from svcdiag.output.textfile import check_textfile
+
+    return check_textfile(path)
+
+
+def report() -> ModuleType:
+    """svcdiag.output.report, imported when a command renders: `--help` does not pay for it."""
+    from svcdiag.output import report as module
+
+    return module
 
 
 def emit_json(obj: Any) -> None:
@@ -66,7 +84,7 @@ def publisher(as_json: bool, cfg: ServiceConfig | None, *, live: bool = True, te
 
 
 TEXTFILE = click.option("--textfile", metavar="FILE.prom", envvar="SVCDIAG_TEXTFILE",
-                        callback=lambda ctx, param, value: value and check_textfile(value),
+                        callback=lambda ctx, param, value: value and _check_textfile(value),
                         help="also keep each unit's latest state in this Prometheus textfile ($SVCDIAG_TEXTFILE)")
 JSON = click.option("--json", "as_json", is_flag=True, help="JSON (docs/events.md), one object per line")
 STRICT = click.option("--strict", is_flag=True, help="exit 5 when the start is healthy but degraded")

@@ -8,7 +8,6 @@ import click
 
 from svcdiag.cli import common as c
 from svcdiag.cli import main
-from svcdiag.output import report
 
 DEFAULT_UNIT_DIR = "/etc/systemd/system"
 
@@ -18,7 +17,7 @@ DEFAULT_UNIT_DIR = "/etc/systemd/system"
 @click.pass_context
 def list_cmd(ctx: click.Context, as_json: bool) -> None:
     """The configs, with the folder they were read from."""
-    c.emit_rows([c.units_dir(ctx).listing()], as_json, report.render_configs)
+    c.emit_rows([c.units_dir(ctx).listing()], as_json, c.report().render_configs)
 
 
 @main.command()
@@ -82,7 +81,7 @@ def diff(ctx: click.Context, a: str, b: str, as_json: bool) -> None:
     from svcdiag.config.diff import config_diff
 
     result = {"a": a, "b": b, "differences": config_diff(c.load(ctx, a), c.load(ctx, b))}
-    c.emit_rows([result], as_json, report.render_diff)
+    c.emit_rows([result], as_json, c.report().render_diff)
 
 
 @main.command("check")

@@ -8,7 +8,6 @@ import click
 
 from svcdiag.cli import common as c
 from svcdiag.cli import main
-from svcdiag.output import report
 
 if TYPE_CHECKING:
     from svcdiag.ops.start import StartOutcome
@@ -20,7 +19,7 @@ def _finish(ctx: click.Context, outcome: StartOutcome, pub: Publisher, *, as_jso
     """Close the output, then leave with the outcome's exit code."""
     if outcome.refused is not None:
         if not as_json:
-            click.echo(report.render_preflight(pub.config or "", outcome.refused.to_json()), nl=False)
+            click.echo(c.report().render_preflight(pub.config or "", outcome.refused.to_json()), nl=False)
         pub.note("not started: it cannot serve one request; apply a fix above, or --force to start anyway")
     pub.close()
     if outcome.refused is not None:
@@ -94,7 +93,7 @@ def down(ctx: click.Context, names: tuple[str, ...], host: str | None, as_json: 
     configs = c.load_many(ctx, names)
     with c.hosts(host) as hosts:
         rows = stop(hosts, configs)
-    c.emit_rows(rows, as_json, report.render_down)
+    c.emit_rows(rows, as_json, c.report().render_down)
     ctx.exit(0 if all(r["stopped"] for r in rows) else 1)
 
 
@@ -109,7 +108,7 @@ def status(ctx: click.Context, names: tuple[str, ...], host: str | None, as_json
 
     configs = c.load_many(ctx, names)
     with c.hosts(host) as hosts:
-        c.emit_rows(read_status(hosts, configs, c.units_dir(ctx)), as_json, report.render_status)
+        c.emit_rows(read_status(hosts, configs, c.units_dir(ctx)), as_json, c.report().render_status)
 
 
 @main.command()
@@ -129,7 +128,7 @@ def logs(ctx: click.Context, name: str, milestones: bool, follow_: bool, host: s
 
     def line(rec: Record) -> None:
         if not milestones:
-            c.emit_rows([report.log_record(rec)], as_json, report.render_log_record)
+            c.emit_rows([c.report().log_record(rec)], as_json, c.report().render_log_record)
 
     with Systemd.connect(host or cfg.remote_host) as sd:
         try:
@@ -163,7 +162,7 @@ def baseline_check(ctx: click.Context, name: str | None, candidate: str | None, 
     if outcome.verdict is None:
         ctx.exit(c.INTERRUPTED)
     if not as_json:
-        click.echo(report.render_baseline(outcome.result), nl=False)
+        click.echo(c.report().render_baseline(outcome.result), nl=False)
     if outcome.verdict.verdict != "healthy" or not outcome.drift:
         c.verdict_exit(ctx, outcome.verdict, strict=strict)
     ctx.exit(1)  # healthy, but drifted
