@@ -9,6 +9,7 @@ PrivateDevices= (it hides /dev/nvidia*), no PrivateNetwork= (clients and NCCL ne
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 from svcdiag.config.secrets import env_file, resolve_all
@@ -79,13 +80,35 @@ def read_write_paths(cfg: ServiceConfig) -> list[str]:
     return [f"ReadWritePaths=-{p}" for p in seen]
 
 
+TEMP_DIRS = (Path("/tmp"), Path("/var/tmp"))
+
+
+def temp_dir_binds(cfg: ServiceConfig) -> list[str]:
+    """PrivateTmp= gives the unit an empty /tmp: what it runs or reads from under /tmp or /var/tmp
+    (an interpreter, svcdiag itself for the stand-in or the supervisor, the units folder, the
+    model) is bound back in, by its top folder there, or the start would fail 203/EXEC."""
+    wanted = [cfg.python, sys.executable, str(Path(__file__).resolve().parents[2]), str(cfg.path.parent),
+              cfg.model_path, cfg.working_directory or ""]
+    if cfg.speculative is not None and cfg.speculative.draft_model_path:
+        wanted.append(cfg.speculative.draft_model_path)
+    binds: list[str] = []
+    for raw in wanted:
+        path = Path(raw) if raw and raw.startswith("/") else None
+        for tmp in TEMP_DIRS:
+            if path is not None and path.is_relative_to(tmp) and path != tmp:
+                top = str(tmp / path.relative_to(tmp).parts[0])
+                if not any(c in top for c in " \t\"'\\") and f"BindPaths=-{_pct(top)}" not in binds:
+                    binds.append(f"BindPaths=-{_pct(top)}")
+    return binds
+
+
 def hardening_lines(cfg: ServiceConfig) -> list[str]:
     if cfg.hardening == "off":
         return []
     families = ["nvidia", *(d for d in ("rocm", "infiniband") if d in cfg.devices)]
     allow = [a for fam in families for a in DEVICES[fam]]
     allow += [f"{_pct(d)} rw" for d in cfg.devices if d.startswith("/")]
-    return [*SANDBOX, *read_write_paths(cfg), "DevicePolicy=closed", *(f"DeviceAllow={a}" for a in allow),
+    return [*SANDBOX, *read_write_paths(cfg), *temp_dir_binds(cfg), "DevicePolicy=closed", *(f"DeviceAllow={a}" for a in allow),
             f"SystemCallFilter={SYSCALL_DENY}", "SystemCallErrorNumber=EPERM"]
 
 
