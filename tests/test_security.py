@@ -249,3 +249,14 @@ def test_state_is_written_private_and_the_textfile_world_readable(tmp_path: Path
                                          NS(figures={"kv_tokens": 100}, invocation="i", verdict="healthy"))
     f = tmp_path / "cal" / "c" / Calibration.FILE
     assert stat.S_IMODE(f.stat().st_mode) == 0o600 and stat.S_IMODE(f.parent.stat().st_mode) == 0o700
+
+
+def test_what_lives_under_tmp_is_bound_back_into_the_units_private_tmp(units: Path) -> None:
+    """PrivateTmp= hides the host's /tmp: a model (or interpreter) there must be bound back in,
+    by its top folder, or SGLang finds nothing and the start fails; nothing else is bound."""
+    plain = render_unit(_cfg(units, "plain", 'model_path = "/models/x"\n'))
+    assert "PrivateTmp=yes" in plain and "BindPaths=-/tmp/scratch" not in plain
+    text = render_unit(_cfg(units, "intmp", 'model_path = "/tmp/scratch/models/x"\n'))
+    assert "PrivateTmp=yes" in text and "BindPaths=-/tmp/scratch" in text.splitlines()
+    off = render_unit(_cfg(units, "off", 'model_path = "/tmp/scratch/x"\nhardening = "off"\n'))
+    assert "BindPaths" not in off
