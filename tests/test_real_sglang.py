@@ -163,3 +163,22 @@ def test_container_runtime_prefixes_change_nothing(case: dict, prefix: str) -> N
     plain, wrapped = judge(text), judge("".join(prefix + ln + "\n" for ln in text.splitlines()))
     assert (wrapped.verdict, wrapped.cause, wrapped.figures.get("kv_tokens")) == \
         (plain.verdict, plain.cause, plain.figures.get("kv_tokens"))
+
+
+@pytest.mark.parametrize("case", [c for c in CASES if c["verdict"] != "no_start"],
+                         ids=[c["file"].removesuffix(".log") for c in CASES if c["verdict"] != "no_start"])
+def test_colour_codes_change_nothing(case: dict) -> None:
+    """uvicorn colours its levels on a TTY (`docker run -t`); a captured terminal keeps the codes."""
+    text = (FIXTURES / case["file"]).read_text(errors="replace")
+    coloured = text.replace("INFO:", "\x1b[32mINFO\x1b[0m:").replace("ERROR:", "\x1b[31mERROR\x1b[0m:")
+    plain, wrapped = judge(text), judge(coloured)
+    assert (wrapped.verdict, wrapped.cause, wrapped.figures.get("kv_tokens")) == \
+        (plain.verdict, plain.cause, plain.figures.get("kv_tokens"))
+
+
+def test_a_coloured_port_in_use_line_is_still_port_in_use() -> None:
+    lines = SMOKE[:MIDDLE[-1] + 1] + [
+        "[2026-05-23 09:43:10] \x1b[31mERROR\x1b[0m:    [Errno 98] error while attempting to bind on address "
+        "('0.0.0.0', 30000): address already in use"]
+    v = judge("\n".join(lines) + "\n")
+    assert (v.verdict, v.cause) == ("failed", "port_in_use")

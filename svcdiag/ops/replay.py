@@ -191,7 +191,7 @@ def _plain_fast(seg: _Segments, head: bytes, stream: BinaryIO, size: int) -> Non
     warnings) are applied in bulk with `Judge.skip`: counted, the clock moved to the run's last
     timestamp, the last one quoted. A run whose timestamps reach a deadline or a pending
     failure's grace (Readiness.quiet_until), and a chunk with a traceback in it or open across
-    it, or a CR, are walked line by line by the reference path, so verdicts are identical.
+    it, or a CR or a colour code, are walked line by line by the reference path, so verdicts are identical.
     Memory is one chunk, whatever the length of the input.
     """
     tail = b"\n"  # the newline before the first line, then the newline and the partial line left over
@@ -215,7 +215,8 @@ def _fast_lines(seg: _Segments, data: bytes, end: int, *, final: bool = False) -
     """The lines of data[1:end] (data[0] is a newline, so is data[end] unless `final`)."""
     judge = seg.judge
     assert judge is not None
-    if not judge.parser.quiet_ok() or data.find(TRACEBACK_BYTES, 0, end) >= 0 or data.find(b"\r", 0, end) >= 0:
+    if not judge.parser.quiet_ok() or data.find(TRACEBACK_BYTES, 0, end) >= 0 or data.find(b"\r", 0, end) >= 0 \
+            or data.find(b"\x1b[", 0, end) >= 0:  # colours: the reference path strips them line by line
         _reference_range(seg, data, 1, end, final=final)
         return
     a = 1  # the start of the quiet run not yet applied

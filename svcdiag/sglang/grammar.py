@@ -80,6 +80,7 @@ FINAL_EXC_RE = re.compile(
     r"^(?:[A-Za-z_][\w.]*\.)?\w*(?:Error|Exception|Exit|Interrupt|Fault|Failure|Iteration)(?::.*)?$")
 CHAIN_LINES = ("During handling of the above exception", "The above exception was the direct cause")
 TRACEBACK_OPEN = "Traceback (most recent call last):"
+ANSI_RE = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 BARE_FINAL_RE = re.compile(r"^(?:[\w.]+\.)?\w+(?:Error|Exception)$")  # `AssertionError` alone: the code line says why
 MAX_TRACEBACK_LINES = 400
 MAX_TAIL_LINES = 12
@@ -309,6 +310,8 @@ class LineParser:
 
     def feed_line(self, text: str, ts: float | None = None) -> list[Event]:
         """One line as printed, prefix included; with no `ts` the prefix is the clock."""
+        if "\x1b" in text:  # colours: uvicorn's levels on a TTY (`docker run -t`), a captured terminal
+            text = ANSI_RE.sub("", text)
         if text.startswith("[2") and len(text) > 21:
             c = text[20]
             if c == "]" or c == "." or c == " ":  # noqa: PLR1714 -- the hot path: three compares beat a set lookup
