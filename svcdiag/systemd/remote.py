@@ -26,12 +26,13 @@ import subprocess
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO, Any
 
 from svcdiag.errors import SvcdiagError
-from svcdiag.systemd.journal_formats import Record, export_entries, records
+from svcdiag.systemd.journal_formats import export_entries, records
 
 #: how long the master connection may take to authenticate
 CONNECT_TIMEOUT_S = 20.0
@@ -262,30 +263,30 @@ class _NoHeads:
         pass
 
 
-class RemoteFollower:
-    """One invocation's entries on a remote host, as svcdiag.systemd.journal.Follower gives them
-    locally: `journalctl -o export` over the master connection, parsed on a thread, handed over
-    through a pipe whose read end the caller polls."""
+class _ExportStream:
+    """`journalctl -o export MATCHES` on the remote host over the master connection, parsed on a
+    thread and handed over through a pipe whose read end the caller polls. Without `follow`,
+    read() returns once the host has printed them all; following, a stream that ends is a lost
+    connection."""
 
-    def __init__(self, conn: Connection, unit: str, invocation: str, *, follow: bool = True):
-        self.conn, self.unit, self.invocation, self.following = conn, unit, invocation, follow
-        inv = shlex.quote(invocation)
-        cmd = (f"journalctl -q --no-pager -o export {'--follow --lines=all' if follow else ''} "
-               f"_SYSTEMD_INVOCATION_ID={inv} + INVOCATION_ID={inv}")
-        self.proc = conn.popen(cmd)
-        self._queue: collections.deque[Record] = collections.deque()
+    def __init__(self, conn: Connection, matches: str, parse: Callable[[IO[bytes]], Iterator[Any]], *,
+                 follow: bool):
+        self.conn, self.following = conn, follow
+        self.proc = conn.popen(f"journalctl -q --no-pager -o export {'--follow --lines=all' if follow else ''} "
+                               f"{matches}")
+        self._parse = parse
+        self._queue: collections.deque[Any] = collections.deque()
         self._r, self._w = os.pipe()
         os.set_blocking(self._r, False)
         self.ended = False
-        self.heads = _NoHeads()
         self._thread = threading.Thread(target=self._pump, daemon=True)
         self._thread.start()
 
     def _pump(self) -> None:
         assert self.proc.stdout is not None
         try:
-            for rec in records("export", b"", self.proc.stdout, f"{self.conn.target}:journal"):
-                self._queue.append(rec)
+            for item in self._parse(self.proc.stdout):
+                self._queue.append(item)
                 os.write(self._w, b".")
         except (OSError, ValueError, SvcdiagError):
             pass
@@ -306,13 +307,13 @@ class RemoteFollower:
         except BlockingIOError:
             pass
 
-    def read(self) -> Iterator[Record]:
+    def read(self) -> Iterator[Any]:
         if not self.following:
             self._thread.join()  # journalctl without --follow ends once it has printed them all
         self.on_fd_event()
         while self._queue:
             yield self._queue.popleft()
-        if self.ended and self.following and not self._queue:
+        if self.ended and self.following and not self._queue:  # a record that came meanwhile is read next time
             raise ConnectionLost(f"{self.conn.target}: connection lost (the journal stream ended)")
 
     def close(self) -> None:
@@ -326,59 +327,24 @@ class RemoteFollower:
                 pass
 
 
-class RemoteEvents:
+class RemoteFollower(_ExportStream):
+    """One invocation's entries on a remote host, as records, as svcdiag.systemd.journal.Follower
+    gives them locally."""
+
+    def __init__(self, conn: Connection, unit: str, invocation: str, *, follow: bool = True):
+        self.unit, self.invocation = unit, invocation
+        self.heads = _NoHeads()
+        inv = shlex.quote(invocation)
+        name = f"{conn.target}:journal"
+        super().__init__(conn, f"_SYSTEMD_INVOCATION_ID={inv} + INVOCATION_ID={inv}",
+                         lambda stream: records("export", b"", stream, name), follow=follow)
+
+
+class RemoteEvents(_ExportStream):
     """svcdiag's own records in a remote host's journal (`SVCDIAG_SCHEMA=`), as export entries'
-    fields: what `svcdiag events --host` reads. Without `follow`, read() returns once all are in."""
+    fields: what `svcdiag events --host` reads."""
 
     def __init__(self, conn: Connection, schema: int, *, since: float | None = None, follow: bool = False):
-        self.conn, self.following = conn, follow
         when = f"--since=@{int(since)}" if since is not None else ""
-        self.proc = conn.popen(f"journalctl -q --no-pager -o export {'--follow --lines=all' if follow else ''} "
-                               f"{when} SVCDIAG_SCHEMA={int(schema)}")
-        self._queue: collections.deque[dict[str, object]] = collections.deque()
-        self._r, self._w = os.pipe()
-        os.set_blocking(self._r, False)
-        self.ended = False
-        self._thread = threading.Thread(target=self._pump, daemon=True)
-        self._thread.start()
-
-    def _pump(self) -> None:
-        assert self.proc.stdout is not None
-        try:
-            for fields in export_entries(b"", self.proc.stdout):
-                self._queue.append(fields)
-                os.write(self._w, b".")
-        except (OSError, ValueError):
-            pass
-        finally:
-            self.ended = True
-            try:
-                os.write(self._w, b"!")
-            except OSError:
-                pass
-
-    def fileno(self) -> int:
-        return self._r
-
-    def read(self) -> Iterator[dict[str, object]]:
-        if not self.following:
-            self._thread.join()
-        try:
-            while os.read(self._r, 65536):
-                pass
-        except BlockingIOError:
-            pass
-        while self._queue:
-            yield self._queue.popleft()
-        if self.ended and self.following:
-            raise ConnectionLost(f"{self.conn.target}: connection lost (the journal stream ended)")
-
-    def close(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.kill()
-        self.proc.wait()
-        for fd in (self._r, self._w):
-            try:
-                os.close(fd)
-            except OSError:
-                pass
+        super().__init__(conn, f"{when} SVCDIAG_SCHEMA={int(schema)}", lambda stream: export_entries(b"", stream),
+                         follow=follow)
