@@ -193,6 +193,15 @@ def follow(sd: Systemd, cfg: ServiceConfig | None, unit: str, props: UnitProps, 
     return result
 
 
+def _handle(ready: list[tuple[int, int]], journal: Follower, sd: Systemd, jfd: int, bfd: int) -> None:
+    """Let whichever fd woke the loop do its work: the journal's (new files, a restart) or D-Bus's."""
+    for fd, _ in ready:
+        if fd == jfd:
+            journal.on_fd_event()
+        elif fd == bfd:
+            sd.process()
+
+
 def _idle(poller: select.poll, journal: Follower, sd: Systemd, jfd: int, bfd: int, wake: float,
           hot_interval: float) -> bool:
     """Wait until something may have happened: an fd event, a journal append, or `wake`.
@@ -202,11 +211,7 @@ def _idle(poller: select.poll, journal: Follower, sd: Systemd, jfd: int, bfd: in
     while True:
         ready = poll(ms)
         if ready:
-            for fd, _ in ready:
-                if fd == jfd:
-                    journal.on_fd_event()
-                elif fd == bfd:
-                    sd.process()
+            _handle(ready, journal, sd, jfd, bfd)
             return True
         if changed():
             return True
@@ -231,11 +236,7 @@ def _idle_notify(poller: select.poll, journal: Follower, sd: Systemd, jfd: int, 
     ready = poller.poll(ms)
     result.wakeups += 1
     if ready:
-        for fd, _ in ready:
-            if fd == jfd:
-                journal.on_fd_event()
-            elif fd == bfd:
-                sd.process()
+        _handle(ready, journal, sd, jfd, bfd)
         return "fd"
     if hot_interval is not None:
         return "journal" if journal.heads.changed() else "tick"
