@@ -143,7 +143,9 @@ def test_version_order_is_numeric(a, b):
     ("0.5.23", "0.5.23", True),
     ("0.4.6.post1", "0.4.6.post1", True),
     ("0.5.21", "0.5.20", False),      # between bundled ones: the one below
-    ("0.4.6", "0.4.0", False),        # 0.4.6 < 0.4.6.post1
+    ("0.4.6", "0.4.6.post1", False),  # its own post-release, not 0.4.0
+    ("0.4.6.post3", "0.4.6.post1", False),
+    ("0.4.5", "0.4.0", False),
     ("0.5.0rc2", "0.4.6.post1", False),
     ("0.5.24", "0.5.23", False),      # above the newest: the newest
     ("0.6.0", "0.5.23", False),

@@ -155,15 +155,22 @@ def _load(version: str) -> Mapping[str, FlagSpec]:
 
 
 def table_for(version: str) -> FlagTable:
-    """The table of `version`, or of the newest bundled release at or below it; above
-    the newest bundled release the newest stands in, below the oldest the oldest.
-    `FlagTable.exact` says whether the release itself was bundled."""
+    """The table of `version`; else the newest bundled one at or below it, except that a
+    release's own post-release stands in before an older release (0.4.6 → 0.4.6.post1, not
+    0.4.0: post-releases fix bugs, not flags); above the newest bundled release the newest
+    stands in, below the oldest the oldest. `FlagTable.exact` says whether it was bundled."""
     versions = known_versions()
     if not versions:
         raise LookupError(f"no SGLang flag tables in {DATA_DIR}")
     key = version_key(version)
     below = [v for v in versions if version_key(v) <= key]
-    chosen = below[-1] if below else versions[0]
+    same_release = [v for v in versions if version_key(v)[:2] == key[:2]]
+    if below and version_key(below[-1])[:2] == key[:2]:
+        chosen = below[-1]
+    elif same_release:
+        chosen = same_release[0]
+    else:
+        chosen = below[-1] if below else versions[0]
     return FlagTable(version=chosen, requested=version,
                      exact=version_key(chosen) == key, flags=_load(chosen))
 
