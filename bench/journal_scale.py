@@ -94,7 +94,7 @@ def main() -> int:
         (units / f"{name}.toml").write_text(f'extends = "base"\nport = {33000 + i}\nsim_time_scale = 0.01\n')
         names.append(name)
     results: list[tuple[int, dict[str, float]]] = []
-    with Rig(ROOT, name=f"svcdiag-scale-{uuid.uuid4().hex[:4]}").boot() as rig:
+    with Rig(ROOT, name=f"svcdiag-scale-{uuid.uuid4().hex[:4]}") as rig:
         rig.run(f"mkdir -p /etc/systemd/journald.conf.d && printf '{JOURNALD_DROPIN}' > "
                 "/etc/systemd/journald.conf.d/bench.conf && systemctl restart systemd-journald")
         for _ in range(args.starts):

@@ -73,6 +73,8 @@ class Rig:
     # ------------------------------------------------------------ lifecycle
 
     def boot(self, timeout: float = 60.0) -> Rig:
+        if self.proc is not None:  # a second boot would orphan the first container
+            raise SvcdiagError(f"the rig {self.name} is already booted")
         why = available()
         if why:
             raise SvcdiagError(why)
