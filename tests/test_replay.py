@@ -152,6 +152,21 @@ def test_all_journal_formats_and_several_starts(writer) -> None:
     assert "Main process exited, code=killed, status=9/KILL" in first.verdict.evidence
 
 
+def notify_entries(lines: list[str], invocation: str, t0: float, exit_line: str | None = None) -> list[dict[str, str]]:
+    """A notify unit's start: systemd says "Started" only at READY=1, after the server's own lines."""
+    first, *rest = entries_for(lines, invocation, t0, exit_line=exit_line)
+    started, server = rest[0], rest[1:]
+    return [first, *server, started] if exit_line is None else [first, *server]
+
+
+@pytest.mark.parametrize("writer", [as_json, as_export, as_short])
+def test_a_notify_units_started_line_after_ready_is_the_same_start(writer) -> None:
+    data = writer(notify_entries(ZERO, "1" * 32, T0, exit_line="Main process exited, code=killed, status=9/KILL")
+                  + notify_entries(SMOKE, "2" * 32, T0 + 600))
+    res = replay(io.BytesIO(data), "x")
+    assert len(res.starts) == 2 and res.verdict.verdict == "healthy", res.verdict
+
+
 @pytest.mark.parametrize("ms", [False, True])
 def test_plain_log_with_two_starts_judges_the_last(ms: bool) -> None:
     import re
@@ -177,6 +192,14 @@ def test_export_with_multiline_binary_message() -> None:
     es.append(entry(tb, T0 + 30, invocation="4" * 32))
     v = replay(io.BytesIO(as_export(es)), "x").verdict
     assert (v.verdict, v.cause) == ("failed", "max_running_zero")
+
+
+def test_an_export_line_that_is_no_field_is_skipped_not_the_end_of_the_input() -> None:
+    """Neither KEY=value nor a binary field's name with a size after it: the entries after it still count."""
+    es = entries_for(SMOKE, "5" * 32, T0)
+    data = as_export(es[:3]) + b"this is not a journal field\n" + as_export(es[3:])
+    assert replay(io.BytesIO(data), "x").verdict.verdict == "healthy"
+    assert replay(io.BytesIO(data), "x", fast=False).verdict.verdict == "healthy"
 
 
 def test_replay_cli_json_lines_verdict_last_and_exit_codes(tmp_path: Path) -> None:

@@ -4,44 +4,51 @@ in `svcdiag.ops`, hands the result to `svcdiag.output`, and maps it to an exit c
 Exit codes: 0 healthy, 1 failed (or drifted, or refused by preflight), 2 bad input (one
 line, no traceback), 3 timed out, 4 incomplete (the log ends before a verdict, or holds no
 start), 5 healthy but degraded with --strict, 130 interrupted.
+
+Start-up: importing this package imports no click. `svcdiag --help` and each command's `--help`
+are printed from `help_manifest.py`, generated from the click commands themselves (`python -m
+svcdiag.cli.help`; a test checks it is current) and used only while it matches the sources
+and click it was made from; anything else imports the click group (`svcdiag.cli.app`) on first use.
 """
 
 from __future__ import annotations
 
 import sys
-from typing import Any
 
-import click
-
-from svcdiag.errors import SvcdiagError
-
-
-def fail(message: str, code: int = 2) -> None:
-    click.echo(f"svcdiag: error: {message}", err=True)
-    sys.exit(code)
+TYPE_CHECKING = False  # not typing's: importing typing costs 3 ms of the ~30 that `--help` may take
+if TYPE_CHECKING:
+    from typing import Any
 
 
-class Group(click.Group):
-    """Turns every SvcdiagError (bad input, missing precondition) into one line and its exit code."""
+class _Main:
+    """`svcdiag.cli.app.main`, the click group, imported when first used: calling it with no
+    arguments (the `svcdiag` command) first asks `help.serve` whether the manifest can answer."""
 
-    def invoke(self, ctx: click.Context) -> Any:
-        try:
-            return super().invoke(ctx)
-        except SvcdiagError as e:
-            fail(str(e), e.exit_code)
-        except BrokenPipeError:
-            sys.exit(0)
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if not args and not kwargs:
+            from svcdiag.cli.help import serve
 
+            if serve(sys.argv[1:]):
+                sys.exit(0)
+        return _group()(*args, **kwargs)
 
-@click.group(cls=Group, context_settings={"help_option_names": ["-h", "--help"]})
-@click.option("--units", "units_opt", metavar="DIR", help="config folder (default: $SVCDIAG_UNITS, ./units, /etc/svcdiag/units)")
-@click.version_option(package_name="svcdiag", prog_name="svcdiag", message="%(prog)s %(version)s")
-@click.pass_context
-def main(ctx: click.Context, units_opt: str | None) -> None:
-    """Run SGLang servers as systemd units and say when each is healthy, failed or stuck, and why."""
-    ctx.obj = {"units_opt": units_opt}
+    def __getattr__(self, name: str) -> Any:
+        return getattr(_group(), name)
 
 
-from svcdiag.cli import configs, offline, records, service  # noqa: E402  (they register their commands on main)
+def _group() -> Any:
+    from svcdiag.cli.app import main as group
 
-__all__ = ["configs", "main", "offline", "records", "service"]
+    return group
+
+
+#: the `svcdiag` command (the entry point), and the group the command modules register on
+main: Any = _Main()
+
+
+def __getattr__(name: str) -> Any:
+    if name in ("fail", "Group"):  # the click side, on first use
+        from svcdiag.cli import app
+
+        return getattr(app, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -65,13 +65,14 @@ class Judge:
                 r.figures["sglang_version"] = self._hint
         return out
 
-    def skip(self, n: int, ts_text: str | None, last_line: str) -> None:
+    def skip(self, n: int, ts_text: str | None, last_line: str, ts: float | None = None) -> None:
         """`n` quiet lines (LineParser.interesting_re) went by, exactly as `line` would have taken
         them: the parser counts them and its clock moves to `ts_text` (the last prefixed one's), and
-        the stall message quotes `last_line`. The caller has checked that no timestamp among them
-        reaches `readiness.quiet_until()`, so every tick `line` would have made changes nothing."""
+        the stall message quotes `last_line`; `ts`: the journal's time of the last one, the clock
+        then. The caller has checked that no timestamp among them reaches
+        `readiness.quiet_until()`, so every tick `line` would have made changes nothing."""
         self.parser.skip(n, ts_text)
-        now = self.parser.last_ts
+        now = self.parser.last_ts if ts is None else ts
         if now is not None:
             self._clock_seen = now
             self._line_at = now

@@ -7,7 +7,9 @@ for the last one unless one is picked. Only the chosen start's events are kept.
 
 from __future__ import annotations
 
+import functools
 import re
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
@@ -15,18 +17,29 @@ from typing import BinaryIO
 from svcdiag.config.service import ServiceConfig
 from svcdiag.errors import SvcdiagError
 from svcdiag.judge.pipeline import Judge
+from svcdiag.judge.unit_lines import parse_systemd
 from svcdiag.judge.verdict import Verdict
 from svcdiag.sglang.events import Event
-from svcdiag.sglang.grammar import parse_ts
-from svcdiag.systemd.journal_formats import detect, plain_chunks, records
+from svcdiag.sglang.grammar import parse_ts, prefix_stamp
+from svcdiag.systemd.journal_formats import (
+    ExportReader,
+    Record,
+    detect,
+    json_record,
+    plain_chunks,
+    record_from_fields,
+    records,
+    text_entries,
+)
 
 #: a plain log's start: SGLang's `server_args=ServerArgs(…)` line, or 0.5.23's `server_args={…}`
 SERVER_ARGS_MARK = "] server_args="
 TRACEBACK_BYTES = b"Traceback (most recent call last):"
 #: bytes per chunk of the plain fast path (tests inject a small one)
 CHUNK = 1 << 20
-#: a prefixed line's timestamp as LineParser cuts it (text[1:24] after a ".", else text[1:20])
-_TS_RE = re.compile(rb"\n\[(2\d{3}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.[^\n]{3})?)")
+#: a quiet prefixed line's timestamp as LineParser cuts it (text[1:24] after a ".", else text[1:20]),
+#: of the same shape as LineParser.interesting_re's prefix: whether it parses is parse_ts's to say
+_TS_RE = re.compile(rb"\n\[(2[^\n]{18}(?:\.[^\n]{3})?)")
 EXAMPLES_DIR = Path(__file__).resolve().parent.parent / "examples"
 
 
@@ -91,7 +104,9 @@ class _Segments:
         self.kept: dict[int, list[Event]] = {}
         self.judge: Judge | None = None
         self.has_lines = False
+        self.ended = False  # systemd said this start's process exited or the unit stopped
         self.recognized = False  # any line of SGLang's or systemd's, in any start
+        self.current: str | None = None  # the invocation of the last record that named one
 
     def new(self, invocation: str | None = None) -> None:
         self.close()
@@ -99,6 +114,7 @@ class _Segments:
         self.starts.append(start)
         self.judge = Judge(self.cfg, invocation=invocation)
         self.has_lines = False
+        self.ended = False
         self.events: list[Event] = []
         self._keep_if_wanted(start)
 
@@ -192,35 +208,51 @@ def _plain_fast(seg: _Segments, head: bytes, stream: BinaryIO, size: int) -> Non
     timestamp, the last one quoted. A run whose timestamps reach a deadline or a pending
     failure's grace (Readiness.quiet_until), and a chunk with a traceback in it or open across
     it, or a CR or a colour code, are walked line by line by the reference path, so verdicts are identical.
-    Memory is one chunk, whatever the length of the input.
+    Memory is one chunk, whatever the length of the input; a chunk is scanned where it was read
+    (only the line cut at its end is copied, into the next one).
     """
-    tail = b"\n"  # the newline before the first line, then the newline and the partial line left over
+    for data, start, end, final in _spans(head, stream, size):
+        _fast_lines(seg, data, start, end, final=final)
+
+
+def _spans(head: bytes, stream: BinaryIO, size: int) -> Iterator[tuple[bytes, int, int, bool]]:
+    """The input a chunk at a time as (data, start, end, final): whole lines data[start + 1:end],
+    data[start] a newline and data[end] one too unless `final` (the input's unended last line).
+    A chunk is handed over where it was read; only the line cut at its end is copied, into the next."""
+    tail = b""  # the partial line left over from the previous chunk
     buf = head
     while True:
         if not buf:
             buf = stream.read(size)
             if not buf:
                 break
-        data = tail + buf
+        first = buf.find(b"\n")
+        if first < 0:  # no line ends in this chunk: it all belongs to the partial line
+            tail += buf
+            buf = b""
+            continue
+        # the line cut at the previous chunk's end, whole now; then this chunk's lines, each after its newline
+        yield b"\n" + tail + buf[:first + 1], 0, len(tail) + 1 + first, False
+        cut = buf.rfind(b"\n")
+        if cut > first:
+            yield buf, first, cut, False
+        tail = buf[cut + 1:]
         buf = b""
-        cut = data.rfind(b"\n")
-        if cut > 0:
-            _fast_lines(seg, data, cut)
-        tail = data[cut:]
-    if len(tail) > 1:
-        _fast_lines(seg, tail, len(tail), final=True)
+    if tail:
+        yield b"\n" + tail, 0, len(tail) + 1, True
 
 
-def _fast_lines(seg: _Segments, data: bytes, end: int, *, final: bool = False) -> None:
-    """The lines of data[1:end] (data[0] is a newline, so is data[end] unless `final`)."""
+def _fast_lines(seg: _Segments, data: bytes, start: int, end: int, *, final: bool = False) -> None:
+    """The lines of data[start + 1:end] (data[start] is a newline, so is data[end] unless `final`)."""
     judge = seg.judge
     assert judge is not None
-    if not judge.parser.quiet_ok() or data.find(TRACEBACK_BYTES, 0, end) >= 0 or data.find(b"\r", 0, end) >= 0 \
-            or data.find(b"\x1b[", 0, end) >= 0:  # colours: the reference path strips them line by line
-        _reference_range(seg, data, 1, end, final=final)
+    # one byte, not b"\x1b[": a two-byte needle is searched ~20x slower than memchr's one
+    if not judge.parser.quiet_ok() or data.find(TRACEBACK_BYTES, start, end) >= 0 \
+            or data.find(b"\r", start, end) >= 0 or data.find(b"\x1b", start, end) >= 0:
+        _reference_range(seg, data, start + 1, end, final=final)  # colours: the reference strips them line by line
         return
-    a = 1  # the start of the quiet run not yet applied
-    for m in judge.parser.interesting_re().finditer(data, 0, end):
+    a = start + 1  # the start of the quiet run not yet applied
+    for m in judge.parser.interesting_re(data.isascii()).finditer(data, start, end):
         s = m.start() + 1
         if s > a and not _skip_run(seg, data, a, s - 1):
             _reference_range(seg, data, a, s - 1)
@@ -265,10 +297,240 @@ def _skip_run(seg: _Segments, data: bytes, a: int, b: int) -> bool:
     return True
 
 
+@dataclass(frozen=True, slots=True)
+class _Shape:
+    """Where a journal format keeps what the fast path reads, in its bytes."""
+
+    sep: bytes  # between two records: a newline (json), a blank line (export)
+    count_key: bytes  # one per record (the newline before each line; each export entry's MESSAGE)
+    walk_re: tuple[re.Pattern[bytes], ...]  # the record a match is in goes to the reference, alone
+    invocation_key: bytes
+    other_invocation: str  # a pattern of a record naming a start other than {}, its value escaped
+    unit_key: bytes
+    ts_key: bytes
+    ts_re: re.Pattern[bytes]
+
+    def another_start(self, data: bytes, start: int, end: int, current: str | None) -> int:
+        """Where the first record of data[start:end] naming a start other than `current` is (end: none)."""
+        if current is None:
+            return _at(data.find(self.invocation_key, start, end), end)
+        return _at(_other_start_re(self.other_invocation, current).search(data, start, end + 1), end)
+
+
+@functools.lru_cache(maxsize=8)
+def _other_start_re(pattern: str, current: str) -> re.Pattern[bytes]:
+    return re.compile(pattern.format(re.escape(current)).encode())
+
+
+_SHAPES = {
+    # A JSON string may hold no raw `"`, so these keys are keys. \\u, \\n and \\r escapes could spell
+    # a handler's key, a newline or a colour code, and PID 1's records (UNIT=, USER_UNIT=) are
+    # systemd's: such a record is read alone, by the reference (walk_re). One pattern per
+    # question: re has no fast search for an alternation of literals.
+    "json": _Shape(b"\n", b"\n", (re.compile(rb"\\[unr]"), re.compile(rb'UNIT"(?<="UNIT")|USER_UNIT"')),
+                   b'"_SYSTEMD_INVOCATION_ID"', r'"_SYSTEMD_INVOCATION_ID"\s*:\s*+(?!"{}")',
+                   b'"_SYSTEMD_UNIT"', b'"__REALTIME_TIMESTAMP"', re.compile(rb'"__REALTIME_TIMESTAMP"\s*:\s*"(\d+)"')),
+    # a text block (ExportReader.text_block) holds no binary field, so each key starts a line
+    "export": _Shape(b"\n\n", b"\nMESSAGE=", (re.compile(rb"USER_UNIT=|UNIT=(?<=\nUNIT=)"),),
+                     b"\n_SYSTEMD_INVOCATION_ID=", "\n_SYSTEMD_INVOCATION_ID=(?!{}\n)",
+                     b"\n_SYSTEMD_UNIT=", b"\n__REALTIME_TIMESTAMP=", re.compile(rb"\n__REALTIME_TIMESTAMP=(\d+)\n")),
+}
+#: any of these in a chunk sends it to the reference: a CR or a colour code (stripped line by
+#: line) or a traceback (its body lines are unprefixed)
+_WALK_IF = (b"\r", b"\x1b", TRACEBACK_BYTES)
+
+
+@dataclass
+class _JournalInput:
+    """A journal format being read: which, its name for errors, and how far its JSON is known good."""
+
+    fmt: str
+    name: str
+    lines: int = 0  # JSON lines read record by record (errors name the line, until `checked`)
+    checked: bool = False  # a journal JSON record was read: a bad line is skipped from now on
+
+
+def _journal_fast(seg: _Segments, fmt: str, head: bytes, stream: BinaryIO, name: str, size: int) -> None:
+    """`-o json` and `-o export` a chunk at a time, decoding only the records that may matter.
+
+    As the plain path, with the MESSAGE field in place of the line: one pattern
+    (LineParser.interesting_message_re) finds the records whose message a handler might take, the
+    runs of quiet records between them are applied in bulk, the journal's time of the last one the
+    clock. A record that could begin another start, is PID 1's or holds a JSON escape that could
+    change its meaning is read alone as the reference reads it (`_journal_range`); a chunk with a
+    CR, a colour code or a traceback, and export entries with a binary field, record by record.
+    """
+    src = _JournalInput(fmt, name, checked=fmt == "export")  # export has no first line to check
+    if fmt == "export":
+        reader = ExportReader(head, stream, size)
+        while True:
+            block = reader.text_block()
+            if block is not None:
+                _journal_range(seg, src, block, 0, len(block) - 2)
+                continue
+            fields = reader.entry()
+            if fields is None:
+                break
+            rec = record_from_fields(fields)
+            if rec is not None:
+                _record(seg, rec, fmt)
+        return
+    for data, start, end, final in _spans(head, stream, size):
+        if final:
+            _journal_walk(seg, src, data, start + 1, end, final=True)
+        else:
+            _journal_range(seg, src, data, start, end)
+
+
+def _journal_walk(seg: _Segments, src: _JournalInput, data: bytes, a: int, b: int, *, final: bool = False) -> None:
+    """The records of data[a:b] (data[b] ends the last one, unless `final`), as the reference reads them."""
+    if src.fmt == "export":
+        for fields in text_entries(data[a - 1:b + 2]):
+            rec = record_from_fields(fields)
+            if rec is not None:
+                _record(seg, rec, src.fmt)
+        return
+    text = data[a:b].decode("utf-8", "replace")
+    if "\r" in text:
+        text = text.replace("\r\n", "\n")
+        text = text.rstrip("\r") if final else text[:-1] if text.endswith("\r") else text
+    for line in text.split("\n"):
+        src.lines += 1
+        rec, src.checked = json_record(line, src.lines, src.checked, src.name)
+        if rec is not None:
+            _record(seg, rec, src.fmt)
+
+
+def _journal_range(seg: _Segments, src: _JournalInput, data: bytes, start: int, end: int) -> None:
+    """The records of data[start + 1:end]: data[start] is a newline, data[end:] begins a separator.
+
+    A record the fast path must not take in bulk (PID 1's, one naming another start or, the first
+    time, the unit, a JSON escape that could change its meaning) is read alone, as the reference
+    reads it; the records between such ones go to `_fast_records`."""
+    shape = _SHAPES[src.fmt]
+    sep = len(shape.sep)
+    if any(data.find(w, start, end) >= 0 for w in _WALK_IF):
+        _journal_walk(seg, src, data, start + 1, end)
+        return
+    found: dict[object, int] = {}  # each question's first answer at or after `start` (end: none)
+
+    def first(key: object, search: Callable[[int], int]) -> int:
+        at = found.get(key, -1)
+        if at < start:
+            at = found[key] = search(start)
+        return at
+
+    while start < end:
+        rs = start + 1  # the record to read alone: the first, until the input is known journal JSON
+        if seg.judge is not None and src.checked:
+            current = seg.current
+            marks = [first(p, lambda at, p=p: _at(p.search(data, at, end), end)) for p in shape.walk_re]
+            marks.append(first(("start", current), lambda at, c=current: shape.another_start(data, at, end, c)))
+            if seg.judge.readiness.unit is None:
+                marks.append(first("unit", lambda at: _at(data.find(shape.unit_key, at, end), end)))
+            special = min(marks)
+            if special >= end:
+                _fast_records(seg, src, data, start, end)
+                return
+            rs = max(start + 1, data.rfind(shape.sep, start, special + 1) + sep)
+            if rs > start + 1:
+                _fast_records(seg, src, data, start, rs - sep)
+        e = data.find(shape.sep, rs, end)
+        _journal_walk(seg, src, data, rs, end if e < 0 else e)
+        if e < 0:
+            return
+        start = e + sep - 1
+
+
+def _at(found: re.Match[bytes] | int | None, end: int) -> int:
+    """Where a search found something, or `end` when it did not."""
+    if isinstance(found, re.Match):
+        return found.start()
+    return end if found is None or found < 0 else found
+
+
+def _fast_records(seg: _Segments, src: _JournalInput, data: bytes, start: int, end: int) -> None:
+    """Records of one start, none PID 1's: those whose message a handler might take read one by
+    one, the quiet runs between them applied in bulk."""
+    shape = _SHAPES[src.fmt]
+    sep = len(shape.sep)
+    judge = seg.judge
+    assert judge is not None
+    if not judge.parser.quiet_ok():
+        _journal_walk(seg, src, data, start + 1, end)
+        return
+    a = start + 1  # the first record not yet applied
+    pat = judge.parser.interesting_message_re(src.fmt, data.isascii())
+    at = start
+    while (m := pat.search(data, at, end)) is not None:
+        rs = max(a, data.rfind(shape.sep, start, m.start() + 1) + sep)  # the record it is in
+        re_ = data.find(shape.sep, m.start() + 1, end)
+        re_ = end if re_ < 0 else re_
+        if rs > a and not _skip_records(seg, shape, data, a, rs - sep):
+            _journal_walk(seg, src, data, a, rs - sep)
+        _journal_walk(seg, src, data, rs, re_)
+        a = re_ + sep
+        at = re_ + sep - 1
+    if a < end and not _skip_records(seg, shape, data, a, end):
+        _journal_walk(seg, src, data, a, end)
+
+
+def _skip_records(seg: _Segments, shape: _Shape, data: bytes, a: int, b: int) -> bool:
+    """Apply the quiet records data[a:b] in bulk; False when they must be read one by one."""
+    judge = seg.judge
+    assert judge is not None
+    if not judge.parser.quiet_ok():
+        return False
+    n = data.count(shape.count_key, a - 1, b)
+    last = _decoded(shape, data, a, b)
+    if last is None or last.ts is None:
+        return False
+    limit = judge.readiness.quiet_until()
+    if limit != float("inf"):
+        stamps = shape.ts_re.findall(data, a - 1, b + 1)
+        records = data.count(shape.sep, a, b) + 1
+        if len(stamps) != records or data.count(shape.ts_key, a - 1, b) != records \
+                or max(int(t) for t in stamps) / 1e6 >= limit - 1e-3:
+            return False  # a record without the journal's time, or a deadline inside the run
+    # the parser's clock: the last prefixed message (access lines have no time)
+    ts_text = None
+    rec: Record | None = last
+    e = b
+    for _ in range(64):
+        if rec is not None and (ts_text := prefix_stamp(rec.text)) is not None:
+            break
+        if e <= a:
+            break
+        s = data.rfind(shape.sep, a, e)
+        e = a if s < 0 else s
+        rec = _decoded(shape, data, a, e) if e > a else None
+    else:
+        return False
+    if ts_text is not None:
+        try:
+            parse_ts(ts_text)
+        except ValueError:
+            return False  # the reference keeps the clock of the last line that parsed: walk them
+    judge.skip(n, ts_text, last.text, ts=last.ts)
+    seg.has_lines = True
+    return True
+
+
+def _decoded(shape: _Shape, data: bytes, a: int, b: int) -> Record | None:
+    """The last record of data[a:b], read as the reference reads it: a service's, or None."""
+    s = data.rfind(shape.sep, a, b)
+    s = a if s < 0 else s + len(shape.sep)
+    if shape.sep == b"\n":
+        rec, _ = json_record(data[s:b].decode("utf-8", "replace"), 0, True, "")
+    else:
+        rec = next((record_from_fields(f) for f in text_entries(data[s - 1:b + 2])), None)
+    return None if rec is None or rec.systemd else rec
+
+
 def replay(stream: BinaryIO, name: str, cfg: ServiceConfig | None = None,
            invocation: str | None = None, *, fast: bool = True, chunk: int | None = None) -> ReplayResult:
-    """Judge a saved log. `fast=False` walks a plain log line by line (the reference the fast
-    path is tested against); `chunk` overrides the plain fast path's chunk size."""
+    """Judge a saved log. `fast=False` reads it line by line, record by record (the reference
+    the fast paths are tested against); `chunk` overrides the fast paths' chunk size."""
     head = stream.read(64 * 1024)
     fmt = detect(head)
     seg = _Segments(cfg, invocation)
@@ -281,34 +543,11 @@ def replay(stream: BinaryIO, name: str, cfg: ServiceConfig | None = None,
             starts = SERVER_ARGS_MARK in text  # asked once per chunk, at C speed
             for line in lines:
                 _plain_line(seg, line, starts)
+    elif fast and fmt in ("json", "export"):
+        _journal_fast(seg, fmt, head, stream, name, chunk or CHUNK)
     else:
-        current: str | None = None
         for rec in records(fmt, head, stream, name):
-            if rec.invocation and rec.invocation != current:
-                current = rec.invocation
-                known = next((s for s in seg.starts if s.invocation == current), None)
-                if known is None:
-                    if seg.judge is not None and seg.starts and seg.starts[-1].invocation is None and not seg.has_lines:
-                        seg.starts[-1].invocation = current  # "Starting" came before the id
-                        seg.judge.readiness.identify(invocation=current)
-                        seg._keep_if_wanted(seg.starts[-1])
-                    else:
-                        seg.new(current)
-            elif rec.invocation is None and rec.systemd and fmt == "short" and (
-                    rec.text.startswith("Starting ") or (rec.text.startswith("Started ") and seg.has_lines)):
-                seg.new()
-            if seg.judge is None:
-                seg.new(rec.invocation)
-            assert seg.judge is not None
-            if rec.unit:
-                seg.judge.readiness.identify(unit=rec.unit)
-            if rec.systemd:
-                out = seg.judge.systemd_line(rec.text, rec.ts)
-            else:
-                seg.has_lines = True
-                out = seg.judge.service_line(rec.text, rec.ts)
-            if out:
-                seg.emit(out)
+            _record(seg, rec, fmt)
     if not seg.starts:
         seg.new()
     seg.close()
@@ -317,6 +556,48 @@ def replay(stream: BinaryIO, name: str, cfg: ServiceConfig | None = None,
                            "about a start")
     chosen = _choose(seg, invocation, name)
     return ReplayResult(fmt, seg.starts, chosen, seg.kept.get(chosen.index, []))
+
+
+def _record(seg: _Segments, rec: Record, fmt: str) -> None:
+    """One record of a journal format (or short, or a container's log), as the reference reads it."""
+    if rec.invocation and rec.invocation != seg.current:
+        seg.current = rec.invocation
+        known = next((s for s in seg.starts if s.invocation == seg.current), None)
+        if known is None:
+            if seg.judge is not None and seg.starts and seg.starts[-1].invocation is None and not seg.has_lines:
+                seg.starts[-1].invocation = seg.current  # "Starting" came before the id
+                seg.judge.readiness.identify(invocation=seg.current)
+                seg._keep_if_wanted(seg.starts[-1])
+            else:
+                seg.new(seg.current)
+    elif rec.invocation is None and rec.systemd and fmt == "short" and (
+            rec.text.startswith("Starting ") or (rec.text.startswith("Started ") and _started_anew(seg))):
+        seg.new()
+    if seg.judge is None:
+        seg.new(rec.invocation)
+    assert seg.judge is not None
+    if rec.unit:
+        seg.judge.readiness.identify(unit=rec.unit)
+    if rec.systemd:
+        seg.ended = seg.ended or _ends(rec.text)
+        out = seg.judge.systemd_line(rec.text, rec.ts)
+    else:
+        seg.has_lines = True
+        out = seg.judge.service_line(rec.text, rec.ts)
+    if out:
+        seg.emit(out)
+
+
+def _started_anew(seg: _Segments) -> bool:
+    """Whether systemd's "Started …" (with no "Starting …" before it) begins another start. A
+    notify unit's comes after its own server said ready (READY=1): that is the same start."""
+    assert seg.judge is not None
+    return seg.has_lines and (seg.ended or seg.judge.readiness.phase != "ready")
+
+
+def _ends(text: str) -> bool:
+    ev = parse_systemd(text)
+    return ev is not None and ev.state in ("exited", "stopping", "stopped", "result")
 
 
 def _choose(seg: _Segments, pick: str | None, name: str) -> Start:

@@ -10,7 +10,7 @@ every line an operator's journal carries goes through it.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -109,7 +109,15 @@ def _trie(words: list[bytes]) -> bytes:
     return b"|".join(parts)
 
 
-_INTERESTING: dict[tuple[str, ...], re.Pattern[bytes]] = {}
+def _unique_head(word: str, keys: Iterable[str]) -> str:
+    """The shortest head of `word` that no key starts with: a message starting with it is none of them."""
+    for n in range(1, len(word) + 1):
+        if not any(k.startswith(word[:n]) or word[:n].startswith(k) for k in keys):
+            return word[:n]
+    return word
+
+
+_INTERESTING: dict[tuple[str | bool, ...], re.Pattern[bytes]] = {}
 NOTHING: list[Event] = []  # shared and never appended to: the hot path allocates nothing
 
 
@@ -206,6 +214,16 @@ def parse_ts(text: str) -> float:
     return datetime.fromisoformat(text).timestamp()
 
 
+def prefix_stamp(text: str) -> str | None:
+    """The time of a line's SGLang prefix, cut as `feed_line` cuts it (which inlines this test on
+    its hot path); None when the line has no prefix. Whether it parses is `parse_ts`'s to say."""
+    if text.startswith("[2") and len(text) > 21:
+        c = text[20]
+        if c in "]. " and text.find("] ", 20) > 0:
+            return text[1:24 if c == "." else 20]
+    return None
+
+
 def exit_cause(code: int) -> tuple[str, str | None]:
     """A child's exit code as SGLang's engine prints it: negative means a signal."""
     if code < 0:
@@ -265,25 +283,60 @@ class LineParser:
 
     # ------------------------------------------------------------ chunk-level helpers (replay's fast path)
 
-    def interesting_re(self) -> re.Pattern[bytes]:
+    def interesting_re(self, ascii_only: bool = False) -> re.Pattern[bytes]:
         """A pattern over a chunk of bytes (each line preceded by a newline) whose matches are the
         newlines before every line this parser might act on, and only a superset of those.
 
-        Any line it does not match is "quiet" for this parser when no traceback is open: SGLang's
-        prefix with a valid `[YYYY-MM-DD HH:MM:SS…] ` shape and a message that no handler takes
-        (`Decode batch.`, `Prefill batch.`, a warning), or an unprefixed uvicorn access line
-        (`INFO:     127.0.0.1:… "POST …" 200 OK`). Such a line only counts in `sglang_lines` and
-        moves the clock, which `skip` does for a whole run. Lines holding `Traceback (most recent
-        call last):` are not excluded here: the caller looks for that string per chunk.
+        Any line it does not match is "quiet" for this parser when no traceback is open
+        (`quiet_message`): it only counts in `sglang_lines` and moves the clock, which `skip` does
+        for a whole run. Lines holding `Traceback (most recent call last):` are not excluded here:
+        the caller looks for that string per chunk.
         """
-        keys = tuple(sorted(self._dispatch))
-        pat = _INTERESTING.get(keys)
+        return self._compiled(("plain", ascii_only), lambda: rb"\n(?!" + self.quiet_message(ascii_only) + rb")")
+
+    def interesting_message_re(self, fmt: str, ascii_only: bool = False) -> re.Pattern[bytes]:
+        """The journal formats' `interesting_re`: matches every MESSAGE field of a chunk of `-o json`
+        lines (`fmt` "json") or `-o export` entries ("export") whose value is not a quiet message,
+        or is not a plain string (JSON: null, an array of bytes). A record whose MESSAGE it does not
+        match is quiet, given what the caller checks per chunk: in JSON no `\\u`, `\\n` or `\\r`
+        escape, which could spell a key, a newline or a colour code (any other escape in the first
+        bytes keeps a message from looking quiet); in export no binary field."""
+        if fmt == "json":
+            return self._compiled(("json", ascii_only), lambda: rb'"MESSAGE"\s*:\s*+(?!"'
+                                  + self.quiet_message(ascii_only, escaped=True) + rb")")
+        return self._compiled(("export", ascii_only), lambda: rb"\nMESSAGE=(?!" + self.quiet_message(ascii_only) + rb")")
+
+    def quiet_message(self, ascii_only: bool, escaped: bool = False) -> bytes:
+        """The source of a pattern that matches at a line's first byte when the line is quiet: a
+        prefix as `feed_line` tells one and a message no handler takes (`Decode batch.`, `Prefill
+        batch.`, a warning), or an unprefixed uvicorn access line (`INFO:     127.0.0.1:… "POST …"
+        200 OK`).
+
+        The prefix is `[2`, then the time, then `] `, or `.`/a space, the ranks and `] `. In a chunk
+        the caller knows is ASCII (`ascii_only`) the time is any 18 characters, as `feed_line` takes
+        it (`parse_ts` says whether it is one): a tight loop in re, where checking each digit costs a
+        third of the scan. Otherwise its digits are spelled out, so that its 20 bytes are 20
+        characters. `escaped`: inside a JSON string, where neither `"` nor a backslash may stand in
+        the prefix or open the message (an escape would move the characters against the bytes)."""
+        other = rb'\n"\\' if escaped else rb"\n"
+        stamp = rb"[^" + other + rb"]{18}" if ascii_only else rb"\d{3}-\d\d-\d\d \d\d:\d\d:\d\d"
+        prefix = rb"\[2" + stamp + rb"(?:\] |[. ][^\]" + other + rb"]*\] )"
+        if escaped:
+            assert not any(set(k) & set('"\\/') for k in self._dispatch), "a key JSON may escape"
+        alt = _trie([k.encode() for k in self._dispatch if k != "INFO: "]) + rb"|INFO: (?!\s*\d)" \
+            + (rb"|\\" if escaped else b"")
+        # the commonest quiet messages first, as far as tells them from every key: most lines of
+        # a serving log are one of these two, and each literal byte is one step of re's
+        common = [_unique_head(w, self._dispatch) for w in ("Decode batch. ", "Prefill batch. ")]
+        quiet = rb"(?:" + b"|".join(re.escape(w.encode()) for w in common) + rb"|(?!" + alt + rb"))"
+        return rb"(?:" + prefix + quiet + rb"|INFO: +\d)"
+
+    def _compiled(self, kind: tuple[str, bool], source: Callable[[], bytes]) -> re.Pattern[bytes]:
+        """One compiled pattern per kind and set of handlers, for the life of the process."""
+        key = (*kind, *sorted(self._dispatch))
+        pat = _INTERESTING.get(key)
         if pat is None:
-            alt = _trie([k.encode() for k in keys if k != "INFO: "]) + rb"|INFO: (?!\s*\d)"
-            prefix = rb"\[2\d{3}-\d\d-\d\d \d\d:\d\d:\d\d(?:\] |[. ][^\n\]]*\] )"
-            # the commonest quiet messages first: most lines of a serving log are one of these two
-            quiet = rb"(?:Decode batch\. |Prefill batch\. |(?!" + alt + rb"))"
-            pat = _INTERESTING[keys] = re.compile(rb"\n(?!" + prefix + quiet + rb"|INFO: +\d)")
+            pat = _INTERESTING[key] = re.compile(source())
         return pat
 
     def quiet_ok(self) -> bool:

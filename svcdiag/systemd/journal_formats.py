@@ -166,24 +166,29 @@ def record_from_fields(fields: dict[str, object], ts: float | None = None) -> Re
     return Record(msg.rstrip("\n"), ts, invocation=_field(fields.get("_SYSTEMD_INVOCATION_ID")), unit=own_unit)
 
 
+def json_record(line: str, n: int, checked: bool, name: str) -> tuple[Record | None, bool]:
+    """Line `n` of `-o json`: its record (None: blank, or no journal entry), and whether the input
+    is now known to be journal JSON; until then a line that is not is a one-line error."""
+    if not line.strip():
+        return None, checked
+    try:
+        obj = json.loads(line)
+    except ValueError:
+        if not checked:
+            raise SvcdiagError(f"{name}: line {n}: starts like JSON but is not valid JSON") from None
+        return None, checked
+    if not isinstance(obj, dict) or not ("MESSAGE" in obj or "__REALTIME_TIMESTAMP" in obj):
+        if not checked:
+            raise SvcdiagError(f"{name}: line {n}: JSON, but not journal JSON (no MESSAGE or "
+                               "__REALTIME_TIMESTAMP field); expected `journalctl -o json` output")
+        return None, checked
+    return record_from_fields(obj), True
+
+
 def _json(head: bytes, stream: BinaryIO, name: str) -> Iterator[Record]:
     checked = False
     for n, line in enumerate(_lines(head, stream), 1):
-        if not line.strip():
-            continue
-        try:
-            obj = json.loads(line)
-        except ValueError:
-            if not checked:
-                raise SvcdiagError(f"{name}: line {n}: starts like JSON but is not valid JSON") from None
-            continue
-        if not isinstance(obj, dict) or not ("MESSAGE" in obj or "__REALTIME_TIMESTAMP" in obj):
-            if not checked:
-                raise SvcdiagError(f"{name}: line {n}: JSON, but not journal JSON (no MESSAGE or "
-                                   "__REALTIME_TIMESTAMP field); expected `journalctl -o json` output")
-            continue
-        checked = True
-        rec = record_from_fields(obj)
+        rec, checked = json_record(line, n, checked, name)
         if rec is not None:
             yield rec
 
@@ -198,52 +203,102 @@ def _export(head: bytes, stream: BinaryIO, name: str) -> Iterator[Record]:
 def export_entries(head: bytes, stream: BinaryIO) -> Iterator[dict[str, object]]:
     """journalctl -o export: KEY=value lines, or KEY\\n + 64-bit LE size + bytes; blank line ends an entry.
     Each entry's fields as it completes (a pipe is read as it fills: a remote `--follow` streams)."""
-    buf = bytearray(head)
-    eof = False
-    fields: dict[str, object] = {}
-
-    def fill(n: int) -> bool:
-        nonlocal eof
-        while len(buf) < n and not eof:
-            chunk = stream.read(CHUNK)
-            if not chunk:
-                eof = True
-            buf.extend(chunk)
-        return len(buf) >= n
-
-    pos = 0
-    while True:
-        nl = buf.find(b"\n", pos)
-        while nl < 0 and not eof:
-            del buf[:pos]
-            pos = 0
-            fill(len(buf) + 1)  # one read: a pipe (a remote `journalctl --follow`) hands over what it has
-            nl = buf.find(b"\n", pos)
-        if nl < 0:
-            break
-        line = bytes(buf[pos:nl])
-        pos = nl + 1
-        if not line:
-            if fields:
-                yield fields
-            fields = {}
-            continue
-        eq = line.find(b"=")
-        if eq >= 0:
-            fields[line[:eq].decode("ascii", "replace")] = line[eq + 1:].decode("utf-8", "replace")
-            continue
-        # binary field: 8-byte little-endian length, the data, then a newline
-        del buf[:pos]
-        pos = 0
-        if not fill(8):
-            break
-        size = int.from_bytes(buf[:8], "little")
-        if size > 64 << 20 or not fill(8 + size + 1):
-            break
-        fields[line.decode("ascii", "replace")] = bytes(buf[8:8 + size]).decode("utf-8", "replace")
-        pos = 8 + size + 1
-        if pos > CHUNK:
-            del buf[:pos]
-            pos = 0
-    if fields:
+    reader = ExportReader(head, stream)
+    while (fields := reader.entry()) is not None:
         yield fields
+
+
+class ExportReader:
+    """`-o export` an entry at a time (`entry`), or, for replay's fast path, as blocks of whole
+    entries holding no binary field (`text_block`), which `text_entries` reads the same way."""
+
+    def __init__(self, head: bytes, stream: BinaryIO, block: int = CHUNK):
+        self.block = block  # text_block's size, about (tests use a small one)
+        self.buf = bytearray(head)
+        self.pos = 0
+        self.eof = False
+        self.stream = stream
+
+    def _fill(self, n: int) -> bool:
+        """Read until the buffer holds `n` bytes (or the stream ends)."""
+        while len(self.buf) < n and not self.eof:
+            chunk = self.stream.read(CHUNK)
+            if not chunk:
+                self.eof = True
+            self.buf.extend(chunk)
+        return len(self.buf) >= n
+
+    def _compact(self) -> None:
+        del self.buf[:self.pos]
+        self.pos = 0
+
+    def entry(self) -> dict[str, object] | None:
+        """The next entry's fields; None at the end of the input."""
+        buf = self.buf
+        fields: dict[str, object] = {}
+        while True:
+            nl = buf.find(b"\n", self.pos)
+            while nl < 0 and not self.eof:
+                self._compact()
+                self._fill(len(buf) + 1)  # one read: a pipe (a remote `journalctl --follow`) hands over what it has
+                nl = buf.find(b"\n", self.pos)
+            if nl < 0:
+                break
+            line = bytes(buf[self.pos:nl])
+            self.pos = nl + 1
+            if not line:
+                if fields:
+                    return fields
+                continue
+            eq = line.find(b"=")
+            if eq >= 0:
+                fields[line[:eq].decode("ascii", "replace")] = line[eq + 1:].decode("utf-8", "replace")
+                continue
+            # binary field: 8-byte little-endian length, the data, then a newline
+            self._compact()
+            if not self._fill(8):
+                break
+            size = int.from_bytes(buf[:8], "little")
+            if size > 64 << 20:  # no size: the line was neither KEY=value nor a field's name; skip it
+                continue
+            if not self._fill(8 + size + 1):
+                break
+            fields[line.decode("ascii", "replace")] = bytes(buf[8:8 + size]).decode("utf-8", "replace")
+            self.pos = 8 + size + 1
+            if self.pos > CHUNK:
+                self._compact()
+        self.pos = len(buf)
+        return fields or None
+
+    def text_block(self) -> bytes | None:
+        """The whole entries ahead, up to about a chunk, when none of them holds a binary field
+        (no NUL byte from here to 8 bytes past their end: a field's 8-byte size always has one),
+        as one block that starts with a newline and ends with each entry's blank line; None when
+        the next entry is for `entry`."""
+        if len(self.buf) - self.pos < self.block and not self.eof:
+            self._compact()
+            chunk = self.stream.read(self.block)
+            if not chunk:
+                self.eof = True
+            self.buf.extend(chunk)
+        buf = self.buf
+        nul = buf.find(b"\0", self.pos)
+        limit = len(buf) if nul < 0 else nul
+        cut = buf.rfind(b"\n\n", self.pos, limit - 8)
+        if cut < 0:
+            return None
+        block = b"\n" + bytes(buf[self.pos:cut + 2])
+        self.pos = cut + 2
+        return block
+
+
+def text_entries(block: bytes) -> Iterator[dict[str, object]]:
+    """The entries of an `ExportReader.text_block`, each as `ExportReader.entry` reads it."""
+    for text in block.split(b"\n\n"):
+        fields: dict[str, object] = {}
+        for line in text.split(b"\n"):
+            eq = line.find(b"=")
+            if eq >= 0:  # else: neither KEY=value nor a field's name with a size after it; entry() skips it too
+                fields[line[:eq].decode("ascii", "replace")] = line[eq + 1:].decode("utf-8", "replace")
+        if fields:
+            yield fields
