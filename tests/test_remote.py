@@ -158,6 +158,34 @@ def test_an_unreachable_host_is_one_line(cli, tmp_path: Path, monkeypatch) -> No
     assert_one_line_error(r, "root@127.0.0.1:1: unreachable")
 
 
+# ---------------------------------------------------------------- a notify unit's host
+
+
+def test_a_notify_units_host_must_have_svcdiag_and_the_same_config(units: Path, tmp_path: Path, monkeypatch) -> None:
+    """The probe Connection.check_supervisor runs there, run here by `sh` instead of over SSH."""
+    from svcdiag.config.service import find_units_dir
+
+    conn = Connection(Target("gpu-a", "root"))
+    monkeypatch.setattr(conn, "run", lambda cmd, input=None, timeout=60: subprocess.run(
+        ["sh", "-c", cmd], input=input, capture_output=True, cwd=tmp_path, check=False))
+    good = find_units_dir(str(units)).load("demo-smoke").config_hash
+    try:
+        conn.check_supervisor(sys.executable, str(units), "demo-smoke", good)  # all there: no error
+        (tmp_path / "empty").mkdir()
+        for python, where, config_hash, words in [
+                ("/nonexistent/bin/python", str(units), good, "/nonexistent/bin/python is not there"),
+                ("/usr/bin/python3", str(units), good, "/usr/bin/python3 there cannot import svcdiag"),
+                (sys.executable, str(tmp_path / "empty"), good, f"cannot load config demo-smoke from {tmp_path / 'empty'}"),
+                (sys.executable, str(units), "0" * 16, f"differs from this one (hash {good} there, {'0' * 16} here)")]:
+            with pytest.raises(SvcdiagError) as e:
+                conn.check_supervisor(python, where, "demo-smoke", config_hash)
+            msg = str(e.value)
+            assert msg.startswith("root@gpu-a: demo-smoke is a notify unit") and words in msg and "\n" not in msg, msg
+            assert 'readiness = "journal"' in msg
+    finally:
+        conn.close()
+
+
 # ---------------------------------------------------------------- the stand-in's worker node
 
 

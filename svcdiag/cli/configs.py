@@ -68,6 +68,8 @@ def install(ctx: click.Context, names: tuple[str, ...], unit_dir: str, force: bo
         click.echo(line, err=True)
     for item in result["units"]:
         click.echo(f"{item['action']:>9}  {item['path']}")
+    for path in result.get("secrets", []):  # a remote host's secret files: their paths only
+        click.echo(f"{'secret':>9}  {path}")
     click.echo(result["reload"])
 
 

@@ -24,8 +24,8 @@ from svcdiag.errors import SvcdiagError
 def replay(ctx: click.Context, path: str | None, example: str | None, list_examples: bool,
            config_name: str | None, invocation: str | None, strict: bool, as_json: bool, progress: bool) -> None:
     """Judge a saved SGLang log: plain, journalctl short, -o json or -o export ('-' for stdin)."""
+    from svcdiag.ops.conclude import conclude, diagnoser
     from svcdiag.ops.replay import example_names, replay_path, source
-    from svcdiag.ops.start import conclude, diagnoser
 
     if list_examples:
         click.echo("".join(f"{n}\n" for n in example_names()), nl=False)
@@ -49,15 +49,18 @@ def replay(ctx: click.Context, path: str | None, example: str | None, list_examp
 @click.option("--weights-gb", type=click.FloatRange(min=0, min_open=True), metavar="GB",
               help="the whole checkpoint's size, when the model directory has no safetensors")
 @click.option("--calibration", is_flag=True, help="predicted vs. logged KV tokens of past starts, per config")
+@c.HOST
 @c.STATE_DIR
 @c.JSON
 @click.pass_context
 def preflight(ctx: click.Context, name: str | None, gpu_memory: float | None, kv_bytes_per_token: int | None,
-              weights_gb: float | None, calibration: bool, state_dir: str | None, as_json: bool) -> None:
+              weights_gb: float | None, calibration: bool, host: str | None, state_dir: str | None,
+              as_json: bool) -> None:
     """Predict NAME's KV pool and max_running_requests before starting it, by SGLang's own
-    formula; exit 1 when it cannot serve one full-context request."""
+    formula; exit 1 when it cannot serve one full-context request. With --host (or the config's
+    remote_host): the model files and nvidia-smi of that host, over SSH."""
     from svcdiag.files import state_dir as find_state_dir
-    from svcdiag.ops.preflight import Calibration, plan
+    from svcdiag.ops.preflight import Calibration, host_files, plan
     from svcdiag.output.report import render_calibration, render_preflight
 
     if calibration:
@@ -67,7 +70,9 @@ def preflight(ctx: click.Context, name: str | None, gpu_memory: float | None, kv
     if not name:
         raise SvcdiagError("preflight: name a config (or --calibration)")
     cfg = c.load(ctx, name)
-    result = plan(cfg, gpu_memory=gpu_memory, kv_bytes_per_token=kv_bytes_per_token, weights_gb=weights_gb)
+    with host_files(cfg, host) as remote:
+        result = plan(cfg, gpu_memory=gpu_memory, kv_bytes_per_token=kv_bytes_per_token, weights_gb=weights_gb,
+                      remote=remote)
     c.emit_rows([{"event": "preflight", "name": cfg.name, **result.to_json()}], as_json,
                 lambda row: render_preflight(cfg.name, row))
     ctx.exit(1 if result.prediction.verdict == "cannot_serve" else 0)

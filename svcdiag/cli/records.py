@@ -42,12 +42,15 @@ def history(ctx: click.Context, name: str | None, since: str | None, advise: boo
 @click.argument("plan_path", metavar="PLAN.toml", type=click.Path(dir_okay=False))
 @click.option("--rerun", is_flag=True, help="run again what an earlier run of this campaign recorded")
 @click.option("--force", is_flag=True, help="start even when another process holds memory on a config's GPUs")
+@c.HOST
 @c.STATE_DIR
 @c.JSON
 @click.pass_context
-def campaign(ctx: click.Context, plan_path: str, rerun: bool, force: bool, state_dir: str | None, as_json: bool) -> None:
+def campaign(ctx: click.Context, plan_path: str, rerun: bool, force: bool, host: str | None, state_dir: str | None,
+             as_json: bool) -> None:
     """Baseline first, then each phase's configs: up, judge, benchmark, down; every one recorded.
-    Exit 0 when every config was healthy, 1 otherwise, 130 when interrupted."""
+    Exit 0 when every config was healthy, 1 otherwise, 130 when interrupted. With --host (or each
+    config's remote_host): every run on that host, over SSH."""
     from pathlib import Path
 
     from svcdiag.config.campaign import load_plan
@@ -56,8 +59,8 @@ def campaign(ctx: click.Context, plan_path: str, rerun: bool, force: bool, state
 
     units = c.units_dir(ctx)
     plan = load_plan(Path(plan_path), units)
-    pub = c.publisher(as_json, None)
-    outcome = run(plan, units, pub, rerun=rerun, force=force, state=state_dir)
+    pub = c.publisher(as_json, None, journal_sink=not host)  # a --host run's records: the output only, as `up`'s
+    outcome = run(plan, units, pub, rerun=rerun, force=force, state=state_dir, host=host)
     pub.close()
     if as_json:
         c.emit_json({"event": "campaign_result", "name": outcome.name, "baseline": outcome.baseline,
@@ -72,15 +75,20 @@ def campaign(ctx: click.Context, plan_path: str, rerun: bool, force: bool, state
 @click.argument("name")
 @click.option("--invocation", metavar="ID", help="the start (default: the config's last recorded one)")
 @click.option("-o", "--output", "out", metavar="FILE.tar.gz", help="where (default: NAME-INVOCATION.tar.gz here)")
+@c.HOST
 @c.STATE_DIR
 @c.JSON
 @click.pass_context
-def bundle(ctx: click.Context, name: str, invocation: str | None, out: str | None, state_dir: str | None,
-           as_json: bool) -> None:
-    """A post-mortem of one start, secrets redacted: `svcdiag replay FILE.tar.gz` judges it again."""
+def bundle(ctx: click.Context, name: str, invocation: str | None, out: str | None, host: str | None,
+           state_dir: str | None, as_json: bool) -> None:
+    """A post-mortem of one start, secrets redacted: `svcdiag replay FILE.tar.gz` judges it again.
+    With --host (or the config's remote_host): that host's journal, unit file and status, over SSH."""
     from svcdiag.ops.bundle import bundle as make
 
-    r = make(c.load(ctx, name), invocation=invocation, out=out, state=state_dir)
+    cfg = c.load(ctx, name)
+    with c.hosts(host) as hosts:
+        sd = hosts.get(cfg) if hosts.key(cfg) != "local" else None
+        r = make(cfg, invocation=invocation, out=out, state=state_dir, sd=sd)
     row = {"event": "bundle", "path": str(r.path), "invocation": r.invocation, "files": list(r.files),
            "redacted": list(r.redacted), "verdict": (r.verdict or {}).get("verdict")}
     c.emit_rows([row], as_json, lambda x: f"{x['path']}: invocation {x['invocation']}, {len(x['files'])} files, "

@@ -141,23 +141,24 @@ def logs(ctx: click.Context, name: str, milestones: bool, follow_: bool, host: s
 @click.argument("name", required=False)
 @click.option("--against", "candidate", metavar="CANDIDATE", help="explain how CANDIDATE differs and why it fails")
 @click.option("--keep-running", is_flag=True, help="leave the baseline running even if it was stopped before")
+@c.HOST
 @c.STATE_DIR
 @c.waiting
 @click.pass_context
 def baseline_check(ctx: click.Context, name: str | None, candidate: str | None, keep_running: bool,
-                   state_dir: str | None, timeout: float | None, as_json: bool, strict: bool, textfile: str | None,
-                   progress: bool) -> None:
+                   host: str | None, state_dir: str | None, timeout: float | None, as_json: bool, strict: bool,
+                   textfile: str | None, progress: bool) -> None:
     """Start the known-good baseline afresh, snapshot its figures, compare with the last good run,
     and put it back the way it was. NAME defaults to the config marked `baseline = true`."""
     from svcdiag.ops.baseline import check
-    from svcdiag.systemd.dbus import Systemd
 
     units = c.units_dir(ctx)
     cfg = c.load(ctx, name) if name else units.baseline()
     cand = c.load(ctx, candidate) if candidate else None
-    with Systemd.connect() as sd:
-        pub = c.publisher(as_json, cfg, textfile=textfile, progress=progress)
-        outcome = check(sd, cfg, units, pub, candidate=cand, keep_running=keep_running, state=state_dir, timeout=timeout)
+    with c.hosts(host) as hosts:
+        pub = c.publisher(as_json, cfg, textfile=textfile, progress=progress, journal_sink=hosts.key(cfg) == "local")
+        outcome = check(hosts.get(cfg), cfg, units, pub, candidate=cand, keep_running=keep_running, state=state_dir,
+                        timeout=timeout)
     pub.close()
     if outcome.verdict is None:
         ctx.exit(c.INTERRUPTED)
@@ -169,9 +170,11 @@ def baseline_check(ctx: click.Context, name: str | None, candidate: str | None, 
 
 
 @main.command()
+@click.option("--host", "host", metavar="[USER@]HOST[:PORT]", callback=c._check_host,
+              help="the board of that host's units, over SSH (its D-Bus signals and journal); default: this host")
 @c.JSON
 @click.pass_context
-def top(ctx: click.Context, as_json: bool) -> None:
+def top(ctx: click.Context, host: str | None, as_json: bool) -> None:
     """A live board of every svcdiag unit: state, phase and its progress, elapsed vs. usual, KV tokens,
     max_running, degraded marks, last verdict (q quits). Piped: one snapshot (--json: an object per unit)."""
     import sys
@@ -180,10 +183,11 @@ def top(ctx: click.Context, as_json: bool) -> None:
     from svcdiag.output import board as view
     from svcdiag.systemd.dbus import Systemd
 
-    with Systemd.connect() as sd:
-        b = Board(sd, c.units_dir(ctx).load_all())
+    snapshot = as_json or not view.interactive(sys.stdout)
+    with Systemd.connect(host) as sd:
+        b = Board(sd, c.units_dir(ctx).load_all(), follow=not snapshot)
         try:
-            if as_json or not view.interactive(sys.stdout):
+            if snapshot:
                 b.refresh()
                 rows = b.rows()
                 return c.emit_rows([r.to_json() for r in rows], True, str) if as_json \

@@ -188,7 +188,8 @@ class CheckOutcome:
 def check(sd: Systemd, cfg: ServiceConfig, units: UnitsDir, pub: Publisher, *, candidate: ServiceConfig | None,
           keep_running: bool, state: str | None, timeout: float | None) -> CheckOutcome:
     """Start the baseline afresh, judge it, snapshot it, compare with the last good run, and
-    put the unit back the way it was, whatever happens in between."""
+    put the unit back the way it was, whatever happens in between. `sd` may be a remote host's
+    systemd (over SSH): the start, its journal and the stop are there, the snapshots here."""
     store = SnapshotStore(state_dir(state), cfg.name)
     prev = store.last_good()
     for problem in store.problems:
@@ -198,7 +199,7 @@ def check(sd: Systemd, cfg: ServiceConfig, units: UnitsDir, pub: Publisher, *, c
         pub.note(f"baseline {cfg.name}: {before.active_state} before the check; a fresh start is judged")
         verdict = None
         try:
-            own_plan = quiet_plan(cfg)
+            own_plan = quiet_plan(cfg, remote=sd.remote)
             props = ensure_started(sd, cfg, pub.note, restart=True)
             verdict = judge_start(sd, cfg, props, pub, timeout)
         except KeyboardInterrupt:
@@ -239,5 +240,5 @@ def _against(sd: Systemd, base: ServiceConfig, cand: ServiceConfig, snapshot: di
     cverdict = None
     if cprops.invocation:
         cverdict = follow(sd, cand, cand.unit, cprops, emit=lambda ev: None, keep_following=False).verdict
-    cplan = quiet_plan(cand) if cverdict is None else None
+    cplan = quiet_plan(cand, remote=sd.remote) if cverdict is None else None
     return explain_candidate(base, cand, cverdict, snapshot, preflight=cplan.to_json() if cplan else None)

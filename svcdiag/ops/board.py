@@ -5,6 +5,10 @@ current start follows its lines, and the loop sleeps in poll(2) on those fds (an
 keyboard's) until one says something changed; only a start in progress wakes it once a
 second, to move its elapsed time. A start's lines go through the same Judge as `up`, so
 the board's phase, progress and verdict are the ones `up --wait-ready` reports.
+
+A remote host's board (`top --host`) is the same loop: its D-Bus signals come over the SSH
+connection, and each start's journal is streamed from there (`journalctl --follow` over SSH,
+whose pipe wakes the loop as the local journal's fd does).
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ from svcdiag.errors import SvcdiagError
 from svcdiag.judge.pipeline import Judge
 from svcdiag.judge.progress import PhaseProgress
 from svcdiag.systemd.dbus import Systemd, UnitProps
-from svcdiag.systemd.journal import EventReader, Follower
+from svcdiag.systemd.journal import EventReader
 
 #: how often the board moves on its own: each second while a start is in progress (its elapsed
 #: time and ETA move), rarely otherwise (uptimes)
@@ -74,13 +78,14 @@ class BoardRow:
 
 
 class _Start:
-    """One unit's current start: its journal, read so far, through a Judge."""
+    """One unit's current start: its journal, read so far, through a Judge. Not `follow`ing (a
+    snapshot), a remote journal is read to its end at once."""
 
-    def __init__(self, cfg: ServiceConfig, props: UnitProps):
+    def __init__(self, cfg: ServiceConfig, props: UnitProps, sd: Systemd, *, follow: bool = True):
         self.invocation = props.invocation
         start = props.inactive_exit_ts or props.state_change_ts or time.time()
         self.judge = Judge(cfg, unit=cfg.unit, invocation=props.invocation, start_ts=start)
-        self.journal: Follower | None = Follower(cfg.unit, props.invocation)
+        self.journal: Any = sd.follower(cfg.unit, props.invocation, follow=follow)
 
     def drain(self) -> bool:
         if self.journal is None:
@@ -103,12 +108,12 @@ class _Start:
 class Board:
     """Every config's unit, its current start judged from the journal, and its usual times."""
 
-    def __init__(self, sd: Systemd, configs: list[ServiceConfig]):
-        self.sd, self.configs = sd, configs
+    def __init__(self, sd: Systemd, configs: list[ServiceConfig], *, follow: bool = True):
+        self.sd, self.configs, self.follow = sd, configs, follow
         self.props: dict[str, UnitProps] = {}
         self.starts: dict[str, _Start] = {}
         self._dirty = {cfg.unit for cfg in configs}
-        self.usual = usual_times([c.name for c in configs])
+        self.usual = usual_times([c.name for c in configs]) if sd.remote is None else usual_from_history(configs)
         for cfg in configs:
             sd.watch(cfg.unit, lambda unit=cfg.unit: self._dirty.add(unit))
 
@@ -133,7 +138,7 @@ class Board:
                 if props.invocation and props.load_state != "not-found" and (cur is None or cur.invocation != props.invocation):
                     if cur is not None:
                         cur.close()
-                    self.starts[cfg.unit] = _Start(cfg, props)
+                    self.starts[cfg.unit] = _Start(cfg, props, self.sd, follow=self.follow)
         now = time.time() if now is None else now
         for unit, s in self.starts.items():
             changed = s.drain() or changed
@@ -206,6 +211,19 @@ def usual_times(names: list[str]) -> dict[str, dict[str, Any]]:
         if rec.event == "verdict" and rec.verdict == "healthy" and rec.config:
             out[rec.config] = {"startup_s": rec.figures.get("startup_s"),
                                "phase_seconds": rec.data.get("phase_seconds") or {}}
+    return out
+
+
+def usual_from_history(configs: list[ServiceConfig]) -> dict[str, dict[str, Any]]:
+    """A remote host's usual times: the last healthy start svcdiag recorded here (`up --host`
+    writes its verdicts to this machine's history, not that host's journal)."""
+    from svcdiag.ops.history import load_usual
+
+    out: dict[str, dict[str, Any]] = {}
+    for cfg in configs:
+        last = load_usual(cfg, None).last_healthy
+        if last:
+            out[cfg.name] = {"startup_s": last.get("startup_s"), "phase_seconds": last.get("phase_seconds") or {}}
     return out
 
 

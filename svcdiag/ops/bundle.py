@@ -3,15 +3,19 @@
 It holds the invocation's journal slice (export format: `svcdiag replay FILE.tar.gz` judges
 it), the rendered unit, the effective config, the verdict and diagnosis, the config's
 history rows, `nvidia-smi -q` and `/server_info` when there are any, and svcdiag's and
-SGLang's versions. Secrets are redacted everywhere (environment values of keys like
+SGLang's versions. Of a remote host (`--host`): its journal, unit file, nvidia-smi and the
+unit's status (status.json), read over the SSH connection; the history is this machine's.
+Secrets are redacted everywhere (environment values of keys like
 *TOKEN*, *KEY*, *SECRET*, *PASSWORD*; API keys in arguments), and MANIFEST.json lists what was.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import re
+import shlex
 import shutil
 import socket
 import struct
@@ -26,9 +30,10 @@ from typing import Any
 
 from svcdiag.config.service import ServiceConfig
 from svcdiag.errors import SvcdiagError
+from svcdiag.ops.conclude import diagnoser
+from svcdiag.ops.gpumem import remote_smi
 from svcdiag.ops.history import History, db_path
 from svcdiag.ops.replay import NoStartFound, replay
-from svcdiag.ops.start import diagnoser
 from svcdiag.systemd.install import SYSTEM_UNIT_DIR
 from svcdiag.systemd.render import render_unit
 
@@ -144,7 +149,16 @@ def redacted_config(cfg: ServiceConfig, red: Redactor) -> dict[str, Any]:
                                                            "config_hash": cfg.config_hash, "effective": flat})))
 
 
-def journal_slice(invocation: str) -> bytes:
+def journal_slice(invocation: str, remote: Any = None) -> bytes:
+    """The invocation's entries in export format, from this host's journal or `remote`'s (a Connection)."""
+    if remote is not None:
+        inv = shlex.quote(invocation)
+        p = remote.run(f"journalctl --no-pager -o export _SYSTEMD_INVOCATION_ID={inv} + INVOCATION_ID={inv}",
+                       timeout=120)
+        if p.returncode != 0:
+            raise SvcdiagError(f"bundle: journalctl on {remote.target} failed: "
+                               f"{p.stderr.decode(errors='replace').strip()[-300:]}")
+        return p.stdout
     exe = shutil.which("journalctl")
     if exe is None:
         raise SvcdiagError("bundle: journalctl is not installed; the journal slice cannot be read")
@@ -155,17 +169,25 @@ def journal_slice(invocation: str) -> bytes:
     return proc.stdout
 
 
-def _server_info(cfg: ServiceConfig) -> str | None:
+def _server_info(cfg: ServiceConfig, remote: Any = None) -> str | None:
+    host, port = cfg.host, cfg.port
+    if remote is not None:  # the server's port there, through the SSH connection
+        local = remote.forward(cfg.host, cfg.port)
+        if local is None:
+            return None
+        host, port = "127.0.0.1", local
     for path in ("/server_info", "/get_server_info"):
         try:
-            with urllib.request.urlopen(f"http://{cfg.host}:{cfg.port}{path}", timeout=3) as r:
+            with urllib.request.urlopen(f"http://{host}:{port}{path}", timeout=3) as r:
                 return r.read().decode("utf-8", "replace")
         except (OSError, ValueError):
             continue
     return None
 
 
-def _nvidia_smi() -> str | None:
+def _nvidia_smi(remote: Any = None) -> str | None:
+    if remote is not None:
+        return remote_smi(remote)(["-q"])
     exe = shutil.which("nvidia-smi")
     if exe is None:
         return None
@@ -175,44 +197,53 @@ def _nvidia_smi() -> str | None:
         return None
 
 
-def _unit_text(cfg: ServiceConfig, version: str | None) -> str:
+def _unit_text(cfg: ServiceConfig, version: str | None, remote: Any = None) -> str:
     installed = SYSTEM_UNIT_DIR / cfg.unit
+    if remote is not None:
+        return remote.read_file(str(installed)) or render_unit(cfg, version)
     try:
         return installed.read_text()
     except OSError:
         return render_unit(cfg, version)
 
 
-def pick_invocation(cfg: ServiceConfig, invocation: str | None, rows: list[dict[str, Any]]) -> str:
+def pick_invocation(cfg: ServiceConfig, invocation: str | None, rows: list[dict[str, Any]], sd: Any = None) -> str:
     """The invocation asked for (a prefix of a recorded one will do), else the config's last recorded start,
-    else the unit's current one."""
+    else the unit's current one (on `sd`'s host, when given)."""
     if invocation:
         full = [r["invocation"] for r in rows if r.get("invocation") and r["invocation"].startswith(invocation)]
         return full[-1] if full else invocation
     recorded = [r["invocation"] for r in rows if r.get("invocation")]
     if recorded:
         return str(recorded[-1])
-    from svcdiag.systemd.dbus import Systemd
-
-    with Systemd.connect() as sd:
+    if sd is not None:
         inv = sd.props(cfg.unit).invocation
+    else:
+        from svcdiag.systemd.dbus import Systemd
+
+        with Systemd.connect() as local:
+            inv = local.props(cfg.unit).invocation
     if not inv:
         raise SvcdiagError(f"bundle: {cfg.unit} has no recorded start and none since boot; pass --invocation ID")
     return inv
 
 
-def bundle(cfg: ServiceConfig, *, invocation: str | None, out: str | None, state: str | None) -> BundleResult:
+def bundle(cfg: ServiceConfig, *, invocation: str | None, out: str | None, state: str | None,
+           sd: Any = None) -> BundleResult:
+    """The bundle of one start; `sd`: the systemd of the host it ran on (a remote one: over SSH)."""
+    remote = getattr(sd, "remote", None)
     path = db_path(state)
     rows: list[dict[str, Any]] = []
     if path.exists():
         with History(path) as h:
             rows = h.rows(cfg.name)
-    inv = pick_invocation(cfg, invocation, rows)
+    inv = pick_invocation(cfg, invocation, rows, sd)
     row = next((r for r in reversed(rows) if r.get("invocation") == inv), None)
     red = Redactor(secrets(cfg))
-    raw = journal_slice(inv)
+    raw = journal_slice(inv, remote)
     if not raw.strip():
-        raise SvcdiagError(f"bundle: the journal holds nothing of invocation {inv} of {cfg.unit}")
+        where = f" on {remote.target}" if remote is not None else ""
+        raise SvcdiagError(f"bundle: the journal{where} holds nothing of invocation {inv} of {cfg.unit}")
     journal = red.export(JOURNAL, raw)
     verdict = None
     try:
@@ -229,20 +260,23 @@ def bundle(cfg: ServiceConfig, *, invocation: str | None, out: str | None, state
     def text(name: str, body: str) -> None:
         files[name] = red.text(name, body).encode()
 
-    text("unit.service", _unit_text(cfg, sglang_version))
+    text("unit.service", _unit_text(cfg, sglang_version, remote))
+    if sd is not None:
+        text("status.json", json.dumps(dataclasses.asdict(sd.props(cfg.unit)), indent=2, default=str) + "\n")
     files["config.json"] = (json.dumps(redacted_config(cfg, red), indent=2) + "\n").encode()
     text("verdict.json", json.dumps({"replayed": verdict, "recorded": row}, indent=2, default=str) + "\n")
     text("history.json", json.dumps(rows, indent=2, default=str) + "\n")
-    smi = _nvidia_smi()
+    smi = _nvidia_smi(remote)
     if smi is not None:
         text("nvidia-smi.txt", smi)
-    info = _server_info(cfg)
+    info = _server_info(cfg, remote)
     if info is not None:
         text("server_info.json", info)
     versions = {"svcdiag": _version("svcdiag"), "sglang": sglang_version}
     text("versions.json", json.dumps(versions, indent=2) + "\n")
     manifest = {"config": cfg.name, "unit": cfg.unit, "invocation": inv, "created": time.time(),
-                "host": socket.gethostname(), "versions": versions, "files": sorted(files),
+                "host": str(remote.target) if remote is not None else socket.gethostname(), "versions": versions,
+                "files": sorted(files),
                 "redacted": red.manifest(), "replay": "svcdiag replay THIS.tar.gz"}
     files["MANIFEST.json"] = (json.dumps(manifest, indent=2) + "\n").encode()
     target = Path(out or f"{cfg.name}-{inv[:12]}.tar.gz")

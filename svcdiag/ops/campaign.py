@@ -5,6 +5,11 @@ Configs that share a GPU (or a port) never run at once; within a phase marked `p
 disjoint ones run side by side, each in a thread with its own D-Bus connection. Ctrl-C
 stops what runs (recorded `interrupted`) and records the rest as `not_run`; a rerun skips
 what is recorded for the same config hash, unless --rerun.
+
+On a remote host (`--host`, or each config's `remote_host`) every run is there: one SSH
+connection per host for the whole campaign, a D-Bus connection over it per run, GPU hygiene
+with that host's nvidia-smi, and the benchmark run here against the server's port forwarded
+through the SSH connection. GPUs and ports of different hosts never clash.
 """
 
 from __future__ import annotations
@@ -14,7 +19,6 @@ import shlex
 import subprocess
 import threading
 import time
-from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,6 +31,7 @@ from svcdiag.ops import baseline as baseline_ops
 from svcdiag.ops import start
 from svcdiag.ops.gpu_hygiene import config_gpus
 from svcdiag.ops.history import History, db_path
+from svcdiag.ops.nodes import Hosts
 from svcdiag.output.publish import Publisher
 from svcdiag.systemd.dbus import Systemd
 
@@ -92,13 +97,17 @@ class _Locked:
                 tick(p)
 
 
-def resources(cfg: ServiceConfig) -> set[tuple[str, int]]:
-    """What two configs must not share at once: a GPU, or a port."""
-    return {("gpu", g) for g in config_gpus(cfg)} | {("port", cfg.port)}
+def resources(cfg: ServiceConfig, host: str = "local") -> set[tuple[str, int]]:
+    """What two configs must not share at once: a GPU, or a port (of the same host)."""
+    at = "" if host == "local" else f"@{host}"
+    return {(f"gpu{at}", g) for g in config_gpus(cfg)} | {(f"port{at}", cfg.port)}
 
 
-def benchmark_argv(template: str, cfg: ServiceConfig, output_file: Path) -> list[str]:
-    text = template.format(port=cfg.port, host=cfg.host, served_model_name=cfg.served_model_name or cfg.model_path,
+def benchmark_argv(template: str, cfg: ServiceConfig, output_file: Path, *, host: str | None = None,
+                   port: int | None = None) -> list[str]:
+    """The benchmark's command; `host`/`port`: where this machine reaches the server (a forwarded port)."""
+    text = template.format(port=port or cfg.port, host=host or cfg.host,
+                           served_model_name=cfg.served_model_name or cfg.model_path,
                            name=cfg.name, output_file=str(output_file))
     return shlex.split(text)
 
@@ -123,9 +132,10 @@ def bench_figures(stdout: str, output_file: Path | None) -> dict[str, Any]:
 
 class Runner:
     def __init__(self, plan: Plan, units: UnitsDir, base: Publisher, *, rerun: bool, force: bool, state: str | None,
-                 connect: Callable[[], Systemd] = Systemd.connect):
+                 host: str | None = None):
         self.plan, self.units, self.base = plan, units, base
-        self.rerun, self.force, self.state, self.connect = rerun, force, state, connect
+        self.rerun, self.force, self.state = rerun, force, state
+        self.hosts = Hosts(host)
         self.lock = threading.RLock()
         self.stop = threading.Event()
         self.benches: dict[str, subprocess.Popen[str]] = {}
@@ -138,6 +148,16 @@ class Runner:
 
     def pub(self, cfg: ServiceConfig) -> Publisher:
         return Publisher(self.sinks, config=cfg.name, unit=cfg.unit)
+
+    def connect(self, cfg: ServiceConfig) -> Systemd:
+        """A systemd connection of its own for one run, on the config's host (over that host's one
+        SSH connection, opened on first use)."""
+        with self.lock:
+            sd = self.hosts.get(cfg)
+        return sd.another()
+
+    def resources(self, cfg: ServiceConfig) -> set[tuple[str, int]]:
+        return resources(cfg, self.hosts.key(cfg))
 
     def record(self, row: RunRow) -> RunRow:
         with self.lock:
@@ -171,6 +191,7 @@ class Runner:
                 interrupted = self._phase(phase)
         finally:
             self.events.close()
+            self.hosts.close()
         files = self._results(base_result)
         return CampaignOutcome(self.plan.name, base_result, tuple(self.rows), interrupted, stopped and not interrupted,
                                self.plan.results_dir, files)
@@ -178,7 +199,7 @@ class Runner:
     def _baseline(self) -> dict[str, Any] | None:
         cfg = self.plan.baseline
         assert cfg is not None
-        with self.connect() as sd:
+        with self.connect(cfg) as sd:
             out = baseline_ops.check(sd, cfg, self.units, self.pub(cfg), candidate=None, keep_running=False,
                                      state=self.state, timeout=None)
         if out.verdict is None:
@@ -212,11 +233,11 @@ class Runner:
         with ThreadPoolExecutor(max_workers=max(limit, 1), thread_name_prefix="campaign") as pool:
             try:
                 while todo or busy:
-                    held = set().union(*(resources(c) for c in busy.values())) if busy else set()
+                    held = set().union(*(self.resources(c) for c in busy.values())) if busy else set()
                     for cfg in list(todo):
-                        if len(busy) < limit and not resources(cfg) & held:
+                        if len(busy) < limit and not self.resources(cfg) & held:
                             todo.remove(cfg)
-                            held |= resources(cfg)
+                            held |= self.resources(cfg)
                             busy[pool.submit(self._one, phase, cfg)] = cfg
                     done_, _ = wait(list(busy), timeout=0.5, return_when=FIRST_COMPLETED)
                     for fut in done_:
@@ -238,12 +259,12 @@ class Runner:
         with self.lock:
             for p in self.benches.values():
                 p.kill()
-        with self.connect() as sd:
-            for cfg in busy.values():
-                try:
+        for cfg in busy.values():
+            try:
+                with self.connect(cfg) as sd:
                     sd.wait_job(sd.stop(cfg.unit), 90.0)
-                except Exception as e:  # a unit that is already gone
-                    self.base.note(f"{cfg.unit}: {e}")
+            except Exception as e:  # a unit that is already gone
+                self.base.note(f"{cfg.unit}: {e}")
         for _ in range(2):
             try:
                 wait(list(busy), timeout=None)
@@ -256,7 +277,7 @@ class Runner:
         t0 = time.time()
         base: dict[str, Any] = {"phase": phase.name, "config": cfg.name, "config_hash": cfg.config_hash,
                                 "gpus": config_gpus(cfg), "started": t0}
-        with self.connect() as sd:
+        with self.connect(cfg) as sd:
             try:
                 try:
                     out = start.up(sd, cfg, self.units, pub, wait=True, restart=True, force=self.force, gpu_memory=None,
@@ -273,7 +294,7 @@ class Runner:
                 status = "interrupted" if self.stop.is_set() else v.verdict
                 bench = None
                 if v.verdict == "healthy" and phase.benchmark and not self.stop.is_set():
-                    bench = self._bench(phase.benchmark, cfg, pub)
+                    bench = self._bench(phase.benchmark, cfg, pub, sd)
                 figures = {k: v.figures[k] for k in ("kv_tokens", "max_running_requests", "context_len", "startup_s",
                                                      "sglang_version") if k in v.figures}
                 return RunRow(**base, status=status, verdict=v.verdict, cause=v.cause, message=v.message,
@@ -284,12 +305,13 @@ class Runner:
                 if not self.stop.is_set():
                     sd.wait_job(sd.stop(cfg.unit), 90.0)  # taken down before the next
 
-    def _bench(self, template: str, cfg: ServiceConfig, pub: Publisher) -> dict[str, Any]:
+    def _bench(self, template: str, cfg: ServiceConfig, pub: Publisher, sd: Systemd) -> dict[str, Any]:
         logs = self.plan.results_dir / "bench"
         logs.mkdir(exist_ok=True)
         out_file = logs / f"{cfg.name}.json"
         out_file.unlink(missing_ok=True)
-        argv = benchmark_argv(template, cfg, out_file)
+        local = sd.remote.forward(cfg.host, cfg.port) if sd.remote is not None else None  # here, through SSH
+        argv = benchmark_argv(template, cfg, out_file, host="127.0.0.1" if local else None, port=local)
         pub.note(f"benchmark: {shlex.join(argv)}")
         try:
             proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -331,5 +353,7 @@ class Runner:
         return tuple(str(d / f) for f in files)
 
 
-def run(plan: Plan, units: UnitsDir, base: Publisher, *, rerun: bool, force: bool, state: str | None) -> CampaignOutcome:
-    return Runner(plan, units, base, rerun=rerun, force=force, state=state).run()
+def run(plan: Plan, units: UnitsDir, base: Publisher, *, rerun: bool, force: bool, state: str | None,
+        host: str | None = None) -> CampaignOutcome:
+    """`host`: every run on that host (over SSH); else each config's remote_host, else here."""
+    return Runner(plan, units, base, rerun=rerun, force=force, state=state, host=host).run()

@@ -3,19 +3,23 @@ this unit's (an orphaned scheduler of an earlier start, someone's notebook) is n
 its PID, unit and GB, and the start refused unless --force.
 
 `nvidia-smi --query-compute-apps=pid,gpu_uuid,used_memory` says who holds what; each PID's
-unit comes from `/proc/PID/cgroup`. Without nvidia-smi there is nothing to check.
+unit comes from `/proc/PID/cgroup`. Without nvidia-smi there is nothing to check. On a remote
+host both are read there, over the SSH connection.
 """
 
 from __future__ import annotations
 
+import shlex
 import shutil
 import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from svcdiag.config.service import ServiceConfig
 from svcdiag.errors import SvcdiagError
+from svcdiag.ops.gpumem import remote_smi
 
 MiB_PER_GB = 1024  # nvidia-smi's MiB → GiB, as torch and SGLang count a GB
 PROC = Path("/proc")
@@ -38,12 +42,20 @@ class GpuBusy(SvcdiagError):
     exit_code = 1
 
 
-def unit_of(pid: int, proc: Path = PROC) -> str | None:
+def unit_of(pid: int, proc: Path = PROC, remote: Any = None) -> str | None:
     """The unit a PID runs in, from its cgroup path (`0::/system.slice/x.service` → `x.service`)."""
-    try:
-        text = (proc / str(pid) / "cgroup").read_text()
-    except OSError:
-        return None
+    if remote is not None:
+        try:
+            text = remote.read_file(f"/proc/{pid}/cgroup")
+        except SvcdiagError:
+            text = None
+        if text is None:
+            return None
+    else:
+        try:
+            text = (proc / str(pid) / "cgroup").read_text()
+        except OSError:
+            return None
     for line in text.splitlines():
         path = line.split(":", 2)[-1]
         for part in reversed(path.strip("/").split("/")):
@@ -89,30 +101,54 @@ def config_gpus(cfg: ServiceConfig) -> tuple[int, ...]:
     return cfg.gpus if cfg.gpus else tuple(range(cfg.tp_size * cfg.dp_size))
 
 
-def foreign_holders(cfg: ServiceConfig, proc: Path = PROC) -> list[Holder]:
-    """Who else holds memory on the config's GPUs now (empty without nvidia-smi)."""
-    exe = shutil.which("nvidia-smi")
-    if exe is None:
-        return []
-    gpus = parse_gpus(_smi(exe, "--query-gpu=index,uuid", "--format=csv,noheader"))
-    apps = parse_apps(_smi(exe, "--query-compute-apps=pid,gpu_uuid,used_memory", "--format=csv,noheader,nounits"), gpus)
+def _remote_queries(conn: Any) -> tuple[str, str] | None:
+    """Both queries on the remote host, or None where it has no nvidia-smi."""
+    if conn.run("command -v nvidia-smi >/dev/null 2>&1").returncode != 0:
+        return None
+    run = remote_smi(conn)
+    out = []
+    for args in (["--query-gpu=index,uuid", "--format=csv,noheader"],
+                 ["--query-compute-apps=pid,gpu_uuid,used_memory", "--format=csv,noheader,nounits"]):
+        text = run(args)
+        if text is None:
+            raise SvcdiagError(f"{conn.target}: nvidia-smi {shlex.join(args)} failed")
+        out.append(text)
+    return out[0], out[1]
+
+
+def foreign_holders(cfg: ServiceConfig, proc: Path = PROC, remote: Any = None) -> list[Holder]:
+    """Who else holds memory on the config's GPUs now (empty without nvidia-smi). `remote`: the
+    SSH Connection of the host the config runs on."""
+    if remote is not None:
+        got = _remote_queries(remote)
+        if got is None:
+            return []
+        gpu_text, app_text = got
+    else:
+        exe = shutil.which("nvidia-smi")
+        if exe is None:
+            return []
+        gpu_text = _smi(exe, "--query-gpu=index,uuid", "--format=csv,noheader")
+        app_text = _smi(exe, "--query-compute-apps=pid,gpu_uuid,used_memory", "--format=csv,noheader,nounits")
+    apps = parse_apps(app_text, parse_gpus(gpu_text))
     mine = set(config_gpus(cfg))
     out = []
     for pid, gpu, gb in apps:
         if gpu not in mine:
             continue
-        unit = unit_of(pid, proc)
+        unit = unit_of(pid, proc, remote)
         if unit != cfg.unit:
             out.append(Holder(pid, gpu, round(gb, 2), unit))
     return out
 
 
-def gate(cfg: ServiceConfig, note: Callable[[str], None], *, force: bool) -> list[Holder]:
-    """Refuse the start (GpuBusy, exit 1) while another process holds memory on its GPUs; with force, say so and go on."""
-    holders = foreign_holders(cfg)
+def gate(cfg: ServiceConfig, note: Callable[[str], None], *, force: bool, remote: Any = None) -> list[Holder]:
+    """Refuse the start (GpuBusy, exit 1) while another process holds memory on its GPUs; with force, say so and go on.
+    `remote`: the SSH Connection of the host it runs on (its nvidia-smi and /proc)."""
+    holders = foreign_holders(cfg, remote=remote)
     if not holders:
         return holders
-    said = "; ".join(h.describe() for h in holders)
+    said = "; ".join(h.describe() for h in holders) + (f" on {remote.target}" if remote is not None else "")
     if force:
         note(f"--force: starting anyway, though {said}")
         return holders

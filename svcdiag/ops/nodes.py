@@ -14,15 +14,17 @@ import queue
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from svcdiag.config.service import ServiceConfig, UnitsDir
 from svcdiag.judge.verdict import Verdict
 from svcdiag.ops import service
-from svcdiag.ops.start import StartOutcome, conclude, diagnoser, ensure_started, flag_check, judge_start, remember
 from svcdiag.output.publish import Publisher
 from svcdiag.systemd.dbus import Systemd
 from svcdiag.systemd.remote import ConnectionLost, is_local
+
+if TYPE_CHECKING:  # ops.start (installing, checking, HTTP) is imported by the commands that start: not `status`
+    from svcdiag.ops.start import StartOutcome
 
 
 class Hosts:
@@ -132,6 +134,8 @@ def combine(hosts: Hosts, cfg: ServiceConfig, verdicts: dict[int, Verdict], node
 def up(hosts: Hosts, cfg: ServiceConfig, units: UnitsDir, pub: Publisher, *, wait: bool, restart: bool,
        timeout: float | None, attach_only: bool = False, command: str = "up") -> StartOutcome:
     """Every node's unit installed (if drifted) and started, rank 0 first; with `wait`, followed together."""
+    from svcdiag.ops.start import StartOutcome, conclude, diagnoser, ensure_started, flag_check, judge_start, remember
+
     nodes = cfg.node_configs()
     started: dict[int, Any] = {}
     for n in nodes:
@@ -213,13 +217,18 @@ def install_on_hosts(hosts: Hosts, configs: list[ServiceConfig], *, force: bool 
     from pathlib import Path
 
     from svcdiag.ops.check import check, require_ok
+    from svcdiag.ops.start import check_remote_supervisor
     from svcdiag.systemd.install import SYSTEM_UNIT_DIR, install_remote, install_units
 
     results = {cfg.name: require_ok(check(cfg)) for cfg in configs}
     groups: dict[str, list[ServiceConfig]] = {}
     for cfg in configs:
         groups.setdefault(hosts.key(cfg), []).append(cfg)
-    out: dict[str, Any] = {"unit_dir": str(SYSTEM_UNIT_DIR), "units": [], "reload": [], "hosts": sorted(groups)}
+    out: dict[str, Any] = {"unit_dir": str(SYSTEM_UNIT_DIR), "units": [], "reload": [], "hosts": sorted(groups),
+                           "secrets": []}
+    for key, group in groups.items():  # a notify unit's host has svcdiag and the config: checked before any write
+        for cfg in group if key != "local" else ():
+            check_remote_supervisor(hosts.get(cfg), cfg)
     for key, group in groups.items():
         versions = {cfg.name: results[cfg.name].sglang.version for cfg in group}
         if key == "local":
@@ -227,6 +236,7 @@ def install_on_hosts(hosts: Hosts, configs: list[ServiceConfig], *, force: bool 
         else:
             got = install_remote(hosts.get(group[0]), group, force=force, versions=versions)
         out["units"] += got["units"]
+        out["secrets"] += got.get("secrets", [])  # the remote paths written (never a value)
         out["reload"].append(got["reload"] if key == "local" else f"{key}: {got['reload']}")
     out["reload"] = "; ".join(out["reload"])
     out["notes"] = [n for r in results.values() for n in r.notes]

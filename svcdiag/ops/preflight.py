@@ -3,13 +3,19 @@
 `plan()` gathers a config's inputs (saying where each came from, and what it could not
 read) and hands them to preflight's pure arithmetic. `Calibration` keeps, per config,
 predicted vs. logged KV tokens after every start, so the prediction's error is known.
+
+On a remote host (`--host`, `remote_host`) the model directories are read there over the SSH
+connection (`cat`, `stat`) and the GPU figure is that host's nvidia-smi.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shlex
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -19,7 +25,7 @@ from svcdiag.errors import SvcdiagError
 from svcdiag.files import private_dir
 from svcdiag.ops.gpumem import gpu_free_gb
 from svcdiag.sglang.memory import GB
-from svcdiag.sglang.modelinfo import ModelInfoError, read_shape, weight_bytes
+from svcdiag.sglang.modelinfo import LOCAL, ModelFiles, ModelInfoError, read_shape, weight_bytes
 from svcdiag.sglang.preflight import Inputs, Prediction, inputs_from_shape, predict
 
 
@@ -38,19 +44,48 @@ class Plan:
                 "sources": i.sources, "notes": list(self.notes)}
 
 
+class RemoteFiles:
+    """A remote host's model files, read over its SSH connection (svcdiag.systemd.remote.Connection)."""
+
+    def __init__(self, conn: Any):
+        self.conn = conn
+
+    def text(self, path: str) -> str | None:
+        return self.conn.read_file(path)
+
+    def sizes(self, folder: str, suffix: str) -> list[int] | None:
+        q = shlex.quote(folder)
+        p = self.conn.run(f"test -d {q} || exit 3; for f in {q}/*{shlex.quote(suffix)}; do "
+                          f'test -e "$f" && stat -L -c %s -- "$f"; done; exit 0')
+        if p.returncode == 3:
+            return None
+        if p.returncode != 0:
+            raise SvcdiagError(f"{self.conn.target}: cannot list {folder}")
+        return [int(x) for x in p.stdout.decode().split() if x.isdigit()]
+
+
+def _where(remote: Any) -> str:
+    return f"{remote.target}:" if remote is not None else ""
+
+
 def plan(cfg: ServiceConfig, *, gpu_memory: float | None = None, kv_bytes_per_token: int | None = None,
-         weights_gb: float | None = None) -> Plan:
-    """The prediction for `cfg`, or a one-line SvcdiagError naming what is missing."""
+         weights_gb: float | None = None, remote: Any = None) -> Plan:
+    """The prediction for `cfg`, or a one-line SvcdiagError naming what is missing. `remote`:
+    the SSH Connection of the host it runs on, where its model files and GPUs are."""
     notes: list[str] = []
     sources: dict[str, str] = {}
+    files: ModelFiles = LOCAL if remote is None else RemoteFiles(remote)
+    at = _where(remote)
     try:
-        shape = read_shape(cfg.model_path)
-        sources["shape"] = f"{cfg.model_path}/config.json ({shape.architecture}, {shape.kind})"
+        shape = read_shape(cfg.model_path, files)
+        sources["shape"] = f"{at}{cfg.model_path}/config.json ({shape.architecture}, {shape.kind})"
     except ModelInfoError as e:
         if kv_bytes_per_token is None:
+            if remote is not None:
+                raise SvcdiagError(f"{at}{e}") from None
             raise
         shape = None
-        notes.append(f"{e.path}: {', '.join(e.missing)} unreadable or missing; using --kv-bytes-per-token")
+        notes.append(f"{at}{e.path}: {', '.join(e.missing)} unreadable or missing; using --kv-bytes-per-token")
         if cfg.hybrid:
             notes.append("the Mamba state cache is not counted without config.json: the KV figure is an upper bound")
     if kv_bytes_per_token is not None:
@@ -60,29 +95,47 @@ def plan(cfg: ServiceConfig, *, gpu_memory: float | None = None, kv_bytes_per_to
         sources["weights"] = "--weights-gb"
     else:
         try:
-            weights = weight_bytes(cfg.model_path)
+            weights = weight_bytes(cfg.model_path, files)
         except SvcdiagError as e:
-            raise SvcdiagError(f"{e}; pass --weights-gb") from None
-        sources["weights"] = f"{cfg.model_path} (safetensors)"
+            raise SvcdiagError(f"{at}{e}; pass --weights-gb") from None
+        sources["weights"] = f"{at}{cfg.model_path} (safetensors)"
     draft, draft_layers = 0, None
     spec = cfg.speculative
     if spec is not None and spec.draft_model_path:
         try:
-            draft = weight_bytes(spec.draft_model_path)
-            sources["draft"] = f"{spec.draft_model_path} (safetensors)"
+            draft = weight_bytes(spec.draft_model_path, files)
+            sources["draft"] = f"{at}{spec.draft_model_path} (safetensors)"
         except SvcdiagError as e:
             notes.append(f"draft model size unknown ({e}); the reserve check leaves it out")
         try:
-            draft_layers = read_shape(spec.draft_model_path).layers
+            draft_layers = read_shape(spec.draft_model_path, files).layers
         except SvcdiagError:
             pass
-    free, source = gpu_free_gb(cfg, gpu_memory)
+    free, source = gpu_free_gb(cfg, gpu_memory, remote)
     inp = inputs_from_shape(cfg, shape, gpu_free_gb=free, gpu_source=source, weights_bytes=weights,
                             draft_bytes=draft, draft_layers=draft_layers, kv_bytes_per_token=kv_bytes_per_token,
                             sources=sources)
     if inp.context_len is None:
         notes.append("no context_length in the config and none in config.json: the one-request check is skipped")
     return Plan(inp, predict(cfg, inp), tuple(notes))
+
+
+@contextmanager
+def host_files(cfg: ServiceConfig, host: str | None) -> Iterator[Any]:
+    """The SSH Connection to the config's host (`host` wins over its remote_host) for the
+    length of a preflight, or None when it runs here. Only SSH: preflight needs no D-Bus."""
+    from svcdiag.systemd.remote import connect, is_local
+
+    spec = host or cfg.remote_host
+    if is_local(spec):
+        yield None
+        return
+    assert spec is not None
+    conn = connect(spec)
+    try:
+        yield conn
+    finally:
+        conn.close()
 
 
 def predicted_cause(p: Prediction) -> str | None:

@@ -4,14 +4,17 @@ Only the fields SGLang's own sizing uses are read (docs/sglang.md#cell-and-slot-
 keep a KV cache, KV heads and head dims (or MLA's latent width), the linear-attention
 layers' conv and SSM state, and the weight bytes. A field that is missing is named, never
 guessed: the caller falls back to --kv-bytes-per-token / --weights-gb.
+
+The files are read through a `ModelFiles` reader: this host's (`LOCAL`), or one the caller
+builds for a remote host (svcdiag.ops.preflight reads them over SSH); nothing here knows SSH.
 """
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
+from pathlib import Path, PurePosixPath
+from typing import Any, Protocol
 
 from svcdiag.errors import SvcdiagError
 
@@ -21,10 +24,36 @@ DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "half": 2, "float32": 4, "float": 4,
 SSM_STATE_BYTES = 4
 
 
+class ModelFiles(Protocol):
+    """Where a model directory is read: `text` is a file's text (None: no such file), `sizes`
+    the byte sizes of a folder's files named *SUFFIX (None: no such folder)."""
+
+    def text(self, path: str) -> str | None: ...
+
+    def sizes(self, folder: str, suffix: str) -> list[int] | None: ...
+
+
+class LocalFiles:
+    """This host's files (symlinks followed, as a Hugging Face cache needs)."""
+
+    def text(self, path: str) -> str | None:
+        try:
+            return Path(path).read_text()
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+
+    def sizes(self, folder: str, suffix: str) -> list[int] | None:
+        d = Path(folder)
+        return [f.stat().st_size for f in d.glob(f"*{suffix}")] if d.is_dir() else None
+
+
+LOCAL = LocalFiles()
+
+
 class ModelInfoError(SvcdiagError):
     """config.json lacks what the budget needs; `missing` names the fields."""
 
-    def __init__(self, path: Path, missing: list[str], why: str = ""):
+    def __init__(self, path: Path | PurePosixPath, missing: list[str], why: str = ""):
         self.path, self.missing = path, missing
         what = why or f"missing {', '.join(missing)}"
         super().__init__(f"{path}: {what}; pass --kv-bytes-per-token (and --weights-gb) to preflight without it")
@@ -67,7 +96,7 @@ def _text_config(cfg: dict[str, Any]) -> dict[str, Any]:
     return {**cfg, **inner} if isinstance(inner, dict) else cfg
 
 
-def shape_from_config(cfg: dict[str, Any], path: Path) -> ModelShape:
+def shape_from_config(cfg: dict[str, Any], path: Path | PurePosixPath) -> ModelShape:
     c = _text_config(cfg)
     arch = (c.get("architectures") or [c.get("model_type") or "unknown"])[0]
     need: list[str] = []
@@ -118,12 +147,13 @@ def shape_from_config(cfg: dict[str, Any], path: Path) -> ModelShape:
                       ssm_elems_per_layer=hv * dk * dv, max_position_embeddings=c.get("max_position_embeddings"))
 
 
-def read_shape(model_dir: str | Path) -> ModelShape:
-    path = Path(model_dir) / "config.json"
+def read_shape(model_dir: str | Path, files: ModelFiles = LOCAL) -> ModelShape:
+    path = PurePosixPath(model_dir) / "config.json"
     try:
-        cfg = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise ModelInfoError(path, ["config.json"], "no such file") from None
+        text = files.text(str(path))
+        if text is None:
+            raise ModelInfoError(path, ["config.json"], "no such file")
+        cfg = json.loads(text)
     except (OSError, ValueError) as e:
         raise ModelInfoError(path, ["config.json"], f"cannot read: {e}") from None
     if not isinstance(cfg, dict):
@@ -131,17 +161,20 @@ def read_shape(model_dir: str | Path) -> ModelShape:
     return shape_from_config(cfg, path)
 
 
-def weight_bytes(model_dir: str | Path) -> int:
+def weight_bytes(model_dir: str | Path, files: ModelFiles = LOCAL) -> int:
     """The checkpoint's size: the safetensors index's total_size, else the *.safetensors files' sizes."""
-    d = Path(model_dir)
+    d = PurePosixPath(model_dir)
     index = d / "model.safetensors.index.json"
-    if index.is_file():
+    try:
+        text = files.text(str(index))
+    except OSError as e:  # a folder by that name, or unreadable
+        raise SvcdiagError(f"{index}: cannot read ({e})") from None
+    if text is not None:
         try:
-            total = json.loads(index.read_text())["metadata"]["total_size"]
-            return int(total)
-        except (OSError, ValueError, KeyError, TypeError) as e:
+            return int(json.loads(text)["metadata"]["total_size"])
+        except (ValueError, KeyError, TypeError) as e:
             raise SvcdiagError(f"{index}: no metadata.total_size ({e})") from None
-    files = list(d.glob("*.safetensors")) if d.is_dir() else []
-    if not files:
+    sizes = files.sizes(str(d), ".safetensors") or []
+    if not sizes:
         raise SvcdiagError(f"{d}: no model.safetensors.index.json and no *.safetensors files")
-    return sum(f.stat().st_size for f in files)
+    return sum(sizes)

@@ -7,11 +7,12 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from svcdiag.config.secrets import check_files
 from svcdiag.config.service import ServiceConfig
 from svcdiag.errors import SvcdiagError
 from svcdiag.files import write_atomic
 from svcdiag.systemd.render import installed_hash, render_unit
-from svcdiag.systemd.secrets import remove_environment_file, write_environment_file
+from svcdiag.systemd.secrets import push_remote, remove_environment_file, write_environment_file
 
 SYSTEM_UNIT_DIR = Path("/etc/systemd/system")
 
@@ -106,20 +107,21 @@ def install_units(configs: list[ServiceConfig], unit_dir: Path, *, reload: bool 
 def install_remote(sd: Any, configs: list[ServiceConfig], *, force: bool = False,
                    versions: Mapping[str, str | None] | None = None) -> dict[str, Any]:
     """install_units on the host `sd` reaches over SSH: each unit written there atomically (temp
-    file + rename), then one daemon-reload over that host's D-Bus."""
+    file + rename), then one daemon-reload over that host's D-Bus. [secrets] are read here and
+    written there first (svcdiag.systemd.secrets.push_remote); `out["secrets"]` names the paths."""
     versions = versions or {}
     conn = sd.remote
     rendered = [(cfg, render_unit(cfg, versions.get(cfg.name))) for cfg in configs]
     for cfg, _ in rendered:
         if cfg.secrets:
-            raise SvcdiagError(f"{cfg.name}: [secrets] on a remote host are not supported yet; "
-                               "install on the GPU host itself (docs/remote.md)")
+            check_files(cfg)  # every config's secret files, here, before anything is written there
     olds = {cfg.name: conn.read_file(str(SYSTEM_UNIT_DIR / cfg.unit)) for cfg, _ in rendered}
     for cfg, _ in rendered:
         old = olds[cfg.name]
         if old is not None and "X-SvcdiagConfig=" not in old and not force:
             raise SvcdiagError(f"{conn.target}:{SYSTEM_UNIT_DIR / cfg.unit} exists and was not written by svcdiag; "
                                f"move it away, or `svcdiag install --force {cfg.name}` to replace it")
+    secrets = [f"{conn.target}:{p}" for cfg, _ in rendered for p in push_remote(conn, cfg)]
     out: list[dict[str, str]] = []
     changed = False
     for cfg, text in rendered:
@@ -132,5 +134,5 @@ def install_remote(sd: Any, configs: list[ServiceConfig], *, force: bool = False
         out.append({"name": cfg.name, "path": f"{conn.target}:{path}", "action": "updated" if olds[cfg.name] else "installed"})
     if changed:
         sd.daemon_reload()
-    return {"unit_dir": f"{conn.target}:{SYSTEM_UNIT_DIR}", "units": out,
+    return {"unit_dir": f"{conn.target}:{SYSTEM_UNIT_DIR}", "units": out, "secrets": secrets,
             "reload": "daemon-reload: done" if changed else "daemon-reload: nothing changed"}

@@ -40,6 +40,20 @@ SSH_CONFIG_ENV = "SVCDIAG_SSH_CONFIG"
 #: the remote command of the D-Bus transport: silent (exit 1) where there is no bridge, so
 #: the failure is ours to explain in one line, not a shell's "command not found" on stderr
 BRIDGE_CMD = "command -v systemd-stdio-bridge >/dev/null 2>&1 && exec systemd-stdio-bridge"
+#: run by a notify unit's interpreter there (Connection.check_supervisor): its config's hash, or why not
+SUPERVISOR_PROBE = """
+import sys
+try:
+    from svcdiag.config.service import find_units_dir
+except Exception as e:
+    print(f"{type(e).__name__}: {e}")
+    sys.exit(91)
+try:
+    print(find_units_dir(sys.argv[1]).load(sys.argv[2]).config_hash)
+except Exception as e:
+    print(" ".join(str(e).split()))
+    sys.exit(92)
+"""
 TARGET_RE = re.compile(r"^(?:(?P<user>[A-Za-z0-9_][A-Za-z0-9_.\-]*)@)?"
                        r"(?P<host>[A-Za-z0-9][A-Za-z0-9.\-]*|\[[0-9A-Fa-f:.]+\])(?::(?P<port>\d{1,5}))?$")
 
@@ -197,6 +211,24 @@ class Connection:
         if p.returncode != 0:
             why = p.stderr.decode(errors="replace").strip().splitlines()
             raise SvcdiagError(f"{self.target}: cannot write {path}: {why[-1] if why else 'permission denied'}")
+
+    def check_supervisor(self, python: str, units_dir: str, name: str, config_hash: str) -> None:
+        """A notify unit's main process there is `PYTHON -m svcdiag --units DIR supervise --config
+        NAME`, which judges the start by that host's copy of the config: that interpreter, svcdiag
+        under it and the same config, checked in one round trip, each missing piece one line."""
+        p = self.run(f"test -x {shlex.quote(python)} || exit 90; exec {shlex.quote(python)} - "
+                     f"{shlex.quote(units_dir)} {shlex.quote(name)}", input=SUPERVISOR_PROBE.encode())
+        said = (p.stdout.decode(errors="replace").strip().splitlines() or [""])[-1]
+        why = {90: f"{python} is not there", 91: f"{python} there cannot import svcdiag ({said})",
+               92: f"svcdiag there cannot load config {name} from {units_dir} ({said})"}.get(p.returncode)
+        if why is None and p.returncode != 0:
+            why = f"{python} there failed (exit {p.returncode}): {p.stderr.decode(errors='replace').strip()[-200:]}"
+        if why is None and said != config_hash:
+            why = f"its config {name} in {units_dir} differs from this one (hash {said or '?'} there, {config_hash} here)"
+        if why is not None:
+            raise SvcdiagError(f"{self.target}: {name} is a notify unit, whose main process is svcdiag supervise "
+                               f"there, but {why}: install svcdiag and the units folder on the GPU host at the same "
+                               'paths, or set readiness = "journal" (docs/remote.md#notify-mode-over-ssh)')
 
     def has_bridge(self) -> bool:
         return self.run("command -v systemd-stdio-bridge >/dev/null 2>&1").returncode == 0

@@ -41,3 +41,37 @@ def rig_units(rig):
 def units(rig_units: Path) -> Path:
     """Here, the units folder is the one the rig can see (it overrides tests/conftest.py's)."""
     return rig_units
+
+
+@pytest.fixture(scope="session")
+def test_hosts():
+    """Two more private systemds, gpu-a and gpu-b, booted as the rig is, each with an sshd on its
+    own loopback address (127.0.0.2, 127.0.0.3), keys and known_hosts made for this run
+    (tests/rig/sshd.py). Booted once a session, when a test first asks; torn down at its end."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from svcdiag.systemd.rig import Rig, available
+
+    from .sshd import make_sshds
+
+    why = available()
+    if not why and (not Path("/usr/sbin/sshd").exists() or shutil.which("ssh") is None):
+        why = "openssh-server and openssh-client are needed (scripts/setup rig installs them)"
+    if why:
+        if os.environ.get("SVCDIAG_REQUIRE_RIG"):
+            pytest.fail(why)
+        pytest.skip(why)
+    rigs = [Rig(ROOT, name=f"svcdiag-test-{h}-{os.getpid()}") for h in ("gpu-a", "gpu-b")]
+    hosts = []
+    try:
+        with ThreadPoolExecutor(len(rigs)) as pool:
+            list(pool.map(lambda r: r.boot(), rigs))
+        hosts = make_sshds(list(zip(rigs, ("127.0.0.2", "127.0.0.3"), strict=True)), ROOT)
+        yield tuple(hosts)
+    finally:
+        for h in hosts:
+            h.kill()
+        for r in rigs:
+            r.down()
+        if hosts:
+            shutil.rmtree(hosts[0].dir, ignore_errors=True)

@@ -31,6 +31,12 @@ WORKER = int(os.environ.get("PYTEST_XDIST_WORKER", "gw0")[2:] or 0)
 _ports = iter(range(32100 + 400 * WORKER, 32500 + 400 * WORKER))
 
 
+def next_port(n: int = 1) -> int:
+    """The first of `n` consecutive ports from this worker's range (every rig test module takes from it)."""
+    ports = [next(_ports) for _ in range(n)]
+    return ports[0]
+
+
 def config(units: Path, name: str, base: str, **fields) -> str:
     fields.setdefault("port", next(_ports))
     body = [f'extends = "{base}"'] + [f"{k} = {json.dumps(v)}" for k, v in fields.items() if not isinstance(v, dict)]
