@@ -11,7 +11,7 @@ to svcdiag's verdict line) and the CPU svcdiag uses while waiting on a hung star
 Each of these runs twice: on units in journal mode and on units in notify mode
 (readiness = "notify": `svcdiag supervise` is the main process, `up` waits on D-Bus).
 In notify mode a milestone also has a second latency: its line in the journal to systemd's
-StatusText saying it (PropertiesChanged, as `busctl monitor` sees it). Last, the
+StatusText saying it (the PropertiesChanged carrying it, at a D-Bus client on `up`'s bus). Last, the
 supervisor's own CPU per 1M lines passed through, beside `cat`'s (no rig needed).
 Targets: p50 ≤ 10 ms, p99 ≤ 50 ms, fail-fast ≤ 200 ms, CPU ≤ 0.5 % of a core (journal mode);
 notify mode (#16): p50 ≤ 1 ms, p99 ≤ 5 ms, fail-fast ≤ 50 ms, CPU ≤ 0.05 %.
@@ -36,6 +36,8 @@ sys.path.insert(0, str(ROOT))
 
 from svcdiag.systemd.rig import Rig  # noqa: E402
 
+#: how `up` is run in the rig: as root it follows on PID 1's private bus; --bus system says SVCDIAG_BUS=system
+UP = ["svcdiag"]
 MILESTONES = ("Load weight begin", "Load weight end", "Mamba Cache is allocated", "KV Cache is allocated",
               "Memory pool end", "max_total_num_tokens=", "fired up and ready to roll")
 
@@ -55,7 +57,7 @@ def one_start(rig: Rig, units: Path, name: str) -> tuple[list[float], list[float
     anchor = rig.popen(f"journalctl -f -n0 -o json -u {unit} | grep --line-buffered -E "
                        f"'{'|'.join(MILESTONES)}'", stdout=subprocess.PIPE)
     time.sleep(0.5)  # the anchor is following before the start
-    ours = rig.popen(["svcdiag", "--units", str(units), "up", name, "--wait-ready", "--json"], stdout=subprocess.PIPE)
+    ours = rig.popen([*UP, "--units", str(units), "up", name, "--wait-ready", "--json"], stdout=subprocess.PIPE)
     got_a: list[tuple[float, str]] = []
     got_o: list[tuple[float, str]] = []
     ta = threading.Thread(target=reader, args=(anchor, got_a), daemon=True)
@@ -89,7 +91,7 @@ def fail_fast(rig: Rig, units: Path, n: int, mode: str = "journal") -> list[floa
     for i in range(n):
         name = f"bench-segv-{uuid.uuid4().hex[:6]}"
         (units / f"{name}.toml").write_text(f'extends = "demo-segfault"\nport = {33200 + i}\nreadiness = "{mode}"\n')
-        proc = rig.popen(["svcdiag", "--units", str(units), "up", name, "--wait-ready", "--json"], stdout=subprocess.PIPE)
+        proc = rig.popen([*UP, "--units", str(units), "up", name, "--wait-ready", "--json"], stdout=subprocess.PIPE)
         lines: list[tuple[float, str]] = []
         reader(proc, lines)
         proc.wait()
@@ -106,13 +108,18 @@ def cpu_while_hung(rig: Rig, units: Path, seconds: float, mode: str = "journal")
     name = f"bench-hang-{uuid.uuid4().hex[:6]}"
     (units / f"{name}.toml").write_text(f'extends = "demo-hang"\nport = 33300\nreadiness = "{mode}"\n'
                                         '[timeouts]\nloading_weights = 600\n')
-    proc = rig.popen(["svcdiag", "--units", str(units), "up", name, "--wait-ready"], stdout=subprocess.DEVNULL)
+    proc = rig.popen([*UP, "--units", str(units), "up", name, "--wait-ready"], stdout=subprocess.DEVNULL)
     time.sleep(3)
     pid = rig.run(f"pgrep -f '[b]in/svcdiag --units {units} up {name}'").stdout.decode().split()[0]
     sup = rig.run(f"pgrep -f '[s]upervise --config {name} '", check=False).stdout.decode().split()[:1]
     tick = int(rig.run("getconf CLK_TCK").stdout)
 
     def cpu(pid: str) -> float:
+        # time on a CPU in ns (sched_info), where the kernel keeps it: clock ticks (10 ms) are too coarse
+        # for a process that wakes a few times a second; else utime + stime
+        sched = rig.run(f"cat /proc/{pid}/schedstat", check=False).stdout.decode().split()
+        if sched and sched[0].isdigit() and int(sched[0]) > 0:
+            return int(sched[0]) / 1e9
         fields = rig.run(f"cat /proc/{pid}/stat").stdout.decode().rsplit(")", 1)[1].split()
         return (int(fields[11]) + int(fields[12])) / tick
 
@@ -127,30 +134,29 @@ def cpu_while_hung(rig: Rig, units: Path, seconds: float, mode: str = "journal")
 
 STATUS_WATCH = """
 import select, sys, time
-from svcdiag.systemd.dbus import PROPERTIES, SERVICE, Systemd
+from svcdiag.systemd.dbus import Systemd
 with Systemd.connect() as sd:
-    path, seen, flag = sd.unit_path(sys.argv[1]), None, [False]
-    sd.watch(sys.argv[1], lambda: flag.__setitem__(0, True))  # (Subscribe included)
+    seen, woke = None, [0.0]
+    tracked = sd.track(sys.argv[1], sd.props(sys.argv[1]), lambda: None)  # (Subscribe included)
     print("watching", flush=True)
     while seen is None or not seen.startswith(("ready", "failed")):
         select.select([sd.fileno()], [], [], 5)
+        woke = time.time()
         sd.process()
-        if flag[0]:
-            flag[0] = False
-            raw = sd._call(path, PROPERTIES, b"Get", b"ss", [SERVICE, b"StatusText"])
-            text = (raw[1] if isinstance(raw, tuple) else raw).decode()
-            if text != seen:
-                seen = text
-                print(f"{time.time()}\t{text}", flush=True)
+        text = tracked.props.status_text  # from the signal itself, as `up` reads it
+        if text != seen:
+            seen = text
+            print(f"{woke}\t{text}", flush=True)
 """
 
 
 def status_latency(rig: Rig, units: Path, name: str) -> list[float]:
     """Notify mode: a milestone line's journal timestamp → systemd's StatusText naming it, as a
-    D-Bus client sees it (PropertiesChanged, then Get)."""
+    D-Bus client on the same bus as `up` sees it (the PropertiesChanged that carries it): the
+    part of `up`'s latency that is the supervisor, PID 1 and the bus."""
     unit = f"{name}.service"
     rig.run(["svcdiag", "--units", str(units), "install", name])
-    mon = rig.popen(["python", "-c", STATUS_WATCH, unit], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    mon = rig.popen([*UP[:-1], "python", "-c", STATUS_WATCH, unit], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
     assert mon.stdout is not None
     mon.stdout.readline()
     rig.run(["systemctl", "start", unit], timeout=120)
@@ -205,7 +211,7 @@ def passthrough_cpu(lines: int = 1_000_000) -> tuple[float, float, float]:
 def over_ssh(starts: int) -> None:
     """The same milestone latency, local beside remote (docs/remote.md): `svcdiag up --wait-ready` run
     inside the rig, and run on this host with `--host` reaching the rig's systemd over SSH (an sshd
-    in the rig on 127.0.0.1, D-Bus through systemd-stdio-bridge, the journal by `journalctl -o
+    in the rig on 127.0.0.2, D-Bus through systemd-stdio-bridge, the journal by `journalctl -o
     export --follow`), on the same kind of start; then fail-fast (SIGSEGV → verdict line) both ways."""
     import os
 
@@ -216,7 +222,7 @@ def over_ssh(starts: int) -> None:
     res: dict[str, tuple[list[float], list[float]]] = {}
     try:
         with Rig(ROOT, name="svcdiag-bench-ssh") as rig:
-            sshd = make_sshd(rig, ROOT)
+            sshd = make_sshd(rig, ROOT, addr="127.0.0.2")  # a test host's own address (tests/rig/sshd.py)
             env = {**os.environ, **sshd.env(), "SVCDIAG_STATE_DIR": str(units / "state"),
                    "SVCDIAG_LOCK_DIR": str(units / "locks")}
             for where in ("local", "ssh"):
@@ -262,7 +268,12 @@ def main() -> None:
     ap.add_argument("--cpu-seconds", type=float, default=30)
     ap.add_argument("--ssh", action="store_true", help="only the local-vs-SSH comparison (docs/remote.md)")
     ap.add_argument("--modes", default="journal,notify", help="readiness modes to measure, in order (docs/config.md#readiness)")
+    ap.add_argument("--bus", choices=("private", "system"), default="private",
+                    help="the bus `up` follows on: PID 1's own (root's default) or the system bus (dbus-daemon)")
+    ap.add_argument("--no-passthrough", action="store_true", help="skip the 1M-line pass-through CPU figure")
     args = ap.parse_args()
+    if args.bus == "system":
+        UP[:] = ["env", "SVCDIAG_BUS=system", "svcdiag"]
     if args.ssh:
         over_ssh(args.starts)
         return
@@ -287,11 +298,12 @@ def main() -> None:
                 res[mode] = {"lo": lo, "la": la, "sl": sl, "ff": ff, "cpu": cpu, "sup": sup}
     finally:
         shutil.rmtree(units, ignore_errors=True)
-    cat_s, sup_s, after_s = passthrough_cpu()
+    cat_s, sup_s, after_s = passthrough_cpu() if not args.no_passthrough else (0.0, 0.0, 0.0)
     ms = lambda v: f"{v * 1000:.1f} ms"  # noqa: E731
     for mode, r in res.items():
         lo, la, ff = r["lo"], r["la"], r["ff"]
-        print(f"[{mode} mode] milestone latency, {len(lo)} events over {args.starts} starts (same starts, same lines):")
+        print(f"[{mode} mode] milestone latency, {len(lo)} events over {args.starts} starts (same starts, same lines; "
+              f"D-Bus: {'PID 1 private socket' if args.bus == 'private' else 'system bus'}):")
         print(f"  svcdiag up --wait-ready   p50 {ms(pct(lo, .5))}  p99 {ms(pct(lo, .99))}  max {ms(max(lo))}")
         print(f"  journalctl -f | grep      p50 {ms(pct(la, .5))}  p99 {ms(pct(la, .99))}  max {ms(max(la))}  ({len(la)} lines)")
         if r["sl"]:
@@ -301,8 +313,9 @@ def main() -> None:
         print(f"  fail-fast, SIGSEGV → verdict line: median {ms(statistics.median(ff))}, max {ms(max(ff))} ({len(ff)} runs)")
         sup = f", supervisor {r['sup']:.3f} %" if r["sup"] is not None else ""
         print(f"  CPU while waiting on a hung start: up {r['cpu']:.3f} % of a core{sup} over {args.cpu_seconds:.0f} s")
-    print(f"1M lines passed through: cat {cat_s:.2f} s CPU; svcdiag supervise's own share: {sup_s:.2f} s while "
-          f"judging every line (before a verdict), {after_s:.2f} s once the start has its verdict")
+    if not args.no_passthrough:
+        print(f"1M lines passed through: cat {cat_s:.2f} s CPU; svcdiag supervise's own share: {sup_s:.2f} s while "
+              f"judging every line (before a verdict), {after_s:.2f} s once the start has its verdict")
 
 
 if __name__ == "__main__":

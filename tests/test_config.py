@@ -150,3 +150,49 @@ def test_validation_never_raises_anything_but_config_error(tmp_path_factory, raw
     assert cfg.mem_fraction_static is None or 0 < cfg.mem_fraction_static < 1
     if cfg.gpus is not None:
         assert len(cfg.gpus) == cfg.tp_size * cfg.dp_size
+
+
+# ---------------------------------------------------------------- readiness: notify by default
+
+
+def test_unset_readiness_is_notify_and_every_view_says_so(cli, units: Path) -> None:
+    write(units, "j", 'extends = "demo-smoke"\nreadiness = "journal"\n')
+    write(units, "n", 'extends = "demo-smoke"\nreadiness = "notify"\n')
+    u = UnitsDir(units, "t")
+    unset, journal, notify = u.load("demo-smoke"), u.load("j"), u.load("n")
+    assert unset.readiness == notify.readiness == "notify" and unset.config_hash == notify.config_hash
+    assert unset.flat()["readiness"] == "notify" and journal.flat()["readiness"] == "journal"
+    assert "Type=notify" in cli("render", "demo-smoke").output  # not a Type=exec unit labelled otherwise
+    # unset and "notify" are one config; journal is another, and diff names both modes
+    assert cli("diff", "demo-smoke", "n").output.endswith("have the same effective config\n")
+    diff = cli("diff", "demo-smoke", "j").output
+    assert '  readiness' in diff and '"notify"  →  "journal"' in diff
+
+
+def test_a_journal_config_keeps_the_hash_it_had_before_readiness_existed(units: Path) -> None:
+    import hashlib
+    import json
+
+    write(units, "j", 'extends = "demo-smoke"\nreadiness = "journal"\n')
+    u = UnitsDir(units, "t")
+    journal, unset = u.load("j"), u.load("demo-smoke")
+    legacy = {k: v for k, v in journal.flat().items() if k != "readiness"}  # what the hash was made of then
+    blob = json.dumps(legacy, sort_keys=True, separators=(",", ":")).encode()
+    assert journal.config_hash == hashlib.sha256(blob).hexdigest()[:16]
+    # the same file read with notify as its default renders another unit: its hash moves, so an
+    # installed Type=exec unit of it shows as drift
+    assert unset.config_hash != journal.config_hash
+
+
+def test_multinode_defaults_to_journal_and_refuses_notify_in_one_line(cli, units: Path) -> None:
+    u = UnitsDir(units, "t")
+    multi = u.load("demo-multinode")
+    assert multi.readiness == "journal"
+    assert {n.readiness for n in multi.node_configs()} == {"journal"}
+    assert all("Type=exec" in r for r in cli("render", "demo-multinode").output.split("# node ")[1:])
+    write(units, "mn", 'extends = "demo-multinode"\nreadiness = "notify"\n')
+    assert_one_line_error(cli("render", "mn"), "mn.toml: readiness", "not supported with nnodes > 1")
+    # a base that asks for notify is inherited like any key: the multi-node child must say journal
+    write(units, "base", 'extends = "demo-smoke"\nreadiness = "notify"\n')
+    write(units, "mn2", 'extends = "base"\nnnodes = 2\ntp_size = 2\n[[nodes]]\nnode_rank = 0\n[[nodes]]\nnode_rank = 1\n')
+    assert_one_line_error(cli("render", "mn2"), "mn2.toml: readiness", 'use "journal"')

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from svcdiag.config.service import UnitsDir
 from svcdiag.sglang.flags import exec_argv
 from svcdiag.systemd.install import drift, install_units
-from svcdiag.systemd.render import installed_hash, render_unit
+from svcdiag.systemd.render import installed_hash, render_unit, supervise_argv
 
 from .conftest import UNITS
 from .systemd_quoting import split_exec
@@ -47,7 +47,8 @@ def test_shipped_config_renders_and_systemd_analyze_verify_accepts_it(units: Pat
     r = subprocess.run(["systemd-analyze", "verify", str(unit)], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     assert f"{name}.service" not in r.stderr, r.stderr  # no warning about our unit at all
-    assert split_exec(exec_start(unit.read_text())) == exec_argv(cfg)
+    wrapper = supervise_argv(cfg) if cfg.readiness == "notify" else []
+    assert split_exec(exec_start(unit.read_text())) == wrapper + exec_argv(cfg)
 
 
 def test_unit_has_what_an_operator_expects(units: Path) -> None:
@@ -55,9 +56,12 @@ def test_unit_has_what_an_operator_expects(units: Path) -> None:
     text = render_unit(cfg)
     for line in ("Restart=no", "StandardOutput=journal", "StandardError=journal", "SyslogIdentifier=dflash-tp4",
                  'Environment="PYTHONUNBUFFERED=1"', 'Environment="CUDA_VISIBLE_DEVICES=0,1,2,3"',
-                 "KillMode=mixed", "TimeoutStopSec=60", "User=sglang", f"X-SvcdiagConfigHash={cfg.config_hash}"):
+                 "KillMode=mixed", "TimeoutStopSec=60", "User=sglang", f"X-SvcdiagConfigHash={cfg.config_hash}",
+                 "Type=notify", "NotifyAccess=main"):  # notify by default: svcdiag supervise in front
         assert line in text.splitlines(), line
-    argv = split_exec(exec_start(text))
+    wrapped = split_exec(exec_start(text))
+    assert wrapped[:len(supervise_argv(cfg))] == supervise_argv(cfg)
+    argv = wrapped[len(supervise_argv(cfg)):]
     assert argv[:3] == ["/opt/sglang/.venv/bin/python", "-m", "sglang.launch_server"]
     assert argv[argv.index("--tp-size") + 1] == "4"
     assert argv[argv.index("--speculative-algorithm") + 1] == "DFLASH"
@@ -135,7 +139,7 @@ def test_exec_start_is_exactly_the_configured_argv(args: list[str], served: str,
     baseline = render_unit(config_with([], "x", "y"))
     # systemd splits unit files on \n only (U+0085 and friends are ordinary characters to it)
     assert len(text.split("\n")) == len(baseline.split("\n")), "a value added or removed a line"
-    assert split_exec(exec_start(text)) == exec_argv(cfg)
+    assert split_exec(exec_start(text)) == supervise_argv(cfg) + exec_argv(cfg)
     env_line = next(ln for ln in text.split("\n") if ln.startswith('Environment="SVCDIAG_T='))
     assert split_exec(env_line[len("Environment="):].replace("$", "$$")) == [f"SVCDIAG_T={env_value}"]
 

@@ -87,7 +87,7 @@ def test_secret_renders_as_a_credential_and_journal_mode_gets_an_environment_fil
                                                                                    monkeypatch) -> None:
     monkeypatch.setenv("SVCDIAG_SECRETS_DIR", "/etc/svcdiag/secrets")
     tok = _secret(tmp_path, "hf_value_never_rendered\n")
-    cfg = _cfg(units, "sec", f'[secrets]\nHF_TOKEN = "{tok}"\nOTHER = "credstore:other"\n')
+    cfg = _cfg(units, "sec", f'readiness = "journal"\n[secrets]\nHF_TOKEN = "{tok}"\nOTHER = "credstore:other"\n')
     text = render_unit(cfg, "0.5.23")
     assert f"LoadCredential=HF_TOKEN:{tok}\n" in text and "LoadCredential=OTHER:other\n" in text
     assert "EnvironmentFile=/etc/svcdiag/secrets/sec.env\n" in text
@@ -200,7 +200,7 @@ def test_environment_file_is_root_only_and_rewritten_when_the_secret_changes(uni
                                                                              monkeypatch) -> None:
     monkeypatch.setenv("SVCDIAG_SECRETS_DIR", str(tmp_path / "secrets"))
     tok = _secret(tmp_path, "hf_one\n")
-    cfg = _cfg(units, "envf", f'[secrets]\nHF_TOKEN = "{tok}"\n')
+    cfg = _cfg(units, "envf", f'readiness = "journal"\n[secrets]\nHF_TOKEN = "{tok}"\n')
     path = write_environment_file(cfg)
     assert path is not None and path.read_text().endswith('HF_TOKEN="hf_one"\n')
     assert stat.S_IMODE(path.stat().st_mode) == 0o600 and stat.S_IMODE(path.parent.stat().st_mode) == 0o700

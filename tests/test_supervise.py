@@ -50,7 +50,7 @@ def test_bad_readiness_and_watchdog_without_notify_through_the_cli(units: Path) 
     write(units, "bad", 'extends = "dflash-smoke"\nreadiness = "notfy"\n')
     assert_one_line_error(run_svcdiag("--units", str(units), "render", "bad"),
                           f"{units / 'bad.toml'}: readiness", "did you mean 'notify'")
-    write(units, "wd", 'extends = "dflash-smoke"\nwatchdog_s = 30\n')
+    write(units, "wd", 'extends = "dflash-smoke"\nreadiness = "journal"\nwatchdog_s = 30\n')
     assert_one_line_error(run_svcdiag("--units", str(units), "render", "wd"),
                           f"{units / 'wd.toml'}: watchdog_s", 'needs readiness = "notify"')
 
@@ -66,7 +66,8 @@ def test_notify_unit_wraps_the_same_argv_and_systemd_accepts_it(units: Path, tmp
     assert slice_s(cfg.timeout) == 8  # demo-hang's loading_weights deadline is the shortest
     exec_start = next(ln for ln in lines if ln.startswith("ExecStart="))[len("ExecStart="):]
     assert split_exec(exec_start) == supervise_argv(cfg) + exec_argv(cfg)  # the server's argv exactly as today
-    journal_mode = UnitsDir(units, "t").load("demo-hang")
+    write(units, "j", 'extends = "demo-hang"\nreadiness = "journal"\n')
+    journal_mode = UnitsDir(units, "t").load("j")
     assert "Type=exec" in render_unit(journal_mode) and "TimeoutStartSec=infinity" in render_unit(journal_mode)
     assert journal_mode.config_hash != cfg.config_hash
     if shutil.which("systemd-analyze"):

@@ -8,12 +8,9 @@ cross-field rules (tp_size vs. GPU list) are checked on the effective config.
 from __future__ import annotations
 
 import dataclasses
-import difflib
-import hashlib
 import json
 import os
 import re
-import tomllib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -47,7 +44,13 @@ DEFAULT_TIMEOUTS = {
 #: READY=1 once judged healthy, per-phase deadlines as EXTEND_TIMEOUT_USEC); "journal" runs it bare
 #: (Type=exec) and only svcdiag's follower judges the start from the journal.
 READINESS_MODES = ("notify", "journal")
-DEFAULT_READINESS = "journal"
+#: An unset `readiness` resolves to this when the config is loaded (`default_readiness`), so that
+#: the rendered unit, `diff`, the hash and the history all see the mode the unit really runs in.
+DEFAULT_READINESS = "notify"
+#: ...except in a multi-node config, where notify is not supported yet.
+MULTINODE_READINESS = "journal"
+#: The mode every config had before `readiness` existed: a config in it keeps the hash it had then.
+LEGACY_READINESS = "journal"
 #: An [env] name that looks like this holds a secret: refused, it belongs in [secrets] (docs/security.md).
 SECRET_NAME_RE = re.compile(r"TOKEN|KEY|SECRET|PASSWORD|CREDENTIAL", re.I)
 #: The unit's sandbox (docs/security.md#hardening): "strict" (the default) or "off".
@@ -140,7 +143,8 @@ class ServiceConfig:
     #: the SGLang release `python` runs ("0.5.23"): flags are rendered and checked for it;
     #: unset, svcdiag asks the interpreter (svcdiag.ops.sglang_version)
     sglang_version: str | None = None
-    #: "notify" | "journal" (READINESS_MODES; docs/config.md#readiness)
+    #: "notify" | "journal" (READINESS_MODES; docs/config.md#readiness); a loaded config that did not
+    #: set it holds default_readiness(nnodes), never a placeholder
     readiness: str = DEFAULT_READINESS
     #: notify mode, after ready: WATCHDOG=1 every watchdog_s/2 while /ready answers (WatchdogSec=)
     watchdog_s: float | None = None
@@ -196,7 +200,7 @@ class ServiceConfig:
         for f in dataclasses.fields(self):
             if f.name in ("name", "path", "baseline", "extends"):
                 continue
-            if (f.name, getattr(self, f.name)) in (("readiness", "journal"), ("watchdog_s", None),
+            if (f.name, getattr(self, f.name)) in (("watchdog_s", None),
                                                    ("hardening", DEFAULT_HARDENING), ("secrets", ()),
                                                    ("read_write_paths", ()), ("devices", ()),
                                                    ("remote_host", None), ("nnodes", 1), ("nodes", ()),
@@ -220,7 +224,15 @@ class ServiceConfig:
 
     @property
     def config_hash(self) -> str:
-        blob = json.dumps(self.flat(), sort_keys=True, separators=(",", ":"))
+        """The effective config's hash (the unit's X-SvcdiagConfigHash): a config that resolves to the
+        legacy "journal" mode hashes as it did before `readiness` existed; one that runs in notify
+        mode, set or by default, hashes differently, so an old Type=exec unit shows as drift."""
+        flat = self.flat()
+        if flat.get("readiness") == LEGACY_READINESS:
+            del flat["readiness"]
+        import hashlib  # here, not at the top: `replay` and `--help` read no config (OpenSSL loads in ~3 ms)
+
+        blob = json.dumps(flat, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
@@ -390,6 +402,7 @@ def _algorithm(v: Any) -> str | None:
 SIM_SCENARIOS = (
     "healthy-hybrid-dflash", "healthy-dense", "slow-start", "max-running-zero", "not-enough-memory", "cuda-oom",
     "segfault", "oom-kill", "exit-early", "hang", "port-in-use", "model-missing", "nccl-error", "http-mismatch",
+    "stops-serving",
 )
 
 
@@ -500,6 +513,8 @@ TIMEOUT_KEYS = (*PHASE_TIMEOUTS, "http_check")
 
 
 def did_you_mean(key: str, known: Iterable[str]) -> str:
+    import difflib
+
     close = difflib.get_close_matches(key, list(known), n=1, cutoff=0.6)
     return f" (did you mean {close[0]!r}?)" if close else ""
 
@@ -569,6 +584,8 @@ def read_toml(path: Path) -> dict[str, Any]:
         text = data.decode("utf-8")
     except UnicodeDecodeError as e:
         raise ConfigError(path, None, f"not UTF-8 (byte {e.start})") from None
+    import tomllib  # here: a command that reads no config does not load the parser
+
     try:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
@@ -699,9 +716,15 @@ def _build(name: str, path: Path, raw: dict[str, Any]) -> ServiceConfig:
     for key in ("sim_time_scale", "gpu_memory_gb", "watchdog_s"):
         if key in kw:
             kw[key] = float(kw[key])
+    kw.setdefault("readiness", default_readiness(kw.get("nnodes", 1)))
     cfg = ServiceConfig(name=name, path=path, **kw)
     _cross_check(cfg)
     return cfg
+
+
+def default_readiness(nnodes: int) -> str:
+    """What an unset `readiness` means: notify, or journal for a multi-node config."""
+    return MULTINODE_READINESS if nnodes > 1 else DEFAULT_READINESS
 
 
 def _check_nodes(cfg: ServiceConfig) -> None:

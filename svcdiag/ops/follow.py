@@ -41,15 +41,17 @@ SILENT_AFTER = 10.0
 SILENT_INTERVAL = 0.040
 #: after D-Bus says the unit died, how long the journal gets to deliver the lines that explain it
 DEATH_GRACE = 0.12
-#: a notify unit: how long after a D-Bus signal the journal's counters are watched for the line it
-#: announced, and how often: every BURST_TICK for the first BURST_HOT_S, then every hot interval.
-#: The burst ends as soon as a line is read (one or two ticks); a signal that announces no line
-#: (the supervisor's first STATUS=, READY=1) costs at most ~35 wakeups.
+#: a notify unit: how long after a new STATUS= (the supervisor judged a line) the journal's counters
+#: are watched for that line, and how often: a tick a quarter of the time since the signal, at least
+#: BURST_TICK (so a line journald writes d after the signal waits ≤ d/4 more). The burst ends as
+#: soon as a line is read; one that finds none (STATUS= of a line already read) costs ~23 wakeups.
 BURST_S = 0.1
-BURST_HOT_S = 0.02
-BURST_TICK = 0.001
-#: how often a live display hears where the start is, when nothing else wakes the loop
+BURST_TICK = 0.00025
+#: how often a live display hears where the start is, when nothing else wakes the loop; after
+#: SILENT_AFTER without a line, PROGRESS_SILENT (its clock then moves by the second: 0.07 % of a
+#: core less on a hung start, each such turn of the loop costing ~0.2 ms here)
 PROGRESS_EVERY = 0.25
+PROGRESS_SILENT = 1.0
 LOCK_DIR = Path(os.environ.get("SVCDIAG_LOCK_DIR", "/run/svcdiag"))
 
 
@@ -73,11 +75,11 @@ def follow(sd: Systemd, cfg: ServiceConfig | None, unit: str, props: UnitProps, 
            emit: Callable[[Event], None], keep_following: bool = True, total_timeout: float | None = None,
            on_record: Callable[[Record], None] | None = None, until_verdict: bool = True,
            hot_interval: float = HOT_INTERVAL,
-           on_progress: Callable[[Judge, float], None] | None = None, notify: bool | None = None) -> Followed:
+           on_progress: Callable[[Judge, float], float | None] | None = None, notify: bool | None = None) -> Followed:
     """Judge invocation `props.invocation` of `unit`, from its first line, until a verdict
     (or, with keep_following=False, until the journal has nothing more to say now).
     `on_progress` is called on every turn of the loop, at least every PROGRESS_EVERY s
-    (a notify unit: on every wakeup only).
+    (a notify unit: on every wakeup only, and when it last returned: the time it is next due).
 
     A notify unit (`notify`, default: the config's `readiness`) tells systemd each milestone
     (STATUS=) as its supervisor sees it: the loop then waits on D-Bus and the journal's fd with
@@ -90,14 +92,17 @@ def follow(sd: Systemd, cfg: ServiceConfig | None, unit: str, props: UnitProps, 
     result = Followed(judge, props, notify=notify)
     journal = sd.follower(unit, invocation, follow=keep_following)
     dirty = True
-    signalled = float("-inf")  # when D-Bus last said something changed (a notify unit's burst)
+    fresh = False  # props as the signals left them (after one GetAll at the start)
+    signalled = float("-inf")  # when a new STATUS= came that no line judged since answers (a burst)
+    arrived = judged = float("-inf")  # the last signal's arrival; the last line that made an event
+    status = props.status_text
 
     def changed() -> None:
-        nonlocal dirty, signalled
+        nonlocal dirty, arrived
         dirty = True
-        signalled = time.monotonic()
+        arrived = time.monotonic()
 
-    sd.watch(unit, changed)
+    tracked = sd.track(unit, props, changed)
     poller = select.poll()
     jfd, bfd = journal.fileno(), sd.fileno()
     poller.register(jfd, select.POLLIN)
@@ -107,14 +112,15 @@ def follow(sd: Systemd, cfg: ServiceConfig | None, unit: str, props: UnitProps, 
     line_at: float | None = None  # a notify unit's loop wakes once, TAIL_WAIT after the last line
 
     def drain() -> None:
-        nonlocal line_at, signalled
+        nonlocal line_at, signalled, judged
         for rec in journal.read():
             if not rec.systemd:
                 line_at = time.time()
-                signalled = float("-inf")  # a line after a signal: what it announced is here, no burst
             if on_record is not None:
                 on_record(rec)
             out = judge.systemd_line(rec.text, rec.ts) if rec.systemd else judge.service_line(rec.text, rec.ts)
+            if out and not rec.systemd:  # the supervisor said STATUS= for such a line: that one is here
+                judged, signalled = time.monotonic(), float("-inf")
             for ev in out:
                 emit(ev)
 
@@ -131,9 +137,19 @@ def follow(sd: Systemd, cfg: ServiceConfig | None, unit: str, props: UnitProps, 
                 if done():
                     break
             sd.process()  # signals that arrived during a method call wait in sd-bus's queue, not on the fd
+            if sd.fileno() != bfd:  # a new connection (PID 1 re-executed): poll its fd
+                poller.unregister(bfd)
+                bfd = sd.fileno()
+                poller.register(bfd, select.POLLIN)
             if dirty:
                 dirty = False
-                now_props = sd.props(unit)
+                if not fresh:  # a signal may have come before the match existed: ask once
+                    tracked.props, fresh = sd.props(unit), True
+                now_props = tracked.props
+                if now_props.status_text != status:
+                    status = now_props.status_text
+                    if judged < arrived:  # news of a line not read yet: watch the journal for it
+                        signalled = arrived
                 result.props = now_props
                 gone = now_props.invocation != invocation or not now_props.running \
                     or now_props.active_state == "deactivating"
@@ -155,8 +171,7 @@ def follow(sd: Systemd, cfg: ServiceConfig | None, unit: str, props: UnitProps, 
                 emit(ev)
             if done():
                 break
-            if on_progress is not None:
-                on_progress(judge, now)
+            due = on_progress(judge, now) if on_progress is not None else None
             if died_at is not None or dirty:
                 wake = now + 0.01
             else:
@@ -164,17 +179,18 @@ def follow(sd: Systemd, cfg: ServiceConfig | None, unit: str, props: UnitProps, 
                 if notify:
                     q = judge.readiness.quiet_until()
                     tail = line_at + TAIL_WAIT + 0.01 if line_at is not None and now < line_at + TAIL_WAIT + 0.01 else q
-                    wake = min(nd if nd is not None else float("inf"), q, tail)
+                    wake = min(nd if nd is not None else float("inf"), q, tail, due if due is not None else float("inf"))
                 else:
                     wake = min(nd, now + 1.0) if nd is not None else now + 1.0
             if on_progress is not None and not notify:
-                wake = min(wake, now + PROGRESS_EVERY)
+                silent = time.monotonic() - last_append > SILENT_AFTER
+                wake = min(wake, now + (PROGRESS_SILENT if silent else PROGRESS_EVERY))
             if notify:
                 since = time.monotonic() - signalled
-                tick = (BURST_TICK if since < BURST_HOT_S else hot_interval) if since < BURST_S else None
+                # a remote journal has no counters here to look at: its stream's fd wakes the loop, no burst
+                burst = since < BURST_S and sd.remote is None
+                tick = max(BURST_TICK, since / 4) if burst else None
                 woke = _idle_notify(poller, journal, sd, jfd, bfd, wake, tick, result)
-                if woke == "journal" and not dirty:
-                    signalled = float("-inf")  # the line the signal announced is there: the burst is over
                 pending = woke in ("journal", "fd") or pending
             else:
                 quiet = time.monotonic() - last_append
@@ -220,25 +236,25 @@ def _idle(poller: select.poll, journal: Follower, sd: Systemd, jfd: int, bfd: in
 
 
 def _idle_notify(poller: select.poll, journal: Follower, sd: Systemd, jfd: int, bfd: int, wake: float,
-                 hot_interval: float | None, result: Followed) -> str:
+                 tick: float | None, result: Followed) -> str:
     """A notify unit's wait: the journal's fd, the D-Bus fd (StatusText, ActiveState, SubState
     change as the supervisor tells systemd), and the deadline `wake`: no timer otherwise. Within
-    BURST_S of a signal (`hot_interval` set), the line it announced may not be in the journal
-    yet: its counters are looked at every `hot_interval` until it is. Says what woke it:
-    "fd", "journal" (the counters moved), "tick" (a burst's tick, nothing new) or "wake"."""
+    BURST_S of a new STATUS= (`tick` set), the line it announced may not be in the journal yet:
+    its counters are looked at every `tick` until it is (select: poll's timeout is whole ms).
+    Says what woke it: "fd", "journal" (the counters moved), "tick" (nothing new) or "wake"."""
     left = wake - time.time()
     if left <= 0:
         return "wake"
-    if hot_interval is not None:
-        ms: float | None = min(left, hot_interval) * 1000
+    if tick is not None:
+        readable = select.select((jfd, bfd), (), (), min(left, tick))[0]
+        ready = [(fd, select.POLLIN) for fd in readable]
     else:
-        ms = None if left == float("inf") else left * 1000 + 1
-    ready = poller.poll(ms)
+        ready = poller.poll(None if left == float("inf") else left * 1000 + 1)
     result.wakeups += 1
     if ready:
         _handle(ready, journal, sd, jfd, bfd)
         return "fd"
-    if hot_interval is not None:
+    if tick is not None:
         return "journal" if journal.heads.changed() else "tick"
     return "wake"
 

@@ -386,3 +386,11 @@ class PhaseWatch:
                 data={"seconds": round(took, 2), "usual_s": round(st.p50, 2), "p90_s": round(st.p90, 2),
                       "threshold_s": round(st.slow_after, 2), "healthy_starts": st.n}))
         return self.since, st.p50
+
+    def due(self) -> float | None:
+        """When the current phase turns slow, if it has not yet said so: a follower that keeps no
+        timer (a notify unit's) wakes then, so a silent hang is called slow before its deadline."""
+        st = self.usual.phases.get(self.phase) if self.usual.enough and self.phase else None
+        if st is None or self.since is None or self.phase in self.flagged:
+            return None
+        return self.since + st.slow_after + 0.01

@@ -10,8 +10,8 @@ from typing import Any
 
 from svcdiag.config.service import ServiceConfig, UnitsDir
 from svcdiag.errors import SvcdiagError
+from svcdiag.ops.conclude import diagnoser
 from svcdiag.ops.follow import follow
-from svcdiag.ops.start import diagnoser
 from svcdiag.output.publish import verdict_record
 from svcdiag.sglang.events import Event
 from svcdiag.systemd.dbus import Systemd
@@ -47,7 +47,9 @@ def status(sd: Systemd, configs: list[ServiceConfig], units: UnitsDir) -> list[d
         props = sd.props(cfg.unit)
         row: dict[str, Any] = {"event": "status", "name": cfg.name, "unit": cfg.unit,
                                "active_state": props.active_state, "sub_state": props.sub_state,
-                               "invocation": props.invocation or None}
+                               # systemd's word on how the unit ended ("watchdog", "timeout", "signal"):
+                               # a start judged healthy can still have been killed since
+                               "result": props.result or None, "invocation": props.invocation or None}
         if props.invocation and props.load_state != "not-found":
             res = follow(sd, cfg, cfg.unit, props, emit=lambda ev: None, keep_following=False)
             r = res.judge.readiness

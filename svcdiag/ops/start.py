@@ -17,10 +17,10 @@ from typing import Any
 from svcdiag.config.service import ServiceConfig, UnitsDir
 from svcdiag.errors import SvcdiagError
 from svcdiag.files import state_dir
-from svcdiag.judge.diagnosis import diagnose
 from svcdiag.judge.verdict import Verdict
 from svcdiag.ops import gpu_hygiene, history
 from svcdiag.ops.check import check, require_ok
+from svcdiag.ops.conclude import conclude, diagnoser
 from svcdiag.ops.follow import follow, start_unit, unit_lock
 from svcdiag.ops.http_check import cross_check
 from svcdiag.ops.preflight import Calibration, Plan, plan, predicted_cause
@@ -28,7 +28,8 @@ from svcdiag.ops.sglang_version import SglangVersion, resolve
 from svcdiag.output.publish import Progress, Publisher
 from svcdiag.systemd.dbus import Systemd, UnitProps
 from svcdiag.systemd.install import SYSTEM_UNIT_DIR, drift, install_remote, install_units
-from svcdiag.systemd.secrets import write_environment_file
+from svcdiag.systemd.render import supervise_argv
+from svcdiag.systemd.secrets import push_remote, write_environment_file
 
 Note = Callable[[str], None]
 
@@ -44,37 +45,6 @@ class StartOutcome:
     history_id: int | None = None  # its row in `svcdiag history`
 
 
-def diagnoser(cfg: ServiceConfig | None, units: UnitsDir | None = None,
-              sd: Systemd | None = None) -> Callable[[Verdict], dict[str, Any] | None]:
-    """Diagnosis with what only the application knows: which other configs want this port."""
-
-    def owners() -> list[str]:
-        if cfg is None or units is None:
-            return []
-        out = []
-        for other in units.load_all():
-            if other.name == cfg.name or other.port != cfg.port:
-                continue
-            if sd is None:
-                out.append(f"{other.name} (configured)")
-            elif sd.props(other.unit).running:
-                out.append(other.name)
-        return out
-
-    return lambda v: diagnose(v, cfg, port_owners=owners() if v.cause == "port_in_use" else None)
-
-
-def conclude(pub: Publisher, v: Verdict, diagnose_: Callable[[Verdict], dict[str, Any] | None],
-             before: Callable[[Verdict], None] | None = None) -> Verdict:
-    """Diagnose a verdict that is not healthy, then publish it: diagnosis before the output stage
-    (`before`, with the diagnosed verdict, just before it is published: history's drift and row)."""
-    if (v.verdict != "healthy" or v.degraded) and v.diagnosis is None:
-        v = v.with_(diagnosis=diagnose_(v))
-    if before is not None:
-        before(v)
-    return pub.verdict(v)
-
-
 def judge_start(sd: Systemd, cfg: ServiceConfig, props: UnitProps, pub: Publisher, timeout: float | None,
                 sglang: SglangVersion | None = None) -> Verdict:
     """The verdict of one start: the journal's, then, if that says healthy, HTTP's. It carries
@@ -83,10 +53,11 @@ def judge_start(sd: Systemd, cfg: ServiceConfig, props: UnitProps, pub: Publishe
     sglang = sglang or resolve(cfg)
     watch = history.PhaseWatch(cfg, history.load_usual(cfg, sglang.version), pub)
 
-    def progress(judge: Any, now: float) -> None:
+    def progress(judge: Any, now: float) -> float | None:
         r = judge.readiness
         usual_s = watch.tick(r.phase, now)
         pub.progress(Progress(cfg.unit, cfg.name, r.phase, r.started, r.next_deadline(), now, *usual_s))
+        return watch.due()  # a notify unit's follower keeps no timer: it wakes for this
 
     pub.start(cfg.unit, props.invocation)
     verdict = follow(sd, watch.cfg, cfg.unit, props, emit=pub.event, total_timeout=timeout, on_progress=progress).verdict
@@ -123,6 +94,7 @@ def ensure_started(sd: Systemd, cfg: ServiceConfig, note: Note, *, restart: bool
             note(f"{cfg.unit} runs a unit that differs from its config ({why}); --restart to apply the config")
         note(f"{cfg.unit} is already {props.active_state} (invocation {props.invocation}); attaching")
         return props
+    check_remote_supervisor(sd, cfg)
     if why and sd.remote is not None:
         install_remote(sd, [cfg], versions={cfg.name: sglang.version})
         note(f"installed {sd.where}:{SYSTEM_UNIT_DIR / cfg.unit} ({why})")
@@ -131,23 +103,39 @@ def ensure_started(sd: Systemd, cfg: ServiceConfig, note: Note, *, restart: bool
         note(f"installed {SYSTEM_UNIT_DIR / cfg.unit} ({why})")
     elif cfg.secrets and os.geteuid() == 0 and sd.remote is None:
         write_environment_file(cfg)  # a rotated secret reaches this start (journal mode; root only)
+    elif cfg.secrets and sd.remote is not None:  # read here, written there: a rotated secret reaches this start
+        for path in push_remote(sd.remote, cfg):
+            note(f"secret written to {sd.where}:{path}")
     props = start_unit(sd, cfg.unit, restart=restart and props.running, notify=cfg.readiness == "notify")
     note(f"started {cfg.unit} (invocation {props.invocation})")
     return props
 
 
-def quiet_plan(cfg: ServiceConfig, gpu_memory: float | None = None) -> Plan | None:
-    """A preflight plan when the model and GPU figures are at hand, else None."""
+def check_remote_supervisor(sd: Systemd, cfg: ServiceConfig) -> None:
+    """A notify unit on a remote host runs svcdiag there (`svcdiag supervise`, under this
+    interpreter's path, reading the config from this units folder's path): refuse in one line,
+    before anything is written or started, when that host has no such svcdiag or config."""
+    if sd.remote is None or cfg.readiness != "notify":
+        return
+    python, *_ = supervise_argv(cfg)
+    sd.remote.check_supervisor(python, str(cfg.path.parent), cfg.name, cfg.config_hash)
+
+
+def quiet_plan(cfg: ServiceConfig, gpu_memory: float | None = None, remote: Any = None) -> Plan | None:
+    """A preflight plan when the model and GPU figures are at hand, else None (`remote`: the
+    SSH Connection of the host it runs on)."""
     try:
-        return plan(cfg, gpu_memory=gpu_memory)
+        return plan(cfg, gpu_memory=gpu_memory, remote=remote)
     except SvcdiagError:
         return None
 
 
-def preflight_gate(cfg: ServiceConfig, pub: Publisher, *, force: bool, gpu_memory: float | None) -> tuple[Plan | None, bool]:
-    """Predict the KV pool before a start. Returns the plan and whether to refuse the start."""
+def preflight_gate(cfg: ServiceConfig, pub: Publisher, *, force: bool, gpu_memory: float | None,
+                   remote: Any = None) -> tuple[Plan | None, bool]:
+    """Predict the KV pool before a start (on `remote`'s files and GPUs, for a remote host).
+    Returns the plan and whether to refuse the start."""
     try:
-        p_ = plan(cfg, gpu_memory=gpu_memory)
+        p_ = plan(cfg, gpu_memory=gpu_memory, remote=remote)
     except SvcdiagError as e:
         pub.note(f"preflight skipped: {e}")
         return None, False
@@ -220,11 +208,10 @@ def up(sd: Systemd, cfg: ServiceConfig, units: UnitsDir, pub: Publisher, *, wait
     with unit_lock(cfg.name, pub.note):
         starts = restart or not sd.props(cfg.unit).running
         sglang = flag_check(cfg, pub.note) if starts else resolve(cfg)
-        if starts and sd.remote is None:
-            gpu_hygiene.gate(cfg, pub.note, force=force)
-        elif starts:
-            pub.note(f"GPU hygiene check skipped: {cfg.name} runs on {sd.where} (docs/remote.md)")
-        plan_, refuse = preflight_gate(cfg, pub, force=force, gpu_memory=gpu_memory) if starts else (None, False)
+        if starts:
+            gpu_hygiene.gate(cfg, pub.note, force=force, remote=sd.remote)  # that host's nvidia-smi, over SSH
+        plan_, refuse = (preflight_gate(cfg, pub, force=force, gpu_memory=gpu_memory, remote=sd.remote) if starts
+                         else (None, False))
         if refuse:
             return StartOutcome(refused=plan_)
         props = ensure_started(sd, cfg, pub.note, restart=restart, sglang=sglang)

@@ -223,7 +223,8 @@ class Supervisor:
                 return True
             _write_all(self.out_fd, chunk)
             if self.verdict is None or self._check is not None:
-                self._lines(chunk)
+                with self.notify.held():  # one STATUS= for what this read brought
+                    self._lines(chunk)
 
     def _lines(self, chunk: bytes) -> None:
         start = 0
@@ -283,6 +284,7 @@ class Supervisor:
         self.notify.status(status_text(self.judge, "HTTP cross-check", now, self._phase_since))
         self._check_deadline = now + self.cfg.timeout["http_check"] + 1.0
         self._extend(now, force=True)
+        self.notify.flush()  # systemd hears of the ready line now, not after the new thread's first GIL slice
         self._check = threading.Thread(target=self._cross_check, args=(v,), daemon=True)
         self._check.start()
 

@@ -249,7 +249,8 @@ def render_status(row: dict[str, Any]) -> str:
         rank = f"rank {row['node_rank']} " if row.get("node_rank") is not None else ""
         up_for += f"  [{rank}on {row['host']}]"
     kv, mr = row.get("kv_tokens"), row.get("max_running_requests")
-    out = (f"{row['name']:<24} {row['active_state']:<12} phase {row.get('phase') or '-':<16} "
+    state = row["active_state"] + (f" ({row['result']})" if row.get("result") not in (None, "success") else "")
+    out = (f"{row['name']:<24} {state:<12} phase {row.get('phase') or '-':<16} "
            f"kv_tokens {'-' if kv is None else kv:<10} max_running {'-' if mr is None else mr:<5} {verdict}{up_for}\n")
     if v and v.get("diagnosis"):
         out += "".join(f"    {sentence}\n" for sentence in v["diagnosis"]["explanation"][:2])

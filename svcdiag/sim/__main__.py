@@ -448,6 +448,9 @@ def run(own: argparse.Namespace, launch_argv: list[str]) -> int:
                     f"cuda graph: True, gen throughput (token/s): {180 + i % 50:.2f}, #queue-req: 0,")
     if a.no_http or virtual is not None:
         return 0
+    if fault == "stops_serving":  # a wedged scheduler: the process lives on, silent, and answers 503
+        clock.sleep(scenario.serving_s)
+        server.ready.clear()
     while True:
         signal.pause()
 

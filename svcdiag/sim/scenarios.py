@@ -24,6 +24,8 @@ class Scenario:
     weight_load_s: float = 41.9
     #: what /get_server_info reports, when it lies (the HTTP cross-check's test)
     server_info_tokens_delta: int = 0
+    #: fault "stops_serving": nominal seconds the server answers after ready, before /ready and /health* say 503
+    serving_s: float = 40.0
 
 
 SCENARIOS: dict[str, Scenario] = {
@@ -45,6 +47,8 @@ SCENARIOS: dict[str, Scenario] = {
     "nccl-error": Scenario("NCCL fails while initialising torch distributed", fault="nccl_error"),
     "http-mismatch": Scenario("healthy log, but /get_server_info disagrees with the logged KV pool",
                               server_info_tokens_delta=-4096),
+    "stops-serving": Scenario("starts healthy, then stops serving without a word: /ready and /health answer 503 "
+                              "(a wedged scheduler; the notify watchdog's test)", fault="stops_serving"),
 }
 
 if tuple(SCENARIOS) != SIM_SCENARIOS:  # the config's list names exactly these, in this order

@@ -10,7 +10,8 @@ without systemd.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 #: STATUS= is shown by `systemctl status`; keep it one readable line
 STATUS_MAX = 240
@@ -41,8 +42,32 @@ class Notifier:
         self._send = send if send is not None else (_send_cysystemd() if self.enabled else None)
         self.sent: list[str] = []
         self.last_status: str | None = None
+        self._held: dict[str, str] | None = None
+
+    @contextmanager
+    def held(self) -> Iterator[None]:
+        """What is said inside goes out at the end: the last message of each kind, STATUS= first
+        (what a follower waits for). One read of the server's output, however many lines, costs
+        PID 1 one STATUS= and D-Bus clients one PropertiesChanged, not one per line."""
+        self._held = {}
+        try:
+            yield
+        finally:
+            self.flush()
+            self._held = None
+
+    def flush(self) -> None:
+        """Send what is held now (and keep holding): before a thread that may take the GIL for a while."""
+        if self._held:
+            held, self._held = self._held, None
+            for key in sorted(held, key=lambda k: k != "STATUS"):
+                self._notify(held[key])
+            self._held = {}
 
     def _notify(self, line: str) -> None:
+        if self._held is not None:
+            self._held[line.split("=", 1)[0]] = line
+            return
         self.sent.append(line)
         del self.sent[:-KEEP]
         if self._send is not None:

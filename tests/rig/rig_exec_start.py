@@ -23,8 +23,10 @@ probe = Path(tempfile.mkdtemp(prefix="argv-probe.", dir="/run"))
 cases = json.load(sys.stdin)
 units = []
 for i, args in enumerate(cases):
+    # journal: the probe is not a server (it never says ready) and its config file is virtual,
+    # so no supervisor could load it; the quoting under test is the same in both modes
     raw = {"model_path": "/dev/shm/m", "extra_args": args, "python": "/usr/bin/python3",
-           "env": {"PYTHONPATH": str(probe)}}
+           "env": {"PYTHONPATH": str(probe)}, "readiness": "journal"}
     check_raw(Path("/virtual/q.toml"), raw)
     cfg = _build(f"svcdiag-quoting-{uuid.uuid4().hex[:8]}-{i}", Path("/virtual/q.toml"), raw)
     Path(f"/etc/systemd/system/{cfg.unit}").write_text(render_unit(cfg))

@@ -3,6 +3,8 @@
 systemd itself knows what svcdiag knows: `systemctl start` returns at READY, `After=` means
 ready, `systemctl status` shows the phase, systemd kills a start stuck in a phase at that
 phase's deadline, and the journal holds exactly what an unwrapped server would have printed.
+After ready, the watchdog fails a server that stopped answering /ready; SIGHUP and SIGQUIT reach
+SGLang and end the unit as they end a bare one.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from .helpers import config, sv, unit_name, verdict_of
+from .helpers import config, json_lines, sv, unit_name, verdict_of
 
 pytestmark = pytest.mark.rig
 
@@ -186,3 +188,104 @@ def test_up_on_a_notify_unit_waits_with_no_timer(rig, units: Path) -> None:
     # follower ticks 25-50 times a second through those 6 s (> 150 wakeups); this one wakes for events
     assert int(wakeups) < 80, out  # measured: 43
     rig.run(["systemctl", "stop", f"{name}.service"])
+
+
+def test_watchdog_fails_a_server_that_stopped_serving_and_status_says_so(rig, units: Path) -> None:
+    stuck = config(units, unit_name("wdstop"), "demo-smoke", simulate="stops-serving", watchdog_s=2)
+    ok = config(units, unit_name("wdok"), "demo-smoke", watchdog_s=2)
+    units_ = [install(rig, units, stuck), install(rig, units, ok)]
+    assert rig.run(["systemctl", "start", *units_], check=False, timeout=120).returncode == 0  # both were ready
+    got = until(rig, units_[0], "ActiveState", lambda s: s in ("failed", "inactive"), timeout=30)
+    assert got["Result"] == "watchdog", got  # systemd's watchdog, fed only while /ready answered
+    assert got["StatusText"].startswith("not serving:") and "/ready does not answer" in got["StatusText"], got
+    st_ = json_lines(sv(rig, units, "status", stuck, "--json"))[0]
+    assert (st_["active_state"], st_["result"], st_["verdict"]["verdict"]) == ("failed", "watchdog", "healthy"), st_
+    assert "failed (watchdog)" in sv(rig, units, "status", stuck).stdout.decode()
+    # the healthy one is fed: still active, same process, past several watchdog periods
+    first = show(rig, units_[1], "MainPID", "ActiveEnterTimestampMonotonic")
+    up_since = int(first["ActiveEnterTimestampMonotonic"]) / 1e6
+    while time.clock_gettime(time.CLOCK_MONOTONIC) < up_since + 4 * 2:
+        time.sleep(0.5)
+    later = show(rig, units_[1], "MainPID", "ActiveState", "Result", "WatchdogTimestampMonotonic")
+    assert (later["ActiveState"], later["Result"], later["MainPID"]) == ("active", "success", first["MainPID"]), later
+    assert int(later["WatchdogTimestampMonotonic"]) / 1e6 > up_since + 6  # a WATCHDOG=1 came lately
+    st_ok = json_lines(sv(rig, units, "status", ok, "--json"))[0]
+    assert (st_ok["active_state"], st_ok["result"], st_ok["verdict"]["verdict"]) == ("active", "success", "healthy")
+    rig.run(["systemctl", "stop", *units_])
+
+
+def _server_pid(rig, unit: str, wrapped: bool) -> str:
+    main = rig.run(["systemctl", "show", "-P", "MainPID", unit]).stdout.decode().strip()
+    if not wrapped:
+        return main
+    [child] = rig.run(["cat", f"/proc/{main}/task/{main}/children"]).stdout.decode().split()
+    return child
+
+
+#: systemd's ExecMainCode: the main process was killed (CLD_KILLED) or dumped core (CLD_DUMPED)
+CLD_KILLED, CLD_DUMPED = "2", "3"
+
+
+@pytest.mark.parametrize("sig,whom,when", [("SIGHUP", "all", "loading"), ("SIGHUP", "main", "ready"),
+                                           ("SIGQUIT", "main", "loading"), ("SIGQUIT", "all", "ready")])
+def test_sighup_and_sigquit_reach_the_server_and_end_the_unit_as_unwrapped(rig, units: Path, sig: str, whom: str,
+                                                                           when: str) -> None:
+    ended = {}
+    for readiness in ("notify", "journal"):
+        base, extra = ("demo-hang", {"timeouts": {"loading_weights": 60}}) if when == "loading" else ("demo-smoke", {})
+        name = config(units, unit_name(f"{sig[3:].lower()}{readiness[0]}"), base, readiness=readiness, **extra)
+        unit = install(rig, units, name)
+        if when == "ready":
+            assert sv(rig, units, "up", name, "--wait-ready").returncode == 0
+        else:
+            rig.run(["systemctl", "start", "--no-block", unit])
+            deadline = time.monotonic() + 30
+            while b"Loading safetensors" not in rig.run(["journalctl", "--no-pager", "-o", "cat", "-u", unit]).stdout:
+                assert time.monotonic() < deadline, f"{unit} never reached the weight load"
+                time.sleep(0.1)
+        server = _server_pid(rig, unit, readiness == "notify")
+        rig.run(["systemctl", "kill", f"--signal={sig}", f"--kill-whom={whom}", unit])
+        until(rig, unit, "ActiveState", lambda s: s in ("failed", "inactive"), timeout=30)
+        assert rig.run(["test", "-d", f"/proc/{server}"], check=False).returncode != 0, "the server outlived it"
+        ended[readiness] = show(rig, unit, "ActiveState", "Result", "ExecMainCode", "ExecMainStatus", "StatusText")
+        if readiness == "notify" and when == "loading":  # the supervisor saw its child die of it, and said so
+            assert ended["notify"]["StatusText"].startswith("failed [killed_by_signal]") \
+                and sig in ended["notify"]["StatusText"], ended
+            v = verdict_of(sv(rig, units, "wait", name, "--json"))
+            assert (v["verdict"], v["cause"], v["figures"].get("signal")) == ("failed", "killed_by_signal", sig[3:]), v
+        elif readiness == "notify" and ended["notify"]["ActiveState"] == "failed":  # a healthy start, then this
+            assert ended["notify"]["StatusText"] == f"stopped: the server exited (killed by {sig}) after it was ready"
+            st_ = json_lines(sv(rig, units, "status", name, "--json"))[0]
+            assert (st_["verdict"]["verdict"], st_["result"]) == ("healthy", ended["notify"]["Result"]), st_
+    n, j = ended["notify"], ended["journal"]
+    if (sig, when) == ("SIGHUP", "loading"):
+        # SIGHUP is a clean end to systemd: a bare unit is just inactive. A Type=notify unit that ends
+        # cleanly before READY=1 is failed with result 'protocol' (systemd's rule); the process's end is the same
+        assert (j["ActiveState"], j["Result"]) == ("inactive", "success"), ended
+        assert (n["ActiveState"], n["Result"], n["ExecMainCode"], n["ExecMainStatus"]) == \
+            ("failed", "protocol", CLD_KILLED, "1"), ended
+        return
+    assert (n["ActiveState"], n["Result"]) == (j["ActiveState"], j["Result"]), ended
+    if sig == "SIGQUIT":  # not a clean signal: the unit failed as a bare one does, of SIGQUIT
+        assert n["Result"] in ("signal", "core-dump") and n["ExecMainStatus"] == j["ExecMainStatus"] == "3", ended
+        assert n["ExecMainCode"] == j["ExecMainCode"] in (CLD_KILLED, CLD_DUMPED), ended
+    else:
+        assert (n["ActiveState"], n["Result"]) == ("inactive", "success"), ended
+
+
+def test_a_silent_hang_is_called_slow_before_its_deadline_with_no_timer(rig, units: Path) -> None:
+    name = config(units, unit_name("nslow"), "demo-smoke")
+    for _ in range(3):  # the history that says how long the weight load usually takes (~2 s here)
+        assert sv(rig, units, "up", name, "--wait-ready", "--restart").returncode == 0
+    cfg = units / f"{name}.toml"
+    cfg.write_text(cfg.read_text() + 'simulate = "hang"\n[timeouts]\nloading_weights = 25\n')
+    t0 = time.monotonic()
+    p = sv(rig, units, "up", name, "--wait-ready", "--restart", "--json")
+    recs = json_lines(p)
+    slow = [r for r in recs if r["event"] == "slow_phase"]
+    # nothing is printed after the third shard: only the follower's own wake-up can say it
+    assert [r["phase"] for r in slow] == ["loading_weights"], recs
+    assert 5.0 <= slow[0]["seconds"] < 7.0 and slow[0]["seconds"] > slow[0]["threshold_s"], slow
+    assert (recs[-1]["verdict"], recs[-1]["phase"]) == ("timed_out", "loading_weights")
+    assert time.monotonic() - t0 > 25  # said long before the deadline, not at it
+    sv(rig, units, "down", name)

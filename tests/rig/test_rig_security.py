@@ -54,8 +54,10 @@ def _secret_file(rig, value: str) -> str:
 
 def test_secret_reaches_the_server_and_no_one_else(rig, units: Path, server_user: str) -> None:
     secret = _secret_file(rig, TOKEN)
+    # journal mode: the server is the main process and reads journal mode's EnvironmentFile (notify's
+    # export by the supervisor: test_notify_supervisor_exports_the_credential_to_sglang_only)
     name = config(units, unit_name("secret"), "demo-smoke", port=_port(), user=server_user, group=server_user,
-                  secrets={"HF_TOKEN": secret})
+                  readiness="journal", secrets={"HF_TOKEN": secret})
     p = sv(rig, units, "up", name, "--wait-ready", "--json")
     v = verdict_of(p)
     assert p.returncode == 0 and v["verdict"] == "healthy", (v, p.stderr.decode())  # the strict unit starts healthy
@@ -112,7 +114,8 @@ def test_encrypted_credential_reaches_the_server(rig, units: Path, server_user: 
     p = sv(rig, units, "up", name, "--wait-ready", "--json")
     assert p.returncode == 0, p.stderr.decode()
     main_pid = rig.run(["systemctl", "show", "-p", "MainPID", "--value", f"{name}.service"]).stdout.decode().strip()
-    assert b"HF_TOKEN=hf_enc42" in rig.run(f"cat /proc/{main_pid}/environ").stdout.split(b"\0")
+    server = rig.run(f"pgrep -P {main_pid}").stdout.decode().split()[0]  # notify: SGLang is the supervisor's child
+    assert b"HF_TOKEN=hf_enc42" in rig.run(f"cat /proc/{server}/environ").stdout.split(b"\0")
     sv(rig, units, "down", name)
 
 

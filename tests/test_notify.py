@@ -1,0 +1,64 @@
+"""What the supervisor tells systemd, and how often (svcdiag.systemd.notify): one STATUS= per
+read of the server's output, so PID 1 and every D-Bus client hear of a burst of lines once."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from svcdiag.config.service import UnitsDir
+from svcdiag.ops.supervise import Supervisor
+from svcdiag.systemd.notify import Notifier
+
+
+def test_held_messages_go_out_once_each_the_last_of_each_kind_status_first() -> None:
+    sent: list[str] = []
+    n = Notifier(send=sent.append)
+    with n.held():
+        n.extend(10)
+        n.status("loading weights 0 s")
+        n.extend(12)
+        n.status("kv cache 0 s · KV 94,126 tokens")
+        assert sent == []  # nothing leaves while held
+    assert sent == ["STATUS=kv cache 0 s · KV 94,126 tokens", "EXTEND_TIMEOUT_USEC=12000000"]
+    n.status("cuda graph 0 s")
+    assert sent[-1] == "STATUS=cuda graph 0 s"  # not held: at once
+
+
+def test_flush_sends_what_is_held_so_far_and_keeps_holding() -> None:
+    sent: list[str] = []
+    n = Notifier(send=sent.append)
+    with n.held():
+        n.status("ready 0 s · HTTP cross-check")
+        n.flush()
+        assert sent == ["STATUS=ready 0 s · HTTP cross-check"]
+        n.status("ready 1 s")
+        assert len(sent) == 1
+    assert sent[-1] == "STATUS=ready 1 s"
+
+
+BURST = r"""
+import os, sys, time
+os.write(1, b"[2026-12-03 10:00:00.100] Load weight begin. avail mem=94.50 GB\n"
+            b"[2026-12-03 10:00:00.200] Load weight end. elapsed=41.90 s, type=Qwen3_5ForCausalLM, avail mem=44.21 GB, mem usage=50.29 GB.\n"
+            b"[2026-12-03 10:00:00.300] KV Cache is allocated. dtype: torch.bfloat16, #tokens: 94126, K size: 2.87 GB, V size: 2.87 GB\n")
+time.sleep(0.3)
+os.write(1, b"[2026-12-03 10:00:00.400] Memory pool end. avail mem=23.63 GB\n")
+"""
+
+
+def test_a_burst_of_milestone_lines_in_one_read_is_one_status(units: Path, tmp_path: Path) -> None:
+    (units / "b.toml").write_text('extends = "demo-dense"\nreadiness = "notify"\n')
+    child = tmp_path / "child.py"
+    child.write_text(BURST)
+    sent: list[str] = []
+    out = tmp_path / "out"
+    with out.open("wb") as f:
+        sup = Supervisor(UnitsDir(units, "t").load("b"), [sys.executable, str(child)], out_fd=f.fileno(),
+                         notifier=Notifier(send=sent.append), environ={})
+        sup.run()
+    statuses = [m for m in sent if m.startswith("STATUS=")]
+    # starting; the three lines of the first read (weights loaded, KV sized) as one; the fourth; the end
+    assert len(statuses) == 4, statuses
+    assert "KV 94,126 tokens" in statuses[1] and "STATUS=failed" in statuses[-1]
+    assert out.read_bytes().count(b"\n") == 4  # every line passed through
