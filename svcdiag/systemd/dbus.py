@@ -276,6 +276,12 @@ class Systemd:
         if fd < 0 and self.direct:  # sd-bus saw PID 1 close the connection (daemon-reexec): a new one
             self._reconnect()
             fd = self.bus.get_fd()
+        elif fd < 0 and self.remote is not None:  # the bridge over SSH is gone (sshd killed, network down)
+            from svcdiag.systemd.remote import ConnectionLost
+
+            raise ConnectionLost(f"{self.remote.target}: connection lost")
+        elif fd < 0:
+            raise SvcdiagError(f"the D-Bus connection to systemd closed (error {-fd})")
         return fd
 
     def subscribe(self) -> None:
