@@ -278,7 +278,7 @@ def test_a_silent_hang_is_called_slow_before_its_deadline_with_no_timer(rig, uni
     for _ in range(3):  # the history that says how long the weight load usually takes (~2 s here)
         assert sv(rig, units, "up", name, "--wait-ready", "--restart").returncode == 0
     cfg = units / f"{name}.toml"
-    cfg.write_text(cfg.read_text() + 'simulate = "hang"\n[timeouts]\nloading_weights = 25\n')
+    cfg.write_text(cfg.read_text() + 'simulate = "hang"\n[timeouts]\nloading_weights = 12\n')
     t0 = time.monotonic()
     p = sv(rig, units, "up", name, "--wait-ready", "--restart", "--json")
     recs = json_lines(p)
@@ -287,5 +287,5 @@ def test_a_silent_hang_is_called_slow_before_its_deadline_with_no_timer(rig, uni
     assert [r["phase"] for r in slow] == ["loading_weights"], recs
     assert 5.0 <= slow[0]["seconds"] < 7.0 and slow[0]["seconds"] > slow[0]["threshold_s"], slow
     assert (recs[-1]["verdict"], recs[-1]["phase"]) == ("timed_out", "loading_weights")
-    assert time.monotonic() - t0 > 25  # said long before the deadline, not at it
+    assert time.monotonic() - t0 > 12  # said ~6 s before the deadline, not at it
     sv(rig, units, "down", name)
