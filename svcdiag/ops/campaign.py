@@ -32,7 +32,7 @@ from svcdiag.ops import start
 from svcdiag.ops.gpu_hygiene import config_gpus
 from svcdiag.ops.history import History, db_path
 from svcdiag.ops.nodes import Hosts
-from svcdiag.output.publish import Publisher
+from svcdiag.output.publish import LockedSink, Publisher
 from svcdiag.systemd.dbus import Systemd
 
 BENCH_TAIL = 4000  # characters of a benchmark's output kept in the record (all of it in the results folder)
@@ -78,23 +78,6 @@ class CampaignOutcome:
     @property
     def ok(self) -> bool:
         return not self.interrupted and not self.stopped_by_baseline and all(r.status == "healthy" for r in self.rows)
-
-
-class _Locked:
-    """A sink shared by the campaign's threads: one record at a time."""
-
-    def __init__(self, sink: Any, lock: threading.RLock):
-        self.sink, self.lock = sink, lock
-
-    def publish(self, rec: Any) -> None:
-        with self.lock:
-            self.sink.publish(rec)
-
-    def progress(self, p: Any) -> None:
-        tick = getattr(self.sink, "progress", None)
-        if tick is not None:
-            with self.lock:
-                tick(p)
 
 
 def resources(cfg: ServiceConfig, host: str = "local") -> set[tuple[str, int]]:
@@ -144,7 +127,7 @@ class Runner:
         self.events = (plan.results_dir / "events.jsonl").open("a", encoding="utf-8")
         from svcdiag.output.report import JsonLines
 
-        self.sinks = [_Locked(s, self.lock) for s in base.sinks] + [_Locked(JsonLines(self.events), self.lock)]
+        self.sinks = [LockedSink(s, self.lock) for s in base.sinks] + [LockedSink(JsonLines(self.events), self.lock)]
 
     def pub(self, cfg: ServiceConfig) -> Publisher:
         return Publisher(self.sinks, config=cfg.name, unit=cfg.unit)

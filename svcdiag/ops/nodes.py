@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from svcdiag.config.service import ServiceConfig, UnitsDir
 from svcdiag.judge.verdict import Verdict
 from svcdiag.ops import service
-from svcdiag.output.publish import Publisher
+from svcdiag.output.publish import LockedSink, Publisher
 from svcdiag.systemd.dbus import Systemd
 from svcdiag.systemd.remote import ConnectionLost, is_local
 
@@ -89,24 +89,10 @@ def down(hosts: Hosts, configs: list[ServiceConfig]) -> list[dict[str, Any]]:
     return rows
 
 
-class _Locked:
-    """A sink shared by the nodes' threads: one record at a time."""
-
-    def __init__(self, sink: Any, lock: threading.Lock):
-        self.sink, self.lock = sink, lock
-
-    def publish(self, rec: Any) -> None:
-        with self.lock:
-            self.sink.publish(rec)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.sink, name)
-
-
 @contextmanager
 def _node_publishers(pub: Publisher, nodes: list[ServiceConfig]) -> Iterator[dict[int, Publisher]]:
-    lock = threading.Lock()
-    sinks = [_Locked(s, lock) for s in pub.sinks]
+    lock = threading.RLock()
+    sinks = [LockedSink(s, lock) for s in pub.sinks]
     yield {n.node_rank or 0: Publisher(sinks, config=n.name, unit=n.unit) for n in nodes}
 
 

@@ -9,6 +9,7 @@ or JSON), the journal, the Prometheus textfile, the live status line.
 from __future__ import annotations
 
 import dataclasses
+import threading
 import time
 from collections.abc import Iterable
 from typing import Any, Protocol, TextIO
@@ -24,6 +25,28 @@ from svcdiag.sglang.events import Event, Failure
 
 class Sink(Protocol):
     def publish(self, rec: ReadinessEvent) -> None: ...
+
+
+class LockedSink:
+    """A sink shared by several threads (a multi-node start's nodes, a campaign's runs): one
+    record, or one progress tick, at a time. `lock` is reentrant, so a sink may publish from
+    its own progress hook."""
+
+    def __init__(self, sink: Any, lock: threading.RLock):
+        self.sink, self.lock = sink, lock
+
+    def publish(self, rec: Any) -> None:
+        with self.lock:
+            self.sink.publish(rec)
+
+    def progress(self, p: Any) -> None:
+        tick = getattr(self.sink, "progress", None)
+        if tick is not None:
+            with self.lock:
+                tick(p)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.sink, name)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
