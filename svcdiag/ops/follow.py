@@ -187,8 +187,8 @@ def follow(sd: Systemd, cfg: ServiceConfig | None, unit: str, props: UnitProps, 
                 wake = min(wake, now + (PROGRESS_SILENT if silent else PROGRESS_EVERY))
             if notify:
                 since = time.monotonic() - signalled
-                # a remote journal has no counters here to look at: its stream's fd wakes the loop, no burst
-                burst = since < BURST_S and sd.remote is None
+                # a journal with no counters here to look at (a remote one): its stream's fd wakes the loop, no burst
+                burst = since < BURST_S and journal.heads.watchable
                 tick = max(BURST_TICK, since / 4) if burst else None
                 woke = _idle_notify(poller, journal, sd, jfd, bfd, wake, tick, result)
                 pending = woke in ("journal", "fd") or pending

@@ -37,6 +37,9 @@ _U64 = struct.Struct("<Q").unpack_from
 class JournalHeads:
     """The active journal files' entry counters, re-found after rotation or a journald restart."""
 
+    #: `changed()` sees new entries (a follower may tick on it while a line is expected)
+    watchable = True
+
     def __init__(self) -> None:
         self._maps: dict[str, tuple[int, mmap.mmap]] = {}
         self._last = -1

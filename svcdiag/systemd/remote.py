@@ -285,6 +285,8 @@ def connect(spec: str) -> Connection:
 class _NoHeads:
     """A remote journal has no files here to watch: its stream's fd is the only signal."""
 
+    watchable = False  # ticking on changed() would learn nothing
+
     def changed(self) -> bool:
         return False
 
