@@ -8,7 +8,9 @@ start), 5 healthy but degraded with --strict, 130 interrupted.
 Start-up: importing this package imports no click. `svcdiag --help` and each command's `--help`
 are printed from `help_manifest.py`, generated from the click commands themselves (`python -m
 svcdiag.cli.help`; a test checks it is current) and used only while it matches the sources
-and click it was made from; anything else imports the click group (`svcdiag.cli.app`) on first use.
+and click it was made from; so is `svcdiag status` run (`svcdiag.cli.fast`: argv parsed by the
+parameters recorded there, the body in `svcdiag.cli.plain`, which the click command calls too).
+Anything else imports the click group (`svcdiag.cli.app`) on first use.
 """
 
 from __future__ import annotations
@@ -30,6 +32,9 @@ class _Main:
 
             if serve(sys.argv[1:]):
                 sys.exit(0)
+            from svcdiag.cli import fast
+
+            fast.serve(sys.argv[1:])  # `status`, when its argv is one the manifest parses as click does
         return _group()(*args, **kwargs)
 
     def __getattr__(self, name: str) -> Any:

@@ -8,12 +8,8 @@ from typing import Any
 
 import click
 
+from svcdiag.cli.plain import fail
 from svcdiag.errors import SvcdiagError
-
-
-def fail(message: str, code: int = 2) -> None:
-    click.echo(f"svcdiag: error: {message}", err=True)
-    sys.exit(code)
 
 
 class Group(click.Group):

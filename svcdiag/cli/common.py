@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import click
 
-from svcdiag.errors import SvcdiagError
+from svcdiag.cli import plain
 
 if TYPE_CHECKING:
     from types import ModuleType
@@ -23,24 +22,22 @@ DEGRADED_STRICT = 5
 INTERRUPTED = 130
 
 
-def units_dir(ctx: click.Context) -> UnitsDir:
-    from svcdiag.config.service import find_units_dir  # imported when used: `--help` stays fast
+def units_opt(ctx: click.Context) -> str | None:
+    """The group's `--units DIR`."""
+    return ctx.find_root().obj["units_opt"]  # type: ignore[no-any-return]
 
-    return find_units_dir(ctx.find_root().obj["units_opt"])
+
+def units_dir(ctx: click.Context) -> UnitsDir:
+    return plain.units_dir(units_opt(ctx))
 
 
 def load(ctx: click.Context, name: str) -> ServiceConfig:
-    from svcdiag.config.service import did_you_mean
-
-    units = units_dir(ctx)
-    if not units.file(name).exists():
-        raise SvcdiagError(f"no config {name!r} in {units.path}{did_you_mean(name, units.names())}")
-    return units.load(name)
+    return plain.load(units_opt(ctx), name)
 
 
 def load_many(ctx: click.Context, names: tuple[str, ...]) -> list[ServiceConfig]:
     """The named configs, or every config when none is named."""
-    return [load(ctx, n) for n in names] if names else units_dir(ctx).load_all()
+    return plain.load_many(units_opt(ctx), names)
 
 
 def _check_textfile(path: str) -> str:
@@ -60,10 +57,8 @@ def emit_json(obj: Any) -> None:
     click.echo(json.dumps(obj, ensure_ascii=False, default=str))
 
 
-def emit_rows(rows: list[dict[str, Any]], as_json: bool, render: Callable[[dict[str, Any]], str]) -> None:
-    """Rows as JSON Lines, or each rendered for a person."""
-    for row in rows:
-        emit_json(row) if as_json else click.echo(render(row), nl=False)
+#: rows as JSON Lines, or each rendered for a person
+emit_rows = plain.emit_rows
 
 
 def publisher(as_json: bool, cfg: ServiceConfig | None, *, live: bool = True, textfile: str | None = None,
@@ -103,15 +98,7 @@ def waiting(f: Any) -> Any:
     return f
 
 
-def _check_host(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
-    if value:
-        from svcdiag.systemd.remote import Target
-
-        Target.parse(value)
-    return value
-
-
-HOST = click.option("--host", "host", metavar="[USER@]HOST[:PORT]", callback=_check_host,
+HOST = click.option("--host", "host", metavar="[USER@]HOST[:PORT]", callback=plain.check_host,
                     help="the GPU host, over SSH (D-Bus and the journal; docs/remote.md); default: the config's "
                          "remote_host, else this host")
 

@@ -1,4 +1,5 @@
-"""`--help` without click: the texts click prints, kept in `help_manifest.py`.
+"""`--help` without click: the texts click prints, kept in `help_manifest.py` (with the
+parameters `svcdiag.cli.fast` parses `status` by).
 
 `python -m svcdiag.cli.help` renders every command's help with click itself and writes the
 manifest; tests/test_cli_help.py checks that it is current and that what `serve` prints is
@@ -148,6 +149,12 @@ def manifest_text() -> str:
         lines.append(f"    {path!r}: (")
         lines += [f"        {line!r}" for line in render(path).splitlines(keepends=True)]
         lines.append("    ),")
+    lines.append("}")
+    from svcdiag.cli.fast import recorded
+
+    lines.append("#: the parameters of the commands svcdiag.cli.fast runs without click (the group's under ())")
+    lines.append("PARAMS = {")
+    lines += [f"    {path!r}: {spec!r}," for path, spec in recorded().items()]
     lines.append("}")
     return "\n".join(lines) + "\n"
 

@@ -7,7 +7,7 @@ import sys
 import click
 
 from svcdiag.cli import common as c
-from svcdiag.cli import main
+from svcdiag.cli import main, plain
 from svcdiag.errors import SvcdiagError
 
 
@@ -84,7 +84,7 @@ def preflight(ctx: click.Context, name: str | None, gpu_memory: float | None, kv
               help="only this config or unit (repeatable; default: every unit svcdiag has reported on)")
 @click.option("--since", metavar="TIME", help="'2026-12-02 19:30', '19:30', 'today', '-10min', '@UNIX'")
 @click.option("--host", "hosts", multiple=True, metavar="[USER@]HOST[:PORT]", callback=lambda ctx, p, v: [
-    c._check_host(ctx, p, h) for h in v], help="read these hosts' journals over SSH, merged by time (repeatable)")
+    plain.check_host(ctx, p, h) for h in v], help="read these hosts' journals over SSH, merged by time (repeatable)")
 @c.JSON
 @click.pass_context
 def events(ctx: click.Context, follow_: bool, names: tuple[str, ...], since: str | None, hosts: list[str],

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 import click
 
 from svcdiag.cli import common as c
-from svcdiag.cli import main
+from svcdiag.cli import main, plain
 
 if TYPE_CHECKING:
     from svcdiag.ops.start import StartOutcome
@@ -104,11 +104,7 @@ def down(ctx: click.Context, names: tuple[str, ...], host: str | None, as_json: 
 @click.pass_context
 def status(ctx: click.Context, names: tuple[str, ...], host: str | None, as_json: bool) -> None:
     """State, phase, figures and verdict of the current start of each unit (default: all); one row per node."""
-    from svcdiag.ops.nodes import status as read_status
-
-    configs = c.load_many(ctx, names)
-    with c.hosts(host) as hosts:
-        c.emit_rows(read_status(hosts, configs, c.units_dir(ctx)), as_json, c.report().render_status)
+    plain.status(c.units_opt(ctx), names, host, as_json)  # also served without click (svcdiag.cli.fast)
 
 
 @main.command()
@@ -170,7 +166,7 @@ def baseline_check(ctx: click.Context, name: str | None, candidate: str | None, 
 
 
 @main.command()
-@click.option("--host", "host", metavar="[USER@]HOST[:PORT]", callback=c._check_host,
+@click.option("--host", "host", metavar="[USER@]HOST[:PORT]", callback=plain.check_host,
               help="the board of that host's units, over SSH (its D-Bus signals and journal); default: this host")
 @c.JSON
 @click.pass_context

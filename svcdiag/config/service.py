@@ -8,7 +8,6 @@ cross-field rules (tp_size vs. GPU list) are checked on the effective config.
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import re
 from collections.abc import Callable, Iterable
@@ -18,10 +17,27 @@ from typing import Any
 
 from svcdiag.errors import ConfigError, SvcdiagError
 
+
+class _Pattern:
+    """A regular expression compiled when first used, not at import: most commands check only
+    some of these, and compiling them all costs ~1 ms of the start-up `status` is allowed."""
+
+    __slots__ = ("_args", "_re")
+
+    def __init__(self, pattern: str, flags: int = 0):
+        self._args = (pattern, flags)
+        self._re: re.Pattern[str] | None = None
+
+    def __getattr__(self, name: str) -> Any:  # match, search, fullmatch, pattern...
+        if self._re is None:
+            self._re = re.compile(*self._args)
+        return getattr(self._re, name)
+
+
 DEFAULT_UNITS_DIRS = ("./units", "/etc/svcdiag/units")
-UNIT_NAME_RE = re.compile(r"^[A-Za-z0-9:_.\\-]+$")
-ENV_KEY_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-FORBIDDEN_CHARS = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
+UNIT_NAME_RE = _Pattern(r"^[A-Za-z0-9:_.\\-]+$")
+ENV_KEY_RE = _Pattern(r"^[A-Za-z_][A-Za-z0-9_]*$")
+FORBIDDEN_CHARS = _Pattern(r"[\x00-\x08\x0a-\x1f\x7f]")
 
 #: A start's phases, in order: the readiness machine walks them, configs set a deadline
 #: for each but the last, outputs label by them. The one list.
@@ -52,7 +68,7 @@ MULTINODE_READINESS = "journal"
 #: The mode every config had before `readiness` existed: a config in it keeps the hash it had then.
 LEGACY_READINESS = "journal"
 #: An [env] name that looks like this holds a secret: refused, it belongs in [secrets] (docs/security.md).
-SECRET_NAME_RE = re.compile(r"TOKEN|KEY|SECRET|PASSWORD|CREDENTIAL", re.I)
+SECRET_NAME_RE = _Pattern(r"TOKEN|KEY|SECRET|PASSWORD|CREDENTIAL", re.I)
 #: The unit's sandbox (docs/security.md#hardening): "strict" (the default) or "off".
 HARDENING_MODES = ("strict", "off")
 DEFAULT_HARDENING = "strict"
@@ -231,6 +247,7 @@ class ServiceConfig:
         if flat.get("readiness") == LEGACY_READINESS:
             del flat["readiness"]
         import hashlib  # here, not at the top: `replay` and `--help` read no config (OpenSSL loads in ~3 ms)
+        import json  # and `status` hashes none
 
         blob = json.dumps(flat, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
@@ -338,8 +355,8 @@ def _user(v: Any) -> str | None:
 
 #: A release as SGLang publishes them: 0.5.23, 0.4.6.post1, 0.5.0rc2, 0.5.1.dev3 (PEP 440's
 #: shapes; svcdiag.sglang.flag_tables.version_key orders them)
-VERSION_RE = re.compile(r"^v?\d+(?:\.\d+)*(?:[-_.]?(?:a|b|rc|alpha|beta|c)[-_.]?\d*)?(?:[-_.]?post[-_.]?\d*)?"
-                        r"(?:[-_.]?dev[-_.]?\d*)?(?:\+[a-z0-9.]+)?$", re.I)
+VERSION_RE = _Pattern(r"^v?\d+(?:\.\d+)*(?:[-_.]?(?:a|b|rc|alpha|beta|c)[-_.]?\d*)?(?:[-_.]?post[-_.]?\d*)?"
+                      r"(?:[-_.]?dev[-_.]?\d*)?(?:\+[a-z0-9.]+)?$", re.I)
 
 
 def _version(v: Any) -> str | None:
@@ -366,7 +383,7 @@ def _hardening(v: Any) -> str | None:
 
 
 #: A path systemd takes as one word of a list setting: absolute, no blanks, quotes or backslashes.
-_PLAIN_PATH = re.compile(r"^/[^\s\"'\\]*$")
+_PLAIN_PATH = _Pattern(r"^/[^\s\"'\\]*$")
 
 
 def _rw_paths(v: Any) -> str | None:
@@ -418,8 +435,8 @@ def _scenario(v: Any) -> str | None:
 #: --dist-init-addr's port on the rank-0 node when `dist_init_addr` is unset (SGLang's docs use it)
 DIST_INIT_PORT = 20000
 #: [user@]HOST[:port], as ssh(1) and `systemctl -H` take it
-REMOTE_HOST_RE = re.compile(r"^(?:(?P<user>[A-Za-z0-9_][A-Za-z0-9_.\-]*)@)?(?P<host>[A-Za-z0-9][A-Za-z0-9.\-]*|\[[0-9A-Fa-f:.]+\])"
-                            r"(?::(?P<port>\d{1,5}))?$")
+REMOTE_HOST_RE = _Pattern(r"^(?:(?P<user>[A-Za-z0-9_][A-Za-z0-9_.\-]*)@)?(?P<host>[A-Za-z0-9][A-Za-z0-9.\-]*|\[[0-9A-Fa-f:.]+\])"
+                          r"(?::(?P<port>\d{1,5}))?$")
 
 
 def _bare_host(spec: str | None) -> str:

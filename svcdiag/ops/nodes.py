@@ -10,21 +10,18 @@ host, the other nodes are stopped, and the verdict carries each node's own.
 
 from __future__ import annotations
 
-import queue
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
-from svcdiag.config.service import ServiceConfig, UnitsDir
-from svcdiag.judge.verdict import Verdict
-from svcdiag.ops import service
-from svcdiag.output.publish import LockedSink, Publisher
-from svcdiag.systemd.dbus import Systemd
-from svcdiag.systemd.remote import ConnectionLost, is_local
-
-if TYPE_CHECKING:  # ops.start (installing, checking, HTTP) is imported by the commands that start: not `status`
+if TYPE_CHECKING:  # what a start needs (the judge, following, publishing, ops.start) is imported by the
+    # commands that start, when they do: `status` of a unit with no start does not pay for it
+    from svcdiag.config.service import ServiceConfig, UnitsDir
+    from svcdiag.judge.verdict import Verdict
     from svcdiag.ops.start import StartOutcome
+    from svcdiag.output.publish import Publisher
+    from svcdiag.systemd.dbus import Systemd
 
 
 class Hosts:
@@ -35,12 +32,16 @@ class Hosts:
         self._by: dict[str, Systemd] = {}
 
     def key(self, cfg: ServiceConfig | None = None) -> str:
+        from svcdiag.systemd.remote import is_local
+
         host = self.default or (cfg.remote_host if cfg is not None else None)
         return "local" if is_local(host) else str(host)
 
     def get(self, cfg: ServiceConfig | None = None) -> Systemd:
         k = self.key(cfg)
         if k not in self._by:
+            from svcdiag.systemd.dbus import Systemd
+
             self._by[k] = Systemd.connect(None if k == "local" else k)
         return self._by[k]
 
@@ -68,6 +69,8 @@ def where(hosts: Hosts, cfg: ServiceConfig) -> str:
 
 def status(hosts: Hosts, configs: list[ServiceConfig], units: UnitsDir) -> list[dict[str, Any]]:
     """service.status, one row per node (with its rank and host), each read on its host."""
+    from svcdiag.ops import service
+
     rows = []
     for cfg in expand(configs):
         row = service.status(hosts.get(cfg), [cfg], units)[0]
@@ -80,6 +83,8 @@ def status(hosts: Hosts, configs: list[ServiceConfig], units: UnitsDir) -> list[
 
 
 def down(hosts: Hosts, configs: list[ServiceConfig]) -> list[dict[str, Any]]:
+    from svcdiag.ops import service
+
     rows = []
     for cfg in expand(configs):
         row = service.down(hosts.get(cfg), [cfg])[0]
@@ -91,6 +96,8 @@ def down(hosts: Hosts, configs: list[ServiceConfig]) -> list[dict[str, Any]]:
 
 @contextmanager
 def _node_publishers(pub: Publisher, nodes: list[ServiceConfig]) -> Iterator[dict[int, Publisher]]:
+    from svcdiag.output.publish import LockedSink, Publisher
+
     lock = threading.RLock()
     sinks = [LockedSink(s, lock) for s in pub.sinks]
     yield {n.node_rank or 0: Publisher(sinks, config=n.name, unit=n.unit) for n in nodes}
@@ -120,7 +127,10 @@ def combine(hosts: Hosts, cfg: ServiceConfig, verdicts: dict[int, Verdict], node
 def up(hosts: Hosts, cfg: ServiceConfig, units: UnitsDir, pub: Publisher, *, wait: bool, restart: bool,
        timeout: float | None, attach_only: bool = False, command: str = "up") -> StartOutcome:
     """Every node's unit installed (if drifted) and started, rank 0 first; with `wait`, followed together."""
+    import queue
+
     from svcdiag.ops.start import StartOutcome, conclude, diagnoser, ensure_started, flag_check, judge_start, remember
+    from svcdiag.systemd.remote import ConnectionLost
 
     nodes = cfg.node_configs()
     started: dict[int, Any] = {}
@@ -179,6 +189,8 @@ def up(hosts: Hosts, cfg: ServiceConfig, units: UnitsDir, pub: Publisher, *, wai
 
 def _lost(n: ServiceConfig, props: Any, why: str) -> Verdict:
     import time
+
+    from svcdiag.judge.verdict import Verdict
 
     return Verdict(ts=time.time(), verdict="incomplete", phase="starting", cause="connection_lost",
                    message=why, unit=n.unit, invocation=props.invocation)

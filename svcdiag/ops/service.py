@@ -6,16 +6,15 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from svcdiag.config.service import ServiceConfig, UnitsDir
 from svcdiag.errors import SvcdiagError
-from svcdiag.ops.conclude import diagnoser
-from svcdiag.ops.follow import follow
-from svcdiag.output.publish import verdict_record
-from svcdiag.sglang.events import Event
-from svcdiag.systemd.dbus import Systemd
-from svcdiag.systemd.journal_formats import Record
+
+if TYPE_CHECKING:  # the judge and following are imported when a unit has a start to judge (`status`)
+    from svcdiag.config.service import ServiceConfig, UnitsDir
+    from svcdiag.sglang.events import Event
+    from svcdiag.systemd.dbus import Systemd
+    from svcdiag.systemd.journal_formats import Record
 
 STOP_TIMEOUT = 90.0
 
@@ -51,6 +50,10 @@ def status(sd: Systemd, configs: list[ServiceConfig], units: UnitsDir) -> list[d
                                # a start judged healthy can still have been killed since
                                "result": props.result or None, "invocation": props.invocation or None}
         if props.invocation and props.load_state != "not-found":
+            from svcdiag.ops.conclude import diagnoser
+            from svcdiag.ops.follow import follow
+            from svcdiag.output.publish import verdict_record
+
             res = follow(sd, cfg, cfg.unit, props, emit=lambda ev: None, keep_following=False)
             r = res.judge.readiness
             v = res.verdict
@@ -68,8 +71,12 @@ def status(sd: Systemd, configs: list[ServiceConfig], units: UnitsDir) -> list[d
 def logs(sd: Systemd, cfg: ServiceConfig, *, on_record: Callable[[Record], None],
          on_event: Callable[[Event], None] | None = None, keep_following: bool = False) -> None:
     """The current start's journal, record by record (systemd's lines about it included)."""
+    from svcdiag.ops.follow import follow
+
     props = sd.props(cfg.unit)
     if not props.invocation:
-        raise SvcdiagError(f"{cfg.unit} has not been started since boot")
+        raise SvcdiagError(f"{cfg.unit} has no current start: systemd keeps no invocation of it ({props.active_state}: "
+                           f"stopped and unloaded, or not started since boot); `journalctl -u {cfg.unit}` has its "
+                           "earlier starts' lines")
     follow(sd, cfg, cfg.unit, props, emit=on_event or (lambda ev: None), keep_following=keep_following,
            on_record=on_record, until_verdict=False)

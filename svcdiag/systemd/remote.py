@@ -21,18 +21,17 @@ import collections
 import os
 import re
 import shlex
-import shutil
-import subprocess
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from svcdiag.errors import SvcdiagError
-from svcdiag.systemd.journal_formats import export_entries, records
+
+if TYPE_CHECKING:  # subprocess, shutil, tempfile and the journal's formats are imported where SSH is used:
+    import subprocess  # `Systemd.connect` asks `is_local` of every command, most with no host
 
 #: how long the master connection may take to authenticate
 CONNECT_TIMEOUT_S = 20.0
@@ -114,6 +113,8 @@ class Connection:
     """One SSH master connection to a host, owned by this process; everything else multiplexes on it."""
 
     def __init__(self, target: Target):
+        import tempfile
+
         self.target = target
         self._dir = Path(tempfile.mkdtemp(prefix="svcdiag-ssh."))
         self.control = self._dir / "ctl"
@@ -124,6 +125,8 @@ class Connection:
 
     @staticmethod
     def ssh() -> str:
+        import shutil
+
         path = shutil.which("ssh")
         if path is None:
             raise SvcdiagError("ssh is not installed here (apt-get install -y openssh-client)")
@@ -141,6 +144,8 @@ class Connection:
 
     def open(self, timeout: float = CONNECT_TIMEOUT_S) -> Connection:
         """Authenticate once; fail in one line (unreachable, auth refused, host key unknown)."""
+        import subprocess
+
         err = open(self._dir / "master.err", "w+b")  # noqa: SIM115 -- read back on failure
         self.master = subprocess.Popen(
             [self.ssh(), *self.options(), "-o", "ControlMaster=yes", "-o", "ControlPersist=no",
@@ -163,6 +168,9 @@ class Connection:
         return self.master is not None and self.master.poll() is None
 
     def close(self) -> None:
+        import shutil
+        import subprocess
+
         for p in self._children:
             if p.poll() is None:
                 p.kill()
@@ -186,6 +194,8 @@ class Connection:
     # ------------------------------------------------------------ commands there
 
     def run(self, command: str, *, input: bytes | None = None, timeout: float = 60.0) -> subprocess.CompletedProcess[bytes]:
+        import subprocess
+
         if not self.alive():
             raise ConnectionLost(f"{self.target}: connection lost")
         try:
@@ -235,12 +245,16 @@ class Connection:
 
     def forward(self, host: str, port: int) -> int | None:
         """A local port forwarded to host:port there (over the master), or None if ssh would not."""
+        import subprocess
+
         p = subprocess.run([self.ssh(), *self.options(), "-O", "forward", "-L", f"0:{host}:{port}", *self.target.args()],
                            capture_output=True, timeout=15, check=False)
         out = p.stdout.decode().strip()
         return int(out) if p.returncode == 0 and out.isdigit() else None
 
     def popen(self, command: str) -> subprocess.Popen[bytes]:
+        import subprocess
+
         proc = subprocess.Popen(self.argv(command), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                 stderr=subprocess.DEVNULL, bufsize=0)
         self._children.append(proc)
@@ -366,6 +380,8 @@ class RemoteFollower(_ExportStream):
     gives them locally."""
 
     def __init__(self, conn: Connection, unit: str, invocation: str, *, follow: bool = True):
+        from svcdiag.systemd.journal_formats import records
+
         self.unit, self.invocation = unit, invocation
         self.heads = _NoHeads()
         inv = shlex.quote(invocation)
@@ -379,6 +395,8 @@ class RemoteEvents(_ExportStream):
     fields: what `svcdiag events --host` reads."""
 
     def __init__(self, conn: Connection, schema: int, *, since: float | None = None, follow: bool = False):
+        from svcdiag.systemd.journal_formats import export_entries
+
         when = f"--since=@{int(since)}" if since is not None else ""
         super().__init__(conn, f"{when} SVCDIAG_SCHEMA={int(schema)}", lambda stream: export_entries(b"", stream),
                          follow=follow)

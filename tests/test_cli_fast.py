@@ -1,0 +1,119 @@
+"""`svcdiag status` runs without click (svcdiag.cli.fast): for every argv the fast path accepts it
+must call the command with what click's own parsing gives, and end the same way; everything else
+is left to click. Errors print the same one line and exit code either way."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from svcdiag.cli import fast, plain
+from svcdiag.cli.app import main
+
+ROOT = Path(__file__).resolve().parent.parent
+NAMES = sorted(p.stem for p in (ROOT / "units").glob("*.toml"))
+#: the click group, run as the `svcdiag` script would run it if there were no fast path
+VIA_CLICK = "import sys; from svcdiag.cli.app import main; sys.argv[0] = 'svcdiag'; main()"
+
+# argv as a user types it: the group's --units, the command, then its names and options in any
+# order, with a share of what the fast path must leave to click (short options, typos, -h, ...)
+units_opt = st.one_of(st.just([]), st.sampled_from(["units", str(ROOT / "units"), "/nonexistent", ""]).flatmap(
+    lambda d: st.sampled_from([["--units", d], [f"--units={d}"]])))
+host = st.sampled_from(["gpu-a", "root@gpu-a:2222", "[::1]:22", "", "localhost", "a b", "gpu-a:99999", "-x"])
+word = st.one_of(st.sampled_from([*NAMES, "nosuch", "-", "", "ünïcode", "a=b"]), st.text(max_size=6))
+token = st.one_of(
+    word.map(lambda w: [w]),
+    st.just(["--json"]),
+    host.flatmap(lambda h: st.sampled_from([["--host", h], [f"--host={h}"]])),
+    st.sampled_from([["--"], ["-h"], ["--help"], ["--jsn"], ["-j"], ["--json=1"], ["--host"], ["--units", "u"],
+                     ["--version"], ["---"], ["--host=a", "--host", "b"]]),
+)
+argvs = st.tuples(units_opt, st.sampled_from([["status"], ["statu"], ["list"], []]),
+                  st.lists(token, max_size=6)).map(lambda t: [*t[0], *t[1], *(x for tok in t[2] for x in tok)])
+
+
+def outcome(run: Any, capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    """(exit code, stdout, stderr) of one in-process run that ends in sys.exit."""
+    try:
+        run()
+        code: Any = "returned"
+    except SystemExit as e:
+        code = e.code or 0
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(argv=argvs)
+def test_the_fast_path_calls_status_as_click_does(argv: list[str], monkeypatch: pytest.MonkeyPatch,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    def record(units_opt: str | None, names: tuple[str, ...], host: str | None, as_json: bool) -> None:
+        print(repr({"units_opt": units_opt, "names": names, "host": host, "as_json": as_json}))
+
+    monkeypatch.setattr(plain, "status", record)
+    monkeypatch.setitem(plain.SERVED, "status", record)
+    parsed = fast.parse(argv)
+    if parsed is None:
+        assert outcome(lambda: fast.serve(argv), capsys) == ("returned", "", "")  # click's to parse
+        return
+    assert parsed[0] == "status"
+    assert outcome(lambda: fast.serve(argv), capsys) == \
+        outcome(lambda: main.main(argv, prog_name="svcdiag", standalone_mode=True), capsys)
+
+
+def test_common_argv_is_served() -> None:
+    """What people type is served: a test that cannot fail for lack of accepted argv."""
+    for argv in (["status"], ["status", "--json"], ["--units", "units", "status", NAMES[0], "--host=gpu-a"],
+                 ["status", "--", "-odd-name"]):
+        assert fast.parse(argv) is not None, argv
+    for argv in (["status", "-h"], ["--version"], ["status", "--host", "--json"], ["status", "--jsn"], []):
+        assert fast.parse(argv) is None, argv
+
+
+def test_shell_completion_is_clicks(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("_SVCDIAG_COMPLETE", "bash_complete")
+    assert fast.parse(["status"]) is None
+
+
+def test_a_stale_manifest_is_not_used(monkeypatch: pytest.MonkeyPatch) -> None:
+    from svcdiag.cli import help_manifest
+
+    monkeypatch.setattr(help_manifest, "SOURCES", help_manifest.SOURCES + 1)
+    assert fast.parse(["status"]) is None
+
+
+def run(args: list[str], *, click: bool) -> tuple[int, str, str, bool]:
+    """(exit code, stdout, stderr, click imported) of `svcdiag ARGS`, through the fast path or click's."""
+    cmd = [sys.executable, "-X", "importtime", *(["-c", VIA_CLICK] if click else ["-m", "svcdiag"]), *args]
+    p = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, env={**os.environ, "COLUMNS": "80"})
+    lines = p.stderr.splitlines()
+    imported = any(ln.startswith("import time:") and ln.rsplit("|", 1)[-1].strip() == "click" for ln in lines)
+    err = "".join(ln + "\n" for ln in lines if not ln.startswith("import time:"))
+    return p.returncode, p.stdout, err, imported
+
+
+NO_BUS = not os.path.isdir("/run/systemd/system")
+ERRORS = {
+    "unknown config": ["status", "nosuch-config"],
+    "misspelt config": ["status", NAMES[0][:-1]],
+    "bad units dir": ["--units", "/nonexistent", "status"],
+    "bad --host": ["status", "--host", "a b"],
+    "no bus": ["status", "--json"],
+}
+
+
+@pytest.mark.parametrize("args", ERRORS.values(), ids=ERRORS.keys())
+def test_errors_are_clicks_one_line_and_code(args: list[str]) -> None:
+    if args == ERRORS["no bus"] and not NO_BUS:
+        pytest.skip("this host has a system bus")
+    code, out, err, imported = run(args, click=False)
+    assert not imported, "status imported click"
+    assert (code, out, err) == run(args, click=True)[:3]
+    assert code == 2 and err.startswith("svcdiag: error: ") and err.count("\n") == 1, err
