@@ -161,3 +161,29 @@ def test_no_baseline_configured_lists_candidates(cli, units: Path) -> None:
 
     (units / "dflash-smoke.toml").write_text((units / "dflash-smoke.toml").read_text().replace("baseline = true\n", ""))
     assert_one_line_error(cli("baseline-check"), "has `baseline = true`", "dflash-smoke", "nospec-tp1")
+
+
+@pytest.mark.parametrize("result, exit_line, says", [
+    ("watchdog", "Main process exited, code=dumped, status=6/ABRT", "watchdog killed it"),
+    ("signal", "Main process exited, code=killed, status=9/KILL", "status=9/KILL (systemd result signal)"),
+    ("oom-kill", None, "OOM killer"),
+])
+def test_a_healthy_start_that_ended_while_serving_is_judged_as_it_ended(result: str, exit_line: str | None,
+                                                                         says: str) -> None:
+    from svcdiag.judge.verdict import ended_after_ready
+
+    healthy, _ = judged("dflash-smoke", "healthy-hybrid-dflash")
+    assert healthy.verdict == "healthy"
+    v = ended_after_ready(healthy, result, exit_line, healthy.ts + 60)
+    assert (v.verdict, v.cause, v.phase, v.ts) == ("failed", "died_after_ready", "ready", healthy.ts + 60)
+    assert says in v.message and v.figures["kv_tokens"] == healthy.figures["kv_tokens"]  # the start's figures kept
+    d = diagnose(v, U.load("dflash-smoke"))
+    assert d["cause"] == "died_after_ready" and "svcdiag logs dflash-smoke" in " ".join(d["explanation"])
+    assert ("/ready stopped answering" in " ".join(d["explanation"])) == (result == "watchdog")
+
+
+def test_a_healthy_start_stopped_cleanly_stays_healthy() -> None:
+    from svcdiag.judge.verdict import ended_after_ready
+
+    healthy, _ = judged("dflash-smoke", "healthy-hybrid-dflash")
+    assert ended_after_ready(healthy, "success", "Main process exited, code=exited, status=0/SUCCESS", None) is healthy

@@ -364,6 +364,18 @@ def _stopped(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[
             "conflicting unit, or another svcdiag)."], []
 
 
+def _died_after_ready(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
+    name = cfg.name if cfg else "NAME"
+    say = [f"{v.message[:1].upper()}{v.message[1:]}.",
+           f"What it printed last is in `svcdiag logs {name}` (this invocation only); `svcdiag up {name} --wait-ready` "
+           "starts it afresh and judges the new start."]
+    if v.figures.get("unit_result") == "watchdog":
+        limit = f" ({cfg.watchdog_s:g} s)" if cfg is not None and cfg.watchdog_s else ""
+        say.insert(1, f"/ready stopped answering for longer than watchdog_s{limit}: the server hung or stopped "
+                      "serving (a stuck scheduler, a dead rank, NCCL waiting on a peer).")
+    return say, []
+
+
 def _http(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
     return [v.message], []
 
@@ -396,4 +408,5 @@ _BY_CAUSE = {
     "stopped": _stopped,
     "http_unreachable": _http,
     "http_mismatch": _http,
+    "died_after_ready": _died_after_ready,
 }

@@ -63,5 +63,27 @@ class Verdict(Event):
         return out
 
 
+#: what systemd's Result of a unit that ended after ready means, in the operator's words
+_ENDS = {
+    "watchdog": "systemd's watchdog killed it (no WATCHDOG=1 within WatchdogSec: the supervisor feeds it only "
+                "while /ready answers)",
+    "oom-kill": "the kernel's OOM killer ended it",
+    "core-dump": "it dumped core",
+}
+
+
+def ended_after_ready(v: Verdict, result: str, exit_line: str | None, ended_at: float | None) -> Verdict:
+    """A healthy start whose unit has ended since (`wait` on a stopped unit judges the start as it
+    ended): a clean stop leaves it healthy; any other end is a failure while serving, the start's
+    figures kept. Its HTTP cross-check cannot run: nothing serves."""
+    if result == "success":
+        return v
+    what = _ENDS.get(result) or (f"{exit_line} (systemd result {result})" if exit_line else f"systemd result {result}")
+    return v.with_(verdict="failed", phase="ready", cause="died_after_ready", ts=ended_at or v.ts,
+                   message=f"the start was healthy, then the unit ended while serving: {what}",
+                   figures={**v.figures, "unit_result": result},
+                   evidence=(*v.evidence, *([exit_line] if exit_line else []), f"systemd: Result={result}"))
+
+
 #: replay's exit codes, shared by up/wait/status
 EXIT_CODES = {"healthy": 0, "failed": 1, "timed_out": 3, "incomplete": 4}
