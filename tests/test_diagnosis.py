@@ -187,3 +187,51 @@ def test_a_healthy_start_stopped_cleanly_stays_healthy() -> None:
 
     healthy, _ = judged("dflash-smoke", "healthy-hybrid-dflash")
     assert ended_after_ready(healthy, "success", "Main process exited, code=exited, status=0/SUCCESS", None) is healthy
+
+
+FIXTURES = Path(__file__).parent / "fixtures" / "sglang"
+
+
+@pytest.mark.parametrize(("fixture", "needles", "fix_keys"), [
+    ("v056-no-cuda-gpus-visible.log", ["PrivateDevices", "DeviceAllow"], set()),
+    ("v0523-cuda-driver-too-old.log", ["driver is older than the CUDA"], set()),
+    ("v054-illegal-memory-access-in-capture.log", ["not out of memory", "attention_backend"],
+     {"env.CUDA_LAUNCH_BLOCKING"}),
+    ("v043-import-sgl-kernel-missing.log", ["cannot import", "sgl_kernel"], set()),
+    ("v049-safetensors-header-corrupt.log", ["download", "again"], set()),
+    ("v046-load-weights-keyerror.log", ["tensor the model class does not know", "config.json"], set()),
+    ("v056-no-space-left-downloading.log", ["HF_HOME", "df -h"], set()),
+    ("v0511-hf-offline-not-cached.log", ["HF_HUB_OFFLINE", "cache"], set()),
+    ("v052-node1-tcpstore-timeout.log", ["node 1", "node 0's TCP store"], set()),
+    ("v052-node0-store-clients-missing.log", ["Only 8 of 16 ranks joined"], set()),
+    ("v046-context-length-above-derived.log", ["SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN"], {"context_length"}),
+    ("v0511-speculative-args-rejected.log", ["own check of its flags", "speculative_eagle_topk"], set()),
+    ("v0511-download-dir-read-only-sandbox.log", ["'/data/hf/.locks'", "ProtectSystem=strict"], {"read_write_paths"}),
+    ("v056-bind-port-80-no-capability.log", ["port 80", "CAP_NET_BIND_SERVICE"], {"port"}),
+    ("v049-triton-no-c-compiler.log", ["C compiler", "PATH"], set()),
+    ("v046-eagle3-draft-for-another-target.log", ["draft model 'yuhuili/EAGLE3-LLaMA3.3-Instruct-70B'"], set()),
+    ("v043-tokenizers-too-old-untagged-enum.log", ["tokenizers", "newer release"], set()),
+    ("v046-tp4-sees-two-gpus-invalid-ordinal.log", ["invalid device ordinal", "tp_size 4"], {"tp_size"}),
+    ("v049-nccl-dev-shm-too-small.log", ["/dev/shm", "--shm-size"], {"env.NCCL_SHM_DISABLE"}),
+])
+def test_diagnosis_of_the_non_memory_failures(fixture: str, needles: list[str], fix_keys: set[str]) -> None:
+    """Each failure class beyond memory says what to change, in words that fit that class only."""
+    v = replay(io.BytesIO((FIXTURES / fixture).read_bytes()), fixture).verdict
+    d = diagnose(v)
+    assert d is not None and d["cause"] == v.cause
+    said = " ".join(d["explanation"])
+    assert all(n in said for n in needles), said
+    assert {k for f in d["fixes"] for k in f["set"]} == fix_keys, d["fixes"]
+    if fix_keys == {"context_length"}:
+        assert d["fixes"][0]["set"]["context_length"] == 32768
+    if fix_keys == {"read_write_paths"}:
+        assert d["fixes"][0]["set"]["read_write_paths"] == ["/data/hf"]  # the folder, not its lock subfolder
+
+
+def test_a_multi_node_start_stuck_at_the_rendezvous_says_so() -> None:
+    """torch's default store timeout (600 s) outlasts our starting deadline: timed_out, and why."""
+    text = (FIXTURES / "v052-node0-store-clients-missing.log").read_text().replace(
+        ", dist_timeout=180", "").replace("07:13:09", "07:40:08").replace("181 seconds", "1801 seconds")
+    v = replay(io.BytesIO(text.encode()), "x").verdict
+    assert v.verdict == "timed_out" and v.phase == "starting"
+    assert "waiting for each other at dist_init_addr" in " ".join(diagnose(v)["explanation"])

@@ -24,7 +24,7 @@ from svcdiag.sglang.events import (
     WeightsBegin,
     WeightsEnd,
 )
-from svcdiag.sglang.grammar import LineParser
+from svcdiag.sglang.grammar import LineParser, classify
 
 PREFIXES = ["[2026-08-27 03:46:30] ", "[2026-08-27 03:46:30.123] ", "[2024-12-13 01:44:59 TP0] ",
             "[2026-08-27 03:46:30 DP0 TP0 EP0] ", "[2026-08-27 03:46:30.001 PP0 TP0] "]
@@ -273,3 +273,42 @@ def test_parser_and_state_machine_never_raise_on_arbitrary_text(lines: list[str]
     for ev in p.close():
         machine.feed(ev)
     assert machine.finish().verdict in ("healthy", "failed", "timed_out", "incomplete")
+
+
+@pytest.mark.parametrize(("line", "cause"), [
+    ("RuntimeError: CUDA error: out of memory", "cuda_oom"),  # a CUDA error that is OOM stays OOM
+    ("RuntimeError: CUDA error: no kernel image is available for execution on the device", "unsupported_hardware"),
+    ("RuntimeError: CUDA error: an illegal memory access was encountered", "cuda_error"),
+    ("RuntimeError: CUDA error: device-side assert triggered", "cuda_error"),
+    ("RuntimeError: Found no NVIDIA driver on your system.", "gpu_unavailable"),
+    ("RuntimeError: CUDA error: CUDA-capable device(s) is/are busy or unavailable", "gpu_unavailable"),
+    ("OSError: libcuda.so.1: cannot open shared object file: No such file or directory", "gpu_unavailable"),
+    ("ImportError: libcudart.so.12: cannot open shared object file: No such file or directory", "broken_install"),
+    ("ImportError: cannot import name 'awq_dequantize' from 'sgl_kernel'", "broken_install"),
+    ("RuntimeError: NCCL error: unhandled cuda error (run with NCCL_DEBUG=INFO for details)", "nccl_error"),
+    ("torch.distributed.DistNetworkError: The client socket has timed out after 600000ms", "rendezvous_failed"),
+    ("OSError: [Errno 28] No space left on device", "disk_full"),
+    ("OSError: Can't load tokenizer for '/models/x'.", "model_not_found"),
+    ("PermissionError: [Errno 13] Permission denied: '/var/cache/sglang'", "access_denied"),
+    ("OSError: [Errno 30] Read-only file system: '/data/hf/.locks'", "access_denied"),
+    ("RuntimeError: Failed to find C compiler. Please specify via CC environment variable.", "broken_install"),
+    ("Exception: data did not match any variant of untagged enum ModelWrapper at line 1 column 2", "unsupported_model"),
+    ("AssertionError: Attempted to load weight (torch.Size([8, 2])) into parameter (torch.Size([4, 2]))",
+     "bad_checkpoint"),
+])
+def test_causes_beyond_memory_and_their_priority(line: str, cause: str) -> None:
+    assert classify(line) == cause
+
+
+@pytest.mark.parametrize("final", [
+    "triton.runtime.errors.OutOfResources: out of resource: shared memory, Required: 116736",
+    "torch._dynamo.exc.BackendCompilerFailed: backend='inductor' raised:",
+])
+def test_a_qualified_exception_not_named_error_ends_its_traceback(final: str) -> None:
+    """Its class name is no *Error, yet it is the final line: the traceback is not `cut off`."""
+    p = LineParser()
+    lines = ["[2026-05-23 09:42:40 TP0] Scheduler hit an exception: Traceback (most recent call last):",
+             '  File "/x/jit.py", line 3, in run', "    k()", final]
+    evs = [e for ln in lines for e in p.feed_line(ln)] + p.close()
+    fail = next(e for e in evs if isinstance(e, Failure))
+    assert fail.message == final

@@ -68,6 +68,23 @@ FATAL = [  # (lines, cause): what SGLang prints when a start dies, root line fir
       "launch_server.py: error: unrecognized arguments: --enable-magic"], "bad_arguments"),
     (["[2026-05-23 09:42:40] Rank 0 scheduler is dead. Please check if there are relevant logs.",
       "[2026-05-23 09:42:40] Exit code: -9"], "killed_by_signal"),
+    (["[2026-05-23 09:42:40 TP0] Scheduler hit an exception: Traceback (most recent call last):",
+      '  File "/x/cuda_graph_runner.py", line 9, in capture', "    run_once()",
+      "RuntimeError: CUDA error: an illegal memory access was encountered",
+      "CUDA kernel errors might be asynchronously reported at some other API call, so the stacktrace below might "
+      "be incorrect.", "For debugging consider passing CUDA_LAUNCH_BLOCKING=1"], "cuda_error"),
+    (["[2026-05-23 09:42:40 TP0] Scheduler hit an exception: Traceback (most recent call last):",
+      '  File "/x/weight_utils.py", line 456, in safetensors_weights_iterator', "    with safe_open(f) as f:",
+      "safetensors_rust.SafetensorError: Error while deserializing header: MetadataIncompleteBuffer"], "bad_checkpoint"),
+    (["[2026-05-23 09:42:40 TP0] Scheduler hit an exception: Traceback (most recent call last):",
+      '  File "/x/flashinfer_backend.py", line 3, in <module>', "    import flashinfer",
+      "ModuleNotFoundError: No module named 'flashinfer'"], "broken_install"),
+    (["Traceback (most recent call last):", '  File "/x/triton/runtime/jit.py", line 347, in run', "    k()",
+      "triton.runtime.errors.OutOfResources: out of resource: shared memory, Required: 116736, Hardware limit: 101376."],
+     "unsupported_hardware"),
+    (["[2026-05-23 09:42:40 TP0] Scheduler hit an exception: Traceback (most recent call last):",
+      '  File "/x/weight_utils.py", line 118, in get_lock', "    os.makedirs(d)",
+      "OSError: [Errno 30] Read-only file system: '/data/hf/.locks'"], "access_denied"),
 ]
 RECOVERED = [  # a traceback SGLang goes on from
     ["Traceback (most recent call last):", '  File "/x/utils.py", line 1, in retry', "    f()",
@@ -76,6 +93,12 @@ RECOVERED = [  # a traceback SGLang goes on from
     ["[2026-05-23 09:42:40] Can not initialize OpenAIServingResponses, error: Traceback (most recent call last):",
      '  File "/x/serving.py", line 3, in init', "    import mcp", "ModuleNotFoundError: No module named 'mcp'"],
     ["E1210 21:05:33.118402 88123 rdma_context.cpp:203] Failed to register memory 0x7f: Input/output error [5]"],
+    ["Exception ignored in: <function _Probe.__del__ at 0x7f3a2c1e5da0>", "Traceback (most recent call last):",
+     '  File "/x/common.py", line 1490, in __del__', "    self.close()", "OSError: [Errno 9] Bad file descriptor"],
+    ["[2026-05-23 09:42:40] Warning: Target model's context_length (8192) is greater than the derived context_length "
+     "(2048). This may lead to incorrect model outputs or CUDA errors."],
+    ["[W523 09:42:40.118820034 TCPStore.cpp:358] [c10d] TCP client failed to connect/validate to host head:20000 - "
+     "retrying (try=0, timeout=600000ms, delay=9837ms): The client socket has failed to connect to any network address"],
 ]
 #: where a line may go in the smoke start: after its weights are loaded, before it is ready
 MIDDLE = [i for i, ln in enumerate(SMOKE) if "] Load weight end" in ln or "] KV Cache is allocated" in ln
@@ -125,6 +148,40 @@ def test_a_suspect_is_cleared_when_the_start_goes_on() -> None:
     lines = SMOKE[:at + 1] + ["Traceback (most recent call last):", '  File "/x/a.py", line 1, in f', "    g()",
                               "ValueError: something optional failed"] + SMOKE[at + 1:]
     assert judge("\n".join(lines) + "\n").verdict == "healthy"
+
+
+def test_an_exception_python_ignored_is_no_suspect_even_long_before_the_next_milestone() -> None:
+    """`Exception ignored in: …` then its traceback, and nothing for a minute (a long warmup): still healthy."""
+    at = MIDDLE[-1]
+    lines = SMOKE[:at + 1] + ["Exception ignored in: <function _Probe.__del__ at 0x7f3a2c1e5da0>",
+                              "Traceback (most recent call last):", '  File "/x/a.py", line 1, in __del__', "    g()",
+                              "OSError: [Errno 9] Bad file descriptor"]
+    v = judge("\n".join(lines) + "\n")
+    assert v.verdict == "incomplete", (v.verdict, v.message)
+
+
+SYSTEMD_TIMEOUT = """\
+Dec 03 10:00:00 gpu1 systemd[1]: Starting sglang-qwen.service - SGLang qwen...
+Dec 03 10:00:05 gpu1 python3[1234]: [2026-12-03 10:00:05] server_args=ServerArgs(model_path='Qwen/Qwen3-32B', tp_size=1)
+Dec 03 10:00:11 gpu1 python3[1234]: [2026-12-03 10:00:11] Load weight begin. avail mem=78.68 GB
+Dec 03 10:01:30 gpu1 systemd[1]: sglang-qwen.service: start operation timed out. Terminating.
+Dec 03 10:01:30 gpu1 python3[1234]: [2026-12-03 10:01:30] Received sigquit from a child process. It usually means \
+the child failed.
+Dec 03 10:01:30 gpu1 systemd[1]: sglang-qwen.service: Main process exited, code=killed, status=15/TERM
+Dec 03 10:01:30 gpu1 systemd[1]: sglang-qwen.service: Failed with result 'timeout'.
+"""
+
+
+def test_systemds_own_start_timeout_is_told_apart_from_ours() -> None:
+    """A unit written by hand keeps systemd's TimeoutStartSec (90 s): it ends the start long before
+    our deadline. The verdict says so, on systemd's clock, and the fix is that setting."""
+    from svcdiag.judge.diagnosis import diagnose
+
+    v = judge(SYSTEMD_TIMEOUT)
+    assert (v.verdict, v.phase, v.figures.get("systemd_timeout_s")) == ("timed_out", "loading_weights", 90.0)
+    assert "TimeoutStartSec" in v.message
+    d = diagnose(v)
+    assert d is not None and "TimeoutStartSec=" in d["explanation"][0] and "900" not in " ".join(d["explanation"])
 
 
 def test_incomplete_is_worded_as_unfinished_not_as_a_failure() -> None:

@@ -230,6 +230,15 @@ def _model_not_found(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tup
     if re.search(r"RepositoryNotFoundError|Repository Not Found", said):
         return [f"The model hub has no repo {what} (or hides it: a private repo answers the same, HTTP 401).",
                 "Check the spelling against the hub page, or download it and point model_path at the folder."], []
+    if re.search(r"LocalEntryNotFoundError|in the cached files|outgoing traffic has been disabled", said):
+        return [f"SGLang looked for {what} in the Hugging Face cache only (HF_HUB_OFFLINE=1 or TRANSFORMERS_OFFLINE=1, "
+                "or no network) and it is not there.",
+                "Download it once where the hub is reachable (`huggingface-cli download`) into the HF_HOME the unit "
+                "uses, or point model_path at a local folder; a sandboxed unit sees only the cache its paths allow."], []
+    if "Can't load tokenizer" in said:
+        return [f"SGLang found the model but no tokenizer files for {what}: {v.message}",
+                "Copy tokenizer.json/tokenizer_config.json next to the weights, or set tokenizer_path to where they "
+                "are."], []
     if re.search(r"gated repo|401 Client Error|authenticated|GatedRepoError", said):
         return [f"The model hub refused {what}: it is a gated (or private) repo and this server has no token "
                 "that may read it (HTTP 401).",
@@ -257,6 +266,18 @@ def _bad_arguments(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple
     if (m := re.search(r"argument (--[\w-]+)(?:/--[\w-]+)*: (.+)", v.message)) is not None:
         return [f"SGLang refused the value of {m.group(1)}: {m.group(2).strip()}.",
                 f"`svcdiag render {name}` shows the ExecStart line as systemd runs it."], []
+    if (m := re.search(r"context_length \((\d+)\) is greater than the derived context_length \((\d+)\)",
+                       v.message)) is not None:
+        asked, derived = int(m.group(1)), int(m.group(2))
+        return [f"context_length {asked:,} is longer than the model's own {derived:,} (max_position_embeddings or its "
+                "rope scaling), and SGLang refuses to stretch it unasked.",
+                "Serve at most the model's length; or, if the model really takes longer inputs (YaRN rope scaling set "
+                "with json_model_override_args), set SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1 in the unit's "
+                "environment."], \
+            [_fix({"context_length": derived}, "the length the model was built for")]
+    if any("/server_args.py" in e for e in v.evidence):
+        return [f"SGLang's own check of its flags refused this combination: {v.message}",
+                f"Change the flags it names; `svcdiag render {name}` shows the ExecStart line as systemd runs it."], []
     if re.search(r"heads % tp_size|divisible", said):
         tp = cfg.tp_size if cfg else v.figures.get("tp_size")
         say = [f"tp_size {tp if tp else '(the one given)'} does not divide the model's attention heads, so the "
@@ -290,6 +311,11 @@ def _unsupported_hardware(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -
 
 def _unsupported_model(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
     said = f"{v.message} {' '.join(v.evidence)}"
+    if "untagged enum" in said or re.search(r"Tokenizer class \w+ does not exist", said):
+        return ["The installed tokenizers/transformers cannot read this model's tokenizer files: they were written by "
+                "a newer release.",
+                "Upgrade them in the unit's interpreter (`pip install -U tokenizers transformers`), within what the "
+                "SGLang release pins."], []
     if "Transformers does not recognize" in said or "Unrecognized" in said or "model type" in said:
         return ["The installed transformers does not know this model's `model_type`: the model is newer than the "
                 "library.",
@@ -297,6 +323,123 @@ def _unsupported_model(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> t
                 "release that ships the newer one."], []
     return [f"This SGLang release has no implementation of the model's architecture: {v.message}",
             "Upgrade SGLang to a release that lists the architecture, or check config.json's `architectures`."], []
+
+
+def _gpu_unavailable(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
+    said = f"{v.message} {' '.join(v.evidence)}"
+    unit = v.unit or (cfg.unit if cfg else "UNIT")
+    if "invalid device ordinal" in said:
+        tp = v.figures.get("tp_size") or (cfg.tp_size if cfg else None)
+        return ["A rank asked for a GPU this process cannot see (CUDA: invalid device ordinal): tp_size"
+                + (f" {tp}" if tp else "") + " × dp_size (+ base_gpu_id) is more GPUs than are visible to it.",
+                "`nvidia-smi -L` lists the host's GPUs; CUDA_VISIBLE_DEVICES (the config's gpus) and the unit's "
+                "DeviceAllow= narrow them. Give the unit as many GPUs as ranks, or lower tp_size."], \
+            [_fix({"tp_size": tp // 2}, "half the ranks, if half the GPUs are what it sees")] if tp and tp > 1 else []
+    if re.search(r"uncorrectable ECC error|fallen off the bus", said):
+        return [f"A GPU failed in hardware: {v.message}",
+                "`journalctl -k | grep -i xid` names the GPU and the Xid; it needs a reset (`nvidia-smi -r -i N`) or "
+                "a reboot, and the start then runs without that GPU or after the repair."], []
+    if re.search(r"driver version is insufficient|driver on your system is too old|InsufficientDriver", said):
+        return ["The NVIDIA driver is older than the CUDA this PyTorch was built for, so CUDA cannot start at all.",
+                "Upgrade the driver (`nvidia-smi` shows its CUDA version), or install the torch/SGLang build for the "
+                "driver's CUDA (a cu121/cu124 wheel or image instead of cu128)."], []
+    return [f"The process saw no usable GPU in phase {v.phase}: {v.message}",
+            "Under systemd that is the sandbox or the environment, not the hardware: PrivateDevices=yes or a "
+            "DevicePolicy=/DeviceAllow= without /dev/nvidia*, a CUDA_VISIBLE_DEVICES naming GPUs that do not exist, or "
+            "GPUs held in exclusive mode by another process. svcdiag's strict units allow the NVIDIA nodes (and "
+            "`devices = [\"rocm\"]` the AMD ones); `hardening = \"off\"` tells a sandbox problem from a host one. "
+            f"`systemctl show {unit} -p DeviceAllow -p PrivateDevices` shows what the unit gets."], []
+
+
+def _cuda_error(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
+    say = [f"A CUDA kernel faulted in phase {v.phase} (not out of memory): {v.message}",
+           "CUDA reports such faults late, so the traceback may point past the kernel that did it. A fault while "
+           "capturing CUDA graphs or in a speculative draft is most often an attention backend or kernel bug for "
+           "this model and GPU: try another attention_backend, or disable CUDA graphs to confirm."]
+    return say, [_fix({"env.CUDA_LAUNCH_BLOCKING": "1"}, "the traceback then names the kernel that faulted")]
+
+
+def _rendezvous(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
+    said = f"{v.message} {' '.join(v.evidence)}"
+    node = v.figures.get("node_rank")
+    joined = re.search(r"(\d+)/(\d+) clients joined", said)
+    say = [f"The ranks of a multi-node start never all met at dist_init_addr: {v.message}"]
+    if joined:
+        say.append(f"Only {joined.group(1)} of {joined.group(2)} ranks joined: the other node(s) were not started with "
+                   "the same nnodes/dist_init_addr, or could not reach this one.")
+    elif node:
+        say.append(f"This is node {node}: it could not reach node 0's TCP store. Is node 0 running, and is its port "
+                   "open from here (`nc -vz HOST PORT`; a firewall, a hostname that resolves differently)?")
+    say.append("Start every node with the same nnodes and dist_init_addr, node 0 first or within the store's timeout.")
+    return say, []
+
+
+def _disk_full(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
+    return [f"A disk filled up in phase {v.phase}: {v.message}",
+            "Downloads go to HF_HOME (default ~/.cache/huggingface) or download_dir, kernels compile to ~/.cache and "
+            "/tmp; `df -h` on those, and remember a unit with PrivateTmp= or a container has its own /tmp. Free "
+            "space, or point HF_HOME at a larger disk."], []
+
+
+def _bad_checkpoint(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
+    if "Attempted to load weight" in v.message:
+        draft = v.figures.get("draft_model_path")
+        if draft and v.figures.get("weights_gb") is not None:  # the target had loaded: this is the draft's
+            return [f"The draft model {draft!r} does not fit the target: a tensor of its checkpoint has another shape "
+                    f"than the draft layer built for this target ({v.message}).",
+                    "An EAGLE/EAGLE3/MTP draft is trained for one target model (its hidden size and vocabulary): "
+                    "use the draft published for this exact target, with the speculative_algorithm it was made for."], []
+        return [f"A tensor of the checkpoint has another shape than the layer SGLang built for it: {v.message}",
+                "config.json does not describe these weights (another model's config, a quantized checkpoint "
+                "loaded without its quantization, or a tp_size the checkpoint was pre-split for)."], []
+    if v.message.startswith("KeyError"):
+        return [f"The checkpoint has a tensor the model class does not know: {v.message}",
+                "The weights do not match the architecture SGLang builds from config.json: a quantized or merged "
+                "checkpoint with another layout, a config.json from a different model, or a checkpoint newer than this "
+                "SGLang release. Check `architectures` and `quantization_config` in config.json."], []
+    return [f"A weights file is unreadable: {v.message}",
+            "Most often a download that stopped half way (the file is shorter than its header says). Compare the "
+            "file sizes with the hub's, delete the broken shard and download it again "
+            "(`huggingface-cli download --force-download`)."], []
+
+
+def _broken_install(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
+    name = cfg.name if cfg else "NAME"
+    if "nvcc" in v.message:
+        return [f"A kernel is compiled at first use (FlashInfer, DeepGEMM JIT) and the CUDA toolkit is missing: {v.message}",
+                "Install the CUDA toolkit the torch build matches and set CUDA_HOME in [env], or use SGLang's docker "
+                "image; a unit's PATH lacks /usr/local/cuda/bin unless [env] puts it there."], []
+    if re.search(r"C compiler|/usr/bin/(?:gcc|cc|g\+\+|c\+\+)'|Python\.h", f"{v.message} {' '.join(v.evidence)}"):
+        return [f"Triton compiles a small C helper the first time a kernel runs, and could not: {v.message}",
+                "It needs a C compiler and the Python headers on the unit's PATH (`apt install gcc python3-dev`, or "
+                "CC= in [env]); a systemd unit's PATH is narrower than a login shell's."], []
+    return [f"The Python environment the unit runs cannot import what SGLang needs: {v.message}",
+            "A missing package, or compiled kernels (sgl_kernel, flashinfer, vllm) built for another torch or CUDA "
+            "than the installed one. Install the versions the SGLang release pins (`pip install \"sglang[all]==X\"` "
+            f"in the unit's interpreter, shown by `svcdiag render {name}`), or use its docker image."], []
+
+
+def _access_denied(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
+    name = cfg.name if cfg else "NAME"
+    if (m := re.search(r"bind on address \('[^']*', (\d+)\)", v.message)) is not None:
+        port = int(m.group(1))
+        return [f"uvicorn may not bind port {port}: below 1024 that takes CAP_NET_BIND_SERVICE, which the unit does not "
+                "have (svcdiag's strict sandbox keeps no capability, even as root).",
+                "Serve on a port above 1024 and put a proxy in front if clients need the low one."], \
+            [_fix({"port": 30000}, "an unprivileged port")] if port < 1024 else []
+    m = re.search(r"\[Errno (?:13|30)\][^']*'(/[^']+)'", v.message)
+    path = m.group(1) if m else None
+    say = [(f"The server may not write {path!r}" if path else "The server was refused a file") + ": the unit's "
+           "sandbox keeps the file system read-only outside its writable paths (ProtectSystem=strict, "
+           "ProtectHome=read-only), or its user lacks the permission.",
+           f"svcdiag's strict units may write ~/.cache, ~/.triton, /dev/shm, working_directory and the cache "
+           f"folders [env] names (docs/security.md#the-hardened-unit); a --download-dir or any other folder goes in "
+           f"`read_write_paths` (then `svcdiag install {name}`). Check the owner too: `ls -ld` the folder as the unit's User=."]
+    if path:
+        folder = path.rstrip("/").rsplit("/", 1)[0] or path
+        folder = re.sub(r"/(?:\.locks|\.cache|models--[^/]+|blobs|snapshots)(?:/.*)?$", "", folder) or folder
+        return say, [_fix({"read_write_paths": [folder]}, "the folder it writes to, writable in the sandbox")]
+    return say, []
 
 
 def _host_oom(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
@@ -307,6 +450,11 @@ def _host_oom(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list
 
 
 def _nccl(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
+    if re.search(r"shared memory segment|/dev/shm", f"{v.message} {' '.join(v.evidence)}"):
+        return [f"NCCL could not create its shared-memory segments in /dev/shm: {v.message}",
+                "In a container /dev/shm is 64 MB unless raised (`docker run --shm-size 16g` or `--ipc=host`); on a "
+                "host, `df -h /dev/shm`. NCCL_SHM_DISABLE=1 works around it at some speed."], \
+            [_fix({"env.NCCL_SHM_DISABLE": "1"}, "NCCL then uses sockets/P2P instead of /dev/shm")]
     return [f"NCCL failed in phase {v.phase}: {v.message}",
             "Usual causes: a GPU in the list that another job uses, P2P/IB trouble, or a mismatch of tp_size and GPUs."], \
         [_fix({"env.NCCL_DEBUG": "INFO"}, "NCCL then says which rank and transport failed")]
@@ -322,12 +470,23 @@ def _mamba_small(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[l
 def _timed_out(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
     limit = cfg.timeout.get(v.phase) if cfg else None
     name = cfg.name if cfg else "NAME"
+    if (total := v.figures.get("systemd_timeout_s")) is not None:
+        unit = v.unit or (cfg.unit if cfg else "UNIT")
+        return [f"systemd stopped the start after {total:.0f} s, in phase {v.phase}: the unit's TimeoutStartSec= "
+                "(90 s unless set) is shorter than this start takes; SGLang itself reported no error.",
+                f"Raise TimeoutStartSec= in {unit} (`systemctl edit {unit}`), or let svcdiag write the unit "
+                f"(`svcdiag install {name}`): its deadlines are per phase. `svcdiag history {name} --advise` says "
+                "what the recorded starts need."], []
     say = [f"No progress in phase {v.phase} for {v.stalled_s or 0:.0f} s" + (f" (its deadline is {limit:.0f} s)" if limit else "")
            + "; the service is left running.",
            f"Last line seen: {v.last_line!r}." if v.last_line else "No line at all since the phase began.",
            f"If that line still changes, the start is slow, not stuck: `svcdiag wait {name}` waits longer. If it "
            "does not, look inside: `py-spy dump --pid $(systemctl show -p MainPID --value "
            f"{cfg.unit if cfg else 'UNIT'})`."]
+    if v.phase == "starting" and (v.figures.get("nnodes") or 1) > 1 and v.last_line \
+            and re.search(r"Init torch distributed begin|c10d", v.last_line):
+        say.insert(1, "The ranks are waiting for each other at dist_init_addr: a node of this multi-node start has not "
+                      "joined (not started, another nnodes or dist_init_addr, or a firewall between the nodes).")
     fixes = [_fix({f"timeouts.{v.phase}": round((limit or 300) * 2)}, "if this phase is merely slow on this host")] \
         if v.phase in PHASE_TIMEOUTS else []
     return say, fixes
@@ -402,6 +561,13 @@ _BY_CAUSE = {
     "unsupported_hardware": _unsupported_hardware,
     "unsupported_model": _unsupported_model,
     "host_oom": _host_oom,
+    "gpu_unavailable": _gpu_unavailable,
+    "access_denied": _access_denied,
+    "cuda_error": _cuda_error,
+    "rendezvous_failed": _rendezvous,
+    "disk_full": _disk_full,
+    "bad_checkpoint": _bad_checkpoint,
+    "broken_install": _broken_install,
     "mamba_cache_too_small": _mamba_small,
     "timed_out": _timed_out,
     "incomplete": _incomplete,

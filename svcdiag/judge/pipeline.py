@@ -11,6 +11,9 @@ from svcdiag.sglang.grammar import LineParser
 
 #: seconds without a line after a traceback's final line before it is taken as complete (live)
 TAIL_WAIT = 0.5
+#: a systemd timeout this long before our own deadline is not ours (a notify unit's TimeoutStartSec
+#: follows our deadlines; a unit written by hand has its own, 90 s unless set)
+SYSTEMD_DEADLINE_SLACK = 30.0
 
 
 class Judge:
@@ -86,6 +89,9 @@ class Judge:
         ev = parse_systemd(text, ts, self.readiness.invocation)
         if ev is not None and ev.state == "timeout":  # systemd ended the phase at its deadline
             nd = self.readiness.next_deadline()
+            if nd is not None and ts is not None and ts < nd - SYSTEMD_DEADLINE_SLACK:  # not ours: TimeoutStartSec=
+                v = self.readiness.systemd_timed_out(ts)
+                return out + ([v] if v is not None else [])
             return out + (self.tick(max(ts or nd, nd)) if nd is not None else [])
         if ev is None:
             return out + (self.tick(ts) if ts is not None else [])

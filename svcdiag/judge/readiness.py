@@ -235,7 +235,7 @@ class Readiness:
                          ("requested_max_running_requests", ev.max_running_requests),
                          ("requested_max_mamba_cache_size", ev.max_mamba_cache_size),
                          ("context_length", ev.context_length), ("node_rank", ev.node_rank),
-                         ("model_path", ev.model_path),
+                         ("model_path", ev.model_path), ("draft_model_path", ev.speculative_draft_model_path),
                          ("nnodes", ev.nnodes)):
             if val is not None:
                 f[key] = val
@@ -337,6 +337,19 @@ class Readiness:
     def _on_Recovered(self, ev: Recovered) -> list[Event]:
         self._suspect = None  # SGLang retries: the traceback before this was not fatal
         return []
+
+    def systemd_timed_out(self, ts: float) -> Verdict | None:
+        """systemd's own start timeout (TimeoutStartSec=, 90 s unless set) ended the start before any
+        deadline of ours: a timed-out start, on systemd's clock rather than ours."""
+        if self.verdict is not None:
+            return None
+        since = self.phase_since if self.phase_since is not None else ts
+        total = ts - self.started if self.started is not None else ts - since
+        self.figures["systemd_timeout_s"] = round(total, 3)
+        self._conclude("timed_out", None, f"systemd's start timeout (TimeoutStartSec=) ended the start after "
+                       f"{total:.0f} s, {ts - since:.0f} s into phase {self.phase}, before svcdiag's deadline for it", ts,
+                       stalled_s=ts - since)
+        return self.verdict
 
     def _degrade(self, reason: str, message: str, figures: dict[str, Any]) -> None:
         if not any(d["reason"] == reason for d in self.degraded):

@@ -59,27 +59,58 @@ CAUSES: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("unsupported_model", re.compile(
         r"Transformers does not recognize this architecture|Model architectures? \[.*\] (?:are|is) not supported"
         r"|Unrecognized configuration class|Unrecognized model in|model type `?[\w.-]+`? but Transformers does not"
-        r"|is not supported for now|failed to be inspected")),
+        r"|is not supported for now|failed to be inspected|did not match any variant of untagged enum (?:ModelWrapper|Py\w*Wrapper)"
+        r"|Tokenizer class \w+ does not exist or is not currently imported")),
     ("model_not_found", re.compile(
         r"Incorrect path_or_model_id|HFValidationError|RepositoryNotFoundError|Repository Not Found"
         r"|is not a local folder and is not a valid model identifier|gated repo|Cannot access gated repo"
         r"|401 Client Error|You must have access to it and be authenticated|GatedRepoError"
-        r"|does not appear to have a file named config\.json|No such file or directory: .*config\.json")),
+        r"|does not appear to have a file named config\.json|No such file or directory: .*config\.json"
+        r"|LocalEntryNotFoundError|couldn't find (?:it|them) in the cached files|outgoing traffic has been disabled"
+        r"|Can't load tokenizer for")),
     ("unsupported_hardware", re.compile(
         r"not supported for the current GPU|Minimum capability: \d+|[Cc]ompute capability|requires (?:sm_?|SM)\d+"
         r"|no kernel image is available for execution on the device|not supported on (?:this|your) (?:GPU|device)"
-        r"|Unsupported (?:GPU|gpu) architecture|is only supported on (?:sm|Hopper|Blackwell|Ampere)")),
+        r"|Unsupported (?:GPU|gpu) architecture|is only supported on (?:sm|Hopper|Blackwell|Ampere)"
+        r"|out of resource: shared memory")),
+    ("gpu_unavailable", re.compile(
+        r"No CUDA GPUs are available|CUDA driver version is insufficient|NVIDIA driver on your system is too old"
+        r"|Found no NVIDIA driver|no CUDA-capable device is detected|CUDA-capable device\(s\) is/are busy or unavailable"
+        r"|all CUDA-capable devices are busy or unavailable|CUDA driver initialization failed|cudaErrorNoDevice"
+        r"|cudaErrorInsufficientDriver|libcuda\.so[.\d]*: cannot open shared object file|invalid device ordinal"
+        r"|uncorrectable ECC error|fallen off the bus")),
+    ("cuda_error", re.compile(
+        r"illegal memory access was encountered|device-side assert triggered|CUDA error: misaligned address"
+        r"|unspecified launch failure|illegal instruction was encountered|cudaErrorIllegalAddress"
+        r"|CUBLAS_STATUS_EXECUTION_FAILED")),
+    ("rendezvous_failed", re.compile(
+        r"DistStoreError|DistNetworkError|[Tt]he client socket has timed out|TCP client failed to connect"
+        r"|Timed out initializing process group|clients joined|gloo/transport/tcp")),
     ("nccl_error", re.compile(r"NCCL error|DistBackendError|ncclInternalError|ncclUnhandledCudaError|ncclSystemError"
                               r"|Watchdog caught collective operation timeout|NCCL communicator was aborted")),
+    ("disk_full", re.compile(r"\[Errno 28\]|No space left on device")),
+    ("access_denied", re.compile(r"\[Errno 30\] Read-only file system|\[Errno 13\]|PermissionError")),
+    ("bad_checkpoint", re.compile(
+        r"SafetensorError|Error while deserializing header|HeaderTooLarge|MetadataIncompleteBuffer"
+        r"|incomplete metadata, file not fully covered|PytorchStreamReader failed|invalid load key"
+        r"|Attempted to load weight \(")),
+    ("broken_install", re.compile(
+        r"ModuleNotFoundError|No module named '|undefined symbol: |cannot open shared object file"
+        r"|cannot import name '\w+' from|GLIBC_[\d.]+' not found|Python\.h: No such file"
+        r"|Failed to find C compiler|Command '\['/usr/bin/(?:gcc|cc|g\+\+|c\+\+)'|Could not find nvcc")),
     ("bad_arguments", re.compile(
         r"total_num_(?:kv_)?heads % tp_size|must be divisible by (?:tensor parallel|tp|the tp)"
         r"|tp_size must be divisible|is not divisible by tp|num_attention_heads.*divisible|invalid (?:int|float|choice) value"
-        r"|: error: (?:unrecognized arguments|argument --|ambiguous option)")),
+        r"|: error: (?:unrecognized arguments|argument --|ambiguous option)"
+        r"|context_length \(\d+\) is greater than the derived context_length")),
 )
 FINAL_EXC_RE = re.compile(
-    r"^(?:[A-Za-z_][\w.]*\.)?\w*(?:Error|Exception|Exit|Interrupt|Fault|Failure|Iteration)(?::.*)?$")
+    r"^(?:[A-Za-z_][\w.]*\.)?\w*(?:Error|Exception|Exit|Interrupt|Fault|Failure|Iteration)(?::.*)?$"
+    r"|^(?:[a-z_]\w*\.)+[A-Z]\w*: ")  # a qualified class named otherwise: `triton.runtime.errors.OutOfResources: …`
 CHAIN_LINES = ("During handling of the above exception", "The above exception was the direct cause")
 TRACEBACK_OPEN = "Traceback (most recent call last):"
+#: `Exception ignored in: <function X.__del__ …>`: Python printed an exception it did not raise (a finaliser's)
+IGNORED = "Exception ignored in"
 ANSI_RE = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 BARE_FINAL_RE = re.compile(r"^(?:[\w.]+\.)?\w+(?:Error|Exception)$")  # `AssertionError` alone: the code line says why
 MAX_TRACEBACK_LINES = 400
@@ -141,6 +172,18 @@ def _code_line(lines: list[str]) -> str | None:
     for i in range(len(lines) - 1, -1, -1):
         if lines[i].strip().startswith("File ") and i + 1 < len(lines):
             return lines[i + 1].strip() or None
+    return None
+
+
+def _raised_in(final: str, lines: list[str]) -> str | None:
+    """A cause the raising frame tells when the exception's words do not: a check in server_args.py
+    refuses the flags (`ValueError: speculative_eagle_topk …`), a KeyError in a model's load_weights
+    is a checkpoint tensor the model class does not have."""
+    frames = [ln.strip() for ln in lines if ln.strip().startswith("File ")]
+    if frames and "/server_args.py\"" in frames[-1]:
+        return "bad_arguments"
+    if final.startswith("KeyError") and any(f.endswith(" in load_weights") for f in frames[-3:]):
+        return "bad_checkpoint"
     return None
 
 
@@ -434,8 +477,9 @@ class LineParser:
             if FINAL_EXC_RE.match(text):
                 tb.final = text
                 tb.finals.append(text)
-                if tb.role == ROOT and not tb.cause and classify(text) is not None:
+                if tb.role == ROOT and not tb.cause and classify(text) not in (None, "nccl_error"):
                     return self._end_traceback()  # SGLang's handler dies after this and the cause is plain: fail fast
+                # (NCCL's own words come after its final line: `Last error:` and what failed)
                 return NOTHING
             if len(tb.lines) < MAX_TRACEBACK_LINES:
                 tb.lines.append(text)
@@ -444,6 +488,9 @@ class LineParser:
             self._open_traceback(Traceback("", "", ts, role=SUSPECT))
             return NOTHING
         if not text:
+            return NOTHING
+        if text.startswith(IGNORED):  # Python's own word that the traceback after it changed nothing
+            self._open_traceback(Traceback(text, "", ts, role=None))
             return NOTHING
         if text.startswith("Fatal Python error: "):
             sig = "SEGV" if "Segmentation" in text else "ABRT" if "Aborted" in text else None
@@ -530,7 +577,8 @@ class LineParser:
         code = _code_line(tb.lines)
         cause = tb.cause or next((c for f in reversed(finals) if (c := classify(f)) is not None), None) \
             or classify(f"{final} {tail}") or classify(tb.head) \
-            or (classify(code) if code and BARE_FINAL_RE.match(final) else None) or "exception"
+            or (classify(code) if code and BARE_FINAL_RE.match(final) else None) or _raised_in(final, tb.lines) \
+            or "exception"
         m = SCHEDULER_DIED_RE.search(final)
         if m is not None and tb.cause is None:  # 0.5.10+: the engine's consequence, the cause is elsewhere
             status = int(m.group(1))
@@ -720,8 +768,8 @@ class LineParser:
             return None
         if body.startswith("Application startup failed"):
             return Failure(ts=ts, line=msg, cause="exception", message=body, evidence=(msg,), role=DEATH)
-        if classify(msg) == "port_in_use":
-            return Failure(ts=ts, line=msg, cause="port_in_use", message=body, evidence=(msg,))
+        if (cause := classify(msg)) in ("port_in_use", "access_denied"):  # `[Errno 13] error while attempting to bind`
+            return Failure(ts=ts, line=msg, cause=cause, message=body, evidence=(msg,))
         return None
 
     def _sigquit(self, msg: str, ranks: str, ts: float | None) -> Event | None:
