@@ -17,7 +17,7 @@ from typing import Any
 from svcdiag.config.service import ServiceConfig, UnitsDir
 from svcdiag.errors import SvcdiagError
 from svcdiag.files import state_dir
-from svcdiag.judge.verdict import Verdict
+from svcdiag.judge.verdict import Verdict, ended_after_ready
 from svcdiag.ops import gpu_hygiene, history
 from svcdiag.ops.check import check, require_ok
 from svcdiag.ops.conclude import conclude, diagnoser
@@ -60,9 +60,15 @@ def judge_start(sd: Systemd, cfg: ServiceConfig, props: UnitProps, pub: Publishe
         return watch.due()  # a notify unit's follower keeps no timer: it wakes for this
 
     pub.start(cfg.unit, props.invocation)
-    verdict = follow(sd, watch.cfg, cfg.unit, props, emit=pub.event, total_timeout=timeout, on_progress=progress).verdict
+    followed = follow(sd, watch.cfg, cfg.unit, props, emit=pub.event, total_timeout=timeout, on_progress=progress,
+                      batch=pub.terminal_first)
+    verdict, end = followed.verdict, followed.props
     assert verdict is not None
     verdict = verdict.with_(figures={**verdict.figures, **sglang.figures()})
+    if verdict.verdict == "healthy" and end.invocation == props.invocation and not end.running:
+        if end.result == "success":
+            pub.note(f"{cfg.unit} was stopped cleanly after this healthy start: it serves nothing now")
+        return ended_after_ready(verdict, end.result, end.exit_line, end.state_change_ts)  # no HTTP to check
     if verdict.verdict == "healthy" and not cfg.node_rank:  # a worker node (rank ≥ 1) serves no HTTP
         host, port = cfg.host, cfg.port
         if sd.remote is not None:  # the server's port there, through the SSH connection
@@ -184,8 +190,12 @@ def wait_verdict(sd: Systemd, cfg: ServiceConfig, units: UnitsDir, props: UnitPr
         return interrupted(cfg.name, pub)
     calibrate(cfg, plan_, verdict, pub.note)  # before the verdict, which stays the last line
     row: list[int | None] = [None]
-    verdict = conclude(pub, verdict, diagnoser(cfg, units, sd),
-                       before=lambda v: row.__setitem__(0, remember(cfg, v, pub, command, campaign=campaign)))
+
+    def record(v: Verdict) -> None:
+        if v.cause != "died_after_ready":  # history keeps the start as it was judged: it was ready
+            row[0] = remember(cfg, v, pub, command, campaign=campaign)
+
+    verdict = conclude(pub, verdict, diagnoser(cfg, units, sd), before=record)
     return StartOutcome(verdict=verdict, started=started, history_id=row[0])
 
 
@@ -225,8 +235,8 @@ def attach(sd: Systemd, cfg: ServiceConfig, units: UnitsDir, pub: Publisher, tim
     """`wait`: judge the current start, restarting nothing; a stopped unit's last start is judged as it ended."""
     props = sd.props(cfg.unit)
     if not props.invocation:
-        raise SvcdiagError(f"{cfg.unit} has not been started since boot ({props.active_state}); "
-                           f"start it with: svcdiag up {cfg.name} --wait-ready")
+        raise SvcdiagError(f"{cfg.unit} has no start to judge: systemd keeps no invocation of it ({props.active_state}: "
+                           f"stopped and unloaded, or not started since boot); start it with: svcdiag up {cfg.name} --wait-ready")
     if not props.running:
         pub.note(f"{cfg.unit} is {props.active_state}; judging its last start (invocation {props.invocation})")
     return wait_verdict(sd, cfg, units, props, pub, timeout)

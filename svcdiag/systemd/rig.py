@@ -1,7 +1,7 @@
 """A private systemd for tests and demos: PID 1 in its own namespaces, on a tmpfs overlay
 of the host's root, with journald and D-Bus (docs/live.md#the-private-systemd-rig).
 
-`python -m svcdiag.rig run -- CMD...` boots it, runs CMD inside from the project folder
+`python -m svcdiag.systemd.rig run -- CMD...` boots it, runs CMD inside from the project folder
 (exactly as on a host), and tears it down with nothing left behind. Never boots systemd on
 the real root: its tmpfiles step would empty the host's /tmp.
 """
@@ -203,7 +203,7 @@ def _comm(pid: int) -> str:
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if not args or args[0] != "run":
-        print("usage: python -m svcdiag.rig run -- CMD [ARG...]", file=sys.stderr)
+        print("usage: python -m svcdiag.systemd.rig run -- CMD [ARG...]", file=sys.stderr)
         return 2
     cmd = args[1:]
     if cmd and cmd[0] == "--":
