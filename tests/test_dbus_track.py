@@ -55,3 +55,13 @@ def test_signals_are_read_only_when_the_state_is_asked_for_and_a_bad_one_asks_sy
     assert t.props.status_text == "kv cache 0 s" and good.read == 1 and not asked
     t.add(Signal((SERVICE,)))  # not the shape systemd sends
     assert t.props.active_state == "active" and asked == [1]
+
+
+def test_status_text_reads_the_service_signal_and_leaves_the_unit_one_for_later() -> None:
+    t = Tracked(BEFORE, lambda: BEFORE)
+    service = Signal((SERVICE, {b"StatusText": b"kv cache 0 s"}, []))
+    unit = Signal((UNIT, {b"ActiveState": b"failed", b"SubState": b"failed"}, []))
+    t.add(service)
+    t.add(unit)
+    assert t.status_text == "kv cache 0 s" and unit.read == 0  # the journal is looked at before the Unit body
+    assert t.props.active_state == "failed" and unit.read == 1 and service.read == 1

@@ -3,6 +3,7 @@ read of the server's output, so PID 1 and every D-Bus client hear of a burst of 
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -11,7 +12,7 @@ from svcdiag.ops.supervise import Supervisor
 from svcdiag.systemd.notify import Notifier
 
 
-def test_held_messages_go_out_once_each_the_last_of_each_kind_status_first() -> None:
+def test_held_messages_go_out_in_one_datagram_the_last_of_each_kind_status_first() -> None:
     sent: list[str] = []
     n = Notifier(send=sent.append)
     with n.held():
@@ -20,7 +21,8 @@ def test_held_messages_go_out_once_each_the_last_of_each_kind_status_first() -> 
         n.extend(12)
         n.status("kv cache 0 s · KV 94,126 tokens")
         assert sent == []  # nothing leaves while held
-    assert sent == ["STATUS=kv cache 0 s · KV 94,126 tokens", "EXTEND_TIMEOUT_USEC=12000000"]
+    # one datagram (sd_notify takes several assignments, one a line): one message for PID 1 to read
+    assert sent == ["STATUS=kv cache 0 s · KV 94,126 tokens\nEXTEND_TIMEOUT_USEC=12000000"]
     n.status("cuda graph 0 s")
     assert sent[-1] == "STATUS=cuda graph 0 s"  # not held: at once
 
@@ -57,8 +59,35 @@ def test_a_burst_of_milestone_lines_in_one_read_is_one_status(units: Path, tmp_p
         sup = Supervisor(UnitsDir(units, "t").load("b"), [sys.executable, str(child)], out_fd=f.fileno(),
                          notifier=Notifier(send=sent.append), environ={})
         sup.run()
-    statuses = [m for m in sent if m.startswith("STATUS=")]
+    statuses = [m for m in sent if m.startswith("STATUS=")]  # STATUS= leads each datagram it is in
     # starting; the three lines of the first read (weights loaded, KV sized) as one; the fourth; the end
     assert len(statuses) == 4, statuses
     assert "KV 94,126 tokens" in statuses[1] and "STATUS=failed" in statuses[-1]
     assert out.read_bytes().count(b"\n") == 4  # every line passed through
+
+
+FLOOD = r"""
+import os
+os.write(1, b"[2026-12-03 10:00:00.100] Load weight begin. avail mem=94.50 GB\n")
+import time; time.sleep(0.3)
+os.write(1, b"x" * 40000 + b"\n[2026-12-03 10:00:00.200] Load weight end. elapsed=41.90 s, type=Qwen3_5ForCausalLM, avail mem=44.21 GB, mem usage=50.29 GB.\n")
+"""
+
+
+def test_a_small_reads_status_leaves_before_its_bytes_and_a_big_read_passes_through_first(
+        units: Path, tmp_path: Path) -> None:
+    (units / "b.toml").write_text('extends = "demo-dense"\nreadiness = "notify"\n')
+    child = tmp_path / "child.py"
+    child.write_text(FLOOD)
+    out = tmp_path / "out"
+    written: list[tuple[str, int]] = []  # each STATUS= and how many bytes had been passed through when it left
+    with out.open("wb") as f:
+        def send(msg: str) -> None:
+            written.append((msg, os.fstat(f.fileno()).st_size))
+
+        Supervisor(UnitsDir(units, "t").load("b"), [sys.executable, str(child)], out_fd=f.fileno(),
+                   notifier=Notifier(send=send), environ={}).run()
+    begin = next(n for m, n in written if m.startswith("STATUS=loading weights"))
+    assert begin == 0  # the milestone's news left before its line: `up` is awake when journald has it
+    end = next(n for m, n in written if "KV" in m or m.startswith("STATUS=kv cache"))
+    assert end == out.stat().st_size > 40000  # 40 kB in one read: passed through, then judged

@@ -81,25 +81,33 @@ def test_notify_unit_wraps_the_same_argv_and_systemd_accepts_it(units: Path, tmp
 
 
 class NotifySocket:
-    """What systemd's end of NOTIFY_SOCKET would receive, with arrival times."""
+    """What systemd's end of NOTIFY_SOCKET would receive, with arrival times: `got` holds each
+    assignment (a datagram may carry several, one a line, as sd_notify allows)."""
 
     def __init__(self, path: Path):
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
         self.sock.bind(str(path))
         self.path = path
         self.got: list[tuple[float, str]] = []
+        self.datagrams: list[str] = []
+
+    def _recv(self) -> None:
+        msg, now = self.sock.recv(65536).decode(), time.time()
+        self.datagrams.append(msg)
+        self.got += [(now, line) for line in msg.split("\n")]
 
     def until(self, prefix: str, timeout: float = 30.0) -> str:
+        """The first datagram with an assignment starting with `prefix`."""
         deadline = time.monotonic() + timeout
         while True:
-            for _, msg in self.got:
-                if msg.startswith(prefix):
+            for msg in self.datagrams:
+                if any(line.startswith(prefix) for line in msg.split("\n")):
                     return msg
             left = deadline - time.monotonic()
-            assert left > 0, f"no {prefix!r} within {timeout} s; got {[m for _, m in self.got]}"
+            assert left > 0, f"no {prefix!r} within {timeout} s; got {self.datagrams}"
             self.sock.settimeout(left)
             try:
-                self.got.append((time.time(), self.sock.recv(65536).decode()))
+                self._recv()
             except TimeoutError:
                 pass
 
@@ -107,7 +115,7 @@ class NotifySocket:
         self.sock.settimeout(0.2)
         try:
             while True:
-                self.got.append((time.time(), self.sock.recv(65536).decode()))
+                self._recv()
         except TimeoutError:
             return [m for _, m in self.got]
 

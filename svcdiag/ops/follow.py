@@ -3,8 +3,9 @@ the moment the evidence is there.
 
 One poll loop waits on three things at once: the journal's fd (rotation, journald
 restarts), the D-Bus fd (the unit leaving activating/active: fail fast), and, while the
-start is in progress, a 5 ms tick that looks at the journal files' entry counters (see
-journal.py). Deadlines come from the readiness machine, on the wall clock.
+start is in progress, a tick that looks at the journal files' entry counters (see
+journal.py): 5 ms while lines flow, then 1 % of the silence so far, up to 100 ms.
+Deadlines come from the readiness machine, on the wall clock.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import os
 import select
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,27 +30,38 @@ from svcdiag.systemd.journal import Follower
 from svcdiag.systemd.journal_formats import Record
 from svcdiag.systemd.remote import ConnectionLost
 
-#: the tick while lines flow, and after QUIET_AFTER seconds without one. A wakeup costs
-#: ~25 µs of CPU on a VM whatever it does, so a silent (hung) start ticks 50 times a
-#: second, not 200: ≤ 0.5 % of a core, while the line after a silence waits ≤ 20 ms.
+#: journal mode's tick: a wakeup costs ~0.1 ms of CPU on a VM whatever it does (the timer and the
+#: context switch, not our code: a bare C poll loop ~55 µs here), so the schedule is the cost. The
+#: tick is TICK_SHARE of the time since this start's last line, between HOT_INTERVAL (lines flowing:
+#: 200 a second) and MAX_INTERVAL: the first line after a silence of q waits at most ~q/100 (after
+#: 2 s of quiet ≤ 20 ms, after 10 s or more ≤ 100 ms), and a hung start settles at 10 wakeups a
+#: second, ~0.1 % of a core. (q/200 measured 0.25 to 0.34 % over bench/latency.py's 30 s window,
+#: which begins ~2 s into the silence: too close to #16's 0.3 %.)
 HOT_INTERVAL = 0.005
-IDLE_INTERVAL = 0.020
+TICK_SHARE = 1 / 100
+MAX_INTERVAL = 0.100
+#: after this long without a line, a live display hears where the start is once a second, not 4 times
 QUIET_AFTER = 2.0
-#: after this long without a line (a hang, or a weight load that prints nothing) the tick slows to
-#: SILENT_INTERVAL: 25 wakeups a second, while the first line after such a silence waits ≤ 40 ms
-SILENT_AFTER = 10.0
-SILENT_INTERVAL = 0.040
 #: after D-Bus says the unit died, how long the journal gets to deliver the lines that explain it
 DEATH_GRACE = 0.12
 #: a notify unit: how long after a new STATUS= (the supervisor judged a line) the journal's counters
 #: are watched for that line, and how often: a tick a quarter of the time since the signal, at least
 #: BURST_TICK (so a line journald writes d after the signal waits ≤ d/4 more). The burst ends as
-#: soon as a line is read; one that finds none (STATUS= of a line already read) costs ~23 wakeups.
+#: soon as the line is read (ANSWER_SLACK); one that finds none (STATUS= of a line already read)
+#: costs ~23 wakeups.
 BURST_S = 0.1
 BURST_TICK = 0.00025
+#: which line answers a new STATUS=: one that made an event and that the journal stamped no more
+#: than this before the signal came (the supervisor sends STATUS= before it passes the read through,
+#: so its line is stamped about when the signal arrives). An older line, read late because nothing
+#: announced it (a progress line that changed no STATUS=), does not end the watch for a newer one.
+ANSWER_SLACK = 0.01
+#: for this long after a new STATUS=, the Unit signal that follows it (every Unit property: ~0.1-0.4 ms
+#: to read) waits while the journal is watched for the line: unit state (fail-fast) is at most this late
+UNIT_SIGNAL_WAIT = 0.002
 #: how often a live display hears where the start is, when nothing else wakes the loop; after
-#: SILENT_AFTER without a line, PROGRESS_SILENT (its clock then moves by the second: 0.07 % of a
-#: core less on a hung start, each such turn of the loop costing ~0.2 ms here)
+#: QUIET_AFTER without a line, PROGRESS_SILENT (its clock then moves by the second: each such turn of
+#: the loop costs ~0.2 ms here, 0.07 % of a core at 4 a second)
 PROGRESS_EVERY = 0.25
 PROGRESS_SILENT = 1.0
 LOCK_DIR = Path(os.environ.get("SVCDIAG_LOCK_DIR", "/run/svcdiag"))
@@ -61,7 +73,7 @@ class Followed:
     props: UnitProps
     died: bool = False
     notify: bool = False
-    #: times the loop woke up while waiting (returns of poll): a hung notify start has none
+    #: times the loop woke up while waiting (returns of poll, ticks included): a hung notify start has none
     wakeups: int = 0
     #: the SSH connection to the unit's host died while following (the verdict is incomplete)
     lost: bool = False
@@ -75,7 +87,8 @@ def follow(sd: Systemd, cfg: ServiceConfig | None, unit: str, props: UnitProps, 
            emit: Callable[[Event], None], keep_following: bool = True, total_timeout: float | None = None,
            on_record: Callable[[Record], None] | None = None, until_verdict: bool = True,
            hot_interval: float = HOT_INTERVAL,
-           on_progress: Callable[[Judge, float], float | None] | None = None, notify: bool | None = None) -> Followed:
+           on_progress: Callable[[Judge, float], float | None] | None = None, notify: bool | None = None,
+           batch: Callable[[], AbstractContextManager[object]] = nullcontext) -> Followed:
     """Judge invocation `props.invocation` of `unit`, from its first line, until a verdict
     (or, with keep_following=False, until the journal has nothing more to say now).
     `on_progress` is called on every turn of the loop, at least every PROGRESS_EVERY s
@@ -83,7 +96,8 @@ def follow(sd: Systemd, cfg: ServiceConfig | None, unit: str, props: UnitProps, 
 
     A notify unit (`notify`, default: the config's `readiness`) tells systemd each milestone
     (STATUS=) as its supervisor sees it: the loop then waits on D-Bus and the journal's fd with
-    no timer, and looks at the journal's counters only for a moment (BURST_S) after a signal."""
+    no timer, and looks at the journal's counters only for a moment (BURST_S) after a signal.
+    `batch` wraps each read of the journal (Publisher.terminal_first: stdout before the other sinks)."""
     if notify is None:
         notify = cfg is not None and cfg.readiness == "notify"
     invocation = props.invocation
@@ -93,14 +107,15 @@ def follow(sd: Systemd, cfg: ServiceConfig | None, unit: str, props: UnitProps, 
     journal = sd.follower(unit, invocation, follow=keep_following)
     dirty = True
     fresh = False  # props as the signals left them (after one GetAll at the start)
-    signalled = float("-inf")  # when a new STATUS= came that no line judged since answers (a burst)
-    arrived = judged = float("-inf")  # the last signal's arrival; the last line that made an event
+    signalled = float("-inf")  # when a new STATUS= came that no line read since answers (a burst)
+    arrived = arrived_ts = float("-inf")  # the last signal's arrival (monotonic, wall clock)
+    announced = answered = float("-inf")  # the burst's signal (wall clock); the newest line that made an event (journal ts)
     status = props.status_text
 
     def changed() -> None:
-        nonlocal dirty, arrived
+        nonlocal dirty, arrived, arrived_ts
         dirty = True
-        arrived = time.monotonic()
+        arrived, arrived_ts = time.monotonic(), time.time()
 
     tracked = sd.track(unit, props, changed)
     poller = select.poll()
@@ -110,25 +125,30 @@ def follow(sd: Systemd, cfg: ServiceConfig | None, unit: str, props: UnitProps, 
     died_at: float | None = None
 
     line_at: float | None = None  # a notify unit's loop wakes once, TAIL_WAIT after the last line
+    heard = time.monotonic()  # this start's last record (journal mode's tick grows with the silence since)
 
     def drain() -> None:
-        nonlocal line_at, signalled, judged
-        for rec in journal.read():
-            if not rec.systemd:
-                line_at = time.time()
-            if on_record is not None:
-                on_record(rec)
-            out = judge.systemd_line(rec.text, rec.ts) if rec.systemd else judge.service_line(rec.text, rec.ts)
-            if out and not rec.systemd:  # the supervisor said STATUS= for such a line: that one is here
-                judged, signalled = time.monotonic(), float("-inf")
-            for ev in out:
-                emit(ev)
+        nonlocal line_at, signalled, answered, heard
+        with batch():
+            for rec in journal.read():
+                heard = time.monotonic()
+                if not rec.systemd:
+                    line_at = time.time()
+                if on_record is not None:
+                    on_record(rec)
+                out = judge.systemd_line(rec.text, rec.ts) if rec.systemd else judge.service_line(rec.text, rec.ts)
+                if out and not rec.systemd:  # the supervisor said STATUS= for such a line
+                    answered = max(answered, rec.ts if rec.ts is not None else time.time())
+                    if answered >= announced - ANSWER_SLACK:  # the one the watch waits for is here
+                        signalled = float("-inf")
+                for ev in out:
+                    emit(ev)
 
     def done() -> bool:
         return judge.verdict is not None and until_verdict
 
     pending = True
-    last_append = time.monotonic()
+    unread = False  # signals whose bodies are not read yet (the Unit one, while a line is watched for)
     try:
         while True:
             if pending:
@@ -142,14 +162,24 @@ def follow(sd: Systemd, cfg: ServiceConfig | None, unit: str, props: UnitProps, 
                 bfd = sd.fileno()
                 poller.register(bfd, select.POLLIN)
             if dirty:
-                dirty = False
+                dirty, unread = False, True
                 if not fresh:  # a signal may have come before the match existed: ask once
                     tracked.props, fresh = sd.props(unit), True
+                text = tracked.status_text  # the Service signal; the Unit one is read below
+                if text != status:
+                    status = text
+                    if answered < arrived_ts - ANSWER_SLACK:  # news of a line not read yet: watch the journal
+                        signalled, announced = arrived, arrived_ts
+                if notify and journal.heads.watchable and journal.heads.changed():
+                    drain()  # the line a STATUS= announced may be there already: out before the Unit signal is read
+                    if done():
+                        break
+            if unread and notify and keep_following and signalled == arrived \
+                    and time.monotonic() - arrived < UNIT_SIGNAL_WAIT:
+                pass  # watching for the announced line first: the Unit signal is read on a later turn
+            elif unread:
+                unread = False
                 now_props = tracked.props
-                if now_props.status_text != status:
-                    status = now_props.status_text
-                    if judged < arrived:  # news of a line not read yet: watch the journal for it
-                        signalled = arrived
                 result.props = now_props
                 gone = now_props.invocation != invocation or not now_props.running \
                     or now_props.active_state == "deactivating"
@@ -183,22 +213,17 @@ def follow(sd: Systemd, cfg: ServiceConfig | None, unit: str, props: UnitProps, 
                 else:
                     wake = min(nd, now + 1.0) if nd is not None else now + 1.0
             if on_progress is not None and not notify:
-                silent = time.monotonic() - last_append > SILENT_AFTER
-                wake = min(wake, now + (PROGRESS_SILENT if silent else PROGRESS_EVERY))
+                quiet = time.monotonic() - heard > QUIET_AFTER
+                wake = min(wake, now + (PROGRESS_SILENT if quiet else PROGRESS_EVERY))
             if notify:
                 since = time.monotonic() - signalled
                 # a journal with no counters here to look at (a remote one): its stream's fd wakes the loop, no burst
                 burst = since < BURST_S and journal.heads.watchable
                 tick = max(BURST_TICK, since / 4) if burst else None
-                woke = _idle_notify(poller, journal, sd, jfd, bfd, wake, tick, result)
+                woke = _idle_notify(poller, journal, jfd, bfd, wake, tick, result)
                 pending = woke in ("journal", "fd") or pending
             else:
-                quiet = time.monotonic() - last_append
-                tick = SILENT_INTERVAL if quiet > SILENT_AFTER else IDLE_INTERVAL if quiet > QUIET_AFTER else hot_interval
-                result.wakeups += 1
-                pending = _idle(poller, journal, sd, jfd, bfd, wake, tick) or pending
-            if pending:
-                last_append = time.monotonic()
+                pending = _idle(poller, journal, jfd, wake, heard, hot_interval, result) or pending
     except ConnectionLost as e:  # a remote host's SSH connection died: no verdict can be known from here
         if judge.verdict is None:
             emit(judge.connection_lost(f"{e}; the start was not judged (`svcdiag wait --host` reattaches)",
@@ -206,36 +231,47 @@ def follow(sd: Systemd, cfg: ServiceConfig | None, unit: str, props: UnitProps, 
         result.lost = True
     finally:
         journal.close()
+    if unread:  # the loop ended (a verdict) before the last signals' bodies were read
+        result.props = tracked.props
     return result
 
 
-def _handle(ready: list[tuple[int, int]], journal: Follower, sd: Systemd, jfd: int, bfd: int) -> None:
-    """Let whichever fd woke the loop do its work: the journal's (new files, a restart) or D-Bus's."""
+def _handle(ready: list[tuple[int, int]], journal: Follower, jfd: int) -> None:
+    """The journal's fd woke the loop: new files, or a restart. (D-Bus's is read by the loop after it
+    has read the journal: a signal's line is usually there already, and the signal waits ~0.1 ms.)"""
     for fd, _ in ready:
         if fd == jfd:
             journal.on_fd_event()
-        elif fd == bfd:
-            sd.process()
 
 
-def _idle(poller: select.poll, journal: Follower, sd: Systemd, jfd: int, bfd: int, wake: float,
-          hot_interval: float) -> bool:
-    """Wait until something may have happened: an fd event, a journal append, or `wake`.
-    The loop a hung start spends its life in, so each tick does as little as it can."""
-    poll, changed, clock = poller.poll, journal.heads.changed, time.time
-    ms = hot_interval * 1000
-    while True:
-        ready = poll(ms)
+def tick_after(silence: float, floor: float = HOT_INTERVAL) -> float:
+    """Journal mode's tick after `silence` seconds without a line of this start: TICK_SHARE of it,
+    between `floor` and MAX_INTERVAL."""
+    return min(MAX_INTERVAL, max(floor, silence * TICK_SHARE))
+
+
+def _idle(poller: select.poll, journal: Follower, jfd: int, wake: float,
+          heard: float, floor: float, result: Followed) -> bool:
+    """Wait until something may have happened: an fd event, a journal append, or `wake` (wall
+    clock). `heard` (monotonic) is this start's last line: the tick grows with the silence since
+    (tick_after). The loop a hung start spends its life in: each tick is one poll and a few loads."""
+    poll, changed, mono = poller.poll, journal.heads.changed, time.monotonic
+    now = mono()
+    until = now + (wake - time.time())
+    while True:  # at least one poll, so that a `wake` already past cannot spin the caller
+        ready = poll(max(0.0, min(until - now, tick_after(now - heard, floor))) * 1000)
+        result.wakeups += 1
         if ready:
-            _handle(ready, journal, sd, jfd, bfd)
+            _handle(ready, journal, jfd)
             return True
         if changed():
             return True
-        if clock() >= wake:
+        now = mono()
+        if now >= until:
             return False
 
 
-def _idle_notify(poller: select.poll, journal: Follower, sd: Systemd, jfd: int, bfd: int, wake: float,
+def _idle_notify(poller: select.poll, journal: Follower, jfd: int, bfd: int, wake: float,
                  tick: float | None, result: Followed) -> str:
     """A notify unit's wait: the journal's fd, the D-Bus fd (StatusText, ActiveState, SubState
     change as the supervisor tells systemd), and the deadline `wake`: no timer otherwise. Within
@@ -246,13 +282,15 @@ def _idle_notify(poller: select.poll, journal: Follower, sd: Systemd, jfd: int, 
     if left <= 0:
         return "wake"
     if tick is not None:
+        if journal.heads.changed():  # the line came while the signals were being read: no sleep
+            return "journal"
         readable = select.select((jfd, bfd), (), (), min(left, tick))[0]
         ready = [(fd, select.POLLIN) for fd in readable]
     else:
         ready = poller.poll(None if left == float("inf") else left * 1000 + 1)
     result.wakeups += 1
     if ready:
-        _handle(ready, journal, sd, jfd, bfd)
+        _handle(ready, journal, jfd)
         return "fd"
     if tick is not None:
         return "journal" if journal.heads.changed() else "tick"

@@ -8,7 +8,8 @@ Latency. journald tells readers about new entries through inotify, but it coales
 those notifications (a 250 ms timer), so a follower woken only by the journal's fd sees a
 line ~150 ms late. While a start is in progress, `JournalHeads` therefore also watches
 the active journal files' headers, mmapped read-only: `n_entries` changes the moment
-journald appends, and reading it is a memory load, so a 5 ms tick costs next to nothing.
+journald appends, and reading it is a memory load: a tick costs only its wakeup (~0.1 ms
+of CPU on a VM; the schedule, which follows the silence, is in svcdiag.ops.follow).
 """
 
 from __future__ import annotations

@@ -46,9 +46,9 @@ class Notifier:
 
     @contextmanager
     def held(self) -> Iterator[None]:
-        """What is said inside goes out at the end: the last message of each kind, STATUS= first
-        (what a follower waits for). One read of the server's output, however many lines, costs
-        PID 1 one STATUS= and D-Bus clients one PropertiesChanged, not one per line."""
+        """What is said inside goes out at the end, in one datagram: the last message of each
+        kind, STATUS= first (what a follower waits for). One read of the server's output, however
+        many lines, costs PID 1 one notification and D-Bus clients one PropertiesChanged."""
         self._held = {}
         try:
             yield
@@ -60,8 +60,7 @@ class Notifier:
         """Send what is held now (and keep holding): before a thread that may take the GIL for a while."""
         if self._held:
             held, self._held = self._held, None
-            for key in sorted(held, key=lambda k: k != "STATUS"):
-                self._notify(held[key])
+            self._notify("\n".join(held[key] for key in sorted(held, key=lambda k: k != "STATUS")))
             self._held = {}
 
     def _notify(self, line: str) -> None:
