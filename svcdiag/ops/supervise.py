@@ -234,9 +234,11 @@ class Supervisor:
                 return True
             judging = self.verdict is None or self._check is not None
             first = judging and len(chunk) <= JUDGE_FIRST_MAX
-            if first:
-                self._judge(chunk)
-            _write_all(self.out_fd, chunk)
+            try:
+                if first:
+                    self._judge(chunk)
+            finally:  # the bytes pass through even if judging them failed
+                _write_all(self.out_fd, chunk)
             if judging and not first:
                 self._judge(chunk)
             self._start_check()
