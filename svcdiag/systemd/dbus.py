@@ -27,6 +27,7 @@ from svcdiag.signals import signal_name
 
 DEST = b"org.freedesktop.systemd1"
 MANAGER_PATH = b"/org/freedesktop/systemd1"
+UNIT_PATH_PREFIX = b"/org/freedesktop/systemd1/unit/"
 MANAGER = b"org.freedesktop.systemd1.Manager"
 UNIT = b"org.freedesktop.systemd1.Unit"
 SERVICE = b"org.freedesktop.systemd1.Service"
@@ -371,7 +372,7 @@ class Systemd:
         self._call(MANAGER_PATH, MANAGER, b"Reload")
 
     def unit_path(self, unit: str) -> bytes:
-        return bytes(self._call(MANAGER_PATH, MANAGER, b"LoadUnit", b"s", [unit.encode()]))
+        return unit_object_path(unit)
 
     def _job(self, method: bytes, unit: str, mode: str) -> bytes:
         self.subscribe()  # before the call: JobRemoved may follow at once
@@ -426,16 +427,23 @@ class Systemd:
         return tracked
 
     def props(self, unit: str) -> UnitProps:
-        path = self.unit_path(unit)
-        u = self._call(path, PROPERTIES, b"GetAll", b"s", [UNIT])
-        try:
-            s = self._call(path, PROPERTIES, b"GetAll", b"s", [SERVICE])
-        except SvcdiagError:
-            s = {}
+        """One round trip: GetAll with no interface named is every interface's properties (sd-bus),
+        and asking the unit's object loads the unit, as LoadUnit would (`status`: a call per config)."""
+        u = s = self._call(unit_object_path(unit), PROPERTIES, b"GetAll", b"s", [b""])
         return UnitProps(
             name=unit, **{**_EMPTY, **_fields(u, UNIT_FIELDS), **_fields(s, SERVICE_FIELDS)},
             exec_start=tuple(tuple(_s(a) for a in entry[1]) for entry in s.get(b"ExecStart", []) or []),
         )
+
+
+def unit_object_path(unit: str) -> bytes:
+    """systemd's object path of a unit, as sd_bus_path_encode makes it: every byte of the name
+    that is not an ASCII letter (nor a digit after the first) as _xx. systemd loads the unit when
+    its object is asked for, so this saves the LoadUnit round trip."""
+    name = unit.encode()
+    label = "".join(chr(b) if chr(b).isascii() and (chr(b).isalpha() or (i and chr(b).isdigit())) else f"_{b:02x}"
+                    for i, b in enumerate(name))
+    return UNIT_PATH_PREFIX + (label or "_").encode()
 
 
 def _private_bus() -> Any:

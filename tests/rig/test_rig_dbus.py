@@ -40,3 +40,25 @@ def test_a_follower_survives_daemon_reexec(rig, units: Path) -> None:
     # what came after the re-exec was still seen as it happened: the KV pool, then ready
     assert any(r.get("milestone") == "kv_cache" for r in recs), [r.get("milestone") for r in recs]
     rig.run(["systemctl", "stop", f"{name}.service"])
+
+
+PATHS = """
+from svcdiag.systemd.dbus import Systemd, unit_object_path
+with Systemd.connect() as sd:
+    for u in {names!r}:
+        via_load = bytes(sd._call(b"/org/freedesktop/systemd1", b"org.freedesktop.systemd1.Manager", b"LoadUnit", b"s",
+                                  [u.encode()]))
+        p = sd.props(u)
+        print(u, via_load == unit_object_path(u), p.name, p.load_state)
+"""
+
+
+def test_a_units_object_path_is_systemds_own_and_asking_it_loads_the_unit(rig) -> None:
+    """`props` asks the unit's object directly (one GetAll, no LoadUnit): the path svcdiag makes is
+    the one systemd gives, for names with digits first, dashes, '@', escapes and '_'."""
+    names = ["systemd-journald.service", "4x-y@z.service", "a\\x2db.service", "sshd@1.service", "x_y.service",
+             f"{unit_name('nope')}.service"]
+    out = rig.run(["python", "-c", PATHS.format(names=names)]).stdout.decode().split("\n")
+    rows = [ln.split() for ln in out if ln]
+    assert [r[1] for r in rows] == ["True"] * len(names), out
+    assert rows[0][3] == "loaded" and rows[-1][3] == "not-found", out
