@@ -99,6 +99,7 @@ RECOVERED = [  # a traceback SGLang goes on from
      "(2048). This may lead to incorrect model outputs or CUDA errors."],
     ["[W523 09:42:40.118820034 TCPStore.cpp:358] [c10d] TCP client failed to connect/validate to host head:20000 - "
      "retrying (try=0, timeout=600000ms, delay=9837ms): The client socket has failed to connect to any network address"],
+    ["ERROR:    [Errno 13] Permission denied: '/root/.triton/cache/3f/matmul.json'"],  # uvicorn's ERROR, no bind: not fatal
 ]
 #: where a line may go in the smoke start: after its weights are loaded, before it is ready
 MIDDLE = [i for i, ln in enumerate(SMOKE) if "] Load weight end" in ln or "] KV Cache is allocated" in ln

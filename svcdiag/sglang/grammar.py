@@ -768,7 +768,8 @@ class LineParser:
             return None
         if body.startswith("Application startup failed"):
             return Failure(ts=ts, line=msg, cause="exception", message=body, evidence=(msg,), role=DEATH)
-        if (cause := classify(msg)) in ("port_in_use", "access_denied"):  # `[Errno 13] error while attempting to bind`
+        cause = classify(msg)  # fatal here: the port taken, or not ours to bind (`[Errno 13] error while attempting to bind`)
+        if cause == "port_in_use" or (cause == "access_denied" and "attempting to bind" in body):
             return Failure(ts=ts, line=msg, cause=cause, message=body, evidence=(msg,))
         return None
 
