@@ -70,6 +70,11 @@ class UnitProps:
         return self.active_state in ("activating", "active", "reloading")
 
     @property
+    def why_no_invocation(self) -> str:
+        """Why a unit has no InvocationID: systemd unloads a cleanly stopped unit, and with it its last one."""
+        return f"systemd keeps no invocation of it ({self.active_state}: stopped and unloaded, or not started since boot)"
+
+    @property
     def exit_line(self) -> str | None:
         """The main process's end, in the words of systemd's own log line."""
         code = CLD.get(self.exec_main_code)
@@ -114,6 +119,8 @@ SERVICE_FIELDS: dict[bytes, tuple[str, Callable[[Any], Any]]] = {
     b"ExecMainStatus": ("exec_main_status", _int), b"StatusText": ("status_text", _s),
 }
 _BY_INTERFACE = {UNIT: UNIT_FIELDS, SERVICE: SERVICE_FIELDS}
+#: GetAll of every interface: both tables (their property names do not overlap)
+_ALL_FIELDS = {**UNIT_FIELDS, **SERVICE_FIELDS}
 _EMPTY = {"load_state": "", "active_state": "", "sub_state": "", "result": "", "invocation": "", "main_pid": 0,
           "exec_main_code": 0, "exec_main_status": 0, "active_enter_ts": None, "inactive_exit_ts": None,
           "state_change_ts": None, "fragment_path": "", "job": False}
@@ -277,7 +284,7 @@ class Systemd:
         except Exception as e:
             self._lost()
             text = str(e)
-            if self.direct and any(code in text for code in _GONE):  # PID 1 re-executed: once more, anew
+            if self._pid1_gone(text):  # PID 1 re-executed: once more, anew
                 self._reconnect()
                 return self._call(path, interface, method, signature, args)
             if "AccessDenied" in text or "access denied" in text.lower() or "interactive authentication" in text.lower() \
@@ -314,6 +321,10 @@ class Systemd:
         self._callbacks.append(callback)
         self._matches.append((path, interface, member, callback))
         self.bus.match_signal(None if self.direct else DEST, path, interface, member, callback)
+
+    def _pid1_gone(self, error: str) -> bool:
+        """A private connection's call or read failed because PID 1 closed it (daemon-reexec)."""
+        return self.direct and any(code in error for code in _GONE)
 
     def _reconnect(self) -> None:
         """PID 1's private connection closed under us (`systemctl daemon-reexec`): connect again
@@ -361,7 +372,7 @@ class Systemd:
                     from svcdiag.systemd.remote import ConnectionLost
 
                     raise ConnectionLost(f"{self.remote.target}: connection lost ({e})") from None
-                if self.direct and any(code in str(e) for code in _GONE):
+                if self._pid1_gone(str(e)):
                     self._reconnect()
                     continue
                 raise
@@ -370,9 +381,6 @@ class Systemd:
 
     def daemon_reload(self) -> None:
         self._call(MANAGER_PATH, MANAGER, b"Reload")
-
-    def unit_path(self, unit: str) -> bytes:
-        return unit_object_path(unit)
 
     def _job(self, method: bytes, unit: str, mode: str) -> bytes:
         self.subscribe()  # before the call: JobRemoved may follow at once
@@ -408,7 +416,7 @@ class Systemd:
         """Call `callback` (from process()) whenever the unit's properties change. systemd sends
         those signals only while some client has called Subscribe: this one does."""
         self.subscribe()
-        self._match(self.unit_path(unit), PROPERTIES, b"PropertiesChanged", lambda msg: callback())
+        self._match(unit_object_path(unit), PROPERTIES, b"PropertiesChanged", lambda msg: callback())
         self._watchers.append((unit, None, callback))
 
     def track(self, unit: str, props: UnitProps, callback: Callable[[], None]) -> Tracked:
@@ -422,17 +430,17 @@ class Systemd:
             tracked.add(msg)
             callback()
 
-        self._match(self.unit_path(unit), PROPERTIES, b"PropertiesChanged", on_signal)
+        self._match(unit_object_path(unit), PROPERTIES, b"PropertiesChanged", on_signal)
         self._watchers.append((unit, tracked, callback))
         return tracked
 
     def props(self, unit: str) -> UnitProps:
         """One round trip: GetAll with no interface named is every interface's properties (sd-bus),
         and asking the unit's object loads the unit, as LoadUnit would (`status`: a call per config)."""
-        u = s = self._call(unit_object_path(unit), PROPERTIES, b"GetAll", b"s", [b""])
+        values = self._call(unit_object_path(unit), PROPERTIES, b"GetAll", b"s", [b""])
         return UnitProps(
-            name=unit, **{**_EMPTY, **_fields(u, UNIT_FIELDS), **_fields(s, SERVICE_FIELDS)},
-            exec_start=tuple(tuple(_s(a) for a in entry[1]) for entry in s.get(b"ExecStart", []) or []),
+            name=unit, **{**_EMPTY, **_fields(values, _ALL_FIELDS)},
+            exec_start=tuple(tuple(_s(a) for a in entry[1]) for entry in values.get(b"ExecStart", []) or []),
         )
 
 
