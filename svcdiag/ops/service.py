@@ -75,8 +75,7 @@ def logs(sd: Systemd, cfg: ServiceConfig, *, on_record: Callable[[Record], None]
 
     props = sd.props(cfg.unit)
     if not props.invocation:
-        raise SvcdiagError(f"{cfg.unit} has no current start: systemd keeps no invocation of it ({props.active_state}: "
-                           f"stopped and unloaded, or not started since boot); `journalctl -u {cfg.unit}` has its "
-                           "earlier starts' lines")
+        raise SvcdiagError(f"{cfg.unit} has no current start: {props.why_no_invocation}; "
+                           f"`journalctl -u {cfg.unit}` has its earlier starts' lines")
     follow(sd, cfg, cfg.unit, props, emit=on_event or (lambda ev: None), keep_following=keep_following,
            on_record=on_record, until_verdict=False)

@@ -235,8 +235,8 @@ def attach(sd: Systemd, cfg: ServiceConfig, units: UnitsDir, pub: Publisher, tim
     """`wait`: judge the current start, restarting nothing; a stopped unit's last start is judged as it ended."""
     props = sd.props(cfg.unit)
     if not props.invocation:
-        raise SvcdiagError(f"{cfg.unit} has no start to judge: systemd keeps no invocation of it ({props.active_state}: "
-                           f"stopped and unloaded, or not started since boot); start it with: svcdiag up {cfg.name} --wait-ready")
+        raise SvcdiagError(f"{cfg.unit} has no start to judge: {props.why_no_invocation}; "
+                           f"start it with: svcdiag up {cfg.name} --wait-ready")
     if not props.running:
         pub.note(f"{cfg.unit} is {props.active_state}; judging its last start (invocation {props.invocation})")
     return wait_verdict(sd, cfg, units, props, pub, timeout)
