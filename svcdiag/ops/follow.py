@@ -72,7 +72,6 @@ class Followed:
     judge: Judge
     props: UnitProps
     died: bool = False
-    notify: bool = False
     #: times the loop woke up while waiting (returns of poll, ticks included): a hung notify start has none
     wakeups: int = 0
     #: the SSH connection to the unit's host died while following (the verdict is incomplete)
@@ -103,7 +102,7 @@ def follow(sd: Systemd, cfg: ServiceConfig | None, unit: str, props: UnitProps, 
     invocation = props.invocation
     start = props.inactive_exit_ts or props.state_change_ts or time.time()
     judge = Judge(cfg, unit=unit, invocation=invocation, total_timeout=total_timeout, start_ts=start)
-    result = Followed(judge, props, notify=notify)
+    result = Followed(judge, props)
     journal = sd.follower(unit, invocation, follow=keep_following)
     dirty = True
     fresh = False  # props as the signals left them (after one GetAll at the start)
