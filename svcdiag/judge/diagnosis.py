@@ -39,6 +39,11 @@ def memory(v: Verdict, cfg: ServiceConfig | None) -> Memory:
                                max_running_requests=cfg.max_running_requests if cfg else None)
 
 
+def _said(v: Verdict) -> str:
+    """Everything the failure said, its message and its evidence lines, to look for a cause's words in."""
+    return f"{v.message} {' '.join(v.evidence)}"
+
+
 def diagnose(v: Verdict, cfg: ServiceConfig | None = None, *, port_owners: list[str] | None = None) -> dict[str, Any] | None:
     """The diagnosis object of a verdict that is not healthy, or healthy but degraded (None when simply healthy)."""
     if v.verdict == "healthy":
@@ -221,7 +226,7 @@ def _port_in_use(v: Verdict, cfg: ServiceConfig | None, owners: list[str]) -> tu
 
 
 def _model_not_found(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
-    said = f"{v.message} {' '.join(v.evidence)}"
+    said = _said(v)
     named = re.search(r"huggingface\.co/(?:api/models/)?([\w.-]+/[\w-]+(?:\.[\w-]+)*)|path_or_model_id: '([^']+)'"
                       r"|Repo id must be [^']*'([^']+)'", said)
     path = cfg.model_path if cfg else v.figures.get("model_path") or (
@@ -250,7 +255,7 @@ def _model_not_found(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tup
 
 
 def _bad_arguments(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
-    said = f"{v.message} {' '.join(v.evidence)}"
+    said = _said(v)
     name = cfg.name if cfg else "NAME"
     if (m := re.search(r"unrecognized arguments: (.+)", v.message)) is not None:
         flags = m.group(1).split()
@@ -289,7 +294,7 @@ def _bad_arguments(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple
 
 
 def _warmup_failed(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
-    said = f"{v.message} {' '.join(v.evidence)}"
+    said = _said(v)
     say = ["The server loaded and listened, then its own warmup request to itself failed, and SGLang shut down "
            "(`Initialization failed. warmup error`)."]
     fixes: list[dict[str, Any]] = []
@@ -310,7 +315,7 @@ def _unsupported_hardware(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -
 
 
 def _unsupported_model(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
-    said = f"{v.message} {' '.join(v.evidence)}"
+    said = _said(v)
     if "untagged enum" in said or re.search(r"Tokenizer class \w+ does not exist", said):
         return ["The installed tokenizers/transformers cannot read this model's tokenizer files: they were written by "
                 "a newer release.",
@@ -326,7 +331,7 @@ def _unsupported_model(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> t
 
 
 def _gpu_unavailable(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
-    said = f"{v.message} {' '.join(v.evidence)}"
+    said = _said(v)
     unit = v.unit or (cfg.unit if cfg else "UNIT")
     if "invalid device ordinal" in said:
         tp = v.figures.get("tp_size") or (cfg.tp_size if cfg else None)
@@ -360,7 +365,7 @@ def _cuda_error(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[li
 
 
 def _rendezvous(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
-    said = f"{v.message} {' '.join(v.evidence)}"
+    said = _said(v)
     node = v.figures.get("node_rank")
     joined = re.search(r"(\d+)/(\d+) clients joined", said)
     say = [f"The ranks of a multi-node start never all met at dist_init_addr: {v.message}"]
@@ -409,7 +414,7 @@ def _broken_install(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tupl
         return [f"A kernel is compiled at first use (FlashInfer, DeepGEMM JIT) and the CUDA toolkit is missing: {v.message}",
                 "Install the CUDA toolkit the torch build matches and set CUDA_HOME in [env], or use SGLang's docker "
                 "image; a unit's PATH lacks /usr/local/cuda/bin unless [env] puts it there."], []
-    if re.search(r"C compiler|/usr/bin/(?:gcc|cc|g\+\+|c\+\+)'|Python\.h", f"{v.message} {' '.join(v.evidence)}"):
+    if re.search(r"C compiler|/usr/bin/(?:gcc|cc|g\+\+|c\+\+)'|Python\.h", _said(v)):
         return [f"Triton compiles a small C helper the first time a kernel runs, and could not: {v.message}",
                 "It needs a C compiler and the Python headers on the unit's PATH (`apt install gcc python3-dev`, or "
                 "CC= in [env]); a systemd unit's PATH is narrower than a login shell's."], []
@@ -450,7 +455,7 @@ def _host_oom(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list
 
 
 def _nccl(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
-    if re.search(r"shared memory segment|/dev/shm", f"{v.message} {' '.join(v.evidence)}"):
+    if re.search(r"shared memory segment|/dev/shm", _said(v)):
         return [f"NCCL could not create its shared-memory segments in /dev/shm: {v.message}",
                 "In a container /dev/shm is 64 MB unless raised (`docker run --shm-size 16g` or `--ipc=host`); on a "
                 "host, `df -h /dev/shm`. NCCL_SHM_DISABLE=1 works around it at some speed."], \
