@@ -68,17 +68,22 @@ def where(hosts: Hosts, cfg: ServiceConfig) -> str:
 
 
 def status(hosts: Hosts, configs: list[ServiceConfig], units: UnitsDir) -> list[dict[str, Any]]:
-    """service.status, one row per node (with its rank and host), each read on its host."""
+    """service.status, one row per node (with its rank and host), each host's units read together."""
     from svcdiag.ops import service
 
-    rows = []
-    for cfg in expand(configs):
-        row = service.status(hosts.get(cfg), [cfg], units)[0]
-        if cfg.node_rank is not None:
-            row["node_rank"] = cfg.node_rank
-        if hosts.key(cfg) != "local" or cfg.node_rank is not None:
-            row["host"] = where(hosts, cfg)
-        rows.append(row)
+    nodes = expand(configs)
+    by_host: dict[str, list[int]] = {}
+    for i, cfg in enumerate(nodes):
+        by_host.setdefault(hosts.key(cfg), []).append(i)
+    rows: list[dict[str, Any]] = [{} for _ in nodes]
+    for at in by_host.values():
+        for i, row in zip(at, service.status(hosts.get(nodes[at[0]]), [nodes[i] for i in at], units), strict=True):
+            cfg = nodes[i]
+            if cfg.node_rank is not None:
+                row["node_rank"] = cfg.node_rank
+            if hosts.key(cfg) != "local" or cfg.node_rank is not None:
+                row["host"] = where(hosts, cfg)
+            rows[i] = row
     return rows
 
 

@@ -42,8 +42,7 @@ def down(sd: Systemd, configs: list[ServiceConfig]) -> list[dict[str, Any]]:
 def status(sd: Systemd, configs: list[ServiceConfig], units: UnitsDir) -> list[dict[str, Any]]:
     """State, phase, figures and verdict of each unit's current start."""
     rows = []
-    for cfg in configs:
-        props = sd.props(cfg.unit)
+    for cfg, props in zip(configs, sd.states([cfg.unit for cfg in configs]), strict=True):
         row: dict[str, Any] = {"event": "status", "name": cfg.name, "unit": cfg.unit,
                                "active_state": props.active_state, "sub_state": props.sub_state,
                                # systemd's word on how the unit ended ("watchdog", "timeout", "signal"):

@@ -443,6 +443,25 @@ class Systemd:
             exec_start=tuple(tuple(_s(a) for a in entry[1]) for entry in values.get(b"ExecStart", []) or []),
         )
 
+    def states(self, units: list[str]) -> list[UnitProps]:
+        """Each unit's properties for a listing (`status`), cheaper than `props` per unit: one
+        ListUnitsByNames has every unit's states (it loads each, as asking its object does); a
+        unit with no start has nothing more than its Result (two Gets, ~0.1 ms); a unit with one
+        (an InvocationID) has all of `props` (GetAll, ~2 ms: PID 1 sends ~400 properties)."""
+        listed = self._call(MANAGER_PATH, MANAGER, b"ListUnitsByNames", b"as", [[u.encode() for u in units]])
+        out = []
+        for unit, row in zip(units, listed, strict=True):
+            load, active, sub, path, job_id = (_s(row[2]), _s(row[3]), _s(row[4]), bytes(row[6]), row[7])
+            if active in ("inactive", "failed") and not job_id and not self._get(path, UNIT, b"InvocationID"):
+                out.append(UnitProps(name=unit, **{**_EMPTY, "load_state": load, "active_state": active,
+                                                   "sub_state": sub, "result": _s(self._get(path, SERVICE, b"Result"))}))
+            else:
+                out.append(self.props(unit))
+        return out
+
+    def _get(self, path: bytes, interface: bytes, prop: bytes) -> Any:
+        return self._call(path, PROPERTIES, b"Get", b"ss", [interface, prop])
+
 
 def unit_object_path(unit: str) -> bytes:
     """systemd's object path of a unit, as sd_bus_path_encode makes it: every byte of the name

@@ -4,6 +4,7 @@ closes because PID 1 re-executes connects again and judges the start to its end.
 
 from __future__ import annotations
 
+import json
 import subprocess
 import time
 from pathlib import Path
@@ -62,3 +63,39 @@ def test_a_units_object_path_is_systemds_own_and_asking_it_loads_the_unit(rig) -
     rows = [ln.split() for ln in out if ln]
     assert [r[1] for r in rows] == ["True"] * len(names), out
     assert rows[0][3] == "loaded" and rows[-1][3] == "not-found", out
+
+
+STATES = """
+import json
+from svcdiag.systemd.dbus import Systemd
+keys = ("name", "load_state", "active_state", "sub_state", "result", "invocation", "job", "main_pid")
+with Systemd.connect() as sd:
+    units = {units!r}
+    cheap = [{{k: getattr(p, k) for k in keys}} for p in sd.states(units)]
+    full = [{{k: getattr(sd.props(u), k) for k in keys}} for u in units]
+print(json.dumps([cheap, full]))
+"""
+
+
+def test_states_of_many_units_agree_with_each_units_own_properties(rig) -> None:
+    """`status` reads every unit's state with one ListUnitsByNames and the rest only for a unit
+    with a start: what it reads is what the unit's own GetAll says, in every state."""
+    never, failed, running, gone = (unit_name(p) for p in ("never", "failed", "running", "gone"))
+    rig.run(f"printf '[Service]\\nExecStart=/bin/true\\n' > /run/systemd/system/{never}.service && "
+            "systemctl daemon-reload")
+    rig.run(["systemd-run", "--quiet", f"--unit={failed}", "/bin/false"])
+    rig.run(["systemd-run", "--quiet", f"--unit={running}", "/bin/sleep", "60"])
+    units = [f"{u}.service" for u in (never, failed, running, gone)]
+    deadline = time.monotonic() + 10
+    while rig.run(["systemctl", "is-failed", units[1]], check=False).returncode != 0:
+        assert time.monotonic() < deadline, "the failing unit never failed"
+        time.sleep(0.05)
+    cheap, full = json.loads(rig.run(["python", "-c", STATES.format(units=units)]).stdout)
+    assert cheap == full
+    by = {r["name"]: r for r in cheap}
+    assert by[units[0]]["load_state"] == "loaded" and by[units[0]]["active_state"] == "inactive"
+    assert by[units[1]]["active_state"] == "failed" and by[units[1]]["result"] == "exit-code" and by[units[1]]["invocation"]
+    assert by[units[2]]["active_state"] == "active" and by[units[2]]["main_pid"] > 0
+    assert by[units[3]]["load_state"] == "not-found" and not by[units[3]]["invocation"]
+    rig.run(["systemctl", "stop", units[2]], check=False)
+    rig.run(["systemctl", "reset-failed", units[1]], check=False)
