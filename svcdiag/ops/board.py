@@ -129,16 +129,15 @@ class Board:
         """Take in what changed (D-Bus first, then the journals); True if the board may look different."""
         self.sd.process()
         changed = bool(self._dirty)
-        for cfg in self.configs:
-            if cfg.unit in self._dirty:
-                self._dirty.discard(cfg.unit)
-                props = self.sd.props(cfg.unit)
-                self.props[cfg.unit] = props
-                cur = self.starts.get(cfg.unit)
-                if props.invocation and props.load_state != "not-found" and (cur is None or cur.invocation != props.invocation):
-                    if cur is not None:
-                        cur.close()
-                    self.starts[cfg.unit] = _Start(cfg, props, self.sd, follow=self.follow)
+        dirty = [cfg for cfg in self.configs if cfg.unit in self._dirty]
+        self._dirty.clear()
+        for cfg, props in zip(dirty, self.sd.states([c.unit for c in dirty]), strict=True):
+            self.props[cfg.unit] = props
+            cur = self.starts.get(cfg.unit)
+            if props.invocation and props.load_state != "not-found" and (cur is None or cur.invocation != props.invocation):
+                if cur is not None:
+                    cur.close()
+                self.starts[cfg.unit] = _Start(cfg, props, self.sd, follow=self.follow)
         now = time.time() if now is None else now
         for unit, s in self.starts.items():
             changed = s.drain() or changed

@@ -448,6 +448,8 @@ class Systemd:
         ListUnitsByNames has every unit's states (it loads each, as asking its object does); a
         unit with no start has nothing more than its Result (two Gets, ~0.1 ms); a unit with one
         (an InvocationID) has all of `props` (GetAll, ~2 ms: PID 1 sends ~400 properties)."""
+        if not units:
+            return []
         listed = self._call(MANAGER_PATH, MANAGER, b"ListUnitsByNames", b"as", [[u.encode() for u in units]])
         out = []
         for unit, row in zip(units, listed, strict=True):
