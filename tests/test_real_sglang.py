@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import tomllib
 from pathlib import Path
 
@@ -85,6 +86,38 @@ FATAL = [  # (lines, cause): what SGLang prints when a start dies, root line fir
     (["[2026-05-23 09:42:40 TP0] Scheduler hit an exception: Traceback (most recent call last):",
       '  File "/x/weight_utils.py", line 118, in get_lock', "    os.makedirs(d)",
       "OSError: [Errno 30] Read-only file system: '/data/hf/.locks'"], "access_denied"),
+    (["[2026-05-23 09:42:40 TP0] Scheduler hit an exception: Traceback (most recent call last):",
+      '  File "/x/gptq.py", line 212, in process_weights_after_loading', "    ops.gptq_shuffle(w)",
+      "RuntimeError: HIP error: invalid device function",
+      "HIP kernel errors might be asynchronously reported at some other API call, so the stacktrace below might be "
+      "incorrect."], "unsupported_hardware"),
+    (["[2026-05-23 09:42:40 TP0] Scheduler hit an exception: Traceback (most recent call last):",
+      '  File "/x/flashinfer/jit/core.py", line 280, in build', "    run_ninja(d)",
+      "RuntimeError: Ninja build failed. Ninja output:", "FAILED: batch_prefill.cuda.o",
+      "batch_prefill.cu:1:10: fatal error: curand_kernel.h: No such file or directory"], "broken_install"),
+    (["[2026-05-23 09:42:40 TP0] Scheduler hit an exception: Traceback (most recent call last):",
+      '  File "/x/huggingface_hub/_snapshot_download.py", line 164, in snapshot_download', "    api.repo_info()",
+      "huggingface_hub.errors.HfHubHTTPError: 429 Client Error: Too Many Requests for url: "
+      "https://huggingface.co/api/models/Qwen/Qwen3-8B/revision/main"], "hub_unreachable"),
+    (["[2026-05-23 09:42:40 TP0] Scheduler watchdog timeout (self.watchdog_timeout=300, self.soft=False)",
+      "[2026-05-23 09:42:45] Received sigquit from a child process. It usually means the child failed."],
+     "watchdog_timeout"),
+    (["[2026-05-23 09:42:40] Child process unexpectedly failed with exitcode=9. pid=4242"], "killed_by_signal"),
+    (["Traceback (most recent call last):", '  File "/x/sglang/srt/hf_transformers_utils.py", line 38, in get_config',
+      "    config = AutoConfig.from_pretrained(",
+      '  File "/x/transformers/models/auto/configuration_auto.py", line 734, in __getitem__', "    raise KeyError(key)",
+      "KeyError: 'qwen2'"], "unsupported_model"),  # transformers older than the model (sglang#6732's kind)
+    (["Traceback (most recent call last):", '  File "/x/sglang/srt/model_executor/model_runner.py", line 9, in f',
+      "    torch.cuda.set_device(0)", "AssertionError: Torch not compiled with CUDA enabled"], "broken_install"),
+    # the shell's word for the signal that ended the server: alone, from a script, in zh_CN
+    (["Segmentation fault (core dumped)"], "killed_by_signal"),
+    (["./serve.sh: line 7: 48211 Killed                  python3 -m sglang.launch_server --model-path Qwen/Qwen3-8B"],
+     "host_oom"),
+    (["段错误 (核心已转储)"], "killed_by_signal"),
+    (["已杀死"], "host_oom"),
+    (["Memory access fault by GPU node-2 (Agent handle: 0x56) on address 0x7fe. Reason: Page not present or "
+      "supervisor privilege.",
+      "[2026-05-23 09:42:40] Received sigquit from a child process. It usually means the child failed."], "cuda_error"),
 ]
 RECOVERED = [  # a traceback SGLang goes on from
     ["Traceback (most recent call last):", '  File "/x/utils.py", line 1, in retry', "    f()",
@@ -100,6 +133,8 @@ RECOVERED = [  # a traceback SGLang goes on from
     ["[W523 09:42:40.118820034 TCPStore.cpp:358] [c10d] TCP client failed to connect/validate to host head:20000 - "
      "retrying (try=0, timeout=600000ms, delay=9837ms): The client socket has failed to connect to any network address"],
     ["ERROR:    [Errno 13] Permission denied: '/root/.triton/cache/3f/matmul.json'"],  # uvicorn's ERROR, no bind: not fatal
+    # SGLang's SIGCHLD handler on a child that exited 1 (raw wait status 256): a JIT compiler's, the start goes on
+    ["[2026-05-23 09:42:40] Child process unexpectedly failed with an exit code 256. pid=32885"],
 ]
 #: where a line may go in the smoke start: after its weights are loaded, before it is ready
 MIDDLE = [i for i, ln in enumerate(SMOKE) if "] Load weight end" in ln or "] KV Cache is allocated" in ln
@@ -115,6 +150,14 @@ def test_a_fatal_line_in_a_healthy_log_is_found(fatal: tuple[list[str], str], at
     after = [] if cut else ["Capturing batches (bs=4 avail_mem=3.10 GB):  50%|#####     | 2/4 [00:01<00:01]",
                             "[2026-05-23 09:42:50] INFO:     127.0.0.1:5 - \"GET /health HTTP/1.1\" 503"]
     v = judge("\n".join(SMOKE[:at + 1] + lines + after) + "\n")
+    assert (v.verdict, v.cause) == ("failed", cause), (v.message, v.evidence)
+
+
+@pytest.mark.parametrize("fatal", FATAL, ids=[f"{c}-{i}" for i, (_, c) in enumerate(FATAL)])
+def test_each_fatal_line_is_found_after_the_weights(fatal: tuple[list[str], str]) -> None:
+    """Every entry once, at the first place it may go (the sampled test above visits only some)."""
+    lines, cause = fatal
+    v = judge("\n".join(SMOKE[:MIDDLE[0] + 1] + lines) + "\n")
     assert (v.verdict, v.cause) == ("failed", cause), (v.message, v.evidence)
 
 
@@ -211,12 +254,19 @@ def test_replay_command_on_each_fixture(cli, case: dict) -> None:
     assert r.exit_code == {"healthy": 0, "failed": 1, "timed_out": 3, "incomplete": 4}[case["verdict"]]
 
 
-@pytest.mark.parametrize("prefix", ["sglang-1  | ", "sglang_server | ", "2025-03-14T10:22:31.123456789Z "],
-                         ids=["compose", "compose-underscore", "kubectl-timestamps"])
+@pytest.mark.parametrize("prefix", ["sglang-1  | ", "sglang_server | ", "2025-03-14T10:22:31.123456789Z ",
+                                    "[2025-03-14T10:22:31.123Z] ", "(SGLangEngine pid=23901) ",
+                                    "\x1b[36m(WorkerDict pid=616, ip=10.0.0.5)\x1b[0m ",
+                                    "2025-03-14 10:22:31,531 - __main__ - INFO - ",
+                                    "2025-03-14 10:22:31 | INFO | stdout | ", "[pod/sglang-0/server] ", "0: "],
+                         ids=["compose", "compose-underscore", "kubectl-timestamps", "jenkins-timestamper", "ray-actor",
+                              "ray-actor-coloured", "logging-formatter", "fastchat-logger", "kubectl-prefix",
+                              "srun-label"])
 @pytest.mark.parametrize("case", [c for c in CASES if c["verdict"] != "no_start"],
                          ids=[c["file"].removesuffix(".log") for c in CASES if c["verdict"] != "no_start"])
 def test_container_runtime_prefixes_change_nothing(case: dict, prefix: str) -> None:
-    """What `docker compose logs` and `kubectl logs --timestamps` paste: the same start, the same verdict."""
+    """What `docker compose logs`, `kubectl logs --timestamps`, a CI's timestamper, Ray and a launcher's
+    logger put before each line: the same start, the same verdict."""
     text = (FIXTURES / case["file"]).read_text(errors="replace")
     plain, wrapped = judge(text), judge("".join(prefix + ln + "\n" for ln in text.splitlines()))
     assert (wrapped.verdict, wrapped.cause, wrapped.figures.get("kv_tokens")) == \
@@ -240,3 +290,35 @@ def test_a_coloured_port_in_use_line_is_still_port_in_use() -> None:
         "('0.0.0.0', 30000): address already in use"]
     v = judge("\n".join(lines) + "\n")
     assert (v.verdict, v.cause) == ("failed", "port_in_use")
+
+
+OLD_STAMP_RE = re.compile(r"^\[\d{4}-\d\d-\d\d (\d\d:\d\d:\d\d)(?:\.\d+)?", re.M)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.sampled_from(FATAL + [None]), st.sampled_from(MIDDLE), st.booleans())
+def test_a_release_before_the_dated_prefix_is_judged_alike(fatal: tuple[list[str], str] | None, at: int,
+                                                          gpu_id: bool) -> None:
+    """0.3.0 stamped a time of day only (`[09:42:40 TP0] `), 0.2 the GPU only (`[gpu_id=0] `): the same
+    start in those prefixes reaches the same verdict, cause and phase."""
+    lines = SMOKE[:at + 1] + fatal[0] if fatal else SMOKE
+    dated = "\n".join(lines) + "\n"
+    old = OLD_STAMP_RE.sub(r"[\1", dated)
+    if gpu_id:
+        old = re.sub(r"^\[\d\d:\d\d:\d\d(?: TP(\d+))?\] ", lambda m: f"[gpu_id={m.group(1) or 0}] ", old, flags=re.M)
+    a, b = judge(dated), judge(old)
+    assert (b.verdict, b.cause) == (a.verdict, a.cause), (b.message, b.evidence)
+    if not gpu_id:  # a time of day keeps the clock, so the phase a failure came in too
+        assert b.phase == a.phase
+
+
+def test_a_multi_node_log_cut_at_the_rendezvous_says_where_it_waits() -> None:
+    """A node's log that stops at `Init torch distributed begin`: unfinished, and the place it waits is named."""
+    from svcdiag.judge.diagnosis import diagnose
+
+    v = judge("[2025-05-10 10:00:00] server_args=ServerArgs(model_path='deepseek-ai/DeepSeek-V3', tp_size=16, "
+              "nnodes=2, node_rank=0, port=30000)\n[2025-05-10 10:00:12 TP0] Init torch distributed begin.\n")
+    d = diagnose(v)
+    assert v.verdict == "incomplete" and d is not None
+    said = " ".join(d["explanation"])
+    assert "dist_init_addr" in said and "failed" not in said.lower()

@@ -254,6 +254,23 @@ def _model_not_found(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tup
             f"`ls {path or 'MODEL_PATH'}` on the GPU host; a model in /dev/shm is gone after a reboot."], []
 
 
+def _hub_unreachable(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
+    said = _said(v)
+    path = cfg.model_path if cfg else v.figures.get("model_path")
+    what = repr(path) if path else "the model"
+    if re.search(r"429|Too Many Requests", said):
+        say = [f"The Hugging Face hub refused to serve {what} for now: HTTP 429, too many requests. Anonymous "
+               "requests share a small per-IP quota (every rank and every restart asks again).",
+               "Give the unit a token (`[secrets] HF_TOKEN`: a logged-in quota is larger), or download the model "
+               "once (`huggingface-cli download`) and start with HF_HUB_OFFLINE=1, which asks the hub nothing."]
+    else:
+        say = [f"The server could not reach the Hugging Face hub to fetch {what}: {v.message}",
+               "Nothing is wrong with the model name: this host has no route to the hub (no network, a firewall, "
+               "DNS, or a proxy it is not told about). Put HTTPS_PROXY/NO_PROXY in [env], or HF_ENDPOINT for a "
+               "mirror; or download the model where the hub is reachable and point model_path at the folder."]
+    return say, [_fix({"env.HF_HUB_OFFLINE": "1"}, "once the model is in the unit's HF cache: ask the hub nothing")]
+
+
 def _bad_arguments(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
     said = _said(v)
     name = cfg.name if cfg else "NAME"
@@ -280,6 +297,16 @@ def _bad_arguments(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple
                 "with json_model_override_args), set SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1 in the unit's "
                 "environment."], \
             [_fix({"context_length": derived}, "the length the model was built for")]
+    if re.search(r"trust_remote_code|custom code which must be executed", said):
+        return ["The model ships its own Python code (config or modelling files in the repo), and transformers runs it "
+                "only when told to trust it.",
+                "Read that code in the repo first; then set trust_remote_code (`--trust-remote-code`)."], \
+            [_fix({"trust_remote_code": True}, "lets transformers run the model repo's own code")]
+    if (m := re.search(r"model config \(([\w-]+)\) does not match the quantization method specified in the "
+                       r"`quantization` argument \(([\w-]+)\)", said)) is not None:
+        return [f"The checkpoint is quantized with {m.group(1)} (its config.json's quantization_config), but the "
+                f"command line asks for {m.group(2)}.",
+                "Leave quantization unset: SGLang reads the method from the checkpoint."], []
     if any("/server_args.py" in e for e in v.evidence):
         return [f"SGLang's own check of its flags refused this combination: {v.message}",
                 f"Change the flags it names; `svcdiag render {name}` shows the ExecStart line as systemd runs it."], []
@@ -309,6 +336,12 @@ def _warmup_failed(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple
 
 
 def _unsupported_hardware(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
+    if re.search(r"invalid device function|InvalidDeviceFunction", _said(v)):
+        return [f"A kernel has no build for this GPU's architecture: {v.message}",
+                "The installed wheels (or docker image) were compiled for other GPUs: a ROCm image built for gfx942 "
+                "(MI300) run on gfx908 (MI100), or CUDA kernels without this sm_. Use the image or wheels built for "
+                "this GPU (`rocminfo | grep gfx`, `nvidia-smi --query-gpu=compute_cap --format=csv`), or rebuild the "
+                "kernels for it (PYTORCH_ROCM_ARCH / TORCH_CUDA_ARCH_LIST)."], []
     return [f"This GPU cannot run what the config asks for: {v.message}",
             "Choose a quantization, attention backend or kernel this GPU's compute capability supports "
             "(`nvidia-smi --query-gpu=compute_cap --format=csv`), or run on a newer GPU."], []
@@ -321,7 +354,13 @@ def _unsupported_model(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> t
                 "a newer release.",
                 "Upgrade them in the unit's interpreter (`pip install -U tokenizers transformers`), within what the "
                 "SGLang release pins."], []
-    if "Transformers does not recognize" in said or "Unrecognized" in said or "model type" in said:
+    if (m := re.search(r"Unknown quantization method: ([\w-]+)", said)) is not None:
+        return [f"The checkpoint's quantization method {m.group(1)!r} (quantization_config in config.json) is not one "
+                "this SGLang release implements.",
+                "Upgrade SGLang to a release that lists it, or serve a checkpoint quantized with a method this one "
+                "lists (the error names them)."], []
+    if "Transformers does not recognize" in said or "Unrecognized" in said or "model type" in said \
+            or v.message.startswith("KeyError"):
         return ["The installed transformers does not know this model's `model_type`: the model is newer than the "
                 "library.",
                 "Upgrade transformers in the unit's interpreter (`pip install -U transformers`), or the SGLang "
@@ -410,6 +449,18 @@ def _bad_checkpoint(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tupl
 
 def _broken_install(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
     name = cfg.name if cfg else "NAME"
+    if re.search(r"'ninja'|Ninja is required", v.message):
+        return [f"A kernel is compiled at first use (FlashInfer, DeepGEMM, a torch extension) with ninja, and the unit's "
+                f"PATH has no ninja: {v.message}",
+                "Install it into the unit's interpreter (`pip install ninja`: the build calls the `ninja` next to that "
+                "python only if its bin/ is on PATH), or put the venv's bin/ on PATH in [env]; prebuilt kernels "
+                "(`pip install flashinfer-jit-cache`, SGLang's docker image) need no build at all."], []
+    if re.search(r"Ninja build failed|Error building extension", v.message):
+        return [f"A kernel compiled at first use (FlashInfer, DeepGEMM, a torch extension) failed to build: {v.message}",
+                "The compiler's own line says why: most often a CUDA toolkit (nvcc) other than the one torch was "
+                "built for, missing CUDA headers, or a half-built cache. Point CUDA_HOME in [env] at the matching "
+                "toolkit, clear the cache it names (~/.cache/flashinfer, ~/.cache/torch_extensions), or install the "
+                "prebuilt kernels (`pip install flashinfer-jit-cache`) / use SGLang's docker image."], []
     if "nvcc" in v.message:
         return [f"A kernel is compiled at first use (FlashInfer, DeepGEMM JIT) and the CUDA toolkit is missing: {v.message}",
                 "Install the CUDA toolkit the torch build matches and set CUDA_HOME in [env], or use SGLang's docker "
@@ -472,6 +523,17 @@ def _mamba_small(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[l
         [_fix({"max_mamba_cache_size": req * m.slots_per_req}, f"{req} request(s) × {m.slots_per_req} slots")]
 
 
+def _watchdog_timeout(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
+    m = re.search(r"watchdog_timeout=(\d+(?:\.\d+)?)", _said(v))
+    secs = f"{float(m.group(1)):g} s" if m else "watchdog_timeout seconds"
+    return [f"SGLang's own watchdog saw no progress on a batch for {secs} in phase {v.phase}, dumped the stacks "
+            "and killed the server: the `Received sigquit` after it is the consequence, the hang the cause.",
+            "A first batch that compiles kernels (FlashInfer or DeepGEMM JIT, torch.compile) can take that long once: "
+            "warm their caches, or give SGLang `--watchdog-timeout` (extra_args) above it. A batch that never ends is "
+            "a hang: ranks waiting on each other in a collective (NCCL, DP attention, expert parallel) or a kernel "
+            "that does not return; the py-spy dump printed above the line shows where each rank waits."], []
+
+
 def _timed_out(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
     limit = cfg.timeout.get(v.phase) if cfg else None
     name = cfg.name if cfg else "NAME"
@@ -519,6 +581,10 @@ def _incomplete(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[li
     say = [f"The log ends in phase {v.phase} with no verdict in sight: it shows no error, and no ready line yet."]
     if v.last_line:
         say.append(f"Last line seen: {v.last_line!r}.")
+    if v.phase == "starting" and (v.figures.get("nnodes") or 1) > 1 and v.last_line \
+            and re.search(r"Init torch distributed begin|c10d", v.last_line):
+        say.append("It stops where the ranks wait for each other at dist_init_addr: if it stayed there, a node of this "
+                   "multi-node start never joined (not started, another nnodes or dist_init_addr, a firewall).")
     say.append("A saved log may be cut short; for a live unit, `svcdiag wait NAME` follows it to its verdict.")
     return say, []
 
@@ -560,6 +626,7 @@ _BY_CAUSE = {
     "exited": _exited,
     "port_in_use": _port_in_use,
     "model_not_found": _model_not_found,
+    "hub_unreachable": _hub_unreachable,
     "nccl_error": _nccl,
     "bad_arguments": _bad_arguments,
     "warmup_failed": _warmup_failed,
@@ -574,6 +641,7 @@ _BY_CAUSE = {
     "bad_checkpoint": _bad_checkpoint,
     "broken_install": _broken_install,
     "mamba_cache_too_small": _mamba_small,
+    "watchdog_timeout": _watchdog_timeout,
     "timed_out": _timed_out,
     "incomplete": _incomplete,
     "stopped": _stopped,

@@ -46,12 +46,14 @@ _F = r"(-?\d+(?:\.\d+)?)"
 #: (cause id, pattern) in priority order; matched on an exception's final line or a fatal line.
 CAUSES: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("max_running_zero", re.compile(r"max_running_requests? is zero")),
+    # SGLang's own watchdog: a forward pass (or the tokenizer) made no progress for --watchdog-timeout s
+    ("watchdog_timeout", re.compile(r"[Ww]atchdog timeout \(self\.watchdog_timeout=")),
     ("mamba_cache_too_small", re.compile(
         r"state cache is too small to serve any requests|Not enough GPU memory for hybrid \(mamba")),
     ("not_enough_memory", re.compile(
         r"Not enough memory\. Please try to increase --mem-fraction-static"
         r"|leave no GPU memory for the KV cache|Memory pool size is too small")),
-    ("cuda_oom", re.compile(r"CUDA out of memory|HIP out of memory|OutOfMemoryError|CUDA error: out of memory"
+    ("cuda_oom", re.compile(r"CUDA out of memory|HIP out of memory|OutOfMemoryError|(?:CUDA|HIP) error: out of memory"
                             r"|hipErrorOutOfMemory")),
     ("host_oom", re.compile(r"\[Errno 12\] Cannot allocate memory|Out of memory: Killed process|oom-kill")),
     ("port_in_use", re.compile(
@@ -60,19 +62,24 @@ CAUSES: tuple[tuple[str, re.Pattern[str]], ...] = (
         r"Transformers does not recognize this architecture|Model architectures? \[.*\] (?:are|is) not supported"
         r"|Unrecognized configuration class|Unrecognized model in|model type `?[\w.-]+`? but Transformers does not"
         r"|is not supported for now|failed to be inspected|did not match any variant of untagged enum (?:ModelWrapper|Py\w*Wrapper)"
-        r"|Tokenizer class \w+ does not exist or is not currently imported")),
+        r"|Tokenizer class \w+ does not exist or is not currently imported"
+        r"|Unknown quantization method")),  # the checkpoint's quant_method, which this release does not know
     ("model_not_found", re.compile(
         r"Incorrect path_or_model_id|HFValidationError|RepositoryNotFoundError|Repository Not Found"
         r"|is not a local folder and is not a valid model identifier|gated repo|Cannot access gated repo"
         r"|401 Client Error|You must have access to it and be authenticated|GatedRepoError"
         r"|does not appear to have a file named config\.json|No such file or directory: .*config\.json"
         r"|LocalEntryNotFoundError|couldn't find (?:it|them) in the cached files|outgoing traffic has been disabled"
-        r"|Can't load tokenizer for")),
+        r"|Can't load tokenizer for|Can't load the configuration of")),
+    # the hub itself out of reach: rate-limited (429), no route, a proxy; the repo id may well be right
+    ("hub_unreachable", re.compile(
+        r"429 Client Error|Too Many Requests for url|There was a specific connection error when trying to load"
+        r"|host='(?:huggingface\.co|hf-mirror\.com|cdn-lfs[\w.-]*|[\w.-]*\.hf\.co)', port=\d+\): Max retries exceeded")),
     ("unsupported_hardware", re.compile(
         r"not supported for the current GPU|Minimum capability: \d+|[Cc]ompute capability|requires (?:sm_?|SM)\d+"
         r"|no kernel image is available for execution on the device|not supported on (?:this|your) (?:GPU|device)"
         r"|Unsupported (?:GPU|gpu) architecture|is only supported on (?:sm|Hopper|Blackwell|Ampere)"
-        r"|out of resource: shared memory")),
+        r"|out of resource: shared memory|invalid device function|(?:hip|cuda)ErrorInvalidDeviceFunction")),
     ("gpu_unavailable", re.compile(
         r"No CUDA GPUs are available|CUDA driver version is insufficient|NVIDIA driver on your system is too old"
         r"|Found no NVIDIA driver|no CUDA-capable device is detected|CUDA-capable device\(s\) is/are busy or unavailable"
@@ -82,7 +89,7 @@ CAUSES: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("cuda_error", re.compile(
         r"illegal memory access was encountered|device-side assert triggered|CUDA error: misaligned address"
         r"|unspecified launch failure|illegal instruction was encountered|cudaErrorIllegalAddress"
-        r"|CUBLAS_STATUS_EXECUTION_FAILED")),
+        r"|CUBLAS_STATUS_EXECUTION_FAILED|Memory access fault by GPU")),  # ROCm's illegal address, printed by HSA
     ("rendezvous_failed", re.compile(
         r"DistStoreError|DistNetworkError|[Tt]he client socket has timed out|TCP client failed to connect"
         r"|Timed out initializing process group|clients joined|gloo/transport/tcp")),
@@ -93,16 +100,21 @@ CAUSES: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("bad_checkpoint", re.compile(
         r"SafetensorError|Error while deserializing header|HeaderTooLarge|MetadataIncompleteBuffer"
         r"|incomplete metadata, file not fully covered|PytorchStreamReader failed|invalid load key"
-        r"|Attempted to load weight \(")),
+        r"|Attempted to load weight \(|is not a valid JSON file")),
     ("broken_install", re.compile(
         r"ModuleNotFoundError|No module named '|undefined symbol: |cannot open shared object file"
         r"|cannot import name '\w+' from|GLIBC_[\d.]+' not found|Python\.h: No such file"
-        r"|Failed to find C compiler|Command '\['/usr/bin/(?:gcc|cc|g\+\+|c\+\+)'|Could not find nvcc")),
+        r"|module '[\w.]+' has no attribute|Torch not compiled with CUDA enabled"
+        r"|Failed to find C compiler|Command '\['/usr/bin/(?:gcc|cc|g\+\+|c\+\+)'|Could not find nvcc"
+        # a kernel compiled at first use (FlashInfer, DeepGEMM, torch extensions): ninja missing or its build failed
+        r"|No such file or directory: 'ninja'|Ninja build failed|Ninja is required|Error building extension")),
     ("bad_arguments", re.compile(
         r"total_num_(?:kv_)?heads % tp_size|must be divisible by (?:tensor parallel|tp|the tp)"
         r"|tp_size must be divisible|is not divisible by tp|num_attention_heads.*divisible|invalid (?:int|float|choice) value"
         r"|: error: (?:unrecognized arguments|argument --|ambiguous option)"
-        r"|context_length \(\d+\) is greater than the derived context_length")),
+        r"|context_length \(\d+\) is greater than the derived context_length"
+        r"|does not match the quantization method specified in the `quantization` argument"
+        r"|`?trust_remote_code=True`? to (?:allow custom code|remove this error)|contains custom code which must be executed")),
 )
 FINAL_EXC_RE = re.compile(
     r"^(?:[A-Za-z_][\w.]*\.)?\w*(?:Error|Exception|Exit|Interrupt|Fault|Failure|Iteration)(?::.*)?$"
@@ -111,14 +123,30 @@ CHAIN_LINES = ("During handling of the above exception", "The above exception wa
 TRACEBACK_OPEN = "Traceback (most recent call last):"
 #: `Exception ignored in: <function X.__del__ …>`: Python printed an exception it did not raise (a finaliser's)
 IGNORED = "Exception ignored in"
+#: the prefixes before the dated one: `[gpu_id=0] ` (0.2), `[00:19:29] `, `[00:19:29 TP0] ` (0.3.0)
+OLD_PREFIX_RE = re.compile(r"\[(?:gpu_id=(\d+)|(\d\d:\d\d:\d\d)(?: ([^\]]*))?)\] ")
+OLD_PREFIX_HEADS = frozenset(("[g", "[0", "[1", "[2"))
+OLD_PREFIX_DATE = "2000-01-01"  # a time of day alone: the phases' durations are right, the date is not known
+#: what a shell prints when its child dies of a signal: alone (`Killed`, `Segmentation fault (core dumped)`),
+#: from a script (`./serve.sh: line 7: 48211 Killed    python3 -m sglang…`), or in zh_CN (`已杀死`, `段错误 (核心已转储)`);
+#: not `Terminated`: a shell says it too when systemd stops the unit on purpose
+SHELL_SIGNALS = {"Killed": "KILL", "已杀死": "KILL", "Segmentation fault": "SEGV", "段错误": "SEGV", "Aborted": "ABRT",
+                 "已放弃": "ABRT", "Bus error": "BUS", "Illegal instruction": "ILL", "Floating point exception": "FPE"}
+SHELL_SIGNAL_RE = re.compile(r"^(?:\S+: line \d+: +\d+ )?(" + "|".join(map(re.escape, SHELL_SIGNALS)) + r")"
+                             r"(?: ?[(（](?:core dumped|核心已转储)[)）])?(?: {2,}\S.*)?$")
+#: what a native runtime prints just before it aborts the process: C++'s terminate, ROCm's HSA fault
+NATIVE_ABORTS = ("terminate called after throwing", "Memory access fault by GPU")
 ANSI_RE = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 BARE_FINAL_RE = re.compile(r"^(?:[\w.]+\.)?\w+(?:Error|Exception)$")  # `AssertionError` alone: the code line says why
 MAX_TRACEBACK_LINES = 400
 MAX_TAIL_LINES = 12
+ERRORISH_RE = re.compile(r"error|FAILED|not found|fatal|No such file", re.I)
 #: argparse's last word: `launch_server.py: error: …` (≤ 0.5.9) or `sglang serve: error: …` (0.5.10+)
 ARGPARSE_RE = re.compile(r"^(?:[\w.-]+\.py|sglang(?: serve)?|launch_server|python3? -m [\w.]+): error: (.+)$")
 #: 0.5.10+: the engine's exception when a scheduler process dies: a consequence, with the exit code
 SCHEDULER_DIED_RE = re.compile(r"scheduler died during initialization \(exit code: (-?\d+)\)")
+WAIT_STATUS_RE = re.compile(r"Child process unexpectedly failed with (?:an exit code |exitcode=)(\d+)")
+WATCHDOG_RE = re.compile(r"[Ww]atchdog timeout \(self\.watchdog_timeout=(\d+(?:\.\d+)?)")
 #: sglang.utils.wait_for_server's note, printed once the server answered (docs notebooks)
 NOTEBOOK_READY = "NOTE: Typically, the server runs in a separate terminal"
 STARTUP_TIMINGS_RE = re.compile(r"(\w+)=(\{[^}]*\}|[\d.]+)")
@@ -184,6 +212,9 @@ def _raised_in(final: str, lines: list[str]) -> str | None:
         return "bad_arguments"
     if final.startswith("KeyError") and any(f.endswith(" in load_weights") for f in frames[-3:]):
         return "bad_checkpoint"
+    if final.startswith("KeyError") and any(f'/{m}.py"' in f for f in frames[-2:]
+                                            for m in ("configuration_auto", "auto_factory")):
+        return "unsupported_model"  # transformers' CONFIG_MAPPING (or a class mapping) lacks it: `KeyError: 'qwen2'`
     return None
 
 
@@ -289,6 +320,7 @@ class LineParser:
         self._dispatch: dict[str, Callable[[str, str, float | None], Event | list[Event] | None]] = {
             "server": self._server_args,
             "Init t": self._dist,
+            "Init n": self._dist,
             "Load w": self._weights,
             "Loaded": self._fatal_line,
             "KV Cac": self._kv,
@@ -316,6 +348,8 @@ class LineParser:
             "ERROR:": self._uvicorn_error,
             "Schedu": self._handler_exception,
             "Receiv": self._sigquit,
+            "Watchd": self._watchdog,  # ≤ 0.4.x: `Watchdog timeout (self.watchdog_timeout=300)`
+            "Tokeni": self._watchdog,  # `TokenizerManager watchdog timeout (…)`
             "Exit c": self._died,
             "Subpro": self._died,
             "Not en": self._fatal_line,
@@ -451,6 +485,8 @@ class LineParser:
     # ------------------------------------------------------------ tracebacks and unprefixed lines
 
     def _unprefixed(self, text: str, ts: float | None) -> list[Event]:
+        if text[:2] in OLD_PREFIX_HEADS and (m := OLD_PREFIX_RE.match(text)) is not None:
+            return self._old_prefixed(m, text, ts)
         if ts is None:
             ts = self._last_ts  # a line with no time of its own was printed after the last one that had one
         if text.startswith(PROGRESS_HEADS) or "\r" in text:
@@ -477,9 +513,11 @@ class LineParser:
             if FINAL_EXC_RE.match(text):
                 tb.final = text
                 tb.finals.append(text)
-                if tb.role == ROOT and not tb.cause and classify(text) not in (None, "nccl_error"):
+                if tb.role == ROOT and not tb.cause and not text.endswith(":") \
+                        and classify(text) not in (None, "nccl_error"):
                     return self._end_traceback()  # SGLang's handler dies after this and the cause is plain: fail fast
-                # (NCCL's own words come after its final line: `Last error:` and what failed)
+                # (NCCL's own words come after its final line: `Last error:` and what failed; a final line ending
+                # in a colon announces its output: `Ninja build failed. Ninja output:` then the compiler's)
                 return NOTHING
             if len(tb.lines) < MAX_TRACEBACK_LINES:
                 tb.lines.append(text)
@@ -496,13 +534,21 @@ class LineParser:
             sig = "SEGV" if "Segmentation" in text else "ABRT" if "Aborted" in text else None
             return [Failure(ts=ts, line=text, cause="killed_by_signal" if sig else "exception", message=text,
                             evidence=(text,), signal=sig, role=DEATH)]
-        if text == "Killed":  # the shell's word for SIGKILL: the kernel's OOM killer, most often
-            return [Failure(ts=ts, line=text, cause="host_oom", message="the process was killed (SIGKILL) without a "
-                            "word of its own: most often the kernel's OOM killer (host RAM)", evidence=(text,),
-                            signal="KILL", role=DEATH)]
+        if (sh := SHELL_SIGNAL_RE.match(text)) is not None:  # the shell's word for the signal that ended it
+            sig = SHELL_SIGNALS[sh.group(1)]
+            if sig == "KILL":  # the kernel's OOM killer, most often
+                return [Failure(ts=ts, line=text, cause="host_oom", message="the process was killed (SIGKILL) without "
+                                "a word of its own: most often the kernel's OOM killer (host RAM)", evidence=(text,),
+                                signal="KILL", role=DEATH)]
+            return [Failure(ts=ts, line=text, cause="killed_by_signal", message=f"the process died of SIG{sig}: {text}",
+                            evidence=(text,), signal=sig, role=DEATH)]
         if ARGPARSE_RE.match(text) is not None:
             self.version_hint = ">= 0.5.10" if text.startswith("sglang serve") else "<= 0.5.9"
             return [Failure(ts=ts, line=text, cause="bad_arguments", message=text, evidence=(text,))]
+        if text.startswith(NATIVE_ABORTS):
+            cause = classify(text)  # a C++ abort's reason, or ROCm's runtime on a bad address (then SIGABRT)
+            return [Failure(ts=ts, line=text, cause=cause, message=text, evidence=(text,), role=SUSPECT)] if cause \
+                else NOTHING
         # No prefix at all: a custom SGLANG_LOGGING_CONFIG_PATH format, a journal entry whose
         # time comes from the journal, or a paste. The message grammar is the same.
         handler = self._dispatch.get(text[:6])
@@ -516,10 +562,6 @@ class LineParser:
             cause = classify(text)  # torch's C++ error lines: "[rank9]:[E917 ...] ... Watchdog caught ..."
             return [Failure(ts=ts, line=text, cause=cause, message=text, evidence=(text,), role=SUSPECT)] if cause \
                 else NOTHING
-        if text.startswith("terminate called after throwing"):
-            cause = classify(text)  # a C++ abort's reason
-            return [Failure(ts=ts, line=text, cause=cause, message=text, evidence=(text,), role=SUSPECT)] if cause \
-                else NOTHING
         lone = text.startswith(("RuntimeError: ", "OSError: ", "torch.")) or FINAL_EXC_RE.match(text)
         if lone and classify(text) is not None:  # a lone exception line (a pasted tail): its wrapped lines may follow
             tb = Traceback("", "", ts, role=SUSPECT)
@@ -530,6 +572,31 @@ class LineParser:
         if text.lstrip().startswith(NOTEBOOK_READY):
             return [Ready(ts=ts, line=text.strip())]
         return NOTHING
+
+    def _old_prefixed(self, m: re.Match[str], text: str, ts: float | None) -> list[Event]:
+        """A line of a release before the dated prefix: `[gpu_id=0] …` (0.2), `[00:19:29 TP0] …` (0.3.0):
+        the same messages, read as the prefixed ones are; a time of day is put on a fixed date."""
+        self.sglang_lines += 1
+        gpu, clock, ranks = m.group(1, 2, 3)
+        if clock is not None and ts is None:
+            ts = datetime.fromisoformat(f"{OLD_PREFIX_DATE} {clock}").timestamp()
+            if self._last_ts is not None and ts < self._last_ts - 43200:  # past midnight
+                ts += 86400.0 * (1 + int((self._last_ts - ts) // 86400))
+            self._last_ts = self.last_ts = ts
+        ranks = f"TP{gpu}" if gpu is not None else ranks or ""
+        ts = ts if ts is not None else self._last_ts
+        done = self._end_traceback() if self._tb is not None and self._tb.final else NOTHING
+        msg = text[m.end():]
+        handler = self._dispatch.get(msg[:6])
+        if handler is None:
+            if msg.endswith(TRACEBACK_OPEN):
+                self._open_traceback(Traceback(msg, ranks, ts, role=None))
+            return done
+        result = handler(msg, ranks, ts)
+        if result is None:
+            return done
+        out = result if isinstance(result, list) else [result]
+        return done + out if done else out
 
     def _progress(self, text: str, ts: float | None) -> list[Event] | None:
         """A tqdm bar: of the updates `\\r` joins in one message, the last complete one (a cut-off
@@ -558,7 +625,8 @@ class LineParser:
     @staticmethod
     def _is_own_line(text: str) -> bool:
         """An unprefixed line that is SGLang's or uvicorn's own, not part of a message's tail."""
-        return text.startswith(("INFO:", "ERROR:", "WARNING:", "Killed", "Fatal Python error", "[rank"))
+        return text.startswith(("INFO:", "ERROR:", "WARNING:", "Fatal Python error", "[rank")) \
+            or SHELL_SIGNAL_RE.match(text) is not None
 
     def _open_traceback(self, tb: Traceback) -> None:
         if self._tb is None:  # other ranks' tracebacks interleave: the first one speaks
@@ -572,7 +640,10 @@ class LineParser:
             return NOTHING
         finals = tb.finals or [ln for ln in tb.lines[-1:] if ln.strip()] or ["traceback (cut off)"]
         final = finals[-1]
-        tail = " ".join(x.strip() for x in tb.tail)
+        said = tb.tail
+        if len(said) > 4:  # a tool's output (ninja, a compiler): the lines that say what failed, not its commands
+            said = [x for x in said if ERRORISH_RE.search(x)] or said
+        tail = " ".join(x.strip() for x in said[:4])
         where = next((ln.strip() for ln in reversed(tb.lines) if ln.strip().startswith("File ")), None)
         code = _code_line(tb.lines)
         cause = tb.cause or next((c for f in reversed(finals) if (c := classify(f)) is not None), None) \
@@ -590,13 +661,15 @@ class LineParser:
                             evidence=(final,), role=DEATH)]
         message = f"{final} {tail}".strip() if tail else final
         evidence = tuple(x for x in (tb.head, where, code if final.endswith(("AssertionError", "Error")) else None,
-                                     *finals[:-1][-1:], final, *tb.tail[:4]) if x)
+                                     *finals[:-1][-1:], final, *said[:4]) if x)
         return [Failure(ts=tb.ts, ranks=tb.ranks, line=final, cause=cause, message=message, evidence=evidence,
                         role=tb.role)]
 
     def _handler_exception(self, msg: str, ranks: str, ts: float | None) -> Event | None:
         """`Scheduler hit an exception: Traceback …` and its kin: SGLang's handler then kills the server."""
         if " hit an exception" not in msg[:40]:
+            if "atchdog timeout" in msg[:40]:  # 0.5.x: `Scheduler watchdog timeout (self.watchdog_timeout=300, …)`
+                return self._watchdog(msg, ranks, ts)
             return self._died(msg, ranks, ts) if "terminated with" in msg else None
         head = f"[{ranks}] {msg}" if ranks else msg
         if msg.endswith(TRACEBACK_OPEN):
@@ -629,7 +702,7 @@ class LineParser:
         return ServerArgs(ts=ts, ranks=ranks, line=msg, **kw)  # type: ignore[arg-type]
 
     def _dist(self, msg: str, ranks: str, ts: float | None) -> Event | None:
-        if msg.startswith("Init torch distributed begin"):
+        if msg.startswith(("Init torch distributed begin", "Init nccl begin")):  # the latter ≤ 0.3.0
             return DistInit(ts=ts, ranks=ranks, line=msg, stage="begin")
         if msg.startswith("Init torch distributed ends"):
             return DistInit(ts=ts, ranks=ranks, line=msg, stage="end", elapsed_s=_f(ELAPSED_RE.search(msg)),
@@ -773,6 +846,13 @@ class LineParser:
             return Failure(ts=ts, line=msg, cause=cause, message=body, evidence=(msg,))
         return None
 
+    def _watchdog(self, msg: str, ranks: str, ts: float | None) -> Event | None:
+        """SGLang's watchdog saw no progress for watchdog_timeout s, dumps the stacks (py-spy) and SIGQUITs
+        the server: the hang is the root cause, the sigquit that follows its consequence."""
+        if WATCHDOG_RE.search(msg) is None:
+            return None
+        return Failure(ts=ts, ranks=ranks, line=msg, cause="watchdog_timeout", message=msg, evidence=(msg,))
+
     def _sigquit(self, msg: str, ranks: str, ts: float | None) -> Event | None:
         if msg.startswith("Received sigquit from a child proces"):  # 0.4.3 spells it "proces"
             return Failure(ts=ts, ranks=ranks, line=msg, cause="exception", message=msg, evidence=(msg,), role=DEATH)
@@ -780,6 +860,8 @@ class LineParser:
 
     def _died(self, msg: str, ranks: str, ts: float | None) -> Event | None:
         """A process's end as SGLang reports it: always the consequence of something said elsewhere."""
+        if (w := WAIT_STATUS_RE.match(msg)) is not None:
+            return self._child_status(msg, ranks, ts, int(w.group(1)))
         m = DIED_RE.search(msg)
         if m is None:
             return Failure(ts=ts, ranks=ranks, line=msg, cause="exception", message=msg, evidence=(msg,),
@@ -788,6 +870,18 @@ class LineParser:
         cause, sig = exit_cause(code)
         return Failure(ts=ts, ranks=ranks, line=msg, cause=cause, message=msg, evidence=(msg,), signal=sig,
                        status=None if sig else code, role=DEATH)
+
+    @staticmethod
+    def _child_status(msg: str, ranks: str, ts: float | None, status: int) -> Event | None:
+        """SGLang's SIGCHLD handler prints os.waitpid's raw status (≥ 0.4): `exit code 256` is exit 1, `9` is
+        SIGKILL, `139` SIGSEGV with a core. An exit code says little (a JIT compiler child fails and the start
+        goes on), a signal names what killed a rank: a suspect, cleared if the start goes on."""
+        sig = status & 0x7F
+        if sig in (0, 0x7F):  # exited, or stopped: no signal killed it
+            return None
+        name = signal_name(sig)
+        return Failure(ts=ts, ranks=ranks, line=msg, cause="killed_by_signal", message=f"{msg} (SIG{name})",
+                       evidence=(msg,), signal=name, role=SUSPECT)
 
     def _fatal_line(self, msg: str, ranks: str, ts: float | None) -> Event | None:
         cause = classify(msg)

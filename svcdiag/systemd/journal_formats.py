@@ -22,8 +22,16 @@ SHORT_RE = re.compile(
     r"|(?P<iso>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[.,]\d+)?(?:[+-]\d\d:?\d\d)?))"
     r" (?P<host>\S+) (?P<ident>[^\s\[:]+)(?:\[(?P<pid>\d+)\])?: (?P<msg>.*)$", re.S)
 MONTHS = {m: i for i, m in enumerate(("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"), 1)}
-#: a container runtime's prefix: compose's `service-1  | `, or an RFC 3339 UTC stamp and a space
-CONTAINER_RE = re.compile(r"^(?:[\w.-]+\s*\| ?|\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z )")
+#: what a runtime or wrapper puts before each line SGLang printed: compose's `service-1  | `, an RFC 3339
+#: UTC stamp (kubectl, docker -t; in brackets: Jenkins' timestamper), Ray's `(Actor pid=N, ip=…) `, a
+#: launcher's logging.Formatter (`2025-03-07 23:50:27,531 - __main__ - INFO - `, FastChat's `… | ERROR | stderr | `),
+#: `kubectl logs --prefix` (`[pod/sglang-0/server] `), Slurm's `srun --label` (`0: `)
+CONTAINER_RE = re.compile(
+    r"^(?:[\w.-]+\s*\| ?|\[?\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z\]? |\[pod/[\w.-]+/[\w.-]+\] |\d{1,4}: "
+    r"|(?:\x1b\[[\d;]*m)?\((?:[\w.:-]+ )?pid=\d+(?:, ip=[\d.]+)?\)(?:\x1b\[[\d;]*m)? ?"
+    r"|\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:,\d{3} - [\w.<>-]+ - [A-Z]+ - | \| [A-Z]+ \| [\w.<>-]+ \| ))")
+#: Ray's note that it folded the same line of several workers into one
+RAY_REPEATED_RE = re.compile(r" \[repeated \d+x across cluster\]$")
 UNIT_PREFIX_RE = re.compile(r"^([\w:.\\@-]+\.(?:service|scope)): (.*)$", re.S)
 
 
@@ -47,7 +55,7 @@ def detect(head: bytes) -> str:
     if first.startswith("-- ") or SHORT_RE.match(first):
         return "short"
     lines = [ln for ln in text.splitlines()[:40] if ln.strip()]
-    if lines and sum(1 for ln in lines if CONTAINER_RE.match(ln)) >= 0.8 * len(lines):
+    if lines and sum(1 for ln in lines if CONTAINER_RE.match(ln)) >= 0.5 * len(lines):
         return "container"
     return "plain"
 
@@ -69,8 +77,13 @@ def _container(head: bytes, stream: BinaryIO, name: str) -> Iterator[Record]:
     (`2025-03-14T10:22:31.123456789Z …`): the line as SGLang printed it, on SGLang's own clock
     (the runtime's UTC stamp would mix two clocks in one start)."""
     for line in _lines(head, stream):
-        m = CONTAINER_RE.match(line)
-        yield Record(line[m.end():] if m else line)
+        text = line
+        for _ in range(3):  # wrappers nest: compose's service prefix before Ray's actor prefix, say
+            m = CONTAINER_RE.match(text)
+            if m is None:
+                break
+            text = text[m.end():]
+        yield Record(RAY_REPEATED_RE.sub("", text) if text.endswith("cluster]") else text)
 
 
 def _plain(head: bytes, stream: BinaryIO, name: str) -> Iterator[Record]:
