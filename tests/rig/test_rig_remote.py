@@ -23,7 +23,8 @@ import pytest
 from ..conftest import ROOT
 from .helpers import json_lines, next_port, sv, unit_name, verdict_of, wait_for_phase
 
-pytestmark = pytest.mark.rig
+#: one worker boots gpu-a and gpu-b (their loopback addresses are fixed): every test of theirs runs there
+pytestmark = [pytest.mark.rig, pytest.mark.xdist_group("hosts")]
 SVCDIAG = str(ROOT / ".venv" / "bin" / "svcdiag")
 
 
