@@ -1,5 +1,7 @@
 # The two commands of the README. Each does its own set-up (apt packages, .venv, pip).
 .PHONY: demo demo-rig test lint bench
+# two pytest workers, each with its own private systemd: the rig tests mostly wait on starts in real time
+TEST_WORKERS ?= 2
 demo:
 	@scripts/setup
 	.venv/bin/svcdiag replay --example dflash-smoke; \
@@ -10,7 +12,7 @@ test:
 	@scripts/setup rig
 	.venv/bin/ruff check -q svcdiag tests bench
 	.venv/bin/lint-imports --no-cache >.lint-imports.log 2>&1 || { cat .lint-imports.log; exit 1; }
-	.venv/bin/python -m pytest -q $(PYTEST_ARGS); rc=$$?; \
+	.venv/bin/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS); rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "test: pytest collected no tests" >&2; exit 1; fi; exit $$rc
 
 lint:

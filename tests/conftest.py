@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -11,6 +12,13 @@ from click.testing import CliRunner
 ROOT = Path(__file__).resolve().parent.parent
 UNITS = ROOT / "units"
 EXAMPLES = ROOT / "svcdiag" / "examples"
+
+# A shell starts a background job (`make test &`) with SIGINT and SIGQUIT ignored, and an ignored
+# signal stays ignored across exec: every svcdiag and stand-in the tests start would then shrug
+# off the Ctrl-C and SIGQUIT that tests send them. Taken back to the defaults here, for the children.
+for _sig, _handler in ((signal.SIGINT, signal.default_int_handler), (signal.SIGQUIT, signal.SIG_DFL)):
+    if signal.getsignal(_sig) == signal.SIG_IGN:
+        signal.signal(_sig, _handler)
 
 
 @pytest.fixture

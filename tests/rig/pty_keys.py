@@ -24,11 +24,14 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--keys", default="q")
     ap.add_argument("cmd", nargs="+")
     a = ap.parse_args(argv)
+    size = struct.pack("HHHH", a.rows, a.cols, 0, 0)
     pid, fd = pty.fork()
-    if pid == 0:
+    if pid == 0:  # the size is set before CMD runs (it may ask at once), and no COLUMNS/LINES overrides it
+        fcntl.ioctl(0, termios.TIOCSWINSZ, size)
+        for var in ("COLUMNS", "LINES"):
+            os.environ.pop(var, None)
         os.environ["TERM"] = "xterm-256color"
         os.execvp(a.cmd[0], a.cmd)
-    fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", a.rows, a.cols, 0, 0))
     out = bytearray()
     deadline = time.monotonic() + a.after
     typed_at: float | None = None
