@@ -3,8 +3,9 @@
 
 Each fixture is a class of its own (old KV figures, pasted fragments, root cause before
 consequence, recovered errors, start-up failure forms, cause ids, 0.5.23 shapes, node and
-rank variants); the hypothesis tests below put the same fatal and recovered lines into
-healthy logs that no fixture spelt out.
+rank variants, healthy starts full of noise, PD, LoRA and VLM failures, logs that stop in a
+kernel compile); the hypothesis tests below put the same fatal and recovered lines, and any mix
+of harmless noise, into healthy logs that no fixture spelt out.
 """
 
 from __future__ import annotations
@@ -118,6 +119,30 @@ FATAL = [  # (lines, cause): what SGLang prints when a start dies, root line fir
     (["Memory access fault by GPU node-2 (Agent handle: 0x56) on address 0x7fe. Reason: Page not present or "
       "supervisor privilege.",
       "[2026-05-23 09:42:40] Received sigquit from a child process. It usually means the child failed."], "cuda_error"),
+    # a PD server: the KV transfer engine cannot open its RDMA NIC; the PD warmup answered 500 (ready all the same)
+    (["[2026-05-23 09:42:40 TP0] Scheduler hit an exception: Traceback (most recent call last):",
+      '  File "/x/disaggregation/mooncake/transfer_engine.py", line 84, in initialize',
+      '    raise RuntimeError("Mooncake Transfer Engine initialization failed.")',
+      "RuntimeError: Mooncake Transfer Engine initialization failed."], "kv_transfer_failed"),
+    (["[2026-05-23 09:42:40] Prefill disaggregation mode warm Up Failed, status code: 500",
+      "[2026-05-23 09:42:40] The server is fired up and ready to roll!"], "warmup_failed"),
+    # the main process's own traceback (no prefix): a flag naming what is not there
+    (["Traceback (most recent call last):", '  File "/x/openai_api/adapter.py", line 131, in load_chat_template',
+      "    raise RuntimeError(",
+      "RuntimeError: Chat template qwen3 is not a built-in template name or a valid chat template file path."],
+     "bad_arguments"),
+    (["Traceback (most recent call last):", '  File "/x/transformers/image_processing_base.py", line 341, in get',
+      "    raise EnvironmentError(", "OSError: Can't load image processor for '/models/vl-sft'. If you were trying to "
+      "load it from 'https://huggingface.co/models', make sure you don't have a local directory with the same name."],
+     "model_not_found"),
+    (["[2026-05-23 09:42:40 TP0] Scheduler hit an exception: Traceback (most recent call last):",
+      '  File "/x/sglang/srt/lora/lora_manager.py", line 168, in init_loras',
+      '    assert all(x.hf_config["r"] == self.max_lora_dim for x in self.configs.values())', "AssertionError"],
+     "bad_arguments"),
+    (["Traceback (most recent call last):", '  File "/x/disaggregation/mooncake/conn.py", line 3, in <module>',
+      "    raise ImportError(", "ImportError: Please install mooncake by following the instructions at "
+      "https://kvcache-ai.github.io/Mooncake/getting_started/build.html to run SGLang with MooncakeConnector."],
+     "broken_install"),
 ]
 RECOVERED = [  # a traceback SGLang goes on from
     ["Traceback (most recent call last):", '  File "/x/utils.py", line 1, in retry', "    f()",
@@ -322,3 +347,105 @@ def test_a_multi_node_log_cut_at_the_rendezvous_says_where_it_waits() -> None:
     assert v.verdict == "incomplete" and d is not None
     said = " ".join(d["explanation"])
     assert "dist_init_addr" in said and "failed" not in said.lower()
+
+
+# ---------------------------------------------------------------- harmless noise in a healthy start
+
+STAMP = "[2026-05-23 09:43:08] "
+HARMLESS = [  # what a healthy start may print between its milestones: warnings, compiler chatter, a refused request
+    [STAMP + "Error in request: The input (41237 tokens) is longer than the model's context length (40960 tokens).",
+     "Traceback (most recent call last):", '  File "/x/serving_base.py", line 42, in handle_request',
+     "    return await self._handle_non_streaming_request(",
+     "ValueError: The input (41237 tokens) is longer than the model's context length (40960 tokens)."],
+    [STAMP + "ERROR:    Exception in ASGI application", "Traceback (most recent call last):",
+     '  File "/x/uvicorn/protocols/http/httptools_impl.py", line 409, in run_asgi', "    result = await app(",
+     "RuntimeError: Response content shorter than Content-Length"],
+    [STAMP + "Task exception was never retrieved",
+     "future: <Task finished name='Task-7' coro=<TokenizerManager.handle_loop() done> exception=OSError(9)>",
+     "Traceback (most recent call last):", '  File "/x/tokenizer_manager.py", line 1, in handle_loop', "    f()",
+     "OSError: [Errno 9] Bad file descriptor"],
+    ["/x/torch/_dynamo/variables/functions.py:1575: UserWarning: Dynamo detected a call to a `functools.lru_cache`-"
+     "wrapped function.", "  torch._dynamo.utils.warn_once(msg)"],
+    ["AUTOTUNE mm(32x2048, 2048x4608)", "  mm 0.0113 ms 100.0% ",
+     "SingleProcess AUTOTUNE benchmarking takes 1.9182 seconds and 0.0003 seconds precompiling for 19 choices"],
+    ["W0523 09:43:08.511000 5121 torch/_dynamo/convert_frame.py:964] [0/8] torch._dynamo hit config.recompile_limit (8)"],
+    ["node1:4242:4300 [0] NCCL INFO NET/Plugin: Plugin load returned 2 : libnccl-net.so: cannot open shared object "
+     "file: No such file or directory : when loading libnccl-net.so"],
+    ["[rank0]:[W523 09:43:08.118820034 ProcessGroupNCCL.cpp:4561] [PG ID 0 PG GUID 0 Rank 0]  using GPU 0 to perform "
+     "barrier as devices used by this process are currently unknown."],
+    [STAMP + "Using default MoE kernel config. Performance might be sub-optimal! Config file not found at /x/E=128,"
+     "N=384,device_name=NVIDIA_H100_80GB_HBM3.json"],
+    [STAMP + "Entering DeepGEMM JIT Pre-Compile session. It may take a long time (typically 10-20 mins)",
+     "DeepGEMM warmup: 100%|██████████| 16384/16384 [00:12<00:00, 1310.72it/s]"],
+    ["2026-05-23 09:43:08,410 - INFO - flashinfer.jit: Loading JIT ops: batch_prefill_with_kv_cache_dtype_q_bf16"],
+    [STAMP + "Using a slow image processor as `use_fast` is unset and a slow processor was saved with this model."],
+    ["I0523 09:43:08.101378  7990 transfer_engine.cpp:44] Transfer Engine starting. Server: 10.0.0.5, Metadata: "
+     "P2PHANDSHAKE, ip_or_host_name: , rpc_port: 0"],
+    [STAMP + "Mooncake's tensor allocator requires mooncake >= 0.3.8.post1. Please upgrade Mooncake by 'pip install "
+     "mooncake-transfer-engine --upgrade'. Fallback to use default allocator."],
+]
+UP = next(i for i, ln in enumerate(SMOKE) if "Uvicorn running" in ln)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.sampled_from(HARMLESS), min_size=1, max_size=5))
+def test_a_healthy_start_with_any_mix_of_harmless_noise_and_a_slow_warmup_stays_healthy(blocks: list[list[str]]) -> None:
+    """The noise goes between uvicorn's start and a warmup that takes a minute (a first batch compiling kernels),
+    longer than a suspect's grace: a request refused meanwhile, and its logged traceback, fail nothing."""
+    late = [ln.replace("[2026-05-23 09:43:", "[2026-05-23 09:44:") for ln in SMOKE[UP + 1:]]
+    v = judge("\n".join(SMOKE[:UP + 1] + [ln for b in blocks for ln in b] + late) + "\n")
+    assert (v.verdict, v.figures.get("kv_tokens")) == ("healthy", 649789), (v.message, v.evidence)
+
+
+def test_a_bare_traceback_in_the_same_place_is_still_a_suspect() -> None:
+    """The counterpart: the same traceback with no record that logged it is a process's, and the long wait
+    then makes it the cause."""
+    block = HARMLESS[0][1:]
+    late = [ln.replace("[2026-05-23 09:43:", "[2026-05-23 09:44:") for ln in SMOKE[UP + 1:]]
+    v = judge("\n".join(SMOKE[:UP + 1] + [STAMP + "INFO:     127.0.0.1:5 - \"GET /health HTTP/1.1\" 503"] + block
+                        + late) + "\n")
+    assert (v.verdict, v.cause) == ("failed", "exception")
+
+
+def test_a_log_that_stops_in_a_kernel_compile_says_so() -> None:
+    from svcdiag.judge.diagnosis import diagnose
+
+    v = judge((FIXTURES / "v049-deepgemm-jit-log-stops-in-capture.log").read_text())
+    d = diagnose(v)
+    assert v.verdict == "incomplete" and v.phase == "cuda_graph" and d is not None
+    assert "compiling kernels" in " ".join(d["explanation"])
+
+
+def test_a_missing_lora_adapter_is_named_and_not_taken_for_the_model() -> None:
+    from svcdiag.judge.diagnosis import diagnose
+
+    v = judge((FIXTURES / "v043-lora-adapter-path-missing.log").read_text())
+    first = diagnose(v)["explanation"][0]
+    assert "'/data/loras/llama31-sql-lora'" in first and "LoRA adapter" in first, first
+
+
+def test_a_kv_transfer_failure_in_a_strict_unit_opens_the_rdma_devices() -> None:
+    from svcdiag.config.service import ServiceConfig
+    from svcdiag.judge.diagnosis import diagnose
+
+    v = judge((FIXTURES / "v056-pd-decode-mooncake-engine-init-failed.log").read_text())
+    d = diagnose(v, ServiceConfig(name="pd-decode", path=Path("/u/pd-decode.toml"), model_path="/m"))
+    assert d is not None and d["fixes"][0]["set"] == {"devices": ["infiniband"]}
+    assert not diagnose(v, ServiceConfig(name="pd-decode", path=Path("/u/pd-decode.toml"), model_path="/m",
+                                                      devices=("infiniband",)))["fixes"]
+
+
+def test_a_second_traceback_after_a_logged_one_is_a_suspect_again() -> None:
+    """The record logs one traceback; a crash printed straight after it is the process's own."""
+    crash = ["Traceback (most recent call last):", '  File "/x/launch_server.py", line 14, in <module>', "    f()",
+             "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB."]
+    v = judge("\n".join(SMOKE[:UP + 1] + HARMLESS[0] + crash) + "\n")
+    assert (v.verdict, v.cause) == ("failed", "cuda_oom"), (v.message, v.evidence)
+
+
+def test_another_programs_error_lines_hold_no_sglang_start() -> None:
+    """`Error …`, `Exception …` start lines of any program: without SGLang's prefix they are not its lines."""
+    with pytest.raises(NoStartFound, match="no SGLang start found"):
+        judge("Error response from daemon: driver failed programming external connectivity\n"
+              "Exception in thread \"main\" java.lang.RuntimeException\nFutureWarning: x is deprecated\n"
+              "Task exception handler installed\n")

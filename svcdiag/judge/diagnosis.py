@@ -227,11 +227,21 @@ def _port_in_use(v: Verdict, cfg: ServiceConfig | None, owners: list[str]) -> tu
 
 def _model_not_found(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
     said = _said(v)
-    named = re.search(r"huggingface\.co/(?:api/models/)?([\w.-]+/[\w-]+(?:\.[\w-]+)*)|path_or_model_id: '([^']+)'"
-                      r"|Repo id must be [^']*'([^']+)'", said)
-    path = cfg.model_path if cfg else v.figures.get("model_path") or (
-        next(g for g in named.groups() if g) if named else None)
+    named = re.search(r"huggingface\.co/(?:api/models/)?(?!docs/)([\w.-]+/[\w-]+(?:\.[\w-]+)*)|path_or_model_id: '([^']+)'"
+                      r"|Repo id must [^:]*: '([^']+)'|No such file or directory: '([^']+)'", said)
+    named_path = next((g for g in named.groups() if g), None) if named else None
+    model = cfg.model_path if cfg else v.figures.get("model_path")
+    path = model or named_path
     what = repr(path) if path else "the model"
+    if named_path and model and model.rstrip("/") not in named_path:  # the missing path is another flag's
+        draft = (cfg.speculative.draft_model_path if cfg and cfg.speculative else None) \
+            or v.figures.get("draft_model_path")
+        whose = "the speculative draft model (speculative_draft_model_path)" if draft and draft.rstrip("/") in \
+            named_path else "a LoRA adapter (lora_paths), tokenizer_path or another path in the flags"
+        return [f"SGLang cannot open {named_path!r}: not model_path ({model!r}) but {whose}; it is "
+                "neither a folder on this host nor a repo id it can reach.",
+                f"`ls {named_path}` on the GPU host: a LoRA adapter folder holds adapter_config.json and the adapter's "
+                "weights; fix that path in the flags, or download the adapter there."], []
     if re.search(r"RepositoryNotFoundError|Repository Not Found", said):
         return [f"The model hub has no repo {what} (or hides it: a private repo answers the same, HTTP 401).",
                 "Check the spelling against the hub page, or download it and point model_path at the folder."], []
@@ -240,6 +250,10 @@ def _model_not_found(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tup
                 "or no network) and it is not there.",
                 "Download it once where the hub is reachable (`huggingface-cli download`) into the HF_HOME the unit "
                 "uses, or point model_path at a local folder; a sandboxed unit sees only the cache its paths allow."], []
+    if re.search(r"Can't load (?:image processor|processor|feature extractor)", said):
+        return [f"SGLang found the model but not its multimodal processor for {what}: {v.message}",
+                "A fine-tuned VLM saved without preprocessor_config.json (and its chat_template/tokenizer files) "
+                "cannot take images: copy those files from the base model's repo next to the weights."], []
     if "Can't load tokenizer" in said:
         return [f"SGLang found the model but no tokenizer files for {what}: {v.message}",
                 "Copy tokenizer.json/tokenizer_config.json next to the weights, or set tokenizer_path to where they "
@@ -307,6 +321,17 @@ def _bad_arguments(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple
         return [f"The checkpoint is quantized with {m.group(1)} (its config.json's quantization_config), but the "
                 f"command line asks for {m.group(2)}.",
                 "Leave quantization unset: SGLang reads the method from the checkpoint."], []
+    if (m := re.search(r"Chat template (\S+) is not a built-in template name", said)) is not None:
+        return [f"--chat-template {m.group(1)} names neither a template built into this release nor a file the "
+                "server can read.",
+                "Leave chat_template unset to use the model's own (tokenizer_config.json), or give the path of a "
+                ".jinja file inside the unit's readable paths."], []
+    if re.search(r"max_lora_dim|self\.scaling|--max-lora-rank|--lora-target-modules", said):
+        return ["The LoRA adapters in lora_paths cannot be served together by this release: their ranks (r) or "
+                "alphas differ (SGLang ≤ 0.4.3 takes one rank and scaling for all), or one exceeds --max-lora-rank "
+                "or adapts modules outside --lora-target-modules.",
+                "Read each adapter's adapter_config.json (r, lora_alpha, target_modules); serve adapters that agree, "
+                "or raise --max-lora-rank / list the modules (a newer SGLang pads smaller ranks)."], []
     if any("/server_args.py" in e for e in v.evidence):
         return [f"SGLang's own check of its flags refused this combination: {v.message}",
                 f"Change the flags it names; `svcdiag render {name}` shows the ExecStart line as systemd runs it."], []
@@ -322,6 +347,20 @@ def _bad_arguments(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple
 
 def _warmup_failed(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
     said = _said(v)
+    if "disaggregation mode warm Up Failed" in said:
+        code = re.search(r"status code: (\d+)", said)
+        status = code.group(1) if code else "?"
+        say = [f"The PD server's own warmup request failed (HTTP {status}). SGLang prints 'ready' all the same, but "
+               "marks itself unhealthy: /health answers 503, so a router never registers it or sends it a request."]
+        vlm = re.search(r"ForConditionalGeneration|VL", f"{v.figures.get('model_type')} {v.figures.get('model_path')}")
+        if status in ("400", "422") and vlm:
+            say.append("A 400/422 on /v1/chat/completions is SGLang's own bug for a multimodal model in PD mode "
+                       "(the warmup sends a /generate payload there: sgl-project/sglang#22871): a release with the "
+                       "fix, or --skip-server-warmup, which marks the server up without the request.")
+        else:
+            say.append("The scheduler's lines just before the warmup say why (a KV transfer or bootstrap error, a "
+                       "kernel failing on the first batch); restart it once that is fixed.")
+        return say, []
     say = ["The server loaded and listened, then its own warmup request to itself failed, and SGLang shut down "
            "(`Initialization failed. warmup error`)."]
     fixes: list[dict[str, Any]] = []
@@ -416,6 +455,20 @@ def _rendezvous(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[li
                    "open from here (`nc -vz HOST PORT`; a firewall, a hostname that resolves differently)?")
     say.append("Start every node with the same nnodes and dist_init_addr, node 0 first or within the store's timeout.")
     return say, []
+
+
+def _kv_transfer_failed(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
+    name = cfg.name if cfg else "NAME"
+    say = [f"The PD server's KV transfer engine could not start: {v.message}",
+           "Most often it found no RDMA NIC it could open: --disaggregation-ib-device names one this host lacks "
+           "(`ibv_devices` lists them), the NIC is down (`ibstat`), or the sandbox hides /dev/infiniband."]
+    fixes: list[dict[str, Any]] = []
+    if cfg is None or (cfg.hardening == "strict" and "infiniband" not in cfg.devices):
+        say.append(f"svcdiag's strict units open only the GPU nodes unless `devices` lists \"infiniband\" "
+                   f"(then `svcdiag install {name}`).")
+        fixes.append(_fix({"devices": [*(cfg.devices if cfg else ()), "infiniband"]},
+                          "the RDMA devices (/dev/infiniband) opened in the sandbox"))
+    return say, fixes
 
 
 def _disk_full(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
@@ -554,6 +607,8 @@ def _timed_out(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[lis
             and re.search(r"Init torch distributed begin|c10d", v.last_line):
         say.insert(1, "The ranks are waiting for each other at dist_init_addr: a node of this multi-node start has not "
                       "joined (not started, another nnodes or dist_init_addr, or a firewall between the nodes).")
+    elif v.last_line and (work := next((w for w in LAST_WORK if w[0].search(v.last_line)), None)) is not None:
+        say.insert(2, f"So {work[1]}: {work[2]}.")
     fixes = [_fix({f"timeouts.{v.phase}": round((limit or 300) * 2)}, "if this phase is merely slow on this host")] \
         if v.phase in PHASE_TIMEOUTS else []
     return say, fixes
@@ -576,6 +631,29 @@ def _degraded(v: Verdict, cfg: ServiceConfig | None) -> dict[str, Any]:
     return {"cause": "degraded", "explanation": say, "fixes": fixes}
 
 
+#: what a start was doing when its log stopped, told by the last line: (pattern, what it means, how to tell a hang)
+LAST_WORK = (
+    (re.compile(r"\.(?:safetensors|bin|pt|gguf)[\w.]*: +\d+%\||Downloading|Fetching \d+ files"),
+     "it was downloading the weights from the hub", "if the byte count no longer grows, the download is stuck "
+     "(network, proxy, a full disk); `HF_HUB_OFFLINE=1` with a pre-downloaded model avoids it on every start"),
+    (re.compile(r"AUTOTUNE|torch\._inductor|torch\._dynamo|torch_compile|[Dd]ynamo"),
+     "it was in torch.compile (--enable-torch-compile): tracing and autotuning", "that takes minutes per batch size "
+     "the first time; TORCHINDUCTOR_CACHE_DIR kept across starts makes it seconds"),
+    (re.compile(r"DeepGEMM|deep_gemm|JIT|[Nn]inja|flashinfer\.jit|Compiling|nvcc"),
+     "it was compiling kernels at first use (JIT)", "a first start compiles for minutes (DeepGEMM 10-20 min for a "
+     "large MoE) and later starts read the cache; a hang shows no CPU in the compiler (`top`)"),
+    (re.compile(r"Capturing (?:batches|num tokens)|Capture (?:cuda|CUDA) graph"),
+     "it was capturing CUDA graphs", "capture takes seconds per batch size; several minutes with no new bar on any "
+     "rank is a hang (often a collective waiting for a rank that died: see the other ranks' lines)"),
+    (re.compile(r"Init torch distributed begin|Init nccl begin|NCCL INFO"),
+     "its ranks were setting up NCCL on this host", "a hang there is most often GPU peer-to-peer (an IOMMU, a "
+     "virtualised host: try NCCL_P2P_DISABLE=1) or a GPU another process holds (`nvidia-smi`)"),
+    (re.compile(r"Loading (?:\w+ )?checkpoint shards|Multi-thread loading"),
+     "it was reading the checkpoint shards", "a slow disk or network filesystem reads large models for minutes; a "
+     "bar that does not move for long is a stalled read"),
+)
+
+
 def _incomplete(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
     """Not a failure: the input ended while the start was still going."""
     say = [f"The log ends in phase {v.phase} with no verdict in sight: it shows no error, and no ready line yet."]
@@ -585,6 +663,8 @@ def _incomplete(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[li
             and re.search(r"Init torch distributed begin|c10d", v.last_line):
         say.append("It stops where the ranks wait for each other at dist_init_addr: if it stayed there, a node of this "
                    "multi-node start never joined (not started, another nnodes or dist_init_addr, a firewall).")
+    elif v.last_line and (work := next((w for w in LAST_WORK if w[0].search(v.last_line)), None)) is not None:
+        say.append(f"So {work[1]}: {work[2]}.")
     say.append("A saved log may be cut short; for a live unit, `svcdiag wait NAME` follows it to its verdict.")
     return say, []
 
@@ -637,6 +717,7 @@ _BY_CAUSE = {
     "access_denied": _access_denied,
     "cuda_error": _cuda_error,
     "rendezvous_failed": _rendezvous,
+    "kv_transfer_failed": _kv_transfer_failed,
     "disk_full": _disk_full,
     "bad_checkpoint": _bad_checkpoint,
     "broken_install": _broken_install,

@@ -60,7 +60,8 @@ CAUSES: tuple[tuple[str, re.Pattern[str]], ...] = (
         r"\[Errno 98\]|[Aa]ddress already in use|is not available in [\d.]+ seconds")),
     ("unsupported_model", re.compile(
         r"Transformers does not recognize this architecture|Model architectures? \[.*\] (?:are|is) not supported"
-        r"|Unrecognized configuration class|Unrecognized model in|model type `?[\w.-]+`? but Transformers does not"
+        r"|Unrecognized configuration class|Unrecognized model in|Unrecognized (?:image )?processor in"
+        r"|model type `?[\w.-]+`? but Transformers does not"
         r"|is not supported for now|failed to be inspected|did not match any variant of untagged enum (?:ModelWrapper|Py\w*Wrapper)"
         r"|Tokenizer class \w+ does not exist or is not currently imported"
         r"|Unknown quantization method")),  # the checkpoint's quant_method, which this release does not know
@@ -70,7 +71,8 @@ CAUSES: tuple[tuple[str, re.Pattern[str]], ...] = (
         r"|401 Client Error|You must have access to it and be authenticated|GatedRepoError"
         r"|does not appear to have a file named config\.json|No such file or directory: .*config\.json"
         r"|LocalEntryNotFoundError|couldn't find (?:it|them) in the cached files|outgoing traffic has been disabled"
-        r"|Can't load tokenizer for|Can't load the configuration of")),
+        r"|Can't load tokenizer for|Can't load the configuration of"
+        r"|Can't load (?:image processor|processor|feature extractor) for")),  # a VLM saved without its processor files
     # the hub itself out of reach: rate-limited (429), no route, a proxy; the repo id may well be right
     ("hub_unreachable", re.compile(
         r"429 Client Error|Too Many Requests for url|There was a specific connection error when trying to load"
@@ -90,6 +92,9 @@ CAUSES: tuple[tuple[str, re.Pattern[str]], ...] = (
         r"illegal memory access was encountered|device-side assert triggered|CUDA error: misaligned address"
         r"|unspecified launch failure|illegal instruction was encountered|cudaErrorIllegalAddress"
         r"|CUBLAS_STATUS_EXECUTION_FAILED|Memory access fault by GPU")),  # ROCm's illegal address, printed by HSA
+    # the PD KV transfer engine could not start: its RDMA NIC(s) missing, unusable or hidden by the sandbox
+    ("kv_transfer_failed", re.compile(
+        r"Mooncake Transfer Engine initialization failed")),
     ("rendezvous_failed", re.compile(
         r"DistStoreError|DistNetworkError|[Tt]he client socket has timed out|TCP client failed to connect"
         r"|Timed out initializing process group|clients joined|gloo/transport/tcp")),
@@ -107,14 +112,20 @@ CAUSES: tuple[tuple[str, re.Pattern[str]], ...] = (
         r"|module '[\w.]+' has no attribute|Torch not compiled with CUDA enabled"
         r"|Failed to find C compiler|Command '\['/usr/bin/(?:gcc|cc|g\+\+|c\+\+)'|Could not find nvcc"
         # a kernel compiled at first use (FlashInfer, DeepGEMM, torch extensions): ninja missing or its build failed
-        r"|No such file or directory: 'ninja'|Ninja build failed|Ninja is required|Error building extension")),
+        r"|No such file or directory: 'ninja'|Ninja build failed|Ninja is required|Error building extension"
+        # an optional backend the flags ask for and the venv lacks: `ImportError: Please install mooncake by …`
+        r"|ImportError: .*\b[Pp]lease (?:install|upgrade) ")),
     ("bad_arguments", re.compile(
         r"total_num_(?:kv_)?heads % tp_size|must be divisible by (?:tensor parallel|tp|the tp)"
         r"|tp_size must be divisible|is not divisible by tp|num_attention_heads.*divisible|invalid (?:int|float|choice) value"
         r"|: error: (?:unrecognized arguments|argument --|ambiguous option)"
         r"|context_length \(\d+\) is greater than the derived context_length"
         r"|does not match the quantization method specified in the `quantization` argument"
-        r"|`?trust_remote_code=True`? to (?:allow custom code|remove this error)|contains custom code which must be executed")),
+        r"|`?trust_remote_code=True`? to (?:allow custom code|remove this error)|contains custom code which must be executed"
+        r"|is not a built-in template name or a valid chat template file path"  # --chat-template
+        # LoRA adapters the flags ask for that this release cannot serve together: ranks or alphas that differ
+        # (≤ 0.4.3 asserts it), a rank above --max-lora-rank, modules outside --lora-target-modules
+        r"|hf_config\[\"r\"\] == self\.max_lora_dim|x\.scaling == self\.scaling|--max-lora-rank|--lora-target-modules")),
 )
 FINAL_EXC_RE = re.compile(
     r"^(?:[A-Za-z_][\w.]*\.)?\w*(?:Error|Exception|Exit|Interrupt|Fault|Failure|Iteration)(?::.*)?$"
@@ -147,6 +158,15 @@ ARGPARSE_RE = re.compile(r"^(?:[\w.-]+\.py|sglang(?: serve)?|launch_server|pytho
 SCHEDULER_DIED_RE = re.compile(r"scheduler died during initialization \(exit code: (-?\d+)\)")
 WAIT_STATUS_RE = re.compile(r"Child process unexpectedly failed with (?:an exit code |exitcode=)(\d+)")
 WATCHDOG_RE = re.compile(r"[Ww]atchdog timeout \(self\.watchdog_timeout=(\d+(?:\.\d+)?)")
+#: a log record that carries its exception's traceback on the lines after it (`logger.exception`, exc_info):
+#: a request that failed (SGLang's serving code, uvicorn, asyncio), the server goes on serving
+LOGGED_EXC_RE = re.compile(r"(?:ERROR: +)?(?:Error in request|Exception in (?:ASGI application|callback)"
+                           r"|(?:Task|Future) exception was never retrieved)")
+#: a PD server's warmup (--disaggregation-mode, 0.4.6+): a failed one leaves it up but unhealthy (/health 503)
+PD_WARMUP_FAILED = "Prefill disaggregation mode warm Up Failed"
+#: heads of those keys that any program's line may start with (`Error response from daemon`, `FutureWarning`):
+#: without SGLang's prefix such a line is SGLang's only when it says what the handler looks for
+COMMON_HEADS = frozenset(("Error ", "Except", "Task e", "Future", "Prefil"))
 #: sglang.utils.wait_for_server's note, printed once the server answered (docs notebooks)
 NOTEBOOK_READY = "NOTE: Typically, the server runs in a separate terminal"
 STARTUP_TIMINGS_RE = re.compile(r"(\w+)=(\{[^}]*\}|[\d.]+)")
@@ -314,6 +334,7 @@ class LineParser:
         self.sglang_lines = 0
         #: the release range the line shapes point to (docs/sglang.md): "0.3.6", "<= 0.5.9", ">= 0.5.23"
         self.version_hint: str | None = None
+        self._logged_at = -1  # sglang_lines at a record whose traceback follows it (LOGGED_EXC_RE)
         self._last_ts_text = ""
         self._last_ts: float | None = None
         self.last_ts: float | None = None  # the latest timestamp read off a line prefix
@@ -353,6 +374,11 @@ class LineParser:
             "Exit c": self._died,
             "Subpro": self._died,
             "Not en": self._fatal_line,
+            "Error ": self._logs_exception,
+            "Except": self._logs_exception,
+            "Task e": self._logs_exception,
+            "Future": self._logs_exception,
+            "Prefil": self._pd_warmup,
             "Hybrid": self._fatal_line,
         }
         for d in range(10):
@@ -403,8 +429,8 @@ class LineParser:
         alt = _trie([k.encode() for k in self._dispatch if k != "INFO: "]) + rb"|INFO: (?!\s*\d)" \
             + (rb"|\\" if escaped else b"")
         # the commonest quiet messages first, as far as tells them from every key: most lines of
-        # a serving log are one of these two, and each literal byte is one step of re's
-        common = [_unique_head(w, self._dispatch) for w in ("Decode batch. ", "Prefill batch. ")]
+        # a serving log are one of these (0.5.x writes `Prefill batch,`), and each literal byte is one step of re's
+        common = [_unique_head(w, self._dispatch) for w in ("Decode batch. ", "Prefill batch. ", "Prefill batch, ")]
         quiet = rb"(?:" + b"|".join(re.escape(w.encode()) for w in common) + rb"|(?!" + alt + rb"))"
         return rb"(?:" + prefix + quiet + rb"|INFO: +\d)"
 
@@ -522,8 +548,10 @@ class LineParser:
             if len(tb.lines) < MAX_TRACEBACK_LINES:
                 tb.lines.append(text)
             return NOTHING
-        if text.startswith(TRACEBACK_OPEN):
-            self._open_traceback(Traceback("", "", ts, role=SUSPECT))
+        if text.startswith(TRACEBACK_OPEN):  # the record just before logged it and went on, or a bare one: a suspect
+            logged = self._logged_at == self.sglang_lines
+            self._logged_at = -1  # one record, one traceback: a second one after it is a process's own
+            self._open_traceback(Traceback("", "", ts, role=None if logged else SUSPECT))
             return NOTHING
         if not text:
             return NOTHING
@@ -552,7 +580,8 @@ class LineParser:
         # No prefix at all: a custom SGLANG_LOGGING_CONFIG_PATH format, a journal entry whose
         # time comes from the journal, or a paste. The message grammar is the same.
         handler = self._dispatch.get(text[:6])
-        if handler is not None:
+        if handler is not None and (text[:6] not in COMMON_HEADS or LOGGED_EXC_RE.match(text) is not None
+                                    or text.startswith(PD_WARMUP_FAILED)):
             self.sglang_lines += 1
             result = handler(text, "", ts)
             if result is not None:
@@ -836,6 +865,8 @@ class LineParser:
 
     def _uvicorn_error(self, msg: str, ranks: str, ts: float | None) -> Event | None:
         body = msg[6:].strip()
+        if body.startswith("Exception in ASGI application"):  # a request's error, its traceback on the next lines
+            return self._logs_exception(body, ranks, ts)
         if body.startswith(TRACEBACK_OPEN):  # the lifespan's exception, before "Application startup failed"
             self._open_traceback(Traceback("", ranks, ts, role=SUSPECT))
             return None
@@ -882,6 +913,22 @@ class LineParser:
         name = signal_name(sig)
         return Failure(ts=ts, ranks=ranks, line=msg, cause="killed_by_signal", message=f"{msg} (SIG{name})",
                        evidence=(msg,), signal=name, role=SUSPECT)
+
+    def _logs_exception(self, msg: str, ranks: str, ts: float | None) -> Event | None:
+        """`Error in request: …`, `Exception in ASGI application`: a request failed and was answered with an
+        error; the traceback on the next lines is this record's, not a process dying."""
+        if msg.endswith(TRACEBACK_OPEN):  # any handler's message that holds its traceback: logged, carried on
+            self._open_traceback(Traceback(msg, ranks, ts, role=None))
+        elif LOGGED_EXC_RE.match(msg) is not None:
+            self._logged_at = self.sglang_lines
+        return None
+
+    def _pd_warmup(self, msg: str, ranks: str, ts: float | None) -> Event | None:
+        """`Prefill disaggregation mode warm Up Failed, status code: 400`: SGLang still says it is ready, but
+        marks itself unhealthy (/health answers 503, a router never registers it)."""
+        if not msg.startswith(PD_WARMUP_FAILED):
+            return None
+        return Failure(ts=ts, ranks=ranks, line=msg, cause="warmup_failed", message=msg, evidence=(msg,))
 
     def _fatal_line(self, msg: str, ranks: str, ts: float | None) -> Event | None:
         cause = classify(msg)
