@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import os
 import shutil
 import signal
 import subprocess
@@ -19,6 +20,10 @@ EXAMPLES = ROOT / "svcdiag" / "examples"
 for _sig, _handler in ((signal.SIGINT, signal.default_int_handler), (signal.SIGQUIT, signal.SIG_DFL)):
     if signal.getsignal(_sig) == signal.SIG_IGN:
         signal.signal(_sig, _handler)
+# pytest-xdist's workers run with COLUMNS=80 and LINES=24 set, which every terminal-size lookup
+# takes before the terminal's own: the screens the tests draw are sized by the tests themselves.
+for _var in ("COLUMNS", "LINES"):
+    os.environ.pop(_var, None)
 
 
 @pytest.fixture
