@@ -11,6 +11,7 @@ import pytest
 
 from svcdiag.config.service import UnitsDir
 from svcdiag.judge.diagnosis import diagnose
+from svcdiag.judge.pipeline import Judge
 from svcdiag.ops.replay import replay
 from svcdiag.sglang.flags import SIM_MODULE, sglang_args
 from svcdiag.sim.model import HYBRID_27B, compute
@@ -229,9 +230,18 @@ def test_diagnosis_of_the_non_memory_failures(fixture: str, needles: list[str], 
 
 
 def test_a_multi_node_start_stuck_at_the_rendezvous_says_so() -> None:
-    """torch's default store timeout (600 s) outlasts our starting deadline: timed_out, and why."""
+    """torch's default store timeout (1800 s) outlasts our starting deadline (300 s): the log of the
+    whole wait ends in the store's own timeout, which names the ranks that never came; cut before
+    it, the wait is timed_out in starting, and the diagnosis says they were waiting for each other."""
     text = (FIXTURES / "v052-node0-store-clients-missing.log").read_text().replace(
         ", dist_timeout=180", "").replace("07:13:09", "07:40:08").replace("181 seconds", "1801 seconds")
     v = replay(io.BytesIO(text.encode()), "x").verdict
+    assert (v.verdict, v.phase, v.cause) == ("failed", "starting", "rendezvous_failed")
+    assert "Only 8 of 16 ranks joined" in " ".join(diagnose(v)["explanation"])
+    j = Judge()
+    for line in text.splitlines()[:2]:  # server_args, `Init torch distributed begin`: then the wait
+        j.service_line(line)
+    j.tick(j.parser.last_ts + 400)  # the clock, 400 s after the last line: past the 300 s deadline
+    v = j.finish()
     assert v.verdict == "timed_out" and v.phase == "starting"
     assert "waiting for each other at dist_init_addr" in " ".join(diagnose(v)["explanation"])

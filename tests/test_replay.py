@@ -74,6 +74,13 @@ def test_deadline_is_judged_on_the_log_own_timestamps() -> None:
     j.readiness.timeouts["loading_weights"] = 60
     for line in lines:
         j.service_line(line)
+    v = j.finish()  # the weights did load, after the deadline: slow, then the log ends
+    assert (v.verdict, v.phase) == ("incomplete", "kv_cache")
+    j = Judge()
+    j.readiness.timeouts["loading_weights"] = 60
+    for line in lines[:-1]:  # no `Load weight end`: past the deadline, and it never came
+        j.service_line(line)
+    j.service_line(f"[{stamp(100)}] TP rank 1 could finish the model loading, but there are other ranks that didn't finish loading.")
     v = j.finish()
     assert (v.verdict, v.phase) == ("timed_out", "loading_weights")
     assert v.stalled_s == pytest.approx(98, abs=0.01) and "deadline 60 s" in v.message

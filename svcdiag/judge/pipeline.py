@@ -53,7 +53,7 @@ class Judge:
             # a traceback this line closed was printed before it: judged on its own time, first
             while events and events[0].ts is not None and events[0].ts < now:
                 out += r.feed(events.pop(0))
-            v = r.tick(now)  # a line that arrives after a deadline does not save the phase
+            v = r.tick(now, evidence=True)  # past a deadline: overrun, unless a later milestone ends the phase
             if v is not None:
                 return out if v in out else [*out, v]
         r.saw_line(text if "\r" not in text else next((s for s in reversed(text.split("\r")) if s.strip()), ""))
@@ -94,16 +94,17 @@ class Judge:
                 return out + ([v] if v is not None else [])
             return out + (self.tick(max(ts or nd, nd)) if nd is not None else [])
         if ev is None:
-            return out + (self.tick(ts) if ts is not None else [])
+            return out + (self.tick(ts, evidence=True) if ts is not None else [])
         return out + self.readiness.feed(ev)
 
-    def tick(self, now: float) -> list[Event]:
-        """The clock moved with no line: a traceback that reached its final line a moment ago is complete."""
+    def tick(self, now: float, *, evidence: bool = False) -> list[Event]:
+        """The clock moved with no line: a traceback that reached its final line a moment ago is complete
+        (`evidence`: `now` is a line's time, not the clock's: Readiness.tick)."""
         out: list[Event] = []
         if self._line_at is not None and now - self._line_at >= TAIL_WAIT:
             for ev in self.parser.flush():
                 out += self.readiness.feed(ev)
-        v = self.readiness.tick(now)
+        v = self.readiness.tick(now, evidence=evidence)
         return [*out, v] if v is not None and v not in out else out
 
     def connection_lost(self, message: str, ts: float) -> Verdict:

@@ -61,6 +61,18 @@ class Deadline:
         return now - self.since >= self.limit
 
 
+@dataclass(frozen=True, slots=True)
+class _Overrun:
+    """A phase's deadline passed at a line's time `at`: the timed_out that would have been then."""
+
+    phase: str
+    limit: float
+    at: float
+    stalled: float
+    last_line: str | None
+    message: str
+
+
 class Readiness:
     def __init__(self, timeouts: dict[str, float] | None = None, *, hybrid: bool | None = None,
                  start_ts: float | None = None, total_timeout: float | None = None,
@@ -88,6 +100,12 @@ class Readiness:
         self._suspect: Failure | None = None
         self._death: Failure | None = None
         self.degraded: list[dict[str, Any]] = []
+        #: a phase deadline passed on a line's time rather than the clock's: the timed_out it would have
+        #: been then, held until a milestone later in the same input ends the phase (then `overran`), a
+        #: failure says more, or the clock (a live tick, the end of input) concludes it as it was
+        self._overrun: _Overrun | None = None
+        #: phases that ended after their deadline, as the log shows: phase → its deadline (s)
+        self.overran: dict[str, float] = {}
         #: progress within each phase (tqdm's bars): shown, never a milestone, never a deadline's reprieve
         self.progress = ProgressTracker()
         if start_ts is not None:
@@ -116,9 +134,12 @@ class Readiness:
         if self.total_timeout is not None:
             self._total = Deadline(self.total_timeout, ts)
 
-    def tick(self, now: float) -> Verdict | None:
+    def tick(self, now: float, *, evidence: bool = False) -> Verdict | None:
         """Declare timed_out if `now` is past the current phase's deadline (or the total one);
-        conclude a pending failure whose grace has run out."""
+        conclude a pending failure whose grace has run out. With `evidence` (`now` is a line's or an
+        event's time, read from a log that may go on: a replay, a start's backlog), a phase deadline
+        passed only marks the phase overrun: the log may show it ending after all, as a slow first
+        start's kernel compile does; the clock (a live tick, the end of the input) times it out."""
         if self.verdict is not None:
             return None
         if self._death is not None and self._death.ts is not None and now - self._death.ts >= DEATH_GRACE:
@@ -129,16 +150,26 @@ class Readiness:
             return self.verdict
         if self._deadline is None:
             return None
+        if self._overrun is not None and not evidence:
+            self._time_out(self._overrun)
+            return self.verdict
         for deadline, what in ((self._deadline, f"phase {self.phase}"), (self._total, "the whole start")):
             if deadline is not None and deadline.expired(now):
                 stalled = now - self._deadline.since
-                limit = deadline.limit
                 last = f"; last line: {self.last_line!r}" if self.last_line else ""
-                self._conclude("timed_out", None,
-                               f"no progress in {what} for {stalled:.0f} s (deadline {limit:.0f} s){last}",
-                               now, stalled_s=stalled)
+                held = _Overrun(self.phase, deadline.limit, now, stalled, self.last_line,
+                                f"no progress in {what} for {stalled:.0f} s (deadline {deadline.limit:.0f} s){last}")
+                if evidence and deadline is self._deadline:
+                    self._overrun = self._overrun or held
+                    continue
+                self._time_out(self._overrun or held)
                 return self.verdict
         return None
+
+    def _time_out(self, o: _Overrun) -> None:
+        """timed_out as it was when the deadline passed: its time, its last line."""
+        self.last_line = o.last_line
+        self._conclude("timed_out", None, o.message, o.at, stalled_s=o.stalled)
 
     @property
     def phase_since(self) -> float | None:
@@ -165,7 +196,8 @@ class Readiness:
         if self._suspect is not None and self._suspect.ts is not None:
             ends.append(self._suspect.ts + SUSPECT_GRACE)
         if self._deadline is not None:
-            ends.append(self._deadline.at)
+            if self._overrun is None:  # overrun: only the clock or a milestone can end it, not a quiet line
+                ends.append(self._deadline.at)
             if self._total is not None:
                 ends.append(self._total.at)
         return min(ends)
@@ -184,7 +216,7 @@ class Readiness:
         if ts is not None:
             if self.started is None:
                 self._start(ts)
-            timed_out = self.tick(ts)
+            timed_out = self.tick(ts, evidence=True)
             if timed_out is not None:
                 return [timed_out]
             self.last_ts = max(ts, self.last_ts or ts)
@@ -216,6 +248,9 @@ class Readiness:
         if now is not None and self._deadline is not None:
             spent = round(now - self._deadline.since, 3)
             self.phase_seconds[prev] = spent
+        if self._overrun is not None:  # it did end: slow, not stuck
+            self.overran[prev] = self._overrun.limit
+            self._overrun = None
         self.phase = target
         if now is not None:
             self._deadline = Deadline(self.timeouts.get(target, 0.0) if target != "ready" else 0.0, now)
@@ -484,6 +519,11 @@ class Readiness:
             figures["exit_status"] = status
         if now is not None and self.started is not None:
             figures["startup_s"] = round(now - self.started, 3)
+        if verdict == "healthy" and self.overran:
+            figures["overran_deadlines_s"] = dict(self.overran)
+            message += "; " + "; ".join(
+                f"phase {p} took {seconds.get(p, 0):.0f} s, past its {limit:.0f} s deadline (a live wait calls that "
+                f"timed_out and a notify unit is stopped there: raise timeouts.{p})" for p, limit in self.overran.items())
         evidence = list(self.evidence)
         if verdict == "timed_out" and self.last_line:
             evidence.append(self.last_line)
@@ -495,6 +535,8 @@ class Readiness:
 
     def finish(self) -> Verdict:
         """End of input: timed out if the last timestamp is past a deadline, else incomplete."""
+        if self.verdict is None and self._overrun is not None and (self._suspect or self._death):
+            self._fail_pending(self.last_ts)  # it died after its deadline: the death says more than the deadline
         if self.verdict is None and self.last_ts is not None:
             self.tick(self.last_ts)
         if self.verdict is None and (self._suspect is not None or self._death is not None):
