@@ -449,3 +449,36 @@ def test_another_programs_error_lines_hold_no_sglang_start() -> None:
         judge("Error response from daemon: driver failed programming external connectivity\n"
               "Exception in thread \"main\" java.lang.RuntimeException\nFutureWarning: x is deprecated\n"
               "Task exception handler installed\n")
+
+
+def _shifted(lines: list[str], at: int, gap: int) -> list[str]:
+    """The smoke start with every stamp from line `at` on `gap` seconds later: one phase that long."""
+    from datetime import datetime, timedelta
+
+    out = []
+    for i, line in enumerate(lines):
+        m = re.match(r"\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)\]", line)
+        if m and i >= at:
+            t = datetime.fromisoformat(m.group(1)) + timedelta(seconds=gap)
+            out.append(f"[{t:%Y-%m-%d %H:%M:%S}]" + line[m.end():])
+        else:
+            out.append(line)
+    return out
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.integers(2, len(SMOKE) - 1), st.integers(1000, 5000))
+def test_a_phase_far_past_its_deadline_that_then_ends_is_slow_not_stuck(at: int, gap: int) -> None:
+    """Any one gap in a healthy start longer than every deadline (a first start's kernel compile, a
+    checkpoint on slow storage): the whole log still says healthy, naming the phase that overran;
+    the same log cut after the first line past the gap is timed_out, in the phase before the gap."""
+    lines = _shifted(SMOKE, at, gap)
+    first_late = next(i for i in range(at, len(lines)) if lines[i].startswith("[2026-"))
+    v = judge("\n".join(lines) + "\n")
+    assert v.verdict == "healthy", v.message
+    assert len(v.figures["overran_deadlines_s"]) == 1 and "past its" in v.message
+    (phase, limit), = v.figures["overran_deadlines_s"].items()
+    assert v.phase_seconds[phase] > limit
+    before = judge("\n".join(lines[:first_late]) + "\n")  # the last line before the gap: still going
+    cut = judge("\n".join(lines[:first_late] + ["[2026-05-24 23:59:59] a line, not a milestone"]) + "\n")
+    assert cut.verdict == "timed_out" and cut.phase == before.phase == phase
