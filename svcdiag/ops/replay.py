@@ -34,6 +34,7 @@ from svcdiag.systemd.journal_formats import (
 
 #: a plain log's start: SGLang's `server_args=ServerArgs(…)` line, or 0.5.23's `server_args={…}`
 SERVER_ARGS_MARK = "] server_args="
+SERVER_ARGS_BYTES = SERVER_ARGS_MARK.encode()
 TRACEBACK_BYTES = b"Traceback (most recent call last):"
 #: bytes per chunk of the plain fast path (tests inject a small one)
 CHUNK = 1 << 20
@@ -247,6 +248,17 @@ def _fast_lines(seg: _Segments, data: bytes, start: int, end: int, *, final: boo
     judge = seg.judge
     assert judge is not None
     # one byte, not b"\x1b[": a two-byte needle is searched ~20x slower than memchr's one
+    if (at := data.find(SERVER_ARGS_BYTES, start, end)) >= 0:
+        # a start's line goes to the reference alone, wherever its prefix (a CI's stamp before SGLang's
+        # is one the parser does not read, and the reference splits starts on it all the same)
+        ls = data.rfind(b"\n", start, at)
+        le = data.find(b"\n", at, end)
+        le = end if le < 0 else le
+        _fast_lines(seg, data, start, ls)
+        _reference_range(seg, data, ls + 1, le, final=final and le == end)
+        if le < end:
+            _fast_lines(seg, data, le, end, final=final)
+        return
     if not judge.parser.quiet_ok() or data.find(TRACEBACK_BYTES, start, end) >= 0 \
             or data.find(b"\r", start, end) >= 0 or data.find(b"\x1b", start, end) >= 0:
         _reference_range(seg, data, start + 1, end, final=final)  # colours: the reference strips them line by line
