@@ -69,9 +69,15 @@ _SKIP = {"ts", "ranks", "line"}
 PROGRESS_EVERY = 0.25
 
 
+#: an event type's figure names (dataclasses.fields per event: ~10 µs of a live follower's cold wakeup)
+_FIGURES: dict[type, tuple[str, ...]] = {}
+
+
 def figures_of(ev: Event) -> dict[str, Any]:
-    return {f.name: getattr(ev, f.name) for f in dataclasses.fields(ev)
-            if f.name not in _SKIP and getattr(ev, f.name) is not None}
+    names = _FIGURES.get(type(ev))
+    if names is None:
+        names = _FIGURES[type(ev)] = tuple(f.name for f in dataclasses.fields(ev) if f.name not in _SKIP)
+    return {name: value for name in names if (value := getattr(ev, name)) is not None}
 
 
 def verdict_record(v: Verdict, config: str | None = None) -> ReadinessEvent:
