@@ -53,6 +53,9 @@ def test_real_sglang_start(case: dict) -> None:
         said = [v.message, *v.evidence[:4]]
         assert any(case["evidence"] in s for s in said), said
     assert sorted(d["reason"] for d in v.degraded) == sorted(case.get("degraded", [])), v.degraded
+    if "other_starts" in case:  # a log of several starts: the note says what the others came to
+        res = replay(io.BytesIO(data), case["file"])
+        assert f"other starts: {case['other_starts']}" in res.describe(), res.describe()
 
 
 # ---------------------------------------------------------------- fatal and recovered lines in healthy logs
@@ -115,6 +118,19 @@ FATAL = [  # (lines, cause): what SGLang prints when a start dies, root line fir
     (["./serve.sh: line 7: 48211 Killed                  python3 -m sglang.launch_server --model-path Qwen/Qwen3-8B"],
      "host_oom"),
     (["段错误 (核心已转储)"], "killed_by_signal"),
+    (["[2026-05-23 09:42:40 TP0] Scheduler hit an exception: Traceback (most recent call last):",
+      '  File "/x/transformers/utils/hub.py", line 456, in cached_files', "    raise EnvironmentError(",
+      "OSError: /models/Qwen3-8B does not appear to have a file named tokenizer_config.json. Checkout "
+      "'https://huggingface.co//models/Qwen3-8B/tree/None' for available files."], "model_not_found"),
+    (["/sgl-workspace/nvshmem/src/modules/transport/ibrc/ibrc.cpp:420: non-zero status: 22 ibv_modify_qp failed",
+      "/sgl-workspace/nvshmem/src/host/init/init.cu:1007: non-zero status: 7 nvshmem setup connections failed",
+      "[2026-05-23 09:42:44] Rank 0 scheduler is dead. Please check if there are relevant logs.",
+      "[2026-05-23 09:42:44] Exit code: 255"], "nvshmem_failed"),
+    (["Traceback (most recent call last):", '  File "/usr/local/bin/torchrun", line 8, in <module>', "    main()",
+      "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: ",
+      "============================================================", "serve.py FAILED",
+      "Root Cause (first observed failure):", "[0]:", "  rank      : 0 (local_rank: 0)",
+      "  exitcode  : -11 (pid: 4187)", "  traceback : Signal 11 (SIGSEGV) received by PID 4187"], "killed_by_signal"),
     (["已杀死"], "host_oom"),
     (["Memory access fault by GPU node-2 (Agent handle: 0x56) on address 0x7fe. Reason: Page not present or "
       "supervisor privilege.",
@@ -279,16 +295,18 @@ def test_replay_command_on_each_fixture(cli, case: dict) -> None:
     assert r.exit_code == {"healthy": 0, "failed": 1, "timed_out": 3, "incomplete": 4}[case["verdict"]]
 
 
-@pytest.mark.parametrize("prefix", ["sglang-1  | ", "sglang_server | ", "2025-03-14T10:22:31.123456789Z ",
+PLAIN = [c for c in CASES if c["verdict"] != "no_start" and c.get("format", "plain") == "plain"]
+
+
+@pytest.mark.parametrize("prefix", ["sglang-1  | ", "\x1b[36msglang-1  |\x1b[0m ", "sglang_server | ", "2025-03-14T10:22:31.123456789Z ",
                                     "[2025-03-14T10:22:31.123Z] ", "(SGLangEngine pid=23901) ",
                                     "\x1b[36m(WorkerDict pid=616, ip=10.0.0.5)\x1b[0m ",
                                     "2025-03-14 10:22:31,531 - __main__ - INFO - ",
                                     "2025-03-14 10:22:31 | INFO | stdout | ", "[pod/sglang-0/server] ", "0: "],
-                         ids=["compose", "compose-underscore", "kubectl-timestamps", "jenkins-timestamper", "ray-actor",
+                         ids=["compose", "compose-coloured", "compose-underscore", "kubectl-timestamps", "jenkins-timestamper", "ray-actor",
                               "ray-actor-coloured", "logging-formatter", "fastchat-logger", "kubectl-prefix",
                               "srun-label"])
-@pytest.mark.parametrize("case", [c for c in CASES if c["verdict"] != "no_start"],
-                         ids=[c["file"].removesuffix(".log") for c in CASES if c["verdict"] != "no_start"])
+@pytest.mark.parametrize("case", PLAIN, ids=[c["file"].removesuffix(".log") for c in PLAIN])
 def test_container_runtime_prefixes_change_nothing(case: dict, prefix: str) -> None:
     """What `docker compose logs`, `kubectl logs --timestamps`, a CI's timestamper, Ray and a launcher's
     logger put before each line: the same start, the same verdict."""
@@ -383,6 +401,16 @@ HARMLESS = [  # what a healthy start may print between its milestones: warnings,
      "P2PHANDSHAKE, ip_or_host_name: , rpc_port: 0"],
     [STAMP + "Mooncake's tensor allocator requires mooncake >= 0.3.8.post1. Please upgrade Mooncake by 'pip install "
      "mooncake-transfer-engine --upgrade'. Fallback to use default allocator."],
+    # another process in the same terminal: a script polling /health before the server listens
+    ["Traceback (most recent call last):", '  File "/home/u/wait_and_bench.py", line 12, in <module>',
+     '    r = requests.get("http://localhost:30000/health")',
+     "requests.exceptions.ConnectionError: HTTPConnectionPool(host='localhost', port=30000): Max retries exceeded "
+     "with url: /health (Caused by NewConnectionError('<urllib3.connection.HTTPConnection object at 0x7f1c>: "
+     "Failed to establish a new connection: [Errno 111] Connection refused'))"],
+    ["Traceback (most recent call last):", '  File "/home/u/bench.py", line 40, in main', "    await session.post(u)",
+     "aiohttp.client_exceptions.ClientConnectorError: Cannot connect to host 127.0.0.1:30000 ssl:default "
+     "[Connect call failed ('127.0.0.1', 30000)]"],
+    ["192-168-183-165:132677:132677 [3] NVSHMEM INFO nvshmemi_common_init failed, continuing"],
 ]
 UP = next(i for i, ln in enumerate(SMOKE) if "Uvicorn running" in ln)
 
@@ -482,3 +510,86 @@ def test_a_phase_far_past_its_deadline_that_then_ends_is_slow_not_stuck(at: int,
     before = judge("\n".join(lines[:first_late]) + "\n")  # the last line before the gap: still going
     cut = judge("\n".join(lines[:first_late] + ["[2026-05-24 23:59:59] a line, not a milestone"]) + "\n")
     assert cut.verdict == "timed_out" and cut.phase == before.phase == phase
+
+
+# ---------------------------------------------------------------- the shapes operators paste
+
+PASTE_STAMP_RE = re.compile(r"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)")
+
+
+def _journal_shape(text: str, shape: str) -> str:
+    """A plain log as journalctl prints it in `shape`, each line on SGLang's own time (the last one stated)."""
+    from datetime import UTC, datetime
+
+    t = datetime(2025, 8, 12, 14, 30, tzinfo=UTC)
+    out = ["-- Logs begin at Mon 2025-08-11 09:00:01 UTC, end at Tue 2025-08-12 15:00:00 UTC. --"]
+    for ln in text.splitlines():
+        if (m := PASTE_STAMP_RE.match(ln)) is not None:
+            t = datetime.fromisoformat(m.group(1)).replace(tzinfo=UTC)
+        stamp = {"short": f"{t:%b %d %H:%M:%S}", "short-precise": f"{t:%b %d %H:%M:%S}.123456",
+                 "short-iso": f"{t:%Y-%m-%dT%H:%M:%S}+0000", "short-full": f"{t:%a %Y-%m-%d %H:%M:%S} UTC",
+                 "short-unix": f"{t.timestamp():.6f}"}.get(shape)
+        if shape == "json":
+            out.append(json.dumps({"__REALTIME_TIMESTAMP": str(int(t.timestamp() * 1e6)), "_PID": "48211",
+                                   "SYSLOG_IDENTIFIER": "python3", "MESSAGE": ln}))
+        else:
+            out.append(f"{stamp} gpu-node-07 python3[48211]: {ln}")
+    return "\r\n".join(out[1:] if shape == "json" else out) + "\r\n"
+
+
+#: a wrapper's prefix (Ray, a CI's stamp) under journalctl's is not read: its fixtures are left out here
+UNWRAPPED = [c for c in PLAIN if c["class"] != "wrapper-prefix"]
+
+
+@pytest.mark.parametrize("shape", ["short", "short-precise", "short-iso", "short-full", "short-unix", "json"])
+@pytest.mark.parametrize("case", UNWRAPPED, ids=[c["file"].removesuffix(".log") for c in UNWRAPPED])
+def test_journalctl_shapes_change_nothing(case: dict, shape: str) -> None:
+    """`journalctl -u X` in each of its short outputs (header, host, `python3[pid]:`, CRLF as a Windows
+    paste leaves it) and `-o json`: the same start, the same verdict."""
+    text = (FIXTURES / case["file"]).read_text(errors="replace")
+    plain, wrapped = judge(text), judge(_journal_shape(text, shape))
+    assert (wrapped.verdict, wrapped.cause, wrapped.figures.get("kv_tokens")) == \
+        (plain.verdict, plain.cause, plain.figures.get("kv_tokens"))
+
+
+ONE_START = [c for c in UNWRAPPED if c["verdict"] in ("healthy", "failed") and "other_starts" not in c]
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.sampled_from(ONE_START), st.sampled_from(ONE_START),
+       st.sampled_from(["", "sglang-1  | ", "\x1b[36msglang-1  |\x1b[0m ", "2025-03-14T10:22:31.123456789Z ", "short"]))
+def test_a_restarted_server_is_two_starts_the_last_judged(first: dict, last: dict, shape: str) -> None:
+    """A crash then a restart in one paste (a container's restart, a wrapper's loop, `journalctl -t`):
+    the last start is the verdict, the note says what the one before it came to."""
+    texts = [(FIXTURES / c["file"]).read_text(errors="replace") for c in (first, last)]
+    if not all(PASTE_STAMP_RE.match(t) and "] server_args=" in t.split("\n", 1)[0] for t in texts):
+        return  # a fragment, or a log whose start is not its first line: where one ends is not told
+    if shape == "short":
+        data = "".join(_journal_shape(t, "short").split("\r\n", 1)[1] for t in texts)
+    else:
+        data = "".join(shape + ln + "\n" for t in texts for ln in t.splitlines())
+    res = replay(io.BytesIO(data.encode()), "t.log")
+    alone = [judge(t) for t in texts]
+    assert len(res.starts) == 2, res.describe()
+    assert (res.verdict.verdict, res.verdict.cause) == (alone[1].verdict, alone[1].cause)
+    before = f"{alone[0].verdict} ({alone[0].cause})" if alone[0].cause else alone[0].verdict
+    assert f"other starts: 1 {before}" in res.describe()
+
+
+PEER_GONE = ["[2026-05-23 09:42:39 TP0] Scheduler hit an exception: Traceback (most recent call last):",
+             '  File "/x/torch/distributed/distributed_c10d.py", line 2501, in all_reduce',
+             "    work = group.allreduce([tensor], opts)",
+             "torch.distributed.DistBackendError: NCCL error in: /pytorch/torch/csrc/distributed/c10d/"
+             "ProcessGroupNCCL.cpp:3356, remote process exited or there was a network error, NCCL version 2.21.5",
+             "ncclRemoteError: A call failed possibly due to a network error or a remote process exiting prematurely."]
+ROOTS = [f for f in FATAL if f[0][0].endswith("Scheduler hit an exception: Traceback (most recent call last):")]
+
+
+@pytest.mark.parametrize("fatal", ROOTS, ids=[f"{c}-{i}" for i, (_, c) in enumerate(ROOTS)])
+def test_a_rank_whose_peer_went_away_waits_for_the_peers_own_error(fatal: tuple[list[str], str]) -> None:
+    """Rank 0's NCCL error that its peer exited comes first, the dead rank's own traceback a second later:
+    the verdict is the dead rank's cause; with nothing after it, the NCCL error stands."""
+    lines, cause = fatal
+    at = next(i for i, ln in enumerate(SMOKE) if "] KV Cache is allocated" in ln) + 1
+    assert judge("\n".join(SMOKE[:at] + PEER_GONE + lines) + "\n").cause == cause
+    assert judge("\n".join(SMOKE[:at] + PEER_GONE) + "\n").cause == "nccl_error"

@@ -294,3 +294,23 @@ def test_bundled_plain_examples_are_what_the_stand_in_prints() -> None:
 
     for name in SPECS:
         assert generate(name, UnitsDir(UNITS, "t")) == (EXAMPLES / f"{name}.log").read_text(), name
+
+
+def test_a_journal_paste_that_begins_at_started_is_one_start() -> None:
+    """`journalctl -u X --since …` often begins at systemd's `Started …` (its `Starting …` cut off):
+    the start begins there (it was an AssertionError)."""
+    lines = ["May 23 09:42:00 gpu-node-07 systemd[1]: Started sglang.service - SGLang."] + \
+        [f"May 23 09:42:{i:02d} gpu-node-07 python3[61848]: {ln}" for i, ln in enumerate(SMOKE[:50], 1)]
+    res = replay(io.BytesIO("\n".join(lines).encode()), "t.log")
+    assert res.format == "short" and len(res.starts) == 1
+
+
+def test_a_restart_loop_cut_while_loading_names_the_failures_before_it() -> None:
+    """The last start of a Restart= loop, pasted while it loads again, is judged (incomplete); the note
+    says the ones before it failed, and why, so the loop's cause is not hidden."""
+    zero = "\n".join(ZERO) + "\n"
+    cut = "\n".join(ZERO[:3]) + "\n"
+    res = replay(io.BytesIO((zero + zero + cut).encode()), "t.log")
+    assert res.verdict.verdict == "incomplete" and len(res.starts) == 3
+    note = res.describe()
+    assert "other starts: 2 failed (max_running_zero)" in note and "--invocation 2" in note, note

@@ -254,6 +254,10 @@ def _model_not_found(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tup
         return [f"SGLang found the model but not its multimodal processor for {what}: {v.message}",
                 "A fine-tuned VLM saved without preprocessor_config.json (and its chat_template/tokenizer files) "
                 "cannot take images: copy those files from the base model's repo next to the weights."], []
+    if (m := re.search(r"(\S+) does not appear to have a file named ([^.\s]+(?:\.\w+)?)", said)) is not None:
+        return [f"{m.group(1)} is there but has no {m.group(2)}: an incomplete copy or download of the model.",
+                f"Compare the folder with the model's repo (`ls {m.group(1)}`) and copy the missing files next to the "
+                "weights, or download it again."], []
     if "Can't load tokenizer" in said:
         return [f"SGLang found the model but no tokenizer files for {what}: {v.message}",
                 "Copy tokenizer.json/tokenizer_config.json next to the weights, or set tokenizer_path to where they "
@@ -288,6 +292,11 @@ def _hub_unreachable(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tup
 def _bad_arguments(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
     said = _said(v)
     name = cfg.name if cfg else "NAME"
+    if (m := re.search(r"attempting to bind on address \('([^']*)', (\d+)", v.message)) is not None:
+        return [f"Everything loaded, then uvicorn could not bind {m.group(1)}:{m.group(2)}: {v.message}",
+                "The address is --host's: one this host does not have (`ip -br addr`; a config copied from another "
+                "node), or IPv6's `::` where IPv6 is off. 0.0.0.0 listens on every address."], \
+            [_fix({"host": "0.0.0.0"}, "every address of this host (127.0.0.1: this host alone)")] if cfg else []
     if (m := re.search(r"unrecognized arguments: (.+)", v.message)) is not None:
         flags = m.group(1).split()
         flag = next((f for f in flags if f.startswith("--")), flags[0] if flags else "?")
@@ -468,6 +477,23 @@ def _kv_transfer_failed(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> 
                    f"(then `svcdiag install {name}`).")
         fixes.append(_fix({"devices": [*(cfg.devices if cfg else ()), "infiniband"]},
                           "the RDMA devices (/dev/infiniband) opened in the sandbox"))
+    return say, fixes
+
+
+def _nvshmem_failed(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
+    said = _said(v)
+    say = [f"DeepEP's NVSHMEM (expert parallel's all-to-all over RDMA, --moe-a2a-backend deepep) could not connect "
+           f"the ranks in phase {v.phase}: {v.message}"]
+    if "ibv_modify_qp" in said or "ep_connect" in said:
+        say.append("Its InfiniBand/RoCE queue pairs would not connect: on RoCE the GID index (NVSHMEM_IB_GID_INDEX), "
+                   "the NIC each GPU uses (NVSHMEM_HCA_PE_MAPPING, NVSHMEM_HCA_LIST), a port down (`ibstat`).")
+    else:
+        say.append("Usual causes: no RDMA NIC it can open (`ibv_devices`), nvidia_peermem or GDRCopy not loaded, "
+                   "the NIC each GPU uses (NVSHMEM_HCA_PE_MAPPING), or the sandbox hiding /dev/infiniband.")
+    fixes = [_fix({"env.NVSHMEM_DEBUG": "INFO"}, "NVSHMEM then says which transport and NIC failed")]
+    if cfg is not None and cfg.hardening == "strict" and "infiniband" not in cfg.devices:
+        say.append("svcdiag's strict units open only the GPU nodes unless `devices` lists \"infiniband\".")
+        fixes.append(_fix({"devices": [*cfg.devices, "infiniband"]}, "the RDMA devices (/dev/infiniband) in the sandbox"))
     return say, fixes
 
 
@@ -718,6 +744,7 @@ _BY_CAUSE = {
     "cuda_error": _cuda_error,
     "rendezvous_failed": _rendezvous,
     "kv_transfer_failed": _kv_transfer_failed,
+    "nvshmem_failed": _nvshmem_failed,
     "disk_full": _disk_full,
     "bad_checkpoint": _bad_checkpoint,
     "broken_install": _broken_install,

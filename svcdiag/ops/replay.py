@@ -88,7 +88,28 @@ class ReplayResult:
     def describe(self) -> str:
         """Which start of how many, in what format: the note replay prints first."""
         inv = f", invocation {self.chosen.invocation}" if self.chosen.invocation else ""
-        return f"{self.format} format, start {self.chosen.index} of {len(self.starts)}{inv}"
+        return f"{self.format} format, start {self.chosen.index} of {len(self.starts)}{inv}{self._others()}"
+
+    def _others(self) -> str:
+        """What the log's other starts came to, so a restart loop's failures are not hidden behind
+        its last start (cut while loading again): `; other starts: 2 failed (bad_checkpoint), …`."""
+        others = [s for s in self.starts if s is not self.chosen and s.verdict is not None]
+        if not others:
+            return ""
+        counts: dict[str, int] = {}
+        for s in others:
+            v = s.verdict
+            assert v is not None
+            key = f"{v.verdict} ({v.cause})" if v.cause else v.verdict
+            counts[key] = counts.get(key, 0) + 1
+        text = "; other starts: " + ", ".join(f"{n} {k}" for k, n in counts.items())
+        failed = [s for s in others if s.verdict is not None and s.verdict.verdict == "failed"]
+        if failed and self.verdict.verdict in ("incomplete", "timed_out"):
+            last = failed[-1]
+            assert last.verdict is not None
+            text += (f"; start {last.index} failed: {last.verdict.message[:160]}"
+                     f" (--invocation {last.index} to judge it)")
+        return text
 
     @property
     def verdict(self) -> Verdict:
@@ -106,6 +127,7 @@ class _Segments:
         self.judge: Judge | None = None
         self.has_lines = False
         self.ended = False  # systemd said this start's process exited or the unit stopped
+        self.args_seen = False
         self.recognized = False  # any line of SGLang's or systemd's, in any start
         self.current: str | None = None  # the invocation of the last record that named one
 
@@ -115,6 +137,7 @@ class _Segments:
         self.starts.append(start)
         self.judge = Judge(self.cfg, invocation=invocation)
         self.has_lines = False
+        self.args_seen = False  # a journal record of this start was SGLang's server_args line
         self.ended = False
         self.events: list[Event] = []
         self._keep_if_wanted(start)
@@ -176,14 +199,18 @@ def replay_path(path: str, stdin: BinaryIO, cfg: ServiceConfig | None = None,
             raise SvcdiagError(f"{path}: cannot read: {e.strerror}") from None
 
 
+def _starts_server(line: str) -> bool:
+    """Whether `line` is SGLang's first line of a start: its `server_args=ServerArgs(…)` or `={…}`."""
+    at = line.find(SERVER_ARGS_MARK, 19, 64)
+    return at > 0 and line.startswith(("ServerArgs(", "{"), at + len(SERVER_ARGS_MARK))
+
+
 def _plain_line(seg: _Segments, line: str, starts: bool = True) -> None:
     """One line of a plain log, as the reference walks it (`starts`: the chunk may hold a start)."""
-    if starts:
-        at = line.find(SERVER_ARGS_MARK, 19, 64)
-        if at > 0 and line.startswith(("ServerArgs(", "{"), at + len(SERVER_ARGS_MARK)):
-            if seg.has_lines:  # a second server_args: the server was started again
-                seg.new()
-            seg.has_lines = True
+    if starts and _starts_server(line):
+        if seg.has_lines:  # a second server_args: the server was started again
+            seg.new()
+        seg.has_lines = True
     out = seg.judge.line(line)  # type: ignore[union-attr]
     if out:
         seg.emit(out)
@@ -585,6 +612,14 @@ def _record(seg: _Segments, rec: Record, fmt: str) -> None:
     elif rec.invocation is None and rec.systemd and fmt == "short" and (
             rec.text.startswith("Starting ") or (rec.text.startswith("Started ") and _started_anew(seg))):
         seg.new()
+    elif rec.invocation is None and not rec.systemd and _starts_server(rec.text):
+        # a start no journal field or PID 1's line told: a container restarted (`docker logs`,
+        # compose's `restart: always`), `journalctl -t python3`, a wrapper script's loop
+        if seg.args_seen:
+            seg.new()
+        if seg.judge is None:
+            seg.new()
+        seg.args_seen = True
     if seg.judge is None:
         seg.new(rec.invocation)
     assert seg.judge is not None
@@ -603,7 +638,8 @@ def _record(seg: _Segments, rec: Record, fmt: str) -> None:
 def _started_anew(seg: _Segments) -> bool:
     """Whether systemd's "Started …" (with no "Starting …" before it) begins another start. A
     notify unit's comes after its own server said ready (READY=1): that is the same start."""
-    assert seg.judge is not None
+    if seg.judge is None:  # the log's first line (cut after "Starting …"): the start begins below
+        return False
     return seg.has_lines and (seg.ended or seg.judge.readiness.phase != "ready")
 
 

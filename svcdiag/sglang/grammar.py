@@ -69,7 +69,7 @@ CAUSES: tuple[tuple[str, re.Pattern[str]], ...] = (
         r"Incorrect path_or_model_id|HFValidationError|RepositoryNotFoundError|Repository Not Found"
         r"|is not a local folder and is not a valid model identifier|gated repo|Cannot access gated repo"
         r"|401 Client Error|You must have access to it and be authenticated|GatedRepoError"
-        r"|does not appear to have a file named config\.json|No such file or directory: .*config\.json"
+        r"|does not appear to have a file named |No such file or directory: .*config\.json"
         r"|LocalEntryNotFoundError|couldn't find (?:it|them) in the cached files|outgoing traffic has been disabled"
         r"|Can't load tokenizer for|Can't load the configuration of"
         r"|Can't load (?:image processor|processor|feature extractor) for")),  # a VLM saved without its processor files
@@ -95,6 +95,12 @@ CAUSES: tuple[tuple[str, re.Pattern[str]], ...] = (
     # the PD KV transfer engine could not start: its RDMA NIC(s) missing, unusable or hidden by the sandbox
     ("kv_transfer_failed", re.compile(
         r"Mooncake Transfer Engine initialization failed")),
+    # DeepEP's NVSHMEM (expert parallel's all-to-all over RDMA) could not connect its ranks: it prints
+    # `/…/nvshmem/src/…/ibrc.cpp:420: non-zero status: 22 ibv_modify_qp failed` and exits, SGLang's
+    # `Rank 0 scheduler is dead` and `Exit code: 255` are the consequence
+    ("nvshmem_failed", re.compile(
+        r"nvshmem/src/\S+: non-zero status: \d+|nvshmem initialization failed"
+        r"|NVSHMEM API called before NVSHMEM initialization")),
     ("rendezvous_failed", re.compile(
         r"DistStoreError|DistNetworkError|[Tt]he client socket has timed out|TCP client failed to connect"
         r"|Timed out initializing process group|clients joined|gloo/transport/tcp")),
@@ -147,6 +153,8 @@ SHELL_SIGNAL_RE = re.compile(r"^(?:\S+: line \d+: +\d+ )?(" + "|".join(map(re.es
                              r"(?: ?[(（](?:core dumped|核心已转储)[)）])?(?: {2,}\S.*)?$")
 #: what a native runtime prints just before it aborts the process: C++'s terminate, ROCm's HSA fault
 NATIVE_ABORTS = ("terminate called after throwing", "Memory access fault by GPU")
+#: NVSHMEM's error lines (DeepEP), unprefixed, each a source path: `/sgl-workspace/nvshmem/src/…: non-zero status: 7 …`
+NVSHMEM_MARK = "nvshmem/src/"
 ANSI_RE = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 BARE_FINAL_RE = re.compile(r"^(?:[\w.]+\.)?\w+(?:Error|Exception)$")  # `AssertionError` alone: the code line says why
 MAX_TRACEBACK_LINES = 400
@@ -156,6 +164,17 @@ ERRORISH_RE = re.compile(r"error|FAILED|not found|fatal|No such file", re.I)
 ARGPARSE_RE = re.compile(r"^(?:[\w.-]+\.py|sglang(?: serve)?|launch_server|python3? -m [\w.]+): error: (.+)$")
 #: 0.5.10+: the engine's exception when a scheduler process dies: a consequence, with the exit code
 SCHEDULER_DIED_RE = re.compile(r"scheduler died during initialization \(exit code: (-?\d+)\)")
+#: a client's failure to reach a server on this host (a script polling /health, a benchmark, in the same
+#: terminal): SGLang reaches its own port only in its warmup, whose errors it logs under a head of its own
+LOCAL_CLIENT_RE = re.compile(
+    r"^(?:requests\.exceptions\.ConnectionError|urllib3\.exceptions\.\w+|aiohttp\.client_exceptions\.\w+"
+    r"|httpx\.ConnectError|openai\.APIConnectionError|ConnectionRefusedError)\b"
+    r".*(?:host='(?:localhost|127\.0\.0\.1|0\.0\.0\.0)'|to host (?:localhost|127\.0\.0\.1|0\.0\.0\.0):)")
+#: NCCL's word that the other end went away (ncclRemoteError): on one node most often another rank that died,
+#: whose own error may come after this one's
+PEER_GONE_RE = re.compile(r"remote process exited or there was a network error|Connection closed by remote peer")
+#: torchrun's summary after a rank died (`ChildFailedError:` then its `Root Cause` block): which rank, and how
+ELASTIC_ROOT_RE = re.compile(r"^\s*(rank|exitcode)\s*: (-?\d+)")
 WAIT_STATUS_RE = re.compile(r"Child process unexpectedly failed with (?:an exit code |exitcode=)(\d+)")
 WATCHDOG_RE = re.compile(r"[Ww]atchdog timeout \(self\.watchdog_timeout=(\d+(?:\.\d+)?)")
 #: a log record that carries its exception's traceback on the lines after it (`logger.exception`, exc_info):
@@ -573,6 +592,9 @@ class LineParser:
         if ARGPARSE_RE.match(text) is not None:
             self.version_hint = ">= 0.5.10" if text.startswith("sglang serve") else "<= 0.5.9"
             return [Failure(ts=ts, line=text, cause="bad_arguments", message=text, evidence=(text,))]
+        if text[0] == "/" and NVSHMEM_MARK in text and classify(text) == "nvshmem_failed":
+            # a suspect: the first line names the step that failed; the rank's exit is the consequence
+            return [Failure(ts=ts, line=text, cause="nvshmem_failed", message=text, evidence=(text,), role=SUSPECT)]
         if text.startswith(NATIVE_ABORTS):
             cause = classify(text)  # a C++ abort's reason, or ROCm's runtime on a bad address (then SIGABRT)
             return [Failure(ts=ts, line=text, cause=cause, message=text, evidence=(text,), role=SUSPECT)] if cause \
@@ -669,6 +691,8 @@ class LineParser:
             return NOTHING
         finals = tb.finals or [ln for ln in tb.lines[-1:] if ln.strip()] or ["traceback (cut off)"]
         final = finals[-1]
+        if tb.role == SUSPECT and not tb.head and LOCAL_CLIENT_RE.match(final):
+            return NOTHING  # another process's: a client refused by this server, not yet listening
         said = tb.tail
         if len(said) > 4:  # a tool's output (ninja, a compiler): the lines that say what failed, not its commands
             said = [x for x in said if ERRORISH_RE.search(x)] or said
@@ -685,14 +709,32 @@ class LineParser:
             cause, sig = exit_cause(status)
             return [Failure(ts=tb.ts, line=final, cause=cause, message=final, evidence=(final,), signal=sig,
                             status=None if sig else status, role=DEATH)]
+        if final.rstrip().endswith("ChildFailedError:") and tb.cause is None:
+            return self._elastic_summary(tb, final)
         if final == "EOFError" and tb.cause is None:
             return [Failure(ts=tb.ts, line=final, cause="exception", message="a scheduler process ended (EOFError)",
                             evidence=(final,), role=DEATH)]
         message = f"{final} {tail}".strip() if tail else final
+        role = tb.role
+        if role == ROOT and cause == "nccl_error" and PEER_GONE_RE.search(message):
+            role = DEATH  # a consequence: it waits for the dead rank's own cause, and stands without one
         evidence = tuple(x for x in (tb.head, where, code if final.endswith(("AssertionError", "Error")) else None,
                                      *finals[:-1][-1:], final, *said[:4]) if x)
         return [Failure(ts=tb.ts, ranks=tb.ranks, line=final, cause=cause, message=message, evidence=evidence,
-                        role=tb.role)]
+                        role=role)]
+
+    @staticmethod
+    def _elastic_summary(tb: Traceback, final: str) -> list[Event]:
+        """torchrun's ChildFailedError: a consequence, its `Root Cause` block says which rank ended and how (a
+        negative exitcode is a signal); the rank's own traceback or NCCL's lines before it are the cause."""
+        found = dict(m.group(1, 2) for ln in tb.tail if (m := ELASTIC_ROOT_RE.match(ln)) is not None)
+        status = int(found["exitcode"]) if "exitcode" in found else None
+        cause, sig = exit_cause(status) if status is not None else ("exception", None)
+        rank = f"rank {found['rank']}" if "rank" in found else "a rank"
+        how = f"died of SIG{sig}" if sig else f"exited with status {status}" if status is not None else "failed"
+        evidence = tuple(x.strip() for x in tb.tail if ELASTIC_ROOT_RE.match(x) or "Signal " in x)
+        return [Failure(ts=tb.ts, line=final, cause=cause, message=f"{rank} {how} (torchrun's ChildFailedError)",
+                        evidence=(final, *evidence), signal=sig, status=None if sig else status, role=DEATH)]
 
     def _handler_exception(self, msg: str, ranks: str, ts: float | None) -> Event | None:
         """`Scheduler hit an exception: Traceback …` and its kin: SGLang's handler then kills the server."""
@@ -873,7 +915,11 @@ class LineParser:
         if body.startswith("Application startup failed"):
             return Failure(ts=ts, line=msg, cause="exception", message=body, evidence=(msg,), role=DEATH)
         cause = classify(msg)  # fatal here: the port taken, or not ours to bind (`[Errno 13] error while attempting to bind`)
-        if cause == "port_in_use" or (cause == "access_denied" and "attempting to bind" in body):
+        if "error while attempting to bind" in body:
+            # any other errno is the address's: `[Errno 99] … cannot assign requested address` (--host is no address
+            # of this host), `[Errno 97] … address family not supported` (`::` with IPv6 off)
+            cause = cause if cause in ("port_in_use", "access_denied") else "bad_arguments"
+        if cause == "port_in_use" or (cause in ("access_denied", "bad_arguments") and "attempting to bind" in body):
             return Failure(ts=ts, line=msg, cause=cause, message=body, evidence=(msg,))
         return None
 

@@ -17,9 +17,13 @@ from typing import BinaryIO
 from svcdiag.errors import SvcdiagError
 
 CHUNK = 1 << 20
+#: journalctl's short outputs: `short`/`short-precise` (`May 23 09:44:49[.123456]`), `short-iso`,
+#: `short-full` (`Tue 2025-08-12 14:30:55 UTC`, its zone name ignored) and `short-unix` (`1723473055.123456`)
 SHORT_RE = re.compile(
     r"^(?:(?P<mon>[A-Z][a-z]{2}) (?P<day>[ \d]\d) (?P<hms>\d\d:\d\d:\d\d(?:\.\d+)?)"
-    r"|(?P<iso>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[.,]\d+)?(?:[+-]\d\d:?\d\d)?))"
+    r"|(?P<iso>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[.,]\d+)?(?:[+-]\d\d:?\d\d)?)"
+    r"|[A-Z][a-z]{2} (?P<full>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?) [A-Za-z][\w+/-]*"
+    r"|(?P<unix>1\d{9}\.\d{6}))"
     r" (?P<host>\S+) (?P<ident>[^\s\[:]+)(?:\[(?P<pid>\d+)\])?: (?P<msg>.*)$", re.S)
 MONTHS = {m: i for i, m in enumerate(("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"), 1)}
 #: what a runtime or wrapper puts before each line SGLang printed: compose's `service-1  | `, an RFC 3339
@@ -32,6 +36,9 @@ CONTAINER_RE = re.compile(
     r"|\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:,\d{3} - [\w.<>-]+ - [A-Z]+ - | \| [A-Z]+ \| [\w.<>-]+ \| ))")
 #: Ray's note that it folded the same line of several workers into one
 RAY_REPEATED_RE = re.compile(r" \[repeated \d+x across cluster\]$")
+#: a colour code at a line's start or right after a runtime's prefix (`docker compose logs` on a
+#: terminal colours each service's `sglang-1  |`): taken out before the prefix is matched
+LEAD_COLOUR_RE = re.compile(r"^(?:\x1b\[[\d;]*m)+")
 UNIT_PREFIX_RE = re.compile(r"^([\w:.\\@-]+\.(?:service|scope)): (.*)$", re.S)
 
 
@@ -55,9 +62,19 @@ def detect(head: bytes) -> str:
     if first.startswith("-- ") or SHORT_RE.match(first):
         return "short"
     lines = [ln for ln in text.splitlines()[:40] if ln.strip()]
-    if lines and sum(1 for ln in lines if CONTAINER_RE.match(ln)) >= 0.5 * len(lines):
+    if lines and sum(1 for ln in lines if CONTAINER_RE.match(_uncoloured(ln))) >= 0.5 * len(lines):
         return "container"
     return "plain"
+
+
+def _uncoloured(line: str) -> str:
+    """`line` without the colour codes it opens with (and a reset right after a prefix's `|`)."""
+    line = LEAD_COLOUR_RE.sub("", line)
+    bar = line.find("|\x1b[")
+    if 0 < bar < 64:
+        end = line.find("m", bar)
+        line = line[:bar + 1] + line[end + 1:]
+    return line
 
 
 def records(fmt: str, head: bytes, stream: BinaryIO, name: str) -> Iterator[Record]:
@@ -79,6 +96,8 @@ def _container(head: bytes, stream: BinaryIO, name: str) -> Iterator[Record]:
     for line in _lines(head, stream):
         text = line
         for _ in range(3):  # wrappers nest: compose's service prefix before Ray's actor prefix, say
+            if text.startswith("\x1b"):
+                text = _uncoloured(text)
             m = CONTAINER_RE.match(text)
             if m is None:
                 break
@@ -123,6 +142,10 @@ def _short_ts(m: re.Match[str], year: int) -> float | None:
     try:
         if m.group("iso"):
             return datetime.fromisoformat(m.group("iso").replace(",", ".")).timestamp()
+        if m.group("full"):
+            return datetime.fromisoformat(m.group("full")).timestamp()
+        if m.group("unix"):
+            return float(m.group("unix"))
         hms = m.group("hms")
         base = datetime(year, MONTHS[m.group("mon")], int(m.group("day")))
         h, mi, s = hms.split(":")
@@ -142,7 +165,7 @@ def _short(head: bytes, stream: BinaryIO, name: str) -> Iterator[Record]:
             continue
         ts = _short_ts(m, year)
         msg = m.group("msg")
-        if m.group("ident") == "systemd" and m.group("pid") in ("1", None):
+        if m.group("ident") == "systemd":  # PID 1, or a user's manager (`systemctl --user`)
             um = UNIT_PREFIX_RE.match(msg)
             yield Record(um.group(2) if um else msg, ts, systemd=True, unit=um.group(1) if um else None)
         else:
