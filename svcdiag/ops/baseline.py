@@ -185,6 +185,26 @@ class CheckOutcome:
         return self.verdict is not None and self.verdict.verdict == "healthy" and not self.drift
 
 
+#: how long a start judged healthy may stay `activating` before its state is reported as it is
+SETTLE_S = 10.0
+
+
+def _settled(sd: Systemd, unit: str) -> Any:
+    """A notify unit judged healthy is `activating` until its supervisor's READY=1 reaches PID 1 (sent
+    after the supervisor's own HTTP check, which may end after ours): the state it settles in is the
+    one to report, not a moment of that race."""
+    import select
+
+    sd.watch(unit, lambda: None)
+    deadline = time.monotonic() + SETTLE_S
+    props = sd.props(unit)
+    while props.active_state == "activating" and (left := deadline - time.monotonic()) > 0:
+        select.select([sd.fileno()], [], [], min(left, 0.5))
+        sd.process()
+        props = sd.props(unit)
+    return props
+
+
 def check(sd: Systemd, cfg: ServiceConfig, units: UnitsDir, pub: Publisher, *, candidate: ServiceConfig | None,
           keep_running: bool, state: str | None, timeout: float | None) -> CheckOutcome:
     """Start the baseline afresh, judge it, snapshot it, compare with the last good run, and
@@ -208,6 +228,8 @@ def check(sd: Systemd, cfg: ServiceConfig, units: UnitsDir, pub: Publisher, *, c
             if not before.running and not keep_running:
                 sd.wait_job(sd.stop(cfg.unit), 90.0)  # the check must not leave it running
             after = sd.props(cfg.unit)
+            if verdict is not None and verdict.verdict == "healthy" and after.active_state == "activating":
+                after = _settled(sd, cfg.unit)
     if verdict is None:
         pub.note(f"interrupted: {cfg.unit} put back to {after.active_state}; no snapshot written")
         return CheckOutcome(None, {"name": cfg.name, "state_after": after.active_state})
