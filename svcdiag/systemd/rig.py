@@ -114,7 +114,8 @@ class Rig:
                 jobs = self.run(["systemctl", "list-jobs", "--no-legend"], timeout=10, check=False).stdout
                 raise SvcdiagError(f"the rig's systemd did not finish booting within {timeout:.0f} s; "
                                    f"jobs: {jobs.decode(errors='replace').strip()[:300]}") from None
-            if state.stdout.strip() or time.monotonic() > deadline:
+            # "offline": systemctl found no /run/systemd/system yet (sd_booted), PID 1 has only begun
+            if state.stdout.strip() not in (b"", b"offline") or time.monotonic() > deadline:
                 break
             time.sleep(0.05)
         if state.stdout.strip() not in (b"running", b"degraded"):
