@@ -497,19 +497,23 @@ class LineParser:
                     if ts_text != self._last_ts_text:
                         self._clock(ts_text)
                     self.sglang_lines += 1
-                    done = self._end_traceback() if self._tb is not None and self._tb.final else NOTHING
-                    msg = text[end + 2:]
-                    handler = self._dispatch.get(msg[:6])
-                    if handler is None:
-                        if msg.endswith(TRACEBACK_OPEN):  # a traceback logged by a handler that goes on
-                            self._open_traceback(Traceback(msg, text[cut + 1:end], ts or self._last_ts, role=None))
-                        return done
-                    result = handler(msg, text[cut + 1:end], self._last_ts if ts is None else ts)
-                    if result is None:
-                        return done
-                    out = result if isinstance(result, list) else [result]
-                    return done + out if done else out
+                    return self._message(text[end + 2:], text[cut + 1:end], self._last_ts if ts is None else ts)
         return self._unprefixed(text, ts)
+
+    def _message(self, msg: str, ranks: str, ts: float | None) -> list[Event]:
+        """What follows a prefix SGLang printed (its ranks, its time): a traceback a line closes, then
+        the message's handler."""
+        done = self._end_traceback() if self._tb is not None and self._tb.final else NOTHING
+        handler = self._dispatch.get(msg[:6])
+        if handler is None:
+            if msg.endswith(TRACEBACK_OPEN):  # a traceback logged by a handler that goes on
+                self._open_traceback(Traceback(msg, ranks, ts, role=None))
+            return done
+        result = handler(msg, ranks, ts)
+        if result is None:
+            return done
+        out = result if isinstance(result, list) else [result]
+        return done + out if done else out
 
     def _clock(self, ts_text: str) -> None:
         self._last_ts_text = ts_text
@@ -635,19 +639,7 @@ class LineParser:
                 ts += 86400.0 * (1 + int((self._last_ts - ts) // 86400))
             self._last_ts = self.last_ts = ts
         ranks = f"TP{gpu}" if gpu is not None else ranks or ""
-        ts = ts if ts is not None else self._last_ts
-        done = self._end_traceback() if self._tb is not None and self._tb.final else NOTHING
-        msg = text[m.end():]
-        handler = self._dispatch.get(msg[:6])
-        if handler is None:
-            if msg.endswith(TRACEBACK_OPEN):
-                self._open_traceback(Traceback(msg, ranks, ts, role=None))
-            return done
-        result = handler(msg, ranks, ts)
-        if result is None:
-            return done
-        out = result if isinstance(result, list) else [result]
-        return done + out if done else out
+        return self._message(text[m.end():], ranks, ts if ts is not None else self._last_ts)
 
     def _progress(self, text: str, ts: float | None) -> list[Event] | None:
         """A tqdm bar: of the updates `\\r` joins in one message, the last complete one (a cut-off
