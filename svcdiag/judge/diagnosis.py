@@ -629,11 +629,10 @@ def _timed_out(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[lis
            f"If that line still changes, the start is slow, not stuck: `svcdiag wait {name}` waits longer. If it "
            "does not, look inside: `py-spy dump --pid $(systemctl show -p MainPID --value "
            f"{cfg.unit if cfg else 'UNIT'})`."]
-    if v.phase == "starting" and (v.figures.get("nnodes") or 1) > 1 and v.last_line \
-            and re.search(r"Init torch distributed begin|c10d", v.last_line):
+    if _at_rendezvous(v):
         say.insert(1, "The ranks are waiting for each other at dist_init_addr: a node of this multi-node start has not "
                       "joined (not started, another nnodes or dist_init_addr, or a firewall between the nodes).")
-    elif v.last_line and (work := next((w for w in LAST_WORK if w[0].search(v.last_line)), None)) is not None:
+    elif (work := _last_work(v)) is not None:
         say.insert(2, f"So {work[1]}: {work[2]}.")
     fixes = [_fix({f"timeouts.{v.phase}": round((limit or 300) * 2)}, "if this phase is merely slow on this host")] \
         if v.phase in PHASE_TIMEOUTS else []
@@ -680,16 +679,26 @@ LAST_WORK = (
 )
 
 
+def _at_rendezvous(v: Verdict) -> bool:
+    """A multi-node start whose last line is its ranks meeting at dist_init_addr: waiting for a node."""
+    return v.phase == "starting" and (v.figures.get("nnodes") or 1) > 1 and v.last_line is not None \
+        and re.search(r"Init torch distributed begin|c10d", v.last_line) is not None
+
+
+def _last_work(v: Verdict) -> tuple[re.Pattern[str], str, str] | None:
+    """What the start was doing when its last line was printed (LAST_WORK), if that line says."""
+    return next((w for w in LAST_WORK if w[0].search(v.last_line)), None) if v.last_line else None
+
+
 def _incomplete(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
     """Not a failure: the input ended while the start was still going."""
     say = [f"The log ends in phase {v.phase} with no verdict in sight: it shows no error, and no ready line yet."]
     if v.last_line:
         say.append(f"Last line seen: {v.last_line!r}.")
-    if v.phase == "starting" and (v.figures.get("nnodes") or 1) > 1 and v.last_line \
-            and re.search(r"Init torch distributed begin|c10d", v.last_line):
+    if _at_rendezvous(v):
         say.append("It stops where the ranks wait for each other at dist_init_addr: if it stayed there, a node of this "
                    "multi-node start never joined (not started, another nnodes or dist_init_addr, a firewall).")
-    elif v.last_line and (work := next((w for w in LAST_WORK if w[0].search(v.last_line)), None)) is not None:
+    elif (work := _last_work(v)) is not None:
         say.append(f"So {work[1]}: {work[2]}.")
     say.append("A saved log may be cut short; for a live unit, `svcdiag wait NAME` follows it to its verdict.")
     return say, []
