@@ -615,9 +615,7 @@ def _record(seg: _Segments, rec: Record, fmt: str) -> None:
     elif rec.invocation is None and not rec.systemd and _starts_server(rec.text):
         # a start no journal field or PID 1's line told: a container restarted (`docker logs`,
         # compose's `restart: always`), `journalctl -t python3`, a wrapper script's loop
-        if seg.args_seen:
-            seg.new()
-        if seg.judge is None:
+        if seg.args_seen or seg.judge is None:
             seg.new()
         seg.args_seen = True
     if seg.judge is None:
