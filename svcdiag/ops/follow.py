@@ -24,6 +24,7 @@ from svcdiag.config.service import ServiceConfig
 from svcdiag.errors import SvcdiagError
 from svcdiag.judge.pipeline import TAIL_WAIT, Judge
 from svcdiag.judge.verdict import Verdict
+from svcdiag.ops.status_line import news, tells
 from svcdiag.sglang.events import Event
 from svcdiag.systemd.dbus import Systemd, UnitProps
 from svcdiag.systemd.journal import Follower
@@ -109,6 +110,7 @@ def follow(sd: Systemd, cfg: ServiceConfig | None, unit: str, props: UnitProps, 
     signalled = float("-inf")  # when a new STATUS= came that no line read since answers (a burst)
     arrived = arrived_ts = float("-inf")  # the last signal's arrival (monotonic, wall clock)
     announced = answered = float("-inf")  # the burst's signal (wall clock); the newest line that made an event (journal ts)
+    said: str | None = None  # that line's news, as the supervisor put it at the end of its STATUS= (status_line)
     status = props.status_text
 
     def changed() -> None:
@@ -127,7 +129,7 @@ def follow(sd: Systemd, cfg: ServiceConfig | None, unit: str, props: UnitProps, 
     heard = time.monotonic()  # this start's last record (journal mode's tick grows with the silence since)
 
     def drain() -> None:
-        nonlocal line_at, signalled, answered, heard
+        nonlocal line_at, signalled, answered, heard, said
         with batch():
             for rec in journal.read():
                 heard = time.monotonic()
@@ -136,12 +138,17 @@ def follow(sd: Systemd, cfg: ServiceConfig | None, unit: str, props: UnitProps, 
                 if on_record is not None:
                     on_record(rec)
                 out = judge.systemd_line(rec.text, rec.ts) if rec.systemd else judge.service_line(rec.text, rec.ts)
-                if out and not rec.systemd:  # the supervisor said STATUS= for such a line
-                    answered = max(answered, rec.ts if rec.ts is not None else time.time())
-                    if answered >= announced - ANSWER_SLACK:  # the one the watch waits for is here
-                        signalled = float("-inf")
                 for ev in out:
                     emit(ev)
+                if out and notify and not rec.systemd:  # the supervisor said STATUS= for such a line
+                    answered = max(answered, rec.ts if rec.ts is not None else time.time())
+                    said = news(out) or said
+                    if answered >= announced - ANSWER_SLACK and told(status):
+                        signalled = float("-inf")  # the one the watch waits for is here
+
+    def told(text: str) -> bool:
+        """Whether STATUS= `text` announces no line past those read (status_line.tells)."""
+        return judge.verdict is not None or tells(text, said)
 
     def done() -> bool:
         return judge.verdict is not None and until_verdict
@@ -167,8 +174,8 @@ def follow(sd: Systemd, cfg: ServiceConfig | None, unit: str, props: UnitProps, 
                 text = tracked.status_text  # the Service signal; the Unit one is read below
                 if text != status:
                     status = text
-                    if answered < arrived_ts - ANSWER_SLACK:  # news of a line not read yet: watch the journal
-                        signalled, announced = arrived, arrived_ts
+                    if answered < arrived_ts - ANSWER_SLACK or not told(text):
+                        signalled, announced = arrived, arrived_ts  # news of a line not read yet: watch the journal
                 if notify and journal.heads.watchable and journal.heads.changed():
                     drain()  # the line a STATUS= announced may be there already: out before the Unit signal is read
                     if done():

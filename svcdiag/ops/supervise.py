@@ -42,7 +42,7 @@ from svcdiag.config.service import ServiceConfig, UnitsDir
 from svcdiag.judge.pipeline import TAIL_WAIT, Judge
 from svcdiag.judge.verdict import PhaseChange, Verdict
 from svcdiag.ops.http_check import answers_ready, cross_check
-from svcdiag.output.report import describe
+from svcdiag.ops.status_line import news, status_text, verdict_status
 from svcdiag.sglang.events import Event
 from svcdiag.systemd.notify import Notifier, slice_s, watchdog_usec
 
@@ -90,31 +90,6 @@ def prepare_env(cfg: ServiceConfig, environ: Mapping[str, str]) -> dict[str, str
 
         env.update(credentials_environment(cfg, Path(environ["CREDENTIALS_DIRECTORY"])))
     return env
-
-
-def status_text(judge: Judge, news: str | None, now: float, phase_since: float | None) -> str:
-    """One line for `systemctl status`: the phase and its time so far, the figures known, the news."""
-    r = judge.readiness
-    since = phase_since if phase_since is not None else r.started
-    parts = [f"{r.phase.replace('_', ' ')} {now - since:.0f} s" if since is not None else r.phase]
-    f = r.figures
-    if f.get("kv_tokens"):
-        parts.append(f"KV {f['kv_tokens']:,} tokens")
-    if f.get("max_running_requests") is not None and r.phase in ("http", "ready"):
-        parts.append(f"max_running {f['max_running_requests']}")
-    if news:
-        parts.append(news)
-    return " · ".join(parts)
-
-
-def verdict_status(v: Verdict) -> str:
-    if v.verdict == "healthy":
-        f = v.figures
-        kv = f" · KV {f['kv_tokens']:,} tokens" if f.get("kv_tokens") else ""
-        mr = f" · max_running {f['max_running_requests']}" if f.get("max_running_requests") is not None else ""
-        return f"ready{kv}{mr} · HTTP agrees"
-    cause = f" [{v.cause}]" if v.cause else ""
-    return f"{v.verdict}{cause}: {v.message}"
 
 
 class Supervisor:
@@ -290,8 +265,7 @@ class Supervisor:
             elif isinstance(ev, PhaseChange):
                 self._phase_since = ev.ts if ev.ts is not None else now
                 self._extend(now, force=True)
-            elif (said := describe(ev)) is not None:
-                self._news = said
+        self._news = news(events) or self._news
         if verdict is not None:
             self._on_verdict(verdict, now)
         else:

@@ -76,12 +76,12 @@ class Notifier:
                 pass  # systemd went away: nothing to tell, and the server must keep running
 
     def ready(self, status: str | None = None) -> None:
-        self._notify("READY=1" + (f"\nSTATUS={_one_line(status)}" if status else ""))
+        self._notify("READY=1" + (f"\nSTATUS={one_line(status)}" if status else ""))
         if status:
-            self.last_status = _one_line(status)
+            self.last_status = one_line(status)
 
     def status(self, text: str) -> None:
-        line = _one_line(text)
+        line = one_line(text)
         if line != self.last_status:
             self.last_status = line
             self._notify(f"STATUS={line}")
@@ -97,7 +97,8 @@ class Notifier:
         self._notify("STOPPING=1")
 
 
-def _one_line(text: str) -> str:
+def one_line(text: str) -> str:
+    """`text` as one STATUS= line: whitespace collapsed, cut at STATUS_MAX."""
     text = " ".join(text.split())
     return text if len(text) <= STATUS_MAX else text[: STATUS_MAX - 1] + "…"
 

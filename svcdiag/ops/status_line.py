@@ -1,0 +1,65 @@
+"""The STATUS= line a notify unit's supervisor sends systemd, and which log line it announces.
+
+`systemctl status` shows it to the operator; `up` on a notify unit learns from its change that
+a line is on its way to the journal. Both sides judge the same lines with the same Judge, so a
+follower can tell from the news at the line's end whether it has read the line announced.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from svcdiag.judge.pipeline import Judge
+from svcdiag.judge.verdict import PhaseChange, Verdict
+from svcdiag.output.report import describe
+from svcdiag.sglang.events import Event
+from svcdiag.systemd.notify import one_line
+
+SEP = " · "
+
+
+def news(events: Iterable[Event]) -> str | None:
+    """What a line's events add to STATUS= (the last one worth a line; a new phase shows as the
+    line's first part instead), or None: the line leaves the news as it was."""
+    said = None
+    for ev in events:
+        if not isinstance(ev, (PhaseChange, Verdict)):
+            said = describe(ev) or said
+    return said
+
+
+def status_text(judge: Judge, news: str | None, now: float, phase_since: float | None) -> str:
+    """One line for `systemctl status`: the phase and its time so far, the figures known, the news."""
+    r = judge.readiness
+    since = phase_since if phase_since is not None else r.started
+    parts = [f"{r.phase.replace('_', ' ')} {now - since:.0f} s" if since is not None else r.phase]
+    f = r.figures
+    if f.get("kv_tokens"):
+        parts.append(f"KV {f['kv_tokens']:,} tokens")
+    if f.get("max_running_requests") is not None and r.phase in ("http", "ready"):
+        parts.append(f"max_running {f['max_running_requests']}")
+    if news:
+        parts.append(news)
+    return SEP.join(parts)
+
+
+def verdict_status(v: Verdict) -> str:
+    if v.verdict == "healthy":
+        f = v.figures
+        kv = f"{SEP}KV {f['kv_tokens']:,} tokens" if f.get("kv_tokens") else ""
+        mr = f"{SEP}max_running {f['max_running_requests']}" if f.get("max_running_requests") is not None else ""
+        return f"ready{kv}{mr}{SEP}HTTP agrees"
+    cause = f" [{v.cause}]" if v.cause else ""
+    return f"{v.verdict}{cause}: {v.message}"
+
+
+def tells(status: str, said: str | None) -> bool:
+    """Whether STATUS= `status` (as systemd holds it: one line, maybe cut) ends with the news
+    `said`, i.e. announces no line after the one that said it. With no news known, it may."""
+    if said is None:
+        return True
+    said = one_line(said)
+    if status.endswith(said):
+        return True
+    cut = status.endswith("…") and status[:-1].rsplit(SEP, 1)[-1]
+    return bool(cut) and said.startswith(cut)
