@@ -537,8 +537,9 @@ def _journal_shape(text: str, shape: str) -> str:
     return "\r\n".join(out[1:] if shape == "json" else out) + "\r\n"
 
 
-#: a wrapper's prefix (Ray, a CI's stamp) under journalctl's is not read: its fixtures are left out here
-UNWRAPPED = [c for c in PLAIN if c["class"] != "wrapper-prefix"]
+#: every plain fixture, a wrapper's (Ray, a CI's stamp, a logging formatter) too: a unit whose ExecStart
+#: runs SGLang under one logs the wrapper's prefix inside journalctl's
+UNWRAPPED = PLAIN
 
 
 @pytest.mark.parametrize("shape", ["short", "short-precise", "short-iso", "short-full", "short-unix", "json"])
@@ -593,3 +594,71 @@ def test_a_rank_whose_peer_went_away_waits_for_the_peers_own_error(fatal: tuple[
     at = next(i for i, ln in enumerate(SMOKE) if "] KV Cache is allocated" in ln) + 1
     assert judge("\n".join(SMOKE[:at] + PEER_GONE + lines) + "\n").cause == cause
     assert judge("\n".join(SMOKE[:at] + PEER_GONE) + "\n").cause == "nccl_error"
+
+
+# ---------------------------------------------------------------- sglang_router's workers in one log
+
+def _router_worker(d: int, port: int, fails: bool) -> list[list[tuple[str, str]]]:
+    """One worker of `sglang_router.launch_server --dp-size N` as (ranks, message) blocks, in order."""
+    r = f"DP{d} TP0"
+    head = [[("", f"server_args=ServerArgs(model_path='/m/llama-8b', tokenizer_path='/m/llama-8b', host='127.0.0.1', "
+                  f"port={port}, mem_fraction_static=0.88, tp_size=1, dp_size=1, base_gpu_id={d})")],
+            [(r, "Load weight begin. avail mem=78.58 GB")],
+            [(r, "Load weight end. type=LlamaForCausalLM, dtype=torch.bfloat16, avail mem=63.52 GB, mem usage=15.06 GB.")],
+            [(r, "KV Cache is allocated. #tokens: 451014, K size: 27.53 GB, V size: 27.53 GB")],
+            [(r, "Memory pool end. avail mem=7.62 GB")],
+            [(r, "Capture cuda graph begin. This can take up to several minutes. avail mem=7.09 GB")]]
+    if fails:
+        return [*head, [(r, "Scheduler hit an exception: Traceback (most recent call last):"),
+                        ("-", '  File "/x/cuda_graph_runner.py", line 269, in __init__'), ("-", "    self.capture()"),
+                        ("-", "RuntimeError: CUDA error: an illegal memory access was encountered"), ("-", "")],
+                [("", "Received sigquit from a child process. It usually means the child failed.")]]
+    return [*head, [(r, "Capture cuda graph end. Time elapsed: 18.20 s")],
+            [(r, "max_total_num_tokens=451014, max_prefill_tokens=16384, max_running_requests=4097, context_len=8192")],
+            [("", f"INFO:     Uvicorn running on http://127.0.0.1:{port} (Press CTRL+C to quit)")],
+            [("", "The server is fired up and ready to roll!")]]
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(2, 4), st.data())
+def test_a_routers_workers_are_one_start_ready_when_all_are(n: int, data: st.DataObject) -> None:
+    """`python -m sglang_router.launch_server --dp-size N`: N servers in one log, each with its server_args
+    and its ready line, interleaved as they print. One start; healthy only at the last worker's ready line,
+    failed if any worker fails before (the others' ready lines are not the service's)."""
+    failing = data.draw(st.sampled_from([None, *range(n)]))
+    blocks = [_router_worker(d, 31000 + 500 * d, d == failing) for d in range(n)]
+    order = data.draw(st.permutations([d for d in range(n) for _ in blocks[d]]))
+    lines = [f"[Router (Python)] 2025-03-07 10:00:00 - INFO - Launching DP server process {d} on port {31000 + 500 * d}"
+             " - launch_server.py:177" for d in range(n)]
+    readies = []
+    for i, d in enumerate(order):
+        for ranks, msg in blocks[d].pop(0):
+            lines.append(msg if ranks == "-" else f"[2025-03-07 10:{i // 60:02d}:{i % 60:02d}{' ' + ranks if ranks else ''}] {msg}")
+            if msg.startswith("The server is fired up"):
+                readies.append(len(lines))
+    res = replay(io.BytesIO(("\n".join(lines) + "\n").encode()), "t.log")
+    assert len(res.starts) == 1, res.describe()
+    if failing is None:
+        assert res.verdict.verdict == "healthy"
+        assert judge("\n".join(lines[:readies[-1] - 1]) + "\n").verdict != "healthy"  # n-1 of n workers up: not yet
+    else:
+        assert (res.verdict.verdict, res.verdict.cause) == ("failed", "cuda_error"), res.describe()
+
+
+@pytest.mark.parametrize(("file", "words"), [
+    ("v056-eagle3-draft-capture-oom.log", "capturing the draft model's CUDA graphs"),
+    ("v056-journal-ray-unit-eagle3-draft-capture-oom.log", "capturing the draft model's CUDA graphs"),
+    ("v0523-qwen3next-mamba-alloc-oom-gpu-shared.log", "Process 9121, not this server"),
+    ("v043-router-timeout-while-workers-compile.log", "--router-worker-startup-timeout-secs"),
+    ("v056-eagle3-no-draft-path-target-as-draft.log", "none given: SGLang loaded the target itself"),
+    ("v0523-swa-pool-below-one-window.log", "--swa-full-tokens-ratio"),
+    ("v049-torch-compile-inductor-lowering-failed.log", "without --enable-torch-compile"),
+    ("v049-triton-fp8e4nv-not-on-this-arch.log", "kv_cache_dtype auto"),
+])
+def test_the_diagnosis_names_what_to_change(file: str, words: str) -> None:
+    """Where an OOM or a refusal happened decides the knob: the draft's capture, a GPU another process
+    holds, the router's worker timeout, the draft path, the SWA ratio, torch.compile, the fp8 KV dtype."""
+    from svcdiag.judge.diagnosis import diagnose
+
+    d = diagnose(judge((FIXTURES / file).read_bytes()))
+    assert d is not None and any(words in line for line in d["explanation"]), d

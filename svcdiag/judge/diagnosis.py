@@ -16,6 +16,7 @@ from typing import Any
 
 from svcdiag.config.service import PHASE_TIMEOUTS, ServiceConfig
 from svcdiag.judge.verdict import Verdict
+from svcdiag.sglang.grammar import FLAG_CHECK_FRAME_RE
 from svcdiag.sglang.memory import GB, MAX_MEM_FRACTION, Memory
 
 
@@ -130,6 +131,11 @@ def _max_running_zero(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tu
 
 def _not_enough_memory(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
     f = v.figures
+    if (w := re.search(r"SWA pool \((\d+) tokens\).*?sliding_window_size \((\d+)\)", v.message)) is not None:
+        return [f"The sliding-window layers' KV pool holds {_n(int(w.group(1)))} tokens, not even one window of "
+                f"{_n(int(w.group(2)))} (plus a page): no request could ever be admitted, so SGLang refuses to start.",
+                "The SWA pool is --swa-full-tokens-ratio of the full-attention pool: raise it (the default 0.8), or "
+                "give the KV caches more memory (mem_fraction_static)."], []
     m = memory(v, cfg)
     say = [v.message]
     fixes = []
@@ -169,8 +175,42 @@ def _cuda_oom(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list
                f"{cfg.tp_size if cfg else '?'} GPU(s)" + (f" with {_gb(f['avail_before_load_gb'])} free each" if
                                                           f.get("avail_before_load_gb") else "") + "."]
         return say, [_fix({"tp_size": (cfg.tp_size if cfg else 1) * 2}, "splits the weights over twice as many GPUs")]
+    if v.phase == "scheduler" and "draft_avail_before_load_gb" in f:
+        return _draft_oom(v, cfg, mfs)
+    if v.phase == "kv_cache":
+        say = ["CUDA ran out of memory while allocating the KV cache" + (" and the Mamba state" if "mamba_slots" in f
+                                                                         else "")
+               + ": SGLang sized it from mem_fraction_static" + (f"={mfs}" if mfs else "")
+               + " of the memory it measured before loading, and that much was no longer free (another process on "
+               "the GPU, or a fraction that leaves nothing for the allocator's own overhead)."]
+        if (other := re.search(r"Process (\d+) has ([\d.]+ GiB) memory in use", v.message)) is not None:
+            say.append(f"Process {other.group(1)}, not this server, holds {other.group(2)} of that GPU (`nvidia-smi`).")
+        return say, [_fix({"mem_fraction_static": round(mfs - 0.05, 2)}, "a smaller KV cache")] if mfs else []
     say = [f"CUDA ran out of memory in phase {v.phase}."]
     return say, [_fix({"mem_fraction_static": round(mfs - 0.05, 2)}, "more headroom outside the caches")] if mfs else []
+
+
+def _draft_oom(v: Verdict, cfg: ServiceConfig | None, mfs: float | None) -> tuple[list[str], list[dict[str, Any]]]:
+    """Speculative decoding's draft model is set up after the target's KV cache and CUDA graphs, in what
+    they left: an OOM there is the draft's (its weights, KV pool or graphs), not the target's."""
+    f = v.figures
+    capture = any(e.startswith("File ") and ("graphs.py" in e or "cuda_graph" in e) for e in v.evidence)
+    what = "capturing the draft model's CUDA graphs" if capture else "setting up the speculative draft model"
+    say = [f"CUDA ran out of memory while {what}, after the target model's KV cache and CUDA graphs: the draft "
+           "(its weights, its KV pool, its graphs) gets only what they left"
+           + (f", {_gb(f['draft_avail_before_load_gb'])} when it began loading." if f.get("draft_avail_before_load_gb")
+              is not None else ".")]
+    fixes = []
+    bs = cfg.cuda_graph_max_bs if cfg else None
+    if capture and bs and bs > 1:
+        fixes.append(_fix({"cuda_graph_max_bs": max(1, bs // 2)}, "fewer, smaller graphs for target and draft"))
+    if mfs:
+        fixes.append(_fix({"mem_fraction_static": round(mfs - 0.05, 2)}, "moves 5 % of the GPU from the target's KV "
+                          "cache to the reserve the draft is set up in"))
+    if not fixes:
+        say.append("Lower mem_fraction_static (the target's KV cache) or cuda_graph_max_bs, or fewer "
+                   "speculative_num_draft_tokens / speculative_eagle_topk (smaller draft graphs).")
+    return say, fixes
 
 
 def _killed(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
@@ -341,7 +381,15 @@ def _bad_arguments(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple
                 "or adapts modules outside --lora-target-modules.",
                 "Read each adapter's adapter_config.json (r, lora_alpha, target_modules); serve adapters that agree, "
                 "or raise --max-lora-rank / list the modules (a newer SGLang pads smaller ranks)."], []
-    if any("/server_args.py" in e for e in v.evidence):
+    if re.search(r"object has no attribute '(?:set_embed|set_embed_and_head|hot_token_id)'", said):
+        draft = v.figures.get("draft_model_path")
+        return [f"The speculative draft model ({draft if draft else 'none given: SGLang loaded the target itself'}"
+                f"{', class ' + str(v.figures['draft_model_type']) if v.figures.get('draft_model_type') else ''}) "
+                "is not an EAGLE draft: it lacks the draft's methods ({}).".format(v.message.split(": ", 1)[-1]),
+                "Set speculative_draft_model_path to a draft trained for this target (an EAGLE3 draft's class is "
+                "…ForCausalLMEagle3); only a model with its own MTP layers (DeepSeek, Qwen3-Next) runs "
+                "EAGLE/NEXTN without one."], []
+    if any(FLAG_CHECK_FRAME_RE.search(e) for e in v.evidence):
         return [f"SGLang's own check of its flags refused this combination: {v.message}",
                 f"Change the flags it names; `svcdiag render {name}` shows the ExecStart line as systemd runs it."], []
     if re.search(r"heads % tp_size|divisible", said):
@@ -390,9 +438,36 @@ def _unsupported_hardware(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -
                 "(MI300) run on gfx908 (MI100), or CUDA kernels without this sm_. Use the image or wheels built for "
                 "this GPU (`rocminfo | grep gfx`, `nvidia-smi --query-gpu=compute_cap --format=csv`), or rebuild the "
                 "kernels for it (PYTORCH_ROCM_ARCH / TORCH_CUDA_ARCH_LIST)."], []
+    if re.search(r"fp8e4nv not supported in this architecture", _said(v)):
+        return ["A Triton kernel was asked for fp8 e4m3 (fp8e4nv), which GPUs before sm89 (Ada, Hopper) do not have: "
+                "most often kv_cache_dtype fp8_e4m3 (or an fp8 checkpoint) with the triton attention backend on an "
+                "A100 or older.",
+                "Use kv_cache_dtype auto (or fp8_e5m2, which Triton has there), another attention backend, or a "
+                "sm89+ GPU."], []
     return [f"This GPU cannot run what the config asks for: {v.message}",
             "Choose a quantization, attention backend or kernel this GPU's compute capability supports "
             "(`nvidia-smi --query-gpu=compute_cap --format=csv`), or run on a newer GPU."], []
+
+
+def _torch_compile_failed(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
+    when = " while capturing CUDA graphs" if v.phase == "cuda_graph" else ""
+    return [f"torch.compile (--enable-torch-compile) could not compile the model{when}: {v.message}",
+            "Start without --enable-torch-compile (SGLang serves the same model uncompiled, a little slower at small "
+            "batches), or lower --torch-compile-max-bs; an inductor error is a torch/SGLang version mismatch or bug, "
+            "so the torch release SGLang pins is the other way out."], []
+
+
+def _router_failed(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
+    """sglang_router.launch_server gave up on its workers and killed them all: the service is down."""
+    if (m := re.search(r"Timeout (\d+)s waiting for workers", v.message)) is not None:
+        return [f"sglang_router waited {m.group(1)} s for its workers' /health and gave up, killing them all; the "
+                f"workers had not failed, they were still starting (phase {v.phase}).",
+                "Raise --router-worker-startup-timeout-secs above the workers' start-up time (torch.compile, a first "
+                "kernel JIT and a large checkpoint take minutes), or start them faster. If the workers did print "
+                "ready, the router could not reach them: an http_proxy in its environment without no_proxy for their "
+                "addresses."], []
+    return [f"sglang_router could not start, and killed its workers: {v.message}",
+            "Its words name the router argument to change (the --router-* flags)."], []
 
 
 def _unsupported_model(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
@@ -402,6 +477,13 @@ def _unsupported_model(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> t
                 "a newer release.",
                 "Upgrade them in the unit's interpreter (`pip install -U tokenizers transformers`), within what the "
                 "SGLang release pins."], []
+    if (m := re.search(r"object has no attribute '(capture_aux_hidden_states|set_eagle3_layers_to_capture"
+                       r"|get_embed_and_head)'", said)) is not None:
+        kind = v.figures.get("model_type") or "the target model"
+        return [f"This SGLang release's {kind} cannot be the target of this speculative algorithm: it lacks "
+                f"{m.group(1)}, which the draft needs from its target.",
+                "Upgrade SGLang to a release whose model class supports it (EAGLE3 needs the target to capture "
+                "auxiliary hidden states), or serve without speculative decoding / with another algorithm."], []
     if (m := re.search(r"Unknown quantization method: ([\w-]+)", said)) is not None:
         return [f"The checkpoint's quantization method {m.group(1)!r} (quantization_config in config.json) is not one "
                 "this SGLang release implements.",
@@ -737,6 +819,8 @@ _BY_CAUSE = {
     "max_running_zero": _max_running_zero,
     "not_enough_memory": _not_enough_memory,
     "cuda_oom": _cuda_oom,
+    "torch_compile_failed": _torch_compile_failed,
+    "router_failed": _router_failed,
     "killed_by_signal": _killed,
     "exited": _exited,
     "port_in_use": _port_in_use,

@@ -35,6 +35,8 @@ from svcdiag.systemd.journal_formats import (
 #: a plain log's start: SGLang's `server_args=ServerArgs(…)` line, or 0.5.23's `server_args={…}`
 SERVER_ARGS_MARK = "] server_args="
 SERVER_ARGS_BYTES = SERVER_ARGS_MARK.encode()
+#: sglang_router.launch_server's first line, before its workers' server_args: a start too
+ROUTER_LAUNCH_MARK = " - Launching DP server process 0 on port "
 TRACEBACK_BYTES = b"Traceback (most recent call last):"
 #: bytes per chunk of the plain fast path (tests inject a small one)
 CHUNK = 1 << 20
@@ -202,14 +204,16 @@ def replay_path(path: str, stdin: BinaryIO, cfg: ServiceConfig | None = None,
 def _starts_server(line: str) -> bool:
     """Whether `line` is SGLang's first line of a start: its `server_args=ServerArgs(…)` or `={…}`."""
     at = line.find(SERVER_ARGS_MARK, 19, 64)
-    return at > 0 and line.startswith(("ServerArgs(", "{"), at + len(SERVER_ARGS_MARK))
+    if at > 0:
+        return line.startswith(("ServerArgs(", "{"), at + len(SERVER_ARGS_MARK))
+    return line.startswith("[Router (") and ROUTER_LAUNCH_MARK in line
 
 
 def _plain_line(seg: _Segments, line: str, starts: bool = True) -> None:
     """One line of a plain log, as the reference walks it (`starts`: the chunk may hold a start)."""
     if starts and _starts_server(line):
-        if seg.has_lines:  # a second server_args: the server was started again
-            seg.new()
+        if seg.has_lines and not seg.judge.parser.awaits_worker_args():  # type: ignore[union-attr]
+            seg.new()  # a second server_args: the server was started again (not a router's next worker)
         seg.has_lines = True
     out = seg.judge.line(line)  # type: ignore[union-attr]
     if out:
@@ -222,7 +226,7 @@ def _reference_range(seg: _Segments, data: bytes, a: int, b: int, *, final: bool
     if "\r" in text:
         text = text.replace("\r\n", "\n")
         text = text.rstrip("\r") if final else text[:-1] if text.endswith("\r") else text
-    starts = SERVER_ARGS_MARK in text
+    starts = SERVER_ARGS_MARK in text or ROUTER_LAUNCH_MARK in text
     for line in text.split("\n"):
         _plain_line(seg, line, starts)
 
@@ -579,7 +583,7 @@ def replay(stream: BinaryIO, name: str, cfg: ServiceConfig | None = None,
     elif fmt == "plain":
         seg.new()
         for text, lines in plain_chunks(head, stream):
-            starts = SERVER_ARGS_MARK in text  # asked once per chunk, at C speed
+            starts = SERVER_ARGS_MARK in text or ROUTER_LAUNCH_MARK in text  # asked once per chunk, at C speed
             for line in lines:
                 _plain_line(seg, line, starts)
     elif fast and fmt in ("json", "export"):
@@ -615,7 +619,7 @@ def _record(seg: _Segments, rec: Record, fmt: str) -> None:
     elif rec.invocation is None and not rec.systemd and _starts_server(rec.text):
         # a start no journal field or PID 1's line told: a container restarted (`docker logs`,
         # compose's `restart: always`), `journalctl -t python3`, a wrapper script's loop
-        if seg.args_seen or seg.judge is None:
+        if seg.judge is None or (seg.args_seen and not seg.judge.parser.awaits_worker_args()):
             seg.new()
         seg.args_seen = True
     if seg.judge is None:

@@ -52,7 +52,8 @@ CAUSES: tuple[tuple[str, re.Pattern[str]], ...] = (
         r"state cache is too small to serve any requests|Not enough GPU memory for hybrid \(mamba")),
     ("not_enough_memory", re.compile(
         r"Not enough memory\. Please try to increase --mem-fraction-static"
-        r"|leave no GPU memory for the KV cache|Memory pool size is too small")),
+        r"|leave no GPU memory for the KV cache|Memory pool size is too small"
+        r"|SWA pool \(\d+ tokens\) cannot hold even one request")),  # 0.5.23: a sliding-window pool under its window
     ("cuda_oom", re.compile(r"CUDA out of memory|HIP out of memory|OutOfMemoryError|(?:CUDA|HIP) error: out of memory"
                             r"|hipErrorOutOfMemory")),
     ("host_oom", re.compile(r"\[Errno 12\] Cannot allocate memory|Out of memory: Killed process|oom-kill")),
@@ -64,7 +65,9 @@ CAUSES: tuple[tuple[str, re.Pattern[str]], ...] = (
         r"|model type `?[\w.-]+`? but Transformers does not"
         r"|is not supported for now|failed to be inspected|did not match any variant of untagged enum (?:ModelWrapper|Py\w*Wrapper)"
         r"|Tokenizer class \w+ does not exist or is not currently imported"
-        r"|Unknown quantization method")),  # the checkpoint's quant_method, which this release does not know
+        r"|Unknown quantization method"  # the checkpoint's quant_method, which this release does not know
+        # speculative decoding's target hooks, missing from this release's class for the target model
+        r"|object has no attribute '(?:capture_aux_hidden_states|set_eagle3_layers_to_capture|get_embed_and_head)'")),
     ("model_not_found", re.compile(
         r"Incorrect path_or_model_id|HFValidationError|RepositoryNotFoundError|Repository Not Found"
         r"|is not a local folder and is not a valid model identifier|gated repo|Cannot access gated repo"
@@ -78,10 +81,13 @@ CAUSES: tuple[tuple[str, re.Pattern[str]], ...] = (
         r"429 Client Error|Too Many Requests for url|There was a specific connection error when trying to load"
         r"|host='(?:huggingface\.co|hf-mirror\.com|cdn-lfs[\w.-]*|[\w.-]*\.hf\.co)', port=\d+\): Max retries exceeded")),
     ("unsupported_hardware", re.compile(
-        r"not supported for the current GPU|Minimum capability: \d+|[Cc]ompute capability|requires (?:sm_?|SM)\d+"
+        r"not supported for the current GPU|Minimum capability: \d+|[Cc]ompute capability"
+        r"|requires (?:an? )?(?:sm_?|SM)\d+|requires (?:an? )?(?:Blackwell|Hopper|Ada)\b"
         r"|no kernel image is available for execution on the device|not supported on (?:this|your) (?:GPU|device)"
         r"|Unsupported (?:GPU|gpu) architecture|is only supported on (?:sm|Hopper|Blackwell|Ampere)"
-        r"|out of resource: shared memory|invalid device function|(?:hip|cuda)ErrorInvalidDeviceFunction")),
+        r"|out of resource: shared memory|invalid device function|(?:hip|cuda)ErrorInvalidDeviceFunction"
+        # Triton's fp8 before sm89: `ValueError("type fp8e4nv not supported in this architecture. …")`
+        r"|not supported in this architecture")),
     ("gpu_unavailable", re.compile(
         r"No CUDA GPUs are available|CUDA driver version is insufficient|NVIDIA driver on your system is too old"
         r"|Found no NVIDIA driver|no CUDA-capable device is detected|CUDA-capable device\(s\) is/are busy or unavailable"
@@ -121,6 +127,10 @@ CAUSES: tuple[tuple[str, re.Pattern[str]], ...] = (
         r"|No such file or directory: 'ninja'|Ninja build failed|Ninja is required|Error building extension"
         # an optional backend the flags ask for and the venv lacks: `ImportError: Please install mooncake by …`
         r"|ImportError: .*\b[Pp]lease (?:install|upgrade) ")),
+    # torch.compile (--enable-torch-compile) could not compile the model: dynamo/inductor's own error; after
+    # the patterns above, so an OOM or a missing compiler inside it is still that
+    ("torch_compile_failed", re.compile(
+        r"BackendCompilerFailed|torch\._inductor\.exc\.\w+|LoweringException|InductorError")),
     ("bad_arguments", re.compile(
         r"total_num_(?:kv_)?heads % tp_size|must be divisible by (?:tensor parallel|tp|the tp)"
         r"|tp_size must be divisible|is not divisible by tp|num_attention_heads.*divisible|invalid (?:int|float|choice) value"
@@ -131,7 +141,9 @@ CAUSES: tuple[tuple[str, re.Pattern[str]], ...] = (
         r"|is not a built-in template name or a valid chat template file path"  # --chat-template
         # LoRA adapters the flags ask for that this release cannot serve together: ranks or alphas that differ
         # (≤ 0.4.3 asserts it), a rank above --max-lora-rank, modules outside --lora-target-modules
-        r"|hf_config\[\"r\"\] == self\.max_lora_dim|x\.scaling == self\.scaling|--max-lora-rank|--lora-target-modules")),
+        r"|hf_config\[\"r\"\] == self\.max_lora_dim|x\.scaling == self\.scaling|--max-lora-rank|--lora-target-modules"
+        # the draft model is no EAGLE draft (none given: SGLang loads the target itself as the draft)
+        r"|object has no attribute '(?:set_embed|set_embed_and_head|hot_token_id)'")),
 )
 FINAL_EXC_RE = re.compile(
     r"^(?:[A-Za-z_][\w.]*\.)?\w*(?:Error|Exception|Exit|Interrupt|Fault|Failure|Iteration)(?::.*)?$"
@@ -160,6 +172,8 @@ BARE_FINAL_RE = re.compile(r"^(?:[\w.]+\.)?\w+(?:Error|Exception)$")  # `Asserti
 MAX_TRACEBACK_LINES = 400
 MAX_TAIL_LINES = 12
 ERRORISH_RE = re.compile(r"error|FAILED|not found|fatal|No such file", re.I)
+#: the advice torch._dynamo prints after every compile error (`… suppress_errors = True`): no cause in it
+DYNAMO_ADVICE_RE = re.compile(r"suppress_errors|suppress this exception|TORCH_LOGS=|import torch\._dynamo$")
 #: argparse's last word: `launch_server.py: error: …` (≤ 0.5.9) or `sglang serve: error: …` (0.5.10+)
 ARGPARSE_RE = re.compile(r"^(?:[\w.-]+\.py|sglang(?: serve)?|launch_server|python3? -m [\w.]+): error: (.+)$")
 #: 0.5.10+: the engine's exception when a scheduler process dies: a consequence, with the exit code
@@ -242,12 +256,17 @@ def _code_line(lines: list[str]) -> str | None:
     return None
 
 
+#: the frame of SGLang's own check of its flags: server_args.py, or (0.5.2x) a resolution hook
+FLAG_CHECK_FRAME_RE = re.compile(r'/sglang/srt/(?:server_args|arg_groups/\w+)\.py"|/server_args\.py"')
+
+
 def _raised_in(final: str, lines: list[str]) -> str | None:
-    """A cause the raising frame tells when the exception's words do not: a check in server_args.py
-    refuses the flags (`ValueError: speculative_eagle_topk …`), a KeyError in a model's load_weights
-    is a checkpoint tensor the model class does not have."""
+    """A cause the raising frame tells when the exception's words do not: a check of the flags refuses
+    them (`ValueError: speculative_eagle_topk …`; in server_args.py, or from 0.5.2x in one of
+    arg_groups/*_hook.py), a KeyError in a model's load_weights is a checkpoint tensor the model
+    class does not have."""
     frames = [ln.strip() for ln in lines if ln.strip().startswith("File ")]
-    if frames and "/server_args.py\"" in frames[-1]:
+    if frames and FLAG_CHECK_FRAME_RE.search(frames[-1]):
         return "bad_arguments"
     if final.startswith("KeyError") and any(f.endswith(" in load_weights") for f in frames[-3:]):
         return "bad_checkpoint"
@@ -298,7 +317,11 @@ MAMBA_RE = re.compile(
 SCHED_RE = re.compile(r"(\w+)=(-?[\d.]+)")
 CAPPED_RE = re.compile(r"capped to (\d+) by the mamba state cache \(max_mamba_cache_size=(\d+), (\d+) state slots")
 REDUCED_RE = re.compile(r"reduced from the requested (\d+) to (\d+)")
-CAPTURE_NAME_RE = re.compile(r"^Capture (?:(target|draft) (decode|verify|prefill|extend) )?(?:CUDA|cuda) graph")
+#: sglang_router's Python logging (`[Router (Python)] 2025-03-07 10:00:01 - INFO - msg - launch_server.py:177`);
+#: its Rust side (≤ 0.1.x) wrote `[Router (Rust)] …` the same way
+ROUTER_LINE_RE = re.compile(
+    r"^\[Router \((?:Python|Rust)\)\] (\d{4}-\d\d-\d\d \d\d:\d\d:\d\d) - ([A-Z]+) - (.*?)(?: - [\w.]+:\d+)?$")
+CAPTURE_NAME_RE = re.compile(r"^Capture (?:(target|draft) (?:(decode|verify|prefill|extend) )?)?(?:CUDA|cuda) graph")
 UVICORN_URL_RE = re.compile(r"running on (\S+)")
 SERVER_ARG_RE = re.compile(r"(\w+)=('(?:[^'\\]|\\.)*'|\"[^\"]*\"|[^,()]+)")
 DIED_RE = re.compile(r"exit code: (-?\d+)|Exit code: (-?\d+)|crashed with exit code (-?\d+)")
@@ -357,6 +380,10 @@ class LineParser:
         self._last_ts_text = ""
         self._last_ts: float | None = None
         self.last_ts: float | None = None  # the latest timestamp read off a line prefix
+        #: `python -m sglang_router.launch_server --dp-size N`: N servers, one per worker, in one log
+        self.router_workers = 0  # its `Launching DP server process i on port P` lines
+        self.server_args_lines = 0  # the workers' (each prints its own server_args)
+        self._router_ready = 0  # the workers' ready lines so far
         self._dispatch: dict[str, Callable[[str, str, float | None], Event | list[Event] | None]] = {
             "server": self._server_args,
             "Init t": self._dist,
@@ -536,6 +563,8 @@ class LineParser:
     def _unprefixed(self, text: str, ts: float | None) -> list[Event]:
         if text[:2] in OLD_PREFIX_HEADS and (m := OLD_PREFIX_RE.match(text)) is not None:
             return self._old_prefixed(m, text, ts)
+        if text.startswith("[Router (") and self._tb is None:
+            return self._router(text, ts)
         if ts is None:
             ts = self._last_ts  # a line with no time of its own was printed after the last one that had one
         if text.startswith(PROGRESS_HEADS) or "\r" in text:
@@ -685,7 +714,7 @@ class LineParser:
         final = finals[-1]
         if tb.role == SUSPECT and not tb.head and LOCAL_CLIENT_RE.match(final):
             return NOTHING  # another process's: a client refused by this server, not yet listening
-        said = tb.tail
+        said = [x for x in tb.tail if not DYNAMO_ADVICE_RE.search(x)]  # torch.compile's advice, not what failed
         if len(said) > 4:  # a tool's output (ninja, a compiler): the lines that say what failed, not its commands
             said = [x for x in said if ERRORISH_RE.search(x)] or said
         tail = " ".join(x.strip() for x in said[:4])
@@ -742,7 +771,31 @@ class LineParser:
 
     # ------------------------------------------------------------ milestones
 
+    def awaits_worker_args(self) -> bool:
+        """Under sglang_router's launcher, whether a worker's server_args is still to come: it is
+        another worker of this start, not the server started again."""
+        return self.server_args_lines < self.router_workers
+
+    def _router(self, text: str, ts: float | None) -> list[Event]:
+        """sglang_router.launch_server's own lines (`[Router (Python)] <time> - INFO - … - file:N`):
+        how many workers it launched, and its failure to start (it then kills every worker)."""
+        m = ROUTER_LINE_RE.match(text)
+        if m is None:
+            return NOTHING
+        ts = parse_ts(m.group(1)) if ts is None else ts
+        msg = m.group(3)
+        if msg.startswith("Launching DP server process "):
+            self.router_workers += 1
+            self.sglang_lines += 1
+            return NOTHING
+        if msg.startswith(("Failed to start router", "Error starting router", "Failed to create router")):
+            cause = classify(msg) or "router_failed"
+            return [Failure(ts=ts, line=text, cause=cause, message=msg, evidence=(text,))]
+        return NOTHING
+
     def _server_args(self, msg: str, ranks: str, ts: float | None) -> Event | None:
+        if msg.startswith(("server_args=ServerArgs(", "server_args={")):
+            self.server_args_lines += 1
         if msg.startswith("server_args=ServerArgs("):
             pairs = SERVER_ARG_RE.findall(msg[len("server_args=ServerArgs("):])
         elif msg.startswith("server_args={"):  # 0.5.23 logs a dict
@@ -851,7 +904,7 @@ class LineParser:
         m = CAPTURE_NAME_RE.match(msg)
         if m is None:
             return None
-        name = f"{m.group(1)} {m.group(2)}" if m.group(1) else "target decode"
+        name = f"{m.group(1)} {m.group(2) or 'decode'}" if m.group(1) else "target decode"  # ≤ 0.5.x: `Capture draft cuda graph`
         rest = msg[m.end():]
         if rest.startswith(" begin"):
             return CudaGraph(ts=ts, ranks=ranks, line=msg, stage="begin", name=name, avail_gb=_f(AVAIL_RE.search(msg)))
@@ -883,6 +936,10 @@ class LineParser:
 
     def _ready(self, msg: str, ranks: str, ts: float | None) -> Event | None:
         if msg.startswith("The server is fired up and ready to roll"):
+            if self.router_workers > 1:  # one ready line per worker, none says whose: ready when all have
+                self._router_ready += 1
+                if self._router_ready < self.router_workers:
+                    return None
             return Ready(ts=ts, ranks=ranks, line=msg)
         return None
 

@@ -89,20 +89,25 @@ def _lines(head: bytes, stream: BinaryIO) -> Iterator[str]:
         yield from lines
 
 
+def unwrap(line: str) -> str:
+    """`line` as SGLang printed it, without the prefixes a runtime or wrapper put before it."""
+    text = line
+    for _ in range(3):  # wrappers nest: compose's service prefix before Ray's actor prefix, say
+        if text.startswith("\x1b"):
+            text = _uncoloured(text)
+        m = CONTAINER_RE.match(text)
+        if m is None:
+            break
+        text = text[m.end():]
+    return RAY_REPEATED_RE.sub("", text) if text.endswith("cluster]") else text
+
+
 def _container(head: bytes, stream: BinaryIO, name: str) -> Iterator[Record]:
     """`docker compose logs` (`sglang-1  | …`) or `kubectl logs --timestamps` / `docker logs -t`
     (`2025-03-14T10:22:31.123456789Z …`): the line as SGLang printed it, on SGLang's own clock
     (the runtime's UTC stamp would mix two clocks in one start)."""
     for line in _lines(head, stream):
-        text = line
-        for _ in range(3):  # wrappers nest: compose's service prefix before Ray's actor prefix, say
-            if text.startswith("\x1b"):
-                text = _uncoloured(text)
-            m = CONTAINER_RE.match(text)
-            if m is None:
-                break
-            text = text[m.end():]
-        yield Record(RAY_REPEATED_RE.sub("", text) if text.endswith("cluster]") else text)
+        yield Record(unwrap(line))
 
 
 def _plain(head: bytes, stream: BinaryIO, name: str) -> Iterator[Record]:
@@ -168,8 +173,8 @@ def _short(head: bytes, stream: BinaryIO, name: str) -> Iterator[Record]:
         if m.group("ident") == "systemd":  # PID 1, or a user's manager (`systemctl --user`)
             um = UNIT_PREFIX_RE.match(msg)
             yield Record(um.group(2) if um else msg, ts, systemd=True, unit=um.group(1) if um else None)
-        else:
-            yield Record(msg, ts)
+        else:  # a unit whose ExecStart runs SGLang under a wrapper (Ray, compose, a CI's stamps) logs its prefix too
+            yield Record(unwrap(msg), ts)
 
 
 def _field(v: object) -> str | None:
@@ -199,7 +204,8 @@ def record_from_fields(fields: dict[str, object], ts: float | None = None) -> Re
         inv = _field(fields.get("INVOCATION_ID")) or _field(fields.get("USER_INVOCATION_ID"))
         um = UNIT_PREFIX_RE.match(msg)
         return Record(um.group(2) if um else msg, ts, systemd=True, invocation=inv, unit=about)
-    return Record(msg.rstrip("\n"), ts, invocation=_field(fields.get("_SYSTEMD_INVOCATION_ID")), unit=own_unit)
+    return Record(unwrap(msg.rstrip("\n")), ts, invocation=_field(fields.get("_SYSTEMD_INVOCATION_ID")),
+                  unit=own_unit)
 
 
 def json_record(line: str, n: int, checked: bool, name: str) -> tuple[Record | None, bool]:
