@@ -45,7 +45,9 @@ PHASES = ("starting", "loading_weights", "kv_cache", "mamba_cache", "cuda_graph"
 PHASE_TIMEOUTS = PHASES[:-1]
 #: Seconds per phase. They fit a 27B model that starts in ~2 minutes, and a weight load
 #: of up to 10 minutes from slow storage, with room to spare; `http_check` bounds the
-#: HTTP cross-check after the log says ready.
+#: HTTP cross-check after the log says ready; `jit_compile` is added, once, to the deadline of
+#: a phase in which SGLang says it begins a kernel pre-compile session that takes long the
+#: first time on a host (DeepGEMM: "typically 10-20 mins").
 DEFAULT_TIMEOUTS = {
     "starting": 300.0,
     "loading_weights": 900.0,
@@ -55,7 +57,10 @@ DEFAULT_TIMEOUTS = {
     "scheduler": 300.0,
     "http": 300.0,
     "http_check": 60.0,
+    "jit_compile": 1800.0,
 }
+#: timeouts that are added to a phase's deadline, not deadlines of their own
+ALLOWANCES = ("jit_compile",)
 #: How systemd learns the server is ready: "notify" wraps SGLang in `svcdiag supervise` (Type=notify,
 #: READY=1 once judged healthy, per-phase deadlines as EXTEND_TIMEOUT_USEC); "journal" runs it bare
 #: (Type=exec) and only svcdiag's follower judges the start from the journal.
@@ -419,7 +424,7 @@ def _algorithm(v: Any) -> str | None:
 SIM_SCENARIOS = (
     "healthy-hybrid-dflash", "healthy-dense", "slow-start", "max-running-zero", "not-enough-memory", "cuda-oom",
     "segfault", "oom-kill", "exit-early", "hang", "port-in-use", "model-missing", "nccl-error", "http-mismatch",
-    "stops-serving",
+    "deepgemm-first-start", "stops-serving",
 )
 
 
@@ -526,7 +531,7 @@ SPECULATIVE: dict[str, Callable[[Any], str | None]] = {
     "eagle_topk": _int_range(1),
     "num_draft_tokens": _int_range(1),
 }
-TIMEOUT_KEYS = (*PHASE_TIMEOUTS, "http_check")
+TIMEOUT_KEYS = (*PHASE_TIMEOUTS, "http_check", "jit_compile")
 
 
 def did_you_mean(key: str, known: Iterable[str]) -> str:

@@ -705,8 +705,10 @@ def _timed_out(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[lis
                 f"Raise TimeoutStartSec= in {unit} (`systemctl edit {unit}`), or let svcdiag write the unit "
                 f"(`svcdiag install {name}`): its deadlines are per phase. `svcdiag history {name} --advise` says "
                 "what the recorded starts need."], []
-    say = [f"No progress in phase {v.phase} for {v.stalled_s or 0:.0f} s" + (f" (its deadline is {limit:.0f} s)" if limit else "")
-           + "; the service is left running.",
+    extra = (v.figures.get("precompile_extra_s") or {}).get(v.phase)
+    allowed = f" (its deadline is {limit:.0f} s" + (f" + {extra:.0f} s for the kernel pre-compile SGLang announced)"
+                                                    if extra else ")") if limit else ""
+    say = [f"No progress in phase {v.phase} for {v.stalled_s or 0:.0f} s" + allowed + "; the service is left running.",
            f"Last line seen: {v.last_line!r}." if v.last_line else "No line at all since the phase began.",
            f"If that line still changes, the start is slow, not stuck: `svcdiag wait {name}` waits longer. If it "
            "does not, look inside: `py-spy dump --pid $(systemctl show -p MainPID --value "
@@ -718,6 +720,11 @@ def _timed_out(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[lis
         say.insert(2, f"So {work[1]}: {work[2]}.")
     fixes = [_fix({f"timeouts.{v.phase}": round((limit or 300) * 2)}, "if this phase is merely slow on this host")] \
         if v.phase in PHASE_TIMEOUTS else []
+    if extra:
+        say.insert(2, "SGLang said it was entering DeepGEMM's JIT pre-compile (10-20 min the first time on a host): "
+                      "`python3 -m sglang.compile_deep_gemm` with the server's own flags fills the cache beforehand, and "
+                      "the next start reads it.")
+        fixes = [_fix({"timeouts.jit_compile": round(extra * 2)}, "if the compile is merely slow on this host")]
     return say, fixes
 
 

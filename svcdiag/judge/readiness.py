@@ -20,6 +20,7 @@ from svcdiag.sglang.events import (
     CudaGraph,
     Event,
     Failure,
+    KernelPrecompile,
     KVBelowContext,
     KVCache,
     MambaCache,
@@ -323,6 +324,19 @@ class Readiness:
         self._seen.add("kv")
         return self._advance(self._after_pools(), ev.ts) if "weights_end" in self._seen else []
 
+    def _on_KernelPrecompile(self, ev: KernelPrecompile) -> list[Event]:
+        """SGLang's word that this phase compiles for minutes: its deadline grows by `jit_compile`,
+        once a phase (DeepGEMM says it again for every kernel shape)."""
+        key = f"precompile:{self.phase}"
+        if key in self._seen or self._deadline is None:
+            return []
+        self._seen.add(key)
+        extra = self.timeouts["jit_compile"]
+        self._deadline = Deadline(self._deadline.limit + extra, self._deadline.since)
+        self.figures.setdefault("precompile_extra_s", {})[self.phase] = extra  # phase → seconds added
+        self._add_evidence(ev.line)
+        return []
+
     def _on_MambaCache(self, ev: MambaCache) -> list[Event]:
         self.hybrid = True
         self._seen.add("mamba")
@@ -525,7 +539,7 @@ class Readiness:
                 f"phase {p} took {seconds.get(p, 0):.0f} s, past its {limit:.0f} s deadline (a live wait calls that "
                 f"timed_out and a notify unit is stopped there: raise timeouts.{p})" for p, limit in self.overran.items())
         evidence = list(self.evidence)
-        if verdict == "timed_out" and self.last_line:
+        if verdict == "timed_out" and self.last_line and self.last_line not in evidence:
             evidence.append(self.last_line)
         self.verdict = Verdict(ts=now, verdict=verdict, phase=self.phase, cause=cause, message=message,
                                figures=figures, evidence=tuple(evidence), phase_seconds=seconds,

@@ -13,6 +13,7 @@ from svcdiag.sglang.events import (
     DraftRunner,
     Event,
     Failure,
+    KernelPrecompile,
     KVBelowContext,
     KVCache,
     MambaCache,
@@ -82,6 +83,8 @@ def describe(ev: Event) -> str | None:
             return f"capturing {ev.name} CUDA graphs, {_gb(ev.avail_gb)} free"
         return f"{ev.name} CUDA graphs captured: {_gb(ev.mem_usage_gb)}" + (
             f" in {ev.elapsed_s:.1f} s" if ev.elapsed_s is not None else "")
+    if isinstance(ev, KernelPrecompile):
+        return f"compiling {ev.what} kernels: slow the first time on a host, the phase's deadline grows by timeouts.jit_compile"
     if isinstance(ev, DraftRunner):
         return f"{ev.algorithm} draft runner {ev.stage}"
     if isinstance(ev, SchedulerInfo):

@@ -209,6 +209,15 @@ class UnifiedMemoryPool(Event):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class KernelPrecompile(Event):
+    """SGLang says it begins compiling kernels that take long the first time on a host (DeepGEMM's
+    JIT pre-compile session, "typically 10-20 mins"): the phase it happens in gets more time, once."""
+
+    kind: ClassVar[str] = "kernel_precompile"
+    what: str  # DeepGEMM
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ProgressBar(Event):
     """A tqdm bar's latest update (weight shards, CUDA-graph batches): progress within a phase, never a milestone."""
 

@@ -23,6 +23,7 @@ from svcdiag.sglang.events import (
     DraftRunner,
     Event,
     Failure,
+    KernelPrecompile,
     KVBelowContext,
     KVCache,
     MambaCache,
@@ -323,6 +324,8 @@ ROUTER_LINE_RE = re.compile(
     r"^\[Router \((?:Python|Rust)\)\] (\d{4}-\d\d-\d\d \d\d:\d\d:\d\d) - ([A-Z]+) - (.*?)(?: - [\w.]+:\d+)?$")
 CAPTURE_NAME_RE = re.compile(r"^Capture (?:(target|draft) (?:(decode|verify|prefill|extend) )?)?(?:CUDA|cuda) graph")
 UVICORN_URL_RE = re.compile(r"running on (\S+)")
+#: DeepGEMM's JIT pre-compile session, a WARNING from 0.4.6 on (what follows varies: `It may takes`/`It may take`)
+PRECOMPILE_RE = re.compile(r"Entering DeepGEMM JIT Pre-?Compile session", re.I)
 SERVER_ARG_RE = re.compile(r"(\w+)=('(?:[^'\\]|\\.)*'|\"[^\"]*\"|[^,()]+)")
 DIED_RE = re.compile(r"exit code: (-?\d+)|Exit code: (-?\d+)|crashed with exit code (-?\d+)")
 #: tqdm's bars (no time prefix; updates joined by \r in one journal message), optionally after a rank prefix:
@@ -426,6 +429,7 @@ class LineParser:
             "Future": self._logs_exception,
             "Prefil": self._pd_warmup,
             "Hybrid": self._fatal_line,
+            "Enteri": self._precompile,
         }
         for d in range(10):
             self._dispatch[f"Rank {d}"] = self._died
@@ -1017,6 +1021,13 @@ class LineParser:
         elif LOGGED_EXC_RE.match(msg) is not None:
             self._logged_at = self.sglang_lines
         return None
+
+    def _precompile(self, msg: str, ranks: str, ts: float | None) -> Event | None:
+        """`Entering DeepGEMM JIT Pre-Compile session. It may take a long time (typically 10-20 mins) if you
+        have not run `sglang.compile_deep_gemm`…`: printed for each new kernel shape, on a first start."""
+        if PRECOMPILE_RE.match(msg) is None:
+            return None
+        return KernelPrecompile(ts=ts, ranks=ranks, line=msg, what="DeepGEMM")
 
     def _pd_warmup(self, msg: str, ranks: str, ts: float | None) -> Event | None:
         """`Prefill disaggregation mode warm Up Failed, status code: 400`: SGLang still says it is ready, but

@@ -241,6 +241,24 @@ def die_like_sglang(log: Log, tp: int, final: str, frames: list[tuple[str, int, 
     os.kill(os.getpid(), signal.SIGKILL)
 
 
+def precompile(log: Log, clock: Clock, seconds: float, avail_gb: float) -> None:
+    """DeepGEMM's JIT pre-compile, as 0.5.23 logs it on a first start (deep_gemm_wrapper/compile_utils.py):
+    once for each kernel shape, a warning, the group, its memory, and a tqdm bar over every M."""
+    shapes = (("GEMM_NT_F8F8BF16", 24576, 1536), ("GEMM_NT_F8F8BF16", 7168, 16384), ("GEMM_NT_F8F8BF16", 4096, 7168))
+    for kind, n, k in shapes:
+        log.main("Entering DeepGEMM JIT Pre-Compile session. It may take a long time (typically 10-20 mins) if you "
+                 "have not run `sglang.compile_deep_gemm`. It is recommended to run `sglang.compile_deep_gemm` with "
+                 "same args as `sglang.launch_server` for pre-compilation to reduce the overhead if you have not run "
+                 "it before. For example: `python3 -m sglang.compile_deep_gemm --model deepseek-ai/DeepSeek-V3 --tp 8 "
+                 "--trust-remote-code`")
+        log.main(f"Try DeepGEMM JIT Compiling for <{kind}> N={n}, K={k}, num_groups=1 with all Ms. It only takes a "
+                 "little time (typically 1 sec) if you have run `python3 -m sglang.compile_deep_gemm`. ")
+        log.main(f"Required memory for warmup: 0.86GB, Available memory: {avail_gb:.2f}GB")
+        for step in range(1, 5):
+            clock.sleep(seconds / len(shapes) / 4)
+            log.raw(f"DeepGEMM warmup: {25 * step:3d}%|{'█' * step}| {4096 * step // 4}/4096")
+
+
 def hybrid_too_small(fig: Figures) -> str:
     """0.5.23's resolve_max_num_reqs, when the Mamba cap leaves no request (the text after
     `mamba_ratio=` is the stand-in's: the sources elide it)."""
@@ -353,6 +371,8 @@ def run(own: argparse.Namespace, launch_argv: list[str]) -> int:
     else:
         log.all_ranks(f"Capture {name} CUDA graph begin. backend=full, num_tokens_per_req={ntok}, bs={bs}, "
                       f"avail mem={fig.pool_end_avail_gb:.2f} GB")
+    if scenario.precompile_s:
+        precompile(log, clock, scenario.precompile_s, fig.pool_end_avail_gb)
     for b in reversed(bs):
         clock.sleep(2.4)
         log.raw(f"Capturing batches (bs={b} avail_mem={fig.pool_end_avail_gb - 0.1 * (len(bs) - b + 1):.2f} GB): "

@@ -26,6 +26,8 @@ class Scenario:
     server_info_tokens_delta: int = 0
     #: fault "stops_serving": nominal seconds the server answers after ready, before /ready and /health* say 503
     serving_s: float = 40.0
+    #: nominal seconds of DeepGEMM's JIT pre-compile at the start of CUDA-graph capture (a first start on a host)
+    precompile_s: float = 0.0
 
 
 SCENARIOS: dict[str, Scenario] = {
@@ -47,6 +49,9 @@ SCENARIOS: dict[str, Scenario] = {
     "nccl-error": Scenario("NCCL fails while initialising torch distributed", fault="nccl_error"),
     "http-mismatch": Scenario("healthy log, but /get_server_info disagrees with the logged KV pool",
                               server_info_tokens_delta=-4096),
+    "deepgemm-first-start": Scenario("healthy, but a first start on this host compiles DeepGEMM kernels for "
+                                     "~15 min while capturing CUDA graphs (as DeepSeek-V3 in FP8 does)",
+                                     dense=True, precompile_s=900.0),
     "stops-serving": Scenario("starts healthy, then stops serving without a word: /ready and /health answer 503 "
                               "(a wedged scheduler; the notify watchdog's test)", fault="stops_serving"),
 }

@@ -13,6 +13,8 @@ import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
+from svcdiag.config.service import ALLOWANCES
+
 #: STATUS= is shown by `systemctl status`; keep it one readable line
 STATUS_MAX = 240
 #: how many sent messages a Notifier keeps for inspection
@@ -25,7 +27,7 @@ def slice_s(timeouts: dict[str, float]) -> float:
     """A notify unit's TimeoutStartSec, and the longest single EXTEND_TIMEOUT_USEC: the shortest
     deadline. systemd only ever moves a start timeout later, so an extension must never reach
     past the end of a phase that may yet have a shorter deadline than the one before it."""
-    return max(MIN_SLICE_S, min(timeouts.values()))
+    return max(MIN_SLICE_S, min(v for k, v in timeouts.items() if k not in ALLOWANCES))
 
 
 def _send_cysystemd() -> Callable[[str], object]:

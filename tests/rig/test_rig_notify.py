@@ -289,3 +289,24 @@ def test_a_silent_hang_is_called_slow_before_its_deadline_with_no_timer(rig, uni
     assert (recs[-1]["verdict"], recs[-1]["phase"]) == ("timed_out", "loading_weights")
     assert time.monotonic() - t0 > 12  # said ~6 s before the deadline, not at it
     sv(rig, units, "down", name)
+
+
+@pytest.mark.parametrize(("jit_compile", "ends"), [(30, "healthy"), (1, "timed_out")])
+def test_a_first_start_compiling_deepgemm_gets_the_allowance_from_systemd_too(rig, units: Path, jit_compile: int,
+                                                                              ends: str) -> None:
+    # the stand-in compiles DeepGEMM kernels for ~9 s at this scale inside CUDA-graph capture, whose own
+    # deadline is 3 s: with SGLang's announcement the phase gets jit_compile more, and systemd's timeout follows
+    name = config(units, unit_name("ndg"), "demo-dense", readiness="notify", simulate="deepgemm-first-start",
+                  sim_time_scale=0.01, timeouts={"cuda_graph": 3, "jit_compile": jit_compile})
+    unit = install(rig, units, name)
+    p = sv(rig, units, "up", name, "--wait-ready", "--json")
+    v = verdict_of(p)
+    assert v["verdict"] == ends, v
+    if ends == "healthy":
+        assert v["phase_seconds"]["cuda_graph"] > 3 and v["figures"]["precompile_extra_s"] == {"cuda_graph": 30}
+        assert show(rig, unit, "ActiveState")["ActiveState"] == "active"  # systemd did not kill it at 3 s
+    else:
+        assert v["phase"] == "cuda_graph" and "sglang.compile_deep_gemm" in " ".join(v["diagnosis"]["explanation"])
+        got = until(rig, unit, "ActiveState", lambda s: s in ("failed", "inactive"), timeout=30)
+        assert got["Result"] == "timeout", got  # systemd enforced 3 + 1 s, long before the compile ended
+    rig.run(["svcdiag", "--units", str(units), "down", name], check=False)
