@@ -157,6 +157,19 @@ def test_dense_start_goes_from_kv_cache_straight_to_cuda_graph() -> None:
     assert "mamba_cache" not in r.phase_seconds
 
 
+def test_a_drafts_kv_line_in_the_targets_shape_is_the_drafts_not_the_targets() -> None:
+    # before 0.5.23 an EAGLE draft's KV pool line looks like the target's; it comes after the draft's weights
+    r = machine(hybrid=False)
+    kv = "KV Cache is allocated. #tokens: 452802, K size: {0} GB, V size: {0} GB"
+    feed_all(r, [WeightsBegin(ts=T0 + 1, avail_gb=78.5), WeightsEnd(ts=T0 + 2, mem_usage_gb=15.08, avail_gb=63.42),
+                 KVCache(ts=T0 + 3, tokens=452802, k_gb=27.64, v_gb=27.64, line=kv.format(27.64)),
+                 WeightsBegin(ts=T0 + 4, avail_gb=3.98), WeightsEnd(ts=T0 + 5, mem_usage_gb=0.8, avail_gb=3.18),
+                 KVCache(ts=T0 + 6, tokens=452802, k_gb=0.86, v_gb=0.86, line=kv.format(0.86))])
+    f = r.figures
+    assert (f["kv_k_gb"], f["kv_v_gb"], f["draft_kv_gb"], f["draft_kv_tokens"]) == (27.64, 27.64, 1.72, 452802)
+    assert kv.format(0.86) not in r.evidence  # the target's pool is the evidence of its memory, not the draft's
+
+
 # ---------------------------------------------------------------- hybrid: the Mamba cache before the graphs
 
 

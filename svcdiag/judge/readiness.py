@@ -309,8 +309,11 @@ class Readiness:
         if ev.upper_bound:
             f["kv_tokens_upper_bound"] = ev.tokens
             return []
-        if ev.draft:
+        if ev.draft or ("kv" in self._seen and "draft_avail_before_load_gb" in f):
+            # 0.5.23 names the draft's pool; before, its line looks like the target's, after the draft's weights
             f["draft_kv_tokens"] = ev.tokens
+            if ev.k_gb is not None:
+                f["draft_kv_gb"] = round(ev.k_gb + (ev.v_gb or 0.0), 2)
             return []
         if ev.label == "SWA":
             f["swa_kv_tokens"] = ev.tokens
