@@ -4,7 +4,7 @@
 Each fixture is a class of its own (old KV figures, pasted fragments, root cause before
 consequence, recovered errors, start-up failure forms, cause ids, 0.5.23 shapes, node and
 rank variants, healthy starts full of noise, PD, LoRA and VLM failures, logs that stop in a
-kernel compile); the hypothesis tests below put the same fatal and recovered lines, and any mix
+kernel compile, the host's, image's and venv's faults and the fix each names); the hypothesis tests below put the same fatal and recovered lines, and any mix
 of harmless noise, into healthy logs that no fixture spelt out.
 """
 
@@ -160,6 +160,63 @@ FATAL = [  # (lines, cause): what SGLang prints when a start dies, root line fir
       "https://kvcache-ai.github.io/Mooncake/getting_started/build.html to run SGLang with MooncakeConnector."],
      "broken_install"),
 ]
+#: the host, the image, the venv: (lines, cause, words the diagnosis must say: the fix, not a generic reinstall)
+ENVIRONMENT = [
+    (["Traceback (most recent call last):", '  File "/x/sgl_kernel/load_utils.py", line 188, in _load_ops',
+      "    raise ImportError(error_msg)", "ImportError: ",
+      "[sgl_kernel] CRITICAL: Could not load any common_ops library!", "Error details from previous import attempts:",
+      "- ImportError: libnuma.so.1: cannot open shared object file: No such file or directory"],
+     "broken_install", "apt install libnuma1"),
+    (["Traceback (most recent call last):", '  File "/x/sgl_kernel/__init__.py", line 5, in <module>',
+      "    from sgl_kernel import common_ops", "ImportError: /opt/conda/envs/s/lib/libstdc++.so.6: version "
+      "`GLIBCXX_3.4.32' not found (required by /opt/conda/envs/s/lib/python3.11/site-packages/sgl_kernel/common_ops.abi3.so)"],
+     "broken_install", "libstdcxx-ng"),
+    (["Traceback (most recent call last):", '  File "/x/flashinfer/__init__.py", line 18, in <module>',
+      "    from . import _kernels", "ImportError: /x/flashinfer/_kernels.cpython-310-x86_64-linux-gnu.so: undefined "
+      "symbol: _ZNK3c105Error4whatEv"], "broken_install", "built against another torch"),
+    (["[2026-05-23 09:42:40 TP0] Scheduler hit an exception: Traceback (most recent call last):",
+      '  File "/x/sgl_kernel/elementwise.py", line 44, in rmsnorm', "    torch.ops.sgl_kernel.rmsnorm.default(out)",
+      "RuntimeError: CUDA error: the provided PTX was compiled with an unsupported toolchain."],
+     "gpu_unavailable", "Upgrade the driver"),
+    (["[2026-05-23 09:42:40 TP0] Scheduler hit an exception: Traceback (most recent call last):",
+      '  File "/x/torch/cuda/__init__.py", line 372, in _lazy_init', "    torch._C._cuda_init()",
+      "RuntimeError: Unexpected error from cudaGetDeviceCount(). Did you run some cuda functions before calling "
+      "NumCudaDevices() that might have already set an error? Error 802: system not yet initialized"],
+     "gpu_unavailable", "nvidia-fabricmanager"),
+    (["[2026-05-23 09:42:40 TP0] Scheduler hit an exception: Traceback (most recent call last):",
+      '  File "/x/triton/backends/nvidia/driver.py", line 23, in libcuda_dirs', "    assert any(ok), msg",
+      "AssertionError: libcuda.so cannot found!", "Possible files are located at ['/usr/local/nvidia/lib64/libcuda.so.1']."
+      "Please create a symlink of libcuda.so to any of the files."], "gpu_unavailable", "--gpus all"),
+    (["Bus error (core dumped)"], "killed_by_signal", "--shm-size"),
+    (["[2026-05-23 09:42:40 TP0] Scheduler hit an exception: Traceback (most recent call last):",
+      '  File "/x/sglang/srt/constrained/llguidance_backend.py", line 21, in <module>',
+      "    import llguidance", "ModuleNotFoundError: No module named 'llguidance'"], "broken_install",
+     "--grammar-backend"),
+    (["Traceback (most recent call last):", '  File "/x/torch/cuda/__init__.py", line 310, in _lazy_init',
+      '    raise AssertionError("Torch not compiled with CUDA enabled")', "AssertionError: Torch not compiled with CUDA "
+      "enabled"], "broken_install", "CPU-only build"),
+    (["[2026-05-23 09:42:40 TP1] Scheduler hit an exception: Traceback (most recent call last):",
+      '  File "/x/torch/multiprocessing/reductions.py", line 607, in reduce_storage', "    fd, size = storage._share_fd_cpu_()",
+      "RuntimeError: unable to allocate shared memory(shm) for file </torch_3121_1784303457_0>: Success (0)"],
+     "disk_full", "--shm-size"),
+    (["[2026-05-23 09:42:40 TP0] Scheduler hit an exception: Traceback (most recent call last):",
+      '  File "/x/torch/distributed/rendezvous.py", line 189, in _create_c10d_store', "    return TCPStore(",
+      "torch.distributed.DistNetworkError: The server socket has failed to listen on any local network address. "
+      "port: 29500, useIpv6: 0, code: -98, name: EADDRINUSE, message: address already in use"],
+     "port_in_use", "--nccl-port"),
+    (["[2026-05-23 09:42:40 TP0] Scheduler hit an exception: Traceback (most recent call last):",
+      '  File "/x/sglang/srt/utils.py", line 1352, in get_zmq_socket', "    socket.bind(endpoint)",
+      "zmq.error.ZMQError: Address already in use (addr='tcp://10.0.0.5:5002')"], "port_in_use", "ZMQ"),
+    (["[2026-05-23 09:42:40 TP0] Scheduler hit an exception: Traceback (most recent call last):",
+      '  File "/x/sglang/srt/mem_cache/memory_pool_host.py", line 196, in __init__', "    raise ValueError(",
+      "ValueError: Not enough host memory available. Requesting 69.63 GB but only have 41.87 GB free. Please reduce "
+      "the size of the hierarchical cache."], "host_oom", "--hicache-size"),
+    (["[2026-05-23 09:42:40 TP2] Scheduler hit an exception: Traceback (most recent call last):",
+      '  File "/x/sglang/srt/model_loader/weight_utils.py", line 118, in default_weight_loader',
+      "    param.data.copy_(loaded_weight)", "RuntimeError: NPU out of memory. Tried to allocate 1.16 GiB (NPU 2; 60.96 "
+      "GiB total capacity; 59.30 GiB already allocated; 391.52 MiB free)"], "cuda_oom", "The NPU ran out of memory"),
+]
+FATAL += [(lines, cause) for lines, cause, _ in ENVIRONMENT]
 RECOVERED = [  # a traceback SGLang goes on from
     ["Traceback (most recent call last):", '  File "/x/utils.py", line 1, in retry', "    f()",
      "ConnectionError: HTTPSConnectionPool(host='huggingface.co', port=443): Read timed out.",
@@ -174,6 +231,13 @@ RECOVERED = [  # a traceback SGLang goes on from
     ["[W523 09:42:40.118820034 TCPStore.cpp:358] [c10d] TCP client failed to connect/validate to host head:20000 - "
      "retrying (try=0, timeout=600000ms, delay=9837ms): The client socket has failed to connect to any network address"],
     ["ERROR:    [Errno 13] Permission denied: '/root/.triton/cache/3f/matmul.json'"],  # uvicorn's ERROR, no bind: not fatal
+    # 0.5.11+ falls back to torch when nvidia-smi is missing or fails (MIG, a container without it): a warning
+    ["nvidia-smi not found. Ensure NVIDIA drivers are installed and accessible. Falling back to "
+     "torch.cuda.mem_get_info(). Reported total GPU memory per device (MiB): [81079], using min: 81079 MiB."],
+    ["[2026-05-23 09:42:40] nvidia-smi failed (exit code 255: Failed to initialize NVML: Unknown Error). Falling back "
+     "to torch.cuda.mem_get_info(). Reported total GPU memory per device (MiB): [81079], using min: 81079 MiB."],
+    # a PD decode server's runtime note on one request's offload (not --hicache's start-up refusal)
+    ["[2026-05-23 09:42:40 TP0] Not enough host memory for request 8f2c7d1e"],
     # SGLang's SIGCHLD handler on a child that exited 1 (raw wait status 256): a JIT compiler's, the start goes on
     ["[2026-05-23 09:42:40] Child process unexpectedly failed with an exit code 256. pid=32885"],
 ]
@@ -302,10 +366,11 @@ PLAIN = [c for c in CASES if c["verdict"] != "no_start" and c.get("format", "pla
                                     "[2025-03-14T10:22:31.123Z] ", "(SGLangEngine pid=23901) ",
                                     "\x1b[36m(WorkerDict pid=616, ip=10.0.0.5)\x1b[0m ",
                                     "2025-03-14 10:22:31,531 - __main__ - INFO - ",
-                                    "2025-03-14 10:22:31 | INFO | stdout | ", "[pod/sglang-0/server] ", "0: "],
+                                    "2025-03-14 10:22:31 | INFO | stdout | ", "[pod/sglang-0/server] ", "0: ",
+                                    "ERROR 2025-03-14T10:22:31.123456789Z "],
                          ids=["compose", "compose-coloured", "compose-underscore", "kubectl-timestamps", "jenkins-timestamper", "ray-actor",
                               "ray-actor-coloured", "logging-formatter", "fastchat-logger", "kubectl-prefix",
-                              "srun-label"])
+                              "srun-label", "gcp-cloud-logging"])
 @pytest.mark.parametrize("case", PLAIN, ids=[c["file"].removesuffix(".log") for c in PLAIN])
 def test_container_runtime_prefixes_change_nothing(case: dict, prefix: str) -> None:
     """What `docker compose logs`, `kubectl logs --timestamps`, a CI's timestamper, Ray and a launcher's
@@ -313,6 +378,23 @@ def test_container_runtime_prefixes_change_nothing(case: dict, prefix: str) -> N
     text = (FIXTURES / case["file"]).read_text(errors="replace")
     plain, wrapped = judge(text), judge("".join(prefix + ln + "\n" for ln in text.splitlines()))
     assert (wrapped.verdict, wrapped.cause, wrapped.figures.get("kv_tokens")) == \
+        (plain.verdict, plain.cause, plain.figures.get("kv_tokens"))
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.sampled_from(PLAIN), st.lists(st.sampled_from(["DEFAULT", "INFO", "WARNING", "ERROR"]), min_size=1),
+       st.integers(1, 10**6))
+def test_a_console_copy_newest_line_first_is_read_in_print_order(case: dict, severities: list[str], step: int) -> None:
+    """Cloud Logging's console (and a copy of it) lists the newest line first, each line under its severity
+    and the runtime's stamp: the same start, judged as if printed in order (sgl-project/sglang#5096)."""
+    text = (FIXTURES / case["file"]).read_text(errors="replace")
+    lines = text.splitlines()
+    stamped = [f"{severities[i % len(severities)]} 2025-04-05T00:01:19.{(10**8 + i * step) % 10**9:09d}Z {ln}"
+               for i, ln in enumerate(lines)]
+    if len(lines) > 1 and (10**8 + (len(lines) - 1) * step) >= 10**9:
+        return  # the made-up stamps wrapped around: no longer one clock
+    plain, copied = judge(text), judge("\n".join(reversed(stamped)) + "\n")
+    assert (copied.verdict, copied.cause, copied.figures.get("kv_tokens")) == \
         (plain.verdict, plain.cause, plain.figures.get("kv_tokens"))
 
 
@@ -654,6 +736,25 @@ def test_a_routers_workers_are_one_start_ready_when_all_are(n: int, data: st.Dat
     ("v0523-swa-pool-below-one-window.log", "--swa-full-tokens-ratio"),
     ("v049-torch-compile-inductor-lowering-failed.log", "without --enable-torch-compile"),
     ("v049-triton-fp8e4nv-not-on-this-arch.log", "kv_cache_dtype auto"),
+    ("v0511-sgl-kernel-libnuma-missing-slim-image.log", "apt install libnuma1"),
+    ("v0523-conda-libstdcxx-glibcxx-too-old.log", "libstdcxx-ng"),
+    ("v046-sgl-kernel-libcudart12-on-cu118-torch.log", "sgl_kernel was built for CUDA 12"),
+    ("v046-compose-without-gpus-no-driver-found.log", "--gpus all"),
+    ("v049-cuda-error-803-driver-library-mismatch.log", "reboot"),
+    ("v045-docker-bus-error-shm-64mb-tp4.log", "--shm-size"),
+    ("v056-torch-shm-unable-to-allocate-tp2.log", "/dev/shm filled up"),
+    ("v046-second-server-same-nccl-port-eaddrinuse.log", "not the HTTP port"),
+    ("v0410-two-node-zmq-port-held-by-leftover.log", "tcp://192.168.0.136:5002"),
+    ("v0511-hicache-ratio-one-host-pool-not-larger.log", "--hicache-ratio above 1"),
+    ("v046-gguf-qwen3moe-transformers-too-old.log", "Upgrade transformers and gguf"),
+    ("v0410-ascend-a3-image-on-910b-socversion.log", "`…-910b` for Atlas A2"),
+    ("v059-ascend-npu-graph-capture-oom.log", "The NPU ran out of memory while capturing NPU graphs"),
+    ("v046-container-nvidia-smi-not-found.log", "NVIDIA container runtime"),
+    ("v043-nvidia-smi-nvml-driver-library-mismatch.log", "reboot"),
+    ("v0511-hf-hub-offline-mode-is-enabled.log", "HF_HUB_OFFLINE=1"),
+    ("v059-xpu-ur-out-of-device-memory-kv.log", "The XPU ran out of memory while allocating the KV cache"),
+    ("v0511-node0-restart-dist-init-port-held.log", "by pid 40311 (sglang::scheduler_TP0)"),
+    ("v049-flashinfer-jit-cache-no-space-container.log", "FLASHINFER_WORKSPACE_BASE"),
 ])
 def test_the_diagnosis_names_what_to_change(file: str, words: str) -> None:
     """Where an OOM or a refusal happened decides the knob: the draft's capture, a GPU another process
@@ -661,4 +762,21 @@ def test_the_diagnosis_names_what_to_change(file: str, words: str) -> None:
     from svcdiag.judge.diagnosis import diagnose
 
     d = diagnose(judge((FIXTURES / file).read_bytes()))
+    assert d is not None and any(words in line for line in d["explanation"]), d
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.sampled_from(ENVIRONMENT), st.sampled_from(MIDDLE),
+       st.sampled_from(["", "sglang-1  | ", "2025-03-14T10:22:31.123456789Z ", "[pod/sglang-0/server] "]))
+def test_an_environment_failure_is_named_with_its_fix_in_any_paste(env: tuple[list[str], str, str], at: int,
+                                                                   prefix: str) -> None:
+    """The host, the image or the venv at fault (a system library, the C++ runtime, the driver, /dev/shm, a
+    port another process holds, host RAM, an NPU): wherever it stops the start and however the log was
+    pasted, its cause is named and the diagnosis says the fix for that environment, not a generic one."""
+    from svcdiag.judge.diagnosis import diagnose
+
+    lines, cause, words = env
+    v = judge("\n".join(prefix + ln for ln in SMOKE[:at + 1] + lines) + "\n")
+    assert (v.verdict, v.cause) == ("failed", cause), (v.message, v.evidence)
+    d = diagnose(v)
     assert d is not None and any(words in line for line in d["explanation"]), d

@@ -155,13 +155,24 @@ def _not_enough_memory(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> t
     return say, fixes
 
 
+def _device(v: Verdict) -> str:
+    """Whose memory ran out, in its own words: CUDA's, or an Ascend NPU's, an Intel XPU's, ROCm's."""
+    said = _said(v)
+    return next((name for word, name in (("NPU out of memory", "The NPU"), ("XPU out of memory", "The XPU"),
+                                         ("UR_RESULT_ERROR_OUT_OF_DEVICE_MEMORY", "The XPU"),
+                                         ("HIP out of memory", "HIP"), ("HIP error: out of memory", "HIP"),
+                                         ("hipErrorOutOfMemory", "HIP")) if word in said), "CUDA")
+
+
 def _cuda_oom(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
     f = v.figures
     mfs = f.get("mem_fraction_static") or (cfg.mem_fraction_static if cfg else None)
+    dev = _device(v)
     if v.phase == "cuda_graph":
-        say = ["CUDA ran out of memory while capturing CUDA graphs, after the KV cache"
+        graphs = "CUDA" if dev in ("CUDA", "HIP") else dev[4:]
+        say = [f"{dev} ran out of memory while capturing {graphs} graphs, after the KV cache"
                + (f" ({_n(f['kv_tokens'])} tokens)" if f.get("kv_tokens") else "") + " had taken its share.",
-               "CUDA graphs and activations live in the 1 − mem_fraction_static reserve"
+               f"{graphs} graphs and activations live in the 1 − mem_fraction_static reserve"
                + (f": {_gb(f['pool_end_avail_gb'])} were free when capture began." if f.get("pool_end_avail_gb") else ".")]
         fixes = []
         bs = cfg.cuda_graph_max_bs if cfg else None
@@ -171,14 +182,15 @@ def _cuda_oom(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list
             fixes.append(_fix({"mem_fraction_static": round(mfs - 0.05, 2)}, "moves 5 % of the GPU from the KV cache to the reserve"))
         return say, fixes
     if v.phase == "loading_weights":
-        say = ["CUDA ran out of memory while loading the weights: the model does not fit on "
-               f"{cfg.tp_size if cfg else '?'} GPU(s)" + (f" with {_gb(f['avail_before_load_gb'])} free each" if
-                                                          f.get("avail_before_load_gb") else "") + "."]
-        return say, [_fix({"tp_size": (cfg.tp_size if cfg else 1) * 2}, "splits the weights over twice as many GPUs")]
+        tp = cfg.tp_size if cfg else f.get("tp_size")
+        say = [f"{dev} ran out of memory while loading the weights: the model does not fit on "
+               f"{tp or '?'} {'GPU' if dev in ('CUDA', 'HIP') else dev[4:]}(s)"
+               + (f" with {_gb(f['avail_before_load_gb'])} free each" if f.get("avail_before_load_gb") else "") + "."]
+        return say, [_fix({"tp_size": (tp or 1) * 2}, "splits the weights over twice as many devices")]
     if v.phase == "scheduler" and "draft_avail_before_load_gb" in f:
         return _draft_oom(v, cfg, mfs)
     if v.phase == "kv_cache":
-        say = ["CUDA ran out of memory while allocating the KV cache" + (" and the Mamba state" if "mamba_slots" in f
+        say = [f"{dev} ran out of memory while allocating the KV cache" + (" and the Mamba state" if "mamba_slots" in f
                                                                          else "")
                + ": SGLang sized it from mem_fraction_static" + (f"={mfs}" if mfs else "")
                + " of the memory it measured before loading, and that much was no longer free (another process on "
@@ -186,7 +198,7 @@ def _cuda_oom(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list
         if (other := re.search(r"Process (\d+) has ([\d.]+ GiB) memory in use", v.message)) is not None:
             say.append(f"Process {other.group(1)}, not this server, holds {other.group(2)} of that GPU (`nvidia-smi`).")
         return say, [_fix({"mem_fraction_static": round(mfs - 0.05, 2)}, "a smaller KV cache")] if mfs else []
-    say = [f"CUDA ran out of memory in phase {v.phase}."]
+    say = [f"{dev} ran out of memory in phase {v.phase}."]
     return say, [_fix({"mem_fraction_static": round(mfs - 0.05, 2)}, "more headroom outside the caches")] if mfs else []
 
 
@@ -196,7 +208,7 @@ def _draft_oom(v: Verdict, cfg: ServiceConfig | None, mfs: float | None) -> tupl
     f = v.figures
     capture = any(e.startswith("File ") and ("graphs.py" in e or "cuda_graph" in e) for e in v.evidence)
     what = "capturing the draft model's CUDA graphs" if capture else "setting up the speculative draft model"
-    say = [f"CUDA ran out of memory while {what}, after the target model's KV cache and CUDA graphs: the draft "
+    say = [f"{_device(v)} ran out of memory while {what}, after the target model's KV cache and CUDA graphs: the draft "
            "(its weights, its KV pool, its graphs) gets only what they left"
            + (f", {_gb(f['draft_avail_before_load_gb'])} when it began loading." if f.get("draft_avail_before_load_gb")
               is not None else ".")]
@@ -224,7 +236,15 @@ def _killed(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[s
                "Look at `journalctl -k | grep -i -e 'out of memory' -e oom-kill` and the unit's MemoryMax=; "
                "safetensors are read through host memory, once per rank."]
         return say, []
-    if sig in ("SEGV", "BUS", "ABRT", "ILL", "FPE"):
+    if sig == "BUS":
+        return [f"The server died of SIGBUS in phase {v.phase}: a process touched shared memory that was not there. "
+                "For SGLang that is nearly always /dev/shm too small: its ranks and NCCL put their buffers there, and "
+                "a container's /dev/shm is 64 MB unless raised.",
+                "`docker run --shm-size 16g` (or `--ipc=host`; compose `shm_size:`, Kubernetes an `emptyDir: {medium: "
+                "Memory}` mounted at /dev/shm); on a host, `df -h /dev/shm`. A disk full under a memory-mapped "
+                "checkpoint is the other cause (`df -h` where the model is)."], \
+            [_fix({"env.NCCL_SHM_DISABLE": "1"}, "only if /dev/shm cannot be raised: NCCL then avoids it, a little slower")]
+    if sig in ("SEGV", "ABRT", "ILL", "FPE"):
         say = [f"The server crashed with SIG{sig} in phase {v.phase}: a native fault (CUDA, NCCL or a kernel "
                "extension), not a Python exception, so its log says nothing about it.",
                f"Look at `coredumpctl info {unit}` for the stack, `journalctl -k` for GPU Xid errors, and re-run "
@@ -256,13 +276,48 @@ def _exited(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[s
 
 
 def _port_in_use(v: Verdict, cfg: ServiceConfig | None, owners: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
-    port = cfg.port if cfg else None
+    said = _said(v)
+    if re.search(r"server socket has failed|EADDRINUSE|TCPStore|DistNetworkError", said):
+        return _store_port_in_use(v, said)
+    if (m := re.search(r"(\w+) at (\d+) is not available in (\d+) seconds", said)) is not None:
+        holder = re.search(r"process\.cmdline\(\)=\[([^\]]*)\].*?pid=(\d+)", said)
+        argv = " ".join(a.strip(" '\"") for a in holder.group(1).split(","))[:120] if holder else ""
+        who = f" by pid {holder.group(2)} ({argv})" if holder else ""
+        return [f"SGLang's {m.group(1)} ({m.group(2)}) stayed taken for {m.group(3)} s{who}: it derives its internal "
+                "ports (tokenizer, detokenizer, NCCL, RPC, metrics) from dist_init_addr's port (or --port), and "
+                "another process holds one of them.",
+                "Most often a server of an earlier start still running (a killed launcher leaves its scheduler "
+                "processes behind: `ss -ltnp 'sport = :PORT'`, `nvidia-smi`): end it; or give this server a "
+                "dist_init_addr port (and --port) at least 100 away from any other server's."], []
+    if "ZMQError" in said:
+        addr = re.search(r"addr='([^']+)'", said)
+        return [f"SGLang could not bind one of its own ZMQ sockets{' ' + addr.group(1) if addr else ''} (the pipes between "
+                "its tokenizer, scheduler and detokenizer processes): another process holds that port.",
+                "On a multi-node or DP start they are TCP ports just above dist_init_addr's (or --port's); most often a "
+                "server still running from an earlier start (its scheduler processes outlive a killed launcher: "
+                "`nvidia-smi` and `ss -ltnp` name them), or a second server on this host with a neighbouring port. "
+                "End the leftovers, or give each server ports at least 100 apart."], []
+    port = cfg.port if cfg else v.figures.get("port")
     say = [f"Everything loaded, then uvicorn could not bind port {port}: another process listens there."]
     if owners:
         say.append(f"Our unit(s) configured for port {port} and running: {', '.join(owners)}.")
     else:
         say.append(f"No other svcdiag unit is configured for it; `ss -ltnp 'sport = :{port}'` names the holder.")
     return say, [_fix({"port": (port or 30000) + 100}, "a port no running server uses")] if port else []
+
+
+def _store_port_in_use(v: Verdict, said: str) -> tuple[list[str], list[dict[str, Any]]]:
+    """torch.distributed's TCP store, not the HTTP port: --nccl-port on one node, dist_init_addr's port on several."""
+    m = re.search(r"port: (\d+)|:(\d+) \(errno: 98", said)
+    port = next((g for g in m.groups() if g), None) if m else None
+    multi = (v.figures.get("nnodes") or 1) > 1
+    whose = "dist_init_addr's port (the ranks' rendezvous on node 0)" if multi else "the NCCL port (--nccl-port)"
+    say = [f"The ranks' rendezvous (torch.distributed's TCP store) could not listen on port {port or '?'}: it is in use. "
+           f"That is {whose}, not the HTTP port: the start stopped before loading anything.",
+           f"Another server on this host took it (two SGLang servers given the same --nccl-port, or a leftover of an "
+           f"earlier start: `ss -ltnp 'sport = :{port or 'PORT'}'` names it). Give each server its own "
+           + ("dist_init_addr port." if multi else "--nccl-port (extra_args), or leave it unset: SGLang then picks a free one.")]
+    return say, []
 
 
 def _model_not_found(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
@@ -285,7 +340,8 @@ def _model_not_found(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tup
     if re.search(r"RepositoryNotFoundError|Repository Not Found", said):
         return [f"The model hub has no repo {what} (or hides it: a private repo answers the same, HTTP 401).",
                 "Check the spelling against the hub page, or download it and point model_path at the folder."], []
-    if re.search(r"LocalEntryNotFoundError|in the cached files|outgoing traffic has been disabled", said):
+    if re.search(r"LocalEntryNotFoundError|in the cached files|outgoing traffic has been disabled|OfflineModeIsEnabled",
+                 said):
         return [f"SGLang looked for {what} in the Hugging Face cache only (HF_HUB_OFFLINE=1 or TRANSFORMERS_OFFLINE=1, "
                 "or no network) and it is not there.",
                 "Download it once where the hub is reachable (`huggingface-cli download`) into the HF_HOME the unit "
@@ -375,6 +431,11 @@ def _bad_arguments(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple
                 "server can read.",
                 "Leave chat_template unset to use the model's own (tokenizer_config.json), or give the path of a "
                 ".jinja file inside the unit's readable paths."], []
+    if "host memory should be larger than the device memory" in said:
+        return ["The hierarchical cache's host pool must be larger than the GPU's KV pool, and the flags make it "
+                "smaller: --hicache-ratio at or below 1, or a --hicache-size under the KV pool's size.",
+                "Use --hicache-ratio above 1 (the default is 2), or a --hicache-size (GB) larger than the KV pool the "
+                "log's `KV Cache is allocated` line shows."], []
     if re.search(r"max_lora_dim|self\.scaling|--max-lora-rank|--lora-target-modules", said):
         return ["The LoRA adapters in lora_paths cannot be served together by this release: their ranks (r) or "
                 "alphas differ (SGLang ≤ 0.4.3 takes one rank and scaling for all), or one exceeds --max-lora-rank "
@@ -432,6 +493,14 @@ def _warmup_failed(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple
 
 
 def _unsupported_hardware(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
+    if (soc := re.search(r"SocVersion = (\w+)|does not has any binary|Parse dynamic kernel config fail", _said(v))) \
+            is not None:
+        chip = f" (this one is {soc.group(1)})" if soc.group(1) else ""
+        return [f"The Ascend CANN toolkit or its operator kernels were made for another NPU than this one{chip}: "
+                f"{_short(v.message)}",
+                "SGLang's Ascend images are per chip (`…-910b` for Atlas A2 / 910B, `…-a3` for A3 / 910C): use the one "
+                "for this NPU (`npu-smi info` names it), or install the CANN toolkit and kernels package for its SoC "
+                "and source its set_env.sh in the unit's environment."], []
     if re.search(r"invalid device function|InvalidDeviceFunction", _said(v)):
         return [f"A kernel has no build for this GPU's architecture: {v.message}",
                 "The installed wheels (or docker image) were compiled for other GPUs: a ROCm image built for gfx942 "
@@ -484,6 +553,11 @@ def _unsupported_model(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> t
                 f"{m.group(1)}, which the draft needs from its target.",
                 "Upgrade SGLang to a release whose model class supports it (EAGLE3 needs the target to capture "
                 "auxiliary hidden states), or serve without speculative decoding / with another algorithm."], []
+    if (m := re.search(r"GGUF model with architecture (\w+) is not supported", said)) is not None:
+        return [f"The installed transformers cannot read a GGUF file of architecture {m.group(1)!r}: its GGUF reader "
+                "(which SGLang uses for the config and tokenizer) is older than the model.",
+                "Upgrade transformers and gguf in the unit's interpreter, within what the SGLang release pins; or serve "
+                "the model's safetensors release (with a --quantization of its own) instead of the .gguf."], []
     if (m := re.search(r"Unknown quantization method: ([\w-]+)", said)) is not None:
         return [f"The checkpoint's quantization method {m.group(1)!r} (quantization_config in config.json) is not one "
                 "this SGLang release implements.",
@@ -517,12 +591,56 @@ def _gpu_unavailable(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tup
         return ["The NVIDIA driver is older than the CUDA this PyTorch was built for, so CUDA cannot start at all.",
                 "Upgrade the driver (`nvidia-smi` shows its CUDA version), or install the torch/SGLang build for the "
                 "driver's CUDA (a cu121/cu124 wheel or image instead of cu128)."], []
+    if re.search(r"PTX was compiled with an unsupported toolchain|UnsupportedPtxVersion", said):
+        return ["CUDA started, but a kernel shipped as PTX was compiled by a newer CUDA toolkit than this NVIDIA driver "
+                "can JIT: the driver is older than the CUDA the kernels (sgl_kernel, flashinfer, triton) were built "
+                "with.",
+                "Upgrade the driver to one whose CUDA version (`nvidia-smi`, top right) is at least the wheels' (a cu128 "
+                "build needs a 570+ driver), or install the SGLang/torch build for the driver's CUDA."], []
+    if re.search(r"Error 80[34]: |display driver / cuda driver combination|forward compatibility was attempted"
+                 r"|Driver/library version mismatch|NVML/RM version mismatch|LibRmVersionMismatch", said):
+        return ["CUDA refused to start: the driver library this process loaded (libcuda) and the NVIDIA kernel module "
+                "are of different versions (Error 803/804; `nvidia-smi` says `Driver/library version mismatch`).",
+                "Most often the driver was upgraded (unattended-upgrades) while the old module stayed loaded: reboot, "
+                "or unload and reload the nvidia modules with every GPU process stopped "
+                "(`cat /proc/driver/nvidia/version` shows the loaded one). In a container: its CUDA forward-compatibility "
+                "libraries (/usr/local/cuda/compat on LD_LIBRARY_PATH) on a GPU or driver they do not support, or a "
+                "libcuda copied into the image: use an image the host driver supports natively, run with the NVIDIA "
+                "container runtime (it mounts the host's libcuda)."], []
+    if re.search(r"Error 802: |system not yet initialized", said):
+        return ["CUDA says the system is not yet initialized (Error 802): on an NVSwitch host (HGX/DGX A100, H100, "
+                "H200) the GPUs cannot be used until nvidia-fabricmanager has set up the fabric.",
+                "`systemctl status nvidia-fabricmanager`: start and enable it; its version must equal the driver's "
+                "exactly (`nvidia-smi` vs `nv-fabricmanager --version`), an upgraded driver needs the matching "
+                "fabric manager and a reboot."], []
+    if re.search(r"c10_npu::SetDevice|Failed to start the device", said):
+        return [f"The Ascend NPU would not open: {_short(v.message)}",
+                "`npu-smi info` on the host says whether the NPU and its driver are healthy; the driver/firmware and "
+                "the CANN toolkit must be versions that go together. In a container the NPU comes only with its "
+                "devices (/dev/davinci*, /dev/davinci_manager, /dev/devmm_svm, /dev/hisi_hdc) and the driver folder "
+                "(/usr/local/Ascend/driver) mounted; ASCEND_RT_VISIBLE_DEVICES picks among them."], []
+    if re.search(r"CUDA unknown error|NVML: Unknown Error", said):
+        return [f"The process lost (or never got) its GPUs: {v.message}",
+                "In a container this is most often the host's `systemctl daemon-reload` (or a runtime update) "
+                "revoking the container's device access under a cgroup driver: restart the container. On a host, after "
+                "suspend/resume or without the nvidia_uvm module (`lsmod | grep nvidia_uvm`, `nvidia-modprobe -u`); "
+                "a reboot settles it."], []
+    if re.search(r"libcuda\.so|nvidia-smi not found", said):
+        return [f"The NVIDIA driver's user-space files (libcuda, nvidia-smi) are not where this process looks: "
+                f"{v.message}",
+                "In a container the driver's libraries come from the host only through the NVIDIA container runtime "
+                "(`docker run --gpus all`, nvidia-container-toolkit; on Kubernetes a `nvidia.com/gpu` limit). On a "
+                "host with libcuda.so.1 but no libcuda.so (Triton needs the latter), `ldconfig` or the driver's "
+                "-dev package adds it; TRITON_LIBCUDA_PATH names its folder."], []
     return [f"The process saw no usable GPU in phase {v.phase}: {v.message}",
             "Under systemd that is the sandbox or the environment, not the hardware: PrivateDevices=yes or a "
             "DevicePolicy=/DeviceAllow= without /dev/nvidia*, a CUDA_VISIBLE_DEVICES naming GPUs that do not exist, or "
             "GPUs held in exclusive mode by another process. svcdiag's strict units allow the NVIDIA nodes (and "
             "`devices = [\"rocm\"]` the AMD ones); `hardening = \"off\"` tells a sandbox problem from a host one. "
-            f"`systemctl show {unit} -p DeviceAllow -p PrivateDevices` shows what the unit gets."], []
+            f"`systemctl show {unit} -p DeviceAllow -p PrivateDevices` shows what the unit gets.",
+            "In a container: it was started without its GPUs (`docker run --gpus all`, or compose's `deploy.resources."
+            "reservations.devices`; the NVIDIA container toolkit installed; on Kubernetes a `nvidia.com/gpu` limit), "
+            "so torch.cuda.is_available() is False there however the host looks."], []
 
 
 def _cuda_error(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
@@ -580,6 +698,21 @@ def _nvshmem_failed(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tupl
 
 
 def _disk_full(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
+    if re.search(r"/dev/shm|</torch_|shared memory\(shm\)", _said(v)):
+        return [f"/dev/shm filled up in phase {v.phase}: {v.message}",
+                "torch passes tensors between SGLang's processes through /dev/shm (and NCCL its buffers); a "
+                "container's is 64 MB unless raised: `docker run --shm-size 16g` or `--ipc=host` (compose `shm_size:`, "
+                "Kubernetes an `emptyDir: {medium: Memory}` at /dev/shm). On a host, `df -h /dev/shm` and what else "
+                "fills it."], []
+    caches = (("flashinfer", "FLASHINFER_WORKSPACE_BASE"), ("triton", "TRITON_CACHE_DIR"),
+              ("deep_gemm", "DG_JIT_CACHE_DIR"), ("torchinductor", "TORCHINDUCTOR_CACHE_DIR"),
+              ("torch_extensions", "TORCH_EXTENSIONS_DIR"), ("huggingface", "HF_HOME"))
+    path = re.search(r"No space left on device: '([^']+)'", _said(v))
+    if path and (env := next((e for word, e in caches if word in path.group(1)), None)):
+        return [f"The disk under {path.group(1)!r} filled up in phase {v.phase}: {v.message}",
+                f"`df -h {path.group(1).rsplit('/', 1)[0]}`; free space there, or move that cache to a larger disk "
+                f"with {env} in [env] (a container's root filesystem is often a small overlay: mount a volume "
+                "there)."], []
     return [f"A disk filled up in phase {v.phase}: {v.message}",
             "Downloads go to HF_HOME (default ~/.cache/huggingface) or download_dir, kernels compile to ~/.cache and "
             "/tmp; `df -h` on those, and remember a unit with PrivateTmp= or a container has its own /tmp. Free "
@@ -626,14 +759,80 @@ def _broken_install(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tupl
         return [f"A kernel is compiled at first use (FlashInfer, DeepGEMM JIT) and the CUDA toolkit is missing: {v.message}",
                 "Install the CUDA toolkit the torch build matches and set CUDA_HOME in [env], or use SGLang's docker "
                 "image; a unit's PATH lacks /usr/local/cuda/bin unless [env] puts it there."], []
+    if "Torch not compiled with CUDA enabled" in v.message:
+        return ["The torch in the unit's interpreter is a CPU-only build (pip's default on some platforms, or a "
+                "package that pulled `torch` in again without its CUDA index): it cannot use the GPU at all.",
+                "Install the CUDA build SGLang's release pins (`pip install torch==X --index-url "
+                "https://download.pytorch.org/whl/cu128`, or `pip install \"sglang[all]==X\"` into a fresh venv); "
+                "`python -c 'import torch; print(torch.version.cuda)'` prints None for a CPU build."], []
     if re.search(r"C compiler|/usr/bin/(?:gcc|cc|g\+\+|c\+\+)'|Python\.h", _said(v)):
         return [f"Triton compiles a small C helper the first time a kernel runs, and could not: {v.message}",
                 "It needs a C compiler and the Python headers on the unit's PATH (`apt install gcc python3-dev`, or "
                 "CC= in [env]); a systemd unit's PATH is narrower than a login shell's."], []
+    if (lib := _native_import(v.message, _said(v))) is not None:
+        return lib
     return [f"The Python environment the unit runs cannot import what SGLang needs: {v.message}",
             "A missing package, or compiled kernels (sgl_kernel, flashinfer, vllm) built for another torch or CUDA "
             "than the installed one. Install the versions the SGLang release pins (`pip install \"sglang[all]==X\"` "
             f"in the unit's interpreter, shown by `svcdiag render {name}`), or use its docker image."], []
+
+
+#: the compiled packages SGLang imports, named by the path of the .so that failed
+_KERNEL_PACKAGES = ("sgl_kernel", "flashinfer", "vllm", "deep_gemm", "flash_attn", "xformers", "torchvision", "torchaudio",
+                    "triton", "xgrammar", "torch")
+
+
+def _native_import(msg: str, said: str) -> tuple[list[str], list[dict[str, Any]]] | None:
+    """A compiled module that would not load, told by what the loader said: an older C++ runtime, a missing
+    system or CUDA library, a symbol of another torch; or a grammar backend of another version. Each has its own fix."""
+    pkg = next((p for p in _KERNEL_PACKAGES if re.search(rf"/{p}/|/{p}[.-]|\b{p}\b", msg)), None) \
+        or next((p for p in _KERNEL_PACKAGES if re.search(rf"/{p}/", said)), None)  # the importing frame's path
+    if (m := re.search(r"((?:GLIBCXX|CXXABI)_[\d.]+)' not found(?: \(required by (\S+?)\))?", msg)) is not None:
+        stdcpp = re.search(r"(\S*libstdc\+\+\.so[.\d]*)", msg)
+        return [f"{m.group(2) or 'A compiled module'} needs {m.group(1)}, and the C++ runtime this process loaded "
+                f"({stdcpp.group(1) if stdcpp else 'libstdc++.so.6'}) is older than the compiler it was built with.",
+                "Most often a conda env's own old libstdc++ shadowing the system's: `conda install -c conda-forge "
+                "'libstdcxx-ng>=13'` in that env (or put the system's first: LD_PRELOAD=/usr/lib/x86_64-linux-gnu/"
+                "libstdc++.so.6 in [env]); on an old distribution (Ubuntu 20.04, RHEL 8), SGLang's docker image or a "
+                "newer OS."], []
+    if (m := re.search(r"(lib(?:cudart|cublas(?:Lt)?|cudnn|nvrtc|cusparse|cufft|curand|nccl|nvJitLink)\.so\.(\d+))"
+                       r"[^:]*: cannot open shared object file", msg)) is not None:
+        return [f"{pkg or 'A compiled package'} was built for CUDA {m.group(2)} and this environment has no "
+                f"{m.group(1)}: the installed torch (and its nvidia-* wheels) is built for another CUDA major than the "
+                "kernels.",
+                f"Install the build of each for one CUDA (`python -c 'import torch; print(torch.version.cuda)'`; the "
+                f"SGLang release pins torch and sgl-kernel for it), or `pip install nvidia-cuda-runtime-cu{m.group(2)}`; "
+                "SGLang's docker image has them matched."], []
+    if (m := re.search(r"(lib[\w+-]+\.so[.\d]*): cannot open shared object file", msg)) is not None \
+            and not m.group(1).startswith(("libc10", "libtorch", "libcuda")):
+        name = m.group(1)
+        apt = {"libnuma": "libnuma1", "libibverbs": "libibverbs1", "libgomp": "libgomp1", "libGL": "libgl1",
+               "libgl": "libgl1", "libmlx5": "ibverbs-providers", "librdmacm": "librdmacm1"}
+        pkg_name = next((a for k, a in apt.items() if name.startswith(k + ".")), None)
+        return [f"{pkg or 'A compiled package'} links {name}, a system library this host (or image) lacks: "
+                "reinstalling the Python package does not help.",
+                f"Install it with the OS's package manager (`apt install {pkg_name or 'PACKAGE'}`"
+                + (f", `dnf install {'numactl-libs' if pkg_name == 'libnuma1' else 'PACKAGE'}`" if pkg_name else "")
+                + f"; `apt-file search {name}` names it), in the image too if the server runs in a container."], []
+    if "undefined symbol: " in msg:
+        torch_abi = re.search(r"undefined symbol: _ZNK?(?:3c10|2at|5torch)", msg) is not None  # c10::, at::, torch::
+        what = "another torch than the installed one (the symbol is torch's C++ API)" if torch_abi else \
+            "other versions of its dependencies than the installed ones"
+        return [f"{pkg or 'A compiled package'}'s binary was built against {what}: {_short(msg)}",
+                f"Install the {pkg or 'package'} build made for this torch (`pip show torch {pkg or ''}`; each SGLang "
+                "release pins torch, sgl-kernel and flashinfer together: `pip install \"sglang[all]==X\"` puts all back), "
+                "or SGLang's docker image; upgrading torch alone (`pip install -U torch`) is the usual way to get here."], []
+    if (g := re.search(r"\b(xgrammar|outlines|llguidance)\b", msg)) is not None:
+        return [f"The grammar backend {g.group(1)} (structured output, --grammar-backend) is missing or not the "
+                f"version this SGLang was written for: {msg}",
+                f"Install the {g.group(1)} version the SGLang release pins (`pip install \"sglang[all]==X\"`), or start "
+                "with another --grammar-backend (none, if no request asks for structured output)."], []
+    return None
+
+
+def _short(msg: str, limit: int = 160) -> str:
+    """A long loader message cut for a sentence (the evidence keeps it whole)."""
+    return msg if len(msg) <= limit else msg[:limit] + "…"
 
 
 def _access_denied(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
@@ -651,7 +850,10 @@ def _access_denied(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple
            "ProtectHome=read-only), or its user lacks the permission.",
            f"svcdiag's strict units may write ~/.cache, ~/.triton, /dev/shm, working_directory and the cache "
            f"folders [env] names (docs/security.md#the-hardened-unit); a --download-dir or any other folder goes in "
-           f"`read_write_paths` (then `svcdiag install {name}`). Check the owner too: `ls -ld` the folder as the unit's User=."]
+           f"`read_write_paths` (then `svcdiag install {name}`). Check the owner too: `ls -ld` the folder as the unit's User=.",
+           "In a container: a read-only root (`--read-only`, Kubernetes readOnlyRootFilesystem) or a volume mounted "
+           ":ro; mount the HF cache writable (`-v ~/.cache/huggingface:/root/.cache/huggingface`) or set HF_HOME to a "
+           "writable volume."]
     if path:
         folder = path.rstrip("/").rsplit("/", 1)[0] or path
         folder = re.sub(r"/(?:\.locks|\.cache|models--[^/]+|blobs|snapshots)(?:/.*)?$", "", folder) or folder
@@ -661,6 +863,15 @@ def _access_denied(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple
 
 def _host_oom(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
     unit = v.unit or (cfg.unit if cfg else "UNIT")
+    if (m := re.search(r"Requesting ([\d.]+) GB but only have ([\d.]+) GB free", v.message)) is not None \
+            or "HiCache host memory" in v.message:
+        asked = f" ({m.group(1)} GB asked, {m.group(2)} GB free)" if m else ""
+        return [f"The hierarchical cache's host pool (--enable-hierarchical-cache) is larger than the RAM this rank "
+                f"may take{asked}: SGLang sizes it as --hicache-ratio × the GPU's KV pool (default 2), or "
+                "--hicache-size GB, for every rank on the host, and keeps some RAM back for everything else.",
+                "Set --hicache-size to what the host (or the container's memory limit) holds divided by the ranks on "
+                "it, or lower --hicache-ratio (it must stay above 1); a smaller KV pool (mem_fraction_static) shrinks "
+                "the host pool with it."], []
     return [f"The host ran out of memory (RAM, not GPU memory) in phase {v.phase}: {v.message}",
             "safetensors are read through host memory once per rank; `journalctl -k | grep -i -e oom -e 'out of "
             f"memory'` shows the kernel's account, and `systemctl show -p MemoryMax {unit}` the unit's limit."], []

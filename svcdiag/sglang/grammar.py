@@ -56,8 +56,14 @@ CAUSES: tuple[tuple[str, re.Pattern[str]], ...] = (
         r"|leave no GPU memory for the KV cache|Memory pool size is too small"
         r"|SWA pool \(\d+ tokens\) cannot hold even one request")),  # 0.5.23: a sliding-window pool under its window
     ("cuda_oom", re.compile(r"CUDA out of memory|HIP out of memory|OutOfMemoryError|(?:CUDA|HIP) error: out of memory"
-                            r"|hipErrorOutOfMemory")),
-    ("host_oom", re.compile(r"\[Errno 12\] Cannot allocate memory|Out of memory: Killed process|oom-kill")),
+                            r"|hipErrorOutOfMemory|(?:NPU|XPU) out of memory"  # Ascend's torch_npu, Intel's XPU
+                            r"|UR_RESULT_ERROR_OUT_OF_DEVICE_MEMORY")),  # Intel's Level Zero runtime, under torch
+    ("host_oom", re.compile(r"\[Errno 12\] Cannot allocate memory|Out of memory: Killed process|oom-kill"
+                            r"|DefaultCPUAllocator: can't allocate memory"  # torch's CPU allocator (--device cpu, offload)
+                            # --enable-hierarchical-cache: its host pool (--hicache-ratio × the KV pool, or --hicache-size)
+                            # larger than the host RAM free; not `… for request X`, a PD decode server's runtime note
+                            r"|Not enough host memory (?:available\. Requesting|for [\w\s.-]*hierarchical cache)"
+                            r"|Cannot automatically size HiCache host memory")),
     ("port_in_use", re.compile(
         r"\[Errno 98\]|[Aa]ddress already in use|is not available in [\d.]+ seconds")),
     ("unsupported_model", re.compile(
@@ -67,6 +73,7 @@ CAUSES: tuple[tuple[str, re.Pattern[str]], ...] = (
         r"|is not supported for now|failed to be inspected|did not match any variant of untagged enum (?:ModelWrapper|Py\w*Wrapper)"
         r"|Tokenizer class \w+ does not exist or is not currently imported"
         r"|Unknown quantization method"  # the checkpoint's quant_method, which this release does not know
+        r"|GGUF model with architecture \w+ is not supported"  # transformers' GGUF reader, older than the model
         # speculative decoding's target hooks, missing from this release's class for the target model
         r"|object has no attribute '(?:capture_aux_hidden_states|set_eagle3_layers_to_capture|get_embed_and_head)'")),
     ("model_not_found", re.compile(
@@ -75,6 +82,7 @@ CAUSES: tuple[tuple[str, re.Pattern[str]], ...] = (
         r"|401 Client Error|You must have access to it and be authenticated|GatedRepoError"
         r"|does not appear to have a file named |No such file or directory: .*config\.json"
         r"|LocalEntryNotFoundError|couldn't find (?:it|them) in the cached files|outgoing traffic has been disabled"
+        r"|OfflineModeIsEnabled"  # HF_HUB_OFFLINE=1 and a call that must reach the hub
         r"|Can't load tokenizer for|Can't load the configuration of"
         r"|Can't load (?:image processor|processor|feature extractor) for")),  # a VLM saved without its processor files
     # the hub itself out of reach: rate-limited (429), no route, a proxy; the repo id may well be right
@@ -87,6 +95,8 @@ CAUSES: tuple[tuple[str, re.Pattern[str]], ...] = (
         r"|no kernel image is available for execution on the device|not supported on (?:this|your) (?:GPU|device)"
         r"|Unsupported (?:GPU|gpu) architecture|is only supported on (?:sm|Hopper|Blackwell|Ampere)"
         r"|out of resource: shared memory|invalid device function|(?:hip|cuda)ErrorInvalidDeviceFunction"
+        # Ascend: the CANN toolkit or kernels (or the image: -910b vs -a3) made for another NPU than this one
+        r"|init runtime platform info failed, SocVersion|does not has any binary|Parse dynamic kernel config fail"
         # Triton's fp8 before sm89: `ValueError("type fp8e4nv not supported in this architecture. …")`
         r"|not supported in this architecture")),
     ("gpu_unavailable", re.compile(
@@ -94,7 +104,18 @@ CAUSES: tuple[tuple[str, re.Pattern[str]], ...] = (
         r"|Found no NVIDIA driver|no CUDA-capable device is detected|CUDA-capable device\(s\) is/are busy or unavailable"
         r"|all CUDA-capable devices are busy or unavailable|CUDA driver initialization failed|cudaErrorNoDevice"
         r"|cudaErrorInsufficientDriver|libcuda\.so[.\d]*: cannot open shared object file|invalid device ordinal"
-        r"|uncorrectable ECC error|fallen off the bus")),
+        r"|c10_npu::SetDevice|Failed to start the device"  # Ascend: the NPU would not open (driver, firmware, /dev/davinci*)
+        r"|uncorrectable ECC error|fallen off the bus"
+        # the driver and CUDA disagree: a container's CUDA (or its compat libs) newer than the host's driver (803, 804),
+        # kernels built by a newer toolkit than the driver (PTX), a driver upgraded under a running kernel module (NVML)
+        r"|Error 80[34]: |unsupported display driver / cuda driver combination|forward compatibility was attempted"
+        r"|provided PTX was compiled with an unsupported toolchain|cudaErrorUnsupportedPtxVersion"
+        r"|Driver/library version mismatch|NVML/RM version mismatch|LibRmVersionMismatch"
+        r"|Error 802: |system not yet initialized"  # NVSwitch (HGX) hosts: nvidia-fabricmanager not running
+        r"|CUDA unknown error"  # the GPU lost by the process: a container after `systemctl daemon-reload`, suspend, nvidia_uvm
+        # ≤ 0.4.x asks nvidia-smi for the GPUs' memory while checking its flags: its own words then
+        r"|nvidia-smi not found|Failed to initialize NVML"
+        r"|libcuda\.so cannot found")),  # Triton: no libcuda.so (the NVIDIA container runtime not used, or no ldconfig)
     ("cuda_error", re.compile(
         r"illegal memory access was encountered|device-side assert triggered|CUDA error: misaligned address"
         r"|unspecified launch failure|illegal instruction was encountered|cudaErrorIllegalAddress"
@@ -113,7 +134,8 @@ CAUSES: tuple[tuple[str, re.Pattern[str]], ...] = (
         r"|Timed out initializing process group|clients joined|gloo/transport/tcp")),
     ("nccl_error", re.compile(r"NCCL error|DistBackendError|ncclInternalError|ncclUnhandledCudaError|ncclSystemError"
                               r"|Watchdog caught collective operation timeout|NCCL communicator was aborted")),
-    ("disk_full", re.compile(r"\[Errno 28\]|No space left on device")),
+    ("disk_full", re.compile(r"\[Errno 28\]|No space left on device"
+                             r"|unable to allocate shared memory\(shm\)")),  # torch's tensors between processes: /dev/shm
     ("access_denied", re.compile(r"\[Errno 30\] Read-only file system|\[Errno 13\]|PermissionError")),
     ("bad_checkpoint", re.compile(
         r"SafetensorError|Error while deserializing header|HeaderTooLarge|MetadataIncompleteBuffer"
@@ -121,7 +143,7 @@ CAUSES: tuple[tuple[str, re.Pattern[str]], ...] = (
         r"|Attempted to load weight \(|is not a valid JSON file")),
     ("broken_install", re.compile(
         r"ModuleNotFoundError|No module named '|undefined symbol: |cannot open shared object file"
-        r"|cannot import name '\w+' from|GLIBC_[\d.]+' not found|Python\.h: No such file"
+        r"|cannot import name '\w+' from|(?:GLIBC|GLIBCXX|CXXABI)_[\d.]+' not found|Python\.h: No such file"
         r"|module '[\w.]+' has no attribute|Torch not compiled with CUDA enabled"
         r"|Failed to find C compiler|Command '\['/usr/bin/(?:gcc|cc|g\+\+|c\+\+)'|Could not find nvcc"
         # a kernel compiled at first use (FlashInfer, DeepGEMM, torch extensions): ninja missing or its build failed
@@ -140,6 +162,7 @@ CAUSES: tuple[tuple[str, re.Pattern[str]], ...] = (
         r"|does not match the quantization method specified in the `quantization` argument"
         r"|`?trust_remote_code=True`? to (?:allow custom code|remove this error)|contains custom code which must be executed"
         r"|is not a built-in template name or a valid chat template file path"  # --chat-template
+        r"|The host memory should be larger than the device memory"  # --hicache-ratio ≤ 1 (or a --hicache-size below the KV pool)
         # LoRA adapters the flags ask for that this release cannot serve together: ranks or alphas that differ
         # (≤ 0.4.3 asserts it), a rank above --max-lora-rank, modules outside --lora-target-modules
         r"|hf_config\[\"r\"\] == self\.max_lora_dim|x\.scaling == self\.scaling|--max-lora-rank|--lora-target-modules"
@@ -162,8 +185,11 @@ OLD_PREFIX_DATE = "2000-01-01"  # a time of day alone: the phases' durations are
 #: not `Terminated`: a shell says it too when systemd stops the unit on purpose
 SHELL_SIGNALS = {"Killed": "KILL", "已杀死": "KILL", "Segmentation fault": "SEGV", "段错误": "SEGV", "Aborted": "ABRT",
                  "已放弃": "ABRT", "Bus error": "BUS", "Illegal instruction": "ILL", "Floating point exception": "FPE"}
-SHELL_SIGNAL_RE = re.compile(r"^(?:\S+: line \d+: +\d+ )?(" + "|".join(map(re.escape, SHELL_SIGNALS)) + r")"
-                             r"(?: ?[(（](?:core dumped|核心已转储)[)）])?(?: {2,}\S.*)?$")
+#: (a script's line keeps its command after one space where a console squeezed the padding: `… 28 Killed python3 …`)
+SHELL_SIGNAL_RE = re.compile(r"^(?:\S+: line \d+: +\d+ (" + "|".join(map(re.escape, SHELL_SIGNALS))
+                             + r")(?: ?[(（](?:core dumped|核心已转储)[)）])?(?: +\S.*)?|("
+                             + "|".join(map(re.escape, SHELL_SIGNALS)) + r")"
+                             r"(?: ?[(（](?:core dumped|核心已转储)[)）])?(?: {2,}\S.*)?)$")
 #: what a native runtime prints just before it aborts the process: C++'s terminate, ROCm's HSA fault
 NATIVE_ABORTS = ("terminate called after throwing", "Memory access fault by GPU")
 #: NVSHMEM's error lines (DeepEP), unprefixed, each a source path: `/sgl-workspace/nvshmem/src/…: non-zero status: 7 …`
@@ -322,7 +348,10 @@ REDUCED_RE = re.compile(r"reduced from the requested (\d+) to (\d+)")
 #: its Rust side (≤ 0.1.x) wrote `[Router (Rust)] …` the same way
 ROUTER_LINE_RE = re.compile(
     r"^\[Router \((?:Python|Rust)\)\] (\d{4}-\d\d-\d\d \d\d:\d\d:\d\d) - ([A-Z]+) - (.*?)(?: - [\w.]+:\d+)?$")
-CAPTURE_NAME_RE = re.compile(r"^Capture (?:(target|draft) (?:(decode|verify|prefill|extend) )?)?(?:CUDA|cuda) graph")
+#: `Capture cuda graph begin`, 0.5.14+'s `Capture target decode CUDA graph begin`; on other devices (0.5.2+) the
+#: graph is the device's: `Capture cpu graph begin`, `Capture npu graph begin` (Ascend), `Capture target decode NPU graph`
+CAPTURE_NAME_RE = re.compile(r"^Capture (?:(target|draft) (?:(decode|verify|prefill|extend) )?)?"
+                             r"(?:CUDA|cuda|CPU|cpu|NPU|npu|XPU|xpu|HPU|hpu|MUSA|musa) graph")
 UVICORN_URL_RE = re.compile(r"running on (\S+)")
 #: DeepGEMM's JIT pre-compile session, a WARNING from 0.4.6 on (what follows varies: `It may takes`/`It may take`)
 PRECOMPILE_RE = re.compile(r"Entering DeepGEMM JIT Pre-?Compile session", re.I)
@@ -619,7 +648,7 @@ class LineParser:
             return [Failure(ts=ts, line=text, cause="killed_by_signal" if sig else "exception", message=text,
                             evidence=(text,), signal=sig, role=DEATH)]
         if (sh := SHELL_SIGNAL_RE.match(text)) is not None:  # the shell's word for the signal that ended it
-            sig = SHELL_SIGNALS[sh.group(1)]
+            sig = SHELL_SIGNALS[sh.group(1) or sh.group(2)]
             if sig == "KILL":  # the kernel's OOM killer, most often
                 return [Failure(ts=ts, line=text, cause="host_oom", message="the process was killed (SIGKILL) without "
                                 "a word of its own: most often the kernel's OOM killer (host RAM)", evidence=(text,),
@@ -724,8 +753,11 @@ class LineParser:
         tail = " ".join(x.strip() for x in said[:4])
         where = next((ln.strip() for ln in reversed(tb.lines) if ln.strip().startswith("File ")), None)
         code = _code_line(tb.lines)
+        # a runtime's own report under the exception (Ascend's CANN prints a dozen lines): the one that names the
+        # cause may come after the four the message keeps, and is then kept as evidence
+        late = next((x.strip() for x in said[4:] if classify(x) is not None), None)
         cause = tb.cause or next((c for f in reversed(finals) if (c := classify(f)) is not None), None) \
-            or classify(f"{final} {tail}") or classify(tb.head) \
+            or classify(f"{final} {tail}") or (classify(late) if late else None) or classify(tb.head) \
             or (classify(code) if code and BARE_FINAL_RE.match(final) else None) or _raised_in(final, tb.lines) \
             or "exception"
         m = SCHEDULER_DIED_RE.search(final)
@@ -744,7 +776,7 @@ class LineParser:
         if role == ROOT and cause == "nccl_error" and PEER_GONE_RE.search(message):
             role = DEATH  # a consequence: it waits for the dead rank's own cause, and stands without one
         evidence = tuple(x for x in (tb.head, where, code if final.endswith(("AssertionError", "Error")) else None,
-                                     *finals[:-1][-1:], final, *said[:4]) if x)
+                                     *finals[:-1][-1:], final, late, *said[:4]) if x)
         return [Failure(ts=tb.ts, ranks=tb.ranks, line=final, cause=cause, message=message, evidence=evidence,
                         role=role)]
 

@@ -7,6 +7,7 @@ invalid UTF-8 is replaced, a line of any length is one line.
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 from collections.abc import Iterator
@@ -29,9 +30,11 @@ MONTHS = {m: i for i, m in enumerate(("Jan", "Feb", "Mar", "Apr", "May", "Jun", 
 #: what a runtime or wrapper puts before each line SGLang printed: compose's `service-1  | `, an RFC 3339
 #: UTC stamp (kubectl, docker -t; in brackets: Jenkins' timestamper), Ray's `(Actor pid=N, ip=…) `, a
 #: launcher's logging.Formatter (`2025-03-07 23:50:27,531 - __main__ - INFO - `, FastChat's `… | ERROR | stderr | `),
-#: `kubectl logs --prefix` (`[pod/sglang-0/server] `), Slurm's `srun --label` (`0: `)
+#: `kubectl logs --prefix` (`[pod/sglang-0/server] `), Slurm's `srun --label` (`0: `); Google Cloud Logging's
+#: console puts the severity before the stamp (`ERROR 2025-04-05T00:01:19.509514570Z `)
 CONTAINER_RE = re.compile(
-    r"^(?:[\w.-]+\s*\| ?|\[?\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z\]? |\[pod/[\w.-]+/[\w.-]+\] |\d{1,4}: "
+    r"^(?:[\w.-]+\s*\| ?|(?:(?:DEFAULT|DEBUG|INFO|NOTICE|WARNING|ERROR|CRITICAL|ALERT|EMERGENCY) )?"
+    r"\[?(?P<stamp>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z)\]? |\[pod/[\w.-]+/[\w.-]+\] |\d{1,4}: "
     r"|(?:\x1b\[[\d;]*m)?\((?:[\w.:-]+ )?pid=\d+(?:, ip=[\d.]+)?\)(?:\x1b\[[\d;]*m)? ?"
     r"|\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:,\d{3} - [\w.<>-]+ - [A-Z]+ - | \| [A-Z]+ \| [\w.<>-]+ \| ))")
 #: Ray's note that it folded the same line of several workers into one
@@ -105,9 +108,36 @@ def unwrap(line: str) -> str:
 def _container(head: bytes, stream: BinaryIO, name: str) -> Iterator[Record]:
     """`docker compose logs` (`sglang-1  | …`) or `kubectl logs --timestamps` / `docker logs -t`
     (`2025-03-14T10:22:31.123456789Z …`): the line as SGLang printed it, on SGLang's own clock
-    (the runtime's UTC stamp would mix two clocks in one start)."""
-    for line in _lines(head, stream):
+    (the runtime's UTC stamp would mix two clocks in one start).
+
+    A log console's copy may list the newest line first (Cloud Logging's does): when the runtime's
+    stamps only go down, the lines are read in the order they were printed, which takes holding them
+    all (such a copy is a screenful or a download, not a journal)."""
+    lines = _lines(head, stream)
+    first = list(itertools.islice(lines, NEWEST_FIRST_LINES))
+    if _newest_first(first):
+        whole = first + list(lines)
+        whole.reverse()
+        lines = iter(whole)
+    else:
+        lines = itertools.chain(first, lines)
+    for line in lines:
         yield Record(unwrap(line))
+
+
+#: the lines a container log's order is told from
+NEWEST_FIRST_LINES = 400
+
+
+def _newest_first(lines: list[str]) -> bool:
+    """Whether the runtime's stamps on these lines only go down (at least once, never up)."""
+    stamps = [m["stamp"] for ln in lines if (m := CONTAINER_RE.match(_uncoloured(ln))) is not None and m["stamp"]]
+    down = up = 0
+    for a, b in itertools.pairwise(stamps):
+        if len(a) == len(b):  # one fraction width: the strings sort as the times do
+            down += a > b
+            up += a < b
+    return down > 0 and up == 0
 
 
 def _plain(head: bytes, stream: BinaryIO, name: str) -> Iterator[Record]:
