@@ -49,6 +49,10 @@ def test_real_sglang_start(case: dict) -> None:
         assert v.figures.get("kv_tokens") == case["kv_tokens"], v.figures
     if "max_running_requests" in case:
         assert v.figures.get("max_running_requests") == case["max_running_requests"], v.figures
+    if "context_len" in case:
+        assert v.figures.get("context_len") == case["context_len"], v.figures
+    if "phase" in case:
+        assert v.phase == case["phase"], (v.phase, v.message)
     if case.get("evidence") and v.verdict == "failed":
         said = [v.message, *v.evidence[:4]]
         assert any(case["evidence"] in s for s in said), said

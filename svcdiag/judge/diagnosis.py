@@ -250,6 +250,11 @@ def _killed(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[s
                f"Look at `coredumpctl info {unit}` for the stack, `journalctl -k` for GPU Xid errors, and re-run "
                "with CUDA_LAUNCH_BLOCKING=1 to find the failing kernel."]
         return say, [_fix({"env.CUDA_LAUNCH_BLOCKING": "1"}, "the crash then points at the kernel that faulted")]
+    if not sig:  # ≤ 0.4.1: the launcher's EOFError is all that is left of a scheduler that died silently
+        return [f"A scheduler process died in phase {v.phase} without a word of its own: a signal killed it, most "
+                "often SIGKILL from the kernel's OOM killer (host RAM) while the weights load, once per rank.",
+                "Look at `journalctl -k | grep -i -e 'out of memory' -e oom-kill`, and at the host's free memory "
+                "against the checkpoint's size times the ranks that read it."], []
     return [f"The server was killed by SIG{sig} in phase {v.phase}; see `journalctl -u {unit}` for who sent it."], []
 
 

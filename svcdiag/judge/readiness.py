@@ -26,6 +26,7 @@ from svcdiag.sglang.events import (
     MambaCache,
     MaxRunningLimited,
     PoolEnd,
+    PortMoved,
     ProgressBar,
     Ready,
     Recovered,
@@ -300,6 +301,9 @@ class Readiness:
         self._seen.add("weights_end")
         self._seen.add("weights_begin")
         f.update(weights_gb=ev.mem_usage_gb, avail_after_load_gb=ev.avail_gb, model_type=ev.model_type)
+        before = f.get("avail_before_load_gb")
+        if ev.mem_usage_gb is None and ev.avail_gb is not None and before is not None and before >= ev.avail_gb:
+            f["weights_gb"] = round(before - ev.avail_gb, 2)  # ≤ 0.4.2 says no `mem usage=`: what the load took
         if ev.elapsed_s is not None:
             f["weight_load_s"] = ev.elapsed_s
         return self._advance(self._after_pools(), ev.ts)
@@ -436,6 +440,13 @@ class Readiness:
             f["chunked_prefill_size"] = ev.chunked_prefill_size
         self._add_evidence(ev.line)
         return self._advance("http", ev.ts)
+
+    def _on_PortMoved(self, ev: PortMoved) -> list[Event]:
+        self.figures["port"] = ev.port
+        self._degrade("port_moved", f"port {ev.requested} was taken, so SGLang listens on {ev.port} instead: a "
+                      f"client or health check of {ev.requested} reaches whatever holds it",
+                      {"requested_port": ev.requested, "port": ev.port})
+        return []
 
     def _on_Uvicorn(self, ev: Uvicorn) -> list[Event]:
         return self._advance("http", ev.ts)

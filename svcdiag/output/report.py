@@ -53,11 +53,13 @@ def describe(ev: Event) -> str | None:
         spec = f", speculative {ev.speculative_algorithm}" if ev.speculative_algorithm else ""
         return (f"server_args: {ev.model_path}, tp={ev.tp_size}, context_length={ev.context_length}, "
                 f"mem_fraction_static={ev.mem_fraction_static}, max_running_requests={ev.max_running_requests}{spec}")
-    if isinstance(ev, WeightsBegin):
-        return f"loading weights, {_gb(ev.avail_gb)} free"
+    if isinstance(ev, WeightsBegin):  # ≤ 0.1.16 says no free memory (avail_gb -1)
+        return f"loading weights, {_gb(ev.avail_gb)} free" if ev.avail_gb >= 0 else "loading weights"
     if isinstance(ev, WeightsEnd):
         took = f" in {ev.elapsed_s:.1f} s" if ev.elapsed_s is not None else ""
-        return f"weights loaded: {ev.model_type}, {_gb(ev.mem_usage_gb)}{took}, {_gb(ev.avail_gb)} left"
+        said = [x for x in (ev.model_type, _gb(ev.mem_usage_gb) + took if ev.mem_usage_gb is not None else took.strip(),
+                            f"{_gb(ev.avail_gb)} left" if ev.avail_gb is not None else None) if x]
+        return "weights loaded" + (": " + ", ".join(said) if said else "")
     if isinstance(ev, KVCache):
         size = (f"K {_gb(ev.k_gb)} + V {_gb(ev.v_gb)}" if ev.k_gb is not None else f"KV {_gb(ev.kv_gb)}")
         what = "KV cache upper bound" if ev.upper_bound else "draft KV cache" if ev.draft else \
@@ -88,9 +90,13 @@ def describe(ev: Event) -> str | None:
     if isinstance(ev, DraftRunner):
         return f"{ev.algorithm} draft runner {ev.stage}"
     if isinstance(ev, SchedulerInfo):
-        return (f"scheduler: max_total_num_tokens={ev.max_total_num_tokens:,}, max_running_requests="
-                f"{ev.max_running_requests}, context_len={_n(ev.context_len)}, "
-                f"available_gpu_mem={_gb(ev.available_gpu_mem_gb)}")
+        said = [f"max_total_num_tokens={ev.max_total_num_tokens:,}"]
+        if ev.max_running_requests is not None:  # ≤ 0.1.20 the summary has none
+            said.append(f"max_running_requests={ev.max_running_requests}")
+        said.append(f"context_len={_n(ev.context_len)}")
+        if ev.available_gpu_mem_gb is not None:
+            said.append(f"available_gpu_mem={_gb(ev.available_gpu_mem_gb)}")
+        return "scheduler: " + ", ".join(said)
     if isinstance(ev, Uvicorn):
         return {"started": "HTTP server process started", "startup_complete": None,
                 "running": f"HTTP listening on {ev.url}"}.get(ev.stage)

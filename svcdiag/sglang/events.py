@@ -121,7 +121,7 @@ class MaxRunningLimited(Event):
 class SchedulerInfo(Event):
     kind: ClassVar[str] = "scheduler"
     max_total_num_tokens: int
-    max_running_requests: int
+    max_running_requests: int | None  # ≤ 0.1.20 the summary has none
     chunked_prefill_size: int | None = None
     max_prefill_tokens: int | None = None
     context_len: int | None = None
@@ -206,6 +206,16 @@ class UnifiedMemoryPool(Event):
 
     kind: ClassVar[str] = "unified_memory_pool"
     total_gb: float | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PortMoved(Event):
+    """≤ 0.3.2: `WARNING: Port 30000 is not available. Use port 30005 instead.`: SGLang serves on another port
+    than asked, and a check of the asked one reaches whatever holds it."""
+
+    kind: ClassVar[str] = "port_moved"
+    requested: int
+    port: int
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -29,6 +29,7 @@ from svcdiag.sglang.events import (
     MambaCache,
     MaxRunningLimited,
     PoolEnd,
+    PortMoved,
     ProgressBar,
     Ready,
     Recovered,
@@ -52,7 +53,7 @@ CAUSES: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("mamba_cache_too_small", re.compile(
         r"state cache is too small to serve any requests|Not enough GPU memory for hybrid \(mamba")),
     ("not_enough_memory", re.compile(
-        r"Not enough memory\. Please try to increase --mem-fraction-static"
+        r"Not enought? memory\. Please try to increase --mem-fraction-static"  # ≤ 0.1.17 spells it "enought"
         r"|leave no GPU memory for the KV cache|Memory pool size is too small"
         r"|SWA pool \(\d+ tokens\) cannot hold even one request")),  # 0.5.23: a sliding-window pool under its window
     ("cuda_oom", re.compile(r"CUDA out of memory|HIP out of memory|OutOfMemoryError|(?:CUDA|HIP) error: out of memory"
@@ -174,11 +175,15 @@ FINAL_EXC_RE = re.compile(
     r"|^(?:[a-z_]\w*\.)+[A-Z]\w*: ")  # a qualified class named otherwise: `triton.runtime.errors.OutOfResources: …`
 CHAIN_LINES = ("During handling of the above exception", "The above exception was the direct cause")
 TRACEBACK_OPEN = "Traceback (most recent call last):"
+#: ≤ 0.2.13: `Initialization failed. detoken_init_state: init ok`, `detoken init state: init ok` (≤ 0.1.16): a
+#: process that started, said after the traceback of the one that did not
+INIT_OK = ("init_state: init ok", "init state: init ok")
 #: `Exception ignored in: <function X.__del__ …>`: Python printed an exception it did not raise (a finaliser's)
 IGNORED = "Exception ignored in"
-#: the prefixes before the dated one: `[gpu_id=0] ` (0.2), `[00:19:29] `, `[00:19:29 TP0] ` (0.3.0)
-OLD_PREFIX_RE = re.compile(r"\[(?:gpu_id=(\d+)|(\d\d:\d\d:\d\d)(?: ([^\]]*))?)\] ")
-OLD_PREFIX_HEADS = frozenset(("[g", "[0", "[1", "[2"))
+#: the prefixes before the dated one: `[gpu_id=0] ` (0.1.17-0.2.5), `[gpu=0] ` (0.2.7-0.2.13), `[rank=0] ` (0.1.17's
+#: router), `[00:19:29] `, `[00:19:29 TP0] ` (0.2.14-0.3.2)
+OLD_PREFIX_RE = re.compile(r"\[(?:(?:gpu_id|gpu|rank)=(\d+)|(\d\d:\d\d:\d\d)(?: ([^\]]*))?)\] ")
+OLD_PREFIX_HEADS = frozenset(("[g", "[r", "[0", "[1", "[2"))
 OLD_PREFIX_DATE = "2000-01-01"  # a time of day alone: the phases' durations are right, the date is not known
 #: what a shell prints when its child dies of a signal: alone (`Killed`, `Segmentation fault (core dumped)`),
 #: from a script (`./serve.sh: line 7: 48211 Killed    python3 -m sglang…`), or in zh_CN (`已杀死`, `段错误 (核心已转储)`);
@@ -205,6 +210,10 @@ DYNAMO_ADVICE_RE = re.compile(r"suppress_errors|suppress this exception|TORCH_LO
 ARGPARSE_RE = re.compile(r"^(?:[\w.-]+\.py|sglang(?: serve)?|launch_server|python3? -m [\w.]+): error: (.+)$")
 #: 0.5.10+: the engine's exception when a scheduler process dies: a consequence, with the exit code
 SCHEDULER_DIED_RE = re.compile(r"scheduler died during initialization \(exit code: (-?\d+)\)")
+#: the warmup request `_wait_and_warmup` sends, answered: ≤ 0.1.17's only word that the server is up
+WARMUP_OK_RE = re.compile(r'"POST /generate HTTP/1\.[01]" 200')
+#: ≤ 0.1.16's only prefix, `Rank 0: ` (`Rank 0: load weight begin.`, `Rank 0: max_total_num_token=38103, …`)
+RANK_COLON_RE = re.compile(r"Rank (\d+): (.+)")
 #: a client's failure to reach a server on this host (a script polling /health, a benchmark, in the same
 #: terminal): SGLang reaches its own port only in its warmup, whose errors it logs under a head of its own
 LOCAL_CLIENT_RE = re.compile(
@@ -226,7 +235,10 @@ LOGGED_EXC_RE = re.compile(r"(?:ERROR: +)?(?:Error in request|Exception in (?:AS
 PD_WARMUP_FAILED = "Prefill disaggregation mode warm Up Failed"
 #: heads of those keys that any program's line may start with (`Error response from daemon`, `FutureWarning`):
 #: without SGLang's prefix such a line is SGLang's only when it says what the handler looks for
-COMMON_HEADS = frozenset(("Error ", "Except", "Task e", "Future", "Prefil"))
+COMMON_HEADS = frozenset(("Error ", "Except", "Task e", "Future", "Prefil", "WARNIN"))
+#: ≤ 0.3.2 moved to a free port when --port was taken: `WARNING: Port 30000 is not available. Use port 30005 instead.`
+#: (0.1.x: `Use 10019 instead.`)
+PORT_MOVED_RE = re.compile(r"WARNING: Port (\d+) is not available\. Use (?:port )?(\d+) instead")
 #: sglang.utils.wait_for_server's note, printed once the server answered (docs notebooks)
 NOTEBOOK_READY = "NOTE: Typically, the server runs in a separate terminal"
 STARTUP_TIMINGS_RE = re.compile(r"(\w+)=(\{[^}]*\}|[\d.]+)")
@@ -416,6 +428,8 @@ class LineParser:
         self.router_workers = 0  # its `Launching DP server process i on port P` lines
         self.server_args_lines = 0  # the workers' (each prints its own server_args)
         self._router_ready = 0  # the workers' ready lines so far
+        #: an undated log whose uvicorn runs: its warmup request's 200 is the ready line (none before 0.1.18)
+        self._ready_by_warmup = False
         self._dispatch: dict[str, Callable[[str, str, float | None], Event | list[Event] | None]] = {
             "server": self._server_args,
             "Init t": self._dist,
@@ -459,6 +473,7 @@ class LineParser:
             "Prefil": self._pd_warmup,
             "Hybrid": self._fatal_line,
             "Enteri": self._precompile,
+            "WARNIN": self._port_moved,
         }
         for d in range(10):
             self._dispatch[f"Rank {d}"] = self._died
@@ -522,8 +537,9 @@ class LineParser:
         return pat
 
     def quiet_ok(self) -> bool:
-        """Whether quiet lines may be skipped now: they would end or extend an open traceback."""
-        return self._tb is None
+        """Whether quiet lines may be skipped now: they would end or extend an open traceback, or (≤ 0.1.17)
+        an access line is the ready line."""
+        return self._tb is None and not self._ready_by_warmup
 
     def skip(self, n: int, ts_text: str | None) -> None:
         """`n` quiet lines went by, the last prefixed one stamped `ts_text` (None: none was); the
@@ -566,7 +582,9 @@ class LineParser:
         done = self._end_traceback() if self._tb is not None and self._tb.final else NOTHING
         handler = self._dispatch.get(msg[:6])
         if handler is None:
-            if msg.endswith(TRACEBACK_OPEN):  # a traceback logged by a handler that goes on
+            if msg == TRACEBACK_OPEN and ranks:  # 0.3.3-0.3.6: a scheduler's dying words, then it kills the launcher
+                self._open_traceback(Traceback("", ranks, ts, role=SUSPECT))
+            elif msg.endswith(TRACEBACK_OPEN):  # a traceback logged by a handler that goes on
                 self._open_traceback(Traceback(msg, ranks, ts, role=None))
             return done
         result = handler(msg, ranks, ts)
@@ -669,7 +687,7 @@ class LineParser:
         # time comes from the journal, or a paste. The message grammar is the same.
         handler = self._dispatch.get(text[:6])
         if handler is not None and (text[:6] not in COMMON_HEADS or LOGGED_EXC_RE.match(text) is not None
-                                    or text.startswith(PD_WARMUP_FAILED)):
+                                    or text.startswith((PD_WARMUP_FAILED, "WARNING: Port "))):
             self.sglang_lines += 1
             result = handler(text, "", ts)
             if result is not None:
@@ -730,8 +748,8 @@ class LineParser:
     @staticmethod
     def _is_own_line(text: str) -> bool:
         """An unprefixed line that is SGLang's or uvicorn's own, not part of a message's tail."""
-        return text.startswith(("INFO:", "ERROR:", "WARNING:", "Fatal Python error", "[rank")) \
-            or SHELL_SIGNAL_RE.match(text) is not None
+        return text.startswith(("INFO:", "ERROR:", "WARNING:", "Fatal Python error", "[rank", "Initialization failed")) \
+            or SHELL_SIGNAL_RE.match(text) is not None or text.endswith(INIT_OK)
 
     def _open_traceback(self, tb: Traceback) -> None:
         if self._tb is None:  # other ranks' tracebacks interleave: the first one speaks
@@ -768,9 +786,10 @@ class LineParser:
                             status=None if sig else status, role=DEATH)]
         if final.rstrip().endswith("ChildFailedError:") and tb.cause is None:
             return self._elastic_summary(tb, final)
-        if final == "EOFError" and tb.cause is None:
-            return [Failure(ts=tb.ts, line=final, cause="exception", message="a scheduler process ended (EOFError)",
-                            evidence=(final,), role=DEATH)]
+        if final == "EOFError" and tb.cause is None:  # the launcher's pipe from a scheduler closed (0.3.4-0.4.1)
+            return [Failure(ts=tb.ts, line=final, cause="killed_by_signal", evidence=(final,), role=DEATH,
+                            message="a scheduler process died without a word of its own (the launcher read EOF from "
+                                    "its pipe): a signal killed it")]
         message = f"{final} {tail}".strip() if tail else final
         role = tb.role
         if role == ROOT and cause == "nccl_error" and PEER_GONE_RE.search(message):
@@ -919,12 +938,13 @@ class LineParser:
 
     def _scheduler(self, msg: str, ranks: str, ts: float | None) -> Event | None:
         kv = dict(SCHED_RE.findall(msg))
-        if "max_total_num_tokens" not in kv or "max_running_requests" not in kv:
+        total = kv.get("max_total_num_tokens") or kv.get("max_total_num_token")  # ≤ 0.1.16: singular
+        if total is None or ("max_running_requests" not in kv and "context_len" not in kv):
             return None
-        try:
+        try:  # ≤ 0.1.20 the summary has no max_running_requests
             return SchedulerInfo(
-                ts=ts, ranks=ranks, line=msg, max_total_num_tokens=int(kv["max_total_num_tokens"]),
-                max_running_requests=int(kv["max_running_requests"]),
+                ts=ts, ranks=ranks, line=msg, max_total_num_tokens=int(total),
+                max_running_requests=int(kv["max_running_requests"]) if "max_running_requests" in kv else None,
                 chunked_prefill_size=int(kv["chunked_prefill_size"]) if "chunked_prefill_size" in kv else None,
                 max_prefill_tokens=int(kv["max_prefill_tokens"]) if "max_prefill_tokens" in kv else None,
                 context_len=int(kv["context_len"]) if "context_len" in kv else None,
@@ -951,6 +971,8 @@ class LineParser:
         return None
 
     def _initialized(self, msg: str, ranks: str, ts: float | None) -> Event | None:
+        if msg.endswith(INIT_OK):  # 0.1.17-0.2.13: the process that did start says so after the one that failed
+            return None
         if msg.startswith("Initialization failed"):
             warmup = "warmup error" in msg[:40]
             if msg.endswith(TRACEBACK_OPEN):
@@ -981,11 +1003,15 @@ class LineParser:
 
     def _uvicorn(self, msg: str, ranks: str, ts: float | None) -> Event | None:
         body = msg[5:].lstrip()
+        if self._ready_by_warmup and WARMUP_OK_RE.search(body):  # ≤ 0.1.17 prints no ready line: its warmup passed
+            self._ready_by_warmup = False
+            return Ready(ts=ts, ranks=ranks, line=msg)
         if body.startswith("Started server process"):
             return Uvicorn(ts=ts, line=msg, stage="started")
         if body.startswith("Application startup complete"):
             return Uvicorn(ts=ts, line=msg, stage="startup_complete")
         if body.startswith("Uvicorn running on"):
+            self._ready_by_warmup = not self._last_ts_text and not self.router_workers  # an undated log: maybe ≤ 0.1.17
             m = UVICORN_URL_RE.search(body)
             return Uvicorn(ts=ts, line=msg, stage="running", url=m.group(1) if m else None)
         return None
@@ -1020,8 +1046,12 @@ class LineParser:
             return Failure(ts=ts, ranks=ranks, line=msg, cause="exception", message=msg, evidence=(msg,), role=DEATH)
         return None
 
-    def _died(self, msg: str, ranks: str, ts: float | None) -> Event | None:
+    def _died(self, msg: str, ranks: str, ts: float | None) -> Event | list[Event] | None:
         """A process's end as SGLang reports it: always the consequence of something said elsewhere."""
+        if (r := RANK_COLON_RE.match(msg)) is not None:  # ≤ 0.1.16: `Rank 0: load weight begin.`, not a death
+            rest = r.group(2)
+            return self._message("L" + rest[1:] if rest.startswith("load weight") else rest, f"TP{r.group(1)}", ts) \
+                or None
         if (w := WAIT_STATUS_RE.match(msg)) is not None:
             return self._child_status(msg, ranks, ts, int(w.group(1)))
         m = DIED_RE.search(msg)
@@ -1053,6 +1083,10 @@ class LineParser:
         elif LOGGED_EXC_RE.match(msg) is not None:
             self._logged_at = self.sglang_lines
         return None
+
+    def _port_moved(self, msg: str, ranks: str, ts: float | None) -> Event | None:
+        m = PORT_MOVED_RE.match(msg)
+        return PortMoved(ts=ts, line=msg, requested=int(m.group(1)), port=int(m.group(2))) if m else None
 
     def _precompile(self, msg: str, ranks: str, ts: float | None) -> Event | None:
         """`Entering DeepGEMM JIT Pre-Compile session. It may take a long time (typically 10-20 mins) if you
