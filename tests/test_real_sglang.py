@@ -759,6 +759,12 @@ def test_a_routers_workers_are_one_start_ready_when_all_are(n: int, data: st.Dat
     ("v059-xpu-ur-out-of-device-memory-kv.log", "The XPU ran out of memory while allocating the KV cache"),
     ("v0511-node0-restart-dist-init-port-held.log", "by pid 40311 (sglang::scheduler_TP0)"),
     ("v049-flashinfer-jit-cache-no-space-container.log", "FLASHINFER_WORKSPACE_BASE"),
+    ("v043-deepseek-r1-bf16-tp32-block-n-576.log", "delete that block"),
+    ("v053-qwen3next-fp8-tp8-gate-up-64-block-n.log", "expert parallelism"),
+    ("v051-llama4-tp8-custom-allreduce-capture-invalid-argument.log", "--disable-custom-all-reduce"),
+    ("v0512-custom-allreduce-v2-cuh37-invalid-argument-memory-saver.log", "--disable-custom-all-reduce"),
+    ("v053-dp-attention-capture-stops-after-registering-0-addresses.log", "--disable-custom-all-reduce"),
+    ("v054-kimik2-tp16-node0-loaded-waits-for-node1.log", "waits for the slowest"),
 ])
 def test_the_diagnosis_names_what_to_change(file: str, words: str) -> None:
     """Where an OOM or a refusal happened decides the knob: the draft's capture, a GPU another process

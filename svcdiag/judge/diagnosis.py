@@ -398,6 +398,15 @@ def _bad_arguments(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple
                 "The address is --host's: one this host does not have (`ip -br addr`; a config copied from another "
                 "node), or IPv6's `::` where IPv6 is off. 0.0.0.0 listens on every address."], \
             [_fix({"host": "0.0.0.0"}, "every address of this host (127.0.0.1: this host alone)")] if cfg else []
+    if re.search(r"weight quantization block_[nk]|aligned with the quantized weight shape|min_thread_[nk]", said):
+        tp = cfg.tp_size if cfg else v.figures.get("tp_size")
+        say = [f"Tensor parallelism{f' over {tp} GPUs' if tp else ''} cuts a quantized weight across its "
+               f"quantization blocks: {v.message}",
+               "Each GPU's slice of every weight must be whole blocks (fp8 block 128, AWQ/GPTQ groups): use a smaller "
+               "tp_size; for a MoE model, expert parallelism (--ep-size, extra_args) splits whole experts instead. A "
+               "checkpoint converted to BF16 that still carries quantization_config in its config.json is read as "
+               "quantized: delete that block."]
+        return say, [_fix({"tp_size": tp // 2}, "whole quantization blocks on each GPU")] if tp and tp > 1 else []
     if (m := re.search(r"unrecognized arguments: (.+)", v.message)) is not None:
         flags = m.group(1).split()
         flag = next((f for f in flags if f.startswith("--")), flags[0] if flags else "?")
@@ -649,6 +658,13 @@ def _gpu_unavailable(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tup
 
 
 def _cuda_error(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
+    if any("/custom_all_reduce" in e for e in v.evidence):
+        return [f"SGLang's custom all-reduce failed in phase {v.phase}, registering its IPC buffers between the GPUs "
+                f"(`invalid argument`): {v.message}",
+                "Its memory-size advice does not apply. This is the GPUs' peer-to-peer IPC (a virtualised or "
+                "partitioned host, MIG, --enable-memory-saver, a driver without P2P between these GPUs): start with "
+                "--disable-custom-all-reduce (extra_args; NCCL then does the all-reduce), and check `nvidia-smi topo "
+                "-m` for P2P between the ranks."], []
     say = [f"A CUDA kernel faulted in phase {v.phase} (not out of memory): {v.message}",
            "CUDA reports such faults late, so the traceback may point past the kernel that did it. A fault while "
            "capturing CUDA graphs or in a speculative draft is most often an attention backend or kernel bug for "
@@ -972,12 +988,19 @@ LAST_WORK = (
     (re.compile(r"DeepGEMM|deep_gemm|JIT|[Nn]inja|flashinfer\.jit|Compiling|nvcc"),
      "it was compiling kernels at first use (JIT)", "a first start compiles for minutes (DeepGEMM 10-20 min for a "
      "large MoE) and later starts read the cache; a hang shows no CPU in the compiler (`top`)"),
+    (re.compile(r"Registering \d+ cuda graph addresses"),
+     "it was registering the custom all-reduce's CUDA-graph buffers between the GPUs", "a stop right there is the "
+     "GPUs' peer-to-peer IPC: start with --disable-custom-all-reduce (extra_args) and see `nvidia-smi topo -m`"),
     (re.compile(r"Capturing (?:batches|num tokens)|Capture (?:cuda|CUDA) graph"),
      "it was capturing CUDA graphs", "capture takes seconds per batch size; several minutes with no new bar on any "
      "rank is a hang (often a collective waiting for a rank that died: see the other ranks' lines)"),
     (re.compile(r"Init torch distributed begin|Init nccl begin|NCCL INFO"),
      "its ranks were setting up NCCL on this host", "a hang there is most often GPU peer-to-peer (an IOMMU, a "
      "virtualised host: try NCCL_P2P_DISABLE=1) or a GPU another process holds (`nvidia-smi`)"),
+    (re.compile(r"checkpoint shards: +100% Completed"),
+     "this rank had read every shard of its checkpoint and was finishing the load", "on a multi-node or TP start, "
+     "every rank then waits for the slowest: look at the other ranks' and nodes' logs for one still reading, or one "
+     "that never started"),
     (re.compile(r"Loading (?:\w+ )?checkpoint shards|Multi-thread loading"),
      "it was reading the checkpoint shards", "a slow disk or network filesystem reads large models for minutes; a "
      "bar that does not move for long is a stalled read"),

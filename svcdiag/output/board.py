@@ -24,7 +24,8 @@ COLUMNS = ("unit", "state", "phase", "progress", "ETA (slowest)", "in phase", "e
 #: columns as wide as their widest cell (the last verdict takes the rest, and ends in … on a narrow terminal)
 _KEEP = ("unit", "state", "phase", "progress", "ETA (slowest)", "in phase", "elapsed", "kv tokens", "max_running", "degraded")
 _WHAT = {"shards": "shards", "cuda_graph": "batches"}
-_DEGRADED = {"max_running_reduced": "max_running↓", "kv_below_context": "kv<context", "unified_memory": "unified mem"}
+_DEGRADED = {"max_running_reduced": "max_running↓", "kv_below_context": "kv<context", "unified_memory": "unified mem",
+             "port_moved": "port moved"}
 
 
 def interactive(out: TextIO) -> bool:

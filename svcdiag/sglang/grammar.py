@@ -79,6 +79,7 @@ CAUSES: tuple[tuple[str, re.Pattern[str]], ...] = (
         r"|object has no attribute '(?:capture_aux_hidden_states|set_eagle3_layers_to_capture|get_embed_and_head)'")),
     ("model_not_found", re.compile(
         r"Incorrect path_or_model_id|HFValidationError|RepositoryNotFoundError|Repository Not Found"
+        r"|Repo id must (?:be in the form|use alphanumeric chars)"  # a --model-path neither a folder here nor a hub id
         r"|is not a local folder and is not a valid model identifier|gated repo|Cannot access gated repo"
         r"|401 Client Error|You must have access to it and be authenticated|GatedRepoError"
         r"|does not appear to have a file named |No such file or directory: .*config\.json"
@@ -92,6 +93,8 @@ CAUSES: tuple[tuple[str, re.Pattern[str]], ...] = (
         r"|host='(?:huggingface\.co|hf-mirror\.com|cdn-lfs[\w.-]*|[\w.-]*\.hf\.co)', port=\d+\): Max retries exceeded")),
     ("unsupported_hardware", re.compile(
         r"not supported for the current GPU|Minimum capability: \d+|[Cc]ompute capability"
+        # ptxas on a kernel written for another architecture; FA4's own check (`Only SM 10.x and 11.x are supported`)
+        r"|not supported on \.target '?sm_\d+|Only SM [\d.x]+(?:(?:,| and| or) [\d.x]+)* (?:are|is) supported"
         r"|requires (?:an? )?(?:sm_?|SM)\d+|requires (?:an? )?(?:Blackwell|Hopper|Ada)\b"
         r"|no kernel image is available for execution on the device|not supported on (?:this|your) (?:GPU|device)"
         r"|Unsupported (?:GPU|gpu) architecture|is only supported on (?:sm|Hopper|Blackwell|Ampere)"
@@ -157,6 +160,9 @@ CAUSES: tuple[tuple[str, re.Pattern[str]], ...] = (
         r"BackendCompilerFailed|torch\._inductor\.exc\.\w+|LoweringException|InductorError")),
     ("bad_arguments", re.compile(
         r"total_num_(?:kv_)?heads % tp_size|must be divisible by (?:tensor parallel|tp|the tp)"
+        # the TP split cuts a quantized weight across its quantization blocks (fp8 block_n/block_k, AWQ/GPTQ marlin)
+        r"|is not divisible by (?:the )?weight quantization block_[nk]|The input size is not aligned with the quantized"
+        r" weight shape|is not divisible by min_thread_[nk]"
         r"|tp_size must be divisible|is not divisible by tp|num_attention_heads.*divisible|invalid (?:int|float|choice) value"
         r"|: error: (?:unrecognized arguments|argument --|ambiguous option)"
         r"|context_length \(\d+\) is greater than the derived context_length"
@@ -296,7 +302,8 @@ def _code_line(lines: list[str]) -> str | None:
 
 
 #: the frame of SGLang's own check of its flags: server_args.py, or (0.5.2x) a resolution hook
-FLAG_CHECK_FRAME_RE = re.compile(r'/sglang/srt/(?:server_args|arg_groups/\w+)\.py"|/server_args\.py"')
+FLAG_CHECK_FRAME_RE = re.compile(r'/sglang/srt/(?:server_args|arg_groups/\w+|layers/attention/attention_registry)\.py"'
+                                 r'|/server_args\.py"')
 
 
 def _raised_in(final: str, lines: list[str]) -> str | None:
@@ -309,6 +316,8 @@ def _raised_in(final: str, lines: list[str]) -> str | None:
         return "bad_arguments"
     if final.startswith("KeyError") and any(f.endswith(" in load_weights") for f in frames[-3:]):
         return "bad_checkpoint"
+    if any("/custom_all_reduce" in f for f in frames):  # its IPC buffers refused while capturing (`invalid argument`)
+        return "cuda_error"
     if final.startswith("KeyError") and any(f'/{m}.py"' in f for f in frames[-2:]
                                             for m in ("configuration_auto", "auto_factory")):
         return "unsupported_model"  # transformers' CONFIG_MAPPING (or a class mapping) lacks it: `KeyError: 'qwen2'`
@@ -794,8 +803,12 @@ class LineParser:
         role = tb.role
         if role == ROOT and cause == "nccl_error" and PEER_GONE_RE.search(message):
             role = DEATH  # a consequence: it waits for the dead rank's own cause, and stands without one
+        chain = next((i for i, ln in enumerate(tb.lines) if ln.startswith(CHAIN_LINES)), None)
+        # chained exceptions (a wrapper's `Capture cuda graph failed`): SGLang's own frame the first was raised under
+        inner = next((ln.strip() for ln in reversed(tb.lines[:chain]) if "/sglang/" in ln and ln.strip().startswith(
+            "File ")), None) if chain else None
         evidence = tuple(x for x in (tb.head, where, code if final.endswith(("AssertionError", "Error")) else None,
-                                     *finals[:-1][-1:], final, late, *said[:4]) if x)
+                                     *finals[:-1][-1:], final, late, *said[:4], inner if inner != where else None) if x)
         return [Failure(ts=tb.ts, ranks=tb.ranks, line=final, cause=cause, message=message, evidence=evidence,
                         role=role)]
 
