@@ -1007,6 +1007,7 @@ class LineParser:
 
     def _ready(self, msg: str, ranks: str, ts: float | None) -> Event | None:
         if msg.startswith("The server is fired up and ready to roll"):
+            self._ready_by_warmup = False  # a release that says it: its access lines are quiet again
             if self.router_workers > 1:  # one ready line per worker, none says whose: ready when all have
                 self._router_ready += 1
                 if self._router_ready < self.router_workers:
