@@ -87,3 +87,22 @@ def test_the_allowance_is_a_timeout_key_but_never_systemds_slice(cli, units) -> 
     assert slice_s(cfg.timeout) == 30.0  # an addition to a deadline, not the shortest deadline itself
     (units / "bad.toml").write_text('extends = "demo-dense"\n[timeouts]\njit_compil = 60\n')
     assert_one_line_error(cli("render", "bad"), "bad.toml: timeouts.jit_compil", "did you mean 'jit_compile'")
+
+
+ARGS = "[2026-12-04 00:00:00] server_args=ServerArgs(model_path='m', tp_size=1, {})"
+GRAPHS_DONE = ["[2026-12-04 00:00:05] Capture cuda graph end. Time elapsed: 1.00 s. mem usage=0.50 GB. avail mem=9.50 GB."]
+DRAFT = "[2026-12-04 00:00:06] Load weight begin. avail mem=9.50 GB"
+
+
+@pytest.mark.parametrize(("args", "after", "waits"), [
+    ("enable_torch_compile=True", [], 2400.0),  # compiling while capturing: cuda_graph's 600 s + jit_compile
+    ("enable_torch_compile=False", [], 600.0),
+    ("speculative_algorithm='EAGLE3'", [*GRAPHS_DONE, DRAFT], 1800.0),  # the draft's load and capture, in scheduler
+    ("speculative_algorithm=None", [*GRAPHS_DONE, DRAFT], 300.0),  # a router's next worker, not a draft
+])
+def test_what_server_args_turns_on_gets_its_time(args: str, after: list[str], waits: float) -> None:
+    # the deadline of the phase the start is in once these lines are read, on the live clock
+    lines = [ARGS.format(args), *CAPTURE, *after]
+    assert live(lines, [waits - 10.0]) is None
+    v = live(lines, [waits + 10.0])
+    assert v is not None and v.verdict == "timed_out", v

@@ -938,8 +938,10 @@ def _timed_out(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[lis
                 f"(`svcdiag install {name}`): its deadlines are per phase. `svcdiag history {name} --advise` says "
                 "what the recorded starts need."], []
     extra = (v.figures.get("precompile_extra_s") or {}).get(v.phase)
-    allowed = f" (its deadline is {limit:.0f} s" + (f" + {extra:.0f} s for the kernel pre-compile SGLang announced)"
-                                                    if extra else ")") if limit else ""
+    draft = (v.figures.get("draft_extra_s") or {}).get(v.phase)
+    allowed = f" (its deadline is {limit:.0f} s" + (f" + {extra:.0f} s for the kernel compile SGLang announced" if extra
+                                                    else "") \
+        + (f" + {draft:.0f} s for the speculative draft's load and capture" if draft else "") + ")" if limit else ""
     say = [f"No progress in phase {v.phase} for {v.stalled_s or 0:.0f} s" + allowed + "; the service is left running.",
            f"Last line seen: {v.last_line!r}." if v.last_line else "No line at all since the phase began.",
            f"If that line still changes, the start is slow, not stuck: `svcdiag wait {name}` waits longer. If it "
@@ -953,9 +955,15 @@ def _timed_out(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[lis
     fixes = [_fix({f"timeouts.{v.phase}": round((limit or 300) * 2)}, "if this phase is merely slow on this host")] \
         if v.phase in PHASE_TIMEOUTS else []
     if extra:
+        said = " ".join(v.evidence)
         say.insert(2, "SGLang said it was entering DeepGEMM's JIT pre-compile (10-20 min the first time on a host): "
                       "`python3 -m sglang.compile_deep_gemm` with the server's own flags fills the cache beforehand, and "
-                      "the next start reads it.")
+                      "the next start reads it." if "DeepGEMM" in said else
+                      "ROCm's AITER was building its JIT modules (minutes each on a fresh container): keep its build "
+                      "folder (aiter/jit) on a volume across starts, or use an image with them prebuilt." if "[aiter]" in said
+                      else "torch.compile (--enable-torch-compile) compiles while CUDA graphs are captured, minutes per "
+                      "batch size the first time: TORCHINDUCTOR_CACHE_DIR kept across starts (in [env]), or a lower "
+                      "--torch-compile-max-bs, makes it short.")
         fixes = [_fix({"timeouts.jit_compile": round(extra * 2)}, "if the compile is merely slow on this host")]
     return say, fixes
 

@@ -97,6 +97,9 @@ class Readiness:
         self._total: Deadline | None = None
         self._seen: set[str] = set()
         self._oom_killed = False
+        #: server_args says: speculative decoding on (a second weight load is the draft's), torch.compile on
+        self._speculative: bool | None = None
+        self._torch_compile = False
         self._lowest_rank: int | None = None
         #: a root cause SGLang may still recover from, and a death whose cause may still be said
         self._suspect: Failure | None = None
@@ -256,6 +259,8 @@ class Readiness:
         self.phase = target
         if now is not None:
             self._deadline = Deadline(self.timeouts.get(target, 0.0) if target != "ready" else 0.0, now)
+            if target == "cuda_graph" and self._torch_compile:  # --enable-torch-compile compiles while it captures
+                self._allow("precompile_extra_s", "precompile", self.timeouts["jit_compile"])
         ev = PhaseChange(ts=now, phase=target, previous=prev, previous_s=spent)
         return [ev]
 
@@ -280,12 +285,16 @@ class Readiness:
             f.setdefault("context_len", ev.context_length)
         if ev.max_mamba_cache_size is not None and self.hybrid is None:
             self.hybrid = True
+        self._speculative = ev.speculative_algorithm is not None
+        self._torch_compile = bool(ev.enable_torch_compile)
         return []
 
     def _on_WeightsBegin(self, ev: WeightsBegin) -> list[Event]:
         if "weights_begin" in self._seen:
-            if "weights_end" in self._seen:
+            if "weights_end" in self._seen and self._speculative is not False:  # not a router's next worker
                 self.figures["draft_avail_before_load_gb"] = ev.avail_gb
+                # the draft's load and its graphs come in this phase (scheduler): they get what a load and a capture do
+                self._allow("draft_extra_s", "draft", self.timeouts["loading_weights"] + self.timeouts["cuda_graph"])
             return []
         self._seen.add("weights_begin")
         if ev.avail_gb >= 0:
@@ -295,8 +304,9 @@ class Readiness:
     def _on_WeightsEnd(self, ev: WeightsEnd) -> list[Event]:
         f = self.figures
         if "weights_end" in self._seen:
-            f["draft_weights_gb"] = ev.mem_usage_gb
-            f["draft_model_type"] = ev.model_type
+            if self._speculative is not False:
+                f["draft_weights_gb"] = ev.mem_usage_gb
+                f["draft_model_type"] = ev.model_type
             return []
         self._seen.add("weights_end")
         self._seen.add("weights_begin")
@@ -316,8 +326,8 @@ class Readiness:
         if ev.draft or ("kv" in self._seen and "draft_avail_before_load_gb" in f):
             # 0.5.23 names the draft's pool; before, its line looks like the target's, after the draft's weights
             f["draft_kv_tokens"] = ev.tokens
-            if ev.k_gb is not None:
-                f["draft_kv_gb"] = round(ev.k_gb + (ev.v_gb or 0.0), 2)
+            if ev.k_gb is not None or ev.kv_gb is not None:  # K + V, or MLA's one `KV size:`
+                f["draft_kv_gb"] = round(ev.kv_gb if ev.k_gb is None else ev.k_gb + (ev.v_gb or 0.0), 2)
             return []
         if ev.label == "SWA":
             f["swa_kv_tokens"] = ev.tokens
@@ -333,16 +343,21 @@ class Readiness:
 
     def _on_KernelPrecompile(self, ev: KernelPrecompile) -> list[Event]:
         """SGLang's word that this phase compiles for minutes: its deadline grows by `jit_compile`,
-        once a phase (DeepGEMM says it again for every kernel shape)."""
-        key = f"precompile:{self.phase}"
-        if key in self._seen or self._deadline is None:
-            return []
-        self._seen.add(key)
-        extra = self.timeouts["jit_compile"]
-        self._deadline = Deadline(self._deadline.limit + extra, self._deadline.since)
-        self.figures.setdefault("precompile_extra_s", {})[self.phase] = extra  # phase → seconds added
-        self._add_evidence(ev.line)
+        once a phase (DeepGEMM says it again for every kernel shape, AITER for every module)."""
+        if self._allow("precompile_extra_s", "precompile", self.timeouts["jit_compile"]):
+            self._add_evidence(ev.line)
         return []
+
+    def _allow(self, figure: str, why: str, extra: float) -> bool:
+        """The current phase's deadline grows by `extra`, once a phase for each `why`; `figures[figure]`
+        says which phase got how much (phase → seconds)."""
+        key = f"{why}:{self.phase}"
+        if key in self._seen or self._deadline is None:
+            return False
+        self._seen.add(key)
+        self._deadline = Deadline(self._deadline.limit + extra, self._deadline.since)
+        self.figures.setdefault(figure, {})[self.phase] = extra
+        return True
 
     def _on_MambaCache(self, ev: MambaCache) -> list[Event]:
         self.hybrid = True
@@ -355,6 +370,9 @@ class Readiness:
         return self._advance(self._after_pools(), ev.ts) if "weights_end" in self._seen else []
 
     def _on_PoolEnd(self, ev: PoolEnd) -> list[Event]:
+        if "draft_avail_before_load_gb" in self.figures:  # the draft's pools, after the target's
+            self.figures["draft_pool_end_avail_gb"] = ev.avail_gb
+            return []
         self.figures["pool_end_avail_gb"] = ev.avail_gb
         return self._advance("cuda_graph", ev.ts)
 
@@ -423,7 +441,7 @@ class Readiness:
         if (self.figures.get("node_rank") or 0) >= 1:  # a worker node: no summary, no HTTP; its log says it is up
             out = self._advance("ready", ev.ts)
             self._conclude("healthy", None, f"worker node {self.figures['node_rank']}: its schedulers are up "
-                           "(it runs no HTTP server; node 0 serves)", ev.ts)
+                           "(node 0 serves the API; this node answers only /health on its --port)", ev.ts)
             return out
         return self._advance("scheduler", ev.ts)
 

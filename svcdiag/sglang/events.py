@@ -48,6 +48,7 @@ class ServerArgs(Event):
     port: int | None = None
     node_rank: int | None = None
     nnodes: int | None = None
+    enable_torch_compile: bool | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -224,7 +225,7 @@ class KernelPrecompile(Event):
     JIT pre-compile session, "typically 10-20 mins"): the phase it happens in gets more time, once."""
 
     kind: ClassVar[str] = "kernel_precompile"
-    what: str  # DeepGEMM
+    what: str  # DeepGEMM | AITER
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

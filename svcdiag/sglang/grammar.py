@@ -356,8 +356,8 @@ TYPE_RE = re.compile(r"type=([\w.]+)")
 DTYPE_RE = re.compile(r"dtype[=:] ?([\w.]+)")
 QUANT_RE = re.compile(r"quant=([\w.\-]+)")
 TOKENS_RE = re.compile(r"#tokens: (\d+)")
-K_RE = re.compile(r"K size: " + _F + r" GB")
-V_RE = re.compile(r"V size: " + _F + r" GB")
+K_RE = re.compile(r"(?<!\w)K size: " + _F + r" GB")
+V_RE = re.compile(r"(?<![\w])V size: " + _F + r" GB")  # not MLA's `KV size:` (K and V in one)
 KV_RE = re.compile(r"KV size: " + _F + r" GB")
 MAMBA_RE = re.compile(
     r"max_mamba_cache_size: (\d+), conv_state size: " + _F + r" ?GB, ssm_state size: " + _F + r" ?GB"
@@ -376,6 +376,12 @@ CAPTURE_NAME_RE = re.compile(r"^Capture (?:(target|draft) (?:(decode|verify|pref
 UVICORN_URL_RE = re.compile(r"running on (\S+)")
 #: DeepGEMM's JIT pre-compile session, a WARNING from 0.4.6 on (what follows varies: `It may takes`/`It may take`)
 PRECOMPILE_RE = re.compile(r"Entering DeepGEMM JIT Pre-?Compile session", re.I)
+#: ROCm's AITER building a JIT module it has no cache of: `[aiter] start build [module_mha_fwd] under /…/build/…`
+AITER_BUILD = "[aiter] start build ["
+ROUTER_TIMEOUT_RE = re.compile(r"Timeout \d+s waiting for workers")
+#: sglang-router ≥ 0.2 (Rust `tracing`): `2025-11-04 10:05:37  ERROR sglang_router_rs::core::worker_manager: src/…rs:N: msg`
+ROUTER_RS_RE = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)(?:\.\d+)?Z? +(TRACE|DEBUG|INFO|WARN|ERROR) "
+                          r"(?:sglang_router_rs|sgl_model_gateway|smg)\b[\w:]*: (?:[\w/.-]+\.rs:\d+: )?(.*)$")
 SERVER_ARG_RE = re.compile(r"(\w+)=('(?:[^'\\]|\\.)*'|\"[^\"]*\"|[^,()]+)")
 DIED_RE = re.compile(r"exit code: (-?\d+)|Exit code: (-?\d+)|crashed with exit code (-?\d+)")
 #: tqdm's bars (no time prefix; updates joined by \r in one journal message), optionally after a rank prefix:
@@ -394,7 +400,7 @@ SERVER_ARG_TYPES: dict[str, Callable[[str], object]] = {
     "model_path": str, "tp_size": int, "dp_size": int, "context_length": int, "mem_fraction_static": float,
     "max_running_requests": int, "max_mamba_cache_size": int, "cuda_graph_max_bs": int,
     "speculative_algorithm": str, "speculative_draft_model_path": str, "speculative_num_draft_tokens": int,
-    "port": int, "node_rank": int, "nnodes": int,
+    "port": int, "node_rank": int, "nnodes": int, "enable_torch_compile": lambda v: v.lower() == "true",
 }
 
 
@@ -482,6 +488,7 @@ class LineParser:
             "Prefil": self._pd_warmup,
             "Hybrid": self._fatal_line,
             "Enteri": self._precompile,
+            "[aiter": self._precompile,
             "WARNIN": self._port_moved,
         }
         for d in range(10):
@@ -625,6 +632,8 @@ class LineParser:
             return self._old_prefixed(m, text, ts)
         if text.startswith("[Router (") and self._tb is None:
             return self._router(text, ts)
+        if text[:2] == "20" and self._tb is None and (r := ROUTER_RS_RE.match(text)) is not None:
+            return self._router_said(text, r.group(3), parse_ts(r.group(1)) if ts is None else ts)
         if ts is None:
             ts = self._last_ts  # a line with no time of its own was printed after the last one that had one
         if text.startswith(PROGRESS_HEADS) or "\r" in text:
@@ -850,13 +859,18 @@ class LineParser:
         m = ROUTER_LINE_RE.match(text)
         if m is None:
             return NOTHING
-        ts = parse_ts(m.group(1)) if ts is None else ts
         msg = m.group(3)
         if msg.startswith("Launching DP server process "):
             self.router_workers += 1
             self.sglang_lines += 1
             return NOTHING
-        if msg.startswith(("Failed to start router", "Error starting router", "Failed to create router")):
+        return self._router_said(text, msg, parse_ts(m.group(1)) if ts is None else ts)
+
+    def _router_said(self, text: str, msg: str, ts: float | None) -> list[Event]:
+        """The router's own failure to start (it then kills every worker): the Python launcher's words, or
+        the Rust router's own (`Timeout 1800s waiting for workers [...] to become healthy`)."""
+        if msg.startswith(("Failed to start router", "Error starting router", "Failed to create router")) \
+                or ROUTER_TIMEOUT_RE.search(msg):
             cause = classify(msg) or "router_failed"
             return [Failure(ts=ts, line=text, cause=cause, message=msg, evidence=(text,))]
         return NOTHING
@@ -1105,6 +1119,8 @@ class LineParser:
     def _precompile(self, msg: str, ranks: str, ts: float | None) -> Event | None:
         """`Entering DeepGEMM JIT Pre-Compile session. It may take a long time (typically 10-20 mins) if you
         have not run `sglang.compile_deep_gemm`…`: printed for each new kernel shape, on a first start."""
+        if msg.startswith(AITER_BUILD):  # ROCm's AITER JIT-builds a module on a fresh container (minutes each)
+            return KernelPrecompile(ts=ts, ranks=ranks, line=msg, what="AITER")
         if PRECOMPILE_RE.match(msg) is None:
             return None
         return KernelPrecompile(ts=ts, ranks=ranks, line=msg, what="DeepGEMM")
