@@ -92,6 +92,9 @@ def test_the_allowance_is_a_timeout_key_but_never_systemds_slice(cli, units) -> 
 ARGS = "[2026-12-04 00:00:00] server_args=ServerArgs(model_path='m', tp_size=1, {})"
 GRAPHS_DONE = ["[2026-12-04 00:00:05] Capture cuda graph end. Time elapsed: 1.00 s. mem usage=0.50 GB. avail mem=9.50 GB."]
 DRAFT = "[2026-12-04 00:00:06] Load weight begin. avail mem=9.50 GB"
+SUMMARY = ("[2026-12-04 00:00:06] max_total_num_tokens=100000, chunked_prefill_size=8192, max_prefill_tokens=16384, "
+           "max_running_requests=64, context_len=32768, available_gpu_mem=9.50 GB")
+HOST_POOL = "[2026-12-04 00:00:07 TP0] Allocating 120.00 GB host memory for hierarchical KV cache."
 
 
 @pytest.mark.parametrize(("args", "after", "waits"), [
@@ -99,6 +102,8 @@ DRAFT = "[2026-12-04 00:00:06] Load weight begin. avail mem=9.50 GB"
     ("enable_torch_compile=False", [], 600.0),
     ("speculative_algorithm='EAGLE3'", [*GRAPHS_DONE, DRAFT], 1800.0),  # the draft's load and capture, in scheduler
     ("speculative_algorithm=None", [*GRAPHS_DONE, DRAFT], 300.0),  # a router's next worker, not a draft
+    ("speculative_algorithm=None", [*GRAPHS_DONE, SUMMARY, HOST_POOL], 600.0),  # pinning the hicache's host pool
+    ("speculative_algorithm=None", [*GRAPHS_DONE, SUMMARY], 300.0),
 ])
 def test_what_server_args_turns_on_gets_its_time(args: str, after: list[str], waits: float) -> None:
     # the deadline of the phase the start is in once these lines are read, on the live clock

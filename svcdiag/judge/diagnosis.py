@@ -927,6 +927,12 @@ def _watchdog_timeout(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tu
             "that does not return; the py-spy dump printed above the line shows where each rank waits."], []
 
 
+#: the time a phase gets beyond its deadline for what the log announced in it (readiness._allow): figure, why
+ALLOWANCES = (("precompile_extra_s", "the kernel compile SGLang announced"),
+              ("draft_extra_s", "the speculative draft's load and capture"),
+              ("pool_extra_s", "pinning the hierarchical cache's host pool"))
+
+
 def _timed_out(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
     limit = cfg.timeout.get(v.phase) if cfg else None
     name = cfg.name if cfg else "NAME"
@@ -938,10 +944,9 @@ def _timed_out(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[lis
                 f"(`svcdiag install {name}`): its deadlines are per phase. `svcdiag history {name} --advise` says "
                 "what the recorded starts need."], []
     extra = (v.figures.get("precompile_extra_s") or {}).get(v.phase)
-    draft = (v.figures.get("draft_extra_s") or {}).get(v.phase)
-    allowed = f" (its deadline is {limit:.0f} s" + (f" + {extra:.0f} s for the kernel compile SGLang announced" if extra
-                                                    else "") \
-        + (f" + {draft:.0f} s for the speculative draft's load and capture" if draft else "") + ")" if limit else ""
+    more = [f" + {s:.0f} s for {why}" for figure, why in ALLOWANCES
+            if (s := (v.figures.get(figure) or {}).get(v.phase))]
+    allowed = f" (its deadline is {limit:.0f} s{''.join(more)})" if limit else ""
     say = [f"No progress in phase {v.phase} for {v.stalled_s or 0:.0f} s" + allowed + "; the service is left running.",
            f"Last line seen: {v.last_line!r}." if v.last_line else "No line at all since the phase began.",
            f"If that line still changes, the start is slow, not stuck: `svcdiag wait {name}` waits longer. If it "

@@ -20,6 +20,7 @@ from svcdiag.sglang.events import (
     CudaGraph,
     Event,
     Failure,
+    HostPool,
     KernelPrecompile,
     KVBelowContext,
     KVCache,
@@ -458,6 +459,13 @@ class Readiness:
             f["chunked_prefill_size"] = ev.chunked_prefill_size
         self._add_evidence(ev.line)
         return self._advance("http", ev.ts)
+
+    def _on_HostPool(self, ev: HostPool) -> list[Event]:
+        """The hierarchical cache's host pool (per rank, counted once): pinning hundreds of GB takes minutes,
+        in the phase after the summary; that phase gets what allocating a pool does (timeouts.kv_cache)."""
+        self.figures["hicache_host_gb"] = ev.gb
+        self._allow("pool_extra_s", "host_pool", self.timeouts["kv_cache"])
+        return []
 
     def _on_PortMoved(self, ev: PortMoved) -> list[Event]:
         self.figures["port"] = ev.port

@@ -220,6 +220,15 @@ class PortMoved(Event):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class HostPool(Event):
+    """`Allocating 120.00 GB host memory for hierarchical KV cache.` (each rank): pinning it takes about a
+    minute per few hundred GB, after the scheduler's summary."""
+
+    kind: ClassVar[str] = "host_pool"
+    gb: float
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class KernelPrecompile(Event):
     """SGLang says it begins compiling kernels that take long the first time on a host (DeepGEMM's
     JIT pre-compile session, "typically 10-20 mins"): the phase it happens in gets more time, once."""

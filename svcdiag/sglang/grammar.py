@@ -23,6 +23,7 @@ from svcdiag.sglang.events import (
     DraftRunner,
     Event,
     Failure,
+    HostPool,
     KernelPrecompile,
     KVBelowContext,
     KVCache,
@@ -378,6 +379,7 @@ UVICORN_URL_RE = re.compile(r"running on (\S+)")
 PRECOMPILE_RE = re.compile(r"Entering DeepGEMM JIT Pre-?Compile session", re.I)
 #: ROCm's AITER building a JIT module it has no cache of: `[aiter] start build [module_mha_fwd] under /…/build/…`
 AITER_BUILD = "[aiter] start build ["
+HOST_POOL_RE = re.compile(r"Allocating " + _F + r" GB host memory for hierarchical KV cache")
 ROUTER_TIMEOUT_RE = re.compile(r"Timeout \d+s waiting for workers")
 #: sglang-router ≥ 0.2 (Rust `tracing`): `2025-11-04 10:05:37  ERROR sglang_router_rs::core::worker_manager: src/…rs:N: msg`
 ROUTER_RS_RE = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)(?:\.\d+)?Z? +(TRACE|DEBUG|INFO|WARN|ERROR) "
@@ -488,6 +490,7 @@ class LineParser:
             "Prefil": self._pd_warmup,
             "Hybrid": self._fatal_line,
             "Enteri": self._precompile,
+            "Alloca": self._host_pool,
             "[aiter": self._precompile,
             "WARNIN": self._port_moved,
         }
@@ -1111,6 +1114,10 @@ class LineParser:
         elif LOGGED_EXC_RE.match(msg) is not None:
             self._logged_at = self.sglang_lines
         return None
+
+    def _host_pool(self, msg: str, ranks: str, ts: float | None) -> Event | None:
+        m = HOST_POOL_RE.match(msg)
+        return HostPool(ts=ts, ranks=ranks, line=msg, gb=float(m.group(1))) if m else None
 
     def _port_moved(self, msg: str, ranks: str, ts: float | None) -> Event | None:
         m = PORT_MOVED_RE.match(msg)
