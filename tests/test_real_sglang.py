@@ -770,6 +770,13 @@ def test_a_routers_workers_are_one_start_ready_when_all_are(n: int, data: st.Dat
     ("v0512-custom-allreduce-v2-cuh37-invalid-argument-memory-saver.log", "--disable-custom-all-reduce"),
     ("v053-dp-attention-capture-stops-after-registering-0-addresses.log", "--disable-custom-all-reduce"),
     ("v054-kimik2-tp16-node0-loaded-waits-for-node1.log", "waits for the slowest"),
+    ("v043-node1-nccl-socketpollconnect-no-route.log", "no route to the other node's address 10.0.0.4"),
+    ("v0511-node0-nccl-ibv-modify-qp-gid-index.log", "GID index"),
+    ("v046-node1-nccl-bootstrap-no-socket-interface.log", "NCCL_SOCKET_IFNAME names one this host does not have"),
+    ("v046-node1-gloo-socket-ifname-unable-to-find-address.log", "GLOO_SOCKET_IFNAME"),
+    ("v0510-pd-prefill-bootstrap-port-in-use-server-error.log", "its own --disaggregation-bootstrap-port"),
+    ("v0523-pd-prefill-nixl-ucx-createbackend-err-backend.log", "UCX_NET_DEVICES"),
+    ("v046-dp-attention-deepep-normal-cpu-recv-timeout-capture.log", "sglang.compile_deep_gemm"),
 ])
 def test_the_diagnosis_names_what_to_change(file: str, words: str) -> None:
     """Where an OOM or a refusal happened decides the knob: the draft's capture, a GPU another process

@@ -282,6 +282,11 @@ def _exited(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[s
 
 def _port_in_use(v: Verdict, cfg: ServiceConfig | None, owners: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
     said = _said(v)
+    if "PD bootstrap server" in v.message:
+        return [f"{v.message[:1].upper()}{v.message[1:]}: the server went on and said ready, but no decode server can "
+                "reach this prefill.",
+                "Two prefill servers on one host share the bootstrap port unless told otherwise: give each its own "
+                "--disaggregation-bootstrap-port (extra_args), or end what holds it (`ss -ltnp 'sport = :PORT'`)."], []
     if re.search(r"server socket has failed|EADDRINUSE|TCPStore|DistNetworkError", said):
         return _store_port_in_use(v, said)
     if (m := re.search(r"(\w+) at (\d+) is not available in (\d+) seconds", said)) is not None:
@@ -540,6 +545,25 @@ def _torch_compile_failed(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -
             "so the torch release SGLang pins is the other way out."], []
 
 
+def _ep_dispatch_timeout(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
+    """DeepEP's dispatch waited for an expert-parallel rank that never came."""
+    return [f"DeepEP's all-to-all timed out in phase {v.phase}: an expert-parallel rank never reached the dispatch "
+            f"({v.message}).",
+            "Look first for another rank's own error just before (it died, and this is the consequence). A rank that "
+            "was only slow is most often compiling DeepGEMM kernels on a first start: `python3 -m "
+            "sglang.compile_deep_gemm` with the server's flags beforehand, or SGL_ENABLE_JIT_DEEPGEMM=0; across nodes, "
+            "the RDMA path between them (NVSHMEM/IB). `--deepep-mode auto` avoids the normal mode's timeout during "
+            "capture."], []
+
+
+def _pd_bootstrap_failed(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
+    return [f"The PD prefill server could not register with its bootstrap server: {v.message}",
+            "It says it is ready, but a decode server never finds it (every request then fails with `Could not fetch "
+            "prefill parallel info`). The bootstrap server (--disaggregation-bootstrap-port, 8998 unless set) was not "
+            "up yet or not reachable at that address: restart the prefill, give each prefill on a host its own "
+            "bootstrap port, or upgrade to a release that retries the registration."], []
+
+
 def _router_failed(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
     """sglang_router.launch_server gave up on its workers and killed them all: the service is down."""
     if (m := re.search(r"Timeout (\d+)s waiting for workers", v.message)) is not None:
@@ -676,6 +700,13 @@ def _rendezvous(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[li
     said = _said(v)
     node = v.figures.get("node_rank")
     joined = re.search(r"(\d+)/(\d+) clients joined", said)
+    if (iface := re.search(r"Unable to find address for: (\S+)", _said(v))) is not None:
+        return [f"gloo (torch's CPU collectives) found no interface named {iface.group(1)} on this host, so it "
+                "contacted nobody: GLOO_SOCKET_IFNAME (or NCCL_SOCKET_IFNAME, which SGLang copies) names an "
+                "interface this node does not have (`ip -br link`).",
+                "Set GLOO_SOCKET_IFNAME (and NCCL_SOCKET_IFNAME) per node to the interface that reaches the "
+                "others; nodes often name it differently."], [_fix({"env.GLOO_SOCKET_IFNAME": "IFACE"},
+                                                                   "an interface this node has")]
     say = [f"The ranks of a multi-node start never all met at dist_init_addr: {v.message}"]
     if joined:
         say.append(f"Only {joined.group(1)} of {joined.group(2)} ranks joined: the other node(s) were not started with "
@@ -692,6 +723,10 @@ def _kv_transfer_failed(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> 
     say = [f"The PD server's KV transfer engine could not start: {v.message}",
            "Most often it found no RDMA NIC it could open: --disaggregation-ib-device names one this host lacks "
            "(`ibv_devices` lists them), the NIC is down (`ibstat`), or the sandbox hides /dev/infiniband."]
+    if re.search(r"NIXL_ERR_BACKEND|nixlBackendError", _said(v)):
+        say.append("NIXL's UCX backend could not set up its transfers (UCX's own line above says on which device): "
+                   "UCX_NET_DEVICES names the NICs it may use (`mlx5_0:1`), or run with "
+                   "--disaggregation-transfer-backend mooncake.")
     fixes: list[dict[str, Any]] = []
     if cfg is None or (cfg.hardening == "strict" and "infiniband" not in cfg.devices):
         say.append(f"svcdiag's strict units open only the GPU nodes unless `devices` lists \"infiniband\" "
@@ -898,7 +933,33 @@ def _host_oom(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list
             f"memory'` shows the kernel's account, and `systemctl show -p MemoryMax {unit}` the unit's limit."], []
 
 
+#: NCCL's WARN line (the nccl_error's message ends with it) → what it means, and the fix: (pattern, say, env fix)
+NCCL_WARNS = (
+    (r"socketPollConnect: Connect to ([\d.]+)\S* returned 113|No route to host",
+     "this node has no route to the other node's address {0}: NCCL chose an interface that does not reach it, or a "
+     "firewall drops its ports", {"env.NCCL_SOCKET_IFNAME": "IFACE"}),
+    (r"socketStartConnect: Connect to ([\d.]+)\S* failed|Connection (?:reset|abort|refused)|Software caused connection abort",
+     "the connection to {0} broke: the other node's process most often died first (read that node's log for its own "
+     "error), or the link between the nodes dropped", None),
+    (r"ibv_modify_qp failed|local GID",
+     "the RDMA queue pair would not connect: on RoCE the GID index NCCL picked is not the one the fabric routes (most "
+     "often 3 for RoCE v2)", {"env.NCCL_IB_GID_INDEX": "3"}),
+    (r"NET/IB : Got completion from peer ([\d.]+)\S* with status=\d+",
+     "an RDMA transfer to {0} failed on the fabric (a link, a switch, a NIC's firmware): `ibstat`, `ibv_devinfo` and the "
+     "NICs' error counters on both nodes", None),
+    (r"no socket interface found|Bootstrap : no socket interface",
+     "NCCL found no network interface to use: NCCL_SOCKET_IFNAME names one this host does not have (`ip -br link`)",
+     {"env.NCCL_SOCKET_IFNAME": "IFACE"}),
+)
+
+
 def _nccl(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
+    warn = re.search(r"\(NCCL WARN (.+)\)$", v.message)
+    for pattern, meaning, env in NCCL_WARNS if warn else ():
+        if (m := re.search(pattern, warn.group(1))) is not None:
+            say = [f"NCCL failed in phase {v.phase}: {meaning.format(m.group(1) if m.groups() else '')}.",
+                   f"NCCL's own words: {warn.group(1)}"]
+            return say, [_fix(env, "the interface (or GID) that reaches the other nodes: set it")] if env else []
     if re.search(r"shared memory segment|/dev/shm", _said(v)):
         return [f"NCCL could not create its shared-memory segments in /dev/shm: {v.message}",
                 "In a container /dev/shm is 64 MB unless raised (`docker run --shm-size 16g` or `--ipc=host`); on a "
@@ -1080,6 +1141,8 @@ _BY_CAUSE = {
     "cuda_oom": _cuda_oom,
     "torch_compile_failed": _torch_compile_failed,
     "router_failed": _router_failed,
+    "ep_dispatch_timeout": _ep_dispatch_timeout,
+    "pd_bootstrap_failed": _pd_bootstrap_failed,
     "killed_by_signal": _killed,
     "exited": _exited,
     "port_in_use": _port_in_use,

@@ -127,7 +127,9 @@ CAUSES: tuple[tuple[str, re.Pattern[str]], ...] = (
         r"|CUBLAS_STATUS_EXECUTION_FAILED|Memory access fault by GPU")),  # ROCm's illegal address, printed by HSA
     # the PD KV transfer engine could not start: its RDMA NIC(s) missing, unusable or hidden by the sandbox
     ("kv_transfer_failed", re.compile(
-        r"Mooncake Transfer Engine initialization failed")),
+        r"Mooncake Transfer Engine initialization failed|NIXL_ERR_BACKEND|nixlBackendError")),
+    # DeepEP's all-to-all: an expert-parallel rank never reached the dispatch (dead, slow, or RDMA)
+    ("ep_dispatch_timeout", re.compile(r"DeepEP error: (?:CPU recv timeout|timeout \(dispatch CPU\)|timeout)")),
     # DeepEP's NVSHMEM (expert parallel's all-to-all over RDMA) could not connect its ranks: it prints
     # `/…/nvshmem/src/…/ibrc.cpp:420: non-zero status: 22 ibv_modify_qp failed` and exits, SGLang's
     # `Rank 0 scheduler is dead` and `Exit code: 255` are the consequence
@@ -240,6 +242,14 @@ LOGGED_EXC_RE = re.compile(r"(?:ERROR: +)?(?:Error in request|Exception in (?:AS
                            r"|(?:Task|Future) exception was never retrieved)")
 #: a PD server's warmup (--disaggregation-mode, 0.4.6+): a failed one leaves it up but unhealthy (/health 503)
 PD_WARMUP_FAILED = "Prefill disaggregation mode warm Up Failed"
+PD_REGISTER_FAILED = "Prefill instance failed to register to bootstrap server"
+#: a PD prefill's bootstrap server (a thread) could not bind --disaggregation-bootstrap-port; the server goes on
+BOOTSTRAP_BIND_RE = re.compile(r"Server error: \[Errno 98\] error while attempting to bind on address \('([^']*)', (\d+)\)")
+#: SGLANG_LOGGING_CONFIG_PATH's formatter as SGLang's docs show it: `2025-04-13 15:34:02 INFO 228 [file.py:301] msg`
+CUSTOM_PREFIX_RE = re.compile(
+    r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)(?:[.,]\d+)? (?:DEBUG|INFO|WARNING|ERROR|CRITICAL) +\d+ \[[\w.]+:\d+\] (.*)$")
+#: NCCL's own account of what failed (`node5:240:240 [6] misc/socket.cc:533 NCCL WARN socketPollConnect: …`)
+NCCL_WARN_RE = re.compile(r"^\S+:\d+:\d+ \[\d+\] \S+ NCCL WARN (.+)$")
 #: heads of those keys that any program's line may start with (`Error response from daemon`, `FutureWarning`):
 #: without SGLang's prefix such a line is SGLang's only when it says what the handler looks for
 COMMON_HEADS = frozenset(("Error ", "Except", "Task e", "Future", "Prefil", "WARNIN"))
@@ -447,6 +457,8 @@ class LineParser:
         self._router_ready = 0  # the workers' ready lines so far
         #: an undated log whose uvicorn runs: its warmup request's 200 is the ready line (none before 0.1.18)
         self._ready_by_warmup = False
+        #: NCCL's last `NCCL WARN` (what failed); an nccl_error says it
+        self.nccl_warn: str | None = None
         self._dispatch: dict[str, Callable[[str, str, float | None], Event | list[Event] | None]] = {
             "server": self._server_args,
             "Init t": self._dist,
@@ -477,6 +489,7 @@ class LineParser:
             "INFO: ": self._uvicorn,
             "ERROR:": self._uvicorn_error,
             "Schedu": self._handler_exception,
+            "Server": self._bootstrap_bind,
             "Receiv": self._sigquit,
             "Watchd": self._watchdog,  # ≤ 0.4.x: `Watchdog timeout (self.watchdog_timeout=300)`
             "Tokeni": self._watchdog,  # `TokenizerManager watchdog timeout (…)`
@@ -637,6 +650,19 @@ class LineParser:
             return self._router(text, ts)
         if text[:2] == "20" and self._tb is None and (r := ROUTER_RS_RE.match(text)) is not None:
             return self._router_said(text, r.group(3), parse_ts(r.group(1)) if ts is None else ts)
+        if text[:2] == "20" and (c := CUSTOM_PREFIX_RE.match(text)) is not None:  # SGLANG_LOGGING_CONFIG_PATH
+            self.sglang_lines += 1
+            if ts is None:
+                self._clock(c.group(1))
+            msg = c.group(2)
+            at = self._last_ts if ts is None else ts
+            if self._tb is not None and (not msg.strip() or msg[0] in " \t" or msg.startswith(CHAIN_LINES)
+                                         or msg.startswith(TRACEBACK_OPEN) or FINAL_EXC_RE.match(msg)):
+                return self._unprefixed(msg, at)  # a collector that prefixes each line of a record: its traceback
+            return self._message(msg, "", at)
+        if " NCCL WARN " in text and (w := NCCL_WARN_RE.match(text)) is not None:
+            self.nccl_warn = w.group(1)  # the failure NCCL's error code will only call "unhandled system error"
+            return NOTHING
         if ts is None:
             ts = self._last_ts  # a line with no time of its own was printed after the last one that had one
         if text.startswith(PROGRESS_HEADS) or "\r" in text:
@@ -812,6 +838,9 @@ class LineParser:
                             message="a scheduler process died without a word of its own (the launcher read EOF from "
                                     "its pipe): a signal killed it")]
         message = f"{final} {tail}".strip() if tail else final
+        if cause == "nccl_error" and self.nccl_warn and self.nccl_warn not in message:
+            message = f"{message} (NCCL WARN {self.nccl_warn})"
+            said = [f"NCCL WARN {self.nccl_warn}", *said]
         role = tb.role
         if role == ROOT and cause == "nccl_error" and PEER_GONE_RE.search(message):
             role = DEATH  # a consequence: it waits for the dead rank's own cause, and stands without one
@@ -1115,6 +1144,14 @@ class LineParser:
             self._logged_at = self.sglang_lines
         return None
 
+    def _bootstrap_bind(self, msg: str, ranks: str, ts: float | None) -> Event | None:
+        m = BOOTSTRAP_BIND_RE.match(msg)
+        if m is None:
+            return None
+        said = (f"the PD bootstrap server could not bind {m.group(1)}:{m.group(2)} (--disaggregation-bootstrap-port): "
+                "address already in use")
+        return Failure(ts=ts, ranks=ranks, line=msg, cause="port_in_use", message=said, evidence=(msg,))
+
     def _host_pool(self, msg: str, ranks: str, ts: float | None) -> Event | None:
         m = HOST_POOL_RE.match(msg)
         return HostPool(ts=ts, ranks=ranks, line=msg, gb=float(m.group(1))) if m else None
@@ -1134,7 +1171,11 @@ class LineParser:
 
     def _pd_warmup(self, msg: str, ranks: str, ts: float | None) -> Event | None:
         """`Prefill disaggregation mode warm Up Failed, status code: 400`: SGLang still says it is ready, but
-        marks itself unhealthy (/health answers 503, a router never registers it)."""
+        marks itself unhealthy (/health answers 503, a router never registers it). `Prefill instance failed to
+        register to bootstrap server: …` (after its retries, where a release has them): the decode side never
+        finds this prefill, though it too says it is ready."""
+        if msg.startswith(PD_REGISTER_FAILED):
+            return Failure(ts=ts, ranks=ranks, line=msg, cause="pd_bootstrap_failed", message=msg, evidence=(msg,))
         if not msg.startswith(PD_WARMUP_FAILED):
             return None
         return Failure(ts=ts, ranks=ranks, line=msg, cause="warmup_failed", message=msg, evidence=(msg,))
