@@ -611,6 +611,54 @@ def _unsupported_model(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> t
             "Upgrade SGLang to a release that lists the architecture, or check config.json's `architectures`."], []
 
 
+#: the driver's and the device's own words (gpu_unavailable) → what they mean and the fix; {message}/{short}: the verdict's
+DRIVER_TROUBLE: tuple[tuple[str, tuple[str, ...]], ...] = (
+    (r"driver version is insufficient|driver on your system is too old|InsufficientDriver",
+     ("The NVIDIA driver is older than the CUDA this PyTorch was built for, so CUDA cannot start at all.",
+      "Upgrade the driver (`nvidia-smi` shows its CUDA version), or install the torch/SGLang build for the "
+      "driver's CUDA (a cu121/cu124 wheel or image instead of cu128).")),
+    (r"PTX was compiled with an unsupported toolchain|UnsupportedPtxVersion",
+     ("CUDA started, but a kernel shipped as PTX was compiled by a newer CUDA toolkit than this NVIDIA driver "
+      "can JIT: the driver is older than the CUDA the kernels (sgl_kernel, flashinfer, triton) were built with.",
+      "Upgrade the driver to one whose CUDA version (`nvidia-smi`, top right) is at least the wheels' (a cu128 "
+      "build needs a 570+ driver), or install the SGLang/torch build for the driver's CUDA.")),
+    (r"Error 80[34]: |display driver / cuda driver combination|forward compatibility was attempted"
+     r"|Driver/library version mismatch|NVML/RM version mismatch|LibRmVersionMismatch",
+     ("CUDA refused to start: the driver library this process loaded (libcuda) and the NVIDIA kernel module "
+      "are of different versions (Error 803/804; `nvidia-smi` says `Driver/library version mismatch`).",
+      "Most often the driver was upgraded (unattended-upgrades) while the old module stayed loaded: reboot, "
+      "or unload and reload the nvidia modules with every GPU process stopped "
+      "(`cat /proc/driver/nvidia/version` shows the loaded one). In a container: its CUDA forward-compatibility "
+      "libraries (/usr/local/cuda/compat on LD_LIBRARY_PATH) on a GPU or driver they do not support, or a "
+      "libcuda copied into the image: use an image the host driver supports natively, run with the NVIDIA "
+      "container runtime (it mounts the host's libcuda).")),
+    (r"Error 802: |system not yet initialized",
+     ("CUDA says the system is not yet initialized (Error 802): on an NVSwitch host (HGX/DGX A100, H100, "
+      "H200) the GPUs cannot be used until nvidia-fabricmanager has set up the fabric.",
+      "`systemctl status nvidia-fabricmanager`: start and enable it; its version must equal the driver's "
+      "exactly (`nvidia-smi` vs `nv-fabricmanager --version`), an upgraded driver needs the matching "
+      "fabric manager and a reboot.")),
+    (r"c10_npu::SetDevice|Failed to start the device",
+     ("The Ascend NPU would not open: {short}",
+      "`npu-smi info` on the host says whether the NPU and its driver are healthy; the driver/firmware and "
+      "the CANN toolkit must be versions that go together. In a container the NPU comes only with its "
+      "devices (/dev/davinci*, /dev/davinci_manager, /dev/devmm_svm, /dev/hisi_hdc) and the driver folder "
+      "(/usr/local/Ascend/driver) mounted; ASCEND_RT_VISIBLE_DEVICES picks among them.")),
+    (r"CUDA unknown error|NVML: Unknown Error",
+     ("The process lost (or never got) its GPUs: {message}",
+      "In a container this is most often the host's `systemctl daemon-reload` (or a runtime update) "
+      "revoking the container's device access under a cgroup driver: restart the container. On a host, after "
+      "suspend/resume or without the nvidia_uvm module (`lsmod | grep nvidia_uvm`, `nvidia-modprobe -u`); "
+      "a reboot settles it.")),
+    (r"libcuda\.so|nvidia-smi not found",
+     ("The NVIDIA driver's user-space files (libcuda, nvidia-smi) are not where this process looks: {message}",
+      "In a container the driver's libraries come from the host only through the NVIDIA container runtime "
+      "(`docker run --gpus all`, nvidia-container-toolkit; on Kubernetes a `nvidia.com/gpu` limit). On a "
+      "host with libcuda.so.1 but no libcuda.so (Triton needs the latter), `ldconfig` or the driver's "
+      "-dev package adds it; TRITON_LIBCUDA_PATH names its folder.")),
+)
+
+
 def _gpu_unavailable(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
     said = _said(v)
     unit = v.unit or (cfg.unit if cfg else "UNIT")
@@ -625,51 +673,9 @@ def _gpu_unavailable(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tup
         return [f"A GPU failed in hardware: {v.message}",
                 "`journalctl -k | grep -i xid` names the GPU and the Xid; it needs a reset (`nvidia-smi -r -i N`) or "
                 "a reboot, and the start then runs without that GPU or after the repair."], []
-    if re.search(r"driver version is insufficient|driver on your system is too old|InsufficientDriver", said):
-        return ["The NVIDIA driver is older than the CUDA this PyTorch was built for, so CUDA cannot start at all.",
-                "Upgrade the driver (`nvidia-smi` shows its CUDA version), or install the torch/SGLang build for the "
-                "driver's CUDA (a cu121/cu124 wheel or image instead of cu128)."], []
-    if re.search(r"PTX was compiled with an unsupported toolchain|UnsupportedPtxVersion", said):
-        return ["CUDA started, but a kernel shipped as PTX was compiled by a newer CUDA toolkit than this NVIDIA driver "
-                "can JIT: the driver is older than the CUDA the kernels (sgl_kernel, flashinfer, triton) were built "
-                "with.",
-                "Upgrade the driver to one whose CUDA version (`nvidia-smi`, top right) is at least the wheels' (a cu128 "
-                "build needs a 570+ driver), or install the SGLang/torch build for the driver's CUDA."], []
-    if re.search(r"Error 80[34]: |display driver / cuda driver combination|forward compatibility was attempted"
-                 r"|Driver/library version mismatch|NVML/RM version mismatch|LibRmVersionMismatch", said):
-        return ["CUDA refused to start: the driver library this process loaded (libcuda) and the NVIDIA kernel module "
-                "are of different versions (Error 803/804; `nvidia-smi` says `Driver/library version mismatch`).",
-                "Most often the driver was upgraded (unattended-upgrades) while the old module stayed loaded: reboot, "
-                "or unload and reload the nvidia modules with every GPU process stopped "
-                "(`cat /proc/driver/nvidia/version` shows the loaded one). In a container: its CUDA forward-compatibility "
-                "libraries (/usr/local/cuda/compat on LD_LIBRARY_PATH) on a GPU or driver they do not support, or a "
-                "libcuda copied into the image: use an image the host driver supports natively, run with the NVIDIA "
-                "container runtime (it mounts the host's libcuda)."], []
-    if re.search(r"Error 802: |system not yet initialized", said):
-        return ["CUDA says the system is not yet initialized (Error 802): on an NVSwitch host (HGX/DGX A100, H100, "
-                "H200) the GPUs cannot be used until nvidia-fabricmanager has set up the fabric.",
-                "`systemctl status nvidia-fabricmanager`: start and enable it; its version must equal the driver's "
-                "exactly (`nvidia-smi` vs `nv-fabricmanager --version`), an upgraded driver needs the matching "
-                "fabric manager and a reboot."], []
-    if re.search(r"c10_npu::SetDevice|Failed to start the device", said):
-        return [f"The Ascend NPU would not open: {_short(v.message)}",
-                "`npu-smi info` on the host says whether the NPU and its driver are healthy; the driver/firmware and "
-                "the CANN toolkit must be versions that go together. In a container the NPU comes only with its "
-                "devices (/dev/davinci*, /dev/davinci_manager, /dev/devmm_svm, /dev/hisi_hdc) and the driver folder "
-                "(/usr/local/Ascend/driver) mounted; ASCEND_RT_VISIBLE_DEVICES picks among them."], []
-    if re.search(r"CUDA unknown error|NVML: Unknown Error", said):
-        return [f"The process lost (or never got) its GPUs: {v.message}",
-                "In a container this is most often the host's `systemctl daemon-reload` (or a runtime update) "
-                "revoking the container's device access under a cgroup driver: restart the container. On a host, after "
-                "suspend/resume or without the nvidia_uvm module (`lsmod | grep nvidia_uvm`, `nvidia-modprobe -u`); "
-                "a reboot settles it."], []
-    if re.search(r"libcuda\.so|nvidia-smi not found", said):
-        return [f"The NVIDIA driver's user-space files (libcuda, nvidia-smi) are not where this process looks: "
-                f"{v.message}",
-                "In a container the driver's libraries come from the host only through the NVIDIA container runtime "
-                "(`docker run --gpus all`, nvidia-container-toolkit; on Kubernetes a `nvidia.com/gpu` limit). On a "
-                "host with libcuda.so.1 but no libcuda.so (Triton needs the latter), `ldconfig` or the driver's "
-                "-dev package adds it; TRITON_LIBCUDA_PATH names its folder."], []
+    for pattern, say in DRIVER_TROUBLE:
+        if re.search(pattern, said):
+            return [line.format(message=v.message, short=_short(v.message)) for line in say], []
     return [f"The process saw no usable GPU in phase {v.phase}: {v.message}",
             "Under systemd that is the sandbox or the environment, not the hardware: PrivateDevices=yes or a "
             "DevicePolicy=/DeviceAllow= without /dev/nvidia*, a CUDA_VISIBLE_DEVICES naming GPUs that do not exist, or "
