@@ -371,9 +371,20 @@ def test_a_healthy_verdict_stays_healthy_when_the_unit_later_exits() -> None:
     r = machine(hybrid=False)
     feed_all(r, [make(T0 + i) for i, (make, _) in enumerate(DENSE_START, start=1)])
     assert r.verdict is not None and r.verdict.verdict == "healthy"
-    r.feed(exited(T0 + 100, "1/FAILURE"))
-    r.feed(failure(T0 + 101, "cuda_oom", "torch.OutOfMemoryError: CUDA out of memory."))
+    r.feed(exited(T0 + 100, "0/SUCCESS"))  # a stop: systemd's account is evidence, the start was healthy
     assert (r.verdict.verdict, r.verdict.phase) == ("healthy", "ready")
+
+
+def test_a_log_that_shows_the_server_dying_after_ready_says_so() -> None:
+    # a saved log (or a start's journal read later) that goes on past ready: the server's own death in it
+    # is the verdict, as `wait` judges a unit that ended since: failed, died_after_ready, the figures kept
+    r = machine(hybrid=False)
+    feed_all(r, [make(T0 + i) for i, (make, _) in enumerate(DENSE_START, start=1)])
+    kv = r.verdict.figures["kv_tokens"]
+    r.feed(failure(T0 + 101, "cuda_oom", "torch.OutOfMemoryError: CUDA out of memory."))
+    v = r.verdict
+    assert (v.verdict, v.phase, v.cause, v.figures["died_of"]) == ("failed", "ready", "died_after_ready", "cuda_oom")
+    assert v.figures["kv_tokens"] == kv and "CUDA out of memory" in v.message
 
 
 # ---------------------------------------------------------------- properties

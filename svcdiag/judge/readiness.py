@@ -106,6 +106,9 @@ class Readiness:
         self._suspect: Failure | None = None
         self._death: Failure | None = None
         self.degraded: list[dict[str, Any]] = []
+        #: a healthy verdict a later death in the log turned into died_after_ready, and that death's role
+        self._healthy: Verdict | None = None
+        self._died_by: str | None = None
         #: a phase deadline passed on a line's time rather than the clock's: the timed_out it would have
         #: been then, held until a milestone later in the same input ends the phase (then `overran`), a
         #: failure says more, or the clock (a live tick, the end of input) concludes it as it was
@@ -216,6 +219,18 @@ class Readiness:
             if isinstance(ev, UnitState) and ev.state in ("exited", "result", "oom") and ev.line:
                 self._add_evidence(ev.line)
                 self.verdict = self.verdict.with_(evidence=tuple(self.evidence))
+            elif isinstance(ev, Failure) and ev.role in (ROOT, DEATH) and (
+                    self.verdict.verdict == "healthy" or (self._died_by == DEATH and ev.role == ROOT)):
+                # the log goes on past ready and the server dies in it: as `wait` judges a unit that ended since
+                # (its own error, even when a cut traceback ends after the death it caused, over that death)
+                healthy = self._healthy or self.verdict
+                self._healthy, self._died_by = healthy, ev.role
+                self.verdict = healthy.with_(
+                    verdict="failed", phase="ready", cause="died_after_ready", ts=ev.ts or healthy.ts,
+                    message=f"the start was healthy, then the server died while serving: {ev.message}",
+                    figures={**healthy.figures, "died_of": ev.cause},
+                    evidence=(*healthy.evidence, *ev.evidence[:4]))
+                return [ev]
             return []
         ts = ev.ts
         out: list[Event] = []

@@ -327,6 +327,9 @@ def _raised_in(final: str, lines: list[str]) -> str | None:
         return "bad_arguments"
     if final.startswith("KeyError") and any(f.endswith(" in load_weights") for f in frames[-3:]):
         return "bad_checkpoint"
+    if "must match the size of tensor" in final and any(f.endswith((" in weight_loader", " in load_weights"))
+                                                         for f in frames[-4:]):
+        return "bad_checkpoint"  # the checkpoint's shapes are not what this release's model class (and tp) expect
     if any("/custom_all_reduce" in f for f in frames):  # its IPC buffers refused while capturing (`invalid argument`)
         return "cuda_error"
     if final.startswith("KeyError") and any(f'/{m}.py"' in f for f in frames[-2:]
@@ -808,7 +811,9 @@ class LineParser:
         self._tb = None
         if tb.role is None:  # logged by a handler that carries on (a warning): not a failure
             return NOTHING
-        finals = tb.finals or [ln for ln in tb.lines[-1:] if ln.strip()] or ["traceback (cut off)"]
+        # cut off before its final line: the last line only if it is no frame, code or `^^^^` marker under it
+        finals = tb.finals or [ln for ln in tb.lines[-1:] if ln.strip() and ln[0] not in " \t"] \
+            or ["traceback (cut off)"]
         final = finals[-1]
         if tb.role == SUSPECT and not tb.head and LOCAL_CLIENT_RE.match(final):
             return NOTHING  # another process's: a client refused by this server, not yet listening
@@ -838,6 +843,8 @@ class LineParser:
                             message="a scheduler process died without a word of its own (the launcher read EOF from "
                                     "its pipe): a signal killed it")]
         message = f"{final} {tail}".strip() if tail else final
+        if not tb.finals and tb.head and final == "traceback (cut off)":  # say whose: `Scheduler hit an exception`
+            message = f"{tb.head.removesuffix(TRACEBACK_OPEN).rstrip(': ')}: its traceback cut off"
         if cause == "nccl_error" and self.nccl_warn and self.nccl_warn not in message:
             message = f"{message} (NCCL WARN {self.nccl_warn})"
             said = [f"NCCL WARN {self.nccl_warn}", *said]
@@ -869,6 +876,10 @@ class LineParser:
     def _handler_exception(self, msg: str, ranks: str, ts: float | None) -> Event | None:
         """`Scheduler hit an exception: Traceback …` and its kin: SGLang's handler then kills the server."""
         if " hit an exception" not in msg[:40]:
+            if msg.startswith("Scheduler debug info:"):  # the watchdog's dump, before its py-spy and timeout lines
+                return Failure(ts=ts, ranks=ranks, line=msg, cause="watchdog_timeout", evidence=(msg,),
+                               message="SGLang's watchdog saw no progress and dumped the scheduler's state "
+                                       "(`Scheduler debug info:`): a hang")
             if "atchdog timeout" in msg[:40]:  # 0.5.x: `Scheduler watchdog timeout (self.watchdog_timeout=300, …)`
                 return self._watchdog(msg, ranks, ts)
             return self._died(msg, ranks, ts) if "terminated with" in msg else None
