@@ -23,6 +23,7 @@ from svcdiag.sglang.events import (
     Ready,
     SchedulerInfo,
     ServerArgs,
+    SlidingWindowPool,
     Uvicorn,
     WeightsBegin,
     WeightsEnd,
@@ -168,6 +169,18 @@ def test_a_drafts_kv_line_in_the_targets_shape_is_the_drafts_not_the_targets() -
     f = r.figures
     assert (f["kv_k_gb"], f["kv_v_gb"], f["draft_kv_gb"], f["draft_kv_tokens"]) == (27.64, 27.64, 1.72, 452802)
     assert kv.format(0.86) not in r.evidence  # the target's pool is the evidence of its memory, not the draft's
+
+
+@pytest.mark.parametrize("full_last", [True, False])
+def test_a_sliding_window_models_two_unnamed_kv_lines_are_told_apart_by_the_announcement(full_last: bool) -> None:
+    # before 0.5.23 both pools print `KV Cache is allocated. #tokens: N` without a name, in either order
+    r = machine(hybrid=False)
+    feed_all(r, [WeightsBegin(ts=T0 + 1, avail_gb=78.5), WeightsEnd(ts=T0 + 2, mem_usage_gb=15.0, avail_gb=63.0),
+                 SlidingWindowPool(ts=T0 + 3, full_tokens=375360, swa_tokens=300288)])
+    pools = [KVCache(ts=T0 + 3, tokens=300288, k_gb=8.38, v_gb=5.59), KVCache(ts=T0 + 3, tokens=375360, k_gb=1.07, v_gb=0.72)]
+    feed_all(r, pools if full_last else pools[::-1])
+    assert (r.figures["kv_tokens"], r.figures["swa_kv_tokens"], r.figures["kv_k_gb"]) == (375360, 300288, 1.07)
+    assert r.phase == "cuda_graph"
 
 
 # ---------------------------------------------------------------- hybrid: the Mamba cache before the graphs

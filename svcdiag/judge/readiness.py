@@ -33,6 +33,7 @@ from svcdiag.sglang.events import (
     Recovered,
     SchedulerInfo,
     ServerArgs,
+    SlidingWindowPool,
     StartupTimings,
     UnifiedMemoryPool,
     Uvicorn,
@@ -108,6 +109,8 @@ class Readiness:
         self.degraded: list[dict[str, Any]] = []
         #: a healthy verdict a later death in the log turned into died_after_ready, and that death's role
         self._healthy: Verdict | None = None
+        #: before 0.5.23, the full and the sliding-window pools' tokens, announced before their unnamed KV lines
+        self._sliding_window: tuple[int | None, int | None] = (None, None)
         self._died_by: str | None = None
         #: a phase deadline passed on a line's time rather than the clock's: the timed_out it would have
         #: been then, held until a milestone later in the same input ends the phase (then `overran`), a
@@ -345,8 +348,9 @@ class Readiness:
             if ev.k_gb is not None or ev.kv_gb is not None:  # K + V, or MLA's one `KV size:`
                 f["draft_kv_gb"] = round(ev.kv_gb if ev.k_gb is None else ev.k_gb + (ev.v_gb or 0.0), 2)
             return []
-        if ev.label == "SWA":
-            f["swa_kv_tokens"] = ev.tokens
+        full, swa = self._sliding_window
+        if ev.label == "SWA" or (swa is not None and ev.tokens == swa and ev.tokens != full):
+            f["swa_kv_tokens"] = ev.tokens  # the sliding-window layers' pool, named or (before 0.5.23) announced
             return []
         if ev.tokens is not None:
             f["kv_tokens"] = ev.tokens
@@ -474,6 +478,10 @@ class Readiness:
             f["chunked_prefill_size"] = ev.chunked_prefill_size
         self._add_evidence(ev.line)
         return self._advance("http", ev.ts)
+
+    def _on_SlidingWindowPool(self, ev: SlidingWindowPool) -> list[Event]:
+        self._sliding_window = (ev.full_tokens, ev.swa_tokens)
+        return []
 
     def _on_HostPool(self, ev: HostPool) -> list[Event]:
         """The hierarchical cache's host pool (per rank, counted once): pinning hundreds of GB takes minutes,

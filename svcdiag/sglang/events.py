@@ -220,6 +220,16 @@ class PortMoved(Event):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class SlidingWindowPool(Event):
+    """Before 0.5.23: `Use sliding window memory pool. full_layer_tokens=375360, swa_layer_tokens=300288`: the
+    two `KV Cache is allocated` lines after it are these pools, in either order, unnamed."""
+
+    kind: ClassVar[str] = "sliding_window_pool"
+    full_tokens: int
+    swa_tokens: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class HostPool(Event):
     """`Allocating 120.00 GB host memory for hierarchical KV cache.` (each rank): pinning it takes about a
     minute per few hundred GB, after the scheduler's summary."""

@@ -36,6 +36,7 @@ from svcdiag.sglang.events import (
     Recovered,
     SchedulerInfo,
     ServerArgs,
+    SlidingWindowPool,
     StartupTimings,
     UnifiedMemoryPool,
     Uvicorn,
@@ -392,6 +393,7 @@ UVICORN_URL_RE = re.compile(r"running on (\S+)")
 PRECOMPILE_RE = re.compile(r"Entering DeepGEMM JIT Pre-?Compile session", re.I)
 #: ROCm's AITER building a JIT module it has no cache of: `[aiter] start build [module_mha_fwd] under /…/build/…`
 AITER_BUILD = "[aiter] start build ["
+SWA_POOL_RE = re.compile(r"Use sliding window memory pool\. full_layer_tokens=(\d+), swa_layer_tokens=(\d+)")
 HOST_POOL_RE = re.compile(r"Allocating " + _F + r" GB host memory for hierarchical KV cache")
 ROUTER_TIMEOUT_RE = re.compile(r"Timeout \d+s waiting for workers")
 #: sglang-router ≥ 0.2 (Rust `tracing`): `2025-11-04 10:05:37  ERROR sglang_router_rs::core::worker_manager: src/…rs:N: msg`
@@ -507,6 +509,7 @@ class LineParser:
             "Hybrid": self._fatal_line,
             "Enteri": self._precompile,
             "Alloca": self._host_pool,
+            "Use sl": self._sliding_window,
             "[aiter": self._precompile,
             "WARNIN": self._port_moved,
         }
@@ -1162,6 +1165,11 @@ class LineParser:
         said = (f"the PD bootstrap server could not bind {m.group(1)}:{m.group(2)} (--disaggregation-bootstrap-port): "
                 "address already in use")
         return Failure(ts=ts, ranks=ranks, line=msg, cause="port_in_use", message=said, evidence=(msg,))
+
+    def _sliding_window(self, msg: str, ranks: str, ts: float | None) -> Event | None:
+        m = SWA_POOL_RE.match(msg)
+        return SlidingWindowPool(ts=ts, ranks=ranks, line=msg, full_tokens=int(m.group(1)),
+                                 swa_tokens=int(m.group(2))) if m else None
 
     def _host_pool(self, msg: str, ranks: str, ts: float | None) -> Event | None:
         m = HOST_POOL_RE.match(msg)
