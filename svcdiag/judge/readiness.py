@@ -184,6 +184,11 @@ class Readiness:
         self._conclude("timed_out", None, o.message, o.at, stalled_s=o.stalled)
 
     @property
+    def _drafting(self) -> bool:
+        """The speculative draft's load has begun: the KV and pool lines from here on are the draft's."""
+        return "draft_avail_before_load_gb" in self.figures
+
+    @property
     def phase_since(self) -> float | None:
         """When (on the caller's clock) the current phase began."""
         return self._deadline.since if self._deadline is not None else None
@@ -342,7 +347,7 @@ class Readiness:
         if ev.upper_bound:
             f["kv_tokens_upper_bound"] = ev.tokens
             return []
-        if ev.draft or ("kv" in self._seen and "draft_avail_before_load_gb" in f):
+        if ev.draft or ("kv" in self._seen and self._drafting):
             # 0.5.23 names the draft's pool; before, its line looks like the target's, after the draft's weights
             f["draft_kv_tokens"] = ev.tokens
             if ev.k_gb is not None or ev.kv_gb is not None:  # K + V, or MLA's one `KV size:`
@@ -390,7 +395,7 @@ class Readiness:
         return self._advance(self._after_pools(), ev.ts) if "weights_end" in self._seen else []
 
     def _on_PoolEnd(self, ev: PoolEnd) -> list[Event]:
-        if "draft_avail_before_load_gb" in self.figures:  # the draft's pools, after the target's
+        if self._drafting:  # the draft's pools, after the target's
             self.figures["draft_pool_end_avail_gb"] = ev.avail_gb
             return []
         self.figures["pool_end_avail_gb"] = ev.avail_gb

@@ -201,10 +201,8 @@ OLD_PREFIX_DATE = "2000-01-01"  # a time of day alone: the phases' durations are
 SHELL_SIGNALS = {"Killed": "KILL", "已杀死": "KILL", "Segmentation fault": "SEGV", "段错误": "SEGV", "Aborted": "ABRT",
                  "已放弃": "ABRT", "Bus error": "BUS", "Illegal instruction": "ILL", "Floating point exception": "FPE"}
 #: (a script's line keeps its command after one space where a console squeezed the padding: `… 28 Killed python3 …`)
-SHELL_SIGNAL_RE = re.compile(r"^(?:\S+: line \d+: +\d+ (" + "|".join(map(re.escape, SHELL_SIGNALS))
-                             + r")(?: ?[(（](?:core dumped|核心已转储)[)）])?(?: +\S.*)?|("
-                             + "|".join(map(re.escape, SHELL_SIGNALS)) + r")"
-                             r"(?: ?[(（](?:core dumped|核心已转储)[)）])?(?: {2,}\S.*)?)$")
+SHELL_SIGNAL_RE = re.compile(r"^(?P<script>\S+: line \d+: +\d+ )?(" + "|".join(map(re.escape, SHELL_SIGNALS)) + r")"
+                             r"(?: ?[(（](?:core dumped|核心已转储)[)）])?(?:(?(script) +| {2,})\S.*)?$")
 #: what a native runtime prints just before it aborts the process: C++'s terminate, ROCm's HSA fault
 NATIVE_ABORTS = ("terminate called after throwing", "Memory access fault by GPU")
 #: NVSHMEM's error lines (DeepEP), unprefixed, each a source path: `/sgl-workspace/nvshmem/src/…: non-zero status: 7 …`
@@ -719,7 +717,7 @@ class LineParser:
             return [Failure(ts=ts, line=text, cause="killed_by_signal" if sig else "exception", message=text,
                             evidence=(text,), signal=sig, role=DEATH)]
         if (sh := SHELL_SIGNAL_RE.match(text)) is not None:  # the shell's word for the signal that ended it
-            sig = SHELL_SIGNALS[sh.group(1) or sh.group(2)]
+            sig = SHELL_SIGNALS[sh.group(2)]
             if sig == "KILL":  # the kernel's OOM killer, most often
                 return [Failure(ts=ts, line=text, cause="host_oom", message="the process was killed (SIGKILL) without "
                                 "a word of its own: most often the kernel's OOM killer (host RAM)", evidence=(text,),
