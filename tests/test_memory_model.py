@@ -26,8 +26,8 @@ def seed(**kw: object) -> SizingInputs:
 
 
 @pytest.mark.parametrize(("version", "name"), [
-    ("0.4.6", "0.4"), ("0.4.7", "0.5.9"), ("0.5.9", "0.5.9"), ("0.5.10", "0.5.15"), ("0.5.19", "0.5.15"),
-    ("0.5.20", "0.5.23"), ("0.5.23", "0.5.23"), ("0.6.0", "0.5.23"), (None, "0.5.23"), ("not-a-version", "0.5.23"),
+    ("0.4.6", "0.4"), ("0.4.7", "0.5.9"), ("0.5.9", "0.5.9"), ("0.5.10", "0.5.12"), ("0.5.12", "0.5.12"),
+    ("0.5.13", "0.5.15"), ("0.5.18", "0.5.15"), ("0.5.19", "0.5.23"), ("0.5.20", "0.5.23"), ("0.5.23", "0.5.23"), ("0.6.0", "0.5.23"), (None, "0.5.23"), ("not-a-version", "0.5.23"),
 ])
 def test_release_families(version: str | None, name: str) -> None:
     assert family(version).name == name
@@ -79,6 +79,9 @@ def test_a_dflash_start_gets_several_times_fewer_mamba_slots() -> None:
     ({}, "0.5.9", 3),  # auto → no_buffer
     ({"mamba_scheduler_strategy": "extra_buffer"}, "0.5.9", 5),
     ({"mamba_scheduler_strategy": "extra_buffer", "speculative_algorithm": "EAGLE"}, "0.5.9", 4),
+    ({"mamba_scheduler_strategy": "extra_buffer", "speculative_algorithm": "EAGLE"}, "0.5.12", 5),
+    ({"mamba_scheduler_strategy": "extra_buffer", "disable_overlap_schedule": True}, "0.5.12", 4),
+    ({}, "0.5.12", 3),
     ({"slots_per_request": 7}, "0.5.23", 7),  # the logged figure wins
 ])
 def test_state_slots_per_request_from_the_flags(flags: dict[str, object], version: str, slots: int) -> None:

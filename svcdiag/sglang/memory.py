@@ -170,10 +170,11 @@ class Family:
 
 
 FAMILIES = (
-    Family("0.4", "0.0", True, "upfront", False, False, False, False),
-    Family("0.5.9", "0.4.7", False, "upfront", False, False, False, False),
-    Family("0.5.15", "0.5.10", False, "joint", True, False, True, True),
-    Family("0.5.23", "0.5.20", False, "joint_padded", True, True, True, True),
+    Family("0.4", "0.0", True, "upfront", False, False, False, False),  # 0.4.6's wheel
+    Family("0.5.9", "0.4.7", False, "upfront", False, False, False, False),  # 0.5.9's
+    Family("0.5.12", "0.5.10", False, "upfront", False, False, False, False),  # 0.5.12's
+    Family("0.5.15", "0.5.13", False, "joint", True, False, True, True),  # 0.5.15's
+    Family("0.5.23", "0.5.19", False, "joint_padded", True, True, True, True),  # 0.5.19's, 0.5.20's, 0.5.23's
 )
 NEWEST = FAMILIES[-1]
 
@@ -281,7 +282,7 @@ def auto_mem_fraction(gpu_total_gb: float, *, tp_size: int = 1, chunked_prefill_
 def state_slots_per_request(inp: SizingInputs, fam: Family) -> int:
     """Mamba state slots one running request takes (_calculate_mamba_ratio): 1 without the
     radix cache, 3 by default, + 2 with extra_buffer under the overlap scheduler (+ 1 without
-    it, or lazily); 0.5.9 gave a speculative extra_buffer start + 1 only."""
+    it, or lazily); up to 0.5.9 a speculative extra_buffer start got + 1 only, others + 2."""
     if inp.slots_per_request:
         return inp.slots_per_request
     if inp.disable_radix_cache:
@@ -291,7 +292,7 @@ def state_slots_per_request(inp: SizingInputs, fam: Family) -> int:
         strategy = "extra_buffer" if fam.auto_extra_buffer and not inp.disable_overlap_schedule else "no_buffer"
     if strategy not in ("extra_buffer", "extra_buffer_lazy"):
         return 3
-    if fam.mamba == "upfront":
+    if fam.name == "0.5.9":  # the ping-pong buffer by speculative decoding, not by the overlap scheduler
         return 3 + (1 if inp.speculative_algorithm else 2)
     if strategy == "extra_buffer_lazy" or inp.disable_overlap_schedule:
         return 4
