@@ -185,10 +185,10 @@ def test_gpu_memory_source_order_and_a_clear_error(units: Path, tmp_path: Path, 
     assert gpu_free_gb(cfg, 96.0) == (96.0, "--gpu-memory")
     assert gpu_free_gb(cfg, None)[0] == 80.0
     bare = dataclasses.replace(cfg, gpu_memory_gb=None)
-    monkeypatch.setattr("svcdiag.ops.gpumem._torch", lambda gpus: None)
+    monkeypatch.setattr("svcdiag.ops.gpumem.torch_subprocess", lambda cfg: None)
     monkeypatch.setattr("shutil.which", lambda exe: None)
     with pytest.raises(SvcdiagError, match="pass --gpu-memory GB"):
-        gpu_free_gb(bare, None)
+        gpu_free_gb(bare, None, nvml=lambda: None)
 
 
 def test_nvidia_smi_csv_gives_the_smallest_free_of_the_configs_gpus() -> None:
