@@ -416,6 +416,16 @@ def predict(inp: SizingInputs) -> Prediction:
                       failure)
 
 
+def max_running(inp: SizingInputs, tokens: int, slots: int | None = None) -> tuple[int, str, dict[str, int]]:
+    """resolve_max_num_reqs alone, for a pool already sized (`tokens`, Mamba `slots`): the cap,
+    the binding limit and every limit (the back-test checks it on the logged pools)."""
+    fam = family(inp.version)
+    ratio = state_slots_per_request(inp, fam) if slots is not None else None
+    limits = _limits(inp, fam, tokens, slots, ratio)
+    binding = min(limits, key=lambda k: limits[k])
+    return max(0, limits[binding]), binding, limits
+
+
 def _limits(inp: SizingInputs, fam: Family, tokens: int, slots: int | None, ratio: int | None) -> dict[str, int]:
     """Every bound on max_running_requests (per DP worker), by name."""
     dp = max(1, inp.dp_size)
