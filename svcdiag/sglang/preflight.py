@@ -222,11 +222,14 @@ def predict(cfg: ServiceConfig, inp: Inputs, *, with_fixes: bool = True) -> Pred
               "draft": inp.draft_bytes / GB}
     reasons: list[str] = []
     if m.rest_gb <= 0 or (m.failure == "not_enough_memory" and tokens <= 0):
-        counted = " and the draft model" if memory.family(cfg.sglang_version).draft_weights_counted and \
-            inp.draft_bytes else ""
-        reasons.append(f"the weights ({weights:.2f} GB){counted} and the Mamba state take all of "
-                       f"mem_fraction_static {mfs} × {pre:.2f} GB = {pre * mfs:.2f} GB: nothing is left for "
-                       f"the KV cache (SGLang: Not enough memory)")
+        parts = [f"the weights ({weights:.2f} GB)"]
+        if memory.family(cfg.sglang_version).draft_weights_counted and inp.draft_bytes:
+            parts.append(f"the draft model ({inp.draft_bytes / GB:.2f} GB)")
+        if m.mamba_gb or m.intermediate_gb:
+            parts.append(f"the Mamba state ({m.mamba_gb + m.intermediate_gb:.2f} GB)")
+        said = ", ".join(parts[:-1]) + " and " + parts[-1] if len(parts) > 1 else parts[0]
+        reasons.append(f"{said} take all of mem_fraction_static {mfs} × {pre:.2f} GB = {pre * mfs:.2f} GB: "
+                       f"nothing is left for the KV cache (SGLang: Not enough memory)")
     elif ctx and tokens < ctx:
         reasons.append(f"the KV pool would hold {tokens:,} tokens, less than one {ctx:,}-token request")
     slots = m.mamba_slots if m.mamba_slots is not None else cfg.max_mamba_cache_size
