@@ -4,7 +4,7 @@ In order: the command line, the config, NVML (`nvidia-ml-py`, the `gpu` extra: i
 driver's figures and creates no CUDA context), nvidia-smi, and last the unit's own
 interpreter running torch in a short-lived subprocess (its CUDA context dies with it).
 torch is never imported in svcdiag's process: a CUDA context there would hold ~0.5 GB on
-every GPU of the config while SGLang sizes its KV pool (docs/preflight.md#gpu-readings).
+every GPU of the config while SGLang sizes its KV pool (docs/preflight.md#gpu-readings-where-the-gpu-figure-comes-from).
 The GPUs are the ones SGLang will see: the config's `gpus` as CUDA_VISIBLE_DEVICES (indexes
 or UUIDs); the smallest of them counts, as SGLang takes the minimum over ranks. A GPU in MIG
 mode is named, never read as if whole. For a remote host (`--host`) only that host's

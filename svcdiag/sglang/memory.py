@@ -152,7 +152,7 @@ class Memory:
 # _handle_max_mamba_cache, _calculate_mamba_ratio, resolve_max_num_reqs),
 # model_executor/pool_configurator.py, mem_cache/draft_kv_budget.py, arg_groups/memory_hook.py.
 # The first release of each family is the first sampled wheel that has its code: a release
-# between two sampled ones belongs to the older family (docs/preflight.md#release-families).
+# between two sampled ones belongs to the older family (docs/preflight.md#the-formula-sglangs-own-per-release-family).
 
 
 @dataclass(frozen=True, slots=True)
