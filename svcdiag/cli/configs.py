@@ -96,7 +96,7 @@ def check_cmd(ctx: click.Context, name: str, sglang_version: str | None, state_d
     """Check NAME's rendered SGLang arguments against the release that will run them (exit 2: refused)."""
     from svcdiag.ops.check import check, require_ok
 
-    result = check(c.load(ctx, name), override=sglang_version, state=state_dir)
+    result = check(c.load(ctx, name), override=sglang_version, state=state_dir, require_sglang=True)
     if as_json:
         c.emit_json(result.to_json())
     else:
