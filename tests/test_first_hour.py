@@ -4,8 +4,11 @@ doubt, each as the operator meets it on the command line."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 
-from .conftest import Cli, assert_one_line_error
+from .conftest import ROOT, Cli, assert_one_line_error
 
 
 def test_replay_start_and_invocation_are_two_options(cli: Cli) -> None:
@@ -21,3 +24,47 @@ def test_replay_start_and_invocation_are_two_options(cli: Cli) -> None:
                           "--start N or --invocation ID")
     assert_one_line_error(cli("replay", "--example", "two-starts", "--start", "3"), "no start matches --start 3",
                           "starts in the input: 1 (2")
+
+
+def test_one_time_parser_and_one_error_for_since(cli: Cli, tmp_path) -> None:
+    """history and events read --since with one parser: a bad time is the same one line, exit 2."""
+    for cmd in ("history", "events"):
+        assert_one_line_error(cli(cmd, "--since", "garbage"), "--since 'garbage': not a time", "-10min")
+    r = cli("history", "--since", "-10min", "--state-dir", str(tmp_path))
+    assert r.exit_code == 0 and "no recorded starts" in r.output, r.output
+
+
+def test_a_state_dir_that_is_a_file_is_refused(cli: Cli, monkeypatch) -> None:
+    assert_one_line_error(cli("history", "--state-dir", "/etc/passwd"), "--state-dir /etc/passwd: not a directory")
+    monkeypatch.setenv("SVCDIAG_STATE_DIR", "/etc/passwd")
+    assert_one_line_error(cli("history"), "$SVCDIAG_STATE_DIR /etc/passwd: not a directory")
+
+
+def _hold_lock(path) -> subprocess.Popen:
+    """Another process holding an fcntl lock on `path`, as apt and dpkg do."""
+    code = ("import fcntl, sys, time; f = open(sys.argv[1], 'a'); fcntl.lockf(f, fcntl.LOCK_EX); "
+            "print('held', flush=True); time.sleep(float(sys.argv[2]))")
+    holder = subprocess.Popen([sys.executable, "-c", code, str(path), "2"], stdout=subprocess.PIPE, text=True)
+    assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+    return holder
+
+
+def test_setup_waits_for_another_apt_then_goes_on(tmp_path) -> None:
+    """scripts/setup right after boot: unattended-upgrades holds dpkg's lock; setup waits, saying so."""
+    lock = tmp_path / "lock-frontend"
+    holder = _hold_lock(lock)
+    env = {**os.environ, "SVCDIAG_APT_LOCKS": f"{lock} {tmp_path / 'absent'}", "SVCDIAG_APT_WAIT": "30"}
+    r = subprocess.run([str(ROOT / "scripts" / "apt-lock-wait")], env=env, capture_output=True, text=True, timeout=60)
+    holder.wait()
+    assert r.returncode == 0, r.stderr
+    assert "another apt or dpkg holds its lock" in r.stderr and "free after" in r.stderr
+
+
+def test_setup_gives_up_on_a_held_lock_after_its_bound(tmp_path) -> None:
+    lock = tmp_path / "lock"
+    holder = _hold_lock(lock)
+    env = {**os.environ, "SVCDIAG_APT_LOCKS": str(lock), "SVCDIAG_APT_WAIT": "1"}
+    r = subprocess.run([str(ROOT / "scripts" / "apt-lock-wait")], env=env, capture_output=True, text=True, timeout=60)
+    holder.kill()
+    holder.wait()
+    assert r.returncode == 1 and "still held after 1 s" in r.stderr and "scripts/setup again" in r.stderr, r.stderr

@@ -87,6 +87,17 @@ TIMEOUT = click.option("--timeout", type=float, metavar="S", help="overall deadl
 STATE_DIR = click.option("--state-dir", metavar="DIR", help="svcdiag's state ($SVCDIAG_STATE_DIR, /var/lib/svcdiag)")
 
 
+def _since(ctx: click.Context, param: click.Parameter, value: str | None) -> float | None:
+    """`--since`'s one parser for every command (journalctl's forms): a bad time is one line, exit 2."""
+    from svcdiag.systemd.journal import parse_since
+
+    return parse_since(value) if value else None
+
+
+SINCE = click.option("--since", metavar="TIME", callback=_since,
+                     help="'2026-12-02 19:30', '19:30', 'today', '-10min', '@UNIX'")
+
+
 PROGRESS = click.option("--progress", is_flag=True,
                         help="also `progress` records (weight shards, CUDA-graph batches; ≤ 4 a second) in --json and the journal")
 

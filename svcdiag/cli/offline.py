@@ -87,17 +87,17 @@ def preflight(ctx: click.Context, name: str | None, gpu_memory: float | None, kv
 @click.option("--follow", "-f", "follow_", is_flag=True, help="after the history, print new events as they come")
 @click.option("--unit", "-u", "names", multiple=True, metavar="NAME",
               help="only this config or unit (repeatable; default: every unit svcdiag has reported on)")
-@click.option("--since", metavar="TIME", help="'2026-12-02 19:30', '19:30', 'today', '-10min', '@UNIX'")
+@c.SINCE
 @click.option("--host", "hosts", multiple=True, metavar="[USER@]HOST[:PORT]", callback=lambda ctx, p, v: [
     plain.check_host(ctx, p, h) for h in v], help="read these hosts' journals over SSH, merged by time (repeatable)")
 @c.JSON
 @click.pass_context
-def events(ctx: click.Context, follow_: bool, names: tuple[str, ...], since: str | None, hosts: list[str],
+def events(ctx: click.Context, follow_: bool, names: tuple[str, ...], since: float | None, hosts: list[str],
            as_json: bool) -> None:
     """Readiness events of every start svcdiag judged, read back from the journal: from any
     terminal, while `up` runs elsewhere or long after it exited."""
     from svcdiag.output.report import JsonLines, Lines
-    from svcdiag.systemd.journal import EventReader, parse_since
+    from svcdiag.systemd.journal import EventReader
 
     if hosts:
         from svcdiag.ops.nodes import events_on_hosts
@@ -111,12 +111,12 @@ def events(ctx: click.Context, follow_: bool, names: tuple[str, ...], since: str
                 click.echo(f"{host}  {text.lstrip()}" if not text.startswith("\n") else text, nl=False)
 
         try:
-            events_on_hosts(hosts, show, units=names, since=parse_since(since) if since else None, follow=follow_)
+            events_on_hosts(hosts, show, units=names, since=since, follow=follow_)
         except KeyboardInterrupt:
             ctx.exit(c.INTERRUPTED)
         return
 
-    reader = EventReader(units=names, since=parse_since(since) if since else None)
+    reader = EventReader(units=names, since=since)
     sink = JsonLines(sys.stdout) if as_json else Lines(sys.stdout, with_unit=True)
     try:
         reader.copy_to(sink.publish, follow=follow_)
