@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
+
+import pytest
 
 from .conftest import ROOT, Cli, assert_one_line_error
 
@@ -40,11 +43,11 @@ def test_a_state_dir_that_is_a_file_is_refused(cli: Cli, monkeypatch) -> None:
     assert_one_line_error(cli("history"), "$SVCDIAG_STATE_DIR /etc/passwd: not a directory")
 
 
-def _hold_lock(path) -> subprocess.Popen:
+def _hold_lock(path, seconds: float) -> subprocess.Popen:
     """Another process holding an fcntl lock on `path`, as apt and dpkg do."""
     code = ("import fcntl, sys, time; f = open(sys.argv[1], 'a'); fcntl.lockf(f, fcntl.LOCK_EX); "
             "print('held', flush=True); time.sleep(float(sys.argv[2]))")
-    holder = subprocess.Popen([sys.executable, "-c", code, str(path), "2"], stdout=subprocess.PIPE, text=True)
+    holder = subprocess.Popen([sys.executable, "-c", code, str(path), str(seconds)], stdout=subprocess.PIPE, text=True)
     assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
     return holder
 
@@ -52,7 +55,7 @@ def _hold_lock(path) -> subprocess.Popen:
 def test_setup_waits_for_another_apt_then_goes_on(tmp_path) -> None:
     """scripts/setup right after boot: unattended-upgrades holds dpkg's lock; setup waits, saying so."""
     lock = tmp_path / "lock-frontend"
-    holder = _hold_lock(lock)
+    holder = _hold_lock(lock, 2)
     env = {**os.environ, "SVCDIAG_APT_LOCKS": f"{lock} {tmp_path / 'absent'}", "SVCDIAG_APT_WAIT": "30"}
     r = subprocess.run([str(ROOT / "scripts" / "apt-lock-wait")], env=env, capture_output=True, text=True, timeout=60)
     holder.wait()
@@ -62,9 +65,17 @@ def test_setup_waits_for_another_apt_then_goes_on(tmp_path) -> None:
 
 def test_setup_gives_up_on_a_held_lock_after_its_bound(tmp_path) -> None:
     lock = tmp_path / "lock"
-    holder = _hold_lock(lock)
+    holder = _hold_lock(lock, 60)
     env = {**os.environ, "SVCDIAG_APT_LOCKS": str(lock), "SVCDIAG_APT_WAIT": "1"}
     r = subprocess.run([str(ROOT / "scripts" / "apt-lock-wait")], env=env, capture_output=True, text=True, timeout=60)
     holder.kill()
     holder.wait()
     assert r.returncode == 1 and "still held after 1 s" in r.stderr and "scripts/setup again" in r.stderr, r.stderr
+
+
+@pytest.mark.skipif(os.path.isdir("/run/systemd/system"), reason="systemd runs here")
+def test_a_campaign_with_no_systemd_writes_nothing_beside_its_plan(cli: Cli, tmp_path) -> None:
+    plan = tmp_path / "plan.toml"
+    shutil.copy(ROOT / "docs" / "examples" / "seed-campaign.toml", plan)
+    assert_one_line_error(cli("campaign", str(plan), "--state-dir", str(tmp_path / "state")), "no system bus")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["plan.toml", "units"]  # units: the cli fixture's
