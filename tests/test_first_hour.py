@@ -79,3 +79,21 @@ def test_a_campaign_with_no_systemd_writes_nothing_beside_its_plan(cli: Cli, tmp
     shutil.copy(ROOT / "docs" / "examples" / "seed-campaign.toml", plan)
     assert_one_line_error(cli("campaign", str(plan), "--state-dir", str(tmp_path / "state")), "no system bus")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["plan.toml", "units"]  # units: the cli fixture's
+
+
+def test_install_with_no_name_leaves_the_stand_in_demos_out(cli: Cli, tmp_path) -> None:
+    r = cli("install", "--unit-dir", str(tmp_path / "u"))
+    assert r.exit_code == 0, r.output
+    written = sorted(p.name for p in (tmp_path / "u").iterdir())
+    assert "dflash-smoke.service" in written and not [w for w in written if w.startswith("demo-")], written
+    assert "not installed: 8 stand-in demo(s) (simulate =: demo-dense," in r.output
+    r = cli("install", "demo-smoke", "--unit-dir", str(tmp_path / "u"))
+    assert r.exit_code == 0 and (tmp_path / "u" / "demo-smoke.service").exists(), r.output
+
+
+def test_a_new_unit_is_installed_a_drifted_one_updated() -> None:
+    from svcdiag.ops.start import install_note
+
+    assert install_note("/etc/systemd/system/x.service", "not installed") == "installed /etc/systemd/system/x.service"
+    assert install_note("/etc/systemd/system/x.service", "installed from config hash a, config is now b") == (
+        "updated /etc/systemd/system/x.service (installed from config hash a, config is now b)")

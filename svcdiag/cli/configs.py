@@ -8,6 +8,7 @@ import click
 
 from svcdiag.cli import common as c
 from svcdiag.cli import main
+from svcdiag.errors import SvcdiagError
 
 DEFAULT_UNIT_DIR = "/etc/systemd/system"
 
@@ -50,17 +51,25 @@ def render(ctx: click.Context, name: str, as_json: bool) -> None:
 @click.pass_context
 def install(ctx: click.Context, names: tuple[str, ...], unit_dir: str, force: bool, host: str | None,
             as_json: bool) -> None:
-    """Check, render and write units (all configs when no NAME; one per node of a multi-node config),
-    atomically; daemon-reload if systemd runs. On a remote host (--host, remote_host, [[nodes]] host): over SSH."""
+    """Check, render and write units (no NAME: every config but the stand-in demos; one per node of a
+    multi-node config), atomically; daemon-reload if systemd runs. On a remote host (--host,
+    remote_host, [[nodes]] host): over SSH."""
     from svcdiag.ops.check import checked_install
     from svcdiag.ops.nodes import expand, install_on_hosts
 
-    configs = expand(c.load_many(ctx, names))
+    configs = c.load_many(ctx, names)
+    demos = [cfg.name for cfg in configs if cfg.simulate and not names]  # named, a demo is installed
+    configs = expand([cfg for cfg in configs if cfg.name not in demos])
+    if not configs:
+        raise SvcdiagError("install: no config to install but stand-in demos (simulate =); name one to install it")
     if host or any(cfg.remote_host for cfg in configs):
         with c.hosts(host) as hosts:
             result = install_on_hosts(hosts, configs, force=force)
     else:
         result = checked_install(configs, Path(unit_dir), force=force)
+    if demos:
+        result["notes"].append(f"not installed: {len(demos)} stand-in demo(s) (simulate =: {', '.join(demos)}); "
+                               "name one to install it")
     if as_json:
         c.emit_json(result)
         return
