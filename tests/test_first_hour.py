@@ -97,3 +97,36 @@ def test_a_new_unit_is_installed_a_drifted_one_updated() -> None:
     assert install_note("/etc/systemd/system/x.service", "not installed") == "installed /etc/systemd/system/x.service"
     assert install_note("/etc/systemd/system/x.service", "installed from config hash a, config is now b") == (
         "updated /etc/systemd/system/x.service (installed from config hash a, config is now b)")
+
+
+def test_logs_takes_journalctls_dash_f(cli: Cli) -> None:
+    from svcdiag.cli.app import main
+
+    (follow,) = [p for p in main.commands["logs"].params if p.name == "follow_"]
+    assert "-f" in follow.opts and "--follow" in follow.opts
+
+
+def test_render_json_names_the_units_execstart_and_sglangs_command(cli: Cli) -> None:
+    from tests.systemd_quoting import split_exec
+
+    (row,) = [json.loads(ln) for ln in cli("render", "demo-smoke", "--json").output.splitlines()]
+    exec_line = next(ln for ln in row["text"].splitlines() if ln.startswith("ExecStart="))
+    assert split_exec(exec_line[len("ExecStart="):]) == row["exec_start"]
+    i = row["exec_start"].index("supervise")
+    assert row["exec_start"][i + 3] == "--" and row["exec_start"][i + 4:] == row["sglang_argv"]
+    assert "--model-path" in row["sglang_argv"] and "supervise" not in row["sglang_argv"]
+
+
+def test_every_json_record_carries_its_schema(cli: Cli, tmp_path) -> None:
+    """list, diff, check, preflight, render and install --json: `schema` and `event` first, as
+    docs/events.md promises every record."""
+    runs = {"configs": ("list",), "diff": ("diff", "demo-smoke", "demo-slow"), "check": ("check", "demo-smoke"),
+            "preflight": ("preflight", "demo-smoke", "--kv-bytes-per-token", "100000", "--weights-gb", "50",
+                          "--gpu-memory", "80"),
+            "render": ("render", "demo-smoke"), "install": ("install", "demo-smoke", "--unit-dir", str(tmp_path))}
+    for event, args in runs.items():
+        r = cli(*args, "--json")
+        assert r.exit_code == 0, (args, r.output)
+        rec = json.loads(next(ln for ln in r.output.splitlines() if ln.startswith("{")))
+        assert list(rec)[:2] == ["schema", "event"] and rec["schema"] == 1 and rec["event"] == event, rec
+        assert f"`{event}`" in (ROOT / "docs" / "events.md").read_text()

@@ -78,7 +78,7 @@ def preflight(ctx: click.Context, name: str | None, gpu_memory: float | None, kv
     with host_files(cfg, host) as remote:
         result = plan(cfg, gpu_memory=gpu_memory, kv_bytes_per_token=kv_bytes_per_token, weights_gb=weights_gb,
                       remote=remote)
-    c.emit_rows([{"event": "preflight", "name": cfg.name, **result.to_json()}], as_json,
+    c.emit_rows([c.tagged("preflight", {"name": cfg.name, **result.to_json()})], as_json,
                 lambda row: render_preflight(cfg.name, row))
     ctx.exit(1 if result.prediction.verdict == "cannot_serve" else 0)
 
