@@ -130,3 +130,21 @@ def test_every_json_record_carries_its_schema(cli: Cli, tmp_path) -> None:
         rec = json.loads(next(ln for ln in r.output.splitlines() if ln.startswith("{")))
         assert list(rec)[:2] == ["schema", "event"] and rec["schema"] == 1 and rec["event"] == event, rec
         assert f"`{event}`" in (ROOT / "docs" / "events.md").read_text()
+
+
+def _complete(words: str, units) -> list[str]:
+    """What bash's completion gets from `svcdiag` for the last word of `words`."""
+    env = {**os.environ, "COMP_WORDS": words, "COMP_CWORD": str(len(words.split()) - (not words.endswith(" "))),
+           "_SVCDIAG_COMPLETE": "bash_complete", "SVCDIAG_UNITS": str(units), "SVCDIAG_STATE_DIR": "/nonexistent"}
+    code = "import sys; from svcdiag.cli import main; sys.argv[0] = 'svcdiag'; main(prog_name='svcdiag')"
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60).stdout
+    return [ln.split(",", 1)[1] for ln in out.splitlines()]
+
+
+def test_shell_completion_completes_config_names_and_hosts(units) -> None:
+    (units / "far.toml").write_text('extends = "demo-smoke"\nremote_host = "root@gpu-b:2222"\n')
+    assert _complete("svcdiag up demo-s", units) == ["demo-segfault", "demo-slow", "demo-smoke"]
+    assert _complete("svcdiag diff demo-smoke dflash-tp", units) == ["dflash-tp1-mr8", "dflash-tp4", "dflash-tp8"]
+    assert "demo-hang" in _complete("svcdiag replay --config demo-h", units)
+    assert _complete("svcdiag status --host root@", units) == ["root@gpu-b:2222"]
+    assert "wait" in _complete("svcdiag wa", units)  # click's own: the subcommands
