@@ -73,9 +73,8 @@ def _commands(path: Path) -> list[Shown]:
                 if w.endswith(";"):
                     parts.append([])
             for words in parts:
-                if words and words[0] != "svcdiag":
-                    words = ["svcdiag", *words]
-                out.append(Shown(str(path.relative_to(ROOT)), i + 1, tuple(words[1:]), tuple(shown)))
+                argv = words[1:] if words[:1] == ["svcdiag"] else words
+                out.append(Shown(str(path.relative_to(ROOT)), i + 1, tuple(argv), tuple(shown)))
         i += 1
     return out
 
@@ -104,7 +103,8 @@ def test_each_command_is_one_the_cli_takes(shown: Shown) -> None:
     import click
 
     group = _group()
-    for argv in _expand(shown.argv):
+    for synopsis_argv in _expand(shown.argv):
+        argv = synopsis_argv
         if argv[0].startswith("-"):  # `svcdiag --help`, `--version`, `--units DIR list`
             argv = argv[2:] if argv[0] == "--units" else ()
             if not argv:
