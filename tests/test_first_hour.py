@@ -132,10 +132,10 @@ def test_every_json_record_carries_its_schema(cli: Cli, tmp_path) -> None:
         assert f"`{event}`" in (ROOT / "docs" / "events.md").read_text()
 
 
-def _complete(words: str, units) -> list[str]:
+def _complete(words: str, units, state: str = "/nonexistent") -> list[str]:
     """What bash's completion gets from `svcdiag` for the last word of `words`."""
     env = {**os.environ, "COMP_WORDS": words, "COMP_CWORD": str(len(words.split()) - (not words.endswith(" "))),
-           "_SVCDIAG_COMPLETE": "bash_complete", "SVCDIAG_UNITS": str(units), "SVCDIAG_STATE_DIR": "/nonexistent"}
+           "_SVCDIAG_COMPLETE": "bash_complete", "SVCDIAG_UNITS": str(units), "SVCDIAG_STATE_DIR": state}
     code = "import sys; from svcdiag.cli import main; sys.argv[0] = 'svcdiag'; main(prog_name='svcdiag')"
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60).stdout
     return [ln.split(",", 1)[1] for ln in out.splitlines()]
@@ -148,3 +148,15 @@ def test_shell_completion_completes_config_names_and_hosts(units) -> None:
     assert "demo-hang" in _complete("svcdiag replay --config demo-h", units)
     assert _complete("svcdiag status --host root@", units) == ["root@gpu-b:2222"]
     assert "wait" in _complete("svcdiag wa", units)  # click's own: the subcommands
+
+
+def test_host_completion_offers_the_hosts_starts_were_recorded_on(units, tmp_path) -> None:
+    import socket
+
+    from svcdiag.ops.history import History, db_path
+
+    with History(db_path(str(tmp_path))) as h:
+        for host in ("gpu-7", socket.gethostname()):
+            h.db.execute("INSERT INTO starts (ts, host, config, verdict) VALUES (1, ?, 'demo-smoke', 'healthy')", (host,))
+    assert _complete("svcdiag up demo-smoke --host gpu", units, str(tmp_path)) == ["gpu-7"]
+    assert socket.gethostname() not in _complete("svcdiag up demo-smoke --host ", units, str(tmp_path))
