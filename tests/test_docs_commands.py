@@ -3,7 +3,8 @@ docs cannot drift from the tool (issue #32 §3.13).
 
 Each command line of a fenced block is read as an operator would paste it. A synopsis
 (`svcdiag check NAME [--sglang-version V]`) is checked against the CLI: the command exists and
-takes every option shown. A concrete line is parsed by click itself, its config names must be
+takes every option shown. A command in a sentence (`svcdiag up NAME --wait-ready`) is checked as a synopsis. A concrete line
+of a block is parsed by click itself, its config names must be
 shipped ones, and the commands that need no systemd (list, render, check, diff, preflight,
 replay, history, install into a folder) run for real, here: no usage error, no traceback. Where
 a doc shows the output (`$ svcdiag …` followed by lines), the lines shown must be what it prints,
@@ -41,6 +42,7 @@ class Shown:
     line: int
     argv: tuple[str, ...]
     output: tuple[str, ...]  # the lines a `$ ` block shows after the command
+    inline: bool = False  # `svcdiag …` in a sentence: a reference, checked as a synopsis
 
     @property
     def id(self) -> str:
@@ -57,6 +59,10 @@ def _commands(path: Path) -> list[Shown]:
             in_block = not in_block
             i += 1
             continue
+        if not in_block:
+            for span in re.findall(r"`(?:sudo )?svcdiag ([^`]+)`", text):
+                words = span.replace("…", "...").split()
+                out.append(Shown(str(path.relative_to(ROOT)), i + 1, tuple(words), (), inline=True))
         s = text.strip()
         dollar = s.startswith("$ ")
         s = s.removeprefix("$ ").removeprefix("sudo ")
@@ -113,7 +119,7 @@ def test_each_command_is_one_the_cli_takes(shown: Shown) -> None:
         cmd = group.commands.get(argv[0])
         assert cmd is not None, f"{shown.id}: no command {argv[0]!r}"
         opts = {o for p in cmd.params for o in (*p.opts, *p.secondary_opts)} | {"-h", "--help"}
-        synopsis = any(PLACEHOLDER.search(w) for w in argv[1:])
+        synopsis = shown.inline or any(PLACEHOLDER.search(w) for w in argv[1:])
         for w in argv[1:]:
             for word in re.split(r"[\[\]|]", w):
                 flag = word.split("=")[0]
@@ -151,7 +157,7 @@ def _normal(text: str, host: Path) -> str:
     return re.sub(r"\b\d\d:\d\d:\d\d\b", "HH:MM:SS", text).rstrip()
 
 
-RUN = [c for c in ALL if c.argv and c.argv[0] in RUNNABLE and not any(PLACEHOLDER.search(w) for w in c.argv[1:])
+RUN = [c for c in ALL if not c.inline and c.argv and c.argv[0] in RUNNABLE and not any(PLACEHOLDER.search(w) for w in c.argv[1:])
        and "--host" not in c.argv and not any((c.doc, w) in MADE_BY_THE_DOC for w in c.argv if w != "bad")]
 
 
