@@ -87,6 +87,18 @@ def test_a_checkout_or_a_private_home_is_no_interpreter_for_the_units(tmp_path: 
     assert own.bad and "User=sglang cannot run it" in own.detail
 
 
+def test_bash_completion_is_installed_where_bash_completion_looks(tmp_path: Path) -> None:
+    (tmp_path / "etc" / "bash_completion.d").mkdir(parents=True)
+    host = FakeHost()
+    script = "_svcdiag_completion() { :; }\n"
+    (step,) = [s for s in Setup(configs(), dry_run=False, completion=script, **host.kw(tmp_path)).run_all()
+               if s.what.startswith("bash completion")]
+    assert step.status == "done" and (tmp_path / "etc/bash_completion.d/svcdiag").read_text() == script
+    (step,) = [s for s in Setup(configs(), dry_run=False, completion=script, **host.kw(tmp_path)).run_all()
+               if s.what.startswith("bash completion")]
+    assert step.status == "present"
+
+
 def test_the_packaged_polkit_rule_is_contribs() -> None:
     assert RULE_SOURCE.read_text() == (ROOT / "contrib/polkit/50-svcdiag.rules").read_text()
 

@@ -16,7 +16,8 @@ _MARK = {"done": "done", "present": "ok", "would": "would", "ok": "ok", "failed"
 @click.pass_context
 def setup(ctx: click.Context, dry_run: bool, as_json: bool) -> None:
     """Prepare this host for svcdiag's units, saying each step; run it again at will: group svcdiag,
-    each config's service user and its home, svcdiag's state, /etc/svcdiag/units, the polkit rule;
+    each config's service user and its home, svcdiag's state, /etc/svcdiag/units, the polkit rule,
+    bash completion;
     then check svcdiag's own interpreter, each config's SGLang interpreter, the GPUs and the model
     paths. Exit 1 when a step or a check failed."""
     from svcdiag.errors import SvcdiagError
@@ -27,7 +28,10 @@ def setup(ctx: click.Context, dry_run: bool, as_json: bool) -> None:
     except SvcdiagError as e:  # a bare host: no units folder yet; setup makes /etc/svcdiag/units
         configs = []
         click.echo(f"svcdiag: note: {e}; only the host is prepared", err=True)
-    steps = prepare(configs, dry_run=dry_run)
+    from click.shell_completion import BashComplete
+
+    script = BashComplete(ctx.find_root().command, {}, "svcdiag", "_SVCDIAG_COMPLETE").source()
+    steps = prepare(configs, dry_run=dry_run, completion=script)
     c.emit_rows([c.tagged("setup", s.to_json()) for s in steps], as_json,
                 lambda r: f"{_MARK[r['status']]:>7}  {r['what']}" + (f": {r['detail']}" if r["detail"] else "") + "\n")
     ctx.exit(1 if any(s.bad for s in steps) else 0)

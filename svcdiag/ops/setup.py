@@ -33,6 +33,7 @@ GROUP = "svcdiag"
 UNITS_DIR = "etc/svcdiag/units"
 SECRETS_DIR = "etc/svcdiag/secrets"
 POLKIT_RULE = "etc/polkit-1/rules.d/50-svcdiag.rules"
+BASH_COMPLETION = "etc/bash_completion.d/svcdiag"
 #: the rule as shipped (contrib/polkit/50-svcdiag.rules; a test keeps the two equal)
 RULE_SOURCE = Path(__file__).resolve().parent.parent / "systemd" / "polkit" / "50-svcdiag.rules"
 NOLOGIN = "/usr/sbin/nologin"
@@ -84,11 +85,13 @@ class Setup:
     def __init__(self, configs: list[ServiceConfig], *, dry_run: bool, root: Path = Path("/"),
                  run: Runner = _run, user_exists: Callable[[str], bool] = _user_exists,
                  group_exists: Callable[[str], bool] = _group_exists, python: str = sys.executable,
-                 smi: Callable[[list[str]], str | None] = local_smi, checkout: Path | str | None = "auto"):
+                 smi: Callable[[list[str]], str | None] = local_smi, checkout: Path | str | None = "auto",
+                 completion: str | None = None):
         self.checkout = source_checkout() if checkout == "auto" else checkout
         self.configs = [n for cfg in configs for n in cfg.node_configs() if not n.remote_host]
         self.dry_run, self.root, self.run = dry_run, root, run
         self.user_exists, self.group_exists, self.python, self.smi = user_exists, group_exists, python, smi
+        self.completion = completion  # bash's completion script (the CLI makes it: click's)
         self.steps: list[Step] = []
 
     def _path(self, rel: str) -> Path:
@@ -134,6 +137,20 @@ class Setup:
         self._dir(UNITS_DIR, 0o755)
         self._dir(SECRETS_DIR, 0o700)
         self._polkit()
+        self._completion()
+
+    def _completion(self) -> None:
+        target = self._path(BASH_COMPLETION)
+        if self.completion is None or not target.parent.is_dir():
+            return  # no bash-completion here: docs/install.md#6-shell-completion says how by hand
+        current = target.read_text(encoding="utf-8") if target.exists() else None
+
+        def write() -> None:
+            target.write_text(self.completion or "", encoding="utf-8")
+            os.chmod(target, 0o644)
+
+        self._change(f"bash completion {target} (commands, options, config names, hosts)",
+                     current == self.completion, write)
 
     def _polkit(self) -> None:
         target = self._path(POLKIT_RULE)
