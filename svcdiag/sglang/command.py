@@ -116,6 +116,9 @@ def read_command(words: list[str], version: str | None = None) -> Command:
             raise SvcdiagError(f"{flag}: a multi-node start is one config with [[nodes]]; write it by hand "
                                "(docs/remote.md#multi-node)")
         values, i = _values(table, flag, args, i, inline if eq else None)
+        spec = table.lookup(flag)
+        if flag not in FIELDS and spec is not None and spec.name in FIELDS:
+            flag = spec.name  # an alias the release's table knows (its argparse's other spelling)
         if flag in FIELDS:
             key, kind = FIELDS[flag]
             if kind is bool:
