@@ -87,6 +87,18 @@ def test_a_checkout_or_a_private_home_is_no_interpreter_for_the_units(tmp_path: 
     assert own.bad and "User=sglang cannot run it" in own.detail
 
 
+def test_a_config_folder_the_service_user_cannot_read_is_named(tmp_path: Path) -> None:
+    import dataclasses
+
+    home = tmp_path / "root"
+    (home / "units").mkdir(parents=True)
+    home.chmod(0o700)
+    moved = [dataclasses.replace(c, path=Path("/root/units") / f"{c.name}.toml") for c in configs()]
+    steps = Setup(moved, dry_run=True, **FakeHost().kw(tmp_path)).run_all()
+    (folder,) = [s for s in steps if s.what.startswith("config folder")]
+    assert folder.bad and "User=sglang" in folder.detail and "/etc/svcdiag/units" in folder.detail
+
+
 def test_bash_completion_is_installed_where_bash_completion_looks(tmp_path: Path) -> None:
     (tmp_path / "etc" / "bash_completion.d").mkdir(parents=True)
     host = FakeHost()

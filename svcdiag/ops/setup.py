@@ -200,6 +200,13 @@ class Setup:
                                    "cannot run it; install svcdiag under /opt (docs/install.md)"))
             return
         self.steps.append(Step(what, "ok", "an installed svcdiag"))
+        users = sorted({cfg.user for cfg in self.configs if cfg.user and cfg.user != "root" and cfg.readiness == "notify"})
+        for folder in sorted({cfg.path.parent for cfg in self.configs if cfg.user in users}):
+            blocked = unreachable(folder / "x.toml", self.root)  # supervise reads its config there, as User=
+            if blocked is not None:
+                self.steps.append(Step(f"config folder {folder}", "failed", f"{blocked} is not open to others: the "
+                                       f"units' supervisor (User={', '.join(users)}) cannot read its config; keep "
+                                       "configs in /etc/svcdiag/units"))
 
     def _check_gpus(self) -> None:
         wanted = sorted({g for cfg in self.configs if not cfg.simulate for g in (cfg.gpus or ())})
