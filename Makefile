@@ -1,5 +1,5 @@
 # The two commands of the README. Each does its own set-up (apt packages, .venv, pip).
-.PHONY: demo demo-rig test lint bench
+.PHONY: demo demo-rig test lint bench dist
 # two pytest workers, each with its own private systemd: the rig tests mostly wait on starts in real time
 TEST_WORKERS ?= 2
 demo:
@@ -26,3 +26,8 @@ demo-rig:
 bench:
 	@scripts/setup
 	.venv/bin/python bench/scan.py
+
+# the wheel and sdist an operator installs on a GPU host (docs/install.md)
+dist:
+	@scripts/setup
+	.venv/bin/python -m build --outdir dist .

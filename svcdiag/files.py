@@ -17,7 +17,15 @@ PRIVATE_DIR = 0o700
 
 
 def state_dir(option: str | None) -> Path:
-    return Path(option or os.environ.get("SVCDIAG_STATE_DIR") or DEFAULT_STATE_DIR)
+    """--state-dir, else $SVCDIAG_STATE_DIR, else /var/lib/svcdiag; a file there is one line, exit 2
+    (not an empty history read from nowhere)."""
+    path = Path(option or os.environ.get("SVCDIAG_STATE_DIR") or DEFAULT_STATE_DIR)
+    if path.exists() and not path.is_dir():
+        from svcdiag.errors import SvcdiagError
+
+        given = "--state-dir" if option else "$SVCDIAG_STATE_DIR" if os.environ.get("SVCDIAG_STATE_DIR") else "state dir"
+        raise SvcdiagError(f"{given} {path}: not a directory")
+    return path
 
 
 def private_dir(path: Path) -> Path:

@@ -60,20 +60,22 @@ def rendered_flags(units: Path, name: str, version: str) -> list[str]:
 
 # ------------------------------------------------------------------ check
 
-def test_dflash_smoke_on_0_5_23_passes(cli, units: Path) -> None:
-    variant(units, "smoke23", 'sglang_version = "0.5.23"')
+def test_dflash_smoke_on_0_5_23_passes(cli, units: Path, tmp_path: Path) -> None:
+    py = fake_sglang(tmp_path, srt=False)
+    variant(units, "smoke23", 'sglang_version = "0.5.23"', f'python = "{py}"')
     r = cli("check", "smoke23")
     assert r.exit_code == 0, r.output
     assert "OK for sglang 0.5.23 (config)" in r.output and "0 error(s)" in r.output
-    r = cli("check", "dflash-smoke", "--sglang-version", "0.5.23", "--json")
+    r = cli("check", "smoke23", "--sglang-version", "0.5.23", "--json")
     assert r.exit_code == 0, r.output
     out = json.loads(next(ln for ln in r.output.splitlines() if ln.startswith("{")))
     assert out["ok"] and out["sglang_version"] == "0.5.23" and out["sglang_version_source"] == "option"
     assert "--cuda-graph-max-bs-decode" in out["argv"] and "--cuda-graph-max-bs" not in out["argv"]
 
 
-def test_older_release_gets_the_older_spelling(cli) -> None:
-    r = cli("check", "dflash-smoke", "--sglang-version", "0.5.12", "--json")
+def test_older_release_gets_the_older_spelling(cli, units: Path, tmp_path: Path) -> None:
+    variant(units, "here", f'python = "{fake_sglang(tmp_path, srt=False)}"')
+    r = cli("check", "here", "--sglang-version", "0.5.12", "--json")
     assert r.exit_code == 0, r.output
     out = json.loads(next(ln for ln in r.output.splitlines() if ln.startswith("{")))
     assert "--cuda-graph-max-bs" in out["argv"] and out["table"] == "0.5.12"
@@ -95,8 +97,9 @@ def test_unknown_version_says_it_was_assumed(cli, units: Path) -> None:
     assert_one_line_error(cli("check", "old"), "--cuda-graph-max-bs-decode", "assumed", "--sglang-version")
 
 
-def test_deprecated_flag_warns_and_passes(cli, units: Path) -> None:
-    variant(units, "dpa", 'sglang_version = "0.5.23"', 'extra_args = ["--enable-dp-attention"]')
+def test_deprecated_flag_warns_and_passes(cli, units: Path, tmp_path: Path) -> None:
+    variant(units, "dpa", 'sglang_version = "0.5.23"', 'extra_args = ["--enable-dp-attention"]',
+            f'python = "{fake_sglang(tmp_path, srt=False)}"')
     r = cli("check", "dpa")
     assert r.exit_code == 0, r.output
     assert "warning: --enable-dp-attention is deprecated in sglang 0.5.23" in r.output
@@ -135,9 +138,29 @@ def test_no_server_args_module_is_one_note_and_the_table_judges(cli, units: Path
     assert "flag table alone" in note
 
 
+def test_an_interpreter_without_sglang_is_refused_not_ok(cli, units: Path, tmp_path: Path) -> None:
+    """`python` unset runs /usr/bin/python3, which has no sglang: the unit could not start, so
+    `check` says so (exit 2) instead of OK; install and up only note it (the start's verdict tells)."""
+    bare = tmp_path / "bare-python"
+    bare.write_text(f'#!/bin/sh\nPYTHONPATH= exec {sys.executable} -I "$@"\n')
+    bare.chmod(0o755)
+    variant(units, "nosg", 'sglang_version = "0.5.23"', f'python = "{bare}"')
+    assert_one_line_error(cli("check", "nosg"), "nosg:", f"{bare} cannot import sglang", "set python =")
+    variant(units, "gone", 'sglang_version = "0.5.23"', 'python = "/nonexistent/bin/python"')
+    assert_one_line_error(cli("check", "gone"), "/nonexistent/bin/python does not exist here")
+    r = cli("install", "nosg", "--unit-dir", str(tmp_path / "u"))
+    assert r.exit_code == 0 and "own parser not run" in r.output, r.output
+
+
+def test_the_hint_for_more_errors_keeps_the_version_asked_for(cli, units: Path, tmp_path: Path) -> None:
+    variant(units, "here", f'python = "{fake_sglang(tmp_path, srt=False)}"')
+    r = cli("check", "here", "--sglang-version", "0.4.0")
+    assert r.exit_code == 2 and "more: svcdiag check here --sglang-version 0.4.0)" in r.output, r.output
+
+
 def test_parser_not_run_for_a_missing_interpreter() -> None:
     v = parse_with_sglang("/nonexistent/python", ["--port", "1"])
-    assert v.status == "unavailable" and "does not exist" in v.detail
+    assert v.status == "no_sglang" and "does not exist" in v.detail
 
 
 # ------------------------------------------------------------------ install and up refuse

@@ -296,11 +296,22 @@ def test_no_color_keeps_the_line_but_drops_the_colour(pty_out: Pty, monkeypatch)
     assert not re.search(r"\x1b\[[0-9;]*m", screen)
 
 
-def test_no_live_line_when_piped_or_on_a_dumb_terminal(tmp_path: Path, monkeypatch, pty_out: Pty) -> None:
+def test_no_live_line_when_piped(tmp_path: Path) -> None:
     with open(tmp_path / "out", "w") as f:
         assert not wants_live(f, as_json=False)
+
+
+def test_a_dumb_terminal_gets_one_line_redrawn_with_a_carriage_return(monkeypatch, pty_out: Pty) -> None:
+    """TERM=dumb (Emacs' shell, IDE consoles) knows \r but no escape sequence: the start still
+    visibly moves, on one line, without colour or cursor movement."""
     monkeypatch.setenv("TERM", "dumb")
-    assert not wants_live(pty_out.out, as_json=False)
+    assert wants_live(pty_out.out, as_json=False)
+    term = LiveTerminal(pty_out.out)
+    drive(term)
+    term.progress(Progress("tp8.service", "tp8", "loading_weights", 5000, 5600, 5050.0))
+    screen = pty_out.read()
+    assert "\x1b" not in screen and "42.0 s" in screen and "50.0 s" in screen
+    assert "\r" in screen.split("42.0 s", 1)[1]  # the second line was drawn over the first
 
 
 def test_records_are_the_same_only_when_they_say_the_same_thing() -> None:

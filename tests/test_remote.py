@@ -104,7 +104,7 @@ def test_a_multinode_config_renders_one_unit_per_node(cli, units: Path) -> None:
     assert [(x["unit"], x["node_rank"], x["host"]) for x in rows] == [
         ("mn-node0.service", 0, "localhost"), ("mn-node1.service", 1, "root@gpu-b:2222")]
     for rank, x in enumerate(rows):
-        argv = x["exec_start"]
+        argv = x["sglang_argv"]
         i = argv.index("--nnodes")
         assert argv[i:i + 6] == ["--nnodes", "2", "--node-rank", str(rank), "--dist-init-addr", "10.0.0.1:5000"]
     assert rows[0]["config_hash"] != rows[1]["config_hash"]

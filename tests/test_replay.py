@@ -154,7 +154,7 @@ def test_all_journal_formats_and_several_starts(writer) -> None:
     assert res.format == writer.__name__.removeprefix("as_")
     assert len(res.starts) == 2
     assert res.verdict.verdict == "healthy", res.verdict
-    first = replay(io.BytesIO(data), "x", invocation="1" if writer is as_short else "1111")
+    first = replay(io.BytesIO(data), "x", **({"start": 1} if writer is as_short else {"invocation": "1111"}))
     assert (first.verdict.verdict, first.verdict.cause) == ("failed", "max_running_zero")
     assert "Main process exited, code=killed, status=9/KILL" in first.verdict.evidence
 
@@ -313,4 +313,4 @@ def test_a_restart_loop_cut_while_loading_names_the_failures_before_it() -> None
     res = replay(io.BytesIO((zero + zero + cut).encode()), "t.log")
     assert res.verdict.verdict == "incomplete" and len(res.starts) == 3
     note = res.describe()
-    assert "other starts: 2 failed (max_running_zero)" in note and "--invocation 2" in note, note
+    assert "other starts: 2 failed (max_running_zero)" in note and "--start 2" in note, note

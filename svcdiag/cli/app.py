@@ -33,6 +33,9 @@ def main(ctx: click.Context, units_opt: str | None) -> None:
     ctx.obj = {"units_opt": units_opt}
 
 
-from svcdiag.cli import configs, offline, records, service  # noqa: E402  (they register their commands on main)
+from svcdiag.cli import configs, host, offline, records, service  # noqa: E402  (they register their commands on main)
+from svcdiag.cli.complete import wire  # noqa: E402
 
-__all__ = ["Group", "configs", "fail", "main", "offline", "records", "service"]
+wire(main)  # config names and --host complete in the shell
+
+__all__ = ["Group", "configs", "fail", "host", "main", "offline", "records", "service"]

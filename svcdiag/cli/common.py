@@ -78,6 +78,14 @@ def report() -> ModuleType:
     return module
 
 
+def tagged(event: str, row: dict[str, Any]) -> dict[str, Any]:
+    """A command's --json record with the schema version and its kind first, as every record
+    in docs/events.md has (`list`, `diff`, `check`, `preflight`, `render`, `install`)."""
+    from svcdiag.output.schema import SCHEMA_VERSION
+
+    return {"schema": SCHEMA_VERSION, "event": event, **{k: v for k, v in row.items() if k != "event"}}
+
+
 def emit_json(obj: Any) -> None:
     click.echo(json.dumps(obj, ensure_ascii=False, default=str))
 
@@ -111,6 +119,17 @@ STRICT = click.option("--strict", is_flag=True, help="exit 5 when the start is h
 TIMEOUT = click.option("--timeout", type=Bounded(7 * 86400), metavar="S",
                        help="overall deadline in seconds, on top of the per-phase ones")
 STATE_DIR = click.option("--state-dir", metavar="DIR", help="svcdiag's state ($SVCDIAG_STATE_DIR, /var/lib/svcdiag)")
+
+
+def _since(ctx: click.Context, param: click.Parameter, value: str | None) -> float | None:
+    """`--since`'s one parser for every command (journalctl's forms): a bad time is one line, exit 2."""
+    from svcdiag.systemd.journal import parse_since
+
+    return parse_since(value) if value else None
+
+
+SINCE = click.option("--since", metavar="TIME", callback=_since,
+                     help="'2026-12-02 19:30', '19:30', 'today', '-10min', '@UNIX'")
 
 
 PROGRESS = click.option("--progress", is_flag=True,

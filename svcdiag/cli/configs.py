@@ -8,6 +8,7 @@ import click
 
 from svcdiag.cli import common as c
 from svcdiag.cli import main
+from svcdiag.errors import SvcdiagError
 
 DEFAULT_UNIT_DIR = "/etc/systemd/system"
 
@@ -17,7 +18,7 @@ DEFAULT_UNIT_DIR = "/etc/systemd/system"
 @click.pass_context
 def list_cmd(ctx: click.Context, as_json: bool) -> None:
     """The configs, with the folder they were read from."""
-    c.emit_rows([c.units_dir(ctx).listing()], as_json, c.report().render_configs)
+    c.emit_rows([c.tagged("configs", c.units_dir(ctx).listing())], as_json, c.report().render_configs)
 
 
 @main.command()
@@ -25,18 +26,20 @@ def list_cmd(ctx: click.Context, as_json: bool) -> None:
 @c.JSON
 @click.pass_context
 def render(ctx: click.Context, name: str, as_json: bool) -> None:
-    """Print the systemd unit rendered from config NAME (flags spelled for its SGLang release)."""
+    """Print the systemd unit rendered from config NAME (flags spelled for its SGLang release); --json:
+    `exec_start` is the unit's ExecStart= (`svcdiag supervise … --` first in notify mode), `sglang_argv`
+    SGLang's own command."""
     from svcdiag.ops.sglang_version import resolve
     from svcdiag.sglang.flags import exec_argv
-    from svcdiag.systemd.render import render_unit
+    from svcdiag.systemd.render import render_unit, unit_argv
 
     cfg = c.load(ctx, name)
     rows = []
     for node in cfg.node_configs():  # a multi-node config: one unit per node (docs/remote.md#multi-node)
         v = resolve(node).version
-        rows.append({"name": node.name, "unit": node.unit, "config_hash": node.config_hash,
-                     "exec_start": exec_argv(node, v), "text": render_unit(node, v)}
-                    | ({"node_rank": node.node_rank, "host": node.remote_host or "localhost"} if cfg.multinode else {}))
+        rows.append(c.tagged("render", {"name": node.name, "unit": node.unit, "config_hash": node.config_hash,
+                     "exec_start": unit_argv(node, v), "sglang_argv": exec_argv(node, v), "text": render_unit(node, v)}
+                    | ({"node_rank": node.node_rank, "host": node.remote_host or "localhost"} if cfg.multinode else {})))
     c.emit_rows(rows, as_json, lambda r: (f"# node {r['node_rank']} on {r['host']}: {r['unit']}\n" if "node_rank" in r
                                           else "") + r["text"])
 
@@ -50,19 +53,27 @@ def render(ctx: click.Context, name: str, as_json: bool) -> None:
 @click.pass_context
 def install(ctx: click.Context, names: tuple[str, ...], unit_dir: str, force: bool, host: str | None,
             as_json: bool) -> None:
-    """Check, render and write units (all configs when no NAME; one per node of a multi-node config),
-    atomically; daemon-reload if systemd runs. On a remote host (--host, remote_host, [[nodes]] host): over SSH."""
+    """Check, render and write units (no NAME: every config but the stand-in demos; one per node of a
+    multi-node config), atomically; daemon-reload if systemd runs. On a remote host (--host,
+    remote_host, [[nodes]] host): over SSH."""
     from svcdiag.ops.check import checked_install
     from svcdiag.ops.nodes import expand, install_on_hosts
 
-    configs = expand(c.load_many(ctx, names))
+    configs = c.load_many(ctx, names)
+    demos = [cfg.name for cfg in configs if cfg.simulate and not names]  # named, a demo is installed
+    configs = expand([cfg for cfg in configs if cfg.name not in demos])
+    if not configs:
+        raise SvcdiagError("install: no config to install but stand-in demos (simulate =); name one to install it")
     if host or any(cfg.remote_host for cfg in configs):
         with c.hosts(host) as hosts:
             result = install_on_hosts(hosts, configs, force=force)
     else:
         result = checked_install(configs, Path(unit_dir), force=force)
+    if demos:
+        result["notes"].append(f"not installed: {len(demos)} stand-in demo(s) (simulate =: {', '.join(demos)}); "
+                               "name one to install it")
     if as_json:
-        c.emit_json(result)
+        c.emit_json(c.tagged("install", result))
         return
     for line in (*result["notes"], *(f"svcdiag: warning: {w}" for w in result["warnings"])):
         click.echo(line, err=True)
@@ -82,7 +93,7 @@ def diff(ctx: click.Context, a: str, b: str, as_json: bool) -> None:
     """The effective configs of A and B (after extends), key by key; * marks GPU-memory keys."""
     from svcdiag.config.diff import config_diff
 
-    result = {"a": a, "b": b, "differences": config_diff(c.load(ctx, a), c.load(ctx, b))}
+    result = c.tagged("diff", {"a": a, "b": b, "differences": config_diff(c.load(ctx, a), c.load(ctx, b))})
     c.emit_rows([result], as_json, c.report().render_diff)
 
 
@@ -96,9 +107,9 @@ def check_cmd(ctx: click.Context, name: str, sglang_version: str | None, state_d
     """Check NAME's rendered SGLang arguments against the release that will run them (exit 2: refused)."""
     from svcdiag.ops.check import check, require_ok
 
-    result = check(c.load(ctx, name), override=sglang_version, state=state_dir)
+    result = check(c.load(ctx, name), override=sglang_version, state=state_dir, require_sglang=True)
     if as_json:
-        c.emit_json(result.to_json())
+        c.emit_json(c.tagged("check", result.to_json()))
     else:
         for line in (*result.notes, *(f"svcdiag: warning: {w}" for w in result.warnings)) if result.ok else ():
             click.echo(line, err=True)

@@ -16,13 +16,16 @@ from svcdiag.errors import SvcdiagError
 @click.option("--example", metavar="NAME", help="replay a bundled example log (see --list-examples)")
 @click.option("--list-examples", is_flag=True, help="list the bundled example logs")
 @click.option("--config", "config_name", metavar="NAME", help="judge with this config's deadlines and figures")
-@click.option("--invocation", metavar="ID", help="the start to judge: an invocation id (prefix) or a 1-based number")
+@click.option("--start", "start_no", type=click.IntRange(min=1), metavar="N",
+              help="the start to judge: its number in the input, 1 the first (default: the last)")
+@click.option("--invocation", metavar="ID", help="the start to judge: its systemd invocation id, or a prefix of it")
 @c.STRICT
 @c.JSON
 @c.PROGRESS
 @click.pass_context
 def replay(ctx: click.Context, path: str | None, example: str | None, list_examples: bool,
-           config_name: str | None, invocation: str | None, strict: bool, as_json: bool, progress: bool) -> None:
+           config_name: str | None, start_no: int | None, invocation: str | None, strict: bool, as_json: bool,
+           progress: bool) -> None:
     """Judge a saved SGLang log: plain, journalctl short, -o json or -o export ('-' for stdin)."""
     from svcdiag.ops.conclude import conclude, diagnoser
     from svcdiag.ops.replay import example_names, replay_path, source
@@ -30,8 +33,10 @@ def replay(ctx: click.Context, path: str | None, example: str | None, list_examp
     if list_examples:
         click.echo("".join(f"{n}\n" for n in example_names()), nl=False)
         return
+    if start_no is not None and invocation is not None:
+        raise SvcdiagError("replay: --start N or --invocation ID, not both")
     cfg = c.load(ctx, config_name) if config_name else None
-    name, result = replay_path(source(path, example), sys.stdin.buffer, cfg, invocation)
+    name, result = replay_path(source(path, example), sys.stdin.buffer, cfg, invocation, start_no)
     pub = c.publisher(as_json, cfg, live=False, progress=progress)
     pub.start(result.verdict.unit, result.chosen.invocation or result.verdict.invocation)
     pub.note(f"replay {name}: {result.describe()}")
@@ -75,7 +80,7 @@ def preflight(ctx: click.Context, name: str | None, gpu_memory: float | None, kv
     with host_files(cfg, host) as remote:
         result = plan(cfg, gpu_memory=gpu_memory, kv_bytes_per_token=kv_bytes_per_token, weights_gb=weights_gb,
                       remote=remote, model_config=model_config)
-    c.emit_rows([{"event": "preflight", "name": cfg.name, **result.to_json()}], as_json,
+    c.emit_rows([c.tagged("preflight", {"name": cfg.name, **result.to_json()})], as_json,
                 lambda row: render_preflight(cfg.name, row))
     ctx.exit(1 if result.prediction.verdict == "cannot_serve" else 0)
 
@@ -84,17 +89,17 @@ def preflight(ctx: click.Context, name: str | None, gpu_memory: float | None, kv
 @click.option("--follow", "-f", "follow_", is_flag=True, help="after the history, print new events as they come")
 @click.option("--unit", "-u", "names", multiple=True, metavar="NAME",
               help="only this config or unit (repeatable; default: every unit svcdiag has reported on)")
-@click.option("--since", metavar="TIME", help="'2026-12-02 19:30', '19:30', 'today', '-10min', '@UNIX'")
+@c.SINCE
 @click.option("--host", "hosts", multiple=True, metavar="[USER@]HOST[:PORT]", callback=lambda ctx, p, v: [
     plain.check_host(ctx, p, h) for h in v], help="read these hosts' journals over SSH, merged by time (repeatable)")
 @c.JSON
 @click.pass_context
-def events(ctx: click.Context, follow_: bool, names: tuple[str, ...], since: str | None, hosts: list[str],
+def events(ctx: click.Context, follow_: bool, names: tuple[str, ...], since: float | None, hosts: list[str],
            as_json: bool) -> None:
     """Readiness events of every start svcdiag judged, read back from the journal: from any
     terminal, while `up` runs elsewhere or long after it exited."""
     from svcdiag.output.report import JsonLines, Lines
-    from svcdiag.systemd.journal import EventReader, parse_since
+    from svcdiag.systemd.journal import EventReader
 
     if hosts:
         from svcdiag.ops.nodes import events_on_hosts
@@ -108,12 +113,12 @@ def events(ctx: click.Context, follow_: bool, names: tuple[str, ...], since: str
                 click.echo(f"{host}  {text.lstrip()}" if not text.startswith("\n") else text, nl=False)
 
         try:
-            events_on_hosts(hosts, show, units=names, since=parse_since(since) if since else None, follow=follow_)
+            events_on_hosts(hosts, show, units=names, since=since, follow=follow_)
         except KeyboardInterrupt:
             ctx.exit(c.INTERRUPTED)
         return
 
-    reader = EventReader(units=names, since=parse_since(since) if since else None)
+    reader = EventReader(units=names, since=since)
     sink = JsonLines(sys.stdout) if as_json else Lines(sys.stdout, with_unit=True)
     try:
         reader.copy_to(sink.publish, follow=follow_)

@@ -10,18 +10,17 @@ from svcdiag.cli import main
 
 @main.command()
 @click.argument("name", required=False)
-@click.option("--since", metavar="TIME", help="'2026-12-02 19:30', '19:30', 'today', '-10min', '@UNIX'")
+@c.SINCE
 @click.option("--advise", is_flag=True, help="per-phase deadlines, TimeoutStartSec and a startupProbe the recorded starts need")
 @c.STATE_DIR
 @c.JSON
 @click.pass_context
-def history(ctx: click.Context, name: str | None, since: str | None, advise: bool, state_dir: str | None,
+def history(ctx: click.Context, name: str | None, since: float | None, advise: bool, state_dir: str | None,
             as_json: bool) -> None:
     """Every judged start (up, wait, baseline-check, campaign), oldest first; NAME: one config's."""
     from svcdiag.errors import SvcdiagError
     from svcdiag.ops import history as h
     from svcdiag.output.history import render_advice, render_history
-    from svcdiag.systemd.journal import parse_since
 
     if advise:
         if not name:
@@ -34,7 +33,7 @@ def history(ctx: click.Context, name: str | None, since: str | None, advise: boo
     rows = []
     if path.exists():
         with h.History(path) as db:
-            rows = db.rows(name, since=parse_since(since) if since else None)
+            rows = db.rows(name, since=since)
     c.emit_rows(rows, True, str) if as_json else click.echo(render_history(rows), nl=False)
 
 

@@ -110,7 +110,7 @@ def status(ctx: click.Context, names: tuple[str, ...], host: str | None, as_json
 @main.command()
 @click.argument("name")
 @click.option("--milestones", is_flag=True, help="only the milestones, as events")
-@click.option("--follow", "follow_", is_flag=True, help="keep following until the unit stops (Ctrl-C to leave)")
+@click.option("--follow", "-f", "follow_", is_flag=True, help="keep following until the unit stops (Ctrl-C to leave)")
 @c.HOST
 @c.JSON
 @click.pass_context

@@ -22,7 +22,7 @@ import time
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from svcdiag.config.campaign import Phase, Plan
 from svcdiag.config.service import ServiceConfig, UnitsDir
@@ -123,11 +123,20 @@ class Runner:
         self.stop = threading.Event()
         self.benches: dict[str, subprocess.Popen[str]] = {}
         self.rows: list[RunRow] = []
-        plan.results_dir.mkdir(parents=True, exist_ok=True)
-        self.events = (plan.results_dir / "events.jsonl").open("a", encoding="utf-8")
+        self.sinks = [LockedSink(s, self.lock) for s in base.sinks]
+        self.events: IO[str] | None = None
+
+    def _open(self) -> None:
+        """Reach every host's systemd first: a campaign that cannot start (no systemd, a host
+        unreachable) is one error and leaves nothing beside the plan. Then the results folder."""
+        configs = [*([self.plan.baseline] if self.plan.baseline else []), *(c for p in self.plan.phases for c in p.configs)]
+        for cfg in configs:
+            self.hosts.get(cfg)
+        self.plan.results_dir.mkdir(parents=True, exist_ok=True)
+        self.events = (self.plan.results_dir / "events.jsonl").open("a", encoding="utf-8")
         from svcdiag.output.report import JsonLines
 
-        self.sinks = [LockedSink(s, self.lock) for s in base.sinks] + [LockedSink(JsonLines(self.events), self.lock)]
+        self.sinks.append(LockedSink(JsonLines(self.events), self.lock))
 
     def pub(self, cfg: ServiceConfig) -> Publisher:
         return Publisher(self.sinks, config=cfg.name, unit=cfg.unit)
@@ -155,6 +164,11 @@ class Runner:
     # ------------------------------------------------------------ the campaign
 
     def run(self) -> CampaignOutcome:
+        try:
+            self._open()
+        except BaseException:
+            self.hosts.close()
+            raise
         note = self.base.note
         note(f"campaign {self.plan.name}: {sum(len(p.configs) for p in self.plan.phases)} config(s) in "
              f"{len(self.plan.phases)} phase(s); results in {self.plan.results_dir}")
@@ -173,7 +187,8 @@ class Runner:
                     continue
                 interrupted = self._phase(phase)
         finally:
-            self.events.close()
+            if self.events is not None:
+                self.events.close()
             self.hosts.close()
         files = self._results(base_result)
         return CampaignOutcome(self.plan.name, base_result, tuple(self.rows), interrupted, stopped and not interrupted,

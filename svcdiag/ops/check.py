@@ -45,8 +45,9 @@ class FlagCheckError(SvcdiagError):
 
 @dataclass(frozen=True, slots=True)
 class ParserVerdict:
-    """What SGLang's own parser said: "accepted", "rejected", "unavailable" (no sglang to ask,
-    or it did not answer) or "skipped" (the stand-in runs, or not asked for)."""
+    """What SGLang's own parser said: "accepted", "rejected", "no_sglang" (the interpreter is not
+    there, or cannot import sglang: the unit could not start either), "unavailable" (it did not
+    answer) or "skipped" (the stand-in runs, or not asked for)."""
 
     status: str
     detail: str
@@ -61,12 +62,17 @@ class CheckResult:
     argv: tuple[str, ...]
     problems: tuple[FlagProblem, ...]
     parser: ParserVerdict
+    #: `svcdiag check` of a unit run here: an interpreter with no sglang is an error, not a note
+    require_sglang: bool = False
 
     @property
     def errors(self) -> list[str]:
         out = [p.message for p in self.problems if p.severity == "error"]
         if self.parser.status == "rejected":
             out.append(self.parser.detail)
+        if self.parser.status == "no_sglang" and self.require_sglang:
+            out.append(f"{self.parser.detail}: the unit cannot start SGLang; set python = to the interpreter "
+                       "of SGLang's venv")
         return out
 
     @property
@@ -77,7 +83,8 @@ class CheckResult:
     def notes(self) -> list[str]:
         """How the release was found, and why SGLang's parser was not asked (when it was not)."""
         out = [f"{self.name}: flags rendered for {self.sglang.describe()}"]
-        if self.parser.status in ("unavailable", "skipped"):
+        if self.parser.status in ("unavailable", "skipped") or (self.parser.status == "no_sglang"
+                                                                and not self.require_sglang):
             out.append(f"{self.name}: SGLang's own parser not run ({self.parser.detail}); the flag table alone judged")
         return out
 
@@ -88,7 +95,8 @@ class CheckResult:
     def error_line(self) -> str:
         """The first error, in one line: the flag, the release, the replacement when known."""
         errors = self.errors
-        more = f" (and {len(errors) - 1} more: svcdiag check {self.name})" if len(errors) > 1 else ""
+        again = f" --sglang-version {self.sglang.version}" if self.sglang.source == "option" else ""
+        more = f" (and {len(errors) - 1} more: svcdiag check {self.name}{again})" if len(errors) > 1 else ""
         assumed = (f" [sglang {self.sglang.version} assumed: {self.sglang.detail}; set sglang_version or pass "
                    "--sglang-version]") if self.sglang.assumed else ""
         return f"{self.name}: {errors[0]}{more}{assumed}"
@@ -112,8 +120,9 @@ class CheckResult:
 
 
 def check(cfg: ServiceConfig, *, override: str | None = None, state: str | None = None,
-          sglang: SglangVersion | None = None, own_parser: bool = True) -> CheckResult:
-    """Render `cfg`'s SGLang arguments for the release it will run and judge them."""
+          sglang: SglangVersion | None = None, own_parser: bool = True, require_sglang: bool = False) -> CheckResult:
+    """Render `cfg`'s SGLang arguments for the release it will run and judge them. `require_sglang`
+    (`svcdiag check`): a local unit's interpreter that cannot import sglang is an error."""
     sglang = sglang or resolve(cfg, override=override, state=state)
     argv = sglang_args(cfg, sglang.version)
     table = table_for(sglang.version)
@@ -124,7 +133,8 @@ def check(cfg: ServiceConfig, *, override: str | None = None, state: str | None 
         parser = ParserVerdict("skipped", "not asked for")
     else:
         parser = parse_with_sglang(cfg.python, argv, env=dict(cfg.env))
-    return CheckResult(cfg.name, sglang, table.version, table.exact, tuple(argv), problems, parser)
+    return CheckResult(cfg.name, sglang, table.version, table.exact, tuple(argv), problems, parser,
+                       require_sglang=require_sglang and not cfg.remote_host)
 
 
 def require_ok(result: CheckResult) -> CheckResult:
@@ -137,7 +147,7 @@ def parse_with_sglang(python: str, argv: list[str], *, env: dict[str, str] | Non
                       timeout: float = PARSE_TIMEOUT) -> ParserVerdict:
     """`ServerArgs.add_cli_args` then `parse_args(argv)` in the interpreter at `python`."""
     if not Path(python).exists():
-        return ParserVerdict("unavailable", f"{python} does not exist here")
+        return ParserVerdict("no_sglang", f"{python} does not exist here")
     try:
         proc = subprocess.run([python, "-c", PARSER, *argv], capture_output=True, text=True, timeout=timeout,
                               stdin=subprocess.DEVNULL, env=probe_env(env), check=False)
@@ -149,7 +159,8 @@ def parse_with_sglang(python: str, argv: list[str], *, env: dict[str, str] | Non
     failed = next((ln for ln in out_lines if ln.startswith(IMPORT_FAILED)), None)
     if failed is not None:
         why = failed[len(IMPORT_FAILED):].strip()
-        return ParserVerdict("unavailable", f"{python} cannot import sglang.srt.server_args: {why}")
+        status = "no_sglang" if why.endswith("No module named 'sglang'") else "unavailable"
+        return ParserVerdict(status, f"{python} cannot import sglang.srt.server_args: {why}")
     if proc.returncode == 0 and PARSED in out_lines:
         return ParserVerdict("accepted", f"{python}: ServerArgs accepts the arguments")
     err_lines = [ln.strip() for ln in proc.stderr.splitlines() if ln.strip()]

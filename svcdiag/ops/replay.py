@@ -110,7 +110,7 @@ class ReplayResult:
             last = failed[-1]
             assert last.verdict is not None
             text += (f"; start {last.index} failed: {last.verdict.message[:160]}"
-                     f" (--invocation {last.index} to judge it)")
+                     f" (--start {last.index} to judge it)")
         return text
 
     @property
@@ -122,8 +122,8 @@ class ReplayResult:
 class _Segments:
     """Runs one Judge per start and remembers only what the caller asked to see."""
 
-    def __init__(self, cfg: ServiceConfig | None, pick: str | None):
-        self.cfg, self.pick = cfg, pick
+    def __init__(self, cfg: ServiceConfig | None, pick: str | None, pick_start: int | None = None):
+        self.cfg, self.pick, self.pick_start = cfg, pick, pick_start
         self.starts: list[Start] = []
         self.kept: dict[int, list[Event]] = {}
         self.judge: Judge | None = None
@@ -146,15 +146,15 @@ class _Segments:
 
     def _keep_if_wanted(self, start: Start) -> None:
         """Keep this start's events if it is the one asked for (or the latest, by default)."""
-        if self.pick is None or self._wanted(start):
+        if (self.pick is None and self.pick_start is None) or self._wanted(start):
             self.kept = {start.index: self.events}
 
     def _wanted(self, start: Start) -> bool:
-        if self.pick is None:
-            return False
-        if start.invocation and start.invocation.startswith(self.pick):
-            return True
-        return self.pick.isdigit() and int(self.pick) == start.index
+        """An invocation id (or its prefix) and a start's number are asked apart (--invocation, --start):
+        an id beginning with "2" is never taken for start 2."""
+        if self.pick_start is not None:
+            return start.index == self.pick_start
+        return self.pick is not None and start.invocation is not None and start.invocation.startswith(self.pick)
 
     def close(self) -> None:
         if self.judge is not None and self.judge.parser.sglang_lines:
@@ -176,16 +176,16 @@ class NoStartFound(SvcdiagError):
 
 
 def replay_path(path: str, stdin: BinaryIO, cfg: ServiceConfig | None = None,
-                invocation: str | None = None) -> tuple[str, ReplayResult]:
+                invocation: str | None = None, start: int | None = None) -> tuple[str, ReplayResult]:
     """Judge the file at `path` ('-' for `stdin`); bad paths are one-line errors."""
     if path == "-":
-        return "<stdin>", replay(stdin, "<stdin>", cfg, invocation)
+        return "<stdin>", replay(stdin, "<stdin>", cfg, invocation, start=start)
     if path.endswith((".tar.gz", ".tgz")):  # a post-mortem bundle (svcdiag bundle): its journal slice
         from svcdiag.ops.bundle import open_bundle
 
         slice_ = open_bundle(path)
         if slice_ is not None:
-            return path, replay(slice_, path, cfg, invocation)
+            return path, replay(slice_, path, cfg, invocation, start=start)
     try:
         stream = open(path, "rb")  # noqa: SIM115 -- closed below, after the errors are told apart
     except FileNotFoundError:
@@ -196,7 +196,7 @@ def replay_path(path: str, stdin: BinaryIO, cfg: ServiceConfig | None = None,
         raise SvcdiagError(f"{path}: cannot read: {e.strerror}") from None
     with stream:
         try:
-            return path, replay(stream, path, cfg, invocation)
+            return path, replay(stream, path, cfg, invocation, start=start)
         except OSError as e:
             raise SvcdiagError(f"{path}: cannot read: {e.strerror}") from None
 
@@ -571,12 +571,14 @@ def _decoded(shape: _Shape, data: bytes, a: int, b: int) -> Record | None:
 
 
 def replay(stream: BinaryIO, name: str, cfg: ServiceConfig | None = None,
-           invocation: str | None = None, *, fast: bool = True, chunk: int | None = None) -> ReplayResult:
-    """Judge a saved log. `fast=False` reads it line by line, record by record (the reference
+           invocation: str | None = None, *, start: int | None = None, fast: bool = True,
+           chunk: int | None = None) -> ReplayResult:
+    """Judge a saved log: its last start, or the one whose invocation id begins with `invocation`,
+    or the `start`-th (1-based). `fast=False` reads it line by line, record by record (the reference
     the fast paths are tested against); `chunk` overrides the fast paths' chunk size."""
     head = stream.read(64 * 1024)
     fmt = detect(head)
-    seg = _Segments(cfg, invocation)
+    seg = _Segments(cfg, invocation, start)
     if fmt == "plain" and fast:
         seg.new()
         _plain_fast(seg, head, stream, chunk or CHUNK)
@@ -597,7 +599,7 @@ def replay(stream: BinaryIO, name: str, cfg: ServiceConfig | None = None,
     if not seg.recognized and all(s.verdict is None or s.verdict.verdict == "incomplete" for s in seg.starts):
         raise NoStartFound(f"no SGLang start found in {name}: no line of it is one SGLang or systemd prints "
                            "about a start")
-    chosen = _choose(seg, invocation, name)
+    chosen = _choose(seg, name)
     return ReplayResult(fmt, seg.starts, chosen, seg.kept.get(chosen.index, []))
 
 
@@ -650,11 +652,12 @@ def _ends(text: str) -> bool:
     return ev is not None and ev.state in ("exited", "stopping", "stopped", "result")
 
 
-def _choose(seg: _Segments, pick: str | None, name: str) -> Start:
-    if pick is None:
+def _choose(seg: _Segments, name: str) -> Start:
+    if seg.pick is None and seg.pick_start is None:
         return seg.starts[-1]
     for s in seg.starts:
         if seg._wanted(s):
             return s
+    asked = f"--start {seg.pick_start}" if seg.pick_start is not None else f"--invocation {seg.pick!r}"
     listed = ", ".join(f"{s.index}" + (f" ({s.invocation})" if s.invocation else "") for s in seg.starts)
-    raise SvcdiagError(f"{name}: no start matches --invocation {pick!r}; starts in the input: {listed}")
+    raise SvcdiagError(f"{name}: no start matches {asked}; starts in the input: {listed}")

@@ -87,6 +87,11 @@ def flag_check(cfg: ServiceConfig, note: Note) -> SglangVersion:
     return result.sglang
 
 
+def install_note(where: str, why: str) -> str:
+    """`installed PATH` for a unit that was not there, `updated PATH (why)` for a drifted one."""
+    return f"installed {where}" if why == "not installed" else f"updated {where} ({why})"
+
+
 def ensure_started(sd: Systemd, cfg: ServiceConfig, note: Note, *, restart: bool,
                    sglang: SglangVersion | None = None) -> UnitProps:
     """Attach to a running start, or install (when missing or drifted) and start a fresh one;
@@ -103,10 +108,10 @@ def ensure_started(sd: Systemd, cfg: ServiceConfig, note: Note, *, restart: bool
     check_remote_supervisor(sd, cfg)
     if why and sd.remote is not None:
         install_remote(sd, [cfg], versions={cfg.name: sglang.version})
-        note(f"installed {sd.where}:{SYSTEM_UNIT_DIR / cfg.unit} ({why})")
+        note(install_note(f"{sd.where}:{SYSTEM_UNIT_DIR / cfg.unit}", why))
     elif why:
         install_units([cfg], SYSTEM_UNIT_DIR, versions={cfg.name: sglang.version})
-        note(f"installed {SYSTEM_UNIT_DIR / cfg.unit} ({why})")
+        note(install_note(str(SYSTEM_UNIT_DIR / cfg.unit), why))
     elif cfg.secrets and os.geteuid() == 0 and sd.remote is None:
         write_environment_file(cfg)  # a rotated secret reaches this start (journal mode; root only)
     elif cfg.secrets and sd.remote is not None:  # read here, written there: a rotated secret reaches this start

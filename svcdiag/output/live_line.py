@@ -3,8 +3,9 @@
 A 2-minute start must visibly move: the line shows the phase, its progress bar (weight
 shards, CUDA-graph batches: percentage, ETA, the slowest rank), the time since the start,
 the time left before the phase's deadline, and the last milestone, redrawn at most four
-times a second. Only on a real terminal (not with --json, not piped, not TERM=dumb); colour
-unless NO_COLOR is set (https://no-color.org).
+times a second. Only on a real terminal (not with --json, not piped); colour unless NO_COLOR is
+set (https://no-color.org). Under TERM=dumb (Emacs' shell, some IDE consoles) it is one line
+redrawn with a carriage return alone, without colour or cursor movement.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ _VERDICT_COLOUR = {"healthy": "green", "failed": "red", "timed_out": "red", "inc
 
 
 def wants_live(out: TextIO, as_json: bool) -> bool:
-    return not as_json and out.isatty() and os.environ.get("TERM", "") != "dumb"
+    return not as_json and out.isatty()
 
 
 def colour_enabled() -> bool:
@@ -42,9 +43,11 @@ def colour_enabled() -> bool:
 
 
 class LiveTerminal(Lines):
-    def __init__(self, out: TextIO, *, colour: bool | None = None):
+    def __init__(self, out: TextIO, *, colour: bool | None = None, dumb: bool | None = None):
         super().__init__(out)
-        self.colour = colour_enabled() if colour is None else colour
+        #: a terminal that knows only \r: one line, no escape sequences
+        self.dumb = os.environ.get("TERM", "") == "dumb" if dumb is None else dumb
+        self.colour = (colour_enabled() if colour is None else colour) and not self.dumb
         self.units: dict[str, dict[str, Any]] = {}
         self._drawn = 0
         self._last_draw = 0.0
@@ -141,12 +144,20 @@ class LiveTerminal(Lines):
         if self._closed:
             return
         lines = [s for s in (self.status_line(u) for u in self.units.values()) if s]
+        if self.dumb:  # _drawn: the characters to blank out next time
+            line = " | ".join(lines)[: shutil.get_terminal_size((100, 24)).columns - 1]
+            self.out.write(line)
+            self._drawn = len(line)
+            return
         if lines:
             self.out.write("\n".join(lines))
         self._drawn = len(lines)
 
     def _clear(self) -> None:
-        if self._drawn:
+        if self._drawn and self.dumb:
+            self.out.write("\r" + " " * self._drawn + "\r")
+            self._drawn = 0
+        elif self._drawn:
             self.out.write("\r\x1b[2K" + "\x1b[1A\x1b[2K" * (self._drawn - 1))
             self._drawn = 0
 

@@ -68,9 +68,7 @@ def render_unit(cfg: ServiceConfig, version: str | None = None) -> str:
     if cfg.gpus is not None:
         env.append(("CUDA_VISIBLE_DEVICES", ",".join(str(g) for g in cfg.gpus)))
     env += [kv for kv in cfg.env if kv[0] not in ("PYTHONUNBUFFERED", "CUDA_VISIBLE_DEVICES")]
-    argv = exec_argv(cfg, version)
-    if cfg.readiness == "notify":
-        argv = supervise_argv(cfg) + argv
+    argv = unit_argv(cfg, version)
     description = cfg.description or f"SGLang server {cfg.name} ({cfg.model_path}, tp={cfg.tp_size})"
     try:
         template = _environment().get_template(TEMPLATE_NAME)
@@ -95,6 +93,13 @@ def render_unit(cfg: ServiceConfig, version: str | None = None) -> str:
         hardening=hardening_lines(cfg),
         credentials=credential_lines(cfg),
     )
+
+
+def unit_argv(cfg: ServiceConfig, version: str | None = None) -> list[str]:
+    """The unit's ExecStart= as words: SGLang's command (svcdiag.sglang.flags.exec_argv), behind
+    `svcdiag supervise` in notify mode."""
+    argv = exec_argv(cfg, version)
+    return supervise_argv(cfg) + argv if cfg.readiness == "notify" else argv
 
 
 def supervise_argv(cfg: ServiceConfig) -> list[str]:
