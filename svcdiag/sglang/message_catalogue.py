@@ -112,6 +112,7 @@ _SAMPLES: tuple[tuple[re.Pattern[str], object], ...] = tuple((re.compile(p), v) 
     (r"backend", "flashinfer"),
     (r"path|dir\b|file", "/models/Llama-3.1-8B-Instruct"),
     (r"timings?\b|cuda_graph", "'decode': 12.5"),
+    (r"fraction|ratio", 0.88),
     (r"mem|size_GB|_gb\b|GB|elapsed|time", 12.5),
     (r"tokens|size|num|len|count|max_|rank|step|port|\bid\b", 4096),
 ))
