@@ -35,7 +35,9 @@ EVENT_OF = {
     "kv_cache": "kv_cache", "mamba_cache": "mamba_cache", "pool_end": "memory_pool_end",
     "scheduler_info": "scheduler", "max_running_limited": "max_running_limited", "capture": "cuda_graph",
     "sliding_window_pool": "sliding_window_pool", "host_pool": "host_pool", "startup_timings": "startup_timings",
-    "draft_runner": "draft_runner", "ready": "ready",
+    "draft_runner": "draft_runner", "ready": "ready", "server_args": "server_args",
+    "kv_below_context": "kv_below_context", "unified_memory_pool": "unified_memory_pool",
+    "kernel_precompile": "kernel_precompile",
 }
 #: capture lines the grammar does not read yet (grammar.CAPTURE_NAME_RE): the phase stays `capture`
 #: through them, so a start is judged the same; listed for issue #28's grammar work

@@ -100,8 +100,19 @@ def _specs(template: str) -> list[str]:
     return [specs.get(i, "") for i in range(max(specs, default=-1) + 1)]
 
 
+class _Shown(str):
+    """A sample whose repr is its text: `f"{server_args=}"` prints the dataclass's repr, not a quoted string."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return str(self)
+
+
 #: (pattern on the expression, the value SGLang would print there), first match wins
 _SAMPLES: tuple[tuple[re.Pattern[str], object], ...] = tuple((re.compile(p), v) for p, v in (
+    (r"server_args_for_logging|resolved_dict", "{'model_path': '/models/Llama-3.1-8B-Instruct', 'tp_size': 1}"),  # 0.5.15+: a dict
+    (r"^server_args$", _Shown("ServerArgs(model_path='/models/Llama-3.1-8B-Instruct', tp_size=1)")),
     (r"capture_name", "target decode"),
     (r"graph_backend", "CUDA graph"),
     (r"cache_name", "KV Cache"),
