@@ -8,6 +8,7 @@ classed or named in generic.json with a reason (docs/replay.md#what-sglang-can-p
 from __future__ import annotations
 
 import ast
+import dataclasses
 import importlib.machinery
 import importlib.util
 import json
@@ -51,6 +52,20 @@ UNREAD = {
     "Capture UNO tree draft CUDA graph end. elapsed={0:.2f} s, mem usage={1:.2f} GB, avail mem={2:.2f} GB.":
         "the UNO draft (0.5.20+)",
 }
+
+
+def _script():
+    """scripts/sglang-message-catalogue as a module (it has no .py suffix)."""
+    loader = importlib.machinery.SourceFileLoader("sglang_message_catalogue", str(SCRIPT))
+    spec = importlib.util.spec_from_loader(loader.name, loader)
+    assert spec is not None
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[loader.name] = mod
+    loader.exec_module(mod)
+    return mod
+
+
+SCRIPT_MOD = _script()
 
 
 def milestone_cases() -> list:
@@ -163,6 +178,20 @@ def test_every_generic_entry_gives_a_reason() -> None:
     assert all(len(text) > 40 for text in raw["reasons"].values())
 
 
+def test_a_wrapper_is_classed_by_the_error_it_quotes() -> None:
+    """`Capture cuda graph failed: {e}` is generic with a sample in its hole; with a CUDA OOM there, it is cuda_oom."""
+    raw = json.loads(GENERIC_FILE.read_text(encoding="utf-8"))
+    wrappers = {m["name"] for m in raw["messages"] if m["why"] == "wraps_an_error"}
+    oom = "'torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB'"
+    seen = {}
+    for v in RELEASES:
+        for m in load(v).startup_fatal():
+            if m.name in wrappers:
+                quoting = tuple(oom if SCRIPT_MOD.CAUGHT_RE.match(a) else a for a in m.args)
+                seen[m.name] = judged_cause(dataclasses.replace(m, args=quoting))
+    assert set(seen) == wrappers and set(seen.values()) == {"cuda_oom"}, seen
+
+
 def test_docs_show_the_coverage_of_every_release() -> None:
     text = (ROOT / "docs" / "replay.md").read_text(encoding="utf-8")
     section = text.split("<!-- coverage: scripts/sglang-message-catalogue --docs -->")[1].split("<!-- end")[0]
@@ -222,19 +251,6 @@ def test_load_names_the_file_it_cannot_read(tmp_path: Path) -> None:
 
 
 # ---------------------------------------------------------------- the script's reading of a wheel
-
-
-def _script():
-    loader = importlib.machinery.SourceFileLoader("sglang_message_catalogue", str(SCRIPT))
-    spec = importlib.util.spec_from_loader(loader.name, loader)
-    assert spec is not None
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[loader.name] = mod
-    loader.exec_module(mod)
-    return mod
-
-
-SCRIPT_MOD = _script()
 
 WHEEL_SOURCE = '''
 import logging
