@@ -116,6 +116,24 @@ def test_every_milestone_line_reads_as_that_milestone(msg: Message) -> None:
         assert [e.kind for e in events] == [EVENT_OF[msg.milestone]], (msg.file, msg.fn, line)
 
 
+MILESTONES = [p.values[0] for p in milestone_cases() if p.values[0].template not in UNREAD]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.data())
+def test_a_milestone_reads_whatever_numbers_it_carries(data) -> None:
+    """Token counts and sizes of any width (a 4-digit pool or a 9-digit one) leave the line a milestone."""
+    msg = data.draw(st.sampled_from(MILESTONES))
+    values: dict[int, object] = {}
+    for i, spec in enumerate(msg.specs):
+        if spec.endswith("d"):
+            values[i] = data.draw(st.integers(0, 10**9))
+        elif spec.endswith("f"):
+            values[i] = data.draw(st.floats(0, 2e5, allow_nan=False, allow_infinity=False))
+    line = "[2026-01-01 00:00:00 TP0] " + msg.render(values)
+    assert [e.kind for e in LineParser().feed(line)] == [EVENT_OF[msg.milestone]], line
+
+
 def test_the_unread_list_names_only_catalogued_lines() -> None:
     templates = {m.template for v in RELEASES for m in load(v).milestones()}
     assert set(UNREAD) <= templates

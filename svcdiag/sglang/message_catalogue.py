@@ -39,10 +39,18 @@ class Message:
         """How generic.json names it: where it is, then its text."""
         return f"{self.file}:{self.fn}: {self.template}"
 
-    def render(self) -> str:
-        """The message as SGLang would print it, each placeholder filled with a sample value."""
-        values = [_sample(expr, spec) for expr, spec in zip(self.args, _specs(self.template), strict=False)]
-        return self.template.format(*values)
+    @property
+    def specs(self) -> list[str]:
+        """Each placeholder's format spec (`.2f`, `d`, or empty), by its number."""
+        return _specs(self.template)
+
+    def render(self, values: dict[int, object] | None = None) -> str:
+        """The message as SGLang would print it, each placeholder filled with a sample value (or
+        `values[i]` for placeholder i)."""
+        given = values or {}
+        filled = [given[i] if i in given else _sample(expr, spec)
+                  for i, (expr, spec) in enumerate(zip(self.args, self.specs, strict=False))]
+        return self.template.format(*filled)
 
 
 @dataclass(frozen=True, slots=True)
