@@ -133,17 +133,14 @@ class Supervisor:
     def run(self) -> Supervised:
         self.notify.status(f"starting {self.cfg.name}")
         self._extend(self.clock())
-        child = self.spawn()
+        child = self.child = self.spawn()
         wake_sig_r, wake_sig_w = os.pipe()
         os.set_blocking(wake_sig_r, False)
         os.set_blocking(wake_sig_w, False)
         old_wakeup = signal.set_wakeup_fd(wake_sig_w, warn_on_full_buffer=False)
 
         def forward(sig: int, _frame: object) -> None:
-            try:
-                os.kill(child.pid, sig)
-            except ProcessLookupError:
-                pass
+            self._forward(child, sig)
 
         old = {sig: signal.signal(sig, forward) for sig in FORWARDED}
         old_chld = signal.signal(signal.SIGCHLD, lambda *_: None)  # its wakeup byte ends the poll
@@ -169,6 +166,7 @@ class Supervisor:
                         _drain_fd(fd)
                 self._on_time(self.clock())
                 self._start_check()
+                self._after_wake(child)
                 if exited_at is None and child.poll() is not None:
                     exited_at = time.monotonic()
                 if eof:
@@ -191,6 +189,17 @@ class Supervisor:
                 child.wait()
         self._flush_partial()
         return self._ended(child.returncode)
+
+    def _forward(self, child: subprocess.Popen[bytes], sig: int) -> None:
+        """A signal the supervisor got, passed on to the child."""
+        try:
+            os.kill(child.pid, sig)
+        except ProcessLookupError:
+            pass
+
+    def _after_wake(self, child: subprocess.Popen[bytes]) -> None:
+        """Each turn of the loop, after the judge's: nothing here (a container's supervisor reaps
+        orphans and stops a start that failed; svcdiag.ops.container)."""
 
     # ------------------------------------------------------------ bytes in, bytes out
 
