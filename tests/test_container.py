@@ -70,6 +70,11 @@ def test_deadlines_from_the_environment_over_a_mounted_file(tmp_path: Path) -> N
     assert cfg.timeout["jit_compile"] == 3600 and cfg.timeout["starting"] == DEFAULT_TIMEOUTS["starting"]
 
 
+def test_a_wrapper_scripts_command_line_is_judged_with_sglangs_defaults() -> None:
+    cfg = from_argv(["/entrypoint.sh", "--verbose"], {})
+    assert (cfg.name, cfg.model_path, cfg.port, cfg.tp_size) == ("sglang", "unknown", 30000, 1)
+
+
 def test_a_multi_node_pods_command_line_is_one_node_of_the_start() -> None:
     cfg = from_argv(["sglang", "serve", "--model-path", "/m", "--tp", "16", "--nnodes", "2", "--node-rank", "1",
                      "--dist-init-addr", "leader:5000"], {})
@@ -81,7 +86,6 @@ def test_a_multi_node_pods_command_line_is_one_node_of_the_start() -> None:
     (["--model-path", "/m", "--port"], {}, f"{ARGV_SOURCE}: --port", "needs a value"),
     (["--model-path", "/m", "--mem-fraction-static", "1.5"], {}, f"{ARGV_SOURCE}: mem_fraction_static",
      "strictly between 0 and 1"),
-    (["--tp-size", "2"], {}, f"{ARGV_SOURCE}: --model-path", "is required"),
     (["--model-path", "/m"], {"SVCDIAG_TIMEOUT_LOADING_WIEGHTS": "9"}, "environment: SVCDIAG_TIMEOUT_LOADING_WIEGHTS",
      "did you mean 'loading_weights'"),
     (["--model-path", "/m"], {"SVCDIAG_TIMEOUT_HTTP": "soon"}, "environment: SVCDIAG_TIMEOUT_HTTP",

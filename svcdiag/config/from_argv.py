@@ -50,6 +50,8 @@ FLAGS: dict[str, tuple[str, Any]] = {
 MOUNTED_KEYS = ("description", "timeouts", "sglang_version", "gpu_memory_gb", "watchdog_s", *(
     k for k in TOP_LEVEL if k in {v[0] for v in FLAGS.values()}))
 ENV_TIMEOUT = "SVCDIAG_TIMEOUT_"
+#: the model path of a command line that names none (a wrapper script): SGLang's defaults stand
+UNKNOWN_MODEL = "unknown"
 _NAME_BAD = re.compile(r"[^A-Za-z0-9:_.\-]+")
 
 
@@ -122,7 +124,8 @@ def config_name(keys: Mapping[str, Any], environ: Mapping[str, str]) -> str:
     history and the events carry."""
     if environ.get("SVCDIAG_NAME"):
         return environ["SVCDIAG_NAME"]
-    base = keys.get("served_model_name") or str(keys.get("model_path", "")).rstrip("/").rsplit("/", 1)[-1]
+    model = str(keys.get("model_path", ""))
+    base = keys.get("served_model_name") or ("" if model == UNKNOWN_MODEL else model.rstrip("/").rsplit("/", 1)[-1])
     return _NAME_BAD.sub("-", base).strip("-") or "sglang"
 
 
@@ -132,9 +135,8 @@ def from_argv(argv: Sequence[str], environ: Mapping[str, str]) -> ServiceConfig:
     path = Path(mounted) if mounted else Path(ARGV_SOURCE)
     raw: dict[str, Any] = _mounted(path) if mounted else {}
     keys = flag_keys(argv)
-    if "model_path" not in keys and "model_path" not in raw:
-        raise ConfigError(ARGV_SOURCE, "--model-path", "is required: svcdiag supervise -- python -m "
-                                                       "sglang.launch_server --model-path MODEL …")
+    if "model_path" not in keys and "model_path" not in raw:  # a wrapper script's: the log alone is judged
+        keys["model_path"] = UNKNOWN_MODEL
     spec = {k.split(".", 1)[1]: v for k, v in keys.items() if k.startswith("speculative.")}
     raw.update({k: v for k, v in keys.items() if not k.startswith("speculative.")})
     if spec:

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
-from svcdiag.config.from_argv import FLAGS
+from svcdiag.config.from_argv import FLAGS, UNKNOWN_MODEL
 from svcdiag.config.service import ServiceConfig
 from svcdiag.judge.verdict import Verdict
 from svcdiag.ops.http_check import answers_ready
@@ -69,7 +69,7 @@ class ContainerEnd:
 
     supervised: Supervised
     message: str
-    stopped_by: int | None  # the signal (SIGTERM from the kubelet) that asked for the stop, if any
+    stopped_by: int | None  # the signal (SIGTERM from the kubelet) that asked for a stop before any failure
     stopped_start: bool  # the supervisor stopped the child itself, after a failed or timed-out verdict
 
     @property
@@ -99,8 +99,9 @@ def fix_words(fix: Mapping[str, Any]) -> str:
 def termination_message(v: Verdict | None, returncode: int, stopped_by: int | None) -> str:
     """What `kubectl describe pod` shows as the container's message: the verdict line, then the
     first fix and the first line of why."""
-    if stopped_by is not None and (v is None or v.verdict == "healthy"):
-        phase = f" after ready ({_how(returncode)})" if v is not None else f" during the start ({_how(returncode)})"
+    if stopped_by is not None:  # asked to stop before any failure: what the judge made of the end is moot
+        phase = f" after ready ({_how(returncode)})" if v is not None and v.verdict == "healthy" else \
+            f" during the start ({_how(returncode)})"
         return f"STOPPED by {signal.Signals(stopped_by).name}{phase}\n"
     if v is None:
         return f"ENDED before any verdict ({_how(returncode)})\n"
@@ -177,7 +178,8 @@ class ContainerSupervisor(Supervisor):
     def _forward(self, child: subprocess.Popen[bytes], sig: int) -> None:
         super()._forward(child, sig)
         if sig in (signal.SIGTERM, signal.SIGINT) and self._kill_at is None:
-            self._stopped_by = sig
+            if not self._failed():  # a start that had already failed is still told as failed
+                self._stopped_by = sig
             self._kill_at = self.clock() + self.opts.grace_s
 
     def _on_events(self, events: list[Event], now: float) -> None:
@@ -280,5 +282,9 @@ def supervise_container(argv: Sequence[str], opts: ContainerOptions,
 
     env = dict(os.environ if environ is None else environ)
     cfg = from_argv(argv, env)
+    if cfg.model_path == UNKNOWN_MODEL:
+        print("svcdiag: warning: no --model-path on the command line after --: judged from the log alone, with "
+              f"SGLang's defaults for the rest (HTTP on {cfg.host}:{cfg.port}); name it with SVCDIAG_NAME",
+              file=sys.stderr, flush=True)
     sup = ContainerSupervisor(cfg, argv, opts, environ=env, diagnose=diagnoser(cfg))
     return sup.end(sup.run())
