@@ -217,3 +217,21 @@ def test_output_passes_through_byte_for_byte_and_an_early_exit_is_a_failed_start
     assert pod.p.returncode == 1  # the start failed: svcdiag's code, not the child's 3
     assert pod.term.read_text().startswith("FAILED [exited] in phase starting: ")
     assert err.decode().splitlines()[-1].startswith("svcdiag: FAILED [exited]")
+
+
+def test_a_worker_node_is_ready_on_its_log_alone(tmp_path: Path) -> None:
+    """A LeaderWorkerSet's worker pod (--node-rank 1) serves no HTTP: its healthy log is the verdict."""
+    pod = Pod(tmp_path, sim("healthy-dense", 31966, "--tp-size", "2", "--nnodes", "2", "--node-rank", "1",
+                            "--dist-init-addr", "127.0.0.1:5000"), probe_port=31967)
+    try:
+        deadline = time.monotonic() + 60
+        while pod.probe("/startupz")[0] != 200:
+            assert time.monotonic() < deadline and pod.p.poll() is None, pod.probe("/startupz")
+            time.sleep(0.1)
+        status, body = pod.probe("/readyz")
+        assert status == 200 and body.startswith("ready · KV ") and body.endswith("node 1: no HTTP of its own")
+        pod.signal(signal.SIGTERM)
+        pod.end()
+    finally:
+        pod.p.kill()
+    assert pod.term.read_text().startswith("STOPPED by SIGTERM after ready")

@@ -269,7 +269,7 @@ class ContainerSupervisor(Supervisor):
     def _readyz(self) -> Answer:
         if not self._healthy():
             return Answer(False, self._status())
-        if answers_ready(self.cfg.host, self.cfg.port, READY_TIMEOUT_S):
+        if self.cfg.node_rank or answers_ready(self.cfg.host, self.cfg.port, READY_TIMEOUT_S):
             return Answer(True, self._status())
         return Answer(False, f"not serving: {self.cfg.host}:{self.cfg.port} /ready does not answer")
 

@@ -9,7 +9,8 @@ knows the phase and its deadline, so its probes can be honest:
 - `/livez`: 200 while the start progresses or the server serves: a slow weight load or a
   DeepGEMM compile is not a dead server; 503 once the start has failed or timed out (the
   supervisor is then stopping it, and exits with the verdict's code).
-- `/readyz`: 200 while the start is healthy and SGLang's /ready answers.
+- `/readyz`: 200 while the start is healthy and SGLang's /ready answers (a worker node, rank ≥ 1,
+  serves no HTTP: healthy is ready).
 
 Each answer's body is one line: the supervisor's status (the phase, its seconds, the news), or
 the verdict.

@@ -285,6 +285,10 @@ class Supervisor:
             self.verdict = v
             self.notify.status(verdict_status(v))
             return
+        if self.cfg.node_rank:  # a worker node (rank ≥ 1) serves no HTTP: its log's verdict is final, as in `up`
+            self.verdict = v
+            self.notify.ready(verdict_status(v).replace("HTTP agrees", f"node {self.cfg.node_rank}: no HTTP of its own"))
+            return
         self.notify.status(status_text(self.judge, "HTTP cross-check", now, self._phase_since))
         self._check_deadline = now + self.cfg.timeout["http_check"] + 1.0
         self._extend(now, force=True)
