@@ -1,0 +1,139 @@
+"""#31 §2 without a rig: the svcdiag_service module (ansible_collections/svcdiag/sglang) run by
+ansible-core (`ansible localhost -m`) against a stand-in `svcdiag` command that keeps one unit's
+state in a file and answers --json as svcdiag does. What `changed`, a failure and check mode say;
+tests/rig/test_rig_ansible.py runs the real thing over SSH."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from .conftest import ROOT
+
+ANSIBLE = ROOT / ".venv" / "bin" / "ansible"
+pytestmark = pytest.mark.skipif(not ANSIBLE.exists(), reason="ansible-core is not installed (pip install -e '.[test]')")
+
+FAKE = r'''#!{python}
+import json, sys
+STATE = {state!r}
+s = json.load(open(STATE))
+args = [a for a in sys.argv[1:] if a not in ("--json",)]
+if args[0] == "--units":
+    args = args[2:]
+cmd, name = args[0], args[1]
+unit = name + ".service"
+healthy = {{"event": "verdict", "verdict": "healthy", "cause": None, "phase": "ready", "message": "ready",
+            "figures": {{"kv_tokens": 94126, "max_running_requests": 4}}, "diagnosis": None}}
+failed = {{"event": "verdict", "verdict": "failed", "cause": "max_running_zero", "phase": "scheduler",
+           "message": "AssertionError: max_running_request is zero", "figures": {{"kv_tokens": 11893}},
+           "diagnosis": {{"explanation": ["The KV cache holds 11,893 tokens."],
+                         "fixes": [{{"set": {{"mem_fraction_static": 0.8}}, "reason": "holds 1 request"}}]}}}}
+def say(*recs):
+    for r in recs:
+        print(json.dumps(r))
+def note(m):
+    return {{"event": "note", "message": m}}
+s["calls"].append(" ".join(args))
+if cmd == "status":
+    say({{"event": "status", "name": name, "unit": unit, "active_state": "active" if s["active"] else "inactive",
+         "verdict": healthy if s["active"] else None}})
+elif cmd == "preflight":
+    say({{"verdict": s.get("preflight", "fits"), "reasons": []}})
+elif cmd == "down":
+    s["active"] = False
+    say({{"event": "down", "name": name, "unit": unit, "state_before": "active", "state_after": "inactive"}})
+elif cmd == "baseline-check":
+    say(healthy)
+elif cmd == "up":
+    if s["active"] and "--restart" not in args:
+        say(note(unit + " runs a unit that differs from its config (hash); --restart to apply the config")
+            if s.get("drift") else note(unit + " is already active"), note(unit + " is already active (invocation 1); attaching"))
+        if s.get("drift"):
+            s["drift"] = False
+        say(healthy)
+    else:
+        s["active"] = True
+        say(note("started " + unit + " (invocation 2)"))
+        if s.get("fail"):
+            say({{"event": "diagnosis", "message": "why"}}, failed)
+            json.dump(s, open(STATE, "w"))
+            sys.exit(1)
+        if "--wait-ready" in args:
+            say(healthy)
+json.dump(s, open(STATE, "w"))
+'''
+
+
+class Host:
+    def __init__(self, tmp: Path, **state):
+        self.state = tmp / "state.json"
+        self.state.write_text(json.dumps({"active": False, "calls": [], **state}))
+        self.fake = tmp / "svcdiag"
+        self.fake.write_text(FAKE.format(python=sys.executable, state=str(self.state)))
+        self.fake.chmod(0o755)
+        self.tmp = tmp
+
+    def module(self, *kv: str, check: bool = False) -> tuple[str, dict]:
+        env = {**os.environ, "ANSIBLE_COLLECTIONS_PATH": str(ROOT), "ANSIBLE_HOME": str(self.tmp / "ah"),
+               "ANSIBLE_LOCAL_TEMP": str(self.tmp / "at"), "ANSIBLE_NOCOLOR": "1"}
+        r = subprocess.run([str(ANSIBLE), "localhost", "-c", "local", "-i", "localhost,", "-o",
+                            "-e", f"ansible_python_interpreter={sys.executable}",
+                            "-m", "svcdiag.sglang.svcdiag_service", "-a", " ".join(["name=qwen", f"svcdiag={self.fake}", *kv]),
+                            *(["--check"] if check else [])], capture_output=True, text=True, timeout=120, env=env,
+                           check=False)
+        head, _, body = r.stdout.partition(" => ")
+        assert body, r.stdout + r.stderr
+        return head.split(" | ")[1].strip(), json.loads(body)
+
+    @property
+    def calls(self) -> list[str]:
+        return json.loads(self.state.read_text())["calls"]
+
+
+def test_started_starts_once_then_leaves_a_healthy_unit_alone(tmp_path: Path) -> None:
+    host = Host(tmp_path)
+    status, r = host.module("state=started")
+    assert status == "CHANGED" and r["verdict"] == "healthy" and r["figures"]["kv_tokens"] == 94126
+    assert r["ansible_facts"]["svcdiag_verdict"]["verdict"] == "healthy"
+    status, r = host.module("state=started")
+    assert status == "SUCCESS" and r["changed"] is False and r["verdict"] == "healthy"
+    assert host.calls == ["up qwen --wait-ready", "up qwen --wait-ready"]
+
+
+def test_a_drifted_running_unit_is_restarted(tmp_path: Path) -> None:
+    host = Host(tmp_path, active=True, drift=True)
+    status, r = host.module("state=started")
+    assert status == "CHANGED" and r["verdict"] == "healthy"
+    assert host.calls == ["up qwen --wait-ready", "up qwen --restart --wait-ready"]
+
+
+def test_a_failed_start_fails_the_task_with_its_diagnosis(tmp_path: Path) -> None:
+    host = Host(tmp_path, fail=True)
+    status, r = host.module("state=started")
+    assert status == "FAILED!" and r["changed"] is True
+    assert r["msg"] == ("qwen: FAILED [max_running_zero] in phase scheduler: AssertionError: max_running_request is zero; "
+                        "fix: mem_fraction_static = 0.8 (holds 1 request); why: The KV cache holds 11,893 tokens.")
+    assert (r["cause"], r["phase"], r["fixes"][0]["set"]) == ("max_running_zero", "scheduler", {"mem_fraction_static": 0.8})
+
+
+def test_stopped_and_baseline_checked_say_changed_only_for_what_changed(tmp_path: Path) -> None:
+    host = Host(tmp_path, active=True)
+    assert host.module("state=stopped")[0] == "CHANGED"
+    assert host.module("state=stopped")[0] == "SUCCESS"
+    status, r = host.module("state=baseline_checked")
+    assert status == "SUCCESS" and r["changed"] is False and r["verdict"] == "healthy"
+
+
+def test_check_mode_runs_preflight_and_says_what_it_would_do(tmp_path: Path) -> None:
+    host = Host(tmp_path)
+    status, r = host.module("state=started", check=True)
+    assert status == "CHANGED" and r["msg"] == "would start qwen.service (preflight: fits)"
+    assert host.calls == ["status qwen", "preflight qwen"]  # nothing started
+    host = Host(tmp_path, preflight="cannot_serve")
+    status, r = host.module("state=started", check=True)
+    assert status == "FAILED!" and r["msg"].startswith("qwen: would refuse to start: preflight: cannot_serve")
