@@ -199,6 +199,8 @@ def top(ctx: click.Context, host: str | None, as_json: bool) -> None:
 @main.command(context_settings={"ignore_unknown_options": True})
 @click.option("--config", "name", metavar="NAME",
               help="the config whose start this is (a notify unit); without it, a container's: the config from ARGV")
+@click.option("--node-rank", type=click.IntRange(0, 63), metavar="R",
+              help="with --config: node R of a multi-node config (its unit NAME-nodeR)")
 @click.option("--probe-port", type=click.IntRange(0, 65535), envvar="SVCDIAG_PROBE_PORT", metavar="PORT",
               help="container: answer /startupz /readyz /livez on this port ($SVCDIAG_PROBE_PORT)")
 @click.option("--probe-host", default="0.0.0.0", envvar="SVCDIAG_PROBE_HOST", show_default=True, metavar="ADDR",
@@ -212,8 +214,8 @@ def top(ctx: click.Context, host: str | None, as_json: bool) -> None:
                                 "(under the pod's terminationGracePeriodSeconds; $SVCDIAG_GRACE_S)")
 @click.argument("argv", nargs=-1, required=True, type=click.UNPROCESSED)
 @click.pass_context
-def supervise(ctx: click.Context, name: str | None, probe_port: int | None, probe_host: str, events: str | None,
-              termination_log: str | None, grace: float, argv: tuple[str, ...]) -> None:
+def supervise(ctx: click.Context, name: str | None, node_rank: int | None, probe_port: int | None, probe_host: str,
+              events: str | None, termination_log: str | None, grace: float, argv: tuple[str, ...]) -> None:
     """Run ARGV (`-- sglang command`) as its child, pass its output through byte for byte and judge
     its start. With --config: a notify unit's main process (READY=1 once judged healthy; rendered by
     readiness = "notify"). Without: a container's (docs/kubernetes.md): deadlines enforced here,
@@ -222,7 +224,9 @@ def supervise(ctx: click.Context, name: str | None, probe_port: int | None, prob
         from svcdiag.ops.supervise import exit_like
         from svcdiag.ops.supervise import supervise as run
 
-        ctx.exit(exit_like(run(c.units_dir(ctx), name, argv)))
+        ctx.exit(exit_like(run(c.units_dir(ctx), name, argv, node_rank)))
+    if node_rank is not None:
+        raise click.UsageError("--node-rank needs --config (a container reads --node-rank from SGLang's command line)")
     from svcdiag.ops.container import ContainerOptions, supervise_container
 
     end = supervise_container(argv, ContainerOptions(probe_host=probe_host, probe_port=probe_port, events=events,

@@ -424,9 +424,18 @@ def _write_all(fd: int, data: bytes) -> None:
         view = view[n:]
 
 
-def supervise(units: UnitsDir, name: str, argv: Sequence[str]) -> Supervised:
-    """Run `argv` as config `name`'s server under supervision, to its end."""
-    return Supervisor(units.load(name), argv).run()
+def supervise(units: UnitsDir, name: str, argv: Sequence[str], node_rank: int | None = None) -> Supervised:
+    """Run `argv` as config `name`'s server (its node `node_rank`'s) under supervision, to its end."""
+    cfg = units.load(name)
+    if node_rank is not None:
+        from svcdiag.errors import SvcdiagError
+
+        nodes = {n.node_rank: n for n in cfg.node_configs() if n.node_rank is not None}
+        if node_rank not in nodes:
+            raise SvcdiagError(f"supervise --node-rank {node_rank}: {name} has no such node "
+                               f"({'ranks ' + ', '.join(map(str, sorted(nodes))) if nodes else 'it is not multi-node'})")
+        cfg = nodes[node_rank]
+    return Supervisor(cfg, argv).run()
 
 
 def exit_like(result: Supervised) -> int:
