@@ -6,9 +6,9 @@ knows the phase and its deadline, so its probes can be honest:
 
 - `/startupz`: 200 once the start is judged healthy (the log said ready and HTTP agreed); 503
   while a phase progresses within its deadline, and after a failed verdict (the body says which).
-- `/livez`: 200 while the start progresses or the server serves: a slow weight load or a
-  DeepGEMM compile is not a dead server; 503 once the start has failed or timed out (the
-  supervisor is then stopping it, and exits with the verdict's code).
+- `/livez`: 200 while the start progresses, and after a healthy start while SGLang runs: a slow
+  weight load or a DeepGEMM compile is not a dead server; 503 once the start has failed or timed
+  out (the supervisor is then stopping it, and exits with the verdict's code).
 - `/readyz`: 200 while the start is healthy and SGLang's /ready answers (a worker node, rank ≥ 1,
   serves no HTTP: healthy is ready).
 
