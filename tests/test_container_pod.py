@@ -9,6 +9,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -79,13 +80,21 @@ class Pod:
         return [json.loads(line) for line in self.events.read_text().splitlines()]
 
 
+def free_port() -> int:
+    """A port nothing listens on now: other runs share this host's network."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
 def sim(scenario: str, port: int, *flags: str, scale: float = 0.02) -> list[str]:
     return [*SIM, scenario, "--time-scale", str(scale), "--model-path", "/dev/shm/Qwen3-8B", "--port", str(port),
             "--context-length", "32768", *flags]
 
 
 def test_probes_phase_by_phase_then_sigterm_ends_the_pod_cleanly(tmp_path: Path) -> None:
-    pod = Pod(tmp_path, sim("slow-start", 31961, scale=0.03), probe_port=31962)
+    probe_port = free_port()
+    pod = Pod(tmp_path, sim("slow-start", free_port(), scale=0.03), probe_port=probe_port)
     seen: list[tuple[int, int, int, str]] = []
     try:
         deadline = time.monotonic() + 60
@@ -97,7 +106,7 @@ def test_probes_phase_by_phase_then_sigterm_ends_the_pod_cleanly(tmp_path: Path)
             if startup == 200:
                 break
             time.sleep(0.1)
-        cli = subprocess.run([sys.executable, "-m", "svcdiag", "probe", "ready", "--port", "31962"],
+        cli = subprocess.run([sys.executable, "-m", "svcdiag", "probe", "ready", "--port", str(probe_port)],
                              capture_output=True, text=True, cwd=ROOT, check=False)
         pod.signal(signal.SIGTERM)
         out, err = pod.end()
@@ -115,7 +124,7 @@ def test_probes_phase_by_phase_then_sigterm_ends_the_pod_cleanly(tmp_path: Path)
 
 
 def test_max_running_zero_ends_the_pod_with_its_diagnosis_judged_as_replay_judges_it(tmp_path: Path) -> None:
-    pod = Pod(tmp_path, sim("max-running-zero", 31963, "--sglang-version", "0.5.12", "--mem-fraction-static", "0.75",
+    pod = Pod(tmp_path, sim("max-running-zero", free_port(), "--sglang-version", "0.5.12", "--mem-fraction-static", "0.75",
                             "--max-running-requests", "8", "--max-mamba-cache-size", "2",
                             "--speculative-algorithm", "DFLASH"))
     out, err = pod.end()
@@ -138,7 +147,7 @@ def test_max_running_zero_ends_the_pod_with_its_diagnosis_judged_as_replay_judge
 
 
 def test_a_stuck_start_is_stopped_at_its_deadline_and_exits_3(tmp_path: Path) -> None:
-    pod = Pod(tmp_path, sim("hang", 31964), probe_port=31965, env={"SVCDIAG_TIMEOUT_LOADING_WEIGHTS": "2"})
+    pod = Pod(tmp_path, sim("hang", free_port()), probe_port=free_port(), env={"SVCDIAG_TIMEOUT_LOADING_WEIGHTS": "2"})
     lives = []
     began = time.monotonic()
     while pod.p.poll() is None and time.monotonic() - began < 30:
@@ -221,8 +230,8 @@ def test_output_passes_through_byte_for_byte_and_an_early_exit_is_a_failed_start
 
 def test_a_worker_node_is_ready_on_its_log_alone(tmp_path: Path) -> None:
     """A LeaderWorkerSet's worker pod (--node-rank 1) serves no HTTP: its healthy log is the verdict."""
-    pod = Pod(tmp_path, sim("healthy-dense", 31966, "--tp-size", "2", "--nnodes", "2", "--node-rank", "1",
-                            "--dist-init-addr", "127.0.0.1:5000"), probe_port=31967)
+    pod = Pod(tmp_path, sim("healthy-dense", free_port(), "--tp-size", "2", "--nnodes", "2", "--node-rank", "1",
+                            "--dist-init-addr", "127.0.0.1:5000"), probe_port=free_port())
     try:
         deadline = time.monotonic() + 60
         while pod.probe("/startupz")[0] != 200:

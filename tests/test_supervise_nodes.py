@@ -15,6 +15,7 @@ from svcdiag.config.service import UnitsDir
 from svcdiag.sglang.flags import exec_argv
 
 from .conftest import ROOT, assert_one_line_error, run_svcdiag
+from .test_container_pod import free_port
 from .test_supervise import NotifySocket
 
 
@@ -27,7 +28,7 @@ def node_supervisor(units: Path, name: str, rank: int, sock: NotifySocket) -> su
 
 
 def test_each_node_is_ready_by_its_own_account(units: Path, tmp_path: Path) -> None:
-    (units / "mn.toml").write_text('extends = "demo-multinode"\nport = 31957\nsim_time_scale = 0.02\n')
+    (units / "mn.toml").write_text(f'extends = "demo-multinode"\nport = {free_port()}\nsim_time_scale = 0.02\n')
     socks = [NotifySocket(tmp_path / f"notify{r}") for r in (0, 1)]
     procs = [node_supervisor(units, "mn", r, socks[r]) for r in (0, 1)]
     try:
@@ -43,7 +44,7 @@ def test_each_node_is_ready_by_its_own_account(units: Path, tmp_path: Path) -> N
 
 
 def test_a_failing_node_says_so_and_a_bad_rank_is_one_line(units: Path, tmp_path: Path) -> None:
-    (units / "mn.toml").write_text('extends = "demo-multinode"\nport = 31958\nsim_time_scale = 0.02\n'
+    (units / "mn.toml").write_text(f'extends = "demo-multinode"\nport = {free_port()}\nsim_time_scale = 0.02\n'
                                    '[[nodes]]\nnode_rank = 0\n[[nodes]]\nnode_rank = 1\nsimulate = "segfault"\n')
     sock = NotifySocket(tmp_path / "notify")
     p = node_supervisor(units, "mn", 1, sock)
