@@ -48,6 +48,9 @@ elif cmd == "down":
     s["active"] = False
     say({{"event": "down", "name": name, "unit": unit, "state_before": "active", "state_after": "inactive"}})
 elif cmd == "baseline-check":
+    if s.get("drift"):
+        say({{"event": "drift", "message": "kv_tokens 94,126 → 90,000 (the last healthy start of qwen)"}}, healthy)
+        sys.exit(1)
     say(healthy)
 elif cmd == "up":
     if s["active"] and "--restart" not in args:
@@ -127,6 +130,8 @@ def test_stopped_and_baseline_checked_say_changed_only_for_what_changed(tmp_path
     assert host.module("state=stopped")[0] == "SUCCESS"
     status, r = host.module("state=baseline_checked")
     assert status == "SUCCESS" and r["changed"] is False and r["verdict"] == "healthy"
+    status, r = Host(tmp_path, drift=True).module("state=baseline_checked")
+    assert status == "FAILED!" and r["msg"] == "qwen: healthy, but kv_tokens 94,126 → 90,000 (the last healthy start of qwen)"
 
 
 def test_check_mode_runs_preflight_and_says_what_it_would_do(tmp_path: Path) -> None:

@@ -130,17 +130,21 @@ def test_the_rollout_stops_at_the_first_unhealthy_start_with_its_diagnosis(ansib
 
 def test_the_rollout_of_a_healthy_config_reaches_every_host_in_turn(ansible: Path, units: Path, test_hosts) -> None:
     name = unit_name("ans-roll")
-    files = {}
+    files, host_vars = {}, {}
     for host in ("gpu-a", "gpu-b"):  # the test hosts share one network (and other runs): a free port each
         files[host] = ansible / host / f"{name}.toml"
         files[host].parent.mkdir()
         files[host].write_text(f'extends = "demo-smoke"\nport = {free_port()}\nsim_time_scale = 0.05\n')
+        baseline = f"{name}-baseline-{host}"  # each host's known-good config, checked on both hosts at once
+        (units / f"{baseline}.toml").write_text(f'extends = "demo-smoke"\nport = {free_port()}\nsim_time_scale = 0.05\n')
+        host_vars[host] = f"config_file={files[host]} baseline={baseline}"
     try:
         r = play(ansible, list(test_hosts), ROLLOUT, "-e", f"config={name}", "-e", f"units_dir={units}",
-                 "-e", f"svcdiag_command={SVCDIAG}", host_vars={h: f"config_file={f}" for h, f in files.items()})
+                 "-e", f"svcdiag_command={SVCDIAG}", host_vars=host_vars)
         assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
         rows = recap(r.stdout)
         assert rows["gpu-a"]["changed"] == rows["gpu-b"]["changed"] == 2  # the file, then the start
+        assert rows["gpu-a"]["ok"] == rows["gpu-b"]["ok"] == 4  # the baseline check (changed=false), then the roll's 3
         said = re.findall(r"\"msg\": \"(gpu-\w): healthy,", r.stdout)
         assert said == ["gpu-a", "gpu-b"], r.stdout[-3000:]  # one host at a time, in order
     finally:

@@ -87,6 +87,10 @@ message:
 notes:
   description: What svcdiag said along the way (installed, started, attaching, ...).
   type: list
+drift:
+  description: How this start's figures differ from the last healthy one's (a baseline check that
+    drifted fails its task with them).
+  type: list
 record:
   description: The verdict record as svcdiag printed it (docs/events.md).
   type: dict
@@ -172,8 +176,11 @@ def judged(sv, rc, recs, err, *, changed):
         sv.fail(f"svcdiag said no verdict: {refused[-1] if refused else err or f'exit status {rc}'}",
                 changed=changed, notes=notes, rc=rc)
     result = verdict_result(verdicts[-1], notes)
+    result["drift"] = [r.get("message") for r in recs if r.get("event") == "drift"]
     if result["verdict"] != "healthy":
         sv.fail(why(result), changed=changed, rc=rc, **result)
+    if rc != 0:  # healthy, but not as before (baseline-check's drift), or degraded under --strict
+        sv.fail(f"healthy, but {'; '.join(result['drift']) or f'svcdiag exited {rc}'}", changed=changed, rc=rc, **result)
     sv.module.exit_json(changed=changed, rc=rc, **result)
 
 
