@@ -142,3 +142,15 @@ def test_check_mode_runs_preflight_and_says_what_it_would_do(tmp_path: Path) -> 
     host = Host(tmp_path, preflight="cannot_serve")
     status, r = host.module("state=started", check=True)
     assert status == "FAILED!" and r["msg"].startswith("qwen: would refuse to start: preflight: cannot_serve")
+
+
+def test_the_collection_builds_and_its_documentation_matches_the_module(tmp_path: Path) -> None:
+    env = {**os.environ, "ANSIBLE_COLLECTIONS_PATH": str(ROOT), "ANSIBLE_HOME": str(tmp_path / "ah")}
+    doc = subprocess.run([str(ANSIBLE) + "-doc", "-j", "-t", "module", "svcdiag.sglang.svcdiag_service"],
+                         capture_output=True, text=True, timeout=120, env=env, check=True)
+    d = json.loads(doc.stdout)["svcdiag.sglang.svcdiag_service"]["doc"]
+    assert set(d["options"]) == {"name", "state", "wait_ready", "force", "timeout", "units", "svcdiag"}
+    assert d["options"]["state"]["choices"] == ["started", "stopped", "restarted", "baseline_checked"]
+    build = subprocess.run([str(ANSIBLE) + "-galaxy", "collection", "build", str(ROOT / "ansible_collections" / "svcdiag" / "sglang"),
+                            "--output-path", str(tmp_path)], capture_output=True, text=True, timeout=120, env=env, check=False)
+    assert build.returncode == 0 and (tmp_path / "svcdiag-sglang-0.1.0.tar.gz").exists(), build.stderr
