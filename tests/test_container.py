@@ -123,3 +123,9 @@ def test_a_fix_is_said_in_the_flags_and_variables_a_pod_spec_takes() -> None:
 def test_probe_says_when_no_supervisor_answers() -> None:
     r = run_svcdiag("probe", "startup", "--port", "1")
     assert r.returncode == 1 and b"does not answer" in r.stderr
+
+
+def test_container_options_with_a_notify_units_config_are_one_error() -> None:
+    assert_one_line_error(run_svcdiag("supervise", "--config", "demo-smoke", "--probe-port", "8081", "--", "true"),
+                          "--probe-port: a container's option")
+    assert_one_line_error(run_svcdiag("supervise", "--node-rank", "1", "--", "true"), "--node-rank needs --config")

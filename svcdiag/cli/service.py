@@ -220,13 +220,20 @@ def supervise(ctx: click.Context, name: str | None, node_rank: int | None, probe
     its start. With --config: a notify unit's main process (READY=1 once judged healthy; rendered by
     readiness = "notify"). Without: a container's (docs/kubernetes.md): deadlines enforced here,
     exit with the verdict's code, orphans reaped, probes on --probe-port."""
+    from svcdiag.errors import SvcdiagError
+
     if name is not None:
+        given = [f"--{p.replace('_', '-')}" for p in ("probe_port", "probe_host", "events", "termination_log", "grace")
+                 if ctx.get_parameter_source(p) == click.core.ParameterSource.COMMANDLINE]
+        if given:
+            raise SvcdiagError(f"supervise: {', '.join(given)}: a container's option (supervise without --config); "
+                               "a notify unit tells systemd instead")
         from svcdiag.ops.supervise import exit_like
         from svcdiag.ops.supervise import supervise as run
 
         ctx.exit(exit_like(run(c.units_dir(ctx), name, argv, node_rank)))
     if node_rank is not None:
-        raise click.UsageError("--node-rank needs --config (a container reads --node-rank from SGLang's command line)")
+        raise SvcdiagError("supervise: --node-rank needs --config (a container reads --node-rank from SGLang's command line)")
     from svcdiag.ops.container import ContainerOptions, supervise_container
 
     end = supervise_container(argv, ContainerOptions(probe_host=probe_host, probe_port=probe_port, events=events,
