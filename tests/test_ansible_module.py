@@ -1,6 +1,7 @@
-"""#31 §2 without a rig: the svcdiag_service module (ansible_collections/svcdiag/sglang) run by
-ansible-core (`ansible localhost -m`) against a stand-in `svcdiag` command that keeps one unit's
-state in a file and answers --json as svcdiag does. What `changed`, a failure and check mode say;
+"""#31 §2 without a rig: the svcdiag_service module (ansible_collections/svcdiag/sglang) run as
+ansible-core runs it on a host (its arguments in a file), and once through `ansible localhost -m`,
+against a stand-in `svcdiag` command that keeps one unit's state in a file and answers --json as
+svcdiag does. What `changed`, a failure and check mode say;
 tests/rig/test_rig_ansible.py runs the real thing over SSH."""
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import pytest
 from .conftest import ROOT
 
 ANSIBLE = ROOT / ".venv" / "bin" / "ansible"
+MODULE = ROOT / "ansible_collections" / "svcdiag" / "sglang" / "plugins" / "modules" / "svcdiag_service.py"
 pytestmark = pytest.mark.skipif(not ANSIBLE.exists(), reason="ansible-core is not installed (pip install -e '.[test]')")
 
 FAKE = r'''#!{python}
@@ -82,16 +84,15 @@ class Host:
         self.tmp = tmp
 
     def module(self, *kv: str, check: bool = False) -> tuple[str, dict]:
-        env = {**os.environ, "ANSIBLE_COLLECTIONS_PATH": str(ROOT), "ANSIBLE_HOME": str(self.tmp / "ah"),
-               "ANSIBLE_LOCAL_TEMP": str(self.tmp / "at"), "ANSIBLE_NOCOLOR": "1"}
-        r = subprocess.run([str(ANSIBLE), "localhost", "-c", "local", "-i", "localhost,", "-o",
-                            "-e", f"ansible_python_interpreter={sys.executable}",
-                            "-m", "svcdiag.sglang.svcdiag_service", "-a", " ".join(["name=qwen", f"svcdiag={self.fake}", *kv]),
-                            *(["--check"] if check else [])], capture_output=True, text=True, timeout=120, env=env,
-                           check=False)
-        head, _, body = r.stdout.partition(" => ")
-        assert body, r.stdout + r.stderr
-        return head.split(" | ")[1].strip(), json.loads(body)
+        """The module run as Ansible runs it on a host, with its arguments in a file (ANSIBLE_MODULE_ARGS):
+        ("CHANGED" | "SUCCESS" | "FAILED!", its result)."""
+        args = dict(item.split("=", 1) for item in ["name=qwen", f"svcdiag={self.fake}", *kv])
+        path = self.tmp / "args.json"
+        path.write_text(json.dumps({"ANSIBLE_MODULE_ARGS": {**args, "_ansible_check_mode": check,
+                                                            "_ansible_remote_tmp": str(self.tmp / "rt")}}))
+        r = subprocess.run([sys.executable, str(MODULE), str(path)], capture_output=True, text=True, timeout=60, check=False)
+        out = json.loads(r.stdout)
+        return ("FAILED!" if out.get("failed") else "CHANGED" if out.get("changed") else "SUCCESS"), out
 
     @property
     def calls(self) -> list[str]:
@@ -154,3 +155,15 @@ def test_the_collection_builds_and_its_documentation_matches_the_module(tmp_path
     build = subprocess.run([str(ANSIBLE) + "-galaxy", "collection", "build", str(ROOT / "ansible_collections" / "svcdiag" / "sglang"),
                             "--output-path", str(tmp_path)], capture_output=True, text=True, timeout=120, env=env, check=False)
     assert build.returncode == 0 and (tmp_path / "svcdiag-sglang-0.1.0.tar.gz").exists(), build.stderr
+
+
+def test_ansible_itself_runs_the_module_from_the_collection(tmp_path: Path) -> None:
+    host = Host(tmp_path)
+    env = {**os.environ, "ANSIBLE_COLLECTIONS_PATH": str(ROOT), "ANSIBLE_HOME": str(tmp_path / "ah"),
+           "ANSIBLE_LOCAL_TEMP": str(tmp_path / "at"), "ANSIBLE_NOCOLOR": "1"}
+    r = subprocess.run([str(ANSIBLE), "localhost", "-c", "local", "-i", "localhost,", "-o",
+                        "-e", f"ansible_python_interpreter={sys.executable}", "-m", "svcdiag.sglang.svcdiag_service",
+                        "-a", f"name=qwen svcdiag={host.fake}"], capture_output=True, text=True, timeout=120, env=env,
+                       check=False)
+    assert r.stdout.startswith("localhost | CHANGED => "), r.stdout + r.stderr
+    assert json.loads(r.stdout.split(" => ", 1)[1])["verdict"] == "healthy"
