@@ -244,3 +244,15 @@ def test_a_worker_node_is_ready_on_its_log_alone(tmp_path: Path) -> None:
     finally:
         pod.p.kill()
     assert pod.term.read_text().startswith("STOPPED by SIGTERM after ready")
+
+
+def test_a_failed_start_that_leaves_sglang_running_is_stopped(tmp_path: Path) -> None:
+    """SGLang printed why it failed but did not exit (a process left hanging): the pod ends anyway."""
+    script = tmp_path / "hangs.py"
+    script.write_text(f"import sys, time\nsys.stdout.write(open({str(ROOT / 'svcdiag/examples/cuda-oom-tp8.log')!r}).read())\n"
+                      "sys.stdout.flush()\ntime.sleep(60)\n")
+    began = time.monotonic()
+    pod = Pod(tmp_path, [sys.executable, str(script)])
+    pod.end()
+    assert pod.p.returncode == 1 and time.monotonic() - began < 30
+    assert pod.term.read_text().startswith("FAILED [cuda_oom] in phase cuda_graph: ")
