@@ -47,7 +47,7 @@ FLAGS: dict[str, tuple[str, Any]] = {
     "--sglang-version": ("sglang_version", str), "--gpu-free-gb": ("gpu_memory_gb", float),
 }
 #: keys of the mounted config that a container may set (the rest describe a systemd unit)
-MOUNTED_KEYS = ("description", "timeouts", "sglang_version", "gpu_memory_gb", "watchdog_s", *(
+MOUNTED_KEYS = ("description", "timeouts", "sglang_version", "gpu_memory_gb", *(
     k for k in TOP_LEVEL if k in {v[0] for v in FLAGS.values()}))
 ENV_TIMEOUT = "SVCDIAG_TIMEOUT_"
 #: the model path of a command line that names none (a wrapper script): SGLang's defaults stand
