@@ -1,10 +1,11 @@
 """#31 §1: the manifests in deploy/kubernetes/ and `history --advise --format kubernetes`.
 
 `kubectl create --dry-run=client` asks an API server for its resource list even so, and the tests
-have no cluster: each manifest is decoded by `kubectl label --local --dry-run=client` instead
-(the built-in kinds into their Go types: a field of the wrong type fails), and its svcdiag wiring
-checked here: probes on the supervisor's port, its grace under the pod's, a kubelet budget that
-never ends a start the supervisor still allows, and an SGLang command line svcdiag can read."""
+have no cluster: it runs against a stand-in that serves API discovery alone (so no schema:
+--validate=false). `kubectl label --local --dry-run=client` decodes the built-in kinds into their
+Go types (a field of the wrong type fails), and each manifest's svcdiag wiring is checked here:
+probes on the supervisor's port, its grace under the pod's, a kubelet budget that never ends a
+start the supervisor still allows, and an SGLang command line svcdiag can read."""
 
 from __future__ import annotations
 
@@ -56,6 +57,67 @@ def pod_specs(obj: dict) -> list[dict]:
     if obj["kind"] == "RoleBasedGroup":
         return [r["standalonePattern"]["template"]["spec"] for r in spec["roles"]]
     return []
+
+
+#: what a cluster's API discovery would list for the manifests' kinds (LeaderWorkerSet and RBG as their CRDs install them)
+DISCOVERY = {"v1": [("configmaps", "ConfigMap"), ("pods", "Pod")], "apps/v1": [("deployments", "Deployment")],
+             "leaderworkerset.x-k8s.io/v1": [("leaderworkersets", "LeaderWorkerSet")],
+             "workloads.x-k8s.io/v1alpha2": [("rolebasedgroups", "RoleBasedGroup")]}
+
+
+@pytest.fixture(scope="module")
+def api_discovery():
+    """An API server's discovery endpoints and nothing else, on loopback: what `kubectl create
+    --dry-run=client` asks before it maps a kind (schemas are not served: --validate=false)."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    groups = [gv for gv in DISCOVERY if "/" in gv]
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            path = self.path.split("?")[0]
+            gv = "v1" if path == "/api/v1" else path.removeprefix("/apis/")
+            if path == "/api":
+                body: dict | None = {"kind": "APIVersions", "versions": ["v1"], "serverAddressByClientCIDRs": []}
+            elif path == "/apis":
+                body = {"kind": "APIGroupList", "apiVersion": "v1", "groups": [
+                    {"name": g.split("/")[0], "versions": [{"groupVersion": g, "version": g.split("/")[1]}],
+                     "preferredVersion": {"groupVersion": g, "version": g.split("/")[1]}} for g in groups]}
+            elif gv in DISCOVERY:
+                body = {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv, "resources": [
+                    {"name": n, "singularName": "", "namespaced": True, "kind": k, "verbs": ["create", "get"]}
+                    for n, k in DISCOVERY[gv]]}
+            else:
+                body = None
+            data = json.dumps(body).encode()
+            self.send_response(200 if body is not None else 404)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, *_args: object) -> None:
+            pass
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    httpd.shutdown()
+    httpd.server_close()
+
+
+@needs_kubectl
+@pytest.mark.parametrize("path", MANIFESTS, ids=lambda p: p.name)
+def test_each_manifest_passes_kubectl_create_dry_run(path: Path, api_discovery: str, tmp_path: Path) -> None:
+    kubeconfig = tmp_path / "kubeconfig"  # none of the machine's own clusters, nor its discovery cache
+    kubeconfig.write_text("apiVersion: v1\nkind: Config\n")
+    r = subprocess.run([KUBECTL, "--server", api_discovery, "--kubeconfig", str(kubeconfig),
+                        "--cache-dir", str(tmp_path / "cache"), "create",
+                        "--dry-run=client", "--validate=false", "-f", str(path), "-o", "name"],
+                       capture_output=True, text=True, timeout=60, check=False)
+    assert r.returncode == 0, r.stderr
+    assert len(r.stdout.split()) == len(decoded(path))  # every object of the file
 
 
 def test_there_are_the_three_manifests_the_docs_walk_through() -> None:
