@@ -10,13 +10,13 @@ demo:
 
 test:
 	@scripts/setup rig
-	.venv/bin/ruff check -q svcdiag tests bench
+	.venv/bin/ruff check -q svcdiag tests bench ansible_collections
 	.venv/bin/lint-imports --no-cache >.lint-imports.log 2>&1 || { cat .lint-imports.log; exit 1; }
 	.venv/bin/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS); rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "test: pytest collected no tests" >&2; exit 1; fi; exit $$rc
 
 lint:
-	.venv/bin/ruff check svcdiag tests bench
+	.venv/bin/ruff check svcdiag tests bench ansible_collections
 	.venv/bin/lint-imports --no-cache
 
 demo-rig:

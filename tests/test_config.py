@@ -184,15 +184,18 @@ def test_a_journal_config_keeps_the_hash_it_had_before_readiness_existed(units: 
     assert unset.config_hash != journal.config_hash
 
 
-def test_multinode_defaults_to_journal_and_refuses_notify_in_one_line(cli, units: Path) -> None:
+def test_multinode_defaults_to_notify_each_node_supervised_by_rank(cli, units: Path) -> None:
+    from svcdiag.systemd.render import supervise_argv
+
     u = UnitsDir(units, "t")
     multi = u.load("demo-multinode")
-    assert multi.readiness == "journal"
-    assert {n.readiness for n in multi.node_configs()} == {"journal"}
-    assert all("Type=exec" in r for r in cli("render", "demo-multinode").output.split("# node ")[1:])
-    write(units, "mn", 'extends = "demo-multinode"\nreadiness = "notify"\n')
-    assert_one_line_error(cli("render", "mn"), "mn.toml: readiness", "not supported with nnodes > 1")
-    # a base that asks for notify is inherited like any key: the multi-node child must say journal
-    write(units, "base", 'extends = "demo-smoke"\nreadiness = "notify"\n')
-    write(units, "mn2", 'extends = "base"\nnnodes = 2\ntp_size = 2\n[[nodes]]\nnode_rank = 0\n[[nodes]]\nnode_rank = 1\n')
-    assert_one_line_error(cli("render", "mn2"), "mn2.toml: readiness", 'use "journal"')
+    assert multi.readiness == "notify"
+    assert {n.readiness for n in multi.node_configs()} == {"notify"}
+    rendered = cli("render", "demo-multinode").output.split("# node ")[1:]
+    assert len(rendered) == 2 and all("Type=notify" in r for r in rendered)
+    for node, text in zip(multi.node_configs(), rendered, strict=True):
+        argv = supervise_argv(node)
+        assert argv[-6:] == ["supervise", "--config", "demo-multinode", "--node-rank", str(node.node_rank), "--"]
+        assert f"--node-rank {node.node_rank} -- " in text
+    write(units, "mn", 'extends = "demo-multinode"\nreadiness = "journal"\n')
+    assert all("Type=exec" in r for r in cli("render", "mn").output.split("# node ")[1:])  # journal, when asked

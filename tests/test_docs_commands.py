@@ -120,7 +120,8 @@ def test_each_command_is_one_the_cli_takes(shown: Shown) -> None:
         assert cmd is not None, f"{shown.id}: no command {argv[0]!r}"
         opts = {o for p in cmd.params for o in (*p.opts, *p.secondary_opts)} | {"-h", "--help"}
         synopsis = shown.inline or any(PLACEHOLDER.search(w) for w in argv[1:])
-        for w in argv[1:]:
+        options = argv[1:argv.index("--")] if "--" in argv else argv[1:]  # after `--`: the child's own command
+        for w in options:
             for word in re.split(r"[\[\]|]", w):
                 flag = word.split("=")[0]
                 if flag.startswith("-") and flag not in ("-", "--"):

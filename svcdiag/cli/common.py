@@ -164,3 +164,14 @@ def verdict_exit(ctx: click.Context, verdict: Any, *, strict: bool = False) -> N
     if code == 0 and strict and getattr(verdict, "degraded", ()):
         code = DEGRADED_STRICT
     ctx.exit(code)
+
+
+def container_exit(end: Any) -> int:
+    """A container's exit status (svcdiag.ops.container.ContainerEnd): a start that did not come up
+    exits with its verdict's code (1 failed, 3 timed out, 4 incomplete), so that the pod's
+    `exitCode` says which; a stop the kubelet asked for, or a server that ended after ready,
+    exits as SGLang did (128 + its signal)."""
+    v = end.verdict
+    if v is not None and v.verdict != "healthy" and end.stopped_by is None:
+        return EXIT_CODES[v.verdict]
+    return end.supervised.exit_status  # type: ignore[no-any-return]

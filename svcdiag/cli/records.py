@@ -12,11 +12,15 @@ from svcdiag.cli import main
 @click.argument("name", required=False)
 @c.SINCE
 @click.option("--advise", is_flag=True, help="per-phase deadlines, TimeoutStartSec and a startupProbe the recorded starts need")
+@click.option("--format", "fmt", type=click.Choice(["text", "kubernetes"]), default="text", show_default=True,
+              help="--advise as a table, or as the env and probe blocks of a pod (docs/kubernetes.md)")
+@click.option("--probe-port", type=click.IntRange(1, 65535), default=8081, show_default=True, metavar="PORT",
+              help="--format kubernetes: the supervisor's --probe-port")
 @c.STATE_DIR
 @c.JSON
 @click.pass_context
-def history(ctx: click.Context, name: str | None, since: float | None, advise: bool, state_dir: str | None,
-            as_json: bool) -> None:
+def history(ctx: click.Context, name: str | None, since: float | None, advise: bool, fmt: str, probe_port: int,
+            state_dir: str | None, as_json: bool) -> None:
     """Every judged start (up, wait, baseline-check, campaign), oldest first; NAME: one config's."""
     from svcdiag.errors import SvcdiagError
     from svcdiag.ops import history as h
@@ -27,8 +31,15 @@ def history(ctx: click.Context, name: str | None, since: float | None, advise: b
             raise SvcdiagError("history --advise: name a config")
         cfg = c.load(ctx, name)
         a = h.advise(cfg, h.load_usual(cfg, None, state_dir))
+        if fmt == "kubernetes" and not as_json:
+            from svcdiag.output.history import render_kubernetes
+
+            click.echo(render_kubernetes(a, probe_port), nl=False)
+            return
         c.emit_rows([a], as_json, render_advice)
         return
+    if fmt != "text":
+        raise SvcdiagError("history --format kubernetes: only with --advise NAME")
     path = h.db_path(state_dir)
     rows = []
     if path.exists():

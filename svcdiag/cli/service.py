@@ -197,13 +197,62 @@ def top(ctx: click.Context, host: str | None, as_json: bool) -> None:
 
 
 @main.command(context_settings={"ignore_unknown_options": True})
-@click.option("--config", "name", required=True, metavar="NAME", help="the config whose start this is")
+@click.option("--config", "name", metavar="NAME",
+              help="the config whose start this is (a notify unit); without it, a container's: the config from ARGV")
+@click.option("--node-rank", type=click.IntRange(0, 63), metavar="R",
+              help="with --config: node R of a multi-node config (its unit NAME-nodeR)")
+@click.option("--probe-port", type=click.IntRange(0, 65535), envvar="SVCDIAG_PROBE_PORT", metavar="PORT",
+              help="container: answer /startupz /readyz /livez on this port ($SVCDIAG_PROBE_PORT)")
+@click.option("--probe-host", default="0.0.0.0", envvar="SVCDIAG_PROBE_HOST", show_default=True, metavar="ADDR",
+              help="container: the probes' address (127.0.0.1 for exec probes only; $SVCDIAG_PROBE_HOST)")
+@click.option("--events", metavar="stderr|FILE", envvar="SVCDIAG_EVENTS",
+              help="container: the judge's events as JSON Lines there, never on SGLang's stdout ($SVCDIAG_EVENTS)")
+@click.option("--termination-log", metavar="FILE", envvar="SVCDIAG_TERMINATION_LOG",
+              help="container: the verdict, cause and first fix there (default /dev/termination-log if it exists)")
+@click.option("--grace", type=click.FloatRange(0), default=25.0, envvar="SVCDIAG_GRACE_S", show_default=True,
+              metavar="S", help="container: seconds SGLang gets after SIGTERM before SIGKILL "
+                                "(under the pod's terminationGracePeriodSeconds; $SVCDIAG_GRACE_S)")
 @click.argument("argv", nargs=-1, required=True, type=click.UNPROCESSED)
 @click.pass_context
-def supervise(ctx: click.Context, name: str, argv: tuple[str, ...]) -> None:
-    """A notify unit's main process: run ARGV (`-- sglang command`), pass its output through,
-    and tell systemd READY=1 once the start is judged healthy (rendered by readiness = "notify")."""
-    from svcdiag.ops.supervise import exit_like
-    from svcdiag.ops.supervise import supervise as run
+def supervise(ctx: click.Context, name: str | None, node_rank: int | None, probe_port: int | None, probe_host: str,
+              events: str | None, termination_log: str | None, grace: float, argv: tuple[str, ...]) -> None:
+    """Run ARGV (`-- sglang command`) as its child, pass its output through byte for byte and judge
+    its start. With --config: a notify unit's main process (READY=1 once judged healthy; rendered by
+    readiness = "notify"). Without: a container's (docs/kubernetes.md): deadlines enforced here,
+    exit with the verdict's code, orphans reaped, probes on --probe-port."""
+    from svcdiag.errors import SvcdiagError
 
-    ctx.exit(exit_like(run(c.units_dir(ctx), name, argv)))
+    if name is not None:
+        given = [f"--{p.replace('_', '-')}" for p in ("probe_port", "probe_host", "events", "termination_log", "grace")
+                 if ctx.get_parameter_source(p) == click.core.ParameterSource.COMMANDLINE]
+        if given:
+            raise SvcdiagError(f"supervise: {', '.join(given)}: a container's option (supervise without --config); "
+                               "a notify unit tells systemd instead")
+        from svcdiag.ops.supervise import exit_like
+        from svcdiag.ops.supervise import supervise as run
+
+        ctx.exit(exit_like(run(c.units_dir(ctx), name, argv, node_rank)))
+    if node_rank is not None:
+        raise SvcdiagError("supervise: --node-rank needs --config (a container reads --node-rank from SGLang's command line)")
+    from svcdiag.ops.container import ContainerOptions, supervise_container
+
+    end = supervise_container(argv, ContainerOptions(probe_host=probe_host, probe_port=probe_port, events=events,
+                                                     termination_log=termination_log, grace_s=grace))
+    ctx.exit(c.container_exit(end))
+
+
+@main.command()
+@click.argument("which", type=click.Choice(["startup", "ready", "live"]))
+@click.option("--port", type=click.IntRange(1, 65535), envvar="SVCDIAG_PROBE_PORT", required=True, metavar="PORT",
+              help="the supervisor's --probe-port ($SVCDIAG_PROBE_PORT)")
+@click.option("--host", default="127.0.0.1", show_default=True, metavar="ADDR", help="the supervisor's address")
+@click.option("--timeout", type=float, default=2.0, show_default=True, metavar="S", help="seconds to wait for the answer")
+@click.pass_context
+def probe(ctx: click.Context, which: str, port: int, host: str, timeout: float) -> None:
+    """A Kubernetes exec probe: ask the container's supervisor (`supervise --probe-port`) whether the
+    start is done (startup), the server serves (ready) or the start is alive (live); exit 0 or 1."""
+    from svcdiag.ops.probes import ask
+
+    a = ask(which, port, host, timeout)
+    click.echo(a.text, err=not a.ok)
+    ctx.exit(0 if a.ok else 1)

@@ -68,8 +68,10 @@ READINESS_MODES = ("notify", "journal")
 #: An unset `readiness` resolves to this when the config is loaded (`default_readiness`), so that
 #: the rendered unit, `diff`, the hash and the history all see the mode the unit really runs in.
 DEFAULT_READINESS = "notify"
-#: ...except in a multi-node config, where notify is not supported yet.
-MULTINODE_READINESS = "journal"
+#: ...a multi-node config's too: each node's unit runs `svcdiag supervise --node-rank R` (node 0 is
+#: READY=1 once its HTTP agrees, which SGLang serves only when every rank has joined; a worker
+#: node, rank ≥ 1, once its own log says ready).
+MULTINODE_READINESS = "notify"
 #: The mode every config had before `readiness` existed: a config in it keeps the hash it had then.
 LEGACY_READINESS = "journal"
 #: An [env] name that looks like this holds a secret: refused, it belongs in [secrets] (docs/security.md).
@@ -767,8 +769,6 @@ def _check_nodes(cfg: ServiceConfig) -> None:
         if n.gpus is not None and len(n.gpus) != per_node:
             raise ConfigError(cfg.path, f"nodes[{n.node_rank}].gpus", f"tp_size {cfg.tp_size} × dp_size {cfg.dp_size} "
                               f"over {cfg.nnodes} nodes needs {per_node} GPUs per node, but it lists {len(n.gpus)}")
-    if cfg.readiness == "notify":
-        raise ConfigError(cfg.path, "readiness", '"notify" is not supported with nnodes > 1 yet; use "journal"')
 
 
 def _cross_check(cfg: ServiceConfig) -> None:

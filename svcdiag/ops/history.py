@@ -341,7 +341,9 @@ def advise(cfg: ServiceConfig, u: Usual, period_s: int = 10) -> dict[str, Any]:
                        advised=st.learned_deadline)
         phases.append(row)
     out: dict[str, Any] = {"config": cfg.name, "sglang_version": u.sglang_version, "healthy_starts": u.healthy,
-                           "enough": u.enough, "min_healthy": MIN_HEALTHY, "phases": phases}
+                           "enough": u.enough, "min_healthy": MIN_HEALTHY, "phases": phases,
+                           # what a supervisor would enforce: configured, else learned, else the default
+                           "deadlines": with_learned(cfg, u).timeout, "port": cfg.port}
     if u.startup is not None:
         total = max(math.ceil(LEARNED_FACTOR * u.startup.p99), LEARNED_FLOOR_S)
         threshold = math.ceil(total / period_s)

@@ -28,7 +28,7 @@ from svcdiag.ops.sglang_version import SglangVersion, resolve
 from svcdiag.output.publish import Progress, Publisher
 from svcdiag.systemd.dbus import Systemd, UnitProps
 from svcdiag.systemd.install import SYSTEM_UNIT_DIR, drift, install_remote, install_units
-from svcdiag.systemd.render import supervise_argv
+from svcdiag.systemd.render import base_name, supervise_argv
 from svcdiag.systemd.secrets import push_remote, write_environment_file
 
 Note = Callable[[str], None]
@@ -129,7 +129,7 @@ def check_remote_supervisor(sd: Systemd, cfg: ServiceConfig) -> None:
     if sd.remote is None or cfg.readiness != "notify":
         return
     python, *_ = supervise_argv(cfg)
-    sd.remote.check_supervisor(python, str(cfg.path.parent), cfg.name, cfg.config_hash)
+    sd.remote.check_supervisor(python, str(cfg.path.parent), base_name(cfg), cfg.config_hash, cfg.node_rank)
 
 
 def quiet_plan(cfg: ServiceConfig, gpu_memory: float | None = None, remote: Any = None) -> Plan | None:

@@ -133,17 +133,14 @@ class Supervisor:
     def run(self) -> Supervised:
         self.notify.status(f"starting {self.cfg.name}")
         self._extend(self.clock())
-        child = self.spawn()
+        child = self.child = self.spawn()
         wake_sig_r, wake_sig_w = os.pipe()
         os.set_blocking(wake_sig_r, False)
         os.set_blocking(wake_sig_w, False)
         old_wakeup = signal.set_wakeup_fd(wake_sig_w, warn_on_full_buffer=False)
 
         def forward(sig: int, _frame: object) -> None:
-            try:
-                os.kill(child.pid, sig)
-            except ProcessLookupError:
-                pass
+            self._forward(child, sig)
 
         old = {sig: signal.signal(sig, forward) for sig in FORWARDED}
         old_chld = signal.signal(signal.SIGCHLD, lambda *_: None)  # its wakeup byte ends the poll
@@ -169,6 +166,7 @@ class Supervisor:
                         _drain_fd(fd)
                 self._on_time(self.clock())
                 self._start_check()
+                self._after_wake(child)
                 if exited_at is None and child.poll() is not None:
                     exited_at = time.monotonic()
                 if eof:
@@ -191,6 +189,17 @@ class Supervisor:
                 child.wait()
         self._flush_partial()
         return self._ended(child.returncode)
+
+    def _forward(self, child: subprocess.Popen[bytes], sig: int) -> None:
+        """A signal the supervisor got, passed on to the child."""
+        try:
+            os.kill(child.pid, sig)
+        except ProcessLookupError:
+            pass
+
+    def _after_wake(self, child: subprocess.Popen[bytes]) -> None:
+        """Each turn of the loop, after the judge's: nothing here (a container's supervisor reaps
+        orphans and stops a start that failed; svcdiag.ops.container)."""
 
     # ------------------------------------------------------------ bytes in, bytes out
 
@@ -275,6 +284,10 @@ class Supervisor:
         if v.verdict != "healthy":
             self.verdict = v
             self.notify.status(verdict_status(v))
+            return
+        if self.cfg.node_rank:  # a worker node (rank ≥ 1) serves no HTTP: its log's verdict is final, as in `up`
+            self.verdict = v
+            self.notify.ready(verdict_status(v).replace("HTTP agrees", f"node {self.cfg.node_rank}: no HTTP of its own"))
             return
         self.notify.status(status_text(self.judge, "HTTP cross-check", now, self._phase_since))
         self._check_deadline = now + self.cfg.timeout["http_check"] + 1.0
@@ -411,9 +424,18 @@ def _write_all(fd: int, data: bytes) -> None:
         view = view[n:]
 
 
-def supervise(units: UnitsDir, name: str, argv: Sequence[str]) -> Supervised:
-    """Run `argv` as config `name`'s server under supervision, to its end."""
-    return Supervisor(units.load(name), argv).run()
+def supervise(units: UnitsDir, name: str, argv: Sequence[str], node_rank: int | None = None) -> Supervised:
+    """Run `argv` as config `name`'s server (its node `node_rank`'s) under supervision, to its end."""
+    cfg = units.load(name)
+    if node_rank is not None:
+        from svcdiag.errors import SvcdiagError
+
+        nodes = {n.node_rank: n for n in cfg.node_configs() if n.node_rank is not None}
+        if node_rank not in nodes:
+            raise SvcdiagError(f"supervise --node-rank {node_rank}: {name} has no such node "
+                               f"({'ranks ' + ', '.join(map(str, sorted(nodes))) if nodes else 'it is not multi-node'})")
+        cfg = nodes[node_rank]
+    return Supervisor(cfg, argv).run()
 
 
 def exit_like(result: Supervised) -> int:

@@ -57,3 +57,40 @@ def render_advice(a: dict[str, Any]) -> str:
                 f"    timeoutSeconds: {sp['timeoutSeconds']}   # SGLang's /health takes ≥ 1 s to answer",
                 f"  # {sp['failureThreshold']} × {sp['periodSeconds']} s = {sp['budget_s']} s ≥ TimeoutStartSec"]
     return "\n".join(out) + "\n"
+
+
+def probe_budget(deadlines: dict[str, float]) -> float:
+    """The longest start a container's supervisor allows: every phase to its deadline, a kernel
+    compile's allowance, the HTTP cross-check. A kubelet budget at least this long never ends a
+    start the supervisor would still let run: the supervisor, not the kubelet, says why it stopped."""
+    from svcdiag.config.service import PHASE_TIMEOUTS
+
+    return sum(deadlines[p] for p in PHASE_TIMEOUTS) + deadlines["jit_compile"] + deadlines["http_check"]
+
+
+def render_kubernetes(a: dict[str, Any], probe_port: int = 8081, period_s: int = 10) -> str:
+    """`history --advise --format kubernetes`: the env and probe blocks of a container that runs
+    this config under `svcdiag supervise` (docs/kubernetes.md), to paste into its spec."""
+    import math
+
+    from svcdiag.config.service import DEFAULT_TIMEOUTS
+
+    d = a["deadlines"]
+    budget = probe_budget(d)
+    threshold = math.ceil(budget / period_s)
+    said = f"{a['healthy_starts']} healthy start(s) recorded"
+    said += f" on SGLang {a['sglang_version']}" if a.get("sglang_version") else ""
+    said += "" if a["enough"] else f"; fewer than {a['min_healthy']}, so no deadline is learned yet"
+    out = [f"# {a['config']}: {said}", "# the container's env (the deadlines the supervisor enforces; SVCDIAG_TIMEOUT_*):",
+           "env:", "  - name: SVCDIAG_PROBE_PORT", f'    value: "{probe_port}"']
+    for key, value in d.items():
+        if value != DEFAULT_TIMEOUTS.get(key):
+            out += [f"  - name: SVCDIAG_TIMEOUT_{key.upper()}", f'    value: "{value:g}"']
+    out += ["ports:", "  - name: probes", f"    containerPort: {probe_port}",
+            "# 200 once the start is judged healthy; a stuck start ends at its phase's deadline first",
+            "startupProbe:", "  httpGet:", "    path: /startupz", "    port: probes", f"  periodSeconds: {period_s}",
+            f"  failureThreshold: {threshold}   # {threshold} × {period_s} s ≥ {budget:g} s, the longest start allowed",
+            "readinessProbe:", "  httpGet:", "    path: /readyz", "    port: probes", f"  periodSeconds: {period_s}",
+            "  timeoutSeconds: 2", "livenessProbe:", "  httpGet:", "    path: /livez", "    port: probes",
+            "  periodSeconds: 30", "  timeoutSeconds: 2", "terminationMessagePolicy: File"]
+    return "\n".join(out) + "\n"

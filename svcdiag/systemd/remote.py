@@ -48,7 +48,10 @@ except Exception as e:
     print(f"{type(e).__name__}: {e}")
     sys.exit(91)
 try:
-    print(find_units_dir(sys.argv[1]).load(sys.argv[2]).config_hash)
+    cfg = find_units_dir(sys.argv[1]).load(sys.argv[2])
+    if len(sys.argv) > 3:  # a node of a multi-node config: that node's own config
+        cfg = next(n for n in cfg.node_configs() if n.node_rank == int(sys.argv[3]))
+    print(cfg.config_hash)
 except Exception as e:
     print(" ".join(str(e).split()))
     sys.exit(92)
@@ -222,12 +225,14 @@ class Connection:
             why = p.stderr.decode(errors="replace").strip().splitlines()
             raise SvcdiagError(f"{self.target}: cannot write {path}: {why[-1] if why else 'permission denied'}")
 
-    def check_supervisor(self, python: str, units_dir: str, name: str, config_hash: str) -> None:
+    def check_supervisor(self, python: str, units_dir: str, name: str, config_hash: str,
+                         node_rank: int | None = None) -> None:
         """A notify unit's main process there is `PYTHON -m svcdiag --units DIR supervise --config
         NAME`, which judges the start by that host's copy of the config: that interpreter, svcdiag
         under it and the same config, checked in one round trip, each missing piece one line."""
+        rank = "" if node_rank is None else f" {int(node_rank)}"
         p = self.run(f"test -x {shlex.quote(python)} || exit 90; exec {shlex.quote(python)} - "
-                     f"{shlex.quote(units_dir)} {shlex.quote(name)}", input=SUPERVISOR_PROBE.encode())
+                     f"{shlex.quote(units_dir)} {shlex.quote(name)}{rank}", input=SUPERVISOR_PROBE.encode())
         said = (p.stdout.decode(errors="replace").strip().splitlines() or [""])[-1]
         why = {90: f"{python} is not there", 91: f"{python} there cannot import svcdiag ({said})",
                92: f"svcdiag there cannot load config {name} from {units_dir} ({said})"}.get(p.returncode)

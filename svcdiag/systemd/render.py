@@ -105,7 +105,15 @@ def unit_argv(cfg: ServiceConfig, version: str | None = None) -> list[str]:
 def supervise_argv(cfg: ServiceConfig) -> list[str]:
     """Notify mode: svcdiag, under its own interpreter, as the unit's main process, in front of
     the server's argv (svcdiag.ops.supervise)."""
+    if cfg.node_rank is not None:  # one node of a multi-node config: the config's own name, and the node's rank
+        return [sys.executable, "-m", "svcdiag", "--units", str(cfg.path.parent), "supervise", "--config",
+                base_name(cfg), "--node-rank", str(cfg.node_rank), "--"]
     return [sys.executable, "-m", "svcdiag", "--units", str(cfg.path.parent), "supervise", "--config", cfg.name, "--"]
+
+
+def base_name(cfg: ServiceConfig) -> str:
+    """The multi-node config a node's config (`NAME-nodeR`, ServiceConfig.node_configs) was made from."""
+    return cfg.name.removesuffix(f"-node{cfg.node_rank}") if cfg.node_rank is not None else cfg.name
 
 
 def installed_hash(text: str) -> str | None:

@@ -223,13 +223,15 @@ def test_sshd_killed_mid_wait_is_incomplete_then_wait_reattaches(units: Path, ss
 # ---------------------------------------------------------------- multi-node
 
 
-def multinode(units: Path, prefix: str, node1: str = "", *, timeouts: str = "", hosts: tuple[str, str] | None = None) -> str:
-    """A two-node config (readiness left to its default: journal for several nodes); `hosts`:
+def multinode(units: Path, prefix: str, node1: str = "", *, timeouts: str = "", hosts: tuple[str, str] | None = None,
+              readiness: str | None = None) -> str:
+    """A two-node config (`readiness` unset: its default, notify: each node supervised); `hosts`:
     node 0's and node 1's, else both on the host that runs svcdiag."""
     name = unit_name(prefix)
     port = next_port(2)  # and port + 1: node 0's --dist-init-addr
     h0, h1 = (f'host = "{h}"\n' for h in hosts) if hosts else ("", "")
-    return write(units, name, f'extends = "demo-smoke"\ntp_size = 2\ngpus = [0]\nport = {port}\nnnodes = 2\n'
+    mode = f'readiness = "{readiness}"\n' if readiness else ""
+    return write(units, name, f'extends = "demo-smoke"\ntp_size = 2\ngpus = [0]\nport = {port}\nnnodes = 2\n{mode}'
                               f'dist_init_addr = "127.0.0.1:{port + 1}"\n{timeouts}\n'
                               f'[[nodes]]\nnode_rank = 0\n{h0}\n[[nodes]]\nnode_rank = 1\n{h1}{node1}')
 
@@ -238,8 +240,9 @@ def nodes_of(v: dict) -> dict[int, dict]:
     return {n["node_rank"]: n for n in v["figures"]["nodes"]}
 
 
-def test_two_node_start_is_healthy_when_both_nodes_are(rig, units: Path) -> None:
-    name = multinode(units, "mn-ok")
+@pytest.mark.parametrize("readiness", [None, "journal"])
+def test_two_node_start_is_healthy_when_both_nodes_are(rig, units: Path, readiness: str | None) -> None:
+    name = multinode(units, "mn-ok", readiness=readiness)
     p = sv(rig, units, "up", name, "--wait-ready", "--json")
     v = verdict_of(p)
     assert p.returncode == 0 and v["verdict"] == "healthy", p.stdout.decode()[-2500:] + p.stderr.decode()
@@ -253,6 +256,12 @@ def test_two_node_start_is_healthy_when_both_nodes_are(rig, units: Path) -> None
     st = sv(rig, units, "status", name, "--json")
     rows = [json.loads(x) for x in st.stdout.decode().splitlines()]
     assert [(r["node_rank"], r["verdict"]["verdict"]) for r in rows] == [(0, "healthy"), (1, "healthy")]
+    kind = "exec" if readiness == "journal" else "notify"
+    for r in (0, 1):  # notify: each node's systemd holds its supervisor's word (#31 §3)
+        assert show(rig, f"{name}-node{r}.service", "Type") == kind
+    if kind == "notify":
+        assert show(rig, f"{name}-node0.service", "StatusText").endswith("HTTP agrees")
+        assert show(rig, f"{name}-node1.service", "StatusText").endswith("node 1: no HTTP of its own")
     d = sv(rig, units, "down", name)
     assert d.returncode == 0
 

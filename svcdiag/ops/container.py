@@ -1,0 +1,293 @@
+"""`svcdiag supervise` as a container's main process (PID 1 of a Kubernetes pod): no systemd.
+
+The same Supervisor (svcdiag.ops.supervise: byte-exact passthrough, the same judge, signals
+forwarded) with what systemd did for it done here instead:
+
+- **deadlines**: systemd's start timeout enforced a phase's deadline; here a start the judge
+  calls failed or timed out is stopped by the supervisor (SIGTERM, then SIGKILL after the
+  grace), and the container exits with the verdict's code (1 failed, 3 timed out: cli.common);
+- **PID 1's duties**: orphans that SGLang's processes leave are reaped (what tini does; not PID
+  1, the supervisor makes itself their subreaper); on SIGTERM the child gets the grace the pod
+  allows (`grace_s`, a little under terminationGracePeriodSeconds) before SIGKILL;
+- **why, where kubectl shows it**: the verdict, its cause and the first fix go to the
+  termination message file (/dev/termination-log, or `termination_log`), and as the last line
+  of the container's stderr;
+- **probes** (svcdiag.ops.probes) on `probe_port`, and the judge's events as JSON Lines where
+  the operator asks (`events`: "stderr" or a file), never into SGLang's own stdout.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TextIO
+
+from svcdiag.config.from_argv import FLAGS, UNKNOWN_MODEL
+from svcdiag.config.service import ServiceConfig
+from svcdiag.judge.verdict import Verdict
+from svcdiag.ops.http_check import answers_ready
+from svcdiag.ops.probes import READY_TIMEOUT_S, Answer, ProbeServer
+from svcdiag.ops.status_line import verdict_status
+from svcdiag.ops.supervise import Supervised, Supervisor
+from svcdiag.sglang.events import Event
+
+PR_SET_CHILD_SUBREAPER = 36
+#: where the kubelet reads a container's termination message (terminationMessagePath's default)
+TERMINATION_LOG = "/dev/termination-log"
+#: the kubelet keeps at most 4096 bytes of it
+TERMINATION_MAX = 4096
+#: seconds after SIGTERM before the child is killed: the pod's default terminationGracePeriodSeconds
+#: (30 s) less 5 s in which the supervisor writes the termination message and exits
+DEFAULT_GRACE_S = 25.0
+#: after a failed verdict, how long SGLang may take to end on its own before it is stopped
+#: (it usually exits at once; a scheduler left hanging after a failure does not)
+FAILED_EXIT_WAIT_S = 5.0
+#: a config key → the flag that sets it (the first spelling FLAGS lists): a fix in SGLang's words
+FLAG_OF = {key: flag for flag, (key, _kind) in reversed(FLAGS.items())}
+
+
+@dataclass(frozen=True, slots=True)
+class ContainerOptions:
+    probe_host: str = "0.0.0.0"
+    probe_port: int | None = None
+    events: str | None = None  # "stderr", or a file path (JSON Lines, appended)
+    termination_log: str | None = None  # None: /dev/termination-log where it exists
+    grace_s: float = DEFAULT_GRACE_S
+
+
+@dataclass(frozen=True, slots=True)
+class ContainerEnd:
+    """How the container's start and server ended: the exit status is the caller's (the verdict's
+    code, or the child's), the message what the termination message file got."""
+
+    supervised: Supervised
+    message: str
+    stopped_by: int | None  # the signal (SIGTERM from the kubelet) that asked for a stop before any failure
+    stopped_start: bool  # the supervisor stopped the child itself, after a failed or timed-out verdict
+
+    @property
+    def verdict(self) -> Verdict | None:
+        return self.supervised.verdict
+
+
+def fix_words(fix: Mapping[str, Any]) -> str:
+    """A diagnosis fix in the words a container's command line takes: flags, SVCDIAG_TIMEOUT_*."""
+    words = []
+    for key, value in fix.get("set", {}).items():
+        if key.startswith("timeouts."):
+            words.append(f"SVCDIAG_TIMEOUT_{key.split('.', 1)[1].upper()}={value:g}")
+        elif key.startswith("env."):
+            words.append(f"{key.split('.', 1)[1]}={value}")
+        elif key == "extra_args":
+            words.append(" ".join(map(str, value)) if isinstance(value, list) else str(value))
+        elif key in FLAG_OF:
+            flag = FLAG_OF[key]
+            words.append(flag if value is True else f"{flag} {value}")
+        else:
+            words.append(f"{key} = {json.dumps(value)}")
+    reason = fix.get("reason")
+    return " ".join(words) + (f" ({reason})" if reason else "")
+
+
+def termination_message(v: Verdict | None, returncode: int, stopped_by: int | None) -> str:
+    """What `kubectl describe pod` shows as the container's message: the verdict line, then the
+    first fix and the first line of why."""
+    if stopped_by is not None:  # asked to stop before any failure: what the judge made of the end is moot
+        phase = f" after ready ({_how(returncode)})" if v is not None and v.verdict == "healthy" else \
+            f" during the start ({_how(returncode)})"
+        return f"STOPPED by {signal.Signals(stopped_by).name}{phase}\n"
+    if v is None:
+        return f"ENDED before any verdict ({_how(returncode)})\n"
+    if v.verdict == "healthy":
+        return f"HEALTHY start, then the server exited ({_how(returncode)}): {verdict_status(v)}\n"
+    cause = f" [{v.cause}]" if v.cause else ""
+    lines = [f"{v.verdict.upper()}{cause} in phase {v.phase}: {v.message}"]
+    d = v.diagnosis or {}
+    if d.get("fixes"):
+        lines.append(f"fix: {fix_words(d['fixes'][0])}")
+    if d.get("explanation"):
+        lines.append(f"why: {d['explanation'][0]}")
+    text = "\n".join(" ".join(line.split()) for line in lines) + "\n"
+    return text if len(text.encode()) <= TERMINATION_MAX else text.encode()[: TERMINATION_MAX - 4].decode(
+        "utf-8", "ignore") + "…\n"
+
+
+def _how(returncode: int) -> str:
+    return f"status {returncode}" if returncode >= 0 else f"killed by {signal.Signals(-returncode).name}"
+
+
+class ContainerSupervisor(Supervisor):
+    def __init__(self, cfg: ServiceConfig, argv: Sequence[str], opts: ContainerOptions, *,
+                 environ: Mapping[str, str] | None = None, out_fd: int = 1,
+                 diagnose: Callable[[Verdict], dict[str, Any] | None] | None = None):
+        super().__init__(cfg, argv, out_fd=out_fd, environ=environ)
+        self.opts = opts
+        self._diagnose = diagnose
+        self._events_out: TextIO | None = None
+        self._pub: Any = None
+        self._published: Verdict | None = None
+        self._stop_at: float | None = None
+        self._kill_at: float | None = None
+        self._stopped_start = False
+        self._stopped_by: int | None = None
+        self._probes: ProbeServer | None = None
+
+    # ------------------------------------------------------------ the run
+
+    def run(self) -> Supervised:
+        if os.getpid() != 1:  # PID 1 reaps orphans by birth; anyone else must ask
+            ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+        self._open_events()
+        if self.opts.probe_port is not None:
+            self._probes = ProbeServer(self.opts.probe_host, self.opts.probe_port, {
+                "/startupz": self._startupz, "/livez": self._livez, "/readyz": self._readyz}).start()
+        try:
+            result = super().run()
+            self._conclude()
+            self._reap()
+            return result
+        finally:
+            if self._probes is not None:
+                self._probes.close()
+            if self._events_out is not None and self._events_out is not sys.stderr:
+                self._events_out.close()
+
+    def end(self, result: Supervised) -> ContainerEnd:
+        """The termination message written (where there is a file for it), and said on stderr."""
+        msg = termination_message(result.verdict, result.returncode, self._stopped_by)
+        path = self.opts.termination_log or (TERMINATION_LOG if os.path.exists(TERMINATION_LOG) else None)
+        if path:
+            try:
+                with open(path, "w", encoding="utf-8") as f:  # in place: the kubelet bind-mounts the file
+                    f.write(msg)
+            except OSError as e:
+                print(f"svcdiag: warning: cannot write the termination message to {path}: {e.strerror}",
+                      file=sys.stderr)
+        print(f"svcdiag: {msg.splitlines()[0]}", file=sys.stderr, flush=True)
+        return ContainerEnd(result, msg, self._stopped_by, self._stopped_start)
+
+    # ------------------------------------------------------------ hooks of the loop
+
+    def _forward(self, child: subprocess.Popen[bytes], sig: int) -> None:
+        super()._forward(child, sig)
+        if sig in (signal.SIGTERM, signal.SIGINT) and self._kill_at is None:
+            if not self._failed():  # a start that had already failed is still told as failed
+                self._stopped_by = sig
+            self._kill_at = self.clock() + self.opts.grace_s
+
+    def _on_events(self, events: list[Event], now: float) -> None:
+        super()._on_events(events, now)
+        if self._pub is not None:
+            for ev in events:
+                self._pub.event(ev)
+
+    def _after_wake(self, child: subprocess.Popen[bytes]) -> None:
+        self._reap()
+        now = self.clock()
+        if self.verdict is not None and self.verdict is not self._published and self._check is None:
+            self._conclude()
+            if self.verdict.verdict != "healthy" and self._stop_at is None:
+                wait = 0.0 if self.verdict.verdict == "timed_out" else FAILED_EXIT_WAIT_S
+                self._stop_at = now + wait
+        if child.returncode is not None:
+            return
+        if self._stop_at is not None and now >= self._stop_at and self._kill_at is None:
+            self._stopped_start = True
+            super()._forward(child, signal.SIGTERM)
+            self._kill_at = now + self.opts.grace_s
+        if self._kill_at is not None and now >= self._kill_at:
+            self._kill_at = float("inf")
+            super()._forward(child, signal.SIGKILL)
+
+    def _next_wake(self, now: float) -> float:
+        wakes = [super()._next_wake(now)]
+        for at in (self._stop_at if self._kill_at is None else None, self._kill_at):
+            if at is not None and at != float("inf"):
+                wakes.append(max(0.0, at - now))
+        return min(wakes)
+
+    def _reap(self) -> None:
+        """Wait for every child that has ended: the main one's status goes to its Popen, the rest
+        (orphans re-parented to us) are only reaped."""
+        child = getattr(self, "child", None)
+        while True:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if pid == 0:
+                return
+            if child is not None and pid == child.pid and child.returncode is None:
+                child.returncode = os.waitstatus_to_exitcode(status)
+
+    def _conclude(self) -> None:
+        """The final verdict, diagnosed (not healthy) and published once."""
+        v = self.verdict
+        if v is None or v is self._published:
+            return
+        if self.cfg.sglang_version:  # the release named (SVCDIAG_CONFIG, --sglang-version): as `up` has it, not guessed
+            v = self.verdict = v.with_(figures={**v.figures, "sglang_version": self.cfg.sglang_version,
+                                                "sglang_version_source": "config"})
+        if (v.verdict != "healthy" or v.degraded) and v.diagnosis is None and self._diagnose is not None:
+            v = self.verdict = v.with_(diagnosis=self._diagnose(v))
+        self._published = v
+        if self._pub is not None:
+            self._pub.verdict(v)
+
+    # ------------------------------------------------------------ events and probes
+
+    def _open_events(self) -> None:
+        where = self.opts.events
+        if not where:
+            return
+        from svcdiag.output.publish import Publisher
+        from svcdiag.output.report import JsonLines
+
+        self._events_out = sys.stderr if where == "stderr" else Path(where).open("a", encoding="utf-8")  # noqa: SIM115
+        self._pub = Publisher([JsonLines(self._events_out)], config=self.cfg.name, unit=self.cfg.unit)
+        self._pub.start(self.cfg.unit, None)
+
+    def _status(self) -> str:
+        return self.notify.last_status or f"starting {self.cfg.name}"
+
+    def _failed(self) -> bool:
+        return self.verdict is not None and self.verdict.verdict != "healthy" and self._check is None
+
+    def _healthy(self) -> bool:
+        return self.verdict is not None and self.verdict.verdict == "healthy" and self._check is None
+
+    def _startupz(self) -> Answer:
+        return Answer(self._healthy(), self._status())
+
+    def _livez(self) -> Answer:
+        return Answer(not self._failed(), self._status())
+
+    def _readyz(self) -> Answer:
+        if not self._healthy():
+            return Answer(False, self._status())
+        if self.cfg.node_rank or answers_ready(self.cfg.host, self.cfg.port, READY_TIMEOUT_S):
+            return Answer(True, self._status())
+        return Answer(False, f"not serving: {self.cfg.host}:{self.cfg.port} /ready does not answer")
+
+
+def supervise_container(argv: Sequence[str], opts: ContainerOptions,
+                        environ: Mapping[str, str] | None = None) -> ContainerEnd:
+    """Run SGLang's command line `argv` as a container's main process, to its end."""
+    from svcdiag.config.from_argv import from_argv
+    from svcdiag.ops.conclude import diagnoser
+
+    env = dict(os.environ if environ is None else environ)
+    cfg = from_argv(argv, env)
+    if cfg.model_path == UNKNOWN_MODEL:
+        print("svcdiag: warning: no --model-path on the command line after --: judged from the log alone, with "
+              f"SGLang's defaults for the rest (HTTP on {cfg.host}:{cfg.port}); name it with SVCDIAG_NAME",
+              file=sys.stderr, flush=True)
+    sup = ContainerSupervisor(cfg, argv, opts, environ=env, diagnose=diagnoser(cfg))
+    return sup.end(sup.run())

@@ -1,0 +1,258 @@
+"""#31 §1: `svcdiag supervise` as a pod's PID 1, without a cluster. Each test runs the supervisor
+as a container does, as PID 1 of a fresh PID and mount namespace (`unshare --pid --fork
+--mount-proc`), with no systemd and no NOTIFY_SOCKET, in front of the stand-in: the probes phase
+by phase, deadlines it enforces itself, the termination message, SIGTERM's grace, orphans."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from .conftest import ROOT
+
+SIM = [sys.executable, "-m", "svcdiag.sim"]
+
+
+def _can_unshare() -> bool:
+    if not shutil.which("unshare"):
+        return False
+    r = subprocess.run(["unshare", "--pid", "--fork", "--mount-proc", "true"], capture_output=True, check=False)
+    return r.returncode == 0
+
+
+pytestmark = pytest.mark.skipif(not _can_unshare(), reason="needs unshare --pid --mount-proc (root)")
+
+
+class Pod:
+    """The supervisor as a container's main process: PID 1 of its own PID namespace."""
+
+    def __init__(self, tmp: Path, argv: list[str], *, probe_port: int | None = None, env: dict[str, str] | None = None):
+        self.term = tmp / "termination-log"
+        self.term.write_text("")
+        self.events = tmp / "events.jsonl"
+        self.probe_port = probe_port
+        opts = ["--termination-log", str(self.term), "--events", str(self.events)]
+        if probe_port is not None:
+            opts += ["--probe-port", str(probe_port)]
+        full_env = {k: v for k, v in os.environ.items() if k != "NOTIFY_SOCKET"} | {"PYTHONUNBUFFERED": "1"} | (env or {})
+        self.p = subprocess.Popen(["unshare", "--pid", "--fork", "--mount-proc", "--kill-child",
+                                   sys.executable, "-m", "svcdiag", "supervise", *opts, "--", *argv],
+                                  env=full_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT)
+
+    def signal(self, sig: int) -> None:
+        """As the container runtime signals a container: its PID 1, from outside (unshare does not forward)."""
+        deadline = time.monotonic() + 10
+        while True:
+            children = Path(f"/proc/{self.p.pid}/task/{self.p.pid}/children").read_text().split()
+            if children:
+                os.kill(int(children[0]), sig)
+                return
+            assert time.monotonic() < deadline, "the supervisor never started"
+            time.sleep(0.05)
+
+    def probe(self, path: str) -> tuple[int, str]:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.probe_port}{path}", timeout=2) as r:
+                return r.status, r.read().decode().strip()
+        except urllib.error.HTTPError as e:
+            return e.code, e.read().decode().strip()
+        except OSError:
+            return 0, ""
+
+    def end(self, timeout: float = 60) -> tuple[bytes, bytes]:
+        try:
+            return self.p.communicate(timeout=timeout)
+        finally:
+            self.p.kill()
+
+    def records(self) -> list[dict]:
+        return [json.loads(line) for line in self.events.read_text().splitlines()]
+
+
+def free_port() -> int:
+    """A port nothing listens on now: other runs share this host's network."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def sim(scenario: str, port: int, *flags: str, scale: float = 0.02) -> list[str]:
+    return [*SIM, scenario, "--time-scale", str(scale), "--model-path", "/dev/shm/Qwen3-8B", "--port", str(port),
+            "--context-length", "32768", *flags]
+
+
+def test_probes_phase_by_phase_then_sigterm_ends_the_pod_cleanly(tmp_path: Path) -> None:
+    probe_port = free_port()
+    pod = Pod(tmp_path, sim("slow-start", free_port(), scale=0.03), probe_port=probe_port)
+    seen: list[tuple[int, int, int, str]] = []
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            startup, body = pod.probe("/startupz")
+            live, _ = pod.probe("/livez")
+            ready, _ = pod.probe("/readyz")
+            seen.append((startup, live, ready, body))
+            if startup == 200:
+                break
+            time.sleep(0.1)
+        cli = subprocess.run([sys.executable, "-m", "svcdiag", "probe", "ready", "--port", str(probe_port)],
+                             capture_output=True, text=True, cwd=ROOT, check=False)
+        pod.signal(signal.SIGTERM)
+        out, err = pod.end()
+    finally:
+        pod.p.kill()
+    loading = [s for s in seen if s[3].startswith("loading weights")]
+    assert loading and all(s[:3] == (503, 200, 503) for s in loading), seen  # a slow load: not started, alive
+    assert seen[-1][:3] == (200, 200, 200) and seen[-1][3].startswith("ready · KV "), seen[-1]
+    assert cli.returncode == 0 and cli.stdout.startswith("ready · KV ")
+    assert pod.p.returncode == 0  # the stand-in exits 0 on SIGTERM, as SGLang does
+    assert b"The server is fired up and ready to roll!" in out
+    assert pod.term.read_text() == "STOPPED by SIGTERM after ready (status 0)\n"
+    assert err.decode().splitlines()[-1] == "svcdiag: STOPPED by SIGTERM after ready (status 0)"
+    assert [r["event"] for r in pod.records()][-1] == "verdict" and pod.records()[-1]["verdict"] == "healthy"
+
+
+def test_max_running_zero_ends_the_pod_with_its_diagnosis_judged_as_replay_judges_it(tmp_path: Path) -> None:
+    pod = Pod(tmp_path, sim("max-running-zero", free_port(), "--sglang-version", "0.5.12", "--mem-fraction-static", "0.75",
+                            "--max-running-requests", "8", "--max-mamba-cache-size", "2",
+                            "--speculative-algorithm", "DFLASH"))
+    out, err = pod.end()
+    assert pod.p.returncode == 1, err
+    first, fix, why = pod.term.read_text().splitlines()
+    assert first.startswith("FAILED [max_running_zero] in phase scheduler: ")
+    assert fix.startswith("fix: --mem-fraction-static 0.8 --max-mamba-cache-size 5 --max-running-requests 1")
+    assert why.startswith("why: The KV cache holds 11,893 tokens")
+    assert err.decode().splitlines()[-1] == f"svcdiag: {first}"
+    # the pod's own output, judged afterwards as a log, gets the verdict the pod got
+    log = tmp_path / "pod.log"
+    log.write_bytes(out)
+    replayed = subprocess.run([sys.executable, "-m", "svcdiag", "replay", str(log), "--json"], capture_output=True,
+                              text=True, cwd=ROOT, check=False)
+    verdict = json.loads(replayed.stdout.splitlines()[-1])
+    pod_verdict = pod.records()[-1]
+    assert (verdict["verdict"], verdict["cause"], verdict["phase"]) == \
+        (pod_verdict["verdict"], pod_verdict["cause"], pod_verdict["phase"]) == ("failed", "max_running_zero", "scheduler")
+    assert verdict["figures"]["kv_tokens"] == pod_verdict["figures"]["kv_tokens"] == 11893
+
+
+def test_a_stuck_start_is_stopped_at_its_deadline_and_exits_3(tmp_path: Path) -> None:
+    pod = Pod(tmp_path, sim("hang", free_port()), probe_port=free_port(), env={"SVCDIAG_TIMEOUT_LOADING_WEIGHTS": "2"})
+    lives = []
+    began = time.monotonic()
+    while pod.p.poll() is None and time.monotonic() - began < 30:
+        lives.append(pod.probe("/livez")[0])
+        time.sleep(0.2)
+    _, err = pod.end()
+    took = time.monotonic() - began
+    assert pod.p.returncode == 3, err
+    assert 200 in lives and 503 not in lives[: lives.index(200) + 1]  # alive while within its deadline
+    assert took < 15  # stopped by the supervisor, not by a kubelet's budget
+    first = pod.term.read_text().splitlines()[0]
+    assert first.startswith("TIMED_OUT in phase loading_weights: no progress in phase loading_weights"), first
+
+
+def test_sigterm_gives_the_child_its_grace_then_kills_it(tmp_path: Path) -> None:
+    stubborn = [sys.executable, "-c", "import signal, time; signal.signal(signal.SIGTERM, lambda *a: print('term', "
+                                      "flush=True)); print('up', flush=True); time.sleep(60)"]
+    pod = Pod(tmp_path, stubborn, env={"SVCDIAG_GRACE_S": "1.5"})
+    assert pod.p.stdout is not None
+    assert pod.p.stdout.readline() == b"up\n"
+    began = time.monotonic()
+    pod.signal(signal.SIGTERM)
+    out, _ = pod.end()
+    took = time.monotonic() - began
+    assert out == b"term\n"  # the child heard SIGTERM
+    assert 1.4 <= took < 6, took  # ...and had its grace before SIGKILL
+    assert pod.p.returncode == 128 + signal.SIGKILL
+    assert pod.term.read_text() == "STOPPED by SIGTERM during the start (killed by SIGKILL)\n"
+
+
+ORPHANS = r"""
+import os, sys, time
+for _ in range(5):
+    if os.fork() == 0:           # a child that leaves a grandchild behind, as SGLang's workers can
+        if os.fork() == 0:
+            time.sleep(0.2)
+            os._exit(0)          # the orphan ends: PID 1 must reap it
+        os._exit(0)
+    os.wait()
+time.sleep(1.0)
+zombies = [p for p in os.listdir("/proc") if p.isdigit() and open(f"/proc/{p}/stat").read().rsplit(")", 1)[1].split()[0] == "Z"]
+print(f"pid 1: {open('/proc/1/cmdline').read().split(chr(0))[2]} zombies: {len(zombies)}", flush=True)
+"""
+
+
+def test_pid_1_reaps_orphans(tmp_path: Path) -> None:
+    script = tmp_path / "orphans.py"
+    script.write_text(ORPHANS)
+    pod = Pod(tmp_path, [sys.executable, str(script)])
+    out, _ = pod.end()
+    assert out == b"pid 1: svcdiag zombies: 0\n"
+
+
+CHILD = r"""
+import os, sys
+w = sys.stdout.buffer.write
+w(b"x" * 1_000_000 + b"\n")
+w(b"bad bytes \xff\xfe\n")
+w(b"tqdm  10%|#  |\rtqdm 100%|###|\n")
+sys.stdout.flush()
+os.write(2, b"on stderr\n")
+w(b"tail without newline")
+sys.stdout.flush()
+sys.exit(3)
+"""
+
+
+def test_output_passes_through_byte_for_byte_and_an_early_exit_is_a_failed_start(tmp_path: Path) -> None:
+    child = tmp_path / "child.py"
+    child.write_text(CHILD)
+    bare = subprocess.run([sys.executable, str(child)], capture_output=True, check=False)
+    pod = Pod(tmp_path, [sys.executable, str(child)])
+    out, err = pod.end()
+    tail = b"tail without newline"
+    assert out == bare.stdout[: -len(tail)] + bare.stderr + tail  # one pipe, in the order written, byte for byte
+    assert pod.p.returncode == 1  # the start failed: svcdiag's code, not the child's 3
+    assert pod.term.read_text().startswith("FAILED [exited] in phase starting: ")
+    assert err.decode().splitlines()[-1].startswith("svcdiag: FAILED [exited]")
+
+
+def test_a_worker_node_is_ready_on_its_log_alone(tmp_path: Path) -> None:
+    """A LeaderWorkerSet's worker pod (--node-rank 1) serves no HTTP: its healthy log is the verdict."""
+    pod = Pod(tmp_path, sim("healthy-dense", free_port(), "--tp-size", "2", "--nnodes", "2", "--node-rank", "1",
+                            "--dist-init-addr", "127.0.0.1:5000"), probe_port=free_port())
+    try:
+        deadline = time.monotonic() + 60
+        while pod.probe("/startupz")[0] != 200:
+            assert time.monotonic() < deadline and pod.p.poll() is None, pod.probe("/startupz")
+            time.sleep(0.1)
+        status, body = pod.probe("/readyz")
+        assert status == 200 and body.startswith("ready · KV ") and body.endswith("node 1: no HTTP of its own")
+        pod.signal(signal.SIGTERM)
+        pod.end()
+    finally:
+        pod.p.kill()
+    assert pod.term.read_text().startswith("STOPPED by SIGTERM after ready")
+
+
+def test_a_failed_start_that_leaves_sglang_running_is_stopped(tmp_path: Path) -> None:
+    """SGLang printed why it failed but did not exit (a process left hanging): the pod ends anyway."""
+    script = tmp_path / "hangs.py"
+    script.write_text(f"import sys, time\nsys.stdout.write(open({str(ROOT / 'svcdiag/examples/cuda-oom-tp8.log')!r}).read())\n"
+                      "sys.stdout.flush()\ntime.sleep(60)\n")
+    began = time.monotonic()
+    pod = Pod(tmp_path, [sys.executable, str(script)])
+    pod.end()
+    assert pod.p.returncode == 1 and time.monotonic() - began < 30
+    assert pod.term.read_text().startswith("FAILED [cuda_oom] in phase cuda_graph: ")
