@@ -174,6 +174,9 @@ FAMILIES = (
     Family("0.5.9", "0.4.7", False, "upfront", False, False, False, False),  # 0.5.9's
     Family("0.5.12", "0.5.10", False, "upfront", False, False, False, False),  # 0.5.12's
     Family("0.5.15", "0.5.13", False, "joint", True, False, True, True),  # 0.5.15's
+    # a real 0.5.18 log (tests/fixtures/memory-backtest, OTel H100) allocates max_mamba_cache_size + 1
+    # slots' state and solves for the slots with that padding slot taken out first; 0.5.16-0.5.17 unseen
+    Family("0.5.18", "0.5.18", False, "joint_padded", True, False, True, True),
     Family("0.5.23", "0.5.19", False, "joint_padded", True, True, True, True),  # 0.5.19's, 0.5.20's, 0.5.23's
 )
 NEWEST = FAMILIES[-1]
