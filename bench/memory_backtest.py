@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""The memory model back-tested on real logs: for every log in tests/fixtures/sglang whose
-inputs are known (the free memory before and after loading, mem_fraction_static, and a model
+"""The memory model back-tested on logs: the real start-up logs of
+tests/fixtures/memory-backtest (public sources, index.toml), and every log in tests/fixtures/sglang
+whose inputs are known (the free memory before and after loading, mem_fraction_static, and a model
 whose shape is a public config.json fact in svcdiag.sglang.modelinfo), predict KV tokens,
 Mamba slots and max_running_requests with svcdiag.sglang.memory.predict for the log's release
 and compare with what SGLang logged. Prints the table and the error distribution
@@ -14,18 +15,23 @@ from __future__ import annotations
 import re
 import sys
 import tomllib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 from svcdiag.judge.pipeline import Judge
 from svcdiag.sglang import memory
 from svcdiag.sglang.modelinfo import public_shape
 
 FIXTURES = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "sglang"
+REAL = FIXTURES.parent / "memory-backtest"
+#: server_args fields the judge files as what was asked for, beside the figure SGLang resolved
+REQUESTED = frozenset({"max_running_requests", "max_mamba_cache_size", "max_total_tokens"})
 
 GB = memory.GB
 #: the free-memory and pool figures are logged to 0.01 GB: what rounding alone can move
 ROUNDING_GB = 0.05
+MAMBA_GB = ("mamba_conv_gb", "mamba_ssm_gb", "mamba_intermediate_ssm_gb", "mamba_intermediate_conv_gb")
 
 
 #: logs whose figures are one start's but whose logged max_running_requests is not what
@@ -59,6 +65,8 @@ class Row:
     predicted_slots: int | None
     cap_from_logged_pools: int | None  # resolve_max_num_reqs on the logged KV tokens and Mamba slots
     outlier: str | None  # why the log's own figures cannot test the model (None: they can)
+    source: str | None = None  # a real log's public source (None: a grammar fixture)
+    slots_on_logged_budget: int | None = None  # the slot solve on the budget the log's own pools add up to
 
     @property
     def error_pct(self) -> float:
@@ -70,41 +78,86 @@ def release_of(case: dict[str, object]) -> str | None:
     return m.group(0) if m else None
 
 
+def figures(lines: list[str]) -> dict[str, object]:
+    judge = Judge()
+    for line in lines:
+        judge.line(line)
+    return judge.finish().figures
+
+
 def rows() -> list[Row]:
+    """Every back-tested log: the real ones first, then the grammar fixtures whose inputs are known."""
+    return real_rows() + fixture_rows()
+
+
+def real_rows() -> list[Row]:
+    """The real logs of tests/fixtures/memory-backtest, with the flags and figures index.toml
+    gives from the same source where the excerpt is silent."""
+    out: list[Row] = []
+    for entry in tomllib.loads((REAL / "index.toml").read_text())["log"]:
+        lines = [ln for ln in (REAL / entry["file"]).read_text().splitlines() if not ln.startswith("#")]
+        f = figures(lines)
+        for key, value in entry.get("logged", {}).items():
+            f.setdefault(key, value)
+        for key, value in entry.get("flags", {}).items():  # server_args names; the judge's 'requested_' ones
+            f.setdefault(f"requested_{key}" if key in REQUESTED else key, value)
+        row = predict_row(entry["file"], f, entry["release"], entry["model"], source=entry["source"])
+        if row is None:
+            raise ValueError(f"{REAL / 'index.toml'}: {entry['file']}: its inputs are not all known")
+        out.append(row)
+    return out
+
+
+def fixture_rows() -> list[Row]:
     cases = {c["file"]: c for c in tomllib.loads((FIXTURES / "cases.toml").read_text())["case"]}
     out: list[Row] = []
     for path in sorted(FIXTURES.glob("*.log")):
-        judge = Judge()
-        for line in path.read_text(errors="replace").splitlines():
-            judge.line(line)
-        f = judge.finish().figures
-        shape = public_shape(str(f.get("model_path") or ""))
-        need = ("kv_tokens", "avail_before_load_gb", "avail_after_load_gb", "mem_fraction_static")
-        if shape is None or any(f.get(k) is None for k in need) or not f["kv_tokens"]:
-            continue  # the inputs are not all known: not back-tested
-        release = release_of(cases.get(path.name, {}))
-        tp = int(f.get("tp_size") or 1)
-        spec = f.get("draft_model_type")
-        algo = ("EAGLE" if "Eagle" in str(spec) else "NEXTN" if "NextN" in str(spec) or "MTP" in str(spec)
-                else "DFLASH" if spec else None)
-        hybrid = shape.kind == "hybrid"
-        inp = memory.SizingInputs(
-            free_before_gb=f["avail_before_load_gb"], weights_gb=f.get("weights_gb") or 0.0,
-            free_after_load_gb=f["avail_after_load_gb"], kv_cell_bytes=shape.kv_bytes_per_token(tp),
-            context_len=int(f.get("context_len") or shape.max_position_embeddings or 0),
-            attention_layers=shape.attention_layers, mem_fraction_static=f["mem_fraction_static"],
-            mamba_per_req_bytes=sum(shape.mamba_bytes_per_slot(tp)) if hybrid else None,
-            max_mamba_cache_size=f.get("requested_max_mamba_cache_size"),
-            max_running_requests=f.get("requested_max_running_requests"),
-            speculative_algorithm=algo, draft_layers=1 if algo in ("EAGLE", "NEXTN") else None,
-            slots_per_request=f.get("mamba_slots_per_request"), tp_size=tp, version=release)
-        p = memory.predict(inp)
-        cap = memory.max_running(inp, int(f["kv_tokens"]), f.get("mamba_slots"))[0] \
-            if f.get("max_running_requests") is not None else None
-        out.append(Row(path.name, str(f.get("model_path")), release or "?", p.family, int(f["kv_tokens"]),
-                       p.kv_tokens, f.get("max_running_requests"), p.max_running_requests, f.get("mamba_slots"),
-                       p.mamba_slots, cap, inconsistency(f, inp)))
+        f = figures(path.read_text(errors="replace").splitlines())
+        row = predict_row(path.name, f, release_of(cases.get(path.name, {})), str(f.get("model_path") or ""))
+        if row is not None:
+            out.append(row)
     return out
+
+
+def predict_row(name: str, f: dict[str, Any], release: str | None, model: str, *,
+                source: str | None = None) -> Row | None:
+    """The model's prediction for one log's inputs, beside what SGLang logged; None when an
+    input is unknown. Free memory before loading is the logged one, else (an excerpt that
+    starts at 'Load weight end') free after loading + the weights' 'mem usage', SGLang's own sum."""
+    shape = public_shape(model)
+    if f.get("avail_before_load_gb") is None and f.get("avail_after_load_gb") is not None and f.get("weights_gb"):
+        f = {**f, "avail_before_load_gb": round(f["avail_after_load_gb"] + f["weights_gb"], 2)}
+    need = ("kv_tokens", "avail_before_load_gb", "avail_after_load_gb", "mem_fraction_static")
+    if shape is None or any(f.get(k) is None for k in need) or not f["kv_tokens"]:
+        return None  # the inputs are not all known: not back-tested
+    tp = int(f.get("tp_size") or 1)
+    spec = f.get("draft_model_type")
+    algo = ("EAGLE" if "Eagle" in str(spec) else "NEXTN" if "NextN" in str(spec) or "MTP" in str(spec)
+            else "DFLASH" if spec else None)
+    hybrid = shape.kind == "hybrid"
+    inp = memory.SizingInputs(
+        free_before_gb=f["avail_before_load_gb"], weights_gb=f.get("weights_gb") or 0.0,
+        free_after_load_gb=f["avail_after_load_gb"], kv_cell_bytes=shape.kv_bytes_per_token(tp),
+        context_len=int(f.get("context_len") or shape.max_position_embeddings or 0),
+        attention_layers=shape.attention_layers, mem_fraction_static=f["mem_fraction_static"],
+        mamba_per_req_bytes=sum(shape.mamba_bytes_per_slot(tp)) if hybrid else None,
+        max_mamba_cache_size=f.get("requested_max_mamba_cache_size"),
+        max_running_requests=f.get("requested_max_running_requests"),
+        speculative_algorithm=algo, draft_layers=1 if algo in ("EAGLE", "NEXTN") else None,
+        slots_per_request=f.get("mamba_slots_per_request"), tp_size=tp, version=release)
+    p = memory.predict(inp)
+    own = None
+    mamba_gb = sum(float(f.get(k) or 0) for k in MAMBA_GB)
+    kv_gb = f.get("kv_gb") or ((f.get("kv_k_gb") or 0) + (f.get("kv_v_gb") or 0))
+    if hybrid and mamba_gb and kv_gb:  # SGLang measured its budget after 'Load weight end': take it from its pools
+        budget = inp.free_after_load_gb - inp.free_before_gb * (1 - inp.mem_fraction_static)  # type: ignore[operator]
+        gap = budget - (float(kv_gb) + mamba_gb)
+        own = memory.predict(replace(inp, free_after_load_gb=inp.free_after_load_gb - gap)).mamba_slots  # type: ignore[operator]
+    cap = memory.max_running(inp, int(f["kv_tokens"]), f.get("mamba_slots"))[0] \
+        if f.get("max_running_requests") is not None else None
+    return Row(name, model, release or "?", p.family, int(f["kv_tokens"]), p.kv_tokens,
+               f.get("max_running_requests"), p.max_running_requests, f.get("mamba_slots"), p.mamba_slots, cap,
+               inconsistency(f, inp), source, own)
 
 
 def inconsistency(f: dict[str, object], inp: memory.SizingInputs) -> str | None:
@@ -144,7 +197,10 @@ def render(table: list[Row], markdown: bool = False) -> str:
     for r in table:
         mr = f"{r.logged_mr} / {r.cap_from_logged_pools}" if r.logged_mr is not None else "–"
         slots = f"{r.logged_slots} / {r.predicted_slots}" if r.logged_slots is not None else "–"
-        cells = (r.file.removesuffix(".log") + (" ¹" if r.outlier else ""), r.release, r.family, f"{r.logged_kv:,}",
+        if r.logged_slots is not None and r.slots_on_logged_budget not in (None, r.predicted_slots):
+            slots += f" ({r.slots_on_logged_budget} ³)"
+        name = r.file.removesuffix(".log") + (" †" if r.source else "") + (" ¹" if r.outlier else "")
+        cells = (name, r.release, r.family, f"{r.logged_kv:,}",
                  f"{r.predicted_kv:,}", f"{r.error_pct:+.2f} %", mr, slots)
         lines.append("| " + " | ".join(cells) + " |" if markdown else "  ".join(cells))
     lines.append("")
@@ -152,6 +208,15 @@ def render(table: list[Row], markdown: bool = False) -> str:
     one = [r for r in table if r.outlier is None]
     lines.append("KV tokens, |error|, logs whose figures are one start's: "
                  + ", ".join(f"{k} {v}" for k, v in distribution(one).items()))
+    real = [r for r in table if r.source]
+    lines.append("KV tokens, |error|, real logs †: " + ", ".join(f"{k} {v}" for k, v in distribution(real).items()))
+    with_mr = [r for r in real if r.logged_mr is not None]
+    with_slots = [r for r in real if r.logged_slots is not None]
+    lines.append(f"real logs †: max_running_requests predicted = logged {sum(r.predicted_mr == r.logged_mr for r in with_mr)}"
+                 f" of {len(with_mr)}, on the logged pools {sum(r.cap_from_logged_pools == r.logged_mr for r in with_mr)}"
+                 f" of {len(with_mr)}; Mamba slots predicted = logged {sum(r.predicted_slots == r.logged_slots for r in with_slots)}"
+                 f" of {len(with_slots)}, on the budget the log's pools add up to ³ "
+                 f"{sum(r.slots_on_logged_budget == r.logged_slots for r in with_slots)} of {len(with_slots)}")
     return "\n".join(lines) + "\n"
 
 
@@ -163,6 +228,12 @@ def main() -> None:
             print(f"¹ {r.file.removesuffix('.log')}: {r.outlier}")
     for name, why in MAX_RUNNING_NOTES.items():
         print(f"² {name.removesuffix('.log')}: {why}")
+    for r in table:
+        if r.source:
+            print(f"† {r.file.removesuffix('.log')}: {r.source}")
+    print("³ the slot solve on the budget the log's own KV and Mamba pools add up to, where that differs from "
+          "free after loading − free before × (1 − mem_fraction_static): SGLang measures free memory again when it "
+          "sizes the pools, after 'Load weight end'")
 
 
 if __name__ == "__main__":

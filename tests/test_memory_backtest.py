@@ -52,3 +52,29 @@ def test_the_table_prints_its_error_distribution(backtest, table) -> None:
     text = backtest.render(table, markdown=True)
     assert text.startswith("| log | release | family |")
     assert "logs whose figures are one start's: rows" in text
+
+
+def test_the_real_logs_are_back_tested_and_meet_the_goal(table) -> None:
+    """Real start-up logs from public sources (tests/fixtures/memory-backtest): KV tokens within
+    1 %, the request cap and the Mamba slots exactly SGLang's on the budget its pools add up to."""
+    real = [r for r in table if r.source]
+    assert {r.file for r in real} >= {"jerryzsj-rtx3090-deepseek-r1-distill-qwen-7b-0.4.2.log",
+                                      "otel-h100-qwen3.8-27b-fp8-0.5.18.log"}
+    assert all(r.outlier is None and abs(r.error_pct) <= 1 for r in real), [(r.file, r.error_pct) for r in real]
+    assert all(r.cap_from_logged_pools == r.logged_mr for r in real if r.logged_mr is not None)
+    hybrid = [r for r in real if r.logged_slots is not None]
+    assert hybrid and all(r.slots_on_logged_budget == r.logged_slots for r in hybrid)
+
+
+def test_every_real_log_names_its_public_source(backtest) -> None:
+    import tomllib
+
+    for entry in tomllib.loads((backtest.REAL / "index.toml").read_text())["log"]:
+        text = (backtest.REAL / entry["file"]).read_text()
+        assert entry["source"].startswith("https://github.com/") and f"# source: {entry['source']}" in text
+        assert entry["release"] and entry["release_from"] and entry["model"]
+
+
+def test_the_printed_table_marks_the_real_logs(backtest, table) -> None:
+    text = backtest.render(table)
+    assert "otel-h100-qwen3.8-27b-fp8-0.5.18 †" in text and "real logs †: rows 2" in text

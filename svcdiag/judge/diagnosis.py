@@ -18,6 +18,7 @@ from svcdiag.config.service import PHASE_TIMEOUTS, ServiceConfig
 from svcdiag.judge.verdict import Verdict
 from svcdiag.sglang.grammar import FLAG_CHECK_FRAME_RE
 from svcdiag.sglang.memory import GB, MAX_MEM_FRACTION, Memory
+from svcdiag.sglang.preflight import recheck_fixes
 
 
 def _n(v: float | int) -> str:
@@ -52,6 +53,8 @@ def diagnose(v: Verdict, cfg: ServiceConfig | None = None, *, port_owners: list[
     cause = v.cause or v.verdict
     fn = _BY_CAUSE.get(cause, _generic)
     explanation, fixes = fn(v, cfg, port_owners or [])
+    if cause in ("max_running_zero", "not_enough_memory", "mamba_cache_too_small"):  # through SGLang's own arithmetic
+        fixes = recheck_fixes(fixes, v.figures, cfg)
     return {"cause": cause, "explanation": explanation, "fixes": fixes}
 
 
@@ -1054,7 +1057,7 @@ def _degraded(v: Verdict, cfg: ServiceConfig | None) -> dict[str, Any]:
         limit = (below["figures"]["kv_tokens"] // 1024) * 1024
         if limit >= 1024:
             fixes.append(_fix({"context_length": limit}, f"what {_n(below['figures']['kv_tokens'])} KV tokens hold"))
-    return {"cause": "degraded", "explanation": say, "fixes": fixes}
+    return {"cause": "degraded", "explanation": say, "fixes": recheck_fixes(fixes, v.figures, cfg)}
 
 
 #: what a start was doing when its log stopped, told by the last line: (pattern, what it means, how to tell a hang)

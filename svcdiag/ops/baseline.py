@@ -19,7 +19,7 @@ from svcdiag.judge.verdict import Verdict
 from svcdiag.ops.follow import follow, unit_lock
 from svcdiag.ops.start import calibrate, conclude, diagnoser, ensure_started, judge_start, quiet_plan, remember
 from svcdiag.output.publish import Publisher
-from svcdiag.sglang.memory import Memory
+from svcdiag.sglang.preflight import estimate_candidate
 from svcdiag.systemd.dbus import Systemd
 
 KV_DROP = 0.05  # KV tokens down by more than 5 %
@@ -122,10 +122,7 @@ def estimate(snapshot: dict[str, Any], base: ServiceConfig, cand: ServiceConfig)
     baseline's measured figures (same tp only; across tp sizes the model's split is unknown)."""
     if cand.tp_size != base.tp_size:
         return None
-    m = Memory.from_figures(snapshot.get("figures", {}), speculative=cand.speculative is not None,
-                            context_length=base.context_length, mem_fraction_static=base.mem_fraction_static)
-    return m.estimate(mem_fraction=cand.mem_fraction_static, mamba_slots=cand.max_mamba_cache_size,
-                      context_len=cand.context_length, requested=cand.max_running_requests)
+    return estimate_candidate(snapshot.get("figures", {}), base, cand)
 
 
 def explain_candidate(base: ServiceConfig, cand: ServiceConfig, cand_verdict: Verdict | None,

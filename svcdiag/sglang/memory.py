@@ -7,9 +7,12 @@ cache and a request cap (docs/sglang.md#memory).
     max_running_requests = min(requested or auto, tokens // 2, mamba slots // slots per
     request, and, for this SGLang's speculative worker, tokens // context_len).
 
-Pure arithmetic. Preflight predicts with it from a model's shape, the diagnosis explains a
-logged start with it, baseline-check estimates a candidate from the baseline's figures.
-The stand-in (svcdiag.sim) keeps its own copy on purpose, as the cross-check.
+Pure arithmetic. `predict(SizingInputs)` is SGLang's own, per release family: preflight
+predicts with it from a model's shape, and every memory fix the diagnosis prints and
+baseline-check's estimate of a candidate go through it (svcdiag.sglang.preflight
+recheck_fixes, estimate_candidate). `Memory` reads a logged start's figures for the
+diagnosis's explanation and its first plan of a fix. The stand-in (svcdiag.sim) keeps its
+own copy on purpose, as the cross-check.
 """
 
 from __future__ import annotations
@@ -29,37 +32,6 @@ ACTIVATION_HEADROOM_GB = 2.0
 def slots_per_request(speculative: bool) -> int:
     """Mamba state slots one running request takes: speculative decoding keeps two more."""
     return 5 if speculative else 3
-
-
-def auto_max_running(tokens: int, context_len: int | None) -> int:
-    """SGLang's request cap when none is asked for: 512 per context's worth of tokens, 2048–4096."""
-    return min(max(2048, min(4096, int(tokens / context_len * 512))), 4096) if context_len else 4096
-
-
-def request_limits(tokens: int, *, context_len: int | None, requested: int | None, mamba_slots: int | None,
-                   speculative: bool) -> dict[str, int]:
-    """Every bound on max_running_requests, by name; the cap is their minimum."""
-    limits = {"kv_half": tokens // 2}
-    if requested is None:
-        limits["auto"] = auto_max_running(tokens, context_len)
-    else:
-        limits["requested"] = requested
-    if mamba_slots is not None:
-        limits["mamba"] = mamba_slots // slots_per_request(speculative)
-    if speculative and context_len:
-        limits["kv_context"] = tokens // context_len  # this SGLang's speculative worker reserves a context per request
-    return limits
-
-
-def mamba_share_slots(rest_gb: float, slot_gb: float) -> int:
-    """Slots SGLang gives the Mamba cache when max_mamba_cache_size is unset."""
-    share = max(rest_gb, 0) * MAMBA_FULL_MEMORY_RATIO / (1 + MAMBA_FULL_MEMORY_RATIO)
-    return max(0, int(share / slot_gb) - 1) if slot_gb else 0
-
-
-def kv_tokens(kv_gb: float, cell_bytes: float) -> int:
-    """Tokens a KV pool of `kv_gb` holds at `cell_bytes` per token."""
-    return max(0, int(kv_gb * GB // cell_bytes)) if kv_gb > 0 else 0
 
 
 @dataclass(frozen=True)
@@ -124,24 +96,6 @@ class Memory:
                 "slots": max(slots or 0, need_slots or 0) if slots is not None else None,
                 "fraction": fraction, "left_gb": left, "fits": fits}
 
-    def estimate(self, *, mem_fraction: float | None, mamba_slots: int | None, context_len: int | None,
-                 requested: int | None) -> dict[str, Any] | None:
-        """The same GPU and model under other settings: KV tokens and the request cap."""
-        if not (self.cell_bytes and self.free_before_gb and self.mem_fraction):
-            return None
-        slots = mamba_slots if mamba_slots is not None else self.mamba_slots
-        rest = self.kv_gb() + (self.mamba_slots or 0) * (self.slot_gb or 0)
-        rest += self.free_before_gb * ((mem_fraction or self.mem_fraction) - self.mem_fraction)
-        tokens = kv_tokens(rest - (slots or 0) * (self.slot_gb or 0), self.cell_bytes)
-        ctx = context_len or self.context_len or 0
-        limits = request_limits(tokens, context_len=ctx, requested=requested,
-                                mamba_slots=slots if self.mamba_slots is not None else None,
-                                speculative=self.speculative)
-        cap = min(limits.values())
-        return {"kv_tokens": tokens, "mamba_slots": slots, "slots_per_req": self.slots_per_req, "context_len": ctx,
-                "limits": limits, "max_running_requests": cap,
-                "cause": "max_running_zero" if cap <= 0 else ("not_enough_memory" if tokens <= 0 else None)}
-
 
 # ------------------------------------------------------------ SGLang's sizing, per release
 #
@@ -174,6 +128,9 @@ FAMILIES = (
     Family("0.5.9", "0.4.7", False, "upfront", False, False, False, False),  # 0.5.9's
     Family("0.5.12", "0.5.10", False, "upfront", False, False, False, False),  # 0.5.12's
     Family("0.5.15", "0.5.13", False, "joint", True, False, True, True),  # 0.5.15's
+    # a real 0.5.18 log (tests/fixtures/memory-backtest, OTel H100) allocates max_mamba_cache_size + 1
+    # slots' state and solves for the slots with that padding slot taken out first; 0.5.16-0.5.17 unseen
+    Family("0.5.18", "0.5.18", False, "joint_padded", True, False, True, True),
     Family("0.5.23", "0.5.19", False, "joint_padded", True, True, True, True),  # 0.5.19's, 0.5.20's, 0.5.23's
 )
 NEWEST = FAMILIES[-1]

@@ -251,6 +251,19 @@ _QWEN3_NEXT = {"architectures": ["Qwen3NextForCausalLM"], "num_hidden_layers": 4
                "linear_num_key_heads": 16, "linear_key_head_dim": 128, "linear_num_value_heads": 32,
                "linear_value_head_dim": 128, "linear_conv_kernel_dim": 4, "max_position_embeddings": 262144}
 
+#: huggingface.co/deepseek-ai/DeepSeek-R1-Distill-Qwen-7B config.json, as its fine-tunes carry it
+#: (e.g. huggingface.co/unsloth/DeepSeek-R1-Distill-Qwen-7B-bnb-4bit/blame/main/config.json)
+_R1_DISTILL_QWEN_7B = {**_QWEN25_7B, "max_position_embeddings": 131072}
+#: huggingface.co/Qwen/Qwen3.8-27B config.json text_config (model_type qwen3_5_text), as public code
+#: that loads it pins it (the Qwen3.8-27B contract and metadata tests of MLX ports); the FP8 checkpoint
+#: has the same text_config. Its state per slot, 146.81 MiB, is the figure SGLang itself printed for it
+#: (github.com/farbodtavakkoli/OTel inference/sglang/llm/README.md: mamba_cache_per_req=146.81 MB).
+_QWEN38_27B = {"architectures": ["Qwen3_5ForConditionalGeneration"], "text_config": {
+    "num_hidden_layers": 64, "num_attention_heads": 24, "num_key_value_heads": 4, "head_dim": 256,
+    "full_attention_interval": 4, "linear_num_key_heads": 16, "linear_key_head_dim": 128,
+    "linear_num_value_heads": 48, "linear_value_head_dim": 128, "linear_conv_kernel_dim": 4,
+    "max_position_embeddings": 262144}}
+
 PUBLIC_CONFIGS: dict[str, dict[str, Any]] = {
     "llama-3.1-8b-instruct": _LLAMA_8B, "meta-llama-3.1-8b-instruct": _LLAMA_8B, "meta-llama-3.1-8b": _LLAMA_8B,
     "llama-3.1-70b-instruct": _LLAMA_70B, "llama-3.3-70b-instruct": _LLAMA_70B,
@@ -275,6 +288,8 @@ PUBLIC_CONFIGS: dict[str, dict[str, Any]] = {
     "qwen3-vl-32b-instruct": {"architectures": ["Qwen3VLForConditionalGeneration"], "text_config": {
         **_QWEN3_8B, "num_hidden_layers": 64, "num_attention_heads": 64, "max_position_embeddings": 262144}},
     "qwen3-next-80b-a3b-instruct": _QWEN3_NEXT, "qwen3-next-80b-a3b-instruct-fp8": _QWEN3_NEXT,
+    "deepseek-r1-distill-qwen-7b": _R1_DISTILL_QWEN_7B,
+    "qwen3.8-27b": _QWEN38_27B, "qwen3.8-27b-fp8": _QWEN38_27B,
 }
 
 

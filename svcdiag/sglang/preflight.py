@@ -10,6 +10,8 @@ verdict, reasons and fixes. A config whose own settings already serve nobody (th
 from __future__ import annotations
 
 import math
+import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -310,3 +312,137 @@ def find_fixes(cfg: ServiceConfig, inp: Inputs, tokens: int) -> list[dict[str, A
         fixes.append({"set": {"context_length": fits},
                       "reason": f"the largest context (in 1,024s) that {tokens:,} KV tokens hold"})
     return fixes
+
+
+# ---------------------------------------------------------------- fixes re-checked through the model
+
+#: the config fields a memory fix sets, as the memory model's inputs
+FIX_FIELDS = {"mem_fraction_static": "mem_fraction_static", "max_mamba_cache_size": "max_mamba_cache_size",
+              "max_running_requests": "max_running_requests", "context_length": "context_len"}
+_PLAIN_VERSION = re.compile(r"^\d+\.\d+(?:\.\d+)?$")
+
+
+def logged_sizing(figures: Mapping[str, Any], cfg: ServiceConfig | None) -> SizingInputs | None:
+    """A logged start as the memory model's inputs, so that a change to its settings can be
+    predicted for its release: free memory before and after loading as logged, the KV cell and
+    the state per slot from its own pools, the flags from the config. None when the log has no
+    KV pool, free memory or mem_fraction_static."""
+    f = figures
+    tokens = int(f.get("kv_tokens") or 0)
+    kv_gb = f.get("kv_gb") or ((f.get("kv_k_gb") or 0) + (f.get("kv_v_gb") or 0))
+    before, after = f.get("avail_before_load_gb"), f.get("avail_after_load_gb")
+    mfs = f.get("mem_fraction_static") or (cfg.mem_fraction_static if cfg else None)
+    if not (tokens and kv_gb and before and mfs):
+        return None
+    logged = str(f.get("sglang_version") or "")
+    version = (cfg.sglang_version if cfg and cfg.sglang_version else None) or \
+        (logged if _PLAIN_VERSION.match(logged) else None)
+    fam = memory.family(version)
+    slots = f.get("mamba_slots")
+    state_gb = (f.get("mamba_conv_gb") or 0) + (f.get("mamba_ssm_gb") or 0)
+    pad = 1 if fam.mamba == "joint_padded" else 0
+    per_req = int(state_gb * GB / (slots + pad)) if slots and state_gb else None
+    draft_tokens, draft_gb = f.get("draft_kv_tokens"), f.get("draft_kv_gb") or 0
+    if after is None:  # what its pools add up to, with the reserve
+        after = float(kv_gb) + state_gb + draft_gb + float(before) * (1 - float(mfs)) + sum(
+            f.get(k) or 0 for k in ("mamba_intermediate_ssm_gb", "mamba_intermediate_conv_gb"))
+    flags = sizing_flags(cfg.extra_args if cfg else ())
+    spec = cfg.speculative if cfg else None
+    algo = spec.algorithm.upper() if spec else None
+    d = spec.num_draft_tokens if spec else None
+    if algo in memory.DFLASH_FAMILY and d is None:
+        d = flags.dflash_block_size
+    return SizingInputs(
+        free_before_gb=float(before), weights_gb=float(f.get("weights_gb") or 0), free_after_load_gb=float(after),
+        kv_cell_bytes=round(float(kv_gb) * GB / tokens),
+        context_len=int(f.get("context_len") or (cfg.context_length if cfg else 0) or 0),
+        mem_fraction_static=float(mfs), mamba_per_req_bytes=per_req,
+        max_mamba_cache_size=f.get("requested_max_mamba_cache_size") or (cfg.max_mamba_cache_size if cfg else None),
+        max_running_requests=f.get("requested_max_running_requests") or (cfg.max_running_requests if cfg else None),
+        max_total_tokens=flags.max_total_tokens, speculative_algorithm=algo, num_draft_tokens=d,
+        draft_cell_bytes=round(draft_gb * GB / draft_tokens) if draft_tokens and draft_gb else None,
+        disable_radix_cache=flags.disable_radix_cache, mamba_scheduler_strategy=flags.mamba_scheduler_strategy,
+        disable_overlap_schedule=flags.disable_overlap_schedule, mamba_full_memory_ratio=flags.mamba_full_memory_ratio,
+        dp_size=cfg.dp_size if cfg and flags.enable_dp_attention else 1, page_size=flags.page_size,
+        tp_size=cfg.tp_size if cfg else int(f.get("tp_size") or 1),
+        slots_per_request=f.get("mamba_slots_per_request"), version=version)
+
+
+def _serves(inp: SizingInputs, want: int, reserve_gb: float) -> memory.Prediction | None:
+    """The prediction when `inp` serves `want` requests of its full context and leaves
+    `reserve_gb` outside the caches, else None."""
+    p = memory.predict(inp)
+    ok = p.failure is None and p.max_running_requests >= want and p.kv_tokens >= inp.context_len
+    return p if ok and inp.free_before_gb * (1 - p.mem_fraction_static) >= reserve_gb else None
+
+
+def recheck_fixes(fixes: list[dict[str, Any]], figures: Mapping[str, Any],
+                  cfg: ServiceConfig | None) -> list[dict[str, Any]]:
+    """Every memory fix ({"set": changes, "reason": why}) predicted through SGLang's own
+    arithmetic for the start's release before it is printed. One that serves what it is for
+    (its max_running_requests, else the config's, each with a full context) says so with the
+    prediction; one whose mem_fraction_static is short is raised to the smallest that serves
+    (≤ 0.95, the logged CUDA graphs + 2 GB left outside the caches); one that still cannot says
+    what it serves instead, and one that serves no request is dropped. Fixes that set no
+    memory field, and every fix of a log the model cannot read, pass as given."""
+    base = logged_sizing(figures, cfg)
+    if base is None:
+        return list(fixes)
+    reserve = float(figures.get("cuda_graph_gb") or 0) + ACTIVATION_HEADROOM_GB
+    out: list[dict[str, Any]] = []
+    for fix in fixes:
+        change = {FIX_FIELDS[k]: v for k, v in fix["set"].items() if k in FIX_FIELDS}
+        if not change:
+            out.append(fix)
+            continue
+        inp = replace(base, **change)
+        want = inp.max_running_requests or 1
+        fam = memory.family(inp.version).name
+        if (p := _serves(inp, want, reserve)) is not None:
+            out.append({**fix, "reason": f"{fix['reason']} (SGLang {fam}'s arithmetic: {p.kv_tokens:,} KV tokens, "
+                                         f"max_running_requests {p.max_running_requests})"})
+            continue
+        if "mem_fraction_static" in change:
+            raised = next((q for q in (round(change["mem_fraction_static"] + s / 100, 2) for s in range(1, 96))
+                           if q <= MAX_MEM_FRACTION and _serves(replace(inp, mem_fraction_static=q), want, reserve)),
+                          None)
+            if raised is not None:
+                p = memory.predict(replace(inp, mem_fraction_static=raised))
+                out.append({"set": {**fix["set"], "mem_fraction_static": raised},
+                            "reason": f"{fix['reason']}: mem_fraction_static {raised}, not "
+                                      f"{change['mem_fraction_static']}, by SGLang {fam}'s arithmetic "
+                                      f"({p.kv_tokens:,} KV tokens, max_running_requests {p.max_running_requests})"})
+                continue
+        p = memory.predict(inp)
+        if p.failure is None and p.max_running_requests > 0 and p.kv_tokens >= inp.context_len:
+            out.append({**fix, "reason": f"serves {p.max_running_requests} of the {want} request(s) it was for, "
+                                         f"bound by {p.binding} (SGLang {fam}'s arithmetic: {p.kv_tokens:,} KV tokens)"})
+    return out
+
+
+def estimate_candidate(figures: Mapping[str, Any], base: ServiceConfig, cand: ServiceConfig) -> dict[str, Any] | None:
+    """A candidate config on the baseline's GPU and model: the baseline's logged start with the
+    candidate's memory settings and flags, through SGLang's arithmetic for the candidate's
+    release (baseline-check's estimate when the candidate never ran). None when the baseline's
+    log lacks the figures (logged_sizing)."""
+    logged = logged_sizing(figures, base)
+    if logged is None:
+        return None
+    own = sizing_flags(cand.extra_args)
+    spec = cand.speculative
+    algo = spec.algorithm.upper() if spec else None
+    d = spec.num_draft_tokens if spec else None
+    if algo in memory.DFLASH_FAMILY and d is None:
+        d = own.dflash_block_size
+    inp = replace(logged, mem_fraction_static=cand.mem_fraction_static or logged.mem_fraction_static,
+                  max_mamba_cache_size=cand.max_mamba_cache_size, max_running_requests=cand.max_running_requests,
+                  context_len=cand.context_length or logged.context_len, version=cand.sglang_version or logged.version,
+                  speculative_algorithm=algo, num_draft_tokens=d, max_total_tokens=own.max_total_tokens,
+                  disable_radix_cache=own.disable_radix_cache, mamba_scheduler_strategy=own.mamba_scheduler_strategy,
+                  disable_overlap_schedule=own.disable_overlap_schedule,
+                  mamba_full_memory_ratio=own.mamba_full_memory_ratio, page_size=own.page_size,
+                  slots_per_request=None)
+    p = memory.predict(inp)
+    return {"kv_tokens": p.kv_tokens, "mamba_slots": p.mamba_slots, "slots_per_req": p.slots_per_request,
+            "context_len": inp.context_len, "limits": dict(p.limits), "max_running_requests": p.max_running_requests,
+            "cause": p.failure, "sizing_family": p.family}
