@@ -181,6 +181,12 @@ def fewest_slots_per_request(cfg: ServiceConfig) -> int:
     return memory.state_slots_per_request(fake, memory.family(cfg.sglang_version))
 
 
+def _no_slot_failure(cfg: ServiceConfig) -> str:
+    """What SGLang says when its Mamba slots serve no request: from 0.5.13 it raises `Hybrid …
+    state cache is too small`; before, the scheduler's `max_running_request is zero` assert."""
+    return "mamba_cache_too_small" if memory.family(cfg.sglang_version).hybrid_zero_raises else "max_running_zero"
+
+
 def from_config_alone(cfg: ServiceConfig) -> Prediction | None:
     """CANNOT SERVE from the config's own settings, whatever the GPU and model: its
     max_mamba_cache_size below one request's slots, or a max_running_requests of 0 per DP
@@ -196,7 +202,7 @@ def from_config_alone(cfg: ServiceConfig) -> Prediction | None:
     if not reasons:
         return None
     return Prediction("cannot_serve", 0, 0, cfg.context_length or 0, cfg.max_mamba_cache_size, {}, limits,
-                      tuple(reasons), binding="mamba", failure="mamba_cache_too_small",
+                      tuple(reasons), binding="mamba", failure=_no_slot_failure(cfg),
                       family=memory.family(cfg.sglang_version).name, slots_per_request=spr)
 
 
@@ -217,7 +223,7 @@ def predict(cfg: ServiceConfig, inp: Inputs, *, with_fixes: bool = True) -> Pred
         binding = min(limits, key=lambda k: limits[k])
         cap = max(0, limits[binding])
         if cap == 0 and failure is None:
-            failure = "mamba_cache_too_small"
+            failure = _no_slot_failure(cfg)
     kv_gb = max(m.rest_gb - m.mamba_gb - m.intermediate_gb, 0.0)
     budget = {"free_before_load": pre, "mem_fraction_static": mfs, "weights": weights, "mamba_cache": m.mamba_gb,
               "mamba_intermediate": m.intermediate_gb, "kv_cache": kv_gb, "reserve": reserve,

@@ -48,7 +48,7 @@ def test_healthy_then_drifted_with_history_and_state_restored(rig, units: Path) 
     assert r2["compared_with"] == r["snapshot"] and r2["drift"] == []
     # less memory for the caches: KV tokens drop more than 5 %
     cfg = units / f"{name}.toml"
-    cfg.write_text(cfg.read_text() + "mem_fraction_static = 0.70\n")
+    cfg.write_text(cfg.read_text() + "mem_fraction_static = 0.73\n")
     p, r3, _ = check(rig, units, st, name)
     assert p.returncode == 1 and not r3["healthy"] and r3["verdict"] == "healthy"
     assert [d["what"] for d in r3["drift"]] == ["kv_tokens"] and "KV cache down" in r3["drift"][0]["message"]
@@ -59,16 +59,17 @@ def test_healthy_then_drifted_with_history_and_state_restored(rig, units: Path) 
 def test_failing_baseline_and_against_names_the_keys(rig, units: Path) -> None:
     name = config(units, unit_name("base"), "demo-smoke")
     st = state_dir(units)
-    # preflight: the candidate never ran
+    # preflight: the candidate never ran, and its own config already serves nobody
     cand = config(units, unit_name("cand"), name, max_running_requests=8, max_mamba_cache_size=2,
                   sglang_version="0.5.12")  # the seed's release: max_running_request is zero
     p, r, _ = check(rig, units, st, name, "--against", cand)
     a = r["against"]
-    assert p.returncode == 0 and a["source"] == "preflight estimate" and a["cause"] == "max_running_zero"
+    assert p.returncode == 0 and a["source"] == "preflight" and a["cause"] == "max_running_zero"
     assert sorted(a["explaining_keys"]) == ["max_mamba_cache_size", "max_running_requests"]
     assert "max_mamba_cache_size 24 → 2" in a["explanation"]
     # the candidate's own last verdict, once it has run
-    assert sv(rig, units, "up", cand, "--wait-ready").returncode == 1
+    assert sv(rig, units, "up", cand, "--wait-ready").returncode == 1  # preflight refuses it: no start, no verdict
+    assert sv(rig, units, "up", cand, "--wait-ready", "--force").returncode == 1
     p, r, _ = check(rig, units, st, name, "--against", cand)
     assert r["against"]["source"] == "last verdict" and r["against"]["cause"] == "max_running_zero"
     assert sorted(r["against"]["explaining_keys"]) == ["max_mamba_cache_size", "max_running_requests"]
