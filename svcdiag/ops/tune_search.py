@@ -238,6 +238,7 @@ def step(p: Problem, trials: list[Trial], elapsed_s: float = 0.0) -> Start | Sto
     if hi is not None and lo is not None and hi - lo <= STEP + 1e-9:
         return Stop("met", f"{p.target} served at mem_fraction_static {hi:.2f}, and {lo:.2f} does not: "
                            "the most headroom there is", best)
+    measuring = ""
     if c is not None:
         need = least_fraction(c, s, p.target, ceiling)
         if need is None:
@@ -246,6 +247,7 @@ def step(p: Problem, trials: list[Trial], elapsed_s: float = 0.0) -> Start | Sto
                 return Stop("impossible", proof if c.source == "measured" else f"{proof} (the memory model's "
                             "estimate, by more than its margin)", best, fallbacks)
             need = ceiling  # the prior is close enough to be wrong: one start measures
+            measuring = f"the most static memory there is: the memory model's {proof.split(':')[0]}, within its margin"
         if hi is not None and need >= hi and c.source == "measured":
             return Stop("met", f"{p.target} served at mem_fraction_static {hi:.2f}; the measured costs say no "
                                "less serves it", best)
@@ -278,7 +280,7 @@ def step(p: Problem, trials: list[Trial], elapsed_s: float = 0.0) -> Start | Sto
             return Stop("stuck", f"the next candidate was already started (mem_fraction_static {f:.2f})", best)
     predicted = _fits(c, s, f, p.target) if c is not None else None
     src = "no estimate yet" if c is None else ("measured costs" if c.source == "measured" else "the memory model")
-    why = (f"the least static memory that serves {p.target} by {src}" if f == need
+    why = measuring or (f"the least static memory that serves {p.target} by {src}" if f == need
            else f"bisecting between {lo:.2f} (short) and {hi if hi is not None else ceiling + STEP:.2f}")
     return Start(cand, why + steer_note, predicted)
 

@@ -1,0 +1,83 @@
+"""`svcdiag tune` end to end on the stand-in: the seed's dflash-tp1-mr8 (8 × 32,768) on the
+stand-in's 96 GB card is proven impossible after one measuring start, a target that fits is
+found in fewer starts than a grid, its written config starts healthy with `up`, and a prior a
+few percent wrong is corrected by what the first start logs."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from ..model_fixtures import DFLASH_DRAFT, HYBRID_QWEN35_27B, model_dir
+from .helpers import config, unit_name
+
+pytestmark = pytest.mark.rig
+
+
+def sv_state(rig, units: Path, *args: str, timeout: float = 300):
+    return rig.run(f"SVCDIAG_STATE_DIR={units}/state svcdiag --units {units} " + " ".join(args), check=False,
+                   timeout=timeout)
+
+
+def seed_config(units: Path, weights_gb: float = 50.29, **fields) -> str:
+    """dflash-tp1-mr8's settings on the stand-in's healthy DFlash start, with model files preflight reads."""
+    target = model_dir(units / "models", f"target-{weights_gb}", HYBRID_QWEN35_27B, weights_gb)
+    draft = model_dir(units / "models", "draft", DFLASH_DRAFT, 1.66)
+    return config(units, unit_name("tune"), "demo-smoke", model_path=str(target), max_running_requests=8,
+                  max_mamba_cache_size=2, sim_time_scale=0.02, gpu_memory_gb=94.5,
+                  speculative={"algorithm": "DFLASH", "draft_model_path": str(draft)}, **fields)
+
+
+def tune_json(rig, units: Path, name: str, *args: str):
+    p = sv_state(rig, units, "tune", name, *args, "--json")
+    lines = [json.loads(x) for x in p.stdout.decode().splitlines() if x.startswith('{"event": "tune_result"')]
+    assert lines, p.stdout.decode()[-3000:] + p.stderr.decode()
+    return p, lines[-1]
+
+
+def test_the_seed_target_is_impossible_on_the_96_gb_card_and_says_what_would_serve(rig, units: Path) -> None:
+    name = seed_config(units)
+    p, r = tune_json(rig, units, name, "--target", "max_running=8")
+    assert p.returncode == 1 and r["status"] == "impossible", r["message"]
+    assert r["message"].startswith("8 × 32,768 needs ") and "at most 7 at this context" in r["message"]
+    assert r["starts"] == 1  # one start measures; none is spent past the proof
+    assert r["trials"][0]["settings"]["mem_fraction_static"] == 0.95
+    assert r["trials"][0]["verdict"] == "healthy" and r["trials"][0]["figures"]["max_running_requests"] == 8
+    assert r["fallbacks"][0] == {"max_running": 7, "context": 32768}
+    assert rig.run(f"systemctl is-active {name}-tuned.service", check=False).stdout.strip() != b"active"
+
+
+def test_a_reachable_target_is_found_in_fewer_starts_than_a_grid_and_its_config_starts(rig, units: Path) -> None:
+    name = seed_config(units)
+    p, r = tune_json(rig, units, name, "--target", "max_running=6")
+    assert p.returncode == 0 and r["status"] == "met", r["message"]
+    assert r["starts"] < r["grid_starts"], (r["starts"], r["grid_starts"])
+    assert r["starts"] == 1
+    best = r["best"]
+    assert best["figures"]["max_running_requests"] >= 6 and best["figures"]["kv_tokens"] >= 6 * 32768
+    assert best["history_id"] is not None
+    written = Path(r["written"])
+    assert written.name == f"{name}-tuned.toml" and f'extends = "{name}"' in written.read_text()
+    assert {d["key"] for d in r["diff"]} >= {"mem_fraction_static", "max_mamba_cache_size"}
+    # the history keeps the start under the run's id
+    rows = [json.loads(x) for x in sv_state(rig, units, "history", f"{name}-tuned", "--json").stdout.decode().splitlines()
+            if x.startswith("{")]
+    assert any(row.get("campaign") == r["run_id"] for row in rows), rows
+    # the written config starts healthy with `up`
+    up = sv_state(rig, units, "up", f"{name}-tuned", "--wait-ready")
+    assert up.returncode == 0, up.stdout.decode()[-2000:]
+    sv_state(rig, units, "down", f"{name}-tuned")
+    human = sv_state(rig, units, "tune", name, "--target", "max_running=6", "--max-starts", "1").stdout.decode()
+    assert "tune SERVED" in human and "a 0.01 grid of mem_fraction_static would take 21" in human
+
+
+def test_a_prior_a_few_percent_off_is_corrected_by_the_measured_costs(rig, units: Path) -> None:
+    # the checkpoint's index says 47.8 GB; the stand-in's weights take 50.29 (5 % more)
+    name = seed_config(units, weights_gb=47.8)
+    p, r = tune_json(rig, units, name, "--target", "max_running=6")
+    assert p.returncode == 0 and r["status"] == "met", r["message"]
+    first, last = r["trials"][0], r["trials"][-1]
+    assert first["figures"]["kv_tokens"] < 6 * 32768  # the prior's candidate was short
+    assert "measured costs" in last["why"] and r["starts"] == 2
