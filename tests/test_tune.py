@@ -193,3 +193,162 @@ def test_a_proof_from_an_exact_prior_spends_no_start(free_gb: float, r: int, ctx
 
 def test_reserve_headroom_is_what_activations_get() -> None:
     assert SEED.reserve_gb == 1.21 + 1.66 + ACTIVATION_HEADROOM_GB
+
+
+# ---------------------------------------------------------------- ops.tune: the loop, the run file, Ctrl-C
+
+import pytest  # noqa: E402
+
+from svcdiag.config.campaign import load_plan  # noqa: E402
+from svcdiag.config.service import UnitsDir  # noqa: E402
+from svcdiag.errors import ConfigError, SvcdiagError  # noqa: E402
+from svcdiag.judge.verdict import Verdict  # noqa: E402
+from svcdiag.ops import tune as ops_tune  # noqa: E402
+from svcdiag.ops.start import StartOutcome  # noqa: E402
+from svcdiag.output.publish import Publisher  # noqa: E402
+from svcdiag.output.report import render_tune  # noqa: E402
+
+
+class Props:
+    def __init__(self, running: bool = False):
+        self.running = running
+        self.active_state = "active" if running else "inactive"
+        self.invocation = "inv"
+
+
+class FakeSystemd:
+    """Which units run: started by tune (ensure_started, patched), stopped through stop()/wait_job()."""
+
+    remote = None
+
+    def __init__(self) -> None:
+        self.active: set[str] = set()
+        self.stopped: list[str] = []
+
+    def props(self, unit: str) -> Props:
+        return Props(unit in self.active)
+
+    def stop(self, unit: str) -> str:
+        self.active.discard(unit)
+        self.stopped.append(unit)
+        return unit
+
+    def wait_job(self, job: str, timeout: float) -> str:
+        return "done"
+
+
+@pytest.fixture
+def world(tmp_path, monkeypatch):
+    """A units folder with the seed's config, the search's costs as the GPU's, every start faked."""
+    units = tmp_path / "units"
+    units.mkdir()
+    (units / "seed.toml").write_text('model_path = "/m"\nmem_fraction_static = 0.75\nmax_running_requests = 8\n'
+                                     'context_length = 32768\nmax_mamba_cache_size = 2\ncuda_graph_max_bs = 4\n'
+                                     'chunked_prefill_size = 8192\n[speculative]\nalgorithm = "DFLASH"\n')
+    sd = FakeSystemd()
+    true = replace(SEED, free_gb=139.0, weights_gb=53.0)
+    monkeypatch.setattr(ops_tune, "quiet_plan", lambda cfg, gpu_memory=None, remote=None: None)
+    monkeypatch.setattr(ops_tune.gpu_hygiene, "gate", lambda *a, **k: [])
+    monkeypatch.setattr(ops_tune, "flag_check", lambda cfg, note: None)
+    monkeypatch.setattr(ops_tune, "unit_lock", lambda name, note: __import__("contextlib").nullcontext())
+
+    def started(sd_, cfg, note, *, restart, sglang):
+        sd_.active.add(cfg.unit)
+        return Props(True)
+
+    interrupt_at: list[int] = []
+
+    def waited(sd_, cfg, units_, props, pub, timeout, plan, **kw):
+        n = len(sd.stopped) + 1
+        if n in interrupt_at:
+            return StartOutcome(interrupted=True)
+        s = {k: getattr(cfg, k) for k in ops_tune.CAPACITY_KEYS}
+        t = fake_start(true, s)
+        return StartOutcome(verdict=Verdict(verdict=t.verdict, phase="ready", cause=t.cause, message="",
+                                            figures=t.figures), started=True, history_id=n)
+
+    monkeypatch.setattr(ops_tune, "ensure_started", started)
+    monkeypatch.setattr(ops_tune, "wait_verdict", waited)
+    return UnitsDir(units, "test"), sd, interrupt_at, tmp_path / "state"
+
+
+def _tune(world, **kw):
+    units, sd, _, state = world
+    cfg = units.load("seed")
+    notes: list[str] = []
+    pub = Publisher([], config="seed")
+    pub.note = notes.append  # type: ignore[method-assign]
+    target = ops_tune.parse_target(["max_running=8"], cfg)
+    return ops_tune.tune(sd, cfg, units, pub, target=target, state=str(state), **kw), notes
+
+
+def test_tune_writes_a_config_that_extends_the_original_and_stops_every_unit_it_started(world) -> None:
+    units, sd, _, _ = world
+    res, notes = _tune(world)
+    assert res.status == "met" and res.starts == 2  # the first measures (no prior), the second serves
+    assert sd.active == set() and sd.stopped == ["seed-tuned.service"] * 2
+    text = (units.path / "seed-tuned.toml").read_text()
+    assert 'extends = "seed"' in text and "max_mamba_cache_size = 40" in text and "run tune-seed-" in text
+    tuned = units.load("seed-tuned")
+    assert tuned.mem_fraction_static == res.best.settings["mem_fraction_static"] and tuned.max_running_requests == 8
+    assert {d["key"] for d in res.diff} == {"mem_fraction_static", "max_mamba_cache_size"}
+    assert any("no prior" in n for n in notes) and any("would take 21 starts" in n for n in notes)
+    out = render_tune(res.to_json())
+    assert "tune SERVED: 8 × 32,768" in out and "2 start(s) spent; a 0.01 grid" in out and "seed-tuned.toml" in out
+
+
+def test_ctrl_c_stops_the_unit_and_resume_continues_the_run(world) -> None:
+    units, sd, interrupt_at, state = world
+    interrupt_at.append(2)
+    res, notes = _tune(world)
+    assert res.status == "interrupted" and res.starts == 1 and sd.active == set()
+    assert any("seed-tuned.service stopped" in n for n in notes) and "--resume" in res.message
+    interrupt_at.clear()
+    again, notes = _tune(world, resume=True)
+    assert again.run_id == res.run_id and again.status == "met" and again.starts == 2
+    assert any("resuming" in n and "1 start(s) already made" in n for n in notes)
+
+
+def test_tune_refuses_while_the_original_runs_and_resume_needs_a_run(world) -> None:
+    units, sd, _, _ = world
+    with pytest.raises(SvcdiagError, match="no tune run of seed to resume"):
+        _tune(world, resume=True)
+    sd.active.add("seed.service")
+    with pytest.raises(SvcdiagError, match=r"seed.service is running .*svcdiag down seed"):
+        _tune(world)
+
+
+@pytest.mark.parametrize(("items", "message"), [
+    (["max_running=0"], "--target 'max_running=0': expected max_running=N or context=N"),
+    (["speed=3"], "--target 'speed=3'"),
+    (["context=4096"], "--target max_running=N is required"),
+])
+def test_target_errors_name_the_option(world, items, message) -> None:
+    units = world[0]
+    with pytest.raises(SvcdiagError, match=__import__("re").escape(message)):
+        ops_tune.parse_target(items, units.load("seed"))
+
+
+def test_keep_and_budget_are_checked() -> None:
+    assert ops_tune.parse_keep(["cuda_graph_max_bs"]) == frozenset({"cuda_graph_max_bs"})
+    with pytest.raises(SvcdiagError, match="--keep 'tp_size': not a capacity key"):
+        ops_tune.parse_keep(["tp_size"])
+    assert ops_tune.parse_budget("45m") == 2700 and ops_tune.parse_budget("1h30m") == 5400
+    assert ops_tune.parse_budget("90s") == 90 and ops_tune.parse_budget("10") == 600
+    for bad in ("soon", "0m", ""):
+        with pytest.raises(SvcdiagError, match="--budget"):
+            ops_tune.parse_budget(bad)
+
+
+def test_a_campaign_phase_may_tune(tmp_path) -> None:
+    units = tmp_path / "units"
+    units.mkdir()
+    (units / "seed.toml").write_text('model_path = "/m"\n')
+    plan = tmp_path / "plan.toml"
+    plan.write_text('baseline = false\n[[phase]]\nname = "fit"\nconfigs = ["seed"]\n'
+                    'tune = { target = { max_running = 8, context = 32768 }, max_starts = 4 }\n')
+    p = load_plan(plan, UnitsDir(units, "test"))
+    assert p.phases[0].tune == {"target": {"max_running": 8, "context": 32768}, "max_starts": 4}
+    plan.write_text('baseline = false\n[[phase]]\nname = "fit"\nconfigs = ["seed"]\ntune = { target = { context = 8 } }\n')
+    with pytest.raises(ConfigError, match=r"phase\[0\]\.tune.*needs target = \{ max_running = N \}"):
+        load_plan(plan, UnitsDir(units, "test"))

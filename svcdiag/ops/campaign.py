@@ -255,7 +255,35 @@ class Runner:
             except KeyboardInterrupt:  # a second Ctrl-C while the threads finish: wait still
                 continue
 
+    def _tuned(self, phase: Phase, cfg: ServiceConfig) -> ServiceConfig | RunRow:
+        """A `tune` phase: the config tuned to the phase's target; its tuned config, or the row of why none."""
+        from svcdiag.ops import tune
+
+        spec = phase.tune or {}
+        t = spec["target"]
+        base = {"phase": phase.name, "config": cfg.name, "config_hash": cfg.config_hash, "gpus": config_gpus(cfg),
+                "started": time.time()}
+        try:
+            target = tune.parse_target([f"{k}={v}" for k, v in t.items()], cfg)
+            with self.connect(cfg) as sd:
+                res = tune.tune(sd, cfg, self.units, self.pub(cfg), target=target,
+                                keep=tune.parse_keep(spec.get("keep", [])), budget_s=tune.parse_budget(spec.get("budget")),
+                                max_starts=spec.get("max_starts"), state=self.state)
+        except SvcdiagError as e:
+            return RunRow(**base, status="refused", cause="tune", message=str(e), ended=time.time())
+        self.base.note(f"{cfg.name}: tune {res.status}: {res.message} ({res.starts} start(s))")
+        if res.status != "met":
+            return RunRow(**base, status="interrupted" if res.status == "interrupted" else "refused",
+                          cause=f"tune_{res.status}", message=res.message, ended=time.time(),
+                          diagnosis={"tune": res.to_json()})
+        return self.units.load(tune.tuned_name(cfg))
+
     def _one(self, phase: Phase, cfg: ServiceConfig) -> RunRow:
+        if phase.tune is not None:
+            tuned = self._tuned(phase, cfg)
+            if isinstance(tuned, RunRow):
+                return tuned
+            cfg = tuned
         pub = self.pub(cfg)
         t0 = time.time()
         base: dict[str, Any] = {"phase": phase.name, "config": cfg.name, "config_hash": cfg.config_hash,
