@@ -352,3 +352,10 @@ def test_a_campaign_phase_may_tune(tmp_path) -> None:
     plan.write_text('baseline = false\n[[phase]]\nname = "fit"\nconfigs = ["seed"]\ntune = { target = { context = 8 } }\n')
     with pytest.raises(ConfigError, match=r"phase\[0\]\.tune.*needs target = \{ max_running = N \}"):
         load_plan(plan, UnitsDir(units, "test"))
+
+
+def test_without_a_prior_a_start_that_logs_no_pool_is_followed_by_the_most_static_memory() -> None:
+    # 40 Mamba slots at the config's 0.75 leave nothing for the KV pool: SGLang says only "Not enough memory"
+    stop, trials = run(problem(Target(8, 32768), None), SEED)
+    assert [(t.settings["mem_fraction_static"], t.cause) for t in trials] == [(0.75, "not_enough_memory"), (0.95, None)]
+    assert stop.status == "impossible" and "at most 7 at this context" in stop.message

@@ -216,7 +216,8 @@ def tune(sd: Systemd, cfg: ServiceConfig, units: UnitsDir, pub: Publisher, *, ta
     run.save()
     written, diff = None, ()
     if decision.best is not None:
-        head = f"{header}\n{decision.status}: {decision.message}"
+        head = f"{header}\n{decision.status}: {decision.message}" + (
+            "" if decision.status == "met" else f"\nThe best start so far: it does not serve {target}.")
         tuned = _write(units, cfg, decision.best.settings, head)
         written = str(tuned.path)
         if write is not None:

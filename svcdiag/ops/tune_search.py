@@ -251,8 +251,12 @@ def step(p: Problem, trials: list[Trial], elapsed_s: float = 0.0) -> Start | Sto
         if hi is not None and need >= hi and c.source == "measured":
             return Stop("met", f"{p.target} served at mem_fraction_static {hi:.2f}; the measured costs say no "
                                "less serves it", best)
-    else:
+    elif lo is None and hi is None:
         need = s["mem_fraction_static"] or MAX_MEM_FRACTION
+        measuring = "the config's own mem_fraction_static: no estimate yet, this start measures the costs"
+    else:
+        need = ceiling
+        measuring = "the most static memory there is: the last start logged too little to size from"
     low = lo if lo is not None else 0.0
     high = hi if hi is not None else ceiling + STEP
     f = need
