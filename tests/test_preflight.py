@@ -29,8 +29,6 @@ from .model_fixtures import (
     seed_models,
 )
 
-SEED_KV_TOKENS = 11893  # the seed's log: "KV Cache is allocated. ... #tokens: 11893"
-
 
 def configure(units: Path, name: str, base: str, models: Path, **fields) -> object:
     target, draft = seed_models(models)
@@ -86,27 +84,50 @@ def test_unknown_architecture_names_the_missing_fields(tmp_path: Path) -> None:
 # ---------------------------------------------------------------- the seed's case
 
 
-def test_seed_case_is_cannot_serve_within_5pct_with_a_fix_the_stand_in_serves(units: Path, tmp_path: Path) -> None:
+def test_seed_case_is_cannot_serve_with_a_fix_sglangs_arithmetic_and_the_stand_in_serve(units: Path,
+                                                                                         tmp_path: Path) -> None:
     cfg = configure(units, "seed", "dflash-tp1-mr8", tmp_path, gpu_memory_gb=69.67)
     p = plan(cfg)
     pred = p.prediction
-    assert pred.verdict == "cannot_serve" and pred.max_running_requests == 0
-    assert abs(pred.kv_tokens - SEED_KV_TOKENS) / SEED_KV_TOKENS < 0.05
-    assert any("less than one 32,768-token request" in r for r in pred.reasons)
-    assert p.inputs.gpu_source.endswith("gpu_memory_gb")
+    assert pred.verdict == "cannot_serve" and pred.max_running_requests == 0 and pred.family == "0.5.23"
+    # 0.5.23 counts the draft's weights (1.66 GB) and reserves (0 + 1) × 16 intermediate states: nothing is left
+    assert pred.failure == "not_enough_memory" and pred.kv_tokens == 0
+    assert any("2 Mamba slot(s) at 5 per request serve no request" in r for r in pred.reasons)
+    assert p.inputs is not None and p.inputs.gpu_source.endswith("gpu_memory_gb")
     fix = pred.fixes[0]["set"]
-    assert fix["mem_fraction_static"] <= 0.85 and fix["max_running_requests"] >= 1
+    assert fix["mem_fraction_static"] <= 0.95 and fix["max_running_requests"] >= 1
     fixed = dataclasses.replace(cfg, **fix)
     assert plan(fixed).prediction.verdict in ("ok", "tight")
-    # the stand-in's GPU, on the same flags, agrees: the unfixed config dies, the fixed one serves
-    sim = SCENARIOS["healthy-hybrid-dflash"]
-    sim = dataclasses.replace(sim, gpu_free_gb=69.67)
-    args = {"tp": 1, "context_length": 32768, "speculative": True}
+    # the stand-in's own copy of 0.5.23's arithmetic agrees: the unfixed config dies, the fixed one serves
+    sim = dataclasses.replace(SCENARIOS["healthy-hybrid-dflash"], gpu_free_gb=69.67)
+    args = {"tp": 1, "context_length": 32768, "speculative": True, "new": True}
     before = compute(HYBRID_27B, sim, mem_fraction_static=0.75, max_mamba_cache_size=2, max_running_requests=8, **args)
     after = compute(HYBRID_27B, sim, mem_fraction_static=fix["mem_fraction_static"],
                     max_mamba_cache_size=fix.get("max_mamba_cache_size", 2),
                     max_running_requests=fix.get("max_running_requests", 8), **args)
-    assert before.max_running == 0 and after.max_running >= 1
+    assert before.max_running == 0 and after.max_running >= 1 and not after.not_enough_memory
+    assert abs(after.kv_tokens - plan(fixed).prediction.kv_tokens) / after.kv_tokens < 0.05
+    # on the seed's release (0.5.12) the intermediate state for all 8 asked requests is reserved up front
+    old = plan(dataclasses.replace(cfg, sglang_version="0.5.12")).prediction
+    assert (old.family, old.verdict, old.failure) == ("0.5.12", "cannot_serve", "not_enough_memory")
+
+
+def test_the_seeds_config_alone_cannot_serve(units: Path, tmp_path: Path, cli) -> None:
+    """No config.json, no GPU figure: its own max_mamba_cache_size = 2 serves nobody (exit 1)."""
+    empty = model_dir(tmp_path, "empty", None, None)
+    configure(units, "alone", "dflash-tp1-mr8", tmp_path, model_path=str(empty))
+    r = cli("preflight", "alone")
+    assert r.exit_code == 1, r.output
+    assert "CANNOT SERVE" in r.output and "2 Mamba slot(s) at 5 per request serve no request" in r.output
+    assert "judged from the config alone" in r.output
+    out = json.loads(cli("preflight", "alone", "--json").output)
+    assert (out["verdict"], out["cause"], out["limits"]) == ("cannot_serve", "mamba_cache_too_small", {"mamba": 0})
+    # the issue's case: --kv-bytes-per-token and --weights-gb with no config.json still count the config's slots
+    r = cli("preflight", "alone", "--kv-bytes-per-token", "65024", "--weights-gb", "51.9", "--gpu-memory", "80")
+    assert r.exit_code == 1 and "CANNOT SERVE" in r.output, r.output
+    configure(units, "alone-smoke", "dflash-smoke", tmp_path, model_path=str(empty))
+    r = cli("preflight", "alone-smoke")  # 24 slots serve 4: the config alone does not decide
+    assert r.exit_code == 2 and "config.json: no such file" in r.output
 
 
 @pytest.mark.parametrize("scenario, base, tp", [
@@ -123,7 +144,7 @@ def test_prediction_within_5pct_of_the_stand_ins_kv_pool(units: Path, tmp_path: 
     profile = DENSE_8B if dense else HYBRID_27B
     sim = compute(profile, SCENARIOS[scenario], tp=tp, mem_fraction_static=cfg.mem_fraction_static,
                   max_mamba_cache_size=cfg.max_mamba_cache_size, max_running_requests=cfg.max_running_requests,
-                  context_length=cfg.context_length, speculative=cfg.speculative is not None)
+                  context_length=cfg.context_length, speculative=cfg.speculative is not None, new=True)
     assert abs(pred.kv_tokens - sim.kv_tokens) / sim.kv_tokens < 0.05, (pred.kv_tokens, sim.kv_tokens)
     assert pred.max_running_requests == sim.max_running
     assert pred.verdict in ("ok", "tight")
@@ -207,13 +228,16 @@ def test_preflight_cli_exit_codes_and_human_budget(units: Path, tmp_path: Path, 
 def test_calibration_is_appended_and_a_torn_line_loses_nothing_else(units: Path, tmp_path: Path, cli) -> None:
     from svcdiag.judge.verdict import Verdict
 
-    cfg = configure(units, "seed", "dflash-tp1-mr8", tmp_path, gpu_memory_gb=69.67)
+    cfg = configure(units, "seed", "dflash-smoke", tmp_path, gpu_memory_gb=IDLE_GPU_FREE_GB)
     cal = Calibration(tmp_path / "state")
     pred = plan(cfg).prediction
-    v = Verdict(verdict="failed", phase="scheduler", cause="max_running_zero", message="",
-                figures={"kv_tokens": SEED_KV_TOKENS}, invocation="a" * 32)
+    logged = compute(HYBRID_27B, SCENARIOS["healthy-hybrid-dflash"], tp=1, mem_fraction_static=0.75,
+                     max_mamba_cache_size=24, max_running_requests=4, context_length=32768, speculative=True,
+                     new=True).kv_tokens
+    v = Verdict(verdict="healthy", phase="ready", cause=None, message="",
+                figures={"kv_tokens": logged}, invocation="a" * 32)
     row = cal.record(cfg, pred, v)
-    assert row["logged_kv_tokens"] == SEED_KV_TOKENS and abs(row["error_pct"]) < 5
+    assert row["logged_kv_tokens"] == logged and abs(row["error_pct"]) < 5
     with open(tmp_path / "state" / "seed" / "calibration.jsonl", "a") as f:
         f.write('{"config": "seed", "predicted_kv')  # a crash mid-write
     cal.record(cfg, pred, v)
@@ -236,9 +260,10 @@ def test_bad_overrides_are_refused_naming_the_option() -> None:
 def test_baseline_against_a_candidate_that_never_ran_uses_preflight(units: Path, tmp_path: Path) -> None:
     from svcdiag.ops.baseline import explain_candidate
 
-    base = configure(units, "smoke", "dflash-smoke", tmp_path, gpu_memory_gb=69.67)
-    cand = configure(units, "mr8", "dflash-tp1-mr8", tmp_path, gpu_memory_gb=69.67)
+    base = configure(units, "smoke", "dflash-smoke", tmp_path, gpu_memory_gb=139.72)
+    cand = configure(units, "mr8", "dflash-tp1-mr8", tmp_path, gpu_memory_gb=139.72)
     out = explain_candidate(base, cand, None, None, preflight=plan(cand).to_json())
-    assert (out["source"], out["cause"], out["verdict"]) == ("preflight", "max_running_zero", "failed (predicted)")
+    # memory enough; 2 Mamba slots at 5 per request: 0.5.23's Hybrid state cache RuntimeError
+    assert (out["source"], out["cause"], out["verdict"]) == ("preflight", "mamba_cache_too_small", "failed (predicted)")
     assert "max_mamba_cache_size" in out["explaining_keys"]
-    assert "would fail with max_running_zero" in out["explanation"]
+    assert "would fail with mamba_cache_too_small" in out["explanation"]

@@ -14,10 +14,10 @@ import json
 import os
 import shlex
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from svcdiag.config.service import ServiceConfig
@@ -25,23 +25,37 @@ from svcdiag.errors import SvcdiagError
 from svcdiag.files import private_dir
 from svcdiag.ops.gpumem import gpu_free_gb
 from svcdiag.sglang.memory import GB
-from svcdiag.sglang.modelinfo import LOCAL, ModelFiles, ModelInfoError, read_shape, weight_bytes
-from svcdiag.sglang.preflight import Inputs, Prediction, inputs_from_shape, predict
+from svcdiag.sglang.modelinfo import (
+    LOCAL,
+    ModelFiles,
+    ModelInfoError,
+    ModelShape,
+    hub_caches,
+    hub_snapshot,
+    is_hub_id,
+    read_shape,
+    shape_from_config,
+    weight_bytes,
+)
+from svcdiag.sglang.preflight import Inputs, Prediction, from_config_alone, inputs_from_shape, predict
 
 
 @dataclass(frozen=True, slots=True)
 class Plan:
-    inputs: Inputs
+    inputs: Inputs | None  # None: judged from the config alone (no model shape or GPU figure)
     prediction: Prediction
     notes: tuple[str, ...]
 
     def to_json(self) -> dict[str, Any]:
         i = self.inputs
-        return {**self.prediction.to_json(), "cause": predicted_cause(self.prediction),
-                "gpu_free_gb": i.gpu_free_gb, "gpu_source": i.gpu_source,
+        out = {**self.prediction.to_json(), "cause": predicted_cause(self.prediction), "notes": list(self.notes)}
+        if i is None:
+            return {**out, "gpu_free_gb": None, "gpu_source": None, "kv_bytes_per_token": None,
+                    "weights_gb_per_gpu": None, "mamba_slot_bytes": None, "sources": {"limits": "the config alone"}}
+        return {**out, "gpu_free_gb": i.gpu_free_gb, "gpu_source": i.gpu_source,
                 "kv_bytes_per_token": i.kv_bytes_per_token, "weights_gb_per_gpu": round(i.weights_bytes / GB, 3),
                 "mamba_slot_bytes": list(i.mamba_slot_bytes) if i.mamba_slot_bytes else None,
-                "sources": i.sources, "notes": list(self.notes)}
+                "draft_kv_bytes_per_token": i.draft_kv_bytes_per_token, "sources": i.sources}
 
 
 class RemoteFiles:
@@ -63,24 +77,72 @@ class RemoteFiles:
             raise SvcdiagError(f"{self.conn.target}: cannot list {folder}")
         return [int(x) for x in p.stdout.decode().split() if x.isdigit()]
 
+    def names(self, folder: str) -> list[str] | None:
+        p = self.conn.run(f"test -d {shlex.quote(folder)} || exit 3; ls -1 -- {shlex.quote(folder)}")
+        return sorted(p.stdout.decode().split()) if p.returncode == 0 else None
+
 
 def _where(remote: Any) -> str:
     return f"{remote.target}:" if remote is not None else ""
 
 
+TRUE = ("1", "true", "yes", "on")
+
+
+def locate_model(cfg: ServiceConfig, files: ModelFiles, remote: Any = None, *,
+                 environ: Mapping[str, str] | None = None) -> tuple[str, str | None]:
+    """The folder SGLang will load `cfg.model_path` from, and how it was found (None: the path
+    as given). A hub id (`Qwen/Qwen3-8B`) that is no folder here is looked up in the Hugging
+    Face cache the unit would use (its [env] HF_HOME / HF_HUB_CACHE first); not cached is a
+    ModelInfoError that says whether SGLang will download it or, with HF_HUB_OFFLINE, fail."""
+    path = cfg.model_path
+    if not is_hub_id(path) or files.text(f"{path}/config.json") is not None:
+        return path, None
+    env = dict(os.environ if environ is None and remote is None else environ or {})
+    env.update(dict(cfg.env))
+    homes = [] if remote is not None else [os.path.expanduser(f"~{cfg.user}") if cfg.user else "",
+                                          os.path.expanduser("~")]
+    if remote is not None and cfg.user:
+        homes = [f"/home/{cfg.user}"]
+    homes.append("/root")
+    caches = hub_caches(env, [h for h in homes if h and not h.startswith("~")])
+    snap = hub_snapshot(path, caches, files)
+    if snap is not None:
+        return snap, f"hub id {path}: {_where(remote)}{snap}"
+    offline = env.get("HF_HUB_OFFLINE", "").lower() in TRUE
+    then = "with HF_HUB_OFFLINE set, SGLang will fail to load it" if offline else "SGLang will download it at start"
+    raise ModelInfoError(PurePosixPath(path), ["config.json"],
+                         f"hub id not in the Hugging Face cache ({', '.join(caches)}): {then}; "
+                         f"pass --model-config FILE")
+
+
 def plan(cfg: ServiceConfig, *, gpu_memory: float | None = None, kv_bytes_per_token: int | None = None,
-         weights_gb: float | None = None, remote: Any = None) -> Plan:
+         weights_gb: float | None = None, remote: Any = None, model_config: str | None = None) -> Plan:
     """The prediction for `cfg`, or a one-line SvcdiagError naming what is missing. `remote`:
-    the SSH Connection of the host it runs on, where its model files and GPUs are."""
+    the SSH Connection of the host it runs on, where its model files and GPUs are.
+    `model_config`: a config.json to read the model's shape from (this host's file). A config
+    whose own settings serve nobody is CANNOT SERVE even when nothing else can be read."""
     notes: list[str] = []
     sources: dict[str, str] = {}
     files: ModelFiles = LOCAL if remote is None else RemoteFiles(remote)
     at = _where(remote)
+    alone = from_config_alone(cfg)
+    where = cfg.model_path
     try:
-        shape = read_shape(cfg.model_path, files)
-        sources["shape"] = f"{at}{cfg.model_path}/config.json ({shape.architecture}, {shape.kind})"
+        where, how = locate_model(cfg, files, remote)
+        if how:
+            sources["model"] = how
+        if model_config is not None:
+            shape = read_shape(str(Path(model_config).parent), LOCAL) if Path(model_config).name == "config.json" \
+                else shape_from_file(model_config)
+            sources["shape"] = f"{model_config} ({shape.architecture}, {shape.kind})"
+        else:
+            shape = read_shape(where, files)
+            sources["shape"] = f"{at}{where}/config.json ({shape.architecture}, {shape.kind})"
     except ModelInfoError as e:
         if kv_bytes_per_token is None:
+            if alone is not None:
+                return Plan(None, alone, (f"{at}{e}: judged from the config alone",))
             if remote is not None:
                 raise SvcdiagError(f"{at}{e}") from None
             raise
@@ -95,29 +157,48 @@ def plan(cfg: ServiceConfig, *, gpu_memory: float | None = None, kv_bytes_per_to
         sources["weights"] = "--weights-gb"
     else:
         try:
-            weights = weight_bytes(cfg.model_path, files)
+            weights = weight_bytes(where, files)
         except SvcdiagError as e:
+            if alone is not None:
+                return Plan(None, alone, (f"{at}{e}: judged from the config alone",))
             raise SvcdiagError(f"{at}{e}; pass --weights-gb") from None
-        sources["weights"] = f"{at}{cfg.model_path} (safetensors)"
-    draft, draft_layers = 0, None
+        sources["weights"] = f"{at}{where} (safetensors)"
+    draft, draft_shape = 0, None
     spec = cfg.speculative
     if spec is not None and spec.draft_model_path:
         try:
             draft = weight_bytes(spec.draft_model_path, files)
             sources["draft"] = f"{at}{spec.draft_model_path} (safetensors)"
         except SvcdiagError as e:
-            notes.append(f"draft model size unknown ({e}); the reserve check leaves it out")
+            notes.append(f"draft model size unknown ({e}); its weights are left out")
         try:
-            draft_layers = read_shape(spec.draft_model_path, files).layers
+            draft_shape = read_shape(spec.draft_model_path, files)
         except SvcdiagError:
-            pass
-    free, source = gpu_free_gb(cfg, gpu_memory, remote)
+            notes.append(f"{at}{spec.draft_model_path}/config.json unreadable: the draft's KV is left out")
+    try:
+        free, source = gpu_free_gb(cfg, gpu_memory, remote)
+    except SvcdiagError:
+        if alone is not None:
+            return Plan(None, alone, ("no GPU memory figure: judged from the config alone",))
+        raise
     inp = inputs_from_shape(cfg, shape, gpu_free_gb=free, gpu_source=source, weights_bytes=weights,
-                            draft_bytes=draft, draft_layers=draft_layers, kv_bytes_per_token=kv_bytes_per_token,
+                            draft_bytes=draft, draft_shape=draft_shape, kv_bytes_per_token=kv_bytes_per_token,
                             sources=sources)
     if inp.context_len is None:
         notes.append("no context_length in the config and none in config.json: the one-request check is skipped")
     return Plan(inp, predict(cfg, inp), tuple(notes))
+
+
+def shape_from_file(path: str) -> ModelShape:
+    """--model-config FILE: a config.json by another name."""
+    p = Path(path)
+    try:
+        cfg = json.loads(p.read_text())
+    except (OSError, ValueError) as e:
+        raise ModelInfoError(p, ["config.json"], f"cannot read: {e}") from None
+    if not isinstance(cfg, dict):
+        raise ModelInfoError(p, ["config.json"], "not a JSON object")
+    return shape_from_config(cfg, p)
 
 
 @contextmanager
@@ -142,7 +223,9 @@ def predicted_cause(p: Prediction) -> str | None:
     """The failure SGLang would report for this prediction."""
     if p.verdict != "cannot_serve":
         return None
-    return "not_enough_memory" if p.kv_tokens <= 0 and p.budget["kv_cache"] <= 0 else "max_running_zero"
+    if p.failure in ("not_enough_memory", "mamba_cache_too_small"):
+        return p.failure
+    return "max_running_zero"
 
 
 # ---------------------------------------------------------------- calibration

@@ -200,16 +200,25 @@ def render_preflight(name: str, plan: dict[str, Any]) -> str:
     b = plan["budget_gb"]
     head = {"ok": "OK", "tight": "TIGHT", "cannot_serve": "CANNOT SERVE"}[plan["verdict"]]
     lines = [f"{name}: preflight {head}: {plan['kv_tokens']:,} KV tokens predicted, max_running_requests "
-             f"{plan['max_running_requests']}, context_len {_n(plan['context_len'])}",
-             f"  GPU memory free before loading: {b['free_before_load']:.2f} GB ({plan['gpu_source']})",
-             f"  mem_fraction_static {b['mem_fraction_static']}: {b['free_before_load'] * b['mem_fraction_static']:.2f} GB"
-             f" for weights and caches, {b['reserve']:.2f} GB reserve",
-             f"    weights        {b['weights']:8.2f} GB per GPU",
-             (f"    Mamba cache    {b['mamba_cache']:8.2f} GB ({plan['mamba_slots']} slots)"
-              if plan.get("mamba_slots") is not None else "    Mamba cache        none counted"),
-             f"    KV cache       {b['kv_cache']:8.2f} GB at {plan['kv_bytes_per_token']:,} bytes per token",
-             f"    draft model    {b['draft']:8.2f} GB (from the reserve)",
-             "  limits on max_running_requests: " + ", ".join(f"{k} {v:,}" for k, v in plan["limits"].items())]
+             f"{plan['max_running_requests']}, context_len {_n(plan['context_len'])}"
+             + (f" (SGLang {plan['sizing_family']}'s arithmetic)" if plan.get("sizing_family") else "")]
+    if b:
+        lines += [f"  GPU memory free before loading: {b['free_before_load']:.2f} GB ({plan['gpu_source']})",
+                  f"  mem_fraction_static {b['mem_fraction_static']}: "
+                  f"{b['free_before_load'] * b['mem_fraction_static']:.2f} GB for weights and caches, "
+                  f"{b['reserve']:.2f} GB reserve",
+                  f"    weights        {b['weights']:8.2f} GB per GPU",
+                  (f"    Mamba cache    {b['mamba_cache']:8.2f} GB ({plan['mamba_slots']} slots"
+                   + (f", {plan['slots_per_request']} per request)" if plan.get("slots_per_request") else ")")
+                   if plan.get("mamba_slots") is not None else "    Mamba cache        none counted")]
+        if b.get("mamba_intermediate"):
+            lines.append(f"    spec. state    {b['mamba_intermediate']:8.2f} GB (the draft tokens' intermediate state)")
+        lines += [f"    KV cache       {b['kv_cache']:8.2f} GB at {plan['kv_bytes_per_token']:,} bytes per token"
+                  + (f" (+ {plan['draft_kv_bytes_per_token']:,} for the draft's KV)"
+                     if plan.get("draft_kv_bytes_per_token") else ""),
+                  f"    draft model    {b['draft']:8.2f} GB"]
+    lines.append("  limits on max_running_requests: " + ", ".join(f"{k} {v:,}" for k, v in plan["limits"].items())
+                 + (f" (binding: {plan['binding']})" if plan.get("binding") else ""))
     lines += [f"  - {r}" for r in plan["reasons"]]
     lines += [f"  note: {n}" for n in plan["notes"]]
     lines += _fix_lines(plan["fixes"])

@@ -12,6 +12,8 @@ builds for a remote host (svcdiag.ops.preflight reads them over SSH); nothing he
 from __future__ import annotations
 
 import json
+import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any, Protocol
@@ -32,6 +34,8 @@ class ModelFiles(Protocol):
 
     def sizes(self, folder: str, suffix: str) -> list[int] | None: ...
 
+    def names(self, folder: str) -> list[str] | None: ...
+
 
 class LocalFiles:
     """This host's files (symlinks followed, as a Hugging Face cache needs)."""
@@ -46,8 +50,51 @@ class LocalFiles:
         d = Path(folder)
         return [f.stat().st_size for f in d.glob(f"*{suffix}")] if d.is_dir() else None
 
+    def names(self, folder: str) -> list[str] | None:
+        d = Path(folder)
+        return sorted(f.name for f in d.iterdir()) if d.is_dir() else None
+
 
 LOCAL = LocalFiles()
+
+#: ORG/NAME as the Hugging Face hub spells a model id (what SGLang downloads when it is no directory)
+HUB_ID_RE = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
+
+
+def is_hub_id(model: str) -> bool:
+    """`Qwen/Qwen3-8B`, not a path: no leading `/`, `.` or `~`, exactly one `/`."""
+    return bool(HUB_ID_RE.match(model)) and not model.startswith((".", "~"))
+
+
+def hub_caches(env: Mapping[str, str], homes: Sequence[str] = ()) -> list[str]:
+    """The hub cache folders huggingface_hub would use, in its own order: HF_HUB_CACHE,
+    HF_HOME/hub, XDG_CACHE_HOME/huggingface/hub, then ~/.cache/huggingface/hub of `homes`."""
+    out: list[str] = []
+    if env.get("HF_HUB_CACHE"):
+        out.append(env["HF_HUB_CACHE"])
+    if env.get("HF_HOME"):
+        out.append(f"{env['HF_HOME'].rstrip('/')}/hub")
+    if env.get("XDG_CACHE_HOME"):
+        out.append(f"{env['XDG_CACHE_HOME'].rstrip('/')}/huggingface/hub")
+    out += [f"{h.rstrip('/')}/.cache/huggingface/hub" for h in homes if h]
+    return list(dict.fromkeys(out))
+
+
+def hub_snapshot(model: str, caches: Sequence[str], files: ModelFiles = LOCAL) -> str | None:
+    """The snapshot folder of hub id `model` in the first cache that has one with a
+    config.json: the one refs/main names, else the last listed (huggingface_hub's layout
+    `models--ORG--NAME/snapshots/REVISION/`). None: not cached."""
+    repo = "models--" + model.replace("/", "--")
+    for cache in caches:
+        root = f"{cache.rstrip('/')}/{repo}"
+        ref = files.text(f"{root}/refs/main")
+        candidates = [ref.strip()] if ref and ref.strip() else []
+        candidates += list(reversed(files.names(f"{root}/snapshots") or []))
+        for rev in candidates:
+            snap = f"{root}/snapshots/{rev}"
+            if files.text(f"{snap}/config.json") is not None:
+                return snap
+    return None
 
 
 class ModelInfoError(SvcdiagError):

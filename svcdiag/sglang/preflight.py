@@ -1,35 +1,77 @@
 """Memory preflight: the KV pool SGLang will allocate, predicted before a 2-minute start.
 
-Pure arithmetic (no I/O), SGLang's own (kv_cache_configurator / pool_configurator;
-docs/sglang.md#memory): of the memory free before loading, `mem_fraction_static` is for weights
-and caches; the weights come off first, the Mamba state cache next, the KV pool gets what
-is left, one cell per token. The rest (1 − mem_fraction_static) holds the draft model,
-CUDA graphs and activations.
+Pure arithmetic (no I/O). The figures are SGLang's own, for the release the config names
+(`sglang_version`; the newest when unset), computed by svcdiag.sglang.memory.predict; this
+module turns a config and the model's shape into its inputs, and its prediction into a
+verdict, reasons and fixes. A config whose own settings already serve nobody (the seed's
+`max_mamba_cache_size = 2` at 3 or more slots per request) says so without config.json.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from svcdiag.config.service import ServiceConfig
-from svcdiag.sglang.memory import (
-    ACTIVATION_HEADROOM_GB,
-    AUTO_MEM_FRACTION,
-    GB,
-    MAX_MEM_FRACTION,
-    kv_tokens,
-    mamba_share_slots,
-    request_limits,
-    slots_per_request,
-)
-from svcdiag.sglang.modelinfo import ModelShape
+from svcdiag.sglang import memory
+from svcdiag.sglang.memory import ACTIVATION_HEADROOM_GB, GB, MAX_MEM_FRACTION, SizingInputs
+from svcdiag.sglang.modelinfo import DTYPE_BYTES, ModelShape
 
-#: The intermediate SSM cache speculative decoding keeps per slot, relative to the SSM
-#: state: measured (11.25 GB / 3.52 GB on the seed's DFlash start); SGLang's docs do not
-#: give its shape, so calibration (`preflight --calibration`) keeps this honest.
-INTERMEDIATE_PER_SSM = 11.25 / 3.52
-EAGLE_LIKE = {"EAGLE", "EAGLE3", "NEXTN"}
+EAGLE_LIKE = memory.EAGLE_FAMILY
+
+
+@dataclass(frozen=True, slots=True)
+class SizingFlags:
+    """The SGLang flags of a config's extra_args that change its sizing."""
+
+    disable_radix_cache: bool = False
+    mamba_scheduler_strategy: str = "auto"
+    disable_overlap_schedule: bool = False
+    mamba_full_memory_ratio: float = memory.MAMBA_FULL_MEMORY_RATIO
+    mamba_ssm_dtype: str | None = None
+    max_total_tokens: int | None = None
+    page_size: int = 1
+    enable_dp_attention: bool = False
+    dflash_block_size: int | None = None
+
+
+def sizing_flags(extra_args: tuple[str, ...]) -> SizingFlags:
+    """Read the sizing flags from extra_args (`--flag value` or `--flag=value`); others are ignored."""
+    args: dict[str, str | None] = {}
+    items = list(extra_args)
+    i = 0
+    while i < len(items):
+        a = items[i]
+        if a.startswith("--"):
+            if "=" in a:
+                k, v = a[2:].split("=", 1)
+                args[k] = v
+            elif i + 1 < len(items) and not items[i + 1].startswith("--"):
+                args[a[2:]] = items[i + 1]
+                i += 1
+            else:
+                args[a[2:]] = None
+        i += 1
+
+    def num(key: str, kind: type) -> Any:
+        try:
+            return kind(args[key]) if args.get(key) is not None else None
+        except ValueError:
+            return None
+
+    strategy = args.get("mamba-scheduler-strategy") or args.get("mamba-radix-cache-strategy") or "auto"
+    return SizingFlags(
+        disable_radix_cache="disable-radix-cache" in args,
+        mamba_scheduler_strategy=strategy,
+        disable_overlap_schedule="disable-overlap-schedule" in args,
+        mamba_full_memory_ratio=num("mamba-full-memory-ratio", float) or memory.MAMBA_FULL_MEMORY_RATIO,
+        mamba_ssm_dtype=args.get("mamba-ssm-dtype"),
+        max_total_tokens=num("max-total-tokens", int),
+        page_size=num("page-size", int) or 1,
+        enable_dp_attention="enable-dp-attention" in args,
+        dflash_block_size=num("speculative-dflash-block-size", int),
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,12 +80,16 @@ class Inputs:
 
     gpu_free_gb: float
     gpu_source: str
-    weights_bytes: int
-    kv_bytes_per_token: int  # on one GPU
-    mamba_slot_bytes: tuple[int, int, int] | None = None  # (conv, ssm, intermediate) on one GPU; None: dense
-    draft_bytes: int = 0
+    weights_bytes: int  # on one GPU
+    kv_bytes_per_token: int  # the target's, on one GPU
+    mamba_slot_bytes: tuple[int, int] | None = None  # (conv, ssm) of one slot on one GPU; None: dense
+    draft_bytes: int = 0  # on one GPU
     context_len: int | None = None
     sources: dict[str, str] = field(default_factory=dict)
+    attention_layers: int = 0
+    draft_layers: int | None = None
+    draft_kv_bytes_per_token: int | None = None  # a DFlash draft's own KV, on one GPU
+    gpu_total_gb: float | None = None  # for SGLang's automatic mem_fraction_static
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,71 +103,141 @@ class Prediction:
     limits: dict[str, int]
     reasons: tuple[str, ...]
     fixes: tuple[dict[str, Any], ...] = ()
+    binding: str | None = None  # the limit that sets max_running_requests
+    failure: str | None = None  # what SGLang would fail with
+    family: str = memory.NEWEST.name  # the release family whose arithmetic this is
+    slots_per_request: int | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {"verdict": self.verdict, "kv_tokens": self.kv_tokens, "max_running_requests": self.max_running_requests,
                 "context_len": self.context_len, "mamba_slots": self.mamba_slots,
+                "slots_per_request": self.slots_per_request,
                 "budget_gb": {k: round(v, 3) for k, v in self.budget.items()}, "limits": self.limits,
+                "binding": self.binding, "failure": self.failure, "sizing_family": self.family,
                 "reasons": list(self.reasons), "fixes": list(self.fixes)}
 
 
 def inputs_from_shape(cfg: ServiceConfig, shape: ModelShape | None, *, gpu_free_gb: float, gpu_source: str,
                       weights_bytes: int, draft_bytes: int = 0, draft_layers: int | None = None,
-                      kv_bytes_per_token: int | None = None, sources: dict[str, str] | None = None) -> Inputs:
+                      kv_bytes_per_token: int | None = None, sources: dict[str, str] | None = None,
+                      draft_shape: ModelShape | None = None, gpu_total_gb: float | None = None) -> Inputs:
     tp = cfg.tp_size
-    spec = cfg.speculative.algorithm if cfg.speculative else None
     if kv_bytes_per_token is None:
         assert shape is not None
         kv_bytes_per_token = shape.kv_bytes_per_token(tp)
-        if spec in EAGLE_LIKE and draft_layers and shape.attention_layers:
-            # EAGLE/MTP drafts keep their KV in the target's pool: a bigger cell
-            kv_bytes_per_token = int(kv_bytes_per_token * (1 + draft_layers / shape.layers))
     slot = None
     if shape is not None and shape.kind == "hybrid":
         conv, ssm = shape.mamba_bytes_per_slot(tp)
-        slot = (conv, ssm, int(ssm * INTERMEDIATE_PER_SSM) if spec else 0)
+        dtype = sizing_flags(cfg.extra_args).mamba_ssm_dtype
+        if dtype:  # --mamba-ssm-dtype: the SSM state in that dtype instead of float32
+            ssm = ssm * DTYPE_BYTES.get(dtype, 4) // 4
+        slot = (conv, ssm)
     ctx = cfg.context_length or (shape.max_position_embeddings if shape else None)
+    draft_kv = draft_shape.kv_bytes_per_token(tp) if draft_shape is not None and draft_shape.kind != "hybrid" else None
+    if draft_shape is not None and draft_layers is None:
+        draft_layers = draft_shape.layers
     return Inputs(gpu_free_gb, gpu_source, weights_bytes // tp, kv_bytes_per_token, slot, draft_bytes // tp,
-                  ctx, dict(sources or {}))
+                  ctx, dict(sources or {}), attention_layers=shape.attention_layers if shape else 0,
+                  draft_layers=draft_layers, draft_kv_bytes_per_token=draft_kv, gpu_total_gb=gpu_total_gb)
+
+
+def sizing_inputs(cfg: ServiceConfig, inp: Inputs) -> SizingInputs:
+    """The memory model's inputs for `cfg` on the GPU and model `inp` describes."""
+    flags = sizing_flags(cfg.extra_args)
+    spec = cfg.speculative
+    algo = spec.algorithm.upper() if spec else None
+    d = spec.num_draft_tokens if spec else None
+    if algo in memory.DFLASH_FAMILY and d is None:
+        d = flags.dflash_block_size
+    return SizingInputs(
+        free_before_gb=inp.gpu_free_gb, weights_gb=inp.weights_bytes / GB, kv_cell_bytes=inp.kv_bytes_per_token,
+        context_len=inp.context_len or 0, attention_layers=inp.attention_layers,
+        draft_weights_gb=inp.draft_bytes / GB, mem_fraction_static=cfg.mem_fraction_static,
+        gpu_total_gb=inp.gpu_total_gb,
+        mamba_per_req_bytes=sum(inp.mamba_slot_bytes) if inp.mamba_slot_bytes else None,
+        max_mamba_cache_size=cfg.max_mamba_cache_size, max_running_requests=cfg.max_running_requests,
+        max_total_tokens=flags.max_total_tokens, speculative_algorithm=algo, num_draft_tokens=d,
+        draft_layers=inp.draft_layers, draft_cell_bytes=inp.draft_kv_bytes_per_token,
+        disable_radix_cache=flags.disable_radix_cache, mamba_scheduler_strategy=flags.mamba_scheduler_strategy,
+        disable_overlap_schedule=flags.disable_overlap_schedule, mamba_full_memory_ratio=flags.mamba_full_memory_ratio,
+        dp_size=cfg.dp_size if flags.enable_dp_attention else 1, page_size=flags.page_size, tp_size=cfg.tp_size,
+        chunked_prefill_size=cfg.chunked_prefill_size, cuda_graph_max_bs=cfg.cuda_graph_max_bs,
+        version=cfg.sglang_version)
+
+
+def fewest_slots_per_request(cfg: ServiceConfig) -> int:
+    """The fewest Mamba slots a request of `cfg` can take on its release (flags as given)."""
+    flags = sizing_flags(cfg.extra_args)
+    fake = SizingInputs(free_before_gb=0, weights_gb=0, kv_cell_bytes=1, context_len=1,
+                        disable_radix_cache=flags.disable_radix_cache,
+                        mamba_scheduler_strategy=flags.mamba_scheduler_strategy,
+                        disable_overlap_schedule=flags.disable_overlap_schedule,
+                        speculative_algorithm=cfg.speculative.algorithm if cfg.speculative else None,
+                        version=cfg.sglang_version)
+    return memory.state_slots_per_request(fake, memory.family(cfg.sglang_version))
+
+
+def from_config_alone(cfg: ServiceConfig) -> Prediction | None:
+    """CANNOT SERVE from the config's own settings, whatever the GPU and model: its
+    max_mamba_cache_size below one request's slots, or a max_running_requests of 0 per DP
+    worker. None when the config alone does not decide."""
+    reasons: list[str] = []
+    limits: dict[str, int] = {}
+    spr = fewest_slots_per_request(cfg)
+    dp = cfg.dp_size if sizing_flags(cfg.extra_args).enable_dp_attention else 1
+    if cfg.max_mamba_cache_size is not None and cfg.max_mamba_cache_size // dp // spr == 0:
+        limits["mamba"] = 0
+        reasons.append(f"{cfg.max_mamba_cache_size} Mamba slot(s) at {spr} per request serve no request "
+                       f"(max_mamba_cache_size // state slots per request = 0), whatever the GPU")
+    if not reasons:
+        return None
+    return Prediction("cannot_serve", 0, 0, cfg.context_length or 0, cfg.max_mamba_cache_size, {}, limits,
+                      tuple(reasons), binding="mamba", failure="mamba_cache_too_small",
+                      family=memory.family(cfg.sglang_version).name, slots_per_request=spr)
 
 
 def predict(cfg: ServiceConfig, inp: Inputs, *, with_fixes: bool = True) -> Prediction:
-    mfs = cfg.mem_fraction_static if cfg.mem_fraction_static is not None else AUTO_MEM_FRACTION
+    m = memory.predict(sizing_inputs(cfg, inp))
+    mfs = m.mem_fraction_static
     pre = inp.gpu_free_gb
     weights = inp.weights_bytes / GB
     reserve = pre * (1 - mfs)
-    rest = pre * mfs - weights
-    slots: int | None = None
-    mamba = 0.0
-    per_slot = sum(inp.mamba_slot_bytes) / GB if inp.mamba_slot_bytes else 0.0
-    if inp.mamba_slot_bytes is not None:
-        slots = cfg.max_mamba_cache_size if cfg.max_mamba_cache_size is not None else mamba_share_slots(rest, per_slot)
-        mamba = slots * per_slot
-    kv = rest - mamba
-    tokens = kv_tokens(kv, inp.kv_bytes_per_token)
-    ctx = inp.context_len or 0
-    spec = cfg.speculative is not None
-    spr = slots_per_request(spec)
-    requested = cfg.max_running_requests
-    limits = request_limits(tokens, context_len=ctx, requested=requested, mamba_slots=slots, speculative=spec)
-    cap = max(0, min(limits.values()))
-    budget = {"free_before_load": pre, "mem_fraction_static": mfs, "weights": weights, "mamba_cache": mamba,
-              "kv_cache": max(kv, 0.0), "reserve": reserve, "draft": inp.draft_bytes / GB}
+    tokens, cap, ctx, limits = m.kv_tokens, m.max_running_requests, inp.context_len or 0, dict(m.limits)
+    spr = m.slots_per_request
+    binding, failure = m.binding, m.failure
+    if m.mamba_slots is None and cfg.max_mamba_cache_size is not None:
+        # no Mamba shape (config.json unread): the config's own slots still bound the requests
+        spr = fewest_slots_per_request(cfg)
+        dp = cfg.dp_size if sizing_flags(cfg.extra_args).enable_dp_attention else 1
+        limits["mamba"] = cfg.max_mamba_cache_size // dp // spr
+        binding = min(limits, key=lambda k: limits[k])
+        cap = max(0, limits[binding])
+        if cap == 0 and failure is None:
+            failure = "mamba_cache_too_small"
+    kv_gb = max(m.rest_gb - m.mamba_gb - m.intermediate_gb, 0.0)
+    budget = {"free_before_load": pre, "mem_fraction_static": mfs, "weights": weights, "mamba_cache": m.mamba_gb,
+              "mamba_intermediate": m.intermediate_gb, "kv_cache": kv_gb, "reserve": reserve,
+              "draft": inp.draft_bytes / GB}
     reasons: list[str] = []
-    if rest <= 0:
-        reasons.append(f"the weights ({weights:.2f} GB) take all of mem_fraction_static {mfs} × {pre:.2f} GB "
-                       f"= {pre * mfs:.2f} GB: nothing is left for the caches (SGLang: Not enough memory)")
+    if m.rest_gb <= 0 or (m.failure == "not_enough_memory" and tokens <= 0):
+        counted = " and the draft model" if memory.family(cfg.sglang_version).draft_weights_counted and \
+            inp.draft_bytes else ""
+        reasons.append(f"the weights ({weights:.2f} GB){counted} and the Mamba state take all of "
+                       f"mem_fraction_static {mfs} × {pre:.2f} GB = {pre * mfs:.2f} GB: nothing is left for "
+                       f"the KV cache (SGLang: Not enough memory)")
     elif ctx and tokens < ctx:
         reasons.append(f"the KV pool would hold {tokens:,} tokens, less than one {ctx:,}-token request")
-    if slots is not None and slots // spr == 0:
+    slots = m.mamba_slots if m.mamba_slots is not None else cfg.max_mamba_cache_size
+    if slots is not None and spr and slots // spr <= 0:
         reasons.append(f"{slots} Mamba slot(s) at {spr} per request serve no request")
     if cap == 0 and not reasons:
-        reasons.append("max_running_requests would come out zero")
+        reasons.append(f"max_running_requests would come out zero (by {binding})")
     verdict = "cannot_serve" if reasons or cap == 0 else "ok"
     if verdict == "ok":
+        requested = cfg.max_running_requests
         if requested is not None and cap < requested:
             reasons.append(f"max_running_requests would be capped to {cap} of the {requested} asked for "
-                           f"(by {min(limits, key=lambda k: limits[k])})")
+                           f"(by {binding})")
         if ctx and tokens < 2 * ctx:
             reasons.append(f"the KV pool ({tokens:,} tokens) holds fewer than two full {ctx:,}-token requests")
         if reserve < budget["draft"] + ACTIVATION_HEADROOM_GB:
@@ -129,7 +245,8 @@ def predict(cfg: ServiceConfig, inp: Inputs, *, with_fixes: bool = True) -> Pred
                            f"({budget['draft']:.2f} GB) plus CUDA graphs and activations (~{ACTIVATION_HEADROOM_GB} GB)")
         verdict = "tight" if reasons else "ok"
     fixes = tuple(find_fixes(cfg, inp, tokens)) if with_fixes and verdict == "cannot_serve" else ()
-    return Prediction(verdict, tokens, cap, ctx, slots, budget, limits, tuple(reasons), fixes)
+    return Prediction(verdict, tokens, cap, ctx, m.mamba_slots, budget, limits, tuple(reasons), fixes,
+                      binding=binding, failure=failure, family=m.family, slots_per_request=spr)
 
 
 def _serving(cfg: ServiceConfig, inp: Inputs, want: int) -> Prediction | None:
@@ -144,14 +261,16 @@ def _serving(cfg: ServiceConfig, inp: Inputs, want: int) -> Prediction | None:
 def _smallest_fraction(cfg: ServiceConfig, inp: Inputs, r: int) -> dict[str, Any] | None:
     """The smallest mem_fraction_static (≤ 0.95) that serves r requests, keeping the
     config's Mamba slots when they suffice, else with the r × slots-per-request it needs."""
-    spr = slots_per_request(cfg.speculative is not None)
+    spr = fewest_slots_per_request(cfg)
     slot_options: list[dict[str, Any]] = [{}]
     if inp.mamba_slot_bytes is not None and cfg.max_mamba_cache_size is not None:
         if cfg.max_mamba_cache_size < r * spr:
             slot_options = [{"max_mamba_cache_size": r * spr}]
         elif cfg.max_mamba_cache_size > r * spr:
             slot_options.append({"max_mamba_cache_size": r * spr})
-    base = cfg.mem_fraction_static if cfg.mem_fraction_static is not None else AUTO_MEM_FRACTION
+    base = cfg.mem_fraction_static if cfg.mem_fraction_static is not None else \
+        memory.predict(sizing_inputs(cfg, inp)).mem_fraction_static
+    base = math.floor(base * 100) / 100
     for extra in slot_options:
         changes = dict(extra)
         if cfg.max_running_requests is not None and r < cfg.max_running_requests:

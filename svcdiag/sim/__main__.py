@@ -292,7 +292,8 @@ def run(own: argparse.Namespace, launch_argv: list[str]) -> int:
     spec = bool(a.speculative_algorithm)
     fig = compute(profile, scenario, tp=a.tp_size, mem_fraction_static=a.mem_fraction_static,
                   max_mamba_cache_size=a.max_mamba_cache_size, max_running_requests=a.max_running_requests,
-                  context_length=a.context_length, speculative=spec, kv_context_limit=not rel.new)
+                  context_length=a.context_length, speculative=spec, kv_context_limit=not rel.new,
+                  new=rel.new, draft_tokens=a.speculative_num_draft_tokens or 16)
     log = Log(clock, tp=a.tp_size, tags_always=rel.tags_always, ms=os.environ.get("SGLANG_LOG_MS") == "1")
     fault = scenario.fault
     launch_command = " ".join(["python3", "-m", "sglang.launch_server", *launch_argv])

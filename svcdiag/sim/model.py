@@ -38,10 +38,17 @@ class ModelProfile:
     intermediate_per_slot_gb: float = 11.25 / 24
     draft_arch: str = "DFlash2DraftModel"
     draft_weights_gb: float = 1.66
+    #: the DFlash draft's own attention: 5 layers of 8 KV heads × 128 (its KV pool is paid from the target's budget)
+    draft_layers: int = 5
+    draft_kv_heads: int = 8
+    draft_head_dim: int = 128
 
     def cell_bytes(self, tp: int) -> int:
         heads = max(1, self.kv_heads // tp)
         return heads * 2 * self.head_dim * self.full_attn_layers * 2  # K+V, bf16
+
+    def draft_cell_bytes(self, tp: int) -> int:
+        return max(1, self.draft_kv_heads // tp) * 2 * self.draft_head_dim * self.draft_layers * 2
 
 
 HYBRID_27B = ModelProfile("Qwen3_5ForCausalLM", 50.29, 16, 4, 256, hybrid=True)
@@ -88,10 +95,16 @@ class Figures:
 
 def compute(profile: ModelProfile, scenario: Scenario, *, tp: int, mem_fraction_static: float | None,
             max_mamba_cache_size: int | None, max_running_requests: int | None,
-            context_length: int | None, speculative: bool, kv_context_limit: bool = True) -> Figures:
+            context_length: int | None, speculative: bool, kv_context_limit: bool = True,
+            new: bool = False, draft_tokens: int = 16) -> Figures:
     """`kv_context_limit`: the seed's (pre-0.5.20) build, where a speculative worker reserves a
     full context per request, so `tokens // context_len` caps the requests; 0.5.23 only warns
-    when the KV pool is below context_len."""
+    when the KV pool is below context_len. `new`: SGLang 0.5.19 and later's own sizing
+    (kv_cache_configurator.py), see compute_new; otherwise the seed's release as recorded."""
+    if new:
+        return compute_new(profile, scenario, tp=tp, mem_fraction_static=mem_fraction_static,
+                           max_mamba_cache_size=max_mamba_cache_size, max_running_requests=max_running_requests,
+                           context_length=context_length, speculative=speculative, draft_tokens=draft_tokens)
     mfs = mem_fraction_static if mem_fraction_static is not None else AUTO_MEM_FRACTION
     weights = profile.weights_gb / tp
     cell = profile.cell_bytes(tp)
@@ -146,5 +159,76 @@ def compute(profile: ModelProfile, scenario: Scenario, *, tp: int, mem_fraction_
         graph_end_avail_gb=graph_end, draft_weights_gb=draft, final_avail_gb=graph_end - draft,
         requested_max_running=max_running_requests, max_running=max(0, limit), slots_per_req=spr,
         context_len=context_len, not_enough_memory=rest <= 0 or tokens <= 0 or math.isnan(rest),
+        rest_gb=rest, mamba_cap=cap, kv_limit=kv_limit,
+    )
+
+
+def compute_new(profile: ModelProfile, scenario: Scenario, *, tp: int, mem_fraction_static: float | None,
+                max_mamba_cache_size: int | None, max_running_requests: int | None,
+                context_length: int | None, speculative: bool, draft_tokens: int = 16) -> Figures:
+    """SGLang 0.5.19+'s arithmetic, the stand-in's own copy (kv_cache_configurator.py
+    _profile_available_bytes, _handle_max_mamba_cache, resolve_max_num_reqs; pool_configurator.py):
+    the draft's weights are resident when the pool is sized; each Mamba pool has a padding
+    slot; speculative decoding reserves (capped requests + 1) × D intermediate states, and with
+    no max_mamba_cache_size the slots come from the joint solve K = (B − s·(1+D)) // (s·(1 + D/r));
+    a DFlash draft's KV bytes per token are added to the target's cell; 5 state slots per
+    request (auto → extra_buffer under the overlap scheduler)."""
+    mfs = mem_fraction_static if mem_fraction_static is not None else AUTO_MEM_FRACTION
+    weights = profile.weights_gb / tp
+    draft = profile.draft_weights_gb / tp if speculative else 0.0
+    cell = profile.cell_bytes(tp) + (profile.draft_cell_bytes(tp) if speculative else 0)
+    per_slot = (profile.conv_per_slot_gb + profile.ssm_per_slot_gb) / tp if profile.hybrid else 0.0
+    spr = 5
+    d = draft_tokens if speculative else 0
+    asked = max(1, max_running_requests) if max_running_requests is not None else None
+
+    def mamba(rest: float) -> tuple[int | None, float, float]:
+        if not profile.hybrid:
+            return None, 0.0, 0.0
+        if max_mamba_cache_size is not None:
+            k = max_mamba_cache_size
+        elif speculative:
+            budget = rest * MAMBA_FULL_MEMORY_RATIO / (1 + MAMBA_FULL_MEMORY_RATIO)
+            k = int((budget - per_slot * (1 + d)) // (per_slot * (1 + d / spr)))
+        else:
+            k = int((rest * MAMBA_FULL_MEMORY_RATIO / (1 + MAMBA_FULL_MEMORY_RATIO) - per_slot) // per_slot)
+        inter = per_slot * (min(asked or 1, k // spr) + 1) * d if speculative else 0.0
+        return k, (k + 1) * per_slot if k > 0 else 0.0, inter
+
+    pre = scenario.gpu_free_gb or IDLE_GPU_FREE_GB
+    if scenario.kv_tokens_target is not None and profile.hybrid and max_mamba_cache_size:
+        # solve pre·mfs − weights − draft − state − intermediate = kv for the target token count
+        _, state, inter = mamba(0.0)
+        kv_gb = (scenario.kv_tokens_target + 0.5) * cell / GB
+        pre = round((kv_gb + state + inter + weights + draft) / mfs, 2)
+    after_weights = pre - weights
+    rest = after_weights - draft - pre * (1 - mfs)
+    slots, state_gb, inter_gb = mamba(rest)
+    kv_bytes = (rest - state_gb - inter_gb) * GB
+    tokens = max(0, int(kv_bytes // cell)) if kv_bytes > 0 else 0
+    if scenario.kv_tokens_target is not None:
+        tokens = scenario.kv_tokens_target
+    context_len = context_length or 40960
+    if max_running_requests is None:
+        limit = min(max(2048, min(4096, int(tokens / context_len * 512))), tokens // 2)
+    else:
+        limit = min(asked or 1, tokens // 2)
+    kv_limit = limit
+    cap = slots // spr if slots is not None else None
+    if cap is not None:
+        limit = min(limit, cap)
+    kv_gb = tokens * profile.cell_bytes(tp) / GB
+    draft_kv_gb = tokens * (cell - profile.cell_bytes(tp)) / GB
+    pool_end = after_weights - draft - state_gb - inter_gb - kv_gb - draft_kv_gb
+    graph_end = pool_end - CUDA_GRAPH_GB
+    share = (slots or 0) + 1 if slots else 0
+    return Figures(
+        tp=tp, pre_load_free_gb=pre, weights_gb=weights, after_weights_gb=after_weights,
+        mem_fraction_static=mfs, mamba_slots=slots,
+        conv_gb=share * profile.conv_per_slot_gb / tp, ssm_gb=share * profile.ssm_per_slot_gb / tp,
+        intermediate_gb=inter_gb, kv_tokens=tokens, k_gb=kv_gb / 2, v_gb=kv_gb / 2, pool_end_avail_gb=pool_end,
+        graph_end_avail_gb=graph_end, draft_weights_gb=draft, final_avail_gb=graph_end,
+        requested_max_running=max_running_requests, max_running=max(0, limit), slots_per_req=spr,
+        context_len=context_len, not_enough_memory=rest - state_gb - inter_gb <= 0 or tokens <= 0 or math.isnan(rest),
         rest_gb=rest, mamba_cap=cap, kv_limit=kv_limit,
     )

@@ -1,0 +1,132 @@
+"""svcdiag.sglang.memory.predict: SGLang's own sizing arithmetic, release by release."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from svcdiag.sglang.memory import GB, SizingInputs, auto_mem_fraction, family, predict, state_slots_per_request
+
+# Qwen3.6-27B's public config.json: 64 layers, every 4th full attention (16), 4 KV heads × 256,
+# 48 linear layers of 48 value heads × 128 × 128 (float32 SSM) and a (4 − 1)-wide conv state.
+CELL_27B = 4 * (256 + 256) * 16 * 2
+PER_REQ_27B = 3 * (2 * 16 * 128 + 48 * 128) * 2 * 48 + 48 * 128 * 128 * 4 * 48
+DRAFT_CELL = 8 * (128 + 128) * 5 * 2  # a 5-layer DFlash draft, 8 KV heads × 128
+
+
+def seed(**kw: object) -> SizingInputs:
+    base: dict[str, object] = dict(free_before_gb=139.0, weights_gb=51.4, kv_cell_bytes=CELL_27B, context_len=32768,
+                                   attention_layers=16, mem_fraction_static=0.85, mamba_per_req_bytes=PER_REQ_27B,
+                                   max_running_requests=8, version="0.5.23")
+    base.update(kw)
+    return SizingInputs(**base)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(("version", "name"), [
+    ("0.4.6", "0.4"), ("0.4.7", "0.5.9"), ("0.5.9", "0.5.9"), ("0.5.10", "0.5.12"), ("0.5.12", "0.5.12"),
+    ("0.5.13", "0.5.15"), ("0.5.18", "0.5.15"), ("0.5.19", "0.5.23"), ("0.5.20", "0.5.23"), ("0.5.23", "0.5.23"), ("0.6.0", "0.5.23"), (None, "0.5.23"), ("not-a-version", "0.5.23"),
+])
+def test_release_families(version: str | None, name: str) -> None:
+    assert family(version).name == name
+
+
+def test_the_seeds_config_serves_nobody_on_either_release() -> None:
+    # dflash-tp1-mr8: max_mamba_cache_size 2 at ≥ 3 slots per request is zero requests, whatever the memory
+    for version in ("0.5.15", "0.5.23"):
+        p = predict(seed(max_mamba_cache_size=2, speculative_algorithm="DFLASH", draft_layers=5,
+                         draft_cell_bytes=DRAFT_CELL, version=version))
+        assert p.max_running_requests == 0 and p.binding == "mamba"
+        assert p.failure == "mamba_cache_too_small"
+
+
+def test_dflash_draft_kv_is_paid_from_the_targets_budget() -> None:
+    plain = predict(seed(max_mamba_cache_size=24))
+    with_draft = predict(seed(max_mamba_cache_size=24, speculative_algorithm="DFLASH", draft_layers=5,
+                              draft_cell_bytes=DRAFT_CELL, num_draft_tokens=16))
+    assert with_draft.cell_bytes == CELL_27B + DRAFT_CELL
+    # the same bytes for the KV pool (the intermediate state aside) buy target/(target+draft) as many tokens
+    kv_gb = with_draft.rest_gb - with_draft.mamba_gb - with_draft.intermediate_gb
+    assert with_draft.kv_tokens == int(kv_gb * GB // (CELL_27B + DRAFT_CELL))
+    assert with_draft.kv_tokens < plain.kv_tokens * CELL_27B / (CELL_27B + DRAFT_CELL)
+
+
+def test_older_dflash_scales_the_targets_cell_by_layers() -> None:
+    p = predict(seed(version="0.5.15", speculative_algorithm="DFLASH", draft_layers=5, draft_cell_bytes=DRAFT_CELL))
+    assert p.cell_bytes == -(-CELL_27B * 21 // 16)
+
+
+def test_a_dflash_start_gets_several_times_fewer_mamba_slots() -> None:
+    flags = dict(mamba_scheduler_strategy="no_buffer")
+    plain = predict(seed(**flags))
+    spec = predict(seed(speculative_algorithm="DFLASH", draft_layers=5, draft_cell_bytes=DRAFT_CELL, **flags))
+    assert plain.mamba_slots and spec.mamba_slots
+    assert 5.5 < plain.mamba_slots / spec.mamba_slots < 7  # (1 + 16/3) with 3 slots per request
+    # the ratio solve, exactly: K = (budget − per·(1+D)) // (per·(1 + D/ratio))
+    budget = spec.rest_gb * 0.9 / 1.9 * GB
+    assert spec.mamba_slots == int((budget - PER_REQ_27B * 17) // (PER_REQ_27B * (1 + 16 / 3)))
+
+
+@pytest.mark.parametrize(("flags", "version", "slots"), [
+    ({"disable_radix_cache": True}, "0.5.23", 1),
+    ({"mamba_scheduler_strategy": "no_buffer"}, "0.5.23", 3),
+    ({}, "0.5.23", 5),  # auto → extra_buffer with the overlap scheduler
+    ({"disable_overlap_schedule": True}, "0.5.23", 3),  # auto → no_buffer
+    ({"mamba_scheduler_strategy": "extra_buffer", "disable_overlap_schedule": True}, "0.5.23", 4),
+    ({"mamba_scheduler_strategy": "extra_buffer_lazy"}, "0.5.23", 4),
+    ({}, "0.5.9", 3),  # auto → no_buffer
+    ({"mamba_scheduler_strategy": "extra_buffer"}, "0.5.9", 5),
+    ({"mamba_scheduler_strategy": "extra_buffer", "speculative_algorithm": "EAGLE"}, "0.5.9", 4),
+    ({"mamba_scheduler_strategy": "extra_buffer", "speculative_algorithm": "EAGLE"}, "0.5.12", 5),
+    ({"mamba_scheduler_strategy": "extra_buffer", "disable_overlap_schedule": True}, "0.5.12", 4),
+    ({}, "0.5.12", 3),
+    ({"slots_per_request": 7}, "0.5.23", 7),  # the logged figure wins
+])
+def test_state_slots_per_request_from_the_flags(flags: dict[str, object], version: str, slots: int) -> None:
+    inp = seed(version=version, **flags)
+    assert state_slots_per_request(inp, family(version)) == slots
+
+
+def test_max_total_tokens_and_dp_caps() -> None:
+    p = predict(seed(mamba_per_req_bytes=None, max_total_tokens=10_000, max_running_requests=64, dp_size=4))
+    assert p.kv_tokens == 10_000
+    assert p.limits["requested"] == 16 and p.max_running_requests == 16 and p.binding == "requested"
+
+
+def test_legacy_request_pool_is_one_larger() -> None:
+    p = predict(seed(version="0.4.6", mamba_per_req_bytes=None, max_running_requests=None, context_len=131072))
+    assert p.max_running_requests == 4097 and p.binding == "req_pool"  # 4096 + 1
+
+
+def test_weights_beyond_the_fraction_is_not_enough_memory() -> None:
+    p = predict(seed(weights_gb=130.0))
+    assert p.failure == "not_enough_memory" and p.kv_tokens == 0 and p.max_running_requests == 0
+
+
+def test_auto_mem_fraction_by_gpu_size() -> None:
+    assert auto_mem_fraction(139.81, chunked_prefill_size=8192) == round((139.81 * 1024 - 12800 - 128) / (139.81 * 1024), 3)
+    assert auto_mem_fraction(80.0, chunked_prefill_size=2048) == round((80 * 1024 - 10240) / (80 * 1024), 3)
+    assert auto_mem_fraction(24.0, chunked_prefill_size=2048) == round((24 * 1024 - 3712) / (24 * 1024), 3)
+    assert auto_mem_fraction(80.0, fam=family("0.5.9")) == 0.88
+
+
+@settings(max_examples=200, deadline=None)
+@given(free=st.floats(20, 200), weights=st.floats(1, 100), mfs=st.floats(0.3, 0.94),
+       hybrid=st.booleans(), spec=st.sampled_from([None, "DFLASH", "EAGLE"]),
+       version=st.sampled_from(["0.4.6", "0.5.9", "0.5.15", "0.5.23"]), mr=st.one_of(st.none(), st.integers(1, 512)))
+def test_predictions_are_consistent(free: float, weights: float, mfs: float, hybrid: bool, spec: str | None,
+                                    version: str, mr: int | None) -> None:
+    inp = seed(free_before_gb=free, weights_gb=weights, mem_fraction_static=mfs, version=version,
+               mamba_per_req_bytes=PER_REQ_27B if hybrid else None, speculative_algorithm=spec,
+               max_running_requests=mr if mr or not (hybrid and spec) else 4, draft_layers=1 if spec else None,
+               draft_cell_bytes=DRAFT_CELL if spec == "DFLASH" else None)
+    p = predict(inp)
+    assert p.kv_tokens >= 0 and p.max_running_requests >= 0
+    assert p.max_running_requests == max(0, min(p.limits.values()))
+    assert p.limits[p.binding] == min(p.limits.values())
+    assert (p.failure is None) == (p.max_running_requests > 0 and p.kv_tokens > 0)
+    more = predict(replace(inp, mem_fraction_static=mfs + 0.01))
+    assert more.kv_tokens >= p.kv_tokens or hybrid  # a hybrid's slots take their share first
+    assert (more.mamba_slots or 0) >= (p.mamba_slots or 0) or p.failure is not None
