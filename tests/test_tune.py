@@ -10,37 +10,58 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from svcdiag.ops.tune_model import ACTIVATION_HEADROOM_GB, Costs, capacity
-from svcdiag.ops.tune_search import Problem, Start, Stop, Target, Trial, grid_starts, impossibility, step
-from svcdiag.sglang.memory import GB
+from svcdiag.ops.tune_model import ACTIVATION_HEADROOM_GB, Costs
+from svcdiag.ops.tune_search import (
+    Problem,
+    Start,
+    Stop,
+    Target,
+    Trial,
+    grid_starts,
+    impossibility,
+    shortfall_gb,
+    step,
+)
+from svcdiag.sglang import memory
+from svcdiag.sglang.memory import GB, SizingInputs
 
-#: the stand-in's Qwen3.6-27B + DFlash on a 96 GB card, per GPU
-SEED = Costs(free_gb=94.5, weights_gb=50.29, cell_bytes=65536.0, slot_gb=(0.07 + 3.52 + 11.25) / 24, slots_per_req=5,
-             speculative=True, graph_gb=1.21, draft_gb=1.66)
+#: the stand-in's Qwen3.6-27B + DFlash on a 96 GB card, per GPU, as SGLang 0.5.23 sizes it
+SEED = Costs(SizingInputs(free_before_gb=94.5, weights_gb=50.29, kv_cell_bytes=65536, context_len=32768,
+                          attention_layers=16, draft_weights_gb=1.66, mamba_per_req_bytes=int((0.07 + 3.52) / 24 * GB),
+                          speculative_algorithm="DFLASH", num_draft_tokens=16, draft_layers=5, draft_cell_bytes=20480),
+             graph_gb=1.21)
 BASE = {"mem_fraction_static": 0.75, "max_mamba_cache_size": 2, "max_running_requests": 8, "context_length": 32768,
         "cuda_graph_max_bs": 4, "chunked_prefill_size": 8192}
 
 
+def costs(c: Costs, **changes: Any) -> Costs:
+    return replace(c, sizing=replace(c.sizing, **changes))
+
+
+#: what tune knows with no prior: the config's speculative settings and release, no cost
+UNKNOWN = Costs(replace(SEED.sizing, free_before_gb=0.0, weights_gb=0.0, kv_cell_bytes=0, mamba_per_req_bytes=0,
+                        draft_weights_gb=0.0, draft_cell_bytes=None, draft_layers=None), source="none")
+
+
 def fake_start(true: Costs, s: dict[str, Any], *, slack_gb: float = 1.0, graph_per_bs: float = 0.0) -> Trial:
-    """What the GPU does with these settings: the pools by the true costs, out of memory at graph
-    capture when the reserve cannot hold graphs, draft and `slack_gb` of activations."""
+    """What the GPU does with these settings: the pools by the true costs (SGLang's arithmetic),
+    out of memory at graph capture when the reserve cannot hold the graphs and `slack_gb` of activations."""
     f = s["mem_fraction_static"]
     graph = true.graph_gb + graph_per_bs * (s.get("cuda_graph_max_bs") or 8)
-    cap = capacity(true, fraction=f, mamba_slots=s["max_mamba_cache_size"], context=s["context_length"],
-                   requested=s["max_running_requests"])
-    figures: dict[str, Any] = {"avail_before_load_gb": true.free_gb, "weights_gb": true.weights_gb}
-    if true.static_gb(f) <= 0 or cap.kv_tokens <= 0:
+    p = memory.predict(true.at(fraction=f, mamba_slots=s["max_mamba_cache_size"], context=s["context_length"],
+                               requested=s["max_running_requests"]))
+    figures: dict[str, Any] = {"avail_before_load_gb": true.free_gb, "weights_gb": true.sizing.weights_gb}
+    if p.failure == "not_enough_memory" and p.rest_gb <= 0:
         return Trial(s, "failed", "not_enough_memory", figures)
-    slots = cap.mamba_slots
-    figures.update(kv_tokens=cap.kv_tokens, kv_gb=cap.kv_tokens * true.cell_bytes / GB)
-    if slots is not None:
-        figures.update(mamba_slots=slots, mamba_ssm_gb=slots * (true.slot_gb or 0))
-    if true.free_gb * (1 - f) < graph + true.draft_gb + slack_gb:
+    if p.mamba_slots is not None:
+        figures.update(mamba_slots=p.mamba_slots, mamba_ssm_gb=p.mamba_gb, mamba_intermediate_ssm_gb=p.intermediate_gb)
+    if p.failure is not None:
+        return Trial(s, "failed", p.failure, figures, seconds=60)
+    figures.update(kv_tokens=p.kv_tokens, kv_gb=p.kv_tokens * true.sizing.kv_cell_bytes / GB)
+    if true.free_gb * (1 - f) < graph + slack_gb:
         return Trial(s, "failed", "cuda_oom", figures, seconds=60)
-    figures.update(cuda_graph_gb=graph, draft_weights_gb=true.draft_gb)
-    if cap.max_running <= 0:
-        return Trial(s, "failed", "max_running_zero", figures, seconds=60)
-    figures.update(max_running_requests=cap.max_running, context_len=s["context_length"])
+    figures.update(cuda_graph_gb=graph, draft_weights_gb=true.sizing.draft_weights_gb,
+                   max_running_requests=p.max_running_requests, context_len=s["context_length"])
     return Trial(s, "healthy", None, figures, seconds=120)
 
 
@@ -71,18 +92,26 @@ def problem(target: Target, prior: Costs | None, **kw: Any) -> Problem:
     return Problem(BASE, target, speculative=True, hybrid=True, prior=prior, **kw)
 
 
-def test_the_seed_case_on_a_96_gb_card_is_proven_impossible_by_one_start() -> None:
-    # short by 2.5 %, inside the prior's margin: one start at 0.95 measures, and the measurement proves it
+def test_the_seed_case_on_a_96_gb_card_is_proven_impossible_without_a_start() -> None:
+    # 0.5.23 pays the DFlash draft's KV and 16 intermediate states per request from the same budget
     stop, trials = run(problem(Target(8, 32768), SEED), SEED)
+    assert trials == [] and stop.status == "impossible"
+    assert stop.message == ("8 × 32,768 needs 10.8 GB more KV cache and Mamba state than 0.95 of the card leaves: "
+                            "at most 6 at this context, or 8 at 15,360 (the memory model's estimate, by more than "
+                            "its margin)"), stop.message
+    assert stop.fallbacks == ({"max_running": 6, "context": 32768}, {"max_running": 8, "context": 15360})
+
+
+def test_a_shortfall_within_the_priors_margin_spends_one_start_to_measure() -> None:
+    card = costs(SEED, free_before_gb=103.0)  # short by ~2.8 GB at 0.95: inside 5 % of 98 GB
+    stop, trials = run(problem(Target(8, 32768), card), card)
     assert [t.settings["mem_fraction_static"] for t in trials] == [0.95] and stop.status == "impossible"
-    assert stop.best is trials[0] and trials[0].figures["max_running_requests"] == 7
-    assert stop.message.startswith("8 × 32,768 needs 1.2 GB more KV cache and Mamba state than 0.95 of the card "
-                                   "leaves: at most 7 at this context, or 8 at 29,696"), stop.message
-    assert stop.fallbacks == ({"max_running": 7, "context": 32768}, {"max_running": 8, "context": 29696})
+    assert "within its margin" in trials[0].why and stop.best is trials[0]
+    assert "(the memory model's estimate" not in stop.message
 
 
 def test_the_seed_case_on_an_h200_is_served_in_one_start_at_the_least_fraction() -> None:
-    h200 = replace(SEED, free_gb=139.0)
+    h200 = costs(SEED, free_before_gb=139.0)
     stop, trials = run(problem(Target(8, 32768), h200), h200)
     assert stop.status == "met" and len(trials) == 1 and stop.best is trials[0]
     assert trials[0].settings["max_mamba_cache_size"] == 40 and trials[0].settings["max_running_requests"] == 8
@@ -90,8 +119,8 @@ def test_the_seed_case_on_an_h200_is_served_in_one_start_at_the_least_fraction()
 
 
 def test_a_prior_a_few_percent_low_is_corrected_by_the_first_start() -> None:
-    true = replace(SEED, free_gb=139.0, weights_gb=53.0)  # the checkpoint is 5 % heavier than the prior thinks
-    stop, trials = run(problem(Target(8, 32768), replace(SEED, free_gb=139.0)), true)
+    true = costs(SEED, free_before_gb=139.0, weights_gb=53.0)  # the checkpoint is 5 % heavier than the prior thinks
+    stop, trials = run(problem(Target(8, 32768), costs(SEED, free_before_gb=139.0)), true)
     first = trials[0]
     assert first.verdict == "healthy" and not Target(8, 32768).met_by(first.figures)  # the prior's guess was short
     assert stop.status == "met" and len(trials) == 2
@@ -100,7 +129,7 @@ def test_a_prior_a_few_percent_low_is_corrected_by_the_first_start() -> None:
 
 
 def test_an_out_of_memory_at_graph_capture_steers_to_less_reserve_not_more_static_memory() -> None:
-    tight = replace(SEED, free_gb=101.0)
+    tight = costs(SEED, free_before_gb=108.0)
     # graphs grow with the batch sizes captured: at bs 16 the least fraction that serves runs out of memory
     base = {**BASE, "cuda_graph_max_bs": 16}
     p = Problem(base, Target(8, 32768), speculative=True, hybrid=True, prior=tight)
@@ -121,32 +150,33 @@ def test_a_kept_key_that_cannot_serve_is_the_reason_and_no_start_is_spent() -> N
 
 
 def test_a_failure_memory_cannot_fix_stops_the_search_with_the_best_so_far() -> None:
-    h200 = replace(SEED, free_gb=139.0)
+    h200 = costs(SEED, free_before_gb=139.0)
     t = Trial(dict(BASE), "failed", "segfault", {})
     d = step(problem(Target(8, 32768), h200), [t])
     assert isinstance(d, Stop) and d.status == "stuck" and "segfault" in d.message
 
 
 def test_budget_stops_with_the_best_so_far() -> None:
-    true = replace(SEED, free_gb=139.0, weights_gb=53.0)
-    stop, trials = run(problem(Target(8, 32768), replace(SEED, free_gb=139.0), max_starts=1), true)
+    true = costs(SEED, free_before_gb=139.0, weights_gb=53.0)
+    stop, trials = run(problem(Target(8, 32768), costs(SEED, free_before_gb=139.0), max_starts=1), true)
     assert stop.status == "budget" and len(trials) == 1 and stop.best is trials[0]
-    timed = problem(Target(8, 32768), replace(SEED, free_gb=139.0), budget_s=150)
+    timed = problem(Target(8, 32768), costs(SEED, free_before_gb=139.0), budget_s=150)
     stop, trials = run(timed, true)
     assert stop.status == "budget" and len(trials) == 1 and "budget" in stop.message
 
 
 def test_without_a_prior_the_first_start_measures() -> None:
-    h200 = replace(SEED, free_gb=139.0)
-    stop, trials = run(problem(Target(8, 32768), None), h200)
+    h200 = costs(SEED, free_before_gb=139.0)
+    stop, trials = run(problem(Target(8, 32768), UNKNOWN), h200)
     assert trials[0].settings["mem_fraction_static"] == 0.75  # the config's own: it measures the costs
     assert stop.status == "met" and len(trials) <= 3
 
 
 def test_the_proof_sentence_names_a_ceiling_an_out_of_memory_set() -> None:
-    sentence, _ = impossibility(SEED, Target(8, 32768), 0.9, " (0.91 ran out of memory)")
-    assert sentence == ("8 × 32,768 needs 6.0 GB more KV cache and Mamba state than 0.90 of the card "
-                               "leaves (0.91 ran out of memory): at most 6 at this context, or 8 at 20,480")
+    s = {**BASE, "max_mamba_cache_size": 40}
+    sentence, _ = impossibility(SEED, s, Target(8, 32768), 0.9, " (0.91 ran out of memory)")
+    assert sentence == ("8 × 32,768 needs 15.6 GB more KV cache and Mamba state than 0.90 of the card "
+                               "leaves (0.91 ran out of memory): at most 5 at this context, or 8 at 8,192")
 
 
 def test_the_grid_a_hand_search_takes() -> None:
@@ -162,9 +192,8 @@ contexts = st.sampled_from([4096, 8192, 16384, 32768, 65536])
 @settings(max_examples=150, deadline=None)
 @given(free, weights, requests, contexts, st.booleans())
 def test_the_search_ends_and_its_answer_is_the_truth(free_gb: float, err: float, r: int, ctx: int, dense: bool) -> None:
-    true = replace(SEED, free_gb=free_gb, slot_gb=None if dense else SEED.slot_gb,
-                   slots_per_req=3 if dense else 5)
-    prior = replace(true, weights_gb=true.weights_gb * err, graph_gb=0.0)
+    true = costs(SEED, free_before_gb=free_gb, mamba_per_req_bytes=None if dense else SEED.sizing.mamba_per_req_bytes)
+    prior = replace(costs(true, weights_gb=true.sizing.weights_gb * err), graph_gb=0.0)
     base = {**BASE, "max_mamba_cache_size": None if dense else 2}
     p = Problem(base, Target(r, ctx), speculative=True, hybrid=not dense, prior=prior)
     stop, trials = run(p, true)
@@ -183,16 +212,18 @@ def test_the_search_ends_and_its_answer_is_the_truth(free_gb: float, err: float,
 @settings(max_examples=60, deadline=None)
 @given(free, requests, contexts)
 def test_a_proof_from_an_exact_prior_spends_no_start(free_gb: float, r: int, ctx: int) -> None:
-    true = replace(SEED, free_gb=free_gb)
+    true = costs(SEED, free_before_gb=free_gb)
     stop, trials = run(problem(Target(r, ctx), true), true)
-    if stop.status == "impossible" and r * true.request_gb(ctx) - true.static_gb(0.95) > 0.05 * free_gb * 0.95:
+    short = shortfall_gb(true, {**BASE, "max_running_requests": r, "context_length": ctx, "max_mamba_cache_size": r * 5},
+                         Target(r, ctx), 0.95)
+    if stop.status == "impossible" and (short is None or short > 0.05 * free_gb * 0.95):
         assert trials == []
     if stop.status == "met":
         assert trials and all(t.verdict == "healthy" or t.cause == "cuda_oom" for t in trials)
 
 
 def test_reserve_headroom_is_what_activations_get() -> None:
-    assert SEED.reserve_gb == 1.21 + 1.66 + ACTIVATION_HEADROOM_GB
+    assert SEED.reserve_gb == 1.21 + ACTIVATION_HEADROOM_GB  # 0.5.23 counts the draft in the static part
 
 
 # ---------------------------------------------------------------- ops.tune: the loop, the run file, Ctrl-C
@@ -242,11 +273,11 @@ def world(tmp_path, monkeypatch):
     """A units folder with the seed's config, the search's costs as the GPU's, every start faked."""
     units = tmp_path / "units"
     units.mkdir()
-    (units / "seed.toml").write_text('model_path = "/m"\nmem_fraction_static = 0.75\nmax_running_requests = 8\n'
+    (units / "seed.toml").write_text('model_path = "/m"\nmem_fraction_static = 0.6\nmax_running_requests = 8\n'
                                      'context_length = 32768\nmax_mamba_cache_size = 2\ncuda_graph_max_bs = 4\n'
                                      'chunked_prefill_size = 8192\n[speculative]\nalgorithm = "DFLASH"\n')
     sd = FakeSystemd()
-    true = replace(SEED, free_gb=139.0, weights_gb=53.0)
+    true = costs(SEED, free_before_gb=139.0, weights_gb=53.0)
     monkeypatch.setattr(ops_tune, "quiet_plan", lambda cfg, gpu_memory=None, remote=None: None)
     monkeypatch.setattr(ops_tune.gpu_hygiene, "gate", lambda *a, **k: [])
     monkeypatch.setattr(ops_tune, "flag_check", lambda cfg, note: None)
@@ -292,7 +323,7 @@ def test_tune_writes_a_config_that_extends_the_original_and_stops_every_unit_it_
     tuned = units.load("seed-tuned")
     assert tuned.mem_fraction_static == res.best.settings["mem_fraction_static"] and tuned.max_running_requests == 8
     assert {d["key"] for d in res.diff} == {"mem_fraction_static", "max_mamba_cache_size"}
-    assert any("no prior" in n for n in notes) and any("would take 21 starts" in n for n in notes)
+    assert any("no prior" in n for n in notes) and any("would take 36 starts" in n for n in notes)
     out = render_tune(res.to_json())
     assert "tune SERVED: 8 × 32,768" in out and "2 start(s) spent; a 0.01 grid" in out and "seed-tuned.toml" in out
 
@@ -356,6 +387,6 @@ def test_a_campaign_phase_may_tune(tmp_path) -> None:
 
 def test_without_a_prior_a_start_that_logs_no_pool_is_followed_by_the_most_static_memory() -> None:
     # 40 Mamba slots at the config's 0.75 leave nothing for the KV pool: SGLang says only "Not enough memory"
-    stop, trials = run(problem(Target(8, 32768), None), SEED)
+    stop, trials = run(problem(Target(8, 32768), UNKNOWN), SEED)
     assert [(t.settings["mem_fraction_static"], t.cause) for t in trials] == [(0.75, "not_enough_memory"), (0.95, None)]
-    assert stop.status == "impossible" and "at most 7 at this context" in stop.message
+    assert stop.status == "impossible" and "at most 6 at this context" in stop.message

@@ -24,7 +24,7 @@ from svcdiag.files import state_dir, write_atomic
 from svcdiag.ops import gpu_hygiene
 from svcdiag.ops.follow import unit_lock
 from svcdiag.ops.start import ensure_started, flag_check, quiet_plan, wait_verdict
-from svcdiag.ops.tune_model import from_inputs
+from svcdiag.ops.tune_model import blank, from_inputs
 from svcdiag.ops.tune_search import CAPACITY_KEYS, Problem, Start, Stop, Target, Trial, grid_starts, step
 from svcdiag.output.publish import Publisher
 from svcdiag.systemd.dbus import Systemd
@@ -193,11 +193,12 @@ def tune(sd: Systemd, cfg: ServiceConfig, units: UnitsDir, pub: Publisher, *, ta
     if baseline:
         _verify_baseline(sd, units, pub, timeout, state)
     plan_ = quiet_plan(cfg, gpu_memory, remote=sd.remote)
-    prior = from_inputs(plan_.inputs, speculative=cfg.speculative is not None) if plan_ else None
-    if prior is None:
+    inputs = plan_.inputs if plan_ is not None else None
+    prior = from_inputs(cfg, inputs) if inputs is not None else blank(cfg)
+    if inputs is None:
         pub.note("no prior: preflight cannot read this config's model files or GPU; the first start measures")
     problem = Problem(base_settings(cfg), target, speculative=cfg.speculative is not None,
-                      hybrid=cfg.hybrid or bool(prior and prior.slot_gb), prior=prior, keep=keep,
+                      hybrid=cfg.hybrid or prior.slot_gb is not None, prior=prior, keep=keep,
                       max_starts=max_starts, budget_s=budget_s)
     run = Run.open(state, cfg, target, keep, resume)
     if resume:
@@ -234,7 +235,7 @@ def _result(cfg: ServiceConfig, run: Run, p: Problem, status: str, message: str,
             written: str | None, diff: tuple[dict[str, Any], ...], fallbacks: tuple[dict[str, Any], ...] = ()
             ) -> TuneResult:
     return TuneResult(run.run_id, cfg.name, run.target, status, message, tuple(run.trials), best, grid_starts(p),
-                      p.prior.to_json() if p.prior else None, written, diff, fallbacks)
+                      p.prior.to_json() if p.prior and p.prior.known else None, written, diff, fallbacks)
 
 
 def _search(sd: Systemd, cfg: ServiceConfig, units: UnitsDir, pub: Publisher, problem: Problem, run: Run,

@@ -15,7 +15,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from svcdiag.ops.tune_model import MAX_MEM_FRACTION, Capacity, Costs, capacity, down_to, from_figures, up_to
-from svcdiag.sglang.memory import GB, slots_per_request
 
 #: the keys that decide capacity, as the config spells them
 CAPACITY_KEYS = ("mem_fraction_static", "max_mamba_cache_size", "max_running_requests", "context_length",
@@ -50,7 +49,7 @@ class Problem:
     target: Target
     speculative: bool
     hybrid: bool
-    prior: Costs | None = None
+    prior: Costs | None = None  # preflight's; else what the config says, its costs unknown (Costs.known)
     keep: frozenset[str] = frozenset()
     max_starts: int | None = None
     budget_s: float | None = None
@@ -98,15 +97,19 @@ def meets(t: Trial, target: Target) -> bool:
 
 
 def costs_after(p: Problem, trials: list[Trial]) -> Costs | None:
-    """The prior, with every start's logged figures replacing the estimates they measure."""
+    """The prior, with every start's logged figures replacing the estimates they measure; None
+    while the KV cell is not known."""
     c = p.prior
     for t in trials:
-        c = from_figures(t.figures, c, speculative=p.speculative) or c
-    return c
+        if c is not None:
+            c = from_figures(t.figures, t.settings, c)
+    return c if c is not None and c.known else None
 
 
 def spr_of(p: Problem, c: Costs | None) -> int:
-    return c.slots_per_req if c is not None else slots_per_request(p.speculative)
+    if c is not None:
+        return c.slots_per_req
+    return p.prior.slots_per_req if p.prior is not None else (5 if p.speculative else 3)
 
 
 def _fixed(p: Problem, c: Costs | None) -> dict[str, Any] | str:
@@ -114,7 +117,7 @@ def _fixed(p: Problem, c: Costs | None) -> dict[str, Any] | str:
     s = {k: p.base.get(k) for k in CAPACITY_KEYS}
     r, ctx = p.target.requests, p.target.context
     want = {"max_running_requests": r, "context_length": ctx}
-    if p.hybrid:
+    if p.hybrid or (c is not None and c.slot_gb is not None):
         want["max_mamba_cache_size"] = r * spr_of(p, c)
     for key, value in want.items():
         if key not in p.keep:
@@ -127,42 +130,70 @@ def _fixed(p: Problem, c: Costs | None) -> dict[str, Any] | str:
     return s
 
 
+def _at(s: dict[str, Any], target: Target, spr: int) -> dict[str, Any]:
+    """`s` for another target: its requests, their Mamba slots and context."""
+    out = {**s, "max_running_requests": target.requests, "context_length": target.context}
+    if s.get("max_mamba_cache_size") is not None:
+        out["max_mamba_cache_size"] = target.requests * spr
+    return out
+
+
 def _fits(c: Costs, s: dict[str, Any], fraction: float, target: Target) -> Capacity | None:
     cap = capacity(c, fraction=fraction, mamba_slots=s["max_mamba_cache_size"], context=target.context,
                    requested=s["max_running_requests"])
-    ok = cap.max_running >= target.requests and cap.kv_tokens >= target.requests * target.context
+    ok = cap.failure is None and cap.max_running >= target.requests and cap.kv_tokens >= target.requests * target.context
     return cap if ok else None
 
 
 def least_fraction(c: Costs, s: dict[str, Any], target: Target, ceiling: float = MAX_MEM_FRACTION) -> float | None:
     """The smallest mem_fraction_static (in 0.01s, ≤ ceiling) the model says serves the target."""
-    need = (c.weights_gb + target.requests * c.request_gb(target.context)) / c.free_gb
-    f = max(STEP, up_to(need) - STEP)
+    f = STEP
     while f <= ceiling + 1e-9:
         if _fits(c, s, f, target) is not None:
-            return round(f, 2)
+            return f
         f = round(f + STEP, 2)
     return None
 
 
-def impossibility(c: Costs, target: Target, ceiling: float, why_ceiling: str = "") -> tuple[str, tuple[dict[str, Any], ...]]:
+def shortfall_gb(c: Costs, s: dict[str, Any], target: Target, ceiling: float) -> float | None:
+    """How much more static memory than `ceiling` leaves the target needs (None: no amount serves it)."""
+    lo, hi = ceiling, 4.0
+    if _fits(c, s, hi, target) is None:
+        return None
+    for _ in range(40):
+        mid = (lo + hi) / 2
+        lo, hi = (lo, mid) if _fits(c, s, mid, target) is not None else (mid, hi)
+    return max(0.0, (hi - ceiling) * c.free_gb)
+
+
+def impossibility(c: Costs, s: dict[str, Any], target: Target, ceiling: float,
+                  why_ceiling: str = "") -> tuple[str, tuple[dict[str, Any], ...]]:
     """The sentence that says why no fraction up to `ceiling` serves the target, and what would."""
-    static = c.static_gb(ceiling)
-    short = target.requests * c.request_gb(target.context) - static
+    spr = c.slots_per_req
     what = "KV cache and Mamba state" if c.slot_gb else "KV"
-    most = max(0, int(static // c.request_gb(target.context))) if static > 0 else 0
-    per_req = static / target.requests - c.slots_per_req * (c.slot_gb or 0.0)
-    ctx = int(per_req * GB / c.cell_bytes) // 1024 * 1024 if per_req > 0 else 0
+    short = shortfall_gb(c, s, target, ceiling)
+    lo, hi = 0, target.requests - 1  # the most requests of this context that fit
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        t = Target(mid, target.context)
+        lo, hi = (mid, hi) if _fits(c, _at(s, t, spr), ceiling, t) is not None else (lo, mid - 1)
+    most = lo
+    lo, hi = 0, target.context // 1024 - (1 if target.context % 1024 == 0 else 0)  # the longest context, in 1,024s
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        t = Target(target.requests, mid * 1024)
+        lo, hi = (mid, hi) if _fits(c, _at(s, t, spr), ceiling, t) is not None else (lo, mid - 1)
+    ctx = lo * 1024
     alts: list[str] = [f"at most {most} at this context" if most else "not one request at this context"]
     fallbacks: list[dict[str, Any]] = []
     if most:
         fallbacks.append({"max_running": most, "context": target.context})
-    if ctx >= 1024:
+    if ctx:
         alts.append(f"or {target.requests} at {ctx:,}")
         fallbacks.append({"max_running": target.requests, "context": ctx})
-    sentence = (f"{target} needs {short:.1f} GB more {what} than {ceiling:.2f} of the card leaves{why_ceiling}: "
-                f"{', '.join(alts)}")
-    return sentence, tuple(fallbacks)
+    how = f"needs {short:.1f} GB more {what} than" if short is not None else "is not served by any more memory than"
+    return (f"{target} {how} {ceiling:.2f} of the card leaves{why_ceiling}: {', '.join(alts)}",
+            tuple(fallbacks))
 
 
 def _ceiling(trials: list[Trial], s: dict[str, Any]) -> tuple[float, str]:
@@ -242,8 +273,8 @@ def step(p: Problem, trials: list[Trial], elapsed_s: float = 0.0) -> Start | Sto
     if c is not None:
         need = least_fraction(c, s, p.target, ceiling)
         if need is None:
-            proof, fallbacks = impossibility(c, p.target, ceiling, why_ceiling)
-            if c.source == "measured" or _clearly_short(c, p.target, ceiling):
+            proof, fallbacks = impossibility(c, s, p.target, ceiling, why_ceiling)
+            if c.source == "measured" or _clearly_short(c, s, p.target, ceiling):
                 return Stop("impossible", proof if c.source == "measured" else f"{proof} (the memory model's "
                             "estimate, by more than its margin)", best, fallbacks)
             need = ceiling  # the prior is close enough to be wrong: one start measures
@@ -271,7 +302,7 @@ def step(p: Problem, trials: list[Trial], elapsed_s: float = 0.0) -> Start | Sto
         if c is None:
             return Stop("impossible", f"{p.target} is not served at {lo:.2f}, and no more static memory is "
                                       f"left to try{why_ceiling}", best)
-        proof, fallbacks = impossibility(c, p.target, ceiling, why_ceiling)
+        proof, fallbacks = impossibility(c, s, p.target, ceiling, why_ceiling)
         return Stop("impossible", proof, best, fallbacks)
     if p.max_starts is not None and len(trials) >= p.max_starts:
         return Stop("budget", f"--max-starts {p.max_starts} spent", best)
@@ -289,10 +320,10 @@ def step(p: Problem, trials: list[Trial], elapsed_s: float = 0.0) -> Start | Sto
     return Start(cand, why + steer_note, predicted)
 
 
-def _clearly_short(c: Costs, target: Target, ceiling: float) -> bool:
+def _clearly_short(c: Costs, s: dict[str, Any], target: Target, ceiling: float) -> bool:
     """The prior's proof: short by more than the model's margin, a share of all the static memory."""
-    need = target.requests * c.request_gb(target.context)
-    return need - c.static_gb(ceiling) > PRIOR_SLACK * c.free_gb * ceiling
+    short = shortfall_gb(c, s, target, ceiling)
+    return short is None or short > PRIOR_SLACK * c.free_gb * ceiling
 
 
 def grid_starts(p: Problem) -> int:

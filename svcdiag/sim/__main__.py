@@ -20,7 +20,7 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from .model import CUDA_GRAPH_GB, DENSE_8B, HYBRID_27B, Figures, compute, gpu_total_gib
+from .model import DENSE_8B, HYBRID_27B, Figures, compute, gpu_total_gib
 from .release import DEFAULT_VERSION, OLD_FORMAT_VERSION, Release, parse_launch_args
 from .scenarios import SCENARIOS, Scenario
 
@@ -264,9 +264,10 @@ ACTIVATIONS_GB = 1.0
 
 
 def graphs_do_not_fit(fig: Figures) -> bool:
-    """Too much static memory: the reserve left after the pools cannot hold the CUDA graphs, the
-    draft model and the activations, and graph capture runs out of memory (as SGLang does)."""
-    return fig.pool_end_avail_gb < CUDA_GRAPH_GB + fig.draft_weights_gb + ACTIVATIONS_GB
+    """Too much static memory: the reserve left after the pools cannot hold the CUDA graphs (and,
+    before 0.5.19, the draft model loaded after them) and the activations: graph capture runs
+    out of memory, as SGLang's does."""
+    return fig.final_avail_gb < ACTIVATIONS_GB  # after the graphs (and a draft loaded after them)
 
 
 def hybrid_too_small(fig: Figures) -> str:
