@@ -130,3 +130,35 @@ def test_predictions_are_consistent(free: float, weights: float, mfs: float, hyb
     more = predict(replace(inp, mem_fraction_static=mfs + 0.01))
     assert more.kv_tokens >= p.kv_tokens or hybrid  # a hybrid's slots take their share first
     assert (more.mamba_slots or 0) >= (p.mamba_slots or 0) or p.failure is not None
+
+
+# ---------------------------------------------------------------- the sizing flags of extra_args
+
+
+@settings(max_examples=200, deadline=None)
+@given(ratio=st.floats(0.01, 10), tokens=st.integers(1, 10**8), page=st.integers(1, 256),
+       strategy=st.sampled_from(["auto", "no_buffer", "extra_buffer", "extra_buffer_lazy"]),
+       radix=st.booleans(), overlap=st.booleans(), equals=st.booleans(),
+       noise=st.lists(st.sampled_from(["--trust-remote-code", "--log-level", "info", "--enable-metrics"]),
+                      max_size=4))
+def test_sizing_flags_are_read_from_extra_args_in_either_spelling(ratio: float, tokens: int, page: int,
+                                                                  strategy: str, radix: bool, overlap: bool,
+                                                                  equals: bool, noise: list[str]) -> None:
+    from svcdiag.sglang.preflight import sizing_flags
+
+    def opt(name: str, value: object) -> list[str]:
+        return [f"--{name}={value}"] if equals else [f"--{name}", str(value)]
+
+    args = [*opt("mamba-full-memory-ratio", ratio), *opt("max-total-tokens", tokens), *opt("page-size", page),
+            *opt("mamba-scheduler-strategy", strategy)]
+    args += ["--disable-radix-cache"] * radix + ["--disable-overlap-schedule"] * overlap
+    f = sizing_flags(tuple(noise + args + noise[:1]))
+    assert (f.mamba_full_memory_ratio, f.max_total_tokens, f.page_size) == (ratio, tokens, page)
+    assert (f.mamba_scheduler_strategy, f.disable_radix_cache, f.disable_overlap_schedule) == (strategy, radix, overlap)
+
+
+def test_unreadable_sizing_flags_fall_back_to_sglangs_defaults() -> None:
+    from svcdiag.sglang.preflight import sizing_flags
+
+    f = sizing_flags(("--page-size", "big", "--mamba-full-memory-ratio", "--max-total-tokens"))
+    assert (f.page_size, f.mamba_full_memory_ratio, f.max_total_tokens) == (1, 0.9, None)

@@ -185,10 +185,10 @@ def test_gpu_memory_source_order_and_a_clear_error(units: Path, tmp_path: Path, 
     assert gpu_free_gb(cfg, 96.0) == (96.0, "--gpu-memory")
     assert gpu_free_gb(cfg, None)[0] == 80.0
     bare = dataclasses.replace(cfg, gpu_memory_gb=None)
-    monkeypatch.setattr("svcdiag.ops.gpumem._torch", lambda gpus: None)
+    monkeypatch.setattr("svcdiag.ops.gpumem.torch_subprocess", lambda cfg: None)
     monkeypatch.setattr("shutil.which", lambda exe: None)
     with pytest.raises(SvcdiagError, match="pass --gpu-memory GB"):
-        gpu_free_gb(bare, None)
+        gpu_free_gb(bare, None, nvml=lambda: None)
 
 
 def test_nvidia_smi_csv_gives_the_smallest_free_of_the_configs_gpus() -> None:
@@ -267,3 +267,107 @@ def test_baseline_against_a_candidate_that_never_ran_uses_preflight(units: Path,
     assert (out["source"], out["cause"], out["verdict"]) == ("preflight", "mamba_cache_too_small", "failed (predicted)")
     assert "max_mamba_cache_size" in out["explaining_keys"]
     assert "would fail with mamba_cache_too_small" in out["explanation"]
+
+
+# ---------------------------------------------------------------- hub ids, --model-config, bounded options
+
+
+def hub_cache(root: Path, model: str, config: dict | None, *, ref: bool = True, rev: str = "0123abcd") -> Path:
+    """`root/hub/models--ORG--NAME/snapshots/REV/` as huggingface_hub lays it out."""
+    repo = root / "hub" / ("models--" + model.replace("/", "--"))
+    snap = model_dir(repo / "snapshots", rev, config, DENSE_8B.weights_gb)
+    if ref:
+        (repo / "refs").mkdir(parents=True, exist_ok=True)
+        (repo / "refs" / "main").write_text(rev)
+    return snap
+
+
+def test_a_hub_id_is_found_where_sglang_finds_it(units: Path, tmp_path: Path, cli, monkeypatch) -> None:
+    monkeypatch.delenv("HF_HUB_CACHE", raising=False)
+    monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path / "nohome"))
+    hf = tmp_path / "hf"
+    snap = hub_cache(hf, "Qwen/Qwen3-8B", DENSE_QWEN3_8B)
+    hub_cache(hf, "Qwen/Qwen3-8B", None, ref=False, rev="ffff")  # a snapshot cut short: no config.json
+    (units / "hub.toml").write_text('extends = "nospec-tp1"\nmodel_path = "Qwen/Qwen3-8B"\ngpu_memory_gb = 78.5\n'
+                                    f'[env]\nHF_HOME = "{hf}"\n')
+    r = cli("preflight", "hub", "--json")
+    assert r.exit_code == 0, r.output
+    out = json.loads(r.output)
+    assert out["sources"]["model"] == f"hub id Qwen/Qwen3-8B: {snap}"
+    assert out["sources"]["shape"].startswith(f"{snap}/config.json (Qwen3ForCausalLM")
+    assert out["kv_bytes_per_token"] == 8 * 256 * 36 * 2 and out["verdict"] in ("ok", "tight")
+    # no refs/main (a cache copied by hand): the snapshot that has a config.json
+    (hf / "hub" / "models--Qwen--Qwen3-8B" / "refs" / "main").unlink()
+    out = json.loads(cli("preflight", "hub", "--json").output)
+    assert out["sources"]["model"].startswith("hub id Qwen/Qwen3-8B: ") and out["verdict"] != "cannot_serve"
+    # the process's HF_HOME when the unit sets none
+    (units / "hub2.toml").write_text('extends = "nospec-tp1"\nmodel_path = "Qwen/Qwen3-8B"\ngpu_memory_gb = 78.5\n')
+    monkeypatch.setenv("HF_HOME", str(hf))
+    assert cli("preflight", "hub2").exit_code == 0
+
+
+def test_a_hub_id_not_cached_says_what_sglang_will_do(units: Path, tmp_path: Path, cli, monkeypatch) -> None:
+    for var in ("HF_HOME", "HF_HUB_CACHE", "XDG_CACHE_HOME", "HF_HUB_OFFLINE"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path / "nohome"))
+    (units / "hub.toml").write_text('extends = "nospec-tp1"\nmodel_path = "Qwen/Qwen3-8B"\ngpu_memory_gb = 78.5\n'
+                                    f'[env]\nHF_HOME = "{tmp_path / "hf"}"\n')
+    r = cli("preflight", "hub")
+    assert r.exit_code == 2 and "hub id not in the Hugging Face cache" in r.output
+    assert f"{tmp_path / 'hf'}/hub" in r.output and "SGLang will download it at start" in r.output
+    assert "--model-config FILE" in r.output and "Qwen/Qwen3-8B/config.json" in r.output
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    assert "with HF_HUB_OFFLINE set, SGLang will fail to load it" in cli("preflight", "hub").output
+    # --model-config FILE for a model read elsewhere, --weights-gb for its size
+    conf = tmp_path / "qwen3-8b.json"
+    conf.write_text(json.dumps(DENSE_QWEN3_8B))
+    r = cli("preflight", "hub", "--model-config", str(conf), "--weights-gb", "15.26", "--json")
+    out = json.loads(r.output)
+    assert r.exit_code == 0 and out["sources"]["shape"].startswith(f"{conf} (Qwen3ForCausalLM")
+
+
+def test_up_says_in_one_line_that_its_gate_was_skipped(units: Path, tmp_path: Path, monkeypatch) -> None:
+    from svcdiag.ops.start import preflight_gate
+
+    monkeypatch.setenv("HOME", str(tmp_path / "nohome"))
+    for var in ("HF_HOME", "HF_HUB_CACHE", "XDG_CACHE_HOME"):
+        monkeypatch.delenv(var, raising=False)
+    notes: list[str] = []
+
+    class Pub:
+        def note(self, text: str) -> None:
+            notes.append(text)
+
+        def record(self, *a, **k):
+            return k
+
+        def publish(self, rec) -> None:
+            pass
+
+    (units / "hub.toml").write_text('extends = "nospec-tp1"\nmodel_path = "Qwen/Qwen3-8B"\ngpu_memory_gb = 78.5\n')
+    cfg = UnitsDir(units, "t").load("hub")
+    assert preflight_gate(cfg, Pub(), force=False, gpu_memory=None) == (None, False)  # type: ignore[arg-type]
+    assert len(notes) == 1 and "\n" not in notes[0]
+    assert notes[0].startswith("preflight skipped: Qwen/Qwen3-8B/config.json: hub id not in the Hugging Face cache")
+    # the seed's config is refused from its own limits, the gate says why
+    notes.clear()
+    seed = UnitsDir(units, "t").load("dflash-tp1-mr8")
+    plan_, refuse = preflight_gate(seed, Pub(), force=False, gpu_memory=None)  # type: ignore[arg-type]
+    assert refuse and plan_ is not None and plan_.inputs is None
+    assert notes == ["preflight: cannot_serve from the config's own limits: 2 Mamba slot(s) at 5 per request serve "
+                     "no request (max_mamba_cache_size // state slots per request = 0), whatever the GPU"]
+
+
+@pytest.mark.parametrize("option", ["--gpu-memory", "--weights-gb", "--kv-bytes-per-token"])
+@pytest.mark.parametrize("value", ["inf", "nan", "0", "-5", "-inf"])
+def test_numeric_options_are_finite_positive_and_bounded(cli, option: str, value: str) -> None:
+    r = cli("preflight", "dflash-smoke", f"{option}={value}")
+    assert r.exit_code == 2 and f"Invalid value for '{option}'" in r.output, r.output
+    assert "Traceback" not in r.output
+
+
+def test_timeout_is_finite_too(cli) -> None:
+    for value in ("inf", "nan", "0", "-5"):
+        r = cli("wait", "dflash-smoke", "--timeout", value)
+        assert r.exit_code == 2 and "Invalid value for '--timeout'" in r.output, (value, r.output)

@@ -92,6 +92,18 @@ def test_remote_gpu_memory_is_that_hosts_nvidia_smi_or_a_one_line_ask(units: Pat
         plan(_cfg(units, "r2", f'model_path = "{tmp_path}/nowhere"\n'), gpu_memory=80, remote=ShConn())
 
 
+def test_a_hub_id_is_found_in_the_remote_hosts_cache(units: Path, tmp_path: Path) -> None:
+    hub = tmp_path / "hf" / "hub" / "models--Qwen--Qwen3-8B"
+    snap = model_dir(hub / "snapshots", "abc123", DENSE_QWEN3_8B, 16)  # no refs/main: the listed snapshot
+    cfg = _cfg(units, "rhub", f'model_path = "Qwen/Qwen3-8B"\n[env]\nHF_HOME = "{tmp_path / "hf"}"\n')
+    conn = ShConn({"memory.total": SMI_CSV})
+    p = plan(cfg, remote=conn)
+    assert p.to_json()["sources"]["model"] == f"hub id Qwen/Qwen3-8B: root@gpu-x:2222:{snap}"
+    assert any(c.startswith("test -d") and "snapshots" in c for c in conn.commands)  # listed there, over SSH
+    with pytest.raises(SvcdiagError, match=r"^root@gpu-x:2222:Qwen/Qwen3-8B/config.json: hub id not in the Hugging"):
+        plan(_cfg(units, "rhub2", 'model_path = "Qwen/Qwen3-8B"\n'), gpu_memory=80, remote=ShConn())
+
+
 def test_gpu_hygiene_on_a_remote_host_reads_its_smi_and_proc(units: Path) -> None:
     cfg = _cfg(units, "h1", "")
     uuid = "GPU-0000"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import sys
 from typing import TYPE_CHECKING, Any
 
@@ -20,6 +21,30 @@ if TYPE_CHECKING:
 EXIT_CODES = {"healthy": 0, "failed": 1, "timed_out": 3, "incomplete": 4}
 DEGRADED_STRICT = 5
 INTERRUPTED = 130
+
+
+class Bounded(click.ParamType):
+    """A finite number in (low, high]: `inf`, `nan`, 0 and negatives are refused naming the
+    option, exit 2 (click.FloatRange lets nan and, unbounded, inf through)."""
+
+    def __init__(self, high: float, *, integer: bool = False, low: float = 0.0):
+        self.high, self.integer, self.low = high, integer, low
+        self.name = "integer" if integer else "float"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            number: float = value
+        else:
+            try:
+                number = int(value) if self.integer else float(value)
+            except (TypeError, ValueError):
+                self.fail(f"{value!r} is not a valid {self.name}", param, ctx)
+        if not math.isfinite(number):
+            self.fail(f"{value!r} is not a finite number", param, ctx)
+        if not self.low < number <= self.high:
+            high = int(self.high) if self.integer else f"{self.high:g}"
+            self.fail(f"{value} is not in the range {self.low:g}<x<={high}", param, ctx)
+        return number
 
 
 def units_opt(ctx: click.Context) -> str | None:
@@ -83,7 +108,8 @@ TEXTFILE = click.option("--textfile", metavar="FILE.prom", envvar="SVCDIAG_TEXTF
                         help="also keep each unit's latest state in this Prometheus textfile ($SVCDIAG_TEXTFILE)")
 JSON = click.option("--json", "as_json", is_flag=True, help="JSON (docs/events.md), one object per line")
 STRICT = click.option("--strict", is_flag=True, help="exit 5 when the start is healthy but degraded")
-TIMEOUT = click.option("--timeout", type=float, metavar="S", help="overall deadline in seconds, on top of the per-phase ones")
+TIMEOUT = click.option("--timeout", type=Bounded(7 * 86400), metavar="S",
+                       help="overall deadline in seconds, on top of the per-phase ones")
 STATE_DIR = click.option("--state-dir", metavar="DIR", help="svcdiag's state ($SVCDIAG_STATE_DIR, /var/lib/svcdiag)")
 
 
@@ -110,7 +136,7 @@ def hosts(host: str | None) -> Any:
     return Hosts(host)
 
 
-GPU_MEMORY = click.option("--gpu-memory", type=float, metavar="GB", help="preflight: GPU memory free per GPU before loading")
+GPU_MEMORY = click.option("--gpu-memory", type=Bounded(4096), metavar="GB", help="preflight: GPU memory free per GPU before loading")
 
 
 def verdict_exit(ctx: click.Context, verdict: Any, *, strict: bool = False) -> None:

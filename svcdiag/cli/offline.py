@@ -44,18 +44,20 @@ def replay(ctx: click.Context, path: str | None, example: str | None, list_examp
 @main.command()
 @click.argument("name", required=False)
 @c.GPU_MEMORY
-@click.option("--kv-bytes-per-token", type=click.IntRange(min=1), metavar="N",
+@click.option("--kv-bytes-per-token", type=c.Bounded(1 << 30, integer=True), metavar="N",
               help="KV bytes per token on one GPU, when config.json cannot be read")
-@click.option("--weights-gb", type=click.FloatRange(min=0, min_open=True), metavar="GB",
+@click.option("--weights-gb", type=c.Bounded(65536), metavar="GB",
               help="the whole checkpoint's size, when the model directory has no safetensors")
+@click.option("--model-config", type=click.Path(dir_okay=False), metavar="FILE",
+              help="a config.json to read the model's shape from (a hub id not cached here, a model elsewhere)")
 @click.option("--calibration", is_flag=True, help="predicted vs. logged KV tokens of past starts, per config")
 @c.HOST
 @c.STATE_DIR
 @c.JSON
 @click.pass_context
 def preflight(ctx: click.Context, name: str | None, gpu_memory: float | None, kv_bytes_per_token: int | None,
-              weights_gb: float | None, calibration: bool, host: str | None, state_dir: str | None,
-              as_json: bool) -> None:
+              weights_gb: float | None, model_config: str | None, calibration: bool, host: str | None,
+              state_dir: str | None, as_json: bool) -> None:
     """Predict NAME's KV pool and max_running_requests before starting it, by SGLang's own
     formula; exit 1 when it cannot serve one full-context request. With --host (or the config's
     remote_host): the model files and nvidia-smi of that host, over SSH."""
@@ -72,7 +74,7 @@ def preflight(ctx: click.Context, name: str | None, gpu_memory: float | None, kv
     cfg = c.load(ctx, name)
     with host_files(cfg, host) as remote:
         result = plan(cfg, gpu_memory=gpu_memory, kv_bytes_per_token=kv_bytes_per_token, weights_gb=weights_gb,
-                      remote=remote)
+                      remote=remote, model_config=model_config)
     c.emit_rows([{"event": "preflight", "name": cfg.name, **result.to_json()}], as_json,
                 lambda row: render_preflight(cfg.name, row))
     ctx.exit(1 if result.prediction.verdict == "cannot_serve" else 0)

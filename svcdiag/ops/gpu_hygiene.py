@@ -2,13 +2,16 @@
 this unit's (an orphaned scheduler of an earlier start, someone's notebook) is named with
 its PID, unit and GB, and the start refused unless --force.
 
-`nvidia-smi --query-compute-apps=pid,gpu_uuid,used_memory` says who holds what; each PID's
-unit comes from `/proc/PID/cgroup`. Without nvidia-smi there is nothing to check. On a remote
-host both are read there, over the SSH connection.
+NVML (the `gpu` extra), else `nvidia-smi --query-compute-apps=pid,gpu_uuid,used_memory`, says
+who holds what, by GPU UUID, mapped to the indexes CUDA_VISIBLE_DEVICES names; each PID's unit
+comes from `/proc/PID/cgroup`. svcdiag itself and its children are never named: they are not
+a foreign holder. Without either there is nothing to check. On a remote host both are read
+there, over the SSH connection.
 """
 
 from __future__ import annotations
 
+import os
 import shlex
 import shutil
 import subprocess
@@ -19,7 +22,7 @@ from typing import Any
 
 from svcdiag.config.service import ServiceConfig
 from svcdiag.errors import SvcdiagError
-from svcdiag.ops.gpumem import remote_smi
+from svcdiag.ops.gpumem import Nvml, cuda_visible, local_nvml, remote_smi, visible
 
 MiB_PER_GB = 1024  # nvidia-smi's MiB → GiB, as torch and SGLang count a GB
 PROC = Path("/proc")
@@ -97,6 +100,30 @@ def parse_apps(text: str, gpus: dict[str, int]) -> list[tuple[int, int, float]]:
     return out
 
 
+def own_pids(proc: Path = PROC, me: int | None = None) -> set[int]:
+    """svcdiag's own PID and its descendants (a probe it runs, a supervised child): never a foreign holder."""
+    me = os.getpid() if me is None else me
+    parent: dict[int, int] = {}
+    try:
+        entries = [e for e in proc.iterdir() if e.name.isdigit()]
+    except OSError:
+        return {me}
+    for e in entries:
+        try:
+            stat = (e / "stat").read_text()
+            parent[int(e.name)] = int(stat.rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+    mine, grew = {me}, True
+    while grew:
+        grew = False
+        for pid, ppid in parent.items():
+            if ppid in mine and pid not in mine:
+                mine.add(pid)
+                grew = True
+    return mine
+
+
 def config_gpus(cfg: ServiceConfig) -> tuple[int, ...]:
     return cfg.gpus if cfg.gpus else tuple(range(cfg.tp_size * cfg.dp_size))
 
@@ -116,25 +143,39 @@ def _remote_queries(conn: Any) -> tuple[str, str] | None:
     return out[0], out[1]
 
 
-def foreign_holders(cfg: ServiceConfig, proc: Path = PROC, remote: Any = None) -> list[Holder]:
-    """Who else holds memory on the config's GPUs now (empty without nvidia-smi). `remote`: the
-    SSH Connection of the host the config runs on."""
-    if remote is not None:
-        got = _remote_queries(remote)
-        if got is None:
-            return []
-        gpu_text, app_text = got
-    else:
-        exe = shutil.which("nvidia-smi")
-        if exe is None:
-            return []
-        gpu_text = _smi(exe, "--query-gpu=index,uuid", "--format=csv,noheader")
-        app_text = _smi(exe, "--query-compute-apps=pid,gpu_uuid,used_memory", "--format=csv,noheader,nounits")
-    apps = parse_apps(app_text, parse_gpus(gpu_text))
+def _nvml_apps(cfg: ServiceConfig, reader: Nvml) -> tuple[list[tuple[int, int, float]], set[int]]:
+    """NVML's compute processes ([(pid, index, GB)]) and the indexes of the config's GPUs."""
+    devices = reader.devices()
+    mine = {d.index for d in visible(cuda_visible(cfg), devices)}
+    apps = [(pid, d.index, used / 1024**3) for d in devices for pid, used in d.processes]
+    return apps, mine
+
+
+def foreign_holders(cfg: ServiceConfig, proc: Path = PROC, remote: Any = None, *,
+                    nvml: Callable[[], Nvml | None] = local_nvml) -> list[Holder]:
+    """Who else holds memory on the config's GPUs now (empty without NVML and nvidia-smi).
+    `remote`: the SSH Connection of the host the config runs on."""
     mine = set(config_gpus(cfg))
+    reader = nvml() if remote is None else None
+    if reader is not None:
+        apps, mine = _nvml_apps(cfg, reader)
+    else:
+        if remote is not None:
+            got = _remote_queries(remote)
+            if got is None:
+                return []
+            gpu_text, app_text = got
+        else:
+            exe = shutil.which("nvidia-smi")
+            if exe is None:
+                return []
+            gpu_text = _smi(exe, "--query-gpu=index,uuid", "--format=csv,noheader")
+            app_text = _smi(exe, "--query-compute-apps=pid,gpu_uuid,used_memory", "--format=csv,noheader,nounits")
+        apps = parse_apps(app_text, parse_gpus(gpu_text))
+    ours = own_pids(proc) if remote is None else set()
     out = []
     for pid, gpu, gb in apps:
-        if gpu not in mine:
+        if gpu not in mine or pid in ours:
             continue
         unit = unit_of(pid, proc, remote)
         if unit != cfg.unit:

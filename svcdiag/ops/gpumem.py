@@ -1,18 +1,25 @@
 """How much GPU memory a server will find free before it loads, and where that figure came from.
 
-In order: the command line, the config, torch (the `gpu` extra, imported only here and
-only when asked), then nvidia-smi. The smallest GPU of the config's set counts: SGLang
-takes the minimum over ranks. For a remote host (`--host`), torch here would measure the
-wrong machine: only that host's nvidia-smi counts, run over the SSH connection.
+In order: the command line, the config, NVML (`nvidia-ml-py`, the `gpu` extra: it reads the
+driver's figures and creates no CUDA context), nvidia-smi, and last the unit's own
+interpreter running torch in a short-lived subprocess (its CUDA context dies with it).
+torch is never imported in svcdiag's process: a CUDA context there would hold ~0.5 GB on
+every GPU of the config while SGLang sizes its KV pool (docs/preflight.md#gpu-readings-where-the-gpu-figure-comes-from).
+The GPUs are the ones SGLang will see: the config's `gpus` as CUDA_VISIBLE_DEVICES (indexes
+or UUIDs); the smallest of them counts, as SGLang takes the minimum over ranks. A GPU in MIG
+mode is named, never read as if whole. For a remote host (`--host`) only that host's
+nvidia-smi counts, run over the SSH connection.
 """
 
 from __future__ import annotations
 
+import json
 import shlex
 import shutil
 import subprocess
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
 
 from svcdiag.config.service import ServiceConfig
 from svcdiag.errors import SvcdiagError
@@ -21,29 +28,146 @@ from svcdiag.sglang.memory import GB
 MiB = 1024**2
 
 
-def _torch(gpus: list[int]) -> float | None:
+@dataclass(frozen=True, slots=True)
+class Device:
+    """One GPU as the driver reports it (bytes)."""
+
+    index: int
+    uuid: str
+    total: int
+    free: int
+    used: int = 0
+    mig: bool = False  # MIG mode on: its memory belongs to instances, not to one CUDA device
+    processes: tuple[tuple[int, int], ...] = field(default=())  # (pid, bytes used) of its compute processes
+
+
+class Nvml(Protocol):
+    """What svcdiag reads from NVML: every GPU of this host, in NVML's (PCI bus) order."""
+
+    def devices(self) -> list[Device]: ...
+
+
+class PynvmlReader:
+    """NVML through nvidia-ml-py (`import pynvml`, the `gpu` extra): no CUDA context."""
+
+    def __init__(self, nvml: Any):
+        self.nvml = nvml
+
+    def devices(self) -> list[Device]:
+        n = self.nvml
+        n.nvmlInit()
+        try:
+            out = []
+            for i in range(n.nvmlDeviceGetCount()):
+                h = n.nvmlDeviceGetHandleByIndex(i)
+                uuid = n.nvmlDeviceGetUUID(h)
+                mem = n.nvmlDeviceGetMemoryInfo(h)
+                try:
+                    mig = bool(n.nvmlDeviceGetMigMode(h)[0])
+                except n.NVMLError:  # not a MIG-capable GPU
+                    mig = False
+                procs = tuple((p.pid, p.usedGpuMemory or 0) for p in n.nvmlDeviceGetComputeRunningProcesses(h))
+                out.append(Device(i, uuid if isinstance(uuid, str) else uuid.decode(), mem.total, mem.free, mem.used,
+                                  mig, procs))
+            return out
+        finally:
+            n.nvmlShutdown()
+
+
+def local_nvml() -> Nvml | None:
+    """NVML on this host, or None without nvidia-ml-py or a driver."""
     try:
-        import torch  # the gpu extra; never imported at start-up
+        import pynvml  # the gpu extra (nvidia-ml-py); imported only here
     except ImportError:
         return None
     try:
-        if not torch.cuda.is_available():
-            return None
-        return min(torch.cuda.mem_get_info(i)[0] for i in gpus) / GB
-    except Exception:  # a driver error: fall through to nvidia-smi, which says more
+        pynvml.nvmlInit()
+        pynvml.nvmlShutdown()
+    except Exception:  # no driver, no GPU: nvidia-smi says more
         return None
+    return PynvmlReader(pynvml)
+
+
+def visible(spec: str | None, devices: Sequence[Device]) -> list[Device]:
+    """The devices CUDA shows under CUDA_VISIBLE_DEVICES=`spec` (indexes or UUIDs, `GPU-` prefixes
+    allowed; the list ends at the first entry that names none, as CUDA's does); all when unset."""
+    if spec is None:
+        return list(devices)
+    out: list[Device] = []
+    for entry in (e.strip() for e in spec.split(",")):
+        if entry.isdigit():
+            match = [d for d in devices if d.index == int(entry)]
+        elif entry.startswith(("GPU-", "MIG-")):
+            match = [d for d in devices if d.uuid.startswith(entry)]
+        else:
+            match = []
+        if len(match) != 1 or match[0] in out:
+            break
+        out.append(match[0])
+    return out
+
+
+def cuda_visible(cfg: ServiceConfig) -> str | None:
+    """The CUDA_VISIBLE_DEVICES the unit runs with: the config's gpus (svcdiag.systemd.render)."""
+    return ",".join(map(str, cfg.gpus)) if cfg.gpus else dict(cfg.env).get("CUDA_VISIBLE_DEVICES")
+
+
+def ranks(cfg: ServiceConfig) -> int:
+    return cfg.tp_size * cfg.dp_size // max(1, cfg.nnodes)
+
+
+def nvml_free(cfg: ServiceConfig, reader: Nvml) -> tuple[float, str] | None:
+    """(GiB free on the smallest GPU the unit's ranks use, what was read), or None when NVML
+    sees no such GPU. A GPU in MIG mode is refused by name: its instances are not it."""
+    spec = cuda_visible(cfg)
+    devs = visible(spec, reader.devices())[: ranks(cfg)]
+    if not devs:
+        return None
+    for d in devs:
+        if d.mig:
+            raise SvcdiagError(f"GPU {d.index} ({d.uuid}) is in MIG mode: the free memory of its instances is not "
+                               f"the GPU's; pass --gpu-memory GB (the instance's memory)")
+    which = ", ".join(str(d.index) for d in devs)
+    return round(min(d.free for d in devs) / GB, 2), f"NVML (GPUs {which}, now)"
+
+
+#: the unit's interpreter asked for free memory in a subprocess: its CUDA context dies with it
+TORCH_PROBE = ("import json, torch; print(json.dumps([torch.cuda.mem_get_info(i)[0] "
+               "for i in range(torch.cuda.device_count())]))")
+
+
+def torch_subprocess(cfg: ServiceConfig, run: Callable[..., Any] = subprocess.run) -> float | None:
+    """Free GiB on the smallest of the unit's GPUs, by its own interpreter's torch, in a child
+    process that exits at once; None when that interpreter has no torch or no GPU."""
+    import os
+
+    env = {k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "LD_LIBRARY_PATH")}
+    spec = cuda_visible(cfg)
+    if spec is not None:
+        env["CUDA_VISIBLE_DEVICES"] = spec
+    try:
+        p = run([cfg.python, "-c", TORCH_PROBE], capture_output=True, text=True, timeout=60, env=env, check=False)
+        free = json.loads(p.stdout.strip().splitlines()[-1]) if p.returncode == 0 and p.stdout.strip() else []
+    except (OSError, subprocess.SubprocessError, ValueError, IndexError):
+        return None
+    free = free[: ranks(cfg)]
+    return min(free) / GB if free else None
 
 
 def parse_nvidia_smi(text: str, gpus: list[int]) -> float:
-    """`nvidia-smi --query-gpu=memory.total,memory.used --format=csv` → free GiB on the smallest of `gpus`."""
+    """`nvidia-smi --query-gpu=memory.total,memory.used[,memory.free] --format=csv` → free GiB on the
+    smallest of `gpus` (memory.free when asked for: it leaves out the driver's reserved memory)."""
     rows: list[float] = []
-    for line in text.strip().splitlines()[1:]:  # the header: memory.total [MiB], memory.used [MiB]
-        parts = [p.strip().split()[0] for p in line.split(",")]
+    lines = text.strip().splitlines()
+    header = [h.strip().split()[0] for h in lines[0].split(",")] if lines else []
+    for line in lines[1:]:  # the header: memory.total [MiB], memory.used [MiB]
+        parts = [p.strip().split()[0] if p.strip() else "" for p in line.split(",")]
         try:
             total, used = float(parts[0]), float(parts[1])
+            free = float(parts[header.index("memory.free")]) if "memory.free" in header else total - used
         except (ValueError, IndexError):
             raise SvcdiagError(f"nvidia-smi: cannot read the line {line!r}") from None
-        rows.append((total - used) * MiB / GB)
+        rows.append(free * MiB / GB)
     chosen = [rows[i] for i in gpus if i < len(rows)]
     if not chosen:
         raise SvcdiagError(f"nvidia-smi lists {len(rows)} GPU(s); the config wants GPUs {gpus}")
@@ -85,9 +209,10 @@ def _nvidia_smi(gpus: list[int], smi: Smi = local_smi) -> float | None:
     return None if out is None else parse_nvidia_smi(out, gpus)
 
 
-def gpu_free_gb(cfg: ServiceConfig, option: float | None, remote: Any = None) -> tuple[float, str]:
+def gpu_free_gb(cfg: ServiceConfig, option: float | None, remote: Any = None, *,
+                nvml: Callable[[], Nvml | None] = local_nvml) -> tuple[float, str]:
     """(GB, source), or a one-line error saying what to pass. `remote`: the SSH Connection of
-    the host the config runs on (its nvidia-smi, never this host's torch)."""
+    the host the config runs on (its nvidia-smi). `nvml`: NVML's reader (tests inject one)."""
     if option is not None:
         return option, "--gpu-memory"
     if cfg.gpu_memory_gb is not None:
@@ -100,9 +225,17 @@ def gpu_free_gb(cfg: ServiceConfig, option: float | None, remote: Any = None) ->
             return round(value, 2), f"nvidia-smi on {remote.target} ({which})"
         raise SvcdiagError(f"no GPU memory figure: no --gpu-memory, no gpu_memory_gb in the config, no nvidia-smi "
                            f"on {remote.target}; pass --gpu-memory GB (free per GPU before loading)")
-    for name, probe in (("torch.cuda.mem_get_info", _torch), ("nvidia-smi", _nvidia_smi)):
-        value = probe(gpus)
-        if value is not None:
-            return round(value, 2), f"{name} ({which})"
-    raise SvcdiagError("no GPU memory figure: no --gpu-memory, no gpu_memory_gb in the config, no torch with CUDA, "
-                       "no nvidia-smi; pass --gpu-memory GB (free per GPU before loading)")
+    reader = nvml()
+    if reader is not None:
+        got = nvml_free(cfg, reader)
+        if got is not None:
+            return got
+    value = _nvidia_smi(gpus)
+    if value is not None:
+        return round(value, 2), f"nvidia-smi ({which})"
+    value = torch_subprocess(cfg)
+    if value is not None:
+        return round(value, 2), f"torch in {cfg.python}, a subprocess ({which})"
+    raise SvcdiagError("no GPU memory figure: no --gpu-memory, no gpu_memory_gb in the config, no NVML, no "
+                       "nvidia-smi, no torch with CUDA in the unit's python; pass --gpu-memory GB (free per GPU "
+                       "before loading)")

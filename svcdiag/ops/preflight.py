@@ -111,7 +111,7 @@ def locate_model(cfg: ServiceConfig, files: ModelFiles, remote: Any = None, *,
         return snap, f"hub id {path}: {_where(remote)}{snap}"
     offline = env.get("HF_HUB_OFFLINE", "").lower() in TRUE
     then = "with HF_HUB_OFFLINE set, SGLang will fail to load it" if offline else "SGLang will download it at start"
-    raise ModelInfoError(PurePosixPath(path), ["config.json"],
+    raise ModelInfoError(PurePosixPath(path) / "config.json", ["config.json"],
                          f"hub id not in the Hugging Face cache ({', '.join(caches)}): {then}; "
                          f"pass --model-config FILE")
 
@@ -129,7 +129,12 @@ def plan(cfg: ServiceConfig, *, gpu_memory: float | None = None, kv_bytes_per_to
     alone = from_config_alone(cfg)
     where = cfg.model_path
     try:
-        where, how = locate_model(cfg, files, remote)
+        try:
+            where, how = locate_model(cfg, files, remote)
+        except ModelInfoError:
+            if model_config is None:
+                raise
+            how = None  # the shape from --model-config; the weights from --weights-gb
         if how:
             sources["model"] = how
         if model_config is not None:
@@ -142,7 +147,7 @@ def plan(cfg: ServiceConfig, *, gpu_memory: float | None = None, kv_bytes_per_to
     except ModelInfoError as e:
         if kv_bytes_per_token is None:
             if alone is not None:
-                return Plan(None, alone, (f"{at}{e}: judged from the config alone",))
+                return Plan(None, alone, (f"{at}{e.path} not read: judged from the config alone",))
             if remote is not None:
                 raise SvcdiagError(f"{at}{e}") from None
             raise
@@ -160,7 +165,7 @@ def plan(cfg: ServiceConfig, *, gpu_memory: float | None = None, kv_bytes_per_to
             weights = weight_bytes(where, files)
         except SvcdiagError as e:
             if alone is not None:
-                return Plan(None, alone, (f"{at}{e}: judged from the config alone",))
+                return Plan(None, alone, (f"{at}{where}: no weights found: judged from the config alone",))
             raise SvcdiagError(f"{at}{e}; pass --weights-gb") from None
         sources["weights"] = f"{at}{where} (safetensors)"
     draft, draft_shape = 0, None

@@ -146,8 +146,11 @@ def preflight_gate(cfg: ServiceConfig, pub: Publisher, *, force: bool, gpu_memor
         pub.note(f"preflight skipped: {e}")
         return None, False
     p = p_.prediction
-    pub.note(f"preflight: {p.verdict}: {p.kv_tokens:,} KV tokens predicted, max_running_requests "
-             f"{p.max_running_requests} ({p_.inputs.gpu_free_gb:.2f} GB free from {p_.inputs.gpu_source})")
+    if p_.inputs is None:
+        pub.note(f"preflight: {p.verdict} from the config's own limits: {'; '.join(p.reasons)}")
+    else:
+        pub.note(f"preflight: {p.verdict}: {p.kv_tokens:,} KV tokens predicted, max_running_requests "
+                 f"{p.max_running_requests} ({p_.inputs.gpu_free_gb:.2f} GB free from {p_.inputs.gpu_source})")
     if p.verdict != "cannot_serve":
         return p_, False
     pub.publish(pub.record("diagnosis", ts=time.time(), phase=None, cause=predicted_cause(p),
@@ -161,8 +164,8 @@ def preflight_gate(cfg: ServiceConfig, pub: Publisher, *, force: bool, gpu_memor
 
 def calibrate(cfg: ServiceConfig, plan_: Plan | None, verdict: Verdict, note: Note, state: str | None = None) -> None:
     """Predicted vs. logged KV tokens, kept for `preflight --calibration`."""
-    if plan_ is None:
-        return
+    if plan_ is None or plan_.inputs is None:
+        return  # nothing predicted (no plan, or the config's own limits only)
     try:
         row = Calibration(state_dir(state)).record(cfg, plan_.prediction, verdict)
     except OSError as e:

@@ -199,8 +199,9 @@ def render_preflight(name: str, plan: dict[str, Any]) -> str:
     """A preflight plan (memplan.Plan.to_json()) as the budget an operator reads."""
     b = plan["budget_gb"]
     head = {"ok": "OK", "tight": "TIGHT", "cannot_serve": "CANNOT SERVE"}[plan["verdict"]]
-    lines = [f"{name}: preflight {head}: {plan['kv_tokens']:,} KV tokens predicted, max_running_requests "
-             f"{plan['max_running_requests']}, context_len {_n(plan['context_len'])}"
+    pool = f"{plan['kv_tokens']:,} KV tokens predicted, " if b else "from the config's own limits: "
+    lines = [f"{name}: preflight {head}: {pool}max_running_requests {plan['max_running_requests']}, "
+             f"context_len {_n(plan['context_len'])}"
              + (f" (SGLang {plan['sizing_family']}'s arithmetic)" if plan.get("sizing_family") else "")]
     if b:
         lines += [f"  GPU memory free before loading: {b['free_before_load']:.2f} GB ({plan['gpu_source']})",

@@ -152,7 +152,7 @@ class Memory:
 # _handle_max_mamba_cache, _calculate_mamba_ratio, resolve_max_num_reqs),
 # model_executor/pool_configurator.py, mem_cache/draft_kv_budget.py, arg_groups/memory_hook.py.
 # The first release of each family is the first sampled wheel that has its code: a release
-# between two sampled ones belongs to the older family (docs/preflight.md#release-families).
+# between two sampled ones belongs to the older family (docs/preflight.md#the-formula-sglangs-own-per-release-family).
 
 
 @dataclass(frozen=True, slots=True)
@@ -414,6 +414,16 @@ def predict(inp: SizingInputs) -> Prediction:
         failure = "mamba_cache_too_small" if binding == "mamba" and fam.hybrid_zero_raises else "max_running_zero"
     return Prediction(fam.name, mfs, rest, cell, tokens, slots, ratio, mamba_gb, intermediate, limits, cap, binding,
                       failure)
+
+
+def max_running(inp: SizingInputs, tokens: int, slots: int | None = None) -> tuple[int, str, dict[str, int]]:
+    """resolve_max_num_reqs alone, for a pool already sized (`tokens`, Mamba `slots`): the cap,
+    the binding limit and every limit (the back-test checks it on the logged pools)."""
+    fam = family(inp.version)
+    ratio = state_slots_per_request(inp, fam) if slots is not None else None
+    limits = _limits(inp, fam, tokens, slots, ratio)
+    binding = min(limits, key=lambda k: limits[k])
+    return max(0, limits[binding]), binding, limits
 
 
 def _limits(inp: SizingInputs, fam: Family, tokens: int, slots: int | None, ratio: int | None) -> dict[str, int]:

@@ -225,3 +225,61 @@ def weight_bytes(model_dir: str | Path, files: ModelFiles = LOCAL) -> int:
     if not sizes:
         raise SvcdiagError(f"{d}: no model.safetensors.index.json and no *.safetensors files")
     return sum(sizes)
+
+
+# ---------------------------------------------------------------- public config.json facts
+#
+# The fields SGLang's sizing reads, as the models' public config.json files on the Hugging Face
+# hub give them, for the models of the logs in tests/fixtures/sglang (the memory back-test,
+# bench/memory_backtest.py). Keyed by the model's folder name, lower case.
+
+_LLAMA_8B = {"architectures": ["LlamaForCausalLM"], "num_hidden_layers": 32, "num_attention_heads": 32,
+             "num_key_value_heads": 8, "hidden_size": 4096, "max_position_embeddings": 131072}
+_LLAMA_70B = {"architectures": ["LlamaForCausalLM"], "num_hidden_layers": 80, "num_attention_heads": 64,
+              "num_key_value_heads": 8, "hidden_size": 8192, "max_position_embeddings": 131072}
+_DEEPSEEK_V3 = {"architectures": ["DeepseekV3ForCausalLM"], "num_hidden_layers": 61, "num_attention_heads": 128,
+                "num_key_value_heads": 128, "kv_lora_rank": 512, "qk_rope_head_dim": 64,
+                "max_position_embeddings": 163840}
+_QWEN3_8B = {"architectures": ["Qwen3ForCausalLM"], "num_hidden_layers": 36, "num_attention_heads": 32,
+             "num_key_value_heads": 8, "head_dim": 128, "max_position_embeddings": 40960}
+_QWEN3_30B_A3B = {"architectures": ["Qwen3MoeForCausalLM"], "num_hidden_layers": 48, "num_attention_heads": 32,
+                  "num_key_value_heads": 4, "head_dim": 128, "max_position_embeddings": 40960}
+_QWEN25_7B = {"architectures": ["Qwen2ForCausalLM"], "num_hidden_layers": 28, "num_attention_heads": 28,
+              "num_key_value_heads": 4, "hidden_size": 3584, "max_position_embeddings": 32768}
+_QWEN3_NEXT = {"architectures": ["Qwen3NextForCausalLM"], "num_hidden_layers": 48, "num_attention_heads": 16,
+               "num_key_value_heads": 2, "head_dim": 256, "full_attention_interval": 4,
+               "linear_num_key_heads": 16, "linear_key_head_dim": 128, "linear_num_value_heads": 32,
+               "linear_value_head_dim": 128, "linear_conv_kernel_dim": 4, "max_position_embeddings": 262144}
+
+PUBLIC_CONFIGS: dict[str, dict[str, Any]] = {
+    "llama-3.1-8b-instruct": _LLAMA_8B, "meta-llama-3.1-8b-instruct": _LLAMA_8B, "meta-llama-3.1-8b": _LLAMA_8B,
+    "llama-3.1-70b-instruct": _LLAMA_70B, "llama-3.3-70b-instruct": _LLAMA_70B,
+    "deepseek-r1-distill-llama-70b": _LLAMA_70B,
+    "deepseek-v3": _DEEPSEEK_V3, "deepseek-v3-0324": _DEEPSEEK_V3, "deepseek-r1": _DEEPSEEK_V3,
+    "deepseek-r1-0528": _DEEPSEEK_V3, "deepseek-v3.1": _DEEPSEEK_V3,
+    "qwen3-8b": _QWEN3_8B, "qwen3-embedding-8b": _QWEN3_8B,
+    "qwen3-14b": {**_QWEN3_8B, "num_hidden_layers": 40, "num_attention_heads": 40},
+    "qwen3-32b": {**_QWEN3_8B, "num_hidden_layers": 64, "num_attention_heads": 64},
+    "qwen3-4b-instruct-2507": {**_QWEN3_8B, "max_position_embeddings": 262144},
+    "qwen3-30b-a3b": _QWEN3_30B_A3B, "qwen3-30b-a3b-fp8": _QWEN3_30B_A3B,
+    "qwen2.5-7b-instruct": _QWEN25_7B, "gte-qwen2-7b-instruct": _QWEN25_7B,
+    "qwen2.5-vl-7b-instruct": {**_QWEN25_7B, "architectures": ["Qwen2_5_VLForConditionalGeneration"],
+                               "max_position_embeddings": 128000},
+    "qwen2.5-14b-instruct": {"architectures": ["Qwen2ForCausalLM"], "num_hidden_layers": 48, "num_attention_heads": 40,
+                             "num_key_value_heads": 8, "hidden_size": 5120, "max_position_embeddings": 32768},
+    "qwen2.5-72b-instruct-awq": {"architectures": ["Qwen2ForCausalLM"], "num_hidden_layers": 80,
+                                 "num_attention_heads": 64, "num_key_value_heads": 8, "hidden_size": 8192,
+                                 "max_position_embeddings": 32768},
+    "qwen2.5-0.5b-instruct": {"architectures": ["Qwen2ForCausalLM"], "num_hidden_layers": 24, "num_attention_heads": 14,
+                              "num_key_value_heads": 2, "hidden_size": 896, "max_position_embeddings": 32768},
+    "qwen3-vl-32b-instruct": {"architectures": ["Qwen3VLForConditionalGeneration"], "text_config": {
+        **_QWEN3_8B, "num_hidden_layers": 64, "num_attention_heads": 64, "max_position_embeddings": 262144}},
+    "qwen3-next-80b-a3b-instruct": _QWEN3_NEXT, "qwen3-next-80b-a3b-instruct-fp8": _QWEN3_NEXT,
+}
+
+
+def public_shape(model_path: str) -> ModelShape | None:
+    """The shape of a model known by name (its folder or hub id's last part), else None."""
+    name = PurePosixPath(model_path.rstrip("/")).name.lower()
+    cfg = PUBLIC_CONFIGS.get(name)
+    return None if cfg is None else shape_from_config(cfg, PurePosixPath(f"public:{name}/config.json"))

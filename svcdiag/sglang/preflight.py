@@ -90,6 +90,7 @@ class Inputs:
     draft_layers: int | None = None
     draft_kv_bytes_per_token: int | None = None  # a DFlash draft's own KV, on one GPU
     gpu_total_gb: float | None = None  # for SGLang's automatic mem_fraction_static
+    model_kind: str | None = None  # dense | hybrid | mla; None: config.json unread (--kv-bytes-per-token)
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,7 +139,8 @@ def inputs_from_shape(cfg: ServiceConfig, shape: ModelShape | None, *, gpu_free_
         draft_layers = draft_shape.layers
     return Inputs(gpu_free_gb, gpu_source, weights_bytes // tp, kv_bytes_per_token, slot, draft_bytes // tp,
                   ctx, dict(sources or {}), attention_layers=shape.attention_layers if shape else 0,
-                  draft_layers=draft_layers, draft_kv_bytes_per_token=draft_kv, gpu_total_gb=gpu_total_gb)
+                  draft_layers=draft_layers, draft_kv_bytes_per_token=draft_kv, gpu_total_gb=gpu_total_gb,
+                  model_kind=shape.kind if shape else None)
 
 
 def sizing_inputs(cfg: ServiceConfig, inp: Inputs) -> SizingInputs:
@@ -205,7 +207,7 @@ def predict(cfg: ServiceConfig, inp: Inputs, *, with_fixes: bool = True) -> Pred
     tokens, cap, ctx, limits = m.kv_tokens, m.max_running_requests, inp.context_len or 0, dict(m.limits)
     spr = m.slots_per_request
     binding, failure = m.binding, m.failure
-    if m.mamba_slots is None and cfg.max_mamba_cache_size is not None:
+    if inp.model_kind is None and cfg.max_mamba_cache_size is not None:
         # no Mamba shape (config.json unread): the config's own slots still bound the requests
         spr = fewest_slots_per_request(cfg)
         dp = cfg.dp_size if sizing_flags(cfg.extra_args).enable_dp_attention else 1
@@ -220,11 +222,14 @@ def predict(cfg: ServiceConfig, inp: Inputs, *, with_fixes: bool = True) -> Pred
               "draft": inp.draft_bytes / GB}
     reasons: list[str] = []
     if m.rest_gb <= 0 or (m.failure == "not_enough_memory" and tokens <= 0):
-        counted = " and the draft model" if memory.family(cfg.sglang_version).draft_weights_counted and \
-            inp.draft_bytes else ""
-        reasons.append(f"the weights ({weights:.2f} GB){counted} and the Mamba state take all of "
-                       f"mem_fraction_static {mfs} × {pre:.2f} GB = {pre * mfs:.2f} GB: nothing is left for "
-                       f"the KV cache (SGLang: Not enough memory)")
+        parts = [f"the weights ({weights:.2f} GB)"]
+        if memory.family(cfg.sglang_version).draft_weights_counted and inp.draft_bytes:
+            parts.append(f"the draft model ({inp.draft_bytes / GB:.2f} GB)")
+        if m.mamba_gb or m.intermediate_gb:
+            parts.append(f"the Mamba state ({m.mamba_gb + m.intermediate_gb:.2f} GB)")
+        said = ", ".join(parts[:-1]) + " and " + parts[-1] if len(parts) > 1 else parts[0]
+        reasons.append(f"{said} take all of mem_fraction_static {mfs} × {pre:.2f} GB = {pre * mfs:.2f} GB: "
+                       f"nothing is left for the KV cache (SGLang: Not enough memory)")
     elif ctx and tokens < ctx:
         reasons.append(f"the KV pool would hold {tokens:,} tokens, less than one {ctx:,}-token request")
     slots = m.mamba_slots if m.mamba_slots is not None else cfg.max_mamba_cache_size

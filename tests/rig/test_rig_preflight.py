@@ -22,15 +22,17 @@ def sv_state(rig, units: Path, *args: str):
 
 def test_seed_config_is_refused_then_its_fix_starts_healthy(rig, units: Path) -> None:
     target, draft = seed_models(units / "models")
-    fields = {"model_path": str(target), "gpu_memory_gb": 69.67, "max_running_requests": 8,
+    # the seed's flags on an idle H200 and 0.5.23 (the stand-in's release): memory enough, but
+    # 2 Mamba slots at 5 per request serve nobody (SGLang's Hybrid state cache RuntimeError)
+    fields = {"model_path": str(target), "gpu_memory_gb": 139.72, "max_running_requests": 8,
               "max_mamba_cache_size": 2, "sim_time_scale": 0.05, "port": 32990,
-              "sglang_version": "0.5.12",  # the seed's release: KV below the context is fatal there
               "speculative": {"algorithm": "DFLASH", "draft_model_path": str(draft)}}
     name = config(units, unit_name("seed"), "demo-smoke", **fields)
     refused = sv_state(rig, units, "up", name, "--wait-ready")
     out = refused.stdout.decode()
     assert refused.returncode == 1, out + refused.stderr.decode()
-    assert "preflight CANNOT SERVE" in out and "less than one 32,768-token request" in out and "not started" in out
+    assert "preflight CANNOT SERVE" in out and "2 Mamba slot(s) at 5 per request serve no request" in out
+    assert "not started" in out
     assert rig.run(f"systemctl show -P InvocationID {name}.service").stdout.strip() == b""  # never started
     [diag] = [json.loads(e) for e in rig.run(["journalctl", "-o", "json", "SVCDIAG_EVENT=diagnosis",
                                               f"SVCDIAG_CONFIG={name}"]).stdout.decode().splitlines()]
@@ -39,7 +41,7 @@ def test_seed_config_is_refused_then_its_fix_starts_healthy(rig, units: Path) ->
     # --force: the start SGLang (the stand-in) then makes fails exactly as predicted
     forced = sv_state(rig, units, "up", name, "--wait-ready", "--force", "--json")
     v = verdict_of(forced)
-    assert forced.returncode == 1 and (v["verdict"], v["cause"]) == ("failed", "max_running_zero")
+    assert forced.returncode == 1 and (v["verdict"], v["cause"]) == ("failed", "mamba_cache_too_small")
     assert any("preflight predicted" in e.get("message", "") for e in json_lines(forced) if e["event"] == "note")
     sv_state(rig, units, "down", name)
 
