@@ -246,6 +246,9 @@ class Runner:
             try:
                 with self.connect(cfg) as sd:
                     sd.wait_job(sd.stop(cfg.unit), 90.0)
+                    tuned = f"{cfg.name}-tuned.service"  # a tune phase's candidate (ops.tune.tuned_name)
+                    if sd.props(tuned).running:
+                        sd.wait_job(sd.stop(tuned), 90.0)
             except Exception as e:  # a unit that is already gone
                 self.base.note(f"{cfg.unit}: {e}")
         for _ in range(2):
@@ -268,12 +271,12 @@ class Runner:
             with self.connect(cfg) as sd:
                 res = tune.tune(sd, cfg, self.units, self.pub(cfg), target=target,
                                 keep=tune.parse_keep(spec.get("keep", [])), budget_s=tune.parse_budget(spec.get("budget")),
-                                max_starts=spec.get("max_starts"), state=self.state)
+                                max_starts=spec.get("max_starts"), state=self.state, should_stop=self.stop.is_set)
         except SvcdiagError as e:
             return RunRow(**base, status="refused", cause="tune", message=str(e), ended=time.time())
         self.base.note(f"{cfg.name}: tune {res.status}: {res.message} ({res.starts} start(s))")
-        if res.status != "met":
-            return RunRow(**base, status="interrupted" if res.status == "interrupted" else "refused",
+        if res.status != "met" or self.stop.is_set():
+            return RunRow(**base, status="interrupted" if res.status == "interrupted" or self.stop.is_set() else "refused",
                           cause=f"tune_{res.status}", message=res.message, ended=time.time(),
                           diagnosis={"tune": res.to_json()})
         return self.units.load(tune.tuned_name(cfg))

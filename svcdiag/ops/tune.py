@@ -13,6 +13,7 @@ import json
 import re
 import secrets
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -183,8 +184,10 @@ def _write(units: UnitsDir, cfg: ServiceConfig, settings: dict[str, Any], header
 def tune(sd: Systemd, cfg: ServiceConfig, units: UnitsDir, pub: Publisher, *, target: Target,
          keep: frozenset[str] = frozenset(), budget_s: float | None = None, max_starts: int | None = None,
          write: Path | None = None, baseline: bool = False, resume: bool = False, gpu_memory: float | None = None,
-         timeout: float | None = None, state: str | None = None) -> TuneResult:
-    """Search, start, judge, narrow; write the best config and return the evidence."""
+         timeout: float | None = None, state: str | None = None,
+         should_stop: Callable[[], bool] = lambda: False) -> TuneResult:
+    """Search, start, judge, narrow; write the best config and return the evidence. `should_stop`:
+    another thread's Ctrl-C (a campaign's), seen between starts and after each verdict."""
     if cfg.multinode:
         raise SvcdiagError(f"{cfg.name}: tune searches one node's settings; a multi-node config is not supported")
     if sd.props(cfg.unit).running:
@@ -206,7 +209,7 @@ def tune(sd: Systemd, cfg: ServiceConfig, units: UnitsDir, pub: Publisher, *, ta
     pub.note(f"tune {run.run_id}: {target} on {cfg.name}; a 0.01 grid of mem_fraction_static would take "
              f"{grid_starts(problem)} starts")
     header = f"Written by `svcdiag tune {cfg.name}` (run {run.run_id}), for {target}."
-    decision = _search(sd, cfg, units, pub, problem, run, header, timeout)
+    decision = _search(sd, cfg, units, pub, problem, run, header, timeout, should_stop)
     if decision is None:
         run.status = "interrupted"
         run.save()
@@ -239,9 +242,11 @@ def _result(cfg: ServiceConfig, run: Run, p: Problem, status: str, message: str,
 
 
 def _search(sd: Systemd, cfg: ServiceConfig, units: UnitsDir, pub: Publisher, problem: Problem, run: Run,
-            header: str, timeout: float | None) -> Stop | None:
+            header: str, timeout: float | None, should_stop: Callable[[], bool]) -> Stop | None:
     """Start what `step` asks for until it stops; None when interrupted (the unit it started is stopped)."""
     while True:
+        if should_stop():
+            return None
         d = step(problem, run.trials, run.elapsed_s)
         if isinstance(d, Stop):
             return d
@@ -262,10 +267,10 @@ def _search(sd: Systemd, cfg: ServiceConfig, units: UnitsDir, pub: Publisher, pr
         except KeyboardInterrupt:
             outcome = None
         finally:
-            if started:
+            if started or sd.props(cand.unit).running:
                 sd.wait_job(sd.stop(cand.unit), STOP_TIMEOUT_S)  # tune leaves no unit of its own running
         run.elapsed_s += time.monotonic() - began
-        if outcome is None or outcome.interrupted:
+        if outcome is None or outcome.interrupted or should_stop():
             pub.note(f"interrupted: {cand.unit} stopped; start {n} is not counted")
             return None
         trial = _trial(cand, d, outcome, time.monotonic() - began)

@@ -6,12 +6,16 @@ and a prior a few percent wrong is corrected by what the first start logs."""
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
 from pathlib import Path
 
 import pytest
 
 from ..model_fixtures import DFLASH_DRAFT, HYBRID_QWEN35_27B, model_dir
-from .helpers import config, unit_name
+from .helpers import config, unit_name, wait_for_phase
+from .test_rig_campaign import _child
 
 pytestmark = pytest.mark.rig
 
@@ -25,9 +29,9 @@ def seed_config(units: Path, weights_gb: float = 50.29, **fields) -> str:
     """dflash-tp1-mr8's settings on the stand-in's healthy DFlash start, with model files preflight reads."""
     target = model_dir(units / "models", f"target-{weights_gb}", HYBRID_QWEN35_27B, weights_gb)
     draft = model_dir(units / "models", "draft", DFLASH_DRAFT, 1.66)
-    return config(units, unit_name("tune"), "demo-smoke", model_path=str(target), max_running_requests=8,
-                  max_mamba_cache_size=2, sim_time_scale=0.02, gpu_memory_gb=94.5,
-                  speculative={"algorithm": "DFLASH", "draft_model_path": str(draft)}, **fields)
+    fields = {"model_path": str(target), "max_running_requests": 8, "max_mamba_cache_size": 2, "sim_time_scale": 0.02,
+              "gpu_memory_gb": 94.5, "speculative": {"algorithm": "DFLASH", "draft_model_path": str(draft)}, **fields}
+    return config(units, unit_name("tune"), "demo-smoke", **fields)
 
 
 def tune_json(rig, units: Path, name: str, *args: str):
@@ -80,3 +84,32 @@ def test_a_prior_a_few_percent_off_is_corrected_by_the_measured_costs(rig, units
     first, last = r["trials"][0], r["trials"][-1]
     assert first["figures"]["kv_tokens"] < 5 * 32768  # the prior's candidate was short
     assert "measured costs" in last["why"] and r["starts"] == 2
+
+
+def test_ctrl_c_stops_the_candidate_and_resume_finishes_the_run(rig, units: Path) -> None:
+    name = seed_config(units, weights_gb=47.8, sim_time_scale=0.15)  # ~6 s in its weight load: time to interrupt
+    state = units / "state"
+    proc = rig.popen(f"SVCDIAG_STATE_DIR={state} exec svcdiag --units {units} tune {name} --target max_running=5 --json",
+                     stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    got = wait_for_phase(proc, f"{name}-tuned", "loading_weights", timeout=120)
+    os.kill(_child(proc.pid), signal.SIGINT)
+    out, err = proc.communicate(timeout=120)
+    res = [json.loads(x) for x in (got + out).decode().splitlines() if x.startswith('{"event": "tune_result"')][-1]
+    assert proc.returncode == 130 and res["status"] == "interrupted" and res["starts"] == 0, err.decode()
+    assert rig.run(f"systemctl is-active {name}-tuned.service || true").stdout.decode().strip() != "active"
+    p, again = tune_json(rig, units, name, "--target", "max_running=5", "--resume")
+    assert p.returncode == 0 and again["status"] == "met" and again["run_id"] == res["run_id"]
+    assert again["starts"] == 2
+
+
+def test_a_campaign_phase_tunes_its_config_then_runs_the_tuned_one(rig, units: Path) -> None:
+    name = seed_config(units)
+    plan = units / "plans" / f"{name}.toml"
+    plan.parent.mkdir(exist_ok=True)
+    plan.write_text(f'name = "{name}"\nbaseline = false\n[[phase]]\nname = "fit"\nconfigs = ["{name}"]\n'
+                    'tune = { target = { max_running = 5 }, max_starts = 3 }\n')
+    p = sv_state(rig, units, "campaign", str(plan), "--json")
+    res = [json.loads(x) for x in p.stdout.decode().splitlines() if x.startswith('{"event": "campaign_result"')][-1]
+    [row] = res["rows"]
+    assert p.returncode == 0 and (row["config"], row["status"]) == (f"{name}-tuned", "healthy"), row
+    assert row["figures"]["max_running_requests"] >= 5
