@@ -390,3 +390,52 @@ def test_without_a_prior_a_start_that_logs_no_pool_is_followed_by_the_most_stati
     stop, trials = run(problem(Target(8, 32768), UNKNOWN), SEED)
     assert [(t.settings["mem_fraction_static"], t.cause) for t in trials] == [(0.75, "not_enough_memory"), (0.95, None)]
     assert stop.status == "impossible" and "at most 6 at this context" in stop.message
+
+
+def test_a_foreign_process_on_the_gpus_refuses_the_start_and_the_run_can_resume(world, monkeypatch) -> None:
+    from svcdiag.ops.gpu_hygiene import GpuBusy
+
+    def busy(cfg, note, *, force, remote=None):
+        raise GpuBusy(f"{cfg.name}: GPU memory held by another process: pid 4242 (python3, 30.0 GB) on GPU 0")
+
+    monkeypatch.setattr(ops_tune.gpu_hygiene, "gate", busy)
+    with pytest.raises(GpuBusy, match="pid 4242"):
+        _tune(world)
+    assert world[1].stopped == [] and world[1].active == set()
+
+
+def test_baseline_that_drifted_refuses_the_search(world, monkeypatch) -> None:
+    from svcdiag.ops import baseline
+
+    units = world[0]
+    (units.path / "base.toml").write_text('model_path = "/m"\nbaseline = true\n')
+    checked: list[str] = []
+
+    def drifted(sd, cfg, units_, pub, **kw):
+        checked.append(cfg.name)
+        return baseline.CheckOutcome(Verdict(verdict="healthy", phase="ready", cause=None, message=""),
+                                     {"summary": "baseline base drifted: healthy, 1 drift item(s)"},
+                                     ({"message": "KV cache down 9.0 %"},))
+
+    monkeypatch.setattr(baseline, "check", drifted)
+    with pytest.raises(SvcdiagError, match=r"--baseline: base did not hold \(baseline base drifted.*refuses to search"):
+        _tune(world, baseline=True)
+    assert checked == ["base"] and world[1].stopped == []
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.text(max_size=20), max_size=3), st.text(max_size=12))
+def test_target_and_budget_parsers_answer_in_one_line_or_a_value(items: list[str], budget: str) -> None:
+    from svcdiag.config.service import ServiceConfig
+
+    conf = ServiceConfig(name="x", path=__import__("pathlib").Path("/u/x.toml"), model_path="/m", context_length=4096)
+    try:
+        t = ops_tune.parse_target(items, conf)
+        assert t.requests >= 1 and t.context >= 1
+    except SvcdiagError as e:
+        assert "\n" not in str(e) and "--target" in str(e)
+    try:
+        b = ops_tune.parse_budget(budget)
+        assert b is None or b > 0
+    except SvcdiagError as e:
+        assert "\n" not in str(e) and str(e).startswith("--budget")
