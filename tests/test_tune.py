@@ -439,3 +439,23 @@ def test_target_and_budget_parsers_answer_in_one_line_or_a_value(items: list[str
         assert b is None or b > 0
     except SvcdiagError as e:
         assert "\n" not in str(e) and str(e).startswith("--budget")
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.floats(70, 150), st.floats(0.85, 1.15), st.floats(0.9, 1.1), requests, contexts, st.integers(0, 3))
+def test_any_prior_however_wrong_ends_in_the_truth_or_the_budget(free_gb: float, w_err: float, cell_err: float,
+                                                               r: int, ctx: int, spent: int) -> None:
+    """A prior off by up to 15 % in the weights and 10 % in the KV cell: the search still ends, says
+    the truth when it says anything, and never starts the same candidate twice."""
+    true = costs(SEED, free_before_gb=free_gb)
+    prior = costs(true, weights_gb=true.sizing.weights_gb * w_err, kv_cell_bytes=int(65536 * cell_err))
+    stop, trials = run(problem(Target(r, ctx), prior, max_starts=spent + 3 if spent else None), true)
+    settings_seen = [tuple(sorted(t.settings.items())) for t in trials]
+    assert len(settings_seen) == len(set(settings_seen))
+    oracle = truly_serves(true, Target(r, ctx), 5)
+    if stop.status == "met":
+        assert stop.best is not None and stop.best.settings["mem_fraction_static"] == oracle
+    elif stop.status == "impossible" and trials:
+        assert oracle is None, stop.message
+    else:
+        assert stop.status in ("budget", "impossible"), stop.message

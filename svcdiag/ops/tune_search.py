@@ -315,8 +315,10 @@ def step(p: Problem, trials: list[Trial], elapsed_s: float = 0.0) -> Start | Sto
             return Stop("stuck", f"the next candidate was already started (mem_fraction_static {f:.2f})", best)
     predicted = _fits(c, s, f, p.target) if c is not None else None
     src = "no estimate yet" if c is None else ("measured costs" if c.source == "measured" else "the memory model")
+    below = f"{lo:.2f} (short)" if lo is not None else "nothing started short"
+    above = f"{hi:.2f} (served)" if hi is not None else f"{ceiling:.2f} (the ceiling)"
     why = measuring or (f"the least static memory that serves {p.target} by {src}" if f == need
-           else f"bisecting between {lo:.2f} (short) and {hi if hi is not None else ceiling + STEP:.2f}")
+                        else f"bisecting between {below} and {above}: {src} and the starts disagree")
     return Start(cand, why + steer_note, predicted)
 
 
