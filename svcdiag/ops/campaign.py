@@ -200,8 +200,10 @@ class Runner:
         for cfg in phase.configs:
             done = None
             if not self.rerun:
+                tuned = self._earlier_tuned(phase, cfg)
                 with History(db_path(self.state)) as h:
-                    done = h.campaign_done(self.plan.name, cfg.name, cfg.config_hash)
+                    done = h.campaign_done(self.plan.name, cfg.name, cfg.config_hash) or (
+                        h.campaign_done(self.plan.name, tuned.name, tuned.config_hash) if tuned else None)
             if done is not None:
                 self.base.note(f"{cfg.name}: recorded {done['status']} in an earlier run (same config hash); "
                                "skipped (--rerun to run it again)")
@@ -257,6 +259,18 @@ class Runner:
                 break
             except KeyboardInterrupt:  # a second Ctrl-C while the threads finish: wait still
                 continue
+
+    def _earlier_tuned(self, phase: Phase, cfg: ServiceConfig) -> ServiceConfig | None:
+        """A tune phase's config as an earlier run of this target tuned it (None: not tuned, or not a tune phase)."""
+        if phase.tune is None:
+            return None
+        from svcdiag.ops import tune
+
+        try:
+            target = tune.parse_target([f"{k}={v}" for k, v in phase.tune["target"].items()], cfg)
+            return tune.earlier(self.state, self.units, cfg, target)
+        except SvcdiagError:
+            return None
 
     def _tuned(self, phase: Phase, cfg: ServiceConfig) -> ServiceConfig | RunRow:
         """A `tune` phase: the config tuned to the phase's target; its tuned config, or the row of why none."""

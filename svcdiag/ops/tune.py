@@ -138,6 +138,20 @@ class Run:
                    float(d.get("elapsed_s") or 0))
 
 
+def earlier(state: str | None, units: UnitsDir, cfg: ServiceConfig, target: Target) -> ServiceConfig | None:
+    """The tuned config an earlier run of the same target met, when its file is still there (a
+    campaign run again does not search again)."""
+    path = state_dir(state) / "tune" / f"{cfg.name}.json"
+    try:
+        d = json.loads(path.read_text(encoding="utf-8"))
+        was = Target(d["target"]["max_running"], d["target"]["context"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    if d.get("status") != "met" or was != target or not units.file(tuned_name(cfg)).exists():
+        return None
+    return units.load(tuned_name(cfg))
+
+
 @dataclass(frozen=True, slots=True)
 class TuneResult:
     run_id: str
