@@ -146,3 +146,18 @@ def test_hygiene_never_names_svcdiag_or_its_children(tmp_path: Path) -> None:
     holders = foreign_holders(cfg(gpus=(0,)), proc, nvml=lambda: reader)
     assert [(h.pid, h.gpu, h.unit) for h in holders] == [(461, 0, "notebook.service")]  # 428 is the unit's own
     assert holders[0].gb == round(31238 / 1024, 2)
+
+
+def test_the_gpus_capacity_for_sglangs_automatic_fraction() -> None:
+    from svcdiag.ops.gpumem import gpu_total_gb
+
+    reader = FakeNvml(h200(0), h200(1, "GPU-b"))
+    assert gpu_total_gb(cfg(gpus=(1,)), nvml=lambda: reader) == pytest.approx(143771 / 1024)
+
+    class Conn:
+        target = "gpu-x"
+
+        def run(self, command: str, **kw):
+            return subprocess.CompletedProcess(command, 0, b"memory.total [MiB]\n143771 MiB\n81559 MiB\n", b"")
+
+    assert gpu_total_gb(cfg(gpus=(1,)), Conn()) == pytest.approx(81559 / 1024)

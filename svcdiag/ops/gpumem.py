@@ -209,6 +209,29 @@ def _nvidia_smi(gpus: list[int], smi: Smi = local_smi) -> float | None:
     return None if out is None else parse_nvidia_smi(out, gpus)
 
 
+def gpu_total_gb(cfg: ServiceConfig, remote: Any = None, *,
+                 nvml: Callable[[], Nvml | None] = local_nvml) -> float | None:
+    """The capacity (GiB) of the smallest GPU the unit's ranks use, for SGLang's automatic
+    mem_fraction_static: NVML, else nvidia-smi's memory.total; None when neither answers."""
+    reader = nvml() if remote is None else None
+    if reader is not None:
+        devs = visible(cuda_visible(cfg), reader.devices())[: ranks(cfg)]
+        if devs:
+            return min(d.total for d in devs) / GB
+    gpus = list(cfg.gpus) if cfg.gpus else list(range(ranks(cfg)))
+    out = (remote_smi(remote) if remote is not None else local_smi)(["--query-gpu=memory.total", "--format=csv"])
+    if out is None:
+        return None
+    totals = []
+    for line in out.strip().splitlines()[1:]:
+        try:
+            totals.append(float(line.strip().split()[0]) * MiB / GB)
+        except (ValueError, IndexError):
+            return None
+    chosen = [totals[i] for i in gpus if i < len(totals)]
+    return min(chosen) if chosen else None
+
+
 def gpu_free_gb(cfg: ServiceConfig, option: float | None, remote: Any = None, *,
                 nvml: Callable[[], Nvml | None] = local_nvml) -> tuple[float, str]:
     """(GB, source), or a one-line error saying what to pass. `remote`: the SSH Connection of

@@ -23,8 +23,8 @@ from typing import Any
 from svcdiag.config.service import ServiceConfig
 from svcdiag.errors import SvcdiagError
 from svcdiag.files import private_dir
-from svcdiag.ops.gpumem import gpu_free_gb
-from svcdiag.sglang.memory import GB
+from svcdiag.ops.gpumem import gpu_free_gb, gpu_total_gb
+from svcdiag.sglang.memory import AUTO_MEM_FRACTION, GB
 from svcdiag.sglang.modelinfo import (
     LOCAL,
     ModelFiles,
@@ -186,9 +186,16 @@ def plan(cfg: ServiceConfig, *, gpu_memory: float | None = None, kv_bytes_per_to
         if alone is not None:
             return Plan(None, alone, ("no GPU memory figure: judged from the config alone",))
         raise
+    total = None
+    if cfg.mem_fraction_static is None:  # SGLang picks it by the GPU's capacity
+        total = gpu_total_gb(cfg, remote)
+        if total is not None:
+            sources["gpu_total"] = f"{total:.2f} GB per GPU, for SGLang's automatic mem_fraction_static"
+        else:
+            notes.append(f"no GPU capacity read: mem_fraction_static unset is taken as {AUTO_MEM_FRACTION}")
     inp = inputs_from_shape(cfg, shape, gpu_free_gb=free, gpu_source=source, weights_bytes=weights,
                             draft_bytes=draft, draft_shape=draft_shape, kv_bytes_per_token=kv_bytes_per_token,
-                            sources=sources)
+                            sources=sources, gpu_total_gb=total)
     if inp.context_len is None:
         notes.append("no context_length in the config and none in config.json: the one-request check is skipped")
     return Plan(inp, predict(cfg, inp), tuple(notes))
