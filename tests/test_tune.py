@@ -49,7 +49,7 @@ def fake_start(true: Costs, s: dict[str, Any], *, slack_gb: float = 1.0, graph_p
     f = s["mem_fraction_static"]
     graph = true.graph_gb + graph_per_bs * (s.get("cuda_graph_max_bs") or 8)
     p = memory.predict(true.at(fraction=f, mamba_slots=s["max_mamba_cache_size"], context=s["context_length"],
-                               requested=s["max_running_requests"]))
+                               requested=s["max_running_requests"], draft_tokens=s.get("speculative.num_draft_tokens")))
     figures: dict[str, Any] = {"avail_before_load_gb": true.free_gb, "weights_gb": true.sizing.weights_gb}
     if p.failure == "not_enough_memory" and p.rest_gb <= 0:
         return Trial(s, "failed", "not_enough_memory", figures)
@@ -293,7 +293,7 @@ def world(tmp_path, monkeypatch):
         n = len(sd.stopped) + 1
         if n in interrupt_at:
             return StartOutcome(interrupted=True)
-        s = {k: getattr(cfg, k) for k in ops_tune.CAPACITY_KEYS}
+        s = ops_tune.base_settings(cfg)
         t = fake_start(true, s)
         return StartOutcome(verdict=Verdict(verdict=t.verdict, phase="ready", cause=t.cause, message="",
                                             figures=t.figures), started=True, history_id=n)
@@ -362,8 +362,12 @@ def test_target_errors_name_the_option(world, items, message) -> None:
 
 def test_keep_and_budget_are_checked() -> None:
     assert ops_tune.parse_keep(["cuda_graph_max_bs"]) == frozenset({"cuda_graph_max_bs"})
-    with pytest.raises(SvcdiagError, match="--keep 'tp_size': not a capacity key"):
+    with pytest.raises(SvcdiagError, match="--keep 'tp_size': not a key tune may hold; one of mem_fraction_static"):
         ops_tune.parse_keep(["tp_size"])
+    assert ops_tune.parse_keep(["speculative.num_draft_tokens"], "--allow") == {"speculative.num_draft_tokens"}
+    with pytest.raises(SvcdiagError, match="--allow 'context_length': not a key tune may change; one of "
+                                           "speculative.num_draft_tokens"):
+        ops_tune.parse_keep(["context_length"], "--allow")
     assert ops_tune.parse_budget("45m") == 2700 and ops_tune.parse_budget("1h30m") == 5400
     assert ops_tune.parse_budget("90s") == 90 and ops_tune.parse_budget("10") == 600
     for bad in ("soon", "0m", ""):
@@ -459,3 +463,29 @@ def test_any_prior_however_wrong_ends_in_the_truth_or_the_budget(free_gb: float,
         assert oracle is None, stop.message
     else:
         assert stop.status in ("budget", "impossible"), stop.message
+
+
+def test_allowed_fewer_draft_tokens_serve_what_the_block_size_cannot() -> None:
+    # the seed's card: 16 intermediate states per request leave room for 6 requests; allowed, the search
+    # lowers DFlash's block size to the most that leave room for 8, and proves it with a start
+    p = problem(Target(8, 32768), SEED, allow=frozenset({"speculative.num_draft_tokens"}))
+    stop, trials = run(p, SEED)
+    assert stop.status == "met" and stop.best is not None, stop.message
+    d = stop.best.settings["speculative.num_draft_tokens"]
+    assert 1 <= d < 16 and "speculative.num_draft_tokens 16 → " in trials[0].why
+    held = {**stop.best.settings, "speculative.num_draft_tokens": d + 1}
+    assert not any(Target(8, 32768).met_by(fake_start(SEED, {**held, "mem_fraction_static": f / 100}).figures)
+                   for f in range(50, 96))  # one more draft token serves at no fraction
+
+
+def test_the_tuned_config_sets_the_draft_tokens_in_its_speculative_table(tmp_path) -> None:
+    (tmp_path / "seed.toml").write_text('model_path = "/m"\nmax_mamba_cache_size = 2\n[speculative]\n'
+                                        'algorithm = "DFLASH"\ndraft_model_path = "/d"\n')
+    units = UnitsDir(tmp_path, "test")
+    cfg = units.load("seed")
+    text = ops_tune.render_tuned(cfg, {**ops_tune.base_settings(cfg), "speculative.num_draft_tokens": 10,
+                                       "mem_fraction_static": 0.9}, "header")
+    (tmp_path / "seed-tuned.toml").write_text(text)
+    tuned = units.load("seed-tuned")
+    assert tuned.speculative is not None and tuned.speculative.num_draft_tokens == 10
+    assert tuned.speculative.draft_model_path == "/d" and tuned.mem_fraction_static == 0.9

@@ -79,10 +79,11 @@ TUNE_TARGET = {"max_running": _count, "context": _count}
 
 
 def _tune(v: Any) -> str | None:
-    """`tune = { target = { max_running = 8, context = 32768 }, keep = [...], max_starts = N, budget = "45m" }`."""
+    """`tune = { target = { max_running = 8, context = 32768 }, keep = [...], allow = [...], max_starts = N,
+    budget = "45m" }`."""
     if not isinstance(v, dict):
         return f"must be a table such as {{ target = {{ max_running = 8 }} }}, not {_tname(v)}"
-    known = {"target", "keep", "max_starts", "budget"}
+    known = {"target", "keep", "allow", "max_starts", "budget"}
     for key in v:
         if key not in known:
             return f"unknown key {key!r}{did_you_mean(key, known)}; known: {', '.join(sorted(known))}"
@@ -94,8 +95,9 @@ def _tune(v: Any) -> str | None:
         err = f"unknown key {key!r}; known: max_running, context" if check is None else check(value)
         if err:
             return f"target.{key} {err}" if check else f"target: {err}"
-    if "keep" in v and not (isinstance(v["keep"], list) and all(isinstance(k, str) for k in v["keep"])):
-        return "keep must be a list of config keys"
+    for key in ("keep", "allow"):
+        if key in v and not (isinstance(v[key], list) and all(isinstance(k, str) for k in v[key])):
+            return f"{key} must be a list of config keys"
     if "max_starts" in v and _count(v["max_starts"]):
         return f"max_starts {_count(v['max_starts'])}"
     if "budget" in v and _nonempty_str(v["budget"]):

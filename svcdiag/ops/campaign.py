@@ -284,7 +284,9 @@ class Runner:
             target = tune.parse_target([f"{k}={v}" for k, v in t.items()], cfg)
             with self.connect(cfg) as sd:
                 res = tune.tune(sd, cfg, self.units, self.pub(cfg), target=target,
-                                keep=tune.parse_keep(spec.get("keep", [])), budget_s=tune.parse_budget(spec.get("budget")),
+                                keep=tune.parse_keep(spec.get("keep", [])),
+                                allow=tune.parse_keep(spec.get("allow", []), "--allow"),
+                                budget_s=tune.parse_budget(spec.get("budget")),
                                 max_starts=spec.get("max_starts"), state=self.state, should_stop=self.stop.is_set)
         except SvcdiagError as e:
             return RunRow(**base, status="refused", cause="tune", message=str(e), ended=time.time())

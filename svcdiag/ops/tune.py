@@ -26,7 +26,7 @@ from svcdiag.ops import gpu_hygiene
 from svcdiag.ops.follow import unit_lock
 from svcdiag.ops.start import ensure_started, flag_check, quiet_plan, wait_verdict
 from svcdiag.ops.tune_model import blank, from_inputs
-from svcdiag.ops.tune_search import CAPACITY_KEYS, Problem, Start, Stop, Target, Trial, grid_starts, step
+from svcdiag.ops.tune_search import CAPACITY_KEYS, DRAFT_KEY, Problem, Start, Stop, Target, Trial, grid_starts, step
 from svcdiag.output.publish import Publisher
 from svcdiag.systemd.dbus import Systemd
 
@@ -56,10 +56,12 @@ def parse_target(items: tuple[str, ...] | list[str], cfg: ServiceConfig) -> Targ
     return Target(got["requests"], ctx)
 
 
-def parse_keep(items: tuple[str, ...] | list[str]) -> frozenset[str]:
+def parse_keep(items: tuple[str, ...] | list[str], option: str = "--keep") -> frozenset[str]:
+    known = CAPACITY_KEYS if option == "--keep" else (DRAFT_KEY,)
     for k in items:
-        if k not in CAPACITY_KEYS:
-            raise SvcdiagError(f"--keep {k!r}: not a capacity key; one of {', '.join(CAPACITY_KEYS)}")
+        if k not in known:
+            raise SvcdiagError(f"{option} {k!r}: not a key tune may {'hold' if option == '--keep' else 'change'}; "
+                               f"one of {', '.join(known)}")
     return frozenset(items)
 
 
@@ -80,7 +82,9 @@ def parse_budget(text: str | None) -> float | None:
 
 
 def base_settings(cfg: ServiceConfig) -> dict[str, Any]:
-    return {k: getattr(cfg, k) for k in CAPACITY_KEYS}
+    out = {k: getattr(cfg, k) for k in CAPACITY_KEYS if k != DRAFT_KEY}
+    out[DRAFT_KEY] = cfg.speculative.num_draft_tokens if cfg.speculative else None
+    return out
 
 
 def tuned_name(cfg: ServiceConfig) -> str:
@@ -94,8 +98,11 @@ def render_tuned(cfg: ServiceConfig, settings: dict[str, Any], header: str) -> s
     lines += [f'extends = "{cfg.name}"', f'description = "{cfg.name}, tuned by svcdiag tune"']
     for key in CAPACITY_KEYS:
         value = settings.get(key)
-        if value is not None and value != base.get(key):
+        if key != DRAFT_KEY and value is not None and value != base.get(key):
             lines.append(f"{key} = {value!r}" if not isinstance(value, float) else f"{key} = {value:.2f}")
+    draft = settings.get(DRAFT_KEY)
+    if draft is not None and draft != base.get(DRAFT_KEY) and cfg.speculative is not None:
+        lines += ["", "[speculative]", f"num_draft_tokens = {draft}"]  # merged into the original's table
     return "\n".join(lines) + "\n"
 
 
@@ -196,7 +203,8 @@ def _write(units: UnitsDir, cfg: ServiceConfig, settings: dict[str, Any], header
 
 
 def tune(sd: Systemd, cfg: ServiceConfig, units: UnitsDir, pub: Publisher, *, target: Target,
-         keep: frozenset[str] = frozenset(), budget_s: float | None = None, max_starts: int | None = None,
+         keep: frozenset[str] = frozenset(), allow: frozenset[str] = frozenset(), budget_s: float | None = None,
+         max_starts: int | None = None,
          write: Path | None = None, baseline: bool = False, resume: bool = False, gpu_memory: float | None = None,
          timeout: float | None = None, state: str | None = None,
          should_stop: Callable[[], bool] = lambda: False) -> TuneResult:
@@ -215,7 +223,7 @@ def tune(sd: Systemd, cfg: ServiceConfig, units: UnitsDir, pub: Publisher, *, ta
     if inputs is None:
         pub.note("no prior: preflight cannot read this config's model files or GPU; the first start measures")
     problem = Problem(base_settings(cfg), target, speculative=cfg.speculative is not None,
-                      hybrid=cfg.hybrid or prior.slot_gb is not None, prior=prior, keep=keep,
+                      hybrid=cfg.hybrid or prior.slot_gb is not None, prior=prior, keep=keep, allow=allow,
                       max_starts=max_starts, budget_s=budget_s)
     run = Run.open(state, cfg, target, keep, resume)
     if resume:

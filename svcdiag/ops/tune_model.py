@@ -56,9 +56,11 @@ class Costs:
         counted = memory.family(self.sizing.version).draft_weights_counted  # else loaded after the pools
         return self.graph_gb + (0.0 if counted else self.sizing.draft_weights_gb) + ACTIVATION_HEADROOM_GB
 
-    def at(self, *, fraction: float, mamba_slots: int | None, context: int, requested: int | None) -> SizingInputs:
+    def at(self, *, fraction: float, mamba_slots: int | None, context: int, requested: int | None,
+           draft_tokens: int | None = None) -> SizingInputs:
         return replace(self.sizing, mem_fraction_static=fraction, max_mamba_cache_size=mamba_slots,
-                       context_len=context, max_running_requests=requested)
+                       context_len=context, max_running_requests=requested,
+                       num_draft_tokens=draft_tokens or self.sizing.num_draft_tokens)
 
     def to_json(self) -> dict[str, Any]:
         s = self.sizing
@@ -78,9 +80,11 @@ class Capacity:
     failure: str | None = None
 
 
-def capacity(c: Costs, *, fraction: float, mamba_slots: int | None, context: int, requested: int | None) -> Capacity:
+def capacity(c: Costs, *, fraction: float, mamba_slots: int | None, context: int, requested: int | None,
+             draft_tokens: int | None = None) -> Capacity:
     """The pools and request cap SGLang would give these settings, by the memory model."""
-    p = memory.predict(c.at(fraction=fraction, mamba_slots=mamba_slots, context=context, requested=requested))
+    p = memory.predict(c.at(fraction=fraction, mamba_slots=mamba_slots, context=context, requested=requested,
+                            draft_tokens=draft_tokens))
     return Capacity(p.kv_tokens, p.mamba_slots, p.max_running_requests, dict(p.limits), p.failure)
 
 
@@ -126,7 +130,8 @@ def from_figures(f: dict[str, Any], settings: dict[str, Any], before: Costs) -> 
         return c
     p = memory.predict(c.at(fraction=settings["mem_fraction_static"], mamba_slots=settings.get("max_mamba_cache_size"),
                             context=settings.get("context_length") or s.context_len,
-                            requested=settings.get("max_running_requests")))
+                            requested=settings.get("max_running_requests"),
+                            draft_tokens=settings.get("speculative.num_draft_tokens")))
     if p.kv_tokens > 0 and abs(p.kv_tokens - tokens) > CALIBRATE_AT * tokens:
         cell = p.cell_bytes * p.kv_tokens / tokens  # all the pool's cost per token, the draft's included
         c = replace(c, sizing=replace(c.sizing, kv_cell_bytes=math.ceil(cell), draft_cell_bytes=None,

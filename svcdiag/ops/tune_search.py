@@ -18,7 +18,10 @@ from svcdiag.ops.tune_model import MAX_MEM_FRACTION, Capacity, Costs, capacity, 
 
 #: the keys that decide capacity, as the config spells them
 CAPACITY_KEYS = ("mem_fraction_static", "max_mamba_cache_size", "max_running_requests", "context_length",
-                 "cuda_graph_max_bs", "chunked_prefill_size")
+                 "cuda_graph_max_bs", "chunked_prefill_size", "speculative.num_draft_tokens")
+#: speculative decoding's draft tokens (DFlash's block size): each running request keeps a state per
+#: draft token, but fewer change what is benchmarked, so only `--allow` lets the search lower them
+DRAFT_KEY = "speculative.num_draft_tokens"
 #: failures more or less static memory can change; any other cause stops the search
 TOO_LITTLE = frozenset({"max_running_zero", "not_enough_memory", "mamba_cache_too_small", "kv_below_context"})
 TOO_MUCH = frozenset({"cuda_oom"})
@@ -51,6 +54,7 @@ class Problem:
     hybrid: bool
     prior: Costs | None = None  # preflight's; else what the config says, its costs unknown (Costs.known)
     keep: frozenset[str] = frozenset()
+    allow: frozenset[str] = frozenset()  # keys held unless allowed: DRAFT_KEY
     max_starts: int | None = None
     budget_s: float | None = None
 
@@ -115,6 +119,9 @@ def spr_of(p: Problem, c: Costs | None) -> int:
 def _fixed(p: Problem, c: Costs | None) -> dict[str, Any] | str:
     """The settings the target decides (the rest as the config has them), or why a kept key forbids it."""
     s = {k: p.base.get(k) for k in CAPACITY_KEYS}
+    if p.speculative and s[DRAFT_KEY] is None:
+        known = c or p.prior
+        s[DRAFT_KEY] = known.sizing.num_draft_tokens if known is not None else None  # the release's default
     r, ctx = p.target.requests, p.target.context
     want = {"max_running_requests": r, "context_length": ctx}
     if p.hybrid or (c is not None and c.slot_gb is not None):
@@ -140,7 +147,7 @@ def _at(s: dict[str, Any], target: Target, spr: int) -> dict[str, Any]:
 
 def _fits(c: Costs, s: dict[str, Any], fraction: float, target: Target) -> Capacity | None:
     cap = capacity(c, fraction=fraction, mamba_slots=s["max_mamba_cache_size"], context=target.context,
-                   requested=s["max_running_requests"])
+                   requested=s["max_running_requests"], draft_tokens=s.get(DRAFT_KEY))
     ok = cap.failure is None and cap.max_running >= target.requests and cap.kv_tokens >= target.requests * target.context
     return cap if ok else None
 
@@ -257,10 +264,16 @@ def step(p: Problem, trials: list[Trial], elapsed_s: float = 0.0) -> Start | Sto
             break
         s, _ = steered
     steer_note = ""
+    if c is not None and DRAFT_KEY in p.allow and least_fraction(c, s, p.target, ceiling) is None:
+        fewer = _fewer_draft_tokens(c, s, p.target, ceiling)
+        if fewer is not None:
+            steer_note = f" ({DRAFT_KEY} {s[DRAFT_KEY]} → {fewer[DRAFT_KEY]}: the most that leave room for {p.target})"
+            s = fewer
+            ceiling, why_ceiling = _ceiling(trials, s)
     if any(t.cause in TOO_MUCH for t in trials):
         first = {k: p.base.get(k) for k in ("cuda_graph_max_bs", "chunked_prefill_size")}
         changed = [f"{k} {first[k] or 'auto'} → {s[k]}" for k in first if s.get(k) != first[k]]
-        steer_note = f" ({', '.join(changed)} after running out of memory)" if changed else ""
+        steer_note += f" ({', '.join(changed)} after running out of memory)" if changed else ""
     mine = [t for t in trials if _same_shape(t.settings, s)]
     met = [t.settings["mem_fraction_static"] for t in mine if meets(t, p.target)]
     short = [t.settings["mem_fraction_static"] for t in mine
@@ -320,6 +333,16 @@ def step(p: Problem, trials: list[Trial], elapsed_s: float = 0.0) -> Start | Sto
     why = measuring or (f"the least static memory that serves {p.target} by {src}" if f == need
                         else f"bisecting between {below} and {above}: {src} and the starts disagree")
     return Start(cand, why + steer_note, predicted)
+
+
+def _fewer_draft_tokens(c: Costs, s: dict[str, Any], target: Target, ceiling: float) -> dict[str, Any] | None:
+    """The most draft tokens below the current that the model says serve the target, else None."""
+    d = s.get(DRAFT_KEY) or 0
+    for fewer in range(d - 1, 0, -1):
+        cand = {**s, DRAFT_KEY: fewer}
+        if least_fraction(c, cand, target, ceiling) is not None:
+            return cand
+    return None
 
 
 def _clearly_short(c: Costs, s: dict[str, Any], target: Target, ceiling: float) -> bool:

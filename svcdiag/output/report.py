@@ -338,8 +338,8 @@ def render_tune(result: dict[str, Any]) -> str:
         out.append(f"  prior: {prior['free_gb']:.2f} GB free, weights {prior['weights_gb']:.2f} GB, "
                    f"{prior['cell_bytes']:,.0f} KV bytes per token{slot}")
     need = t["max_running"] * t["context"]
-    rows = [("#", "MEM_FRAC", "MAMBA", "MAX_RUN", "GRAPH_BS", "CHUNK", "VERDICT", "KV TOKENS", "RUNNING", "TARGET",
-             "WHY")]
+    rows = [("#", "MEM_FRAC", "MAMBA", "MAX_RUN", "GRAPH_BS", "CHUNK", "DRAFT", "VERDICT", "KV TOKENS", "RUNNING",
+             "TARGET", "WHY")]
     for i, tr in enumerate(result["trials"], 1):
         s, f = tr["settings"], tr["figures"]
         verdict = tr["verdict"] + (f" ({tr['cause']})" if tr.get("cause") else "")
@@ -348,7 +348,8 @@ def render_tune(result: dict[str, Any]) -> str:
                and (f.get("kv_tokens") or 0) >= need and (f.get("context_len") or t["context"]) >= t["context"])
         rows.append((str(i), f"{s['mem_fraction_static']:.2f}", _n(s.get("max_mamba_cache_size") or "-"),
                      _n(s.get("max_running_requests") or "-"), _n(s.get("cuda_graph_max_bs") or "-"),
-                     _n(s.get("chunked_prefill_size") or "-"), verdict, _n(f.get("kv_tokens", "-")), running,
+                     _n(s.get("chunked_prefill_size") or "-"), _n(s.get("speculative.num_draft_tokens") or "-"),
+                     verdict, _n(f.get("kv_tokens", "-")), running,
                      "met" if met else "short" if tr["verdict"] == "healthy" else "-", tr["why"]))
     if len(rows) > 1:
         out.append("  " + table(rows).rstrip("\n").replace("\n", "\n  "))

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 from pathlib import Path
 
@@ -31,6 +32,9 @@ def seed_config(units: Path, weights_gb: float = 50.29, **fields) -> str:
     draft = model_dir(units / "models", "draft", DFLASH_DRAFT, 1.66)
     fields = {"model_path": str(target), "max_running_requests": 8, "max_mamba_cache_size": 2, "sim_time_scale": 0.02,
               "gpu_memory_gb": 94.5, "speculative": {"algorithm": "DFLASH", "draft_model_path": str(draft)}, **fields}
+    with socket.socket() as sock:  # a port free right now: the rig shares the host's network with other runs
+        sock.bind(("127.0.0.1", 0))
+        fields.setdefault("port", sock.getsockname()[1])
     return config(units, unit_name("tune"), "demo-smoke", **fields)
 
 
@@ -118,3 +122,18 @@ def test_a_campaign_phase_tunes_its_config_then_runs_the_tuned_one(rig, units: P
     res = [json.loads(x) for x in p.stdout.decode().splitlines() if x.startswith('{"event": "campaign_result"')][-1]
     [row] = res["rows"]
     assert p.returncode == 0 and row["skipped"] and row["config"] == f"{name}-tuned", row
+
+
+def test_allowed_to_lower_dflash_block_size_the_seed_target_serves_on_the_96_gb_card(rig, units: Path) -> None:
+    name = seed_config(units)
+    p, r = tune_json(rig, units, name, "--target", "max_running=8", "--allow", "speculative.num_draft_tokens")
+    assert p.returncode == 0 and r["status"] == "met", r["message"]
+    best = r["best"]
+    assert best["settings"]["speculative.num_draft_tokens"] == 7 and r["starts"] == 1
+    assert best["figures"]["kv_tokens"] >= 8 * 32768 and best["figures"]["max_running_requests"] == 8
+    assert "[speculative]\nnum_draft_tokens = 7" in Path(r["written"]).read_text()
+    up = sv_state(rig, units, "up", f"{name}-tuned", "--wait-ready", "--json")
+    v = [json.loads(x) for x in up.stdout.decode().splitlines() if x.startswith("{")][-1]
+    assert up.returncode == 0 and v["verdict"] == "healthy", up.stdout.decode()[-2000:]
+    assert v["figures"]["kv_tokens"] == best["figures"]["kv_tokens"]  # block size 7, as tuned (16 leaves far fewer)
+    sv_state(rig, units, "down", f"{name}-tuned")
