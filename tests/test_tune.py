@@ -489,3 +489,11 @@ def test_the_tuned_config_sets_the_draft_tokens_in_its_speculative_table(tmp_pat
     tuned = units.load("seed-tuned")
     assert tuned.speculative is not None and tuned.speculative.num_draft_tokens == 10
     assert tuned.speculative.draft_model_path == "/d" and tuned.mem_fraction_static == 0.9
+
+
+def test_a_new_run_says_it_replaces_an_unfinished_one(world) -> None:
+    world[2].append(1)
+    _tune(world)
+    world[2].clear()
+    res, notes = _tune(world)
+    assert res.status == "met" and any("held an unfinished run of seed; this run replaces it" in n for n in notes)

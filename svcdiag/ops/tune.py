@@ -188,7 +188,7 @@ class TuneResult:
                 "trials": [t.to_json() for t in self.trials]}
 
 
-def _trial(cand: ServiceConfig, d: Start, outcome: Any, seconds: float) -> Trial:
+def _trial(d: Start, outcome: Any, seconds: float) -> Trial:
     v = outcome.verdict
     if v is None:
         return Trial(d.settings, "interrupted", None, {}, seconds, d.why)
@@ -226,6 +226,8 @@ def tune(sd: Systemd, cfg: ServiceConfig, units: UnitsDir, pub: Publisher, *, ta
                       hybrid=cfg.hybrid or prior.slot_gb is not None, prior=prior, keep=keep, allow=allow,
                       max_starts=max_starts, budget_s=budget_s)
     run = Run.open(state, cfg, target, keep, resume)
+    if not resume and _unfinished(run.path):
+        pub.note(f"{run.path} held an unfinished run of {cfg.name}; this run replaces it (--resume continues one)")
     if resume:
         pub.note(f"resuming {run.run_id}: {len(run.trials)} start(s) already made")
     pub.note(f"tune {run.run_id}: {target} on {cfg.name}; a 0.01 grid of mem_fraction_static would take "
@@ -254,6 +256,13 @@ def tune(sd: Systemd, cfg: ServiceConfig, units: UnitsDir, pub: Publisher, *, ta
         units.file(tuned_name(cfg)).unlink()  # candidates only: nothing served
     return _result(cfg, run, problem, decision.status, decision.message, decision.best, written, diff,
                    decision.fallbacks)
+
+
+def _unfinished(path: Path) -> bool:
+    try:
+        return json.loads(path.read_text(encoding="utf-8")).get("status") in ("running", "interrupted")
+    except (OSError, ValueError, AttributeError):
+        return False
 
 
 def _result(cfg: ServiceConfig, run: Run, p: Problem, status: str, message: str, best: Trial | None,
@@ -295,7 +304,7 @@ def _search(sd: Systemd, cfg: ServiceConfig, units: UnitsDir, pub: Publisher, pr
         if outcome is None or outcome.interrupted or should_stop():
             pub.note(f"interrupted: {cand.unit} stopped; start {n} is not counted")
             return None
-        trial = _trial(cand, d, outcome, time.monotonic() - began)
+        trial = _trial(d, outcome, time.monotonic() - began)
         run.trials.append(trial)
         run.save()
 
