@@ -189,13 +189,19 @@ requests = st.integers(1, 12)
 contexts = st.sampled_from([4096, 8192, 16384, 32768, 65536])
 
 
+PLAIN = {"speculative_algorithm": None, "num_draft_tokens": None, "draft_cell_bytes": None, "draft_layers": None,
+         "draft_weights_gb": 0.0}
+
+
 @settings(max_examples=150, deadline=None)
-@given(free, weights, requests, contexts, st.booleans())
-def test_the_search_ends_and_its_answer_is_the_truth(free_gb: float, err: float, r: int, ctx: int, dense: bool) -> None:
-    true = costs(SEED, free_before_gb=free_gb, mamba_per_req_bytes=None if dense else SEED.sizing.mamba_per_req_bytes)
+@given(free, weights, requests, contexts, st.booleans(), st.booleans())
+def test_the_search_ends_and_its_answer_is_the_truth(free_gb: float, err: float, r: int, ctx: int, dense: bool,
+                                                     speculative: bool) -> None:
+    true = costs(SEED, free_before_gb=free_gb, mamba_per_req_bytes=None if dense else SEED.sizing.mamba_per_req_bytes,
+                 **({} if speculative else PLAIN))
     prior = replace(costs(true, weights_gb=true.sizing.weights_gb * err), graph_gb=0.0)
     base = {**BASE, "max_mamba_cache_size": None if dense else 2}
-    p = Problem(base, Target(r, ctx), speculative=True, hybrid=not dense, prior=prior)
+    p = Problem(base, Target(r, ctx), speculative=speculative, hybrid=not dense, prior=prior)
     stop, trials = run(p, true)
     oracle = truly_serves(true, Target(r, ctx), true.slots_per_req)
     if stop.status == "met":
