@@ -233,7 +233,10 @@ def tune(sd: Systemd, cfg: ServiceConfig, units: UnitsDir, pub: Publisher, *, ta
     pub.note(f"tune {run.run_id}: {target} on {cfg.name}; a 0.01 grid of mem_fraction_static would take "
              f"{grid_starts(problem)} starts")
     header = f"Written by `svcdiag tune {cfg.name}` (run {run.run_id}), for {target}."
-    decision = _search(sd, cfg, units, pub, problem, run, header, timeout, should_stop)
+    try:
+        decision = _search(sd, cfg, units, pub, problem, run, header, timeout, should_stop)
+    except KeyboardInterrupt:  # between starts: each start is saved, and its unit stopped, as it ends
+        decision = None
     if decision is None:
         run.status = "interrupted"
         run.save()
