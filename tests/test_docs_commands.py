@@ -33,7 +33,8 @@ PLACEHOLDER = re.compile(r"\[|\]|\||\.\.\.|…|^[A-Z][A-Z_.]*(\.toml|\.tar\.gz|\
 SHIPPED = sorted(p.stem for p in UNITS.glob("*.toml"))
 #: configs a page writes itself, to show what svcdiag says of them
 MADE_BY_THE_DOC = {("docs/config.md", "bad"), ("docs/install.md", "sglang-dflash-smoke"), ("docs/install.md", "qwen8b"),
-                   ("docs/install.md", "qwen8b-long"), ("README.md", "qwen8b")}
+                   ("docs/install.md", "qwen8b-long"), ("README.md", "qwen8b"), ("docs/tune.md", "demo-tune-h200"),
+                   ("docs/tune.md", "demo-tune-h200-tuned"), ("docs/tune.md", "demo-tune-h200-plain")}
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""Commands on live units: up, wait, down, status, logs, baseline-check."""
+"""Commands on live units: up, wait, down, status, logs, baseline-check, tune."""
 
 from __future__ import annotations
 
@@ -163,6 +163,55 @@ def baseline_check(ctx: click.Context, name: str | None, candidate: str | None, 
     if outcome.verdict.verdict != "healthy" or not outcome.drift:
         c.verdict_exit(ctx, outcome.verdict, strict=strict)
     ctx.exit(1)  # healthy, but drifted
+
+
+TUNE_EXIT = {"met": 0, "impossible": 1, "stuck": 1, "budget": 3, "interrupted": c.INTERRUPTED}
+
+
+@main.command()
+@click.argument("name")
+@click.option("--target", "targets", multiple=True, required=True, metavar="KEY=N",
+              help="max_running=N (required): N requests at once; context=N: of N tokens each (default: the config's)")
+@click.option("--keep", multiple=True, metavar="KEY", help="hold this capacity key as the config has it (repeatable)")
+@click.option("--allow", multiple=True, metavar="KEY",
+              help="let the search lower speculative.num_draft_tokens (DFlash's block size) when nothing else serves")
+@click.option("--budget", metavar="DURATION", help="stop before a start would run past it (45m, 1h30m, 600s)")
+@click.option("--max-starts", type=click.IntRange(1), metavar="N", help="at most N real starts")
+@click.option("--write", "write", type=click.Path(dir_okay=False), metavar="PATH",
+              help="also write the result here (always: units/NAME-tuned.toml)")
+@click.option("--baseline", is_flag=True, help="re-verify the known-good baseline first; refuse if it drifted")
+@click.option("--resume", is_flag=True, help="continue the last interrupted run of NAME")
+@c.GPU_MEMORY
+@c.HOST
+@c.STATE_DIR
+@c.JSON
+@c.TIMEOUT
+@click.pass_context
+def tune(ctx: click.Context, name: str, targets: tuple[str, ...], keep: tuple[str, ...], allow: tuple[str, ...],
+         budget: str | None,
+         max_starts: int | None, write: str | None, baseline: bool, resume: bool, gpu_memory: float | None,
+         host: str | None, state_dir: str | None, as_json: bool, timeout: float | None) -> None:
+    """Find the settings that serve --target on NAME's GPU, proving each with a real start, and
+    write them as units/NAME-tuned.toml (extends NAME). Exit 0 served, 1 impossible, 3 budget spent."""
+    from pathlib import Path
+
+    from svcdiag.ops import tune as t
+
+    cfg = c.load(ctx, name)
+    target, kept, budget_s = t.parse_target(targets, cfg), t.parse_keep(keep), t.parse_budget(budget)
+    allowed = t.parse_keep(allow, "--allow")
+    with c.hosts(host) as hosts:
+        pub = c.publisher(as_json, cfg, journal_sink=hosts.key(cfg) == "local")
+        result = t.tune(hosts.get(cfg), cfg, c.units_dir(ctx), pub, target=target, keep=kept, allow=allowed,
+                        budget_s=budget_s,
+                        max_starts=max_starts, write=Path(write) if write else None, baseline=baseline,
+                        resume=resume, gpu_memory=gpu_memory, timeout=timeout, state=state_dir)
+    pub.close()
+    if as_json:
+        c.emit_json(result.to_json())
+    else:
+        click.echo(c.report().render_tune(result.to_json()), nl=False)
+    ctx.exit(TUNE_EXIT.get(result.status, 1))
 
 
 @main.command()

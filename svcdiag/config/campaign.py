@@ -71,11 +71,46 @@ TOP = {
     "results_dir": _nonempty_str,
     "phase": lambda v: None if isinstance(v, list) else f"must be an array of [[phase]] tables, not {_tname(v)}",
 }
+def _count(v: Any) -> str | None:
+    return None if isinstance(v, int) and not isinstance(v, bool) and v >= 1 else f"must be an integer ≥ 1, not {v!r}"
+
+
+TUNE_TARGET = {"max_running": _count, "context": _count}
+
+
+def _tune(v: Any) -> str | None:
+    """`tune = { target = { max_running = 8, context = 32768 }, keep = [...], allow = [...], max_starts = N,
+    budget = "45m" }`."""
+    if not isinstance(v, dict):
+        return f"must be a table such as {{ target = {{ max_running = 8 }} }}, not {_tname(v)}"
+    known = {"target", "keep", "allow", "max_starts", "budget"}
+    for key in v:
+        if key not in known:
+            return f"unknown key {key!r}{did_you_mean(key, known)}; known: {', '.join(sorted(known))}"
+    target = v.get("target")
+    if not isinstance(target, dict) or "max_running" not in target:
+        return "needs target = { max_running = N } (and optionally context = N)"
+    for key, value in target.items():
+        check = TUNE_TARGET.get(key)
+        err = f"unknown key {key!r}; known: max_running, context" if check is None else check(value)
+        if err:
+            return f"target.{key} {err}" if check else f"target: {err}"
+    for key in ("keep", "allow"):
+        if key in v and not (isinstance(v[key], list) and all(isinstance(k, str) for k in v[key])):
+            return f"{key} must be a list of config keys"
+    if "max_starts" in v and _count(v["max_starts"]):
+        return f"max_starts {_count(v['max_starts'])}"
+    if "budget" in v and _nonempty_str(v["budget"]):
+        return "budget must be a duration such as \"45m\""
+    return None
+
+
 PHASE = {
     "name": _phase_name,
     "configs": _names,
     "parallel": _bool,
     "benchmark": lambda v: None if v is False else _template(v),
+    "tune": _tune,
 }
 
 
@@ -85,6 +120,8 @@ class Phase:
     configs: tuple[ServiceConfig, ...]
     parallel: bool = False
     benchmark: str | None = None
+    #: `tune = {...}`: each config is tuned to this target first (`svcdiag tune`), then its tuned config runs
+    tune: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,7 +159,7 @@ def load_plan(path: Path, units: UnitsDir) -> Plan:
         seen.add(ph["name"])
         bench = ph.get("benchmark", raw.get("benchmark"))
         phases.append(Phase(ph["name"], tuple(config(n, f"{where}.configs") for n in ph["configs"]),
-                            bool(ph.get("parallel", False)), bench or None))
+                            bool(ph.get("parallel", False)) and "tune" not in ph, bench or None, ph.get("tune")))
     name = raw.get("name", path.stem)
     if not UNIT_NAME_RE.match(name):
         raise ConfigError(path, "name", f"{name!r} is not a valid campaign name")

@@ -215,8 +215,10 @@ class Runner:
         for cfg in phase.configs:
             done = None
             if not self.rerun:
+                tuned = self._earlier_tuned(phase, cfg)
                 with History(db_path(self.state)) as h:
-                    done = h.campaign_done(self.plan.name, cfg.name, cfg.config_hash)
+                    done = h.campaign_done(self.plan.name, cfg.name, cfg.config_hash) or (
+                        h.campaign_done(self.plan.name, tuned.name, tuned.config_hash) if tuned else None)
             if done is not None:
                 self.base.note(f"{cfg.name}: recorded {done['status']} in an earlier run (same config hash); "
                                "skipped (--rerun to run it again)")
@@ -261,6 +263,9 @@ class Runner:
             try:
                 with self.connect(cfg) as sd:
                     sd.wait_job(sd.stop(cfg.unit), 90.0)
+                    tuned = f"{cfg.name}-tuned.service"  # a tune phase's candidate (ops.tune.tuned_name)
+                    if sd.props(tuned).running:
+                        sd.wait_job(sd.stop(tuned), 90.0)
             except Exception as e:  # a unit that is already gone
                 self.base.note(f"{cfg.unit}: {e}")
         for _ in range(2):
@@ -270,7 +275,49 @@ class Runner:
             except KeyboardInterrupt:  # a second Ctrl-C while the threads finish: wait still
                 continue
 
+    def _earlier_tuned(self, phase: Phase, cfg: ServiceConfig) -> ServiceConfig | None:
+        """A tune phase's config as an earlier run of this target tuned it (None: not tuned, or not a tune phase)."""
+        if phase.tune is None:
+            return None
+        from svcdiag.ops import tune
+
+        try:
+            target = tune.parse_target([f"{k}={v}" for k, v in phase.tune["target"].items()], cfg)
+            return tune.earlier(self.state, self.units, cfg, target)
+        except SvcdiagError:
+            return None
+
+    def _tuned(self, phase: Phase, cfg: ServiceConfig) -> ServiceConfig | RunRow:
+        """A `tune` phase: the config tuned to the phase's target; its tuned config, or the row of why none."""
+        from svcdiag.ops import tune
+
+        spec = phase.tune or {}
+        t = spec["target"]
+        base = {"phase": phase.name, "config": cfg.name, "config_hash": cfg.config_hash, "gpus": config_gpus(cfg),
+                "started": time.time()}
+        try:
+            target = tune.parse_target([f"{k}={v}" for k, v in t.items()], cfg)
+            with self.connect(cfg) as sd:
+                res = tune.tune(sd, cfg, self.units, self.pub(cfg), target=target,
+                                keep=tune.parse_keep(spec.get("keep", [])),
+                                allow=tune.parse_keep(spec.get("allow", []), "--allow"),
+                                budget_s=tune.parse_budget(spec.get("budget")),
+                                max_starts=spec.get("max_starts"), state=self.state, should_stop=self.stop.is_set)
+        except SvcdiagError as e:
+            return RunRow(**base, status="refused", cause="tune", message=str(e), ended=time.time())
+        self.base.note(f"{cfg.name}: tune {res.status}: {res.message} ({res.starts} start(s))")
+        if res.status != "met" or self.stop.is_set():
+            return RunRow(**base, status="interrupted" if res.status == "interrupted" or self.stop.is_set() else "refused",
+                          cause=f"tune_{res.status}", message=res.message, ended=time.time(),
+                          diagnosis={"tune": res.to_json()})
+        return self.units.load(tune.tuned_name(cfg))
+
     def _one(self, phase: Phase, cfg: ServiceConfig) -> RunRow:
+        if phase.tune is not None:
+            tuned = self._tuned(phase, cfg)
+            if isinstance(tuned, RunRow):
+                return tuned
+            cfg = tuned
         pub = self.pub(cfg)
         t0 = time.time()
         base: dict[str, Any] = {"phase": phase.name, "config": cfg.name, "config_hash": cfg.config_hash,

@@ -322,3 +322,43 @@ def log_record(rec: Any) -> dict[str, Any]:
 
 def render_log_record(row: dict[str, Any]) -> str:
     return ("systemd: " if row["systemd"] else "") + row["text"] + "\n"
+
+
+def render_tune(result: dict[str, Any]) -> str:
+    """`tune`: the outcome, every start as a row of the evidence table, the written config and its diff."""
+    t = result["target"]
+    head = {"met": "SERVED", "impossible": "IMPOSSIBLE", "budget": "BUDGET SPENT", "stuck": "STUCK",
+            "interrupted": "INTERRUPTED"}.get(result["status"], result["status"].upper())
+    out = [f"{result['config']}: tune {head}: {t['max_running']} × {t['context']:,} — {result['message']}",
+           f"  {result['starts']} start(s) spent; a 0.01 grid of mem_fraction_static would take "
+           f"{result['grid_starts']} (run {result['run_id']})"]
+    prior = result.get("prior")
+    if prior:
+        slot = f", {prior['slot_gb']:.3f} GB per Mamba slot" if prior.get("slot_gb") else ""
+        out.append(f"  prior: {prior['free_gb']:.2f} GB free, weights {prior['weights_gb']:.2f} GB, "
+                   f"{prior['cell_bytes']:,.0f} KV bytes per token{slot}")
+    need = t["max_running"] * t["context"]
+    rows = [("#", "MEM_FRAC", "MAMBA", "MAX_RUN", "GRAPH_BS", "CHUNK", "DRAFT", "VERDICT", "KV TOKENS", "RUNNING",
+             "TARGET", "WHY")]
+    for i, tr in enumerate(result["trials"], 1):
+        s, f = tr["settings"], tr["figures"]
+        verdict = tr["verdict"] + (f" ({tr['cause']})" if tr.get("cause") else "")
+        running = "-" if f.get("max_running_requests") is None else f"{f['max_running_requests']}"
+        met = (tr["verdict"] == "healthy" and (f.get("max_running_requests") or 0) >= t["max_running"]
+               and (f.get("kv_tokens") or 0) >= need and (f.get("context_len") or t["context"]) >= t["context"])
+        rows.append((str(i), f"{s['mem_fraction_static']:.2f}", _n(s.get("max_mamba_cache_size") or "-"),
+                     _n(s.get("max_running_requests") or "-"), _n(s.get("cuda_graph_max_bs") or "-"),
+                     _n(s.get("chunked_prefill_size") or "-"), _n(s.get("speculative.num_draft_tokens") or "-"),
+                     verdict, _n(f.get("kv_tokens", "-")), running,
+                     "met" if met else "short" if tr["verdict"] == "healthy" else "-", tr["why"]))
+    if len(rows) > 1:
+        out.append("  " + table(rows).rstrip("\n").replace("\n", "\n  "))
+    for fb in result.get("fallbacks") or []:
+        out.append(f"  instead: svcdiag tune {result['config']} --target max_running={fb['max_running']} "
+                   f"--target context={fb['context']}")
+    if result.get("written"):
+        what = "" if result["status"] == "met" else f"the best start so far, short of {t['max_running']} × {t['context']:,}; "
+        out.append(f"  written: {result['written']} ({what}extends {result['config']}); start it with: "
+                   f"svcdiag up {result['config']}-tuned --wait-ready")
+        out += [f"    {r['key']}: {json.dumps(r['a'])} → {json.dumps(r['b'])}" for r in result.get("diff") or []]
+    return "\n".join(out) + "\n"

@@ -259,6 +259,17 @@ def precompile(log: Log, clock: Clock, seconds: float, avail_gb: float) -> None:
             log.raw(f"DeepGEMM warmup: {25 * step:3d}%|{'█' * step}| {4096 * step // 4}/4096")
 
 
+#: what the forward pass needs beside CUDA graphs and the draft model in the (1 − mem_fraction_static) reserve
+ACTIVATIONS_GB = 1.0
+
+
+def graphs_do_not_fit(fig: Figures) -> bool:
+    """Too much static memory: the reserve left after the pools cannot hold the CUDA graphs (and,
+    before 0.5.19, the draft model loaded after them) and the activations: graph capture runs
+    out of memory, as SGLang's does."""
+    return fig.final_avail_gb < ACTIVATIONS_GB  # after the graphs (and a draft loaded after them)
+
+
 def hybrid_too_small(fig: Figures) -> str:
     """0.5.23's resolve_max_num_reqs, when the Mamba cap leaves no request (the text after
     `mamba_ratio=` is the stand-in's: the sources elide it)."""
@@ -378,7 +389,7 @@ def run(own: argparse.Namespace, launch_argv: list[str]) -> int:
         clock.sleep(2.4)
         log.raw(f"Capturing batches (bs={b} avail_mem={fig.pool_end_avail_gb - 0.1 * (len(bs) - b + 1):.2f} GB): "
                 f"{100 * (len(bs) - b + 1) // len(bs):3d}%|{'█' * (len(bs) - b + 1)}| {len(bs) - b + 1}/{len(bs)}")
-    if fault == "cuda_oom":
+    if fault == "cuda_oom" or graphs_do_not_fit(fig):
         total = gpu_total_gib(fig.pre_load_free_gb)
         die_like_sglang(log, a.tp_size, "Exception: Capture cuda graph failed: CUDA out of memory. Tried to allocate "
                         f"2.00 GiB. GPU 0 has a total capacity of {total:.2f} GiB of which 1.19 GiB "

@@ -270,3 +270,17 @@ def test_secrets_are_written_there_0600_and_reach_the_server(units: Path, sshd, 
         for f in folder.iterdir():
             f.unlink()
         folder.rmdir()
+
+
+def test_tune_over_ssh_starts_its_candidates_there_and_writes_the_result_here(units: Path, sshd) -> None:
+    name = variant(units, "tn", "demo-smoke", 0.02, extra='max_running_requests = 8\nmax_mamba_cache_size = 2\n'
+                   'gpu_memory_gb = 94.5\n[speculative]\nalgorithm = "DFLASH"\n')
+    p = on_host(sshd, units, "tune", name, "--target", "max_running=4", "--host", sshd.target, "--json", timeout=300)
+    r = json_lines(p)[-1]
+    assert p.returncode == 0 and r["event"] == "tune_result" and r["status"] == "met", \
+        p.stdout.decode()[-3000:] + p.stderr.decode()
+    assert r["starts"] == 2  # no model files: the first start measures, the second serves with the least
+    logged = sshd.rig.run(["journalctl", "-q", "--no-pager", "-u", f"{name}-tuned.service"]).stdout.decode()
+    assert logged.count("The server is fired up and ready to roll!") == 2  # both starts ran there
+    assert is_active(sshd.rig, f"{name}-tuned.service") in ("inactive", "unknown")  # and was stopped there
+    assert (units / f"{name}-tuned.toml").read_text().startswith(f"# Written by `svcdiag tune {name}`")

@@ -1,0 +1,323 @@
+"""`svcdiag tune`: find the settings that serve a target, proving each with a real start.
+
+The search is `tune_search.step` (pure); this module gives it its prior (preflight), makes
+each start it asks for the way `up --wait-ready` does (flag check, GPU hygiene, install,
+start, the same judge, history under the run's id), stops the unit after each, keeps the run
+in a file so `--resume` continues it, and writes the best config as one that `extends` the
+original.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import secrets
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from svcdiag.config.diff import config_diff
+from svcdiag.config.service import ServiceConfig, UnitsDir
+from svcdiag.errors import SvcdiagError
+from svcdiag.files import state_dir, write_atomic
+from svcdiag.ops import gpu_hygiene
+from svcdiag.ops.follow import unit_lock
+from svcdiag.ops.start import ensure_started, flag_check, quiet_plan, wait_verdict
+from svcdiag.ops.tune_model import blank, from_inputs
+from svcdiag.ops.tune_search import CAPACITY_KEYS, DRAFT_KEY, Problem, Start, Stop, Target, Trial, grid_starts, step
+from svcdiag.output.publish import Publisher
+from svcdiag.systemd.dbus import Systemd
+
+#: the figures a start's row keeps: what the search reads, and what the evidence table shows
+TRIAL_FIGURES = ("kv_tokens", "kv_gb", "kv_k_gb", "kv_v_gb", "draft_kv_gb", "mamba_slots", "mamba_conv_gb",
+                 "mamba_ssm_gb", "mamba_intermediate_ssm_gb", "mamba_intermediate_conv_gb", "mamba_slots_per_request",
+                 "avail_before_load_gb", "weights_gb", "cuda_graph_gb", "draft_weights_gb", "max_running_requests",
+                 "context_len", "available_gpu_mem_gb", "startup_s")
+TARGET_KEYS = {"max_running": "requests", "max_running_requests": "requests", "context": "context",
+               "context_length": "context"}
+STOP_TIMEOUT_S = 90.0
+
+
+def parse_target(items: tuple[str, ...] | list[str], cfg: ServiceConfig) -> Target:
+    """`--target max_running=8 [--target context=32768]`; the context defaults to the config's."""
+    got: dict[str, int] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or key.strip() not in TARGET_KEYS or not value.strip().isdigit() or int(value) < 1:
+            raise SvcdiagError(f"--target {item!r}: expected max_running=N or context=N (N a positive integer)")
+        got[TARGET_KEYS[key.strip()]] = int(value)
+    if "requests" not in got:
+        raise SvcdiagError("--target max_running=N is required: the requests to serve at once")
+    ctx = got.get("context") or cfg.context_length
+    if ctx is None:
+        raise SvcdiagError(f"{cfg.path}: no context_length; say the context to serve with --target context=N")
+    return Target(got["requests"], ctx)
+
+
+def parse_keep(items: tuple[str, ...] | list[str], option: str = "--keep") -> frozenset[str]:
+    known = CAPACITY_KEYS if option == "--keep" else (DRAFT_KEY,)
+    for k in items:
+        if k not in known:
+            raise SvcdiagError(f"{option} {k!r}: not a key tune may {'hold' if option == '--keep' else 'change'}; "
+                               f"one of {', '.join(known)}")
+    return frozenset(items)
+
+
+def parse_budget(text: str | None) -> float | None:
+    """`45m`, `1h30m`, `90s`, or plain minutes."""
+    if text is None:
+        return None
+    t = text.strip().lower()
+    if re.fullmatch(r"\d+(\.\d+)?", t):
+        return float(t) * 60
+    parts = re.fullmatch(r"(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?", t)
+    if not t or parts is None:
+        raise SvcdiagError(f"--budget {text!r}: expected a duration such as 45m, 1h30m or 600s")
+    h, m, s = (int(x or 0) for x in parts.groups())
+    if h * 3600 + m * 60 + s <= 0:
+        raise SvcdiagError(f"--budget {text!r}: must be more than zero")
+    return float(h * 3600 + m * 60 + s)
+
+
+def base_settings(cfg: ServiceConfig) -> dict[str, Any]:
+    out = {k: getattr(cfg, k) for k in CAPACITY_KEYS if k != DRAFT_KEY}
+    out[DRAFT_KEY] = cfg.speculative.num_draft_tokens if cfg.speculative else None
+    return out
+
+
+def tuned_name(cfg: ServiceConfig) -> str:
+    return f"{cfg.name}-tuned"
+
+
+def render_tuned(cfg: ServiceConfig, settings: dict[str, Any], header: str) -> str:
+    """The config that `extends` the original with only the settings that differ from it."""
+    base = base_settings(cfg)
+    lines = [f"# {line}" for line in header.splitlines()]
+    lines += [f'extends = "{cfg.name}"', f'description = "{cfg.name}, tuned by svcdiag tune"']
+    for key in CAPACITY_KEYS:
+        value = settings.get(key)
+        if key != DRAFT_KEY and value is not None and value != base.get(key):
+            lines.append(f"{key} = {value!r}" if not isinstance(value, float) else f"{key} = {value:.2f}")
+    draft = settings.get(DRAFT_KEY)
+    if draft is not None and draft != base.get(DRAFT_KEY) and cfg.speculative is not None:
+        lines += ["", "[speculative]", f"num_draft_tokens = {draft}"]  # merged into the original's table
+    return "\n".join(lines) + "\n"
+
+
+@dataclass
+class Run:
+    """The run's file (state dir, tune/NAME.json): its id, target and starts, rewritten after each start."""
+
+    path: Path
+    run_id: str
+    config: str
+    target: Target
+    keep: frozenset[str]
+    trials: list[Trial] = field(default_factory=list)
+    elapsed_s: float = 0.0
+    status: str = "running"
+
+    def save(self) -> None:
+        data = {"run_id": self.run_id, "config": self.config, "status": self.status,
+                "target": {"max_running": self.target.requests, "context": self.target.context},
+                "keep": sorted(self.keep), "elapsed_s": round(self.elapsed_s, 1),
+                "trials": [t.to_json() for t in self.trials]}
+        write_atomic(self.path, json.dumps(data, indent=2) + "\n")
+
+    @classmethod
+    def open(cls, state: str | None, cfg: ServiceConfig, target: Target, keep: frozenset[str], resume: bool) -> Run:
+        path = state_dir(state) / "tune" / f"{cfg.name}.json"
+        if not resume:
+            stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+            return cls(path, f"tune-{cfg.name}-{stamp}-{secrets.token_hex(2)}", cfg.name, target, keep)
+        try:
+            d = json.loads(path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise SvcdiagError(f"--resume: no tune run of {cfg.name} to resume ({path} is missing)") from None
+        except (OSError, ValueError) as e:
+            raise SvcdiagError(f"--resume: {path} is unreadable ({e})") from None
+        was = Target(d["target"]["max_running"], d["target"]["context"])
+        if was != target:
+            raise SvcdiagError(f"--resume: {path} is a run for {was}, not {target}; drop --resume to start afresh")
+        return cls(path, d["run_id"], cfg.name, target, keep, [Trial.from_json(t) for t in d["trials"]],
+                   float(d.get("elapsed_s") or 0))
+
+
+def earlier(state: str | None, units: UnitsDir, cfg: ServiceConfig, target: Target) -> ServiceConfig | None:
+    """The tuned config an earlier run of the same target met, when its file is still there (a
+    campaign run again does not search again)."""
+    path = state_dir(state) / "tune" / f"{cfg.name}.json"
+    try:
+        d = json.loads(path.read_text(encoding="utf-8"))
+        was = Target(d["target"]["max_running"], d["target"]["context"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    if d.get("status") != "met" or was != target or not units.file(tuned_name(cfg)).exists():
+        return None
+    return units.load(tuned_name(cfg))
+
+
+@dataclass(frozen=True, slots=True)
+class TuneResult:
+    run_id: str
+    config: str
+    target: Target
+    status: str  # met | impossible | budget | stuck | interrupted
+    message: str
+    trials: tuple[Trial, ...]
+    best: Trial | None
+    grid_starts: int
+    prior: dict[str, Any] | None
+    written: str | None = None
+    diff: tuple[dict[str, Any], ...] = ()
+    fallbacks: tuple[dict[str, Any], ...] = ()
+
+    @property
+    def starts(self) -> int:
+        return len(self.trials)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"event": "tune_result", "run_id": self.run_id, "config": self.config,
+                "target": {"max_running": self.target.requests, "context": self.target.context},
+                "status": self.status, "message": self.message, "starts": self.starts,
+                "grid_starts": self.grid_starts, "prior": self.prior,
+                "best": self.best.to_json() if self.best else None, "written": self.written,
+                "diff": list(self.diff), "fallbacks": list(self.fallbacks),
+                "trials": [t.to_json() for t in self.trials]}
+
+
+def _trial(d: Start, outcome: Any, seconds: float) -> Trial:
+    v = outcome.verdict
+    if v is None:
+        return Trial(d.settings, "interrupted", None, {}, seconds, d.why)
+    figures = {k: v.figures[k] for k in TRIAL_FIGURES if v.figures.get(k) is not None}
+    return Trial(d.settings, v.verdict, v.cause, figures, seconds, d.why, outcome.history_id)
+
+
+def _write(units: UnitsDir, cfg: ServiceConfig, settings: dict[str, Any], header: str) -> ServiceConfig:
+    path = units.file(tuned_name(cfg))
+    write_atomic(path, render_tuned(cfg, settings, header), mode=0o644)
+    return units.load(tuned_name(cfg))
+
+
+def tune(sd: Systemd, cfg: ServiceConfig, units: UnitsDir, pub: Publisher, *, target: Target,
+         keep: frozenset[str] = frozenset(), allow: frozenset[str] = frozenset(), budget_s: float | None = None,
+         max_starts: int | None = None,
+         write: Path | None = None, baseline: bool = False, resume: bool = False, gpu_memory: float | None = None,
+         timeout: float | None = None, state: str | None = None,
+         should_stop: Callable[[], bool] = lambda: False) -> TuneResult:
+    """Search, start, judge, narrow; write the best config and return the evidence. `should_stop`:
+    another thread's Ctrl-C (a campaign's), seen between starts and after each verdict."""
+    if cfg.multinode:
+        raise SvcdiagError(f"{cfg.name}: tune searches one node's settings; a multi-node config is not supported")
+    if sd.props(cfg.unit).running:
+        raise SvcdiagError(f"{cfg.unit} is running on the GPUs tune would start on; stop it first: "
+                           f"svcdiag down {cfg.name}")
+    if baseline:
+        _verify_baseline(sd, units, pub, timeout, state)
+    plan_ = quiet_plan(cfg, gpu_memory, remote=sd.remote)
+    inputs = plan_.inputs if plan_ is not None else None
+    prior = from_inputs(cfg, inputs) if inputs is not None else blank(cfg)
+    if inputs is None:
+        pub.note("no prior: preflight cannot read this config's model files or GPU; the first start measures")
+    problem = Problem(base_settings(cfg), target, speculative=cfg.speculative is not None,
+                      hybrid=cfg.hybrid or prior.slot_gb is not None, prior=prior, keep=keep, allow=allow,
+                      max_starts=max_starts, budget_s=budget_s)
+    run = Run.open(state, cfg, target, keep, resume)
+    if not resume and _unfinished(run.path):
+        pub.note(f"{run.path} held an unfinished run of {cfg.name}; this run replaces it (--resume continues one)")
+    if resume:
+        pub.note(f"resuming {run.run_id}: {len(run.trials)} start(s) already made")
+    pub.note(f"tune {run.run_id}: {target} on {cfg.name}; a 0.01 grid of mem_fraction_static would take "
+             f"{grid_starts(problem)} starts")
+    header = f"Written by `svcdiag tune {cfg.name}` (run {run.run_id}), for {target}."
+    try:
+        decision = _search(sd, cfg, units, pub, problem, run, header, timeout, should_stop)
+    except KeyboardInterrupt:  # between starts: each start is saved, and its unit stopped, as it ends
+        decision = None
+    if decision is None:
+        run.status = "interrupted"
+        run.save()
+        return _result(cfg, run, problem, "interrupted", f"interrupted; `svcdiag tune {cfg.name} --target "
+                       f"max_running={target.requests} --target context={target.context} --resume` continues",
+                       None, None, ())
+    run.status = decision.status
+    run.save()
+    written, diff = None, ()
+    if decision.best is not None:
+        head = f"{header}\n{decision.status}: {decision.message}" + (
+            "" if decision.status == "met" else f"\nThe best start so far: it does not serve {target}.")
+        tuned = _write(units, cfg, decision.best.settings, head)
+        written = str(tuned.path)
+        if write is not None:
+            write_atomic(write, render_tuned(cfg, decision.best.settings, head), mode=0o644)
+            written = str(write)
+        diff = tuple(r for r in config_diff(cfg, tuned) if r["key"] != "description")
+    elif units.file(tuned_name(cfg)).exists() and run.trials:
+        units.file(tuned_name(cfg)).unlink()  # candidates only: nothing served
+    return _result(cfg, run, problem, decision.status, decision.message, decision.best, written, diff,
+                   decision.fallbacks)
+
+
+def _unfinished(path: Path) -> bool:
+    try:
+        return json.loads(path.read_text(encoding="utf-8")).get("status") in ("running", "interrupted")
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
+def _result(cfg: ServiceConfig, run: Run, p: Problem, status: str, message: str, best: Trial | None,
+            written: str | None, diff: tuple[dict[str, Any], ...], fallbacks: tuple[dict[str, Any], ...] = ()
+            ) -> TuneResult:
+    return TuneResult(run.run_id, cfg.name, run.target, status, message, tuple(run.trials), best, grid_starts(p),
+                      p.prior.to_json() if p.prior and p.prior.known else None, written, diff, fallbacks)
+
+
+def _search(sd: Systemd, cfg: ServiceConfig, units: UnitsDir, pub: Publisher, problem: Problem, run: Run,
+            header: str, timeout: float | None, should_stop: Callable[[], bool]) -> Stop | None:
+    """Start what `step` asks for until it stops; None when interrupted (the unit it started is stopped)."""
+    while True:
+        if should_stop():
+            return None
+        d = step(problem, run.trials, run.elapsed_s)
+        if isinstance(d, Stop):
+            return d
+        n = len(run.trials) + 1
+        cand = _write(units, cfg, d.settings, f"{header}\nCandidate {n}: {d.why}.")
+        shown = ", ".join(f"{k} {d.settings[k]}" for k in CAPACITY_KEYS if d.settings.get(k) is not None)
+        pub.note(f"start {n}: {shown} ({d.why})")
+        began = time.monotonic()
+        started = False
+        try:
+            with unit_lock(cand.name, pub.note):
+                gpu_hygiene.gate(cand, pub.note, force=False, remote=sd.remote)
+                sglang = flag_check(cand, pub.note)
+                props = ensure_started(sd, cand, pub.note, restart=True, sglang=sglang)
+                started = True
+                outcome = wait_verdict(sd, cand, units, props, pub, timeout, None, started=True, sglang=sglang,
+                                       command="tune", campaign=run.run_id)
+        except KeyboardInterrupt:
+            outcome = None
+        finally:
+            if started or sd.props(cand.unit).running:
+                sd.wait_job(sd.stop(cand.unit), STOP_TIMEOUT_S)  # tune leaves no unit of its own running
+        run.elapsed_s += time.monotonic() - began
+        if outcome is None or outcome.interrupted or should_stop():
+            pub.note(f"interrupted: {cand.unit} stopped; start {n} is not counted")
+            return None
+        trial = _trial(d, outcome, time.monotonic() - began)
+        run.trials.append(trial)
+        run.save()
+
+
+def _verify_baseline(sd: Systemd, units: UnitsDir, pub: Publisher, timeout: float | None, state: str | None) -> None:
+    """`--baseline`: the known-good baseline re-verified first; a drifted host is no place to tune."""
+    from svcdiag.ops.baseline import check
+
+    base = units.baseline()
+    outcome = check(sd, base, units, pub, candidate=None, keep_running=False, state=state, timeout=timeout)
+    if not outcome.holds:
+        raise SvcdiagError(f"--baseline: {base.name} did not hold ({outcome.result.get('summary', 'interrupted')}); "
+                           "tune refuses to search on a host whose baseline drifted")

@@ -1,0 +1,357 @@
+"""`tune`'s search, pure: from the starts made so far, the next candidate or the stop.
+
+The target is R requests of C tokens each served at once: a healthy start whose logged
+max_running_requests ≥ R, KV pool ≥ R × C tokens and context ≥ C. The capacity keys that
+make it so are fixed by the target (max_running_requests = R, context_length = C, R × slots
+per request Mamba slots); the one key that binds is then mem_fraction_static, searched by
+bisection, steered by the memory model (preflight's prior until a start has logged its
+figures, those figures after). `step()` holds no state: the same starts give the same next
+step, which is what makes a run resumable.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from svcdiag.ops.tune_model import MAX_MEM_FRACTION, Capacity, Costs, capacity, down_to, from_figures, up_to
+
+#: the keys that decide capacity, as the config spells them
+CAPACITY_KEYS = ("mem_fraction_static", "max_mamba_cache_size", "max_running_requests", "context_length",
+                 "cuda_graph_max_bs", "chunked_prefill_size", "speculative.num_draft_tokens")
+#: speculative decoding's draft tokens (DFlash's block size): each running request keeps a state per
+#: draft token, but fewer change what is benchmarked, so only `--allow` lets the search lower them
+DRAFT_KEY = "speculative.num_draft_tokens"
+#: failures more or less static memory can change; any other cause stops the search
+TOO_LITTLE = frozenset({"max_running_zero", "not_enough_memory", "mamba_cache_too_small", "kv_below_context"})
+TOO_MUCH = frozenset({"cuda_oom"})
+#: how far the prior may be off, as a share of the static memory: a proof from it alone needs more
+PRIOR_SLACK = 0.05
+MIN_CHUNKED_PREFILL = 2048
+STEP = 0.01
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    requests: int
+    context: int
+
+    def __str__(self) -> str:
+        return f"{self.requests} × {self.context:,}"
+
+    def met_by(self, f: dict[str, Any]) -> bool:
+        """Whether a start's figures serve it: R at once, each of C tokens, all in the KV pool."""
+        ctx = f.get("context_len") or self.context
+        return ((f.get("max_running_requests") or 0) >= self.requests and ctx >= self.context
+                and (f.get("kv_tokens") or 0) >= self.requests * self.context)
+
+
+@dataclass(frozen=True, slots=True)
+class Problem:
+    base: dict[str, Any]  # the config's capacity keys (None: unset)
+    target: Target
+    speculative: bool
+    hybrid: bool
+    prior: Costs | None = None  # preflight's; else what the config says, its costs unknown (Costs.known)
+    keep: frozenset[str] = frozenset()
+    allow: frozenset[str] = frozenset()  # keys held unless allowed: DRAFT_KEY
+    max_starts: int | None = None
+    budget_s: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Trial:
+    """One real start: the settings, what it was judged, and the figures it logged."""
+
+    settings: dict[str, Any]
+    verdict: str
+    cause: str | None
+    figures: dict[str, Any]
+    seconds: float = 0.0
+    why: str = ""
+    history_id: int | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"settings": self.settings, "verdict": self.verdict, "cause": self.cause, "figures": self.figures,
+                "seconds": round(self.seconds, 1), "why": self.why, "history_id": self.history_id}
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> Trial:
+        return cls(dict(d["settings"]), d["verdict"], d.get("cause"), dict(d.get("figures") or {}),
+                   float(d.get("seconds") or 0), d.get("why", ""), d.get("history_id"))
+
+
+@dataclass(frozen=True, slots=True)
+class Start:
+    settings: dict[str, Any]
+    why: str
+    predicted: Capacity | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Stop:
+    status: str  # met | impossible | budget | stuck
+    message: str
+    best: Trial | None = None
+    fallbacks: tuple[dict[str, Any], ...] = field(default=())
+
+
+def meets(t: Trial, target: Target) -> bool:
+    return t.verdict == "healthy" and target.met_by(t.figures)
+
+
+def costs_after(p: Problem, trials: list[Trial]) -> Costs | None:
+    """The prior, with every start's logged figures replacing the estimates they measure; None
+    while the KV cell is not known."""
+    c = p.prior
+    for t in trials:
+        if c is not None:
+            c = from_figures(t.figures, t.settings, c)
+    return c if c is not None and c.known else None
+
+
+def spr_of(p: Problem, c: Costs | None) -> int:
+    if c is not None:
+        return c.slots_per_req
+    return p.prior.slots_per_req if p.prior is not None else (5 if p.speculative else 3)
+
+
+def _fixed(p: Problem, c: Costs | None) -> dict[str, Any] | str:
+    """The settings the target decides (the rest as the config has them), or why a kept key forbids it."""
+    s = {k: p.base.get(k) for k in CAPACITY_KEYS}
+    if p.speculative and s[DRAFT_KEY] is None:
+        known = c or p.prior
+        s[DRAFT_KEY] = known.sizing.num_draft_tokens if known is not None else None  # the release's default
+    r, ctx = p.target.requests, p.target.context
+    want = {"max_running_requests": r, "context_length": ctx}
+    if p.hybrid or (c is not None and c.slot_gb is not None):
+        want["max_mamba_cache_size"] = r * spr_of(p, c)
+    for key, value in want.items():
+        if key not in p.keep:
+            s[key] = value
+            continue
+        have = s[key]
+        short = have is not None and (have < value if key != "context_length" else have != value)
+        if short:
+            return f"{key} is kept at {have}, and {p.target} needs {value}"
+    return s
+
+
+def _at(s: dict[str, Any], target: Target, spr: int) -> dict[str, Any]:
+    """`s` for another target: its requests, their Mamba slots and context."""
+    out = {**s, "max_running_requests": target.requests, "context_length": target.context}
+    if s.get("max_mamba_cache_size") is not None:
+        out["max_mamba_cache_size"] = target.requests * spr
+    return out
+
+
+def _fits(c: Costs, s: dict[str, Any], fraction: float, target: Target) -> Capacity | None:
+    cap = capacity(c, fraction=fraction, mamba_slots=s["max_mamba_cache_size"], context=target.context,
+                   requested=s["max_running_requests"], draft_tokens=s.get(DRAFT_KEY))
+    ok = cap.failure is None and cap.max_running >= target.requests and cap.kv_tokens >= target.requests * target.context
+    return cap if ok else None
+
+
+def least_fraction(c: Costs, s: dict[str, Any], target: Target, ceiling: float = MAX_MEM_FRACTION) -> float | None:
+    """The smallest mem_fraction_static (in 0.01s, ≤ ceiling) the model says serves the target."""
+    f = STEP
+    while f <= ceiling + 1e-9:
+        if _fits(c, s, f, target) is not None:
+            return f
+        f = round(f + STEP, 2)
+    return None
+
+
+def shortfall_gb(c: Costs, s: dict[str, Any], target: Target, ceiling: float) -> float | None:
+    """How much more static memory than `ceiling` leaves the target needs (None: no amount serves it)."""
+    lo, hi = ceiling, 4.0
+    if _fits(c, s, hi, target) is None:
+        return None
+    for _ in range(40):
+        mid = (lo + hi) / 2
+        lo, hi = (lo, mid) if _fits(c, s, mid, target) is not None else (mid, hi)
+    return max(0.0, (hi - ceiling) * c.free_gb)
+
+
+def impossibility(c: Costs, s: dict[str, Any], target: Target, ceiling: float,
+                  why_ceiling: str = "") -> tuple[str, tuple[dict[str, Any], ...]]:
+    """The sentence that says why no fraction up to `ceiling` serves the target, and what would."""
+    spr = c.slots_per_req
+    what = "KV cache and Mamba state" if c.slot_gb else "KV"
+    short = shortfall_gb(c, s, target, ceiling)
+    lo, hi = 0, target.requests - 1  # the most requests of this context that fit
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        t = Target(mid, target.context)
+        lo, hi = (mid, hi) if _fits(c, _at(s, t, spr), ceiling, t) is not None else (lo, mid - 1)
+    most = lo
+    lo, hi = 0, target.context // 1024 - (1 if target.context % 1024 == 0 else 0)  # the longest context, in 1,024s
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        t = Target(target.requests, mid * 1024)
+        lo, hi = (mid, hi) if _fits(c, _at(s, t, spr), ceiling, t) is not None else (lo, mid - 1)
+    ctx = lo * 1024
+    alts: list[str] = [f"at most {most} at this context" if most else "not one request at this context"]
+    fallbacks: list[dict[str, Any]] = []
+    if most:
+        fallbacks.append({"max_running": most, "context": target.context})
+    if ctx:
+        alts.append(f"or {target.requests} at {ctx:,}")
+        fallbacks.append({"max_running": target.requests, "context": ctx})
+    how = f"needs {short:.1f} GB more {what} than" if short is not None else "is not served by any more memory than"
+    return (f"{target} {how} {ceiling:.2f} of the card leaves{why_ceiling}: {', '.join(alts)}",
+            tuple(fallbacks))
+
+
+def _ceiling(trials: list[Trial], s: dict[str, Any]) -> tuple[float, str]:
+    """The highest fraction to try with these settings: 0.95, or below the lowest that ran out of memory."""
+    ceiling, why = MAX_MEM_FRACTION, ""
+    for t in trials:
+        if t.cause in TOO_MUCH and _same_shape(t.settings, s):
+            f = round(t.settings["mem_fraction_static"] - STEP, 2)
+            if f < ceiling:
+                ceiling, why = f, f" ({t.settings['mem_fraction_static']:.2f} ran out of memory)"
+    return ceiling, why
+
+
+def _same_shape(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    return all(a.get(k) == b.get(k) for k in CAPACITY_KEYS if k != "mem_fraction_static")
+
+
+def _steer(p: Problem, s: dict[str, Any]) -> tuple[dict[str, Any], str] | None:
+    """After an out-of-memory at graph capture leaves no fraction that serves: less of what the
+    reserve holds (fewer CUDA-graph batch sizes, then smaller prefill chunks), never more static memory."""
+    bs, r = s.get("cuda_graph_max_bs"), p.target.requests
+    if "cuda_graph_max_bs" not in p.keep and (bs is None or bs > r):
+        return {**s, "cuda_graph_max_bs": r}, f"cuda_graph_max_bs {bs or 'auto'} → {r}: fewer CUDA graphs to capture"
+    chunk = s.get("chunked_prefill_size")
+    if "chunked_prefill_size" not in p.keep and chunk and chunk > MIN_CHUNKED_PREFILL:
+        half = max(MIN_CHUNKED_PREFILL, chunk // 2)
+        return {**s, "chunked_prefill_size": half}, f"chunked_prefill_size {chunk} → {half}: smaller activations"
+    return None
+
+
+def best_of(trials: list[Trial], target: Target) -> Trial | None:
+    """The met start with the most headroom (the least static memory), else the one that served most."""
+    met = [t for t in trials if meets(t, target)]
+    if met:
+        return min(met, key=lambda t: (t.settings["mem_fraction_static"], -t.figures.get("kv_tokens", 0)))
+    healthy = [t for t in trials if t.verdict == "healthy"]
+    return max(healthy, key=lambda t: (t.figures.get("max_running_requests") or 0, t.figures.get("kv_tokens") or 0),
+               default=None)
+
+
+def step(p: Problem, trials: list[Trial], elapsed_s: float = 0.0) -> Start | Stop:
+    """The next start, or why to stop; every Stop carries the best start so far."""
+    c = costs_after(p, trials)
+    best = best_of(trials, p.target)
+    s = _fixed(p, c)
+    if isinstance(s, str):
+        return Stop("impossible", s, best)
+    for t in trials:
+        if t.verdict != "healthy" and t.cause not in TOO_LITTLE | TOO_MUCH:
+            return Stop("stuck", f"a start failed for a reason memory settings do not change "
+                                 f"({t.verdict}: {t.cause or 'no cause'}); fix that first", best)
+    # steer: an out-of-memory start's settings move on to less reserve, as often as that leaves no fraction
+    while True:
+        ceiling, why_ceiling = _ceiling(trials, s)
+        if c is None or c.source != "measured" or least_fraction(c, s, p.target, ceiling) is not None:
+            break
+        if ceiling >= MAX_MEM_FRACTION:
+            break
+        steered = _steer(p, s)
+        if steered is None:
+            break
+        s, _ = steered
+    steer_note = ""
+    if c is not None and DRAFT_KEY in p.allow and least_fraction(c, s, p.target, ceiling) is None:
+        fewer = _fewer_draft_tokens(c, s, p.target, ceiling)
+        if fewer is not None:
+            steer_note = f" ({DRAFT_KEY} {s[DRAFT_KEY]} → {fewer[DRAFT_KEY]}: the most that leave room for {p.target})"
+            s = fewer
+            ceiling, why_ceiling = _ceiling(trials, s)
+    if any(t.cause in TOO_MUCH for t in trials):
+        first = {k: p.base.get(k) for k in ("cuda_graph_max_bs", "chunked_prefill_size")}
+        changed = [f"{k} {first[k] or 'auto'} → {s[k]}" for k in first if s.get(k) != first[k]]
+        steer_note += f" ({', '.join(changed)} after running out of memory)" if changed else ""
+    mine = [t for t in trials if _same_shape(t.settings, s)]
+    met = [t.settings["mem_fraction_static"] for t in mine if meets(t, p.target)]
+    short = [t.settings["mem_fraction_static"] for t in mine
+             if (t.verdict == "healthy" and not meets(t, p.target)) or t.cause in TOO_LITTLE]
+    hi, lo = (min(met) if met else None), (max(short) if short else None)
+    if hi is not None and lo is not None and hi - lo <= STEP + 1e-9:
+        return Stop("met", f"{p.target} served at mem_fraction_static {hi:.2f}, and {lo:.2f} does not: "
+                           "the most headroom there is", best)
+    measuring = ""
+    if c is not None:
+        need = least_fraction(c, s, p.target, ceiling)
+        if need is None:
+            proof, fallbacks = impossibility(c, s, p.target, ceiling, why_ceiling)
+            if c.source == "measured" or _clearly_short(c, s, p.target, ceiling):
+                return Stop("impossible", proof if c.source == "measured" else f"{proof} (the memory model's "
+                            "estimate, by more than its margin)", best, fallbacks)
+            need = ceiling  # the prior is close enough to be wrong: one start measures
+            measuring = f"the most static memory there is: the memory model's {proof.split(':')[0]}, within its margin"
+        if hi is not None and need >= hi and c.source == "measured":
+            return Stop("met", f"{p.target} served at mem_fraction_static {hi:.2f}; the measured costs say no "
+                               "less serves it", best)
+    elif lo is None and hi is None:
+        need = s["mem_fraction_static"] or MAX_MEM_FRACTION
+        measuring = "the config's own mem_fraction_static: no estimate yet, this start measures the costs"
+    else:
+        need = ceiling
+        measuring = "the most static memory there is: the last start logged too little to size from"
+    low = lo if lo is not None else 0.0
+    high = hi if hi is not None else ceiling + STEP
+    f = need
+    if not low < f < high:  # the model disagrees with a start: bisect what the starts proved
+        f = up_to((low + high) / 2) if lo is not None and hi is not None else (
+            round(low + STEP, 2) if lo is not None else down_to(high - STEP))
+    f = min(max(f, round(low + STEP, 2)), ceiling)
+    if hi is not None and f >= hi:
+        return Stop("met", f"{p.target} served at mem_fraction_static {hi:.2f}, and no fraction below it is "
+                           "left to try", best)
+    if lo is not None and f <= lo:
+        if c is None:
+            return Stop("impossible", f"{p.target} is not served at {lo:.2f}, and no more static memory is "
+                                      f"left to try{why_ceiling}", best)
+        proof, fallbacks = impossibility(c, s, p.target, ceiling, why_ceiling)
+        return Stop("impossible", proof, best, fallbacks)
+    if p.max_starts is not None and len(trials) >= p.max_starts:
+        return Stop("budget", f"--max-starts {p.max_starts} spent", best)
+    mean = sum(t.seconds for t in trials) / len(trials) if trials else 0.0
+    if p.budget_s is not None and trials and elapsed_s + mean > p.budget_s:
+        return Stop("budget", f"the budget ({p.budget_s / 60:.0f} min) would run out during the next start", best)
+    cand = {**s, "mem_fraction_static": round(f, 2)}
+    for t in trials:
+        if t.settings == cand:
+            return Stop("stuck", f"the next candidate was already started (mem_fraction_static {f:.2f})", best)
+    predicted = _fits(c, s, f, p.target) if c is not None else None
+    src = "no estimate yet" if c is None else ("measured costs" if c.source == "measured" else "the memory model")
+    below = f"{lo:.2f} (short)" if lo is not None else "nothing started short"
+    above = f"{hi:.2f} (served)" if hi is not None else f"{ceiling:.2f} (the ceiling)"
+    why = measuring or (f"the least static memory that serves {p.target} by {src}" if f == need
+                        else f"bisecting between {below} and {above}: {src} and the starts disagree")
+    return Start(cand, why + steer_note, predicted)
+
+
+def _fewer_draft_tokens(c: Costs, s: dict[str, Any], target: Target, ceiling: float) -> dict[str, Any] | None:
+    """The most draft tokens below the current that the model says serve the target, else None."""
+    d = s.get(DRAFT_KEY) or 0
+    for fewer in range(d - 1, 0, -1):
+        cand = {**s, DRAFT_KEY: fewer}
+        if least_fraction(c, cand, target, ceiling) is not None:
+            return cand
+    return None
+
+
+def _clearly_short(c: Costs, s: dict[str, Any], target: Target, ceiling: float) -> bool:
+    """The prior's proof: short by more than the model's margin, a share of all the static memory."""
+    short = shortfall_gb(c, s, target, ceiling)
+    return short is None or short > PRIOR_SLACK * c.free_gb * ceiling
+
+
+def grid_starts(p: Problem) -> int:
+    """Starts a hand search would spend: every mem_fraction_static from the config's to 0.95 by 0.01."""
+    first = p.base.get("mem_fraction_static") or 0.5
+    return max(1, round((MAX_MEM_FRACTION - first) / STEP) + 1)
