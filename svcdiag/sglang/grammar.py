@@ -43,143 +43,13 @@ from svcdiag.sglang.events import (
     WeightsBegin,
     WeightsEnd,
 )
+from svcdiag.sglang.failures import CLASSIFY, classify
 from svcdiag.signals import signal_name
 
 _F = r"(-?\d+(?:\.\d+)?)"
 
-#: (cause id, pattern) in priority order; matched on an exception's final line or a fatal line.
-CAUSES: tuple[tuple[str, re.Pattern[str]], ...] = (
-    ("max_running_zero", re.compile(r"max_running_requests? is zero")),
-    # SGLang's own watchdog: a forward pass (or the tokenizer) made no progress for --watchdog-timeout s
-    ("watchdog_timeout", re.compile(r"[Ww]atchdog timeout \(self\.watchdog_timeout=")),
-    ("mamba_cache_too_small", re.compile(
-        r"state cache is too small to serve any requests|Not enough GPU memory for hybrid \(mamba")),
-    ("not_enough_memory", re.compile(
-        r"Not enought? memory\. Please try to increase --mem-fraction-static"  # ≤ 0.1.17 spells it "enought"
-        r"|leave no GPU memory for the KV cache|Memory pool size is too small"
-        r"|SWA pool \(\d+ tokens\) cannot hold even one request")),  # 0.5.23: a sliding-window pool under its window
-    ("cuda_oom", re.compile(r"CUDA out of memory|HIP out of memory|OutOfMemoryError|(?:CUDA|HIP) error: out of memory"
-                            r"|hipErrorOutOfMemory|(?:NPU|XPU) out of memory"  # Ascend's torch_npu, Intel's XPU
-                            r"|UR_RESULT_ERROR_OUT_OF_DEVICE_MEMORY")),  # Intel's Level Zero runtime, under torch
-    ("host_oom", re.compile(r"\[Errno 12\] Cannot allocate memory|Out of memory: Killed process|oom-kill"
-                            r"|DefaultCPUAllocator: can't allocate memory"  # torch's CPU allocator (--device cpu, offload)
-                            # --enable-hierarchical-cache: its host pool (--hicache-ratio × the KV pool, or --hicache-size)
-                            # larger than the host RAM free; not `… for request X`, a PD decode server's runtime note
-                            r"|Not enough host memory (?:available\. Requesting|for [\w\s.-]*hierarchical cache)"
-                            r"|Cannot automatically size HiCache host memory")),
-    ("port_in_use", re.compile(
-        r"\[Errno 98\]|[Aa]ddress already in use|is not available in [\d.]+ seconds")),
-    ("unsupported_model", re.compile(
-        r"Transformers does not recognize this architecture|Model architectures? \[.*\] (?:are|is) not supported"
-        r"|Unrecognized configuration class|Unrecognized model in|Unrecognized (?:image )?processor in"
-        r"|model type `?[\w.-]+`? but Transformers does not"
-        r"|is not supported for now|failed to be inspected|did not match any variant of untagged enum (?:ModelWrapper|Py\w*Wrapper)"
-        r"|Tokenizer class \w+ does not exist or is not currently imported"
-        r"|Unknown quantization method"  # the checkpoint's quant_method, which this release does not know
-        r"|GGUF model with architecture \w+ is not supported"  # transformers' GGUF reader, older than the model
-        # speculative decoding's target hooks, missing from this release's class for the target model
-        r"|object has no attribute '(?:capture_aux_hidden_states|set_eagle3_layers_to_capture|get_embed_and_head)'")),
-    ("model_not_found", re.compile(
-        r"Incorrect path_or_model_id|HFValidationError|RepositoryNotFoundError|Repository Not Found"
-        r"|Repo id must (?:be in the form|use alphanumeric chars)"  # a --model-path neither a folder here nor a hub id
-        r"|is not a local folder and is not a valid model identifier|gated repo|Cannot access gated repo"
-        r"|401 Client Error|You must have access to it and be authenticated|GatedRepoError"
-        r"|does not appear to have a file named |No such file or directory: .*config\.json"
-        r"|LocalEntryNotFoundError|couldn't find (?:it|them) in the cached files|outgoing traffic has been disabled"
-        r"|OfflineModeIsEnabled"  # HF_HUB_OFFLINE=1 and a call that must reach the hub
-        r"|Can't load tokenizer for|Can't load the configuration of"
-        r"|Can't load (?:image processor|processor|feature extractor) for")),  # a VLM saved without its processor files
-    # the hub itself out of reach: rate-limited (429), no route, a proxy; the repo id may well be right
-    ("hub_unreachable", re.compile(
-        r"429 Client Error|Too Many Requests for url|There was a specific connection error when trying to load"
-        r"|host='(?:huggingface\.co|hf-mirror\.com|cdn-lfs[\w.-]*|[\w.-]*\.hf\.co)', port=\d+\): Max retries exceeded")),
-    ("unsupported_hardware", re.compile(
-        r"not supported for the current GPU|Minimum capability: \d+|[Cc]ompute capability"
-        # ptxas on a kernel written for another architecture; FA4's own check (`Only SM 10.x and 11.x are supported`)
-        r"|not supported on \.target '?sm_\d+|Only SM [\d.x]+(?:(?:,| and| or) [\d.x]+)* (?:are|is) supported"
-        r"|requires (?:an? )?(?:sm_?|SM)\d+|requires (?:an? )?(?:Blackwell|Hopper|Ada)\b"
-        r"|no kernel image is available for execution on the device|not supported on (?:this|your) (?:GPU|device)"
-        r"|Unsupported (?:GPU|gpu) architecture|is only supported on (?:sm|Hopper|Blackwell|Ampere)"
-        r"|out of resource: shared memory|invalid device function|(?:hip|cuda)ErrorInvalidDeviceFunction"
-        # Ascend: the CANN toolkit or kernels (or the image: -910b vs -a3) made for another NPU than this one
-        r"|init runtime platform info failed, SocVersion|does not has any binary|Parse dynamic kernel config fail"
-        # Triton's fp8 before sm89: `ValueError("type fp8e4nv not supported in this architecture. …")`
-        r"|not supported in this architecture")),
-    ("gpu_unavailable", re.compile(
-        r"No CUDA GPUs are available|CUDA driver version is insufficient|NVIDIA driver on your system is too old"
-        r"|Found no NVIDIA driver|no CUDA-capable device is detected|CUDA-capable device\(s\) is/are busy or unavailable"
-        r"|all CUDA-capable devices are busy or unavailable|CUDA driver initialization failed|cudaErrorNoDevice"
-        r"|cudaErrorInsufficientDriver|libcuda\.so[.\d]*: cannot open shared object file|invalid device ordinal"
-        r"|c10_npu::SetDevice|Failed to start the device"  # Ascend: the NPU would not open (driver, firmware, /dev/davinci*)
-        r"|uncorrectable ECC error|fallen off the bus"
-        # the driver and CUDA disagree: a container's CUDA (or its compat libs) newer than the host's driver (803, 804),
-        # kernels built by a newer toolkit than the driver (PTX), a driver upgraded under a running kernel module (NVML)
-        r"|Error 80[34]: |unsupported display driver / cuda driver combination|forward compatibility was attempted"
-        r"|provided PTX was compiled with an unsupported toolchain|cudaErrorUnsupportedPtxVersion"
-        r"|Driver/library version mismatch|NVML/RM version mismatch|LibRmVersionMismatch"
-        r"|Error 802: |system not yet initialized"  # NVSwitch (HGX) hosts: nvidia-fabricmanager not running
-        r"|CUDA unknown error"  # the GPU lost by the process: a container after `systemctl daemon-reload`, suspend, nvidia_uvm
-        # ≤ 0.4.x asks nvidia-smi for the GPUs' memory while checking its flags: its own words then
-        r"|nvidia-smi not found|Failed to initialize NVML"
-        r"|libcuda\.so cannot found")),  # Triton: no libcuda.so (the NVIDIA container runtime not used, or no ldconfig)
-    ("cuda_error", re.compile(
-        r"illegal memory access was encountered|device-side assert triggered|CUDA error: misaligned address"
-        r"|unspecified launch failure|illegal instruction was encountered|cudaErrorIllegalAddress"
-        r"|CUBLAS_STATUS_EXECUTION_FAILED|Memory access fault by GPU")),  # ROCm's illegal address, printed by HSA
-    # the PD KV transfer engine could not start: its RDMA NIC(s) missing, unusable or hidden by the sandbox
-    ("kv_transfer_failed", re.compile(
-        r"Mooncake Transfer Engine initialization failed|NIXL_ERR_BACKEND|nixlBackendError")),
-    # DeepEP's all-to-all: an expert-parallel rank never reached the dispatch (dead, slow, or RDMA)
-    ("ep_dispatch_timeout", re.compile(r"DeepEP error: (?:CPU recv timeout|timeout \(dispatch CPU\)|timeout)")),
-    # DeepEP's NVSHMEM (expert parallel's all-to-all over RDMA) could not connect its ranks: it prints
-    # `/…/nvshmem/src/…/ibrc.cpp:420: non-zero status: 22 ibv_modify_qp failed` and exits, SGLang's
-    # `Rank 0 scheduler is dead` and `Exit code: 255` are the consequence
-    ("nvshmem_failed", re.compile(
-        r"nvshmem/src/\S+: non-zero status: \d+|nvshmem initialization failed"
-        r"|NVSHMEM API called before NVSHMEM initialization")),
-    ("rendezvous_failed", re.compile(
-        r"DistStoreError|DistNetworkError|[Tt]he client socket has timed out|TCP client failed to connect"
-        r"|Timed out initializing process group|clients joined|gloo/transport/tcp")),
-    ("nccl_error", re.compile(r"NCCL error|DistBackendError|ncclInternalError|ncclUnhandledCudaError|ncclSystemError"
-                              r"|Watchdog caught collective operation timeout|NCCL communicator was aborted")),
-    ("disk_full", re.compile(r"\[Errno 28\]|No space left on device"
-                             r"|unable to allocate shared memory\(shm\)")),  # torch's tensors between processes: /dev/shm
-    ("access_denied", re.compile(r"\[Errno 30\] Read-only file system|\[Errno 13\]|PermissionError")),
-    ("bad_checkpoint", re.compile(
-        r"SafetensorError|Error while deserializing header|HeaderTooLarge|MetadataIncompleteBuffer"
-        r"|incomplete metadata, file not fully covered|PytorchStreamReader failed|invalid load key"
-        r"|Attempted to load weight \(|is not a valid JSON file")),
-    ("broken_install", re.compile(
-        r"ModuleNotFoundError|No module named '|undefined symbol: |cannot open shared object file"
-        r"|cannot import name '\w+' from|(?:GLIBC|GLIBCXX|CXXABI)_[\d.]+' not found|Python\.h: No such file"
-        r"|module '[\w.]+' has no attribute|Torch not compiled with CUDA enabled"
-        r"|Failed to find C compiler|Command '\['/usr/bin/(?:gcc|cc|g\+\+|c\+\+)'|Could not find nvcc"
-        # a kernel compiled at first use (FlashInfer, DeepGEMM, torch extensions): ninja missing or its build failed
-        r"|No such file or directory: 'ninja'|Ninja build failed|Ninja is required|Error building extension"
-        # an optional backend the flags ask for and the venv lacks: `ImportError: Please install mooncake by …`
-        r"|ImportError: .*\b[Pp]lease (?:install|upgrade) ")),
-    # torch.compile (--enable-torch-compile) could not compile the model: dynamo/inductor's own error; after
-    # the patterns above, so an OOM or a missing compiler inside it is still that
-    ("torch_compile_failed", re.compile(
-        r"BackendCompilerFailed|torch\._inductor\.exc\.\w+|LoweringException|InductorError")),
-    ("bad_arguments", re.compile(
-        r"total_num_(?:kv_)?heads % tp_size|must be divisible by (?:tensor parallel|tp|the tp)"
-        # the TP split cuts a quantized weight across its quantization blocks (fp8 block_n/block_k, AWQ/GPTQ marlin)
-        r"|is not divisible by (?:the )?weight quantization block_[nk]|The input size is not aligned with the quantized"
-        r" weight shape|is not divisible by min_thread_[nk]"
-        r"|tp_size must be divisible|is not divisible by tp|num_attention_heads.*divisible|invalid (?:int|float|choice) value"
-        r"|: error: (?:unrecognized arguments|argument --|ambiguous option)"
-        r"|context_length \(\d+\) is greater than the derived context_length"
-        r"|does not match the quantization method specified in the `quantization` argument"
-        r"|`?trust_remote_code=True`? to (?:allow custom code|remove this error)|contains custom code which must be executed"
-        r"|is not a built-in template name or a valid chat template file path"  # --chat-template
-        r"|The host memory should be larger than the device memory"  # --hicache-ratio ≤ 1 (or a --hicache-size below the KV pool)
-        # LoRA adapters the flags ask for that this release cannot serve together: ranks or alphas that differ
-        # (≤ 0.4.3 asserts it), a rank above --max-lora-rank, modules outside --lora-target-modules
-        r"|hf_config\[\"r\"\] == self\.max_lora_dim|x\.scaling == self\.scaling|--max-lora-rank|--lora-target-modules"
-        # the draft model is no EAGLE draft (none given: SGLang loads the target itself as the draft)
-        r"|object has no attribute '(?:set_embed|set_embed_and_head|hot_token_id)'")),
-)
+#: (cause, pattern) in priority order, matched on an exception's final line or a fatal line (failures.py's rows)
+CAUSES = CLASSIFY
 FINAL_EXC_RE = re.compile(
     r"^(?:[A-Za-z_][\w.]*\.)?\w*(?:Error|Exception|Exit|Interrupt|Fault|Failure|Iteration)(?::.*)?$"
     r"|^(?:[a-z_]\w*\.)+[A-Z]\w*: ")  # a qualified class named otherwise: `triton.runtime.errors.OutOfResources: …`
@@ -334,13 +204,6 @@ def _raised_in(final: str, lines: list[str]) -> str | None:
     if final.startswith("KeyError") and any(f'/{m}.py"' in f for f in frames[-2:]
                                             for m in ("configuration_auto", "auto_factory")):
         return "unsupported_model"  # transformers' CONFIG_MAPPING (or a class mapping) lacks it: `KeyError: 'qwen2'`
-    return None
-
-
-def classify(text: str) -> str | None:
-    for cause, pat in CAUSES:
-        if pat.search(text):
-            return cause
     return None
 
 

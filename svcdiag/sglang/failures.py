@@ -1,0 +1,453 @@
+"""The failure classes: one row per (cause, sub-case), the one place a failure's words live.
+
+A row holds the patterns that recognise it, each named by where it matches (`line`: an
+exception's final line or a lone fatal line; `said`: anywhere in the failure's record, its
+message and evidence; `frame`: a traceback's `File …` lines), its role, the releases it
+applies to, its explanation (a template over the captures, or a function where arithmetic
+is needed, as pystemd keeps a lambda in a data slot) and its fixes. The grammar asks
+`classify` for a line's cause and `refine` for a record's sub-case; diagnosis looks the row
+up; docs/replay.md's cause table is `cause_table()` (tests/test_failures.py keeps them equal).
+Rows are in priority order: the first whose `line` pattern matches names the cause.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+
+class Cause(StrEnum):
+    """The stable cause ids (docs/replay.md#failure-causes-stable-ids): a StrEnum, so `cause == "cuda_oom"` holds."""
+
+    MAX_RUNNING_ZERO = "max_running_zero"
+    WATCHDOG_TIMEOUT = "watchdog_timeout"
+    MAMBA_CACHE_TOO_SMALL = "mamba_cache_too_small"
+    NOT_ENOUGH_MEMORY = "not_enough_memory"
+    CUDA_OOM = "cuda_oom"
+    HOST_OOM = "host_oom"
+    PORT_IN_USE = "port_in_use"
+    UNSUPPORTED_MODEL = "unsupported_model"
+    MODEL_NOT_FOUND = "model_not_found"
+    HUB_UNREACHABLE = "hub_unreachable"
+    UNSUPPORTED_HARDWARE = "unsupported_hardware"
+    GPU_UNAVAILABLE = "gpu_unavailable"
+    CUDA_ERROR = "cuda_error"
+    KV_TRANSFER_FAILED = "kv_transfer_failed"
+    EP_DISPATCH_TIMEOUT = "ep_dispatch_timeout"
+    NVSHMEM_FAILED = "nvshmem_failed"
+    RENDEZVOUS_FAILED = "rendezvous_failed"
+    NCCL_ERROR = "nccl_error"
+    DISK_FULL = "disk_full"
+    ACCESS_DENIED = "access_denied"
+    BAD_CHECKPOINT = "bad_checkpoint"
+    BROKEN_INSTALL = "broken_install"
+    TORCH_COMPILE_FAILED = "torch_compile_failed"
+    BAD_ARGUMENTS = "bad_arguments"
+    WARMUP_FAILED = "warmup_failed"
+    ROUTER_FAILED = "router_failed"
+    PD_BOOTSTRAP_FAILED = "pd_bootstrap_failed"
+    KILLED_BY_SIGNAL = "killed_by_signal"
+    EXITED = "exited"
+    STOPPED = "stopped"
+    EXCEPTION = "exception"
+    TIMED_OUT = "timed_out"
+    INCOMPLETE = "incomplete"
+    HTTP_UNREACHABLE = "http_unreachable"
+    HTTP_MISMATCH = "http_mismatch"
+    DIED_AFTER_READY = "died_after_ready"
+
+
+class Role(StrEnum):
+    ROOT = "root"  # the failure itself
+    CONSEQUENCE = "consequence"  # a process ended because of something said elsewhere
+
+
+#: what a row's explanation may be: lines to format, or a function of the context (the verdict's, in diagnosis)
+Explain = tuple[str, ...] | Callable[..., Any] | None
+
+
+@dataclass(frozen=True, slots=True)
+class FailureClass:
+    """One cause, or one of its sub-cases (`detail`), with everything known about it."""
+
+    cause: Cause
+    detail: str = ""
+    line: re.Pattern[str] | None = None  # an exception's final line or a lone fatal line: names the cause
+    said: re.Pattern[str] | None = None  # the failure's message and evidence: picks the sub-case
+    role: Role = Role.ROOT
+    releases: str = ""  # the SGLang releases whose words these are, when not all ("<= 0.4.3", ">= 0.5.10")
+    explain: Explain = None
+    fixes: tuple[tuple[Mapping[str, Any], str], ...] = ()  # (settings, why), formatted as the explanation is
+    doc: str = ""  # docs/replay.md's evidence column (the cause's row only)
+
+
+FAILURES: tuple[FailureClass, ...] = (
+    FailureClass(Cause.MAX_RUNNING_ZERO, line=re.compile(r"max_running_requests? is zero"),
+        doc="`AssertionError: max_running_request is zero`"),
+    # SGLang's own watchdog: a forward pass (or the tokenizer) made no progress for --watchdog-timeout s
+    FailureClass(Cause.WATCHDOG_TIMEOUT, line=re.compile(r"[Ww]atchdog timeout \(self\.watchdog_timeout="),
+        doc="SGLang's own watchdog found a batch stuck and SIGQUIT the server: `Watchdog timeout "
+            "(self.watchdog_timeout=300)` (≤ 0.4), `Scheduler watchdog timeout "
+            "(self.watchdog_timeout=300, self.soft=False)` (0.5); the `Received sigquit …` after it is "
+            "the consequence"),
+    FailureClass(Cause.MAMBA_CACHE_TOO_SMALL, line=re.compile(
+        r"state cache is too small to serve any requests|Not enough GPU memory for hybrid \(mamba"),
+        doc="`RuntimeError: Hybrid (mamba/linear-attention) state cache is too small to serve any "
+            "requests …`"),
+    FailureClass(Cause.NOT_ENOUGH_MEMORY, line=re.compile(
+        r"Not enought? memory\. Please try to increase --mem-fraction-static"  # ≤ 0.1.17 spells it "enought"
+        r"|leave no GPU memory for the KV cache|Memory pool size is too small"
+        r"|SWA pool \(\d+ tokens\) cannot hold even one request"),  # 0.5.23: a sliding-window pool under its window
+        doc="`RuntimeError: Not enough memory. Please try to increase --mem-fraction-static.`, `Loaded "
+            "weights leave no GPU memory for the KV cache …`; 0.5.23's `ValueError: SWA pool (659 tokens)"
+            " cannot hold even one request: … sliding_window_size (1024) + page_size (1). Increase "
+            "--swa-full-tokens-ratio …` (the diagnosis names that ratio)"),
+    FailureClass(Cause.CUDA_OOM, line=re.compile(
+        r"CUDA out of memory|HIP out of memory|OutOfMemoryError|(?:CUDA|HIP) error: out of memory"
+                            r"|hipErrorOutOfMemory|(?:NPU|XPU) out of memory"  # Ascend's torch_npu, Intel's XPU
+                            r"|UR_RESULT_ERROR_OUT_OF_DEVICE_MEMORY"),  # Intel's Level Zero runtime, under torch
+        doc="`torch.OutOfMemoryError: CUDA out of memory. Tried to allocate …`; ROCm's `HIP out of "
+            "memory`, `HIP error: out of memory`; Ascend's `RuntimeError: NPU out of memory. Tried to "
+            "allocate … (NPU 2; …)` and Intel's `XPU out of memory` / `UR error: "
+            "UR_RESULT_ERROR_OUT_OF_DEVICE_MEMORY` (the diagnosis names the device, and `Capture npu "
+            "graph begin` is a capture); `Exception: Capture cuda graph failed: CUDA out of memory …` "
+            "(with its `Possible solutions:` list); after the target's capture, while a speculative draft"
+            " loads or captures (`Capture draft cuda graph begin`), the diagnosis says it is the draft's"),
+    FailureClass(Cause.HOST_OOM, line=re.compile(r"\[Errno 12\] Cannot allocate memory|Out of memory: Killed process|oom-kill"
+                            r"|DefaultCPUAllocator: can't allocate memory"  # torch's CPU allocator (--device cpu, offload)
+                            # --enable-hierarchical-cache: its host pool (--hicache-ratio × the KV pool, or --hicache-size)
+                            # larger than the host RAM free; not `… for request X`, a PD decode server's runtime note
+                            r"|Not enough host memory (?:available\. Requesting|for [\w\s.-]*hierarchical cache)"
+                            r"|Cannot automatically size HiCache host memory"),
+        doc="`OSError: [Errno 12] Cannot allocate memory`; torch's `DefaultCPUAllocator: can't allocate "
+            "memory: you tried to allocate N bytes` (`--device cpu`); `--enable-hierarchical-cache`'s "
+            "host pool above the RAM free (`ValueError: Not enough host memory available. Requesting "
+            "69.63 GB but only have 41.87 GB free. Please reduce the size of the hierarchical cache.`, "
+            "0.5.23's `Cannot automatically size HiCache host memory`: the fix is --hicache-size / "
+            "--hicache-ratio; a PD decode server's runtime `Not enough host memory for request …` is no "
+            "failure); systemd's `… killed by the OOM killer`; a bare `Killed` with no other cause before"
+            " it (also a script's `./serve.sh: line 7: 48211 Killed    python3 …`, zh_CN `已杀死`)"),
+    FailureClass(Cause.PORT_IN_USE, line=re.compile(
+        r"\[Errno 98\]|[Aa]ddress already in use|is not available in [\d.]+ seconds"),
+        doc="`ERROR:    [Errno 98] error while attempting to bind on address ('0.0.0.0', 30000): address "
+            "already in use` (uvicorn's HTTP port); torch's rendezvous store `DistNetworkError: The "
+            "server socket has failed to listen on any local network address. port: 29500, …, name: "
+            "EADDRINUSE` (the diagnosis names --nccl-port, or dist_init_addr's port on several nodes, not"
+            " the HTTP port); `zmq.error.ZMQError: Address already in use (addr='tcp://…:5002')` "
+            "(SGLang's own sockets between its processes: a leftover of an earlier start); `ValueError: "
+            "dist_init_port at 5000 is not available in 30 seconds. … process.cmdline()=[…] … pid=N` (the"
+            " diagnosis names the port and the process holding it)"),
+    FailureClass(Cause.UNSUPPORTED_MODEL, line=re.compile(
+        r"Transformers does not recognize this architecture|Model architectures? \[.*\] (?:are|is) not supported"
+        r"|Unrecognized configuration class|Unrecognized model in|Unrecognized (?:image )?processor in"
+        r"|model type `?[\w.-]+`? but Transformers does not"
+        r"|is not supported for now|failed to be inspected|did not match any variant of untagged enum (?:ModelWrapper|Py\w*Wrapper)"
+        r"|Tokenizer class \w+ does not exist or is not currently imported"
+        r"|Unknown quantization method"  # the checkpoint's quant_method, which this release does not know
+        r"|GGUF model with architecture \w+ is not supported"  # transformers' GGUF reader, older than the model
+        # speculative decoding's target hooks, missing from this release's class for the target model
+        r"|object has no attribute '(?:capture_aux_hidden_states|set_eagle3_layers_to_capture|get_embed_and_head)'"),
+        doc="`ValueError: Model architectures ['X'] are not supported for now.`, `… has model type "
+            "`qwen3_next` but Transformers does not recognize this architecture …`; tokenizer files newer"
+            " than the installed tokenizers (`Exception: data did not match any variant of untagged enum "
+            "ModelWrapper …`); `ValueError: Unknown quantization method: X. Must be one of […]` (the "
+            "checkpoint's quant_method); `Unrecognized image processor in …` (transformers older than the"
+            " VLM); `ValueError: GGUF model with architecture qwen3moe is not supported yet.` "
+            "(transformers' GGUF reader, `--load-format gguf`); a target model class this release cannot "
+            "speculate from (`… object has no attribute 'capture_aux_hidden_states'`, "
+            "`set_eagle3_layers_to_capture`, `get_embed_and_head`)"),
+    FailureClass(Cause.MODEL_NOT_FOUND, line=re.compile(
+        r"Incorrect path_or_model_id|HFValidationError|RepositoryNotFoundError|Repository Not Found"
+        r"|Repo id must (?:be in the form|use alphanumeric chars)"  # a --model-path neither a folder here nor a hub id
+        r"|is not a local folder and is not a valid model identifier|gated repo|Cannot access gated repo"
+        r"|401 Client Error|You must have access to it and be authenticated|GatedRepoError"
+        r"|does not appear to have a file named |No such file or directory: .*config\.json"
+        r"|LocalEntryNotFoundError|couldn't find (?:it|them) in the cached files|outgoing traffic has been disabled"
+        r"|OfflineModeIsEnabled"  # HF_HUB_OFFLINE=1 and a call that must reach the hub
+        r"|Can't load tokenizer for|Can't load the configuration of"
+        r"|Can't load (?:image processor|processor|feature extractor) for"),  # a VLM saved without its processor files
+        doc="`OSError: Incorrect path_or_model_id: '/models/x'`, "
+            "`huggingface_hub.errors.RepositoryNotFoundError: 401 Client Error …`, `OSError: You are "
+            "trying to access a gated repo.`; offline with the model not cached "
+            "(`LocalEntryNotFoundError`, `… couldn't find them in the cached files`, "
+            "`OfflineModeIsEnabled: Cannot reach https://huggingface.co/…: offline mode is enabled`); "
+            "`Can't load tokenizer for …`; a VLM's `Can't load image processor for …` (no "
+            "preprocessor_config.json); a `--lora-paths` folder that is not there (`HFValidationError: "
+            "Repo id must be …: '/data/loras/x'`: the diagnosis names that path, not model_path)"),
+    # the hub itself out of reach: rate-limited (429), no route, a proxy; the repo id may well be right
+    FailureClass(Cause.HUB_UNREACHABLE, line=re.compile(
+        r"429 Client Error|Too Many Requests for url|There was a specific connection error when trying to load"
+        r"|host='(?:huggingface\.co|hf-mirror\.com|cdn-lfs[\w.-]*|[\w.-]*\.hf\.co)', port=\d+\): Max retries exceeded"),
+        doc="the Hugging Face hub out of reach, the repo id not in question: "
+            "`huggingface_hub.errors.HfHubHTTPError: 429 Client Error: Too Many Requests for url: "
+            "https://huggingface.co/…` (anonymous rate limit), `ConnectionError: "
+            "(MaxRetryError(\"HTTPSConnectionPool(host='huggingface.co', port=443): Max retries exceeded "
+            "…` (no route, DNS, proxy)"),
+    FailureClass(Cause.UNSUPPORTED_HARDWARE, line=re.compile(
+        r"not supported for the current GPU|Minimum capability: \d+|[Cc]ompute capability"
+        # ptxas on a kernel written for another architecture; FA4's own check (`Only SM 10.x and 11.x are supported`)
+        r"|not supported on \.target '?sm_\d+|Only SM [\d.x]+(?:(?:,| and| or) [\d.x]+)* (?:are|is) supported"
+        r"|requires (?:an? )?(?:sm_?|SM)\d+|requires (?:an? )?(?:Blackwell|Hopper|Ada)\b"
+        r"|no kernel image is available for execution on the device|not supported on (?:this|your) (?:GPU|device)"
+        r"|Unsupported (?:GPU|gpu) architecture|is only supported on (?:sm|Hopper|Blackwell|Ampere)"
+        r"|out of resource: shared memory|invalid device function|(?:hip|cuda)ErrorInvalidDeviceFunction"
+        # Ascend: the CANN toolkit or kernels (or the image: -910b vs -a3) made for another NPU than this one
+        r"|init runtime platform info failed, SocVersion|does not has any binary|Parse dynamic kernel config fail"
+        # Triton's fp8 before sm89: `ValueError("type fp8e4nv not supported in this architecture. …")`
+        r"|not supported in this architecture"),
+        doc="`ValueError: The quantization method fp8 is not supported for the current GPU. Minimum "
+            "capability: 80. Current capability: 75.`; `triton.runtime.errors.OutOfResources: out of "
+            "resource: shared memory …` (a kernel too big for this GPU); `RuntimeError: HIP error: "
+            "invalid device function` (kernels built for another GPU architecture: a ROCm image for MI300"
+            " on an MI100); Triton's `CompilationError` ending in `ValueError(\"type fp8e4nv not supported"
+            " in this architecture …\")` (fp8 e4m3, e.g. kv_cache_dtype fp8_e4m3 with the triton backend, "
+            "before sm89); a kernel that `requires Blackwell GPUs` / `requires an SM100/SM103 GPU` "
+            "(0.5.23's MXFP8 backends); Ascend's CANN made for another chip (`EH9999 … init runtime "
+            "platform info failed, SocVersion = Ascend910B3`, `Op Cast does not has any binary`: the "
+            "image for this NPU, -910b or -a3; a runtime's line after the four the message keeps is still"
+            " read for the cause)"),
+    FailureClass(Cause.GPU_UNAVAILABLE, line=re.compile(
+        r"No CUDA GPUs are available|CUDA driver version is insufficient|NVIDIA driver on your system is too old"
+        r"|Found no NVIDIA driver|no CUDA-capable device is detected|CUDA-capable device\(s\) is/are busy or unavailable"
+        r"|all CUDA-capable devices are busy or unavailable|CUDA driver initialization failed|cudaErrorNoDevice"
+        r"|cudaErrorInsufficientDriver|libcuda\.so[.\d]*: cannot open shared object file|invalid device ordinal"
+        r"|c10_npu::SetDevice|Failed to start the device"  # Ascend: the NPU would not open (driver, firmware, /dev/davinci*)
+        r"|uncorrectable ECC error|fallen off the bus"
+        # the driver and CUDA disagree: a container's CUDA (or its compat libs) newer than the host's driver (803, 804),
+        # kernels built by a newer toolkit than the driver (PTX), a driver upgraded under a running kernel module (NVML)
+        r"|Error 80[34]: |unsupported display driver / cuda driver combination|forward compatibility was attempted"
+        r"|provided PTX was compiled with an unsupported toolchain|cudaErrorUnsupportedPtxVersion"
+        r"|Driver/library version mismatch|NVML/RM version mismatch|LibRmVersionMismatch"
+        r"|Error 802: |system not yet initialized"  # NVSwitch (HGX) hosts: nvidia-fabricmanager not running
+        r"|CUDA unknown error"  # the GPU lost by the process: a container after `systemctl daemon-reload`, suspend, nvidia_uvm
+        # ≤ 0.4.x asks nvidia-smi for the GPUs' memory while checking its flags: its own words then
+        r"|nvidia-smi not found|Failed to initialize NVML"
+        r"|libcuda\.so cannot found"),  # Triton: no libcuda.so (the NVIDIA container runtime not used, or no ldconfig)
+        doc="the process sees no usable GPU: `RuntimeError: No CUDA GPUs are available` (under systemd: "
+            "`PrivateDevices=`, `DeviceAllow=`, `CUDA_VISIBLE_DEVICES`; in a container: `--gpus all`), "
+            "`Found no NVIDIA driver on your system`, `The NVIDIA driver on your system is too old …`, "
+            "`CUDA driver version is insufficient for CUDA runtime version`; the driver and CUDA at odds:"
+            " `CUDA error: the provided PTX was compiled with an unsupported toolchain.` (a driver older "
+            "than the wheels' CUDA), `Error 803: system has unsupported display driver / cuda driver "
+            "combination` / `Driver/library version mismatch` (a driver upgraded without a reboot, or an "
+            "image's cuda-compat), `Error 802: system not yet initialized` (nvidia-fabricmanager not "
+            "running on an NVSwitch host), `CUDA unknown error - …` (a container that lost its devices, "
+            "e.g. after the host's `systemctl daemon-reload`); Triton's `AssertionError: libcuda.so "
+            "cannot found!` (the driver's library not mounted or not linked); Ascend's "
+            "`c10_npu::SetDevice … error code is 507033` / `Failed to start the device`; ≤ 0.4.x's flag "
+            "check asking nvidia-smi: `RuntimeError: nvidia-smi not found. …` (a container without the "
+            "NVIDIA runtime), `nvidia-smi error: Failed to initialize NVML: Driver/library version "
+            "mismatch` / `… Unknown Error`"),
+    FailureClass(Cause.CUDA_ERROR, line=re.compile(
+        r"illegal memory access was encountered|device-side assert triggered|CUDA error: misaligned address"
+        r"|unspecified launch failure|illegal instruction was encountered|cudaErrorIllegalAddress"
+        r"|CUBLAS_STATUS_EXECUTION_FAILED|Memory access fault by GPU"),  # ROCm's illegal address, printed by HSA
+        doc="a CUDA kernel fault that is not OOM: `RuntimeError: CUDA error: an illegal memory access was"
+            " encountered`, `device-side assert triggered`, `unspecified launch failure`; ROCm's "
+            "unprefixed `Memory access fault by GPU node-N (…) on address 0x…. Reason: Page not present "
+            "or supervisor privilege.` before the abort"),
+    # the PD KV transfer engine could not start: its RDMA NIC(s) missing, unusable or hidden by the sandbox
+    FailureClass(Cause.KV_TRANSFER_FAILED, line=re.compile(
+        r"Mooncake Transfer Engine initialization failed|NIXL_ERR_BACKEND|nixlBackendError"),
+        doc="a PD server (`--disaggregation-mode`) whose KV transfer engine cannot start: `RuntimeError: "
+            "Mooncake Transfer Engine initialization failed.` (no RDMA NIC it could open: "
+            "`--disaggregation-ib-device`, the sandbox's `/dev/infiniband`: the fix adds `devices = "
+            "[\"infiniband\"]`)"),
+    # DeepEP's all-to-all: an expert-parallel rank never reached the dispatch (dead, slow, or RDMA)
+    FailureClass(Cause.EP_DISPATCH_TIMEOUT, line=re.compile(r"DeepEP error: (?:CPU recv timeout|timeout \(dispatch CPU\)|timeout)"),
+        doc="DeepEP's all-to-all waited for an expert-parallel rank that never came: `RuntimeError: "
+            "DeepEP error: CPU recv timeout` (`timeout (dispatch CPU)`): another rank's error first, a "
+            "first start's DeepGEMM compile, or RDMA between nodes"),
+    # DeepEP's NVSHMEM (expert parallel's all-to-all over RDMA) could not connect its ranks: it prints
+    # `/…/nvshmem/src/…/ibrc.cpp:420: non-zero status: 22 ibv_modify_qp failed` and exits, SGLang's
+    # `Rank 0 scheduler is dead` and `Exit code: 255` are the consequence
+    FailureClass(Cause.NVSHMEM_FAILED, line=re.compile(
+        r"nvshmem/src/\S+: non-zero status: \d+|nvshmem initialization failed"
+        r"|NVSHMEM API called before NVSHMEM initialization"),
+        doc="DeepEP's NVSHMEM (`--moe-a2a-backend deepep`) could not connect the ranks over RDMA: its "
+            "unprefixed `/sgl-workspace/nvshmem/src/modules/transport/ibrc/ibrc.cpp:420: non-zero status:"
+            " 22 ibv_modify_qp failed`, `nvshmem initialization failed, exiting`; the ranks' exit after "
+            "it is the consequence"),
+    FailureClass(Cause.RENDEZVOUS_FAILED, line=re.compile(
+        r"DistStoreError|DistNetworkError|[Tt]he client socket has timed out|TCP client failed to connect"
+        r"|Timed out initializing process group|clients joined|gloo/transport/tcp"),
+        doc="a multi-node start whose ranks never met at `dist_init_addr`: "
+            "`torch.distributed.DistNetworkError: The client socket has timed out after 120000ms while "
+            "trying to connect to (10.0.0.11, 5000).` (a worker node), `DistStoreError: Timed out after "
+            "181 seconds waiting for clients. 8/16 clients joined.` (node 0)"),
+    FailureClass(Cause.NCCL_ERROR, line=re.compile(
+        r"NCCL error|DistBackendError|ncclInternalError|ncclUnhandledCudaError|ncclSystemError"
+                              r"|Watchdog caught collective operation timeout|NCCL communicator was aborted"),
+        doc="`RuntimeError: NCCL error: unhandled system error …`, `DistBackendError`, `Watchdog caught "
+            "collective operation timeout`"),
+    FailureClass(Cause.DISK_FULL, line=re.compile(r"\[Errno 28\]|No space left on device"
+                             r"|unable to allocate shared memory\(shm\)"),  # torch's tensors between processes: /dev/shm
+        doc="`OSError: [Errno 28] No space left on device` (a download into HF_HOME, a kernel cache: the "
+            "diagnosis names the folder and the variable that moves it, FLASHINFER_WORKSPACE_BASE, "
+            "TRITON_CACHE_DIR, DG_JIT_CACHE_DIR, TORCHINDUCTOR_CACHE_DIR, HF_HOME); /dev/shm full: "
+            "torch's `unable to allocate shared memory(shm) for file </torch_…>`, `unable to write to "
+            "file </torch_…>: No space left on device (28)` (the diagnosis says /dev/shm and `--shm-size`"
+            " / `--ipc=host`)"),
+    FailureClass(Cause.ACCESS_DENIED, line=re.compile(r"\[Errno 30\] Read-only file system|\[Errno 13\]|PermissionError"),
+        doc="the sandbox or a file's owner refused a write: `OSError: [Errno 30] Read-only file system: "
+            "'/data/hf/.locks'` (a strict unit writes only its `ReadWritePaths=`; the fix names "
+            "`read_write_paths`), `PermissionError: [Errno 13] …`; uvicorn's `ERROR:    [Errno 13] error "
+            "while attempting to bind on address ('0.0.0.0', 80): permission denied` (a port below 1024 "
+            "without CAP_NET_BIND_SERVICE)"),
+    FailureClass(Cause.BAD_CHECKPOINT, line=re.compile(
+        r"SafetensorError|Error while deserializing header|HeaderTooLarge|MetadataIncompleteBuffer"
+        r"|incomplete metadata, file not fully covered|PytorchStreamReader failed|invalid load key"
+        r"|Attempted to load weight \(|is not a valid JSON file"),
+        doc="a weights file that cannot be read (`safetensors_rust.SafetensorError: Error while "
+            "deserializing header: MetadataIncompleteBuffer`, a cut download) or a tensor the model class"
+            " does not know (a `KeyError` raised in a model's `load_weights`) or of another shape "
+            "(`AssertionError: Attempted to load weight (…) into parameter (…)`: after the target loaded,"
+            " a speculative draft made for another target)"),
+    FailureClass(Cause.BROKEN_INSTALL, line=re.compile(
+        r"ModuleNotFoundError|No module named '|undefined symbol: |cannot open shared object file"
+        r"|cannot import name '\w+' from|(?:GLIBC|GLIBCXX|CXXABI)_[\d.]+' not found|Python\.h: No such file"
+        r"|module '[\w.]+' has no attribute|Torch not compiled with CUDA enabled"
+        r"|Failed to find C compiler|Command '\['/usr/bin/(?:gcc|cc|g\+\+|c\+\+)'|Could not find nvcc"
+        # a kernel compiled at first use (FlashInfer, DeepGEMM, torch extensions): ninja missing or its build failed
+        r"|No such file or directory: 'ninja'|Ninja build failed|Ninja is required|Error building extension"
+        # an optional backend the flags ask for and the venv lacks: `ImportError: Please install mooncake by …`
+        r"|ImportError: .*\b[Pp]lease (?:install|upgrade) "),
+        doc="the interpreter cannot import what SGLang needs: `ModuleNotFoundError: No module named "
+            "'sgl_kernel'`, `ImportError: …/common_ops.abi3.so: undefined symbol: …`, `cannot import name"
+            " 'x' from 'sgl_kernel'`; Triton's `Failed to find C compiler. Please specify via CC "
+            "environment variable.` (no gcc on the unit's PATH); a kernel built at first use that cannot "
+            "be: `FileNotFoundError: [Errno 2] No such file or directory: 'ninja'`, `RuntimeError: Ninja "
+            "build failed. Ninja output:` (its message keeps the compiler's error lines, not the nvcc "
+            "command lines); an optional backend the flags need: `ImportError: Please install mooncake by"
+            " following …`; the diagnosis tells the loader's words apart: `version `GLIBCXX_3.4.32' not "
+            "found` (a conda env's old libstdc++), `libnuma.so.1: cannot open shared object file` (a "
+            "system package: `apt install libnuma1`; also under sgl-kernel's multi-line `[sgl_kernel] "
+            "CRITICAL: Could not load any common_ops library!`), `libcudart.so.12: …` (torch and the "
+            "kernels built for different CUDA majors), `undefined symbol: _ZN3c10…` (a package built for "
+            "another torch, named from its path), a grammar backend's (xgrammar, outlines, llguidance)"),
+    # torch.compile (--enable-torch-compile) could not compile the model: dynamo/inductor's own error; after
+    # the patterns above, so an OOM or a missing compiler inside it is still that
+    FailureClass(Cause.TORCH_COMPILE_FAILED, line=re.compile(
+        r"BackendCompilerFailed|torch\._inductor\.exc\.\w+|LoweringException|InductorError"),
+        doc="`--enable-torch-compile` could not compile the model (while capturing CUDA graphs): "
+            "`torch._dynamo.exc.BackendCompilerFailed: backend='inductor' raised: LoweringException: …`, "
+            "`torch._inductor.exc.InductorError: …` (an OOM or a missing compiler inside it is still "
+            "`cuda_oom` / `broken_install`); dynamo's advice lines (`suppress_errors = True`) are kept "
+            "out of the message"),
+    FailureClass(Cause.BAD_ARGUMENTS, line=re.compile(
+        r"total_num_(?:kv_)?heads % tp_size|must be divisible by (?:tensor parallel|tp|the tp)"
+        # the TP split cuts a quantized weight across its quantization blocks (fp8 block_n/block_k, AWQ/GPTQ marlin)
+        r"|is not divisible by (?:the )?weight quantization block_[nk]|The input size is not aligned with the quantized"
+        r" weight shape|is not divisible by min_thread_[nk]"
+        r"|tp_size must be divisible|is not divisible by tp|num_attention_heads.*divisible|invalid (?:int|float|choice) value"
+        r"|: error: (?:unrecognized arguments|argument --|ambiguous option)"
+        r"|context_length \(\d+\) is greater than the derived context_length"
+        r"|does not match the quantization method specified in the `quantization` argument"
+        r"|`?trust_remote_code=True`? to (?:allow custom code|remove this error)|contains custom code which must be executed"
+        r"|is not a built-in template name or a valid chat template file path"  # --chat-template
+        r"|The host memory should be larger than the device memory"  # --hicache-ratio ≤ 1 (or a --hicache-size below the KV pool)
+        # LoRA adapters the flags ask for that this release cannot serve together: ranks or alphas that differ
+        # (≤ 0.4.3 asserts it), a rank above --max-lora-rank, modules outside --lora-target-modules
+        r"|hf_config\[\"r\"\] == self\.max_lora_dim|x\.scaling == self\.scaling|--max-lora-rank|--lora-target-modules"
+        # the draft model is no EAGLE draft (none given: SGLang loads the target itself as the draft)
+        r"|object has no attribute '(?:set_embed|set_embed_and_head|hot_token_id)'"),
+        doc="`launch_server.py: error: unrecognized arguments: --foo` (≤ 0.5.9), `AssertionError: The "
+            "host memory should be larger than the device memory with the current protocol` "
+            "(--hicache-ratio ≤ 1), `sglang serve: error: argument --tp-size: invalid int value: 'auto'` "
+            "(0.5.10+); a bare `AssertionError` whose source line is `assert self.total_num_heads % "
+            "tp_size == 0`; `ValueError: User-specified context_length (131072) is greater than the "
+            "derived context_length (32768) …`; any exception raised in `server_args.py` or, from 0.5.2x,"
+            " in one of `arg_groups/*_hook.py` (its checks of flag combinations, e.g. speculative "
+            "decoding's, a hybrid model's Mamba flags); a speculative draft that is no EAGLE draft "
+            "(`AttributeError: 'Qwen2ForCausalLM' object has no attribute 'set_embed'`: none given, "
+            "SGLang loaded the target as the draft, or a plain model; also `set_embed_and_head`, "
+            "`hot_token_id`); `ValueError: The repository for X contains custom code which must be "
+            "executed …` (trust_remote_code not set); `Quantization method specified in the model config "
+            "(X) does not match the quantization method specified in the `quantization` argument (Y)`; "
+            "`RuntimeError: Chat template X is not a built-in template name or a valid chat template file"
+            " path.`; uvicorn's `ERROR:    [Errno 99] error while attempting to bind on address "
+            "('10.0.0.12', 30000): cannot assign requested address` (--host is no address of this host; "
+            "any bind errno but 98 and 13); LoRA adapters this release cannot serve together (≤ 0.4.3's "
+            "`assert all(x.hf_config[\"r\"] == self.max_lora_dim …)`, `--max-lora-rank`, "
+            "`--lora-target-modules`)"),
+    FailureClass(Cause.WARMUP_FAILED,
+        doc="`Initialization failed. warmup error: Traceback …` ending in `AssertionError: res=<Response "
+            "[502]>` (a proxy without `no_proxy`); a PD server's `Prefill disaggregation mode warm Up "
+            "Failed, status code: 500` (it prints ready after it, but is UnHealthy: `/health` 503)"),
+    FailureClass(Cause.ROUTER_FAILED,
+        doc="`sglang_router.launch_server` gave up and killed its workers: `[Router (Python)] … - ERROR -"
+            " Failed to start router: Timeout 300s waiting for workers [...] to become healthy. Please "
+            "set --router-worker-startup-timeout-secs …`"),
+    FailureClass(Cause.PD_BOOTSTRAP_FAILED,
+        doc="a PD prefill server could not register with its bootstrap server (`Prefill instance failed "
+            "to register to bootstrap server: …`): it says ready, but no decode server finds it"),
+    FailureClass(Cause.KILLED_BY_SIGNAL, role=Role.CONSEQUENCE,
+        doc="systemd's `Main process exited, code=killed\\|dumped, status=N/SIG`; `Exit code: -9`; `… "
+            "scheduler died during initialization (exit code: -9)`; the shell's `Segmentation fault (core"
+            " dumped)`, `Aborted (core dumped)`, `Bus error`, `段错误 (核心已转储)` (a script's `./entrypoint.sh:"
+            " line 48: 28 Killed python3 …` too, its padding squeezed by a console); SIGBUS's diagnosis "
+            "names /dev/shm (`--shm-size`); SGLang's SIGCHLD warning `Child process unexpectedly failed "
+            "with an exit code 9. pid=N` / `exitcode=139` (a raw wait status: a signal is a suspect, "
+            "cleared if the start goes on; `256`, exit 1, alone is none); torchrun's `ChildFailedError` "
+            "summary, by its Root Cause block's `exitcode  : -6` (a consequence: a rank's own error "
+            "before it is the cause)"),
+    FailureClass(Cause.EXITED, role=Role.CONSEQUENCE,
+        doc="systemd's `code=exited, status=N` before ready"),
+    FailureClass(Cause.STOPPED, role=Role.CONSEQUENCE,
+        doc="stopped from outside before ready"),
+    FailureClass(Cause.EXCEPTION,
+        doc="any other traceback, to its final exception line (even with no \"error\" in it)"),
+    FailureClass(Cause.TIMED_OUT,
+        doc="no progress in a phase past its deadline (SGLang printed no error); systemd's own "
+            "TimeoutStartSec= before svcdiag's deadline"),
+    FailureClass(Cause.INCOMPLETE,
+        doc="the log ends before a verdict: no error, no ready line"),
+    FailureClass(Cause.HTTP_UNREACHABLE,
+        doc="the live path's HTTP cross-check after the log says ready"),
+    FailureClass(Cause.HTTP_MISMATCH,
+        doc="the live path's HTTP cross-check after the log says ready"),
+    FailureClass(Cause.DIED_AFTER_READY, role=Role.CONSEQUENCE,
+        doc="the log says ready, then the server dies in it (`Scheduler hit an exception` in its event "
+            "loop, `Received sigquit`, a rank dead; `figures.died_of` is that failure's own cause, the "
+            "failure record says it), or, live (`wait` on a unit that has ended since), systemd's result "
+            "says the unit died while serving (watchdog, signal, OOM killer) ([live.md](live.md)); a "
+            "clean stop stays healthy"),
+)
+
+#: the causes a line names, in priority order
+CLASSIFY: tuple[tuple[Cause, re.Pattern[str]], ...] = tuple((r.cause, r.line) for r in FAILURES if r.line is not None)
+#: each cause's sub-cases, in the order they are tried
+SUBCASES: dict[Cause, tuple[FailureClass, ...]] = {
+    c: tuple(r for r in FAILURES if r.cause == c and r.detail) for c in Cause}
+BY_KEY: dict[tuple[str, str], FailureClass] = {(r.cause, r.detail): r for r in FAILURES}
+
+
+def classify(text: str) -> Cause | None:
+    """The cause a final exception line or a fatal line names, or None."""
+    for cause, pat in CLASSIFY:
+        if pat.search(text):
+            return cause
+    return None
+
+
+def refine(cause: str, said: str) -> tuple[str, dict[str, str]]:
+    """The sub-case a failure's record (its message and evidence) is, and what its pattern captured."""
+    for row in SUBCASES.get(cause, ()) if cause in Cause.__members__.values() else ():
+        if row.said is not None and (m := row.said.search(said)) is not None:
+            return row.detail, {k: v for k, v in m.groupdict().items() if v is not None}
+    return "", {}
+
+
+def row(cause: str, detail: str = "") -> FailureClass | None:
+    """The row of a cause's sub-case, or of the cause itself."""
+    return BY_KEY.get((cause, detail)) or BY_KEY.get((cause, ""))
+
+
+def cause_table() -> str:
+    """docs/replay.md's table of causes, from the rows."""
+    out = ["| cause | evidence line (example) |", "|---|---|"]
+    out += [f"| `{r.cause}` | {r.doc} |" for r in FAILURES if not r.detail]
+    return "\n".join(out) + "\n"
