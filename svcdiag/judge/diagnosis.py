@@ -16,6 +16,7 @@ from typing import Any
 
 from svcdiag.config.service import PHASE_TIMEOUTS, ServiceConfig
 from svcdiag.judge.verdict import Verdict
+from svcdiag.sglang import failures
 from svcdiag.sglang.grammar import FLAG_CHECK_FRAME_RE
 from svcdiag.sglang.memory import GB, MAX_MEM_FRACTION, Memory
 
@@ -50,9 +51,23 @@ def diagnose(v: Verdict, cfg: ServiceConfig | None = None, *, port_owners: list[
     if v.verdict == "healthy":
         return _degraded(v, cfg) if v.degraded else None
     cause = v.cause or v.verdict
-    fn = _BY_CAUSE.get(cause, _generic)
-    explanation, fixes = fn(v, cfg, port_owners or [])
-    return {"cause": cause, "explanation": explanation, "fixes": fixes}
+    fn = _BY_DETAIL.get((cause, v.detail)) or _BY_CAUSE.get(cause)
+    row = failures.row(cause, v.detail)
+    if fn is None and row is not None and isinstance(row.explain, tuple):
+        explanation, fixes = _template(row, v, cfg)
+    else:
+        explanation, fixes = (fn or _generic)(v, cfg, port_owners or [])
+    return {"cause": cause, "detail": v.detail, "explanation": explanation, "fixes": fixes}
+
+
+def _template(row: failures.FailureClass, v: Verdict, cfg: ServiceConfig | None) -> tuple[list[str], list[dict[str, Any]]]:
+    """A registry row's own explanation and fixes, over the failure's words and what its pattern captured."""
+    assert isinstance(row.explain, tuple)
+    words = {"message": v.message, "short": _short(v.message), "phase": v.phase, "name": cfg.name if cfg else "NAME",
+             "unit": v.unit or (cfg.unit if cfg else "UNIT"), **v.captures}
+    return [line.format_map(words) for line in row.explain], \
+        [_fix({k: val.format_map(words) if isinstance(val, str) else val for k, val in change.items()}, why.format_map(words))
+         for change, why in row.fixes]
 
 
 # ---------------------------------------------------------------- memory: the seed's failure
@@ -611,80 +626,13 @@ def _unsupported_model(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> t
             "Upgrade SGLang to a release that lists the architecture, or check config.json's `architectures`."], []
 
 
-#: the driver's and the device's own words (gpu_unavailable) → what they mean and the fix; {message}/{short}: the verdict's
-DRIVER_TROUBLE: tuple[tuple[str, tuple[str, ...]], ...] = (
-    (r"driver version is insufficient|driver on your system is too old|InsufficientDriver",
-     ("The NVIDIA driver is older than the CUDA this PyTorch was built for, so CUDA cannot start at all.",
-      "Upgrade the driver (`nvidia-smi` shows its CUDA version), or install the torch/SGLang build for the "
-      "driver's CUDA (a cu121/cu124 wheel or image instead of cu128).")),
-    (r"PTX was compiled with an unsupported toolchain|UnsupportedPtxVersion",
-     ("CUDA started, but a kernel shipped as PTX was compiled by a newer CUDA toolkit than this NVIDIA driver "
-      "can JIT: the driver is older than the CUDA the kernels (sgl_kernel, flashinfer, triton) were built with.",
-      "Upgrade the driver to one whose CUDA version (`nvidia-smi`, top right) is at least the wheels' (a cu128 "
-      "build needs a 570+ driver), or install the SGLang/torch build for the driver's CUDA.")),
-    (r"Error 80[34]: |display driver / cuda driver combination|forward compatibility was attempted"
-     r"|Driver/library version mismatch|NVML/RM version mismatch|LibRmVersionMismatch",
-     ("CUDA refused to start: the driver library this process loaded (libcuda) and the NVIDIA kernel module "
-      "are of different versions (Error 803/804; `nvidia-smi` says `Driver/library version mismatch`).",
-      "Most often the driver was upgraded (unattended-upgrades) while the old module stayed loaded: reboot, "
-      "or unload and reload the nvidia modules with every GPU process stopped "
-      "(`cat /proc/driver/nvidia/version` shows the loaded one). In a container: its CUDA forward-compatibility "
-      "libraries (/usr/local/cuda/compat on LD_LIBRARY_PATH) on a GPU or driver they do not support, or a "
-      "libcuda copied into the image: use an image the host driver supports natively, run with the NVIDIA "
-      "container runtime (it mounts the host's libcuda).")),
-    (r"Error 802: |system not yet initialized",
-     ("CUDA says the system is not yet initialized (Error 802): on an NVSwitch host (HGX/DGX A100, H100, "
-      "H200) the GPUs cannot be used until nvidia-fabricmanager has set up the fabric.",
-      "`systemctl status nvidia-fabricmanager`: start and enable it; its version must equal the driver's "
-      "exactly (`nvidia-smi` vs `nv-fabricmanager --version`), an upgraded driver needs the matching "
-      "fabric manager and a reboot.")),
-    (r"c10_npu::SetDevice|Failed to start the device",
-     ("The Ascend NPU would not open: {short}",
-      "`npu-smi info` on the host says whether the NPU and its driver are healthy; the driver/firmware and "
-      "the CANN toolkit must be versions that go together. In a container the NPU comes only with its "
-      "devices (/dev/davinci*, /dev/davinci_manager, /dev/devmm_svm, /dev/hisi_hdc) and the driver folder "
-      "(/usr/local/Ascend/driver) mounted; ASCEND_RT_VISIBLE_DEVICES picks among them.")),
-    (r"CUDA unknown error|NVML: Unknown Error",
-     ("The process lost (or never got) its GPUs: {message}",
-      "In a container this is most often the host's `systemctl daemon-reload` (or a runtime update) "
-      "revoking the container's device access under a cgroup driver: restart the container. On a host, after "
-      "suspend/resume or without the nvidia_uvm module (`lsmod | grep nvidia_uvm`, `nvidia-modprobe -u`); "
-      "a reboot settles it.")),
-    (r"libcuda\.so|nvidia-smi not found",
-     ("The NVIDIA driver's user-space files (libcuda, nvidia-smi) are not where this process looks: {message}",
-      "In a container the driver's libraries come from the host only through the NVIDIA container runtime "
-      "(`docker run --gpus all`, nvidia-container-toolkit; on Kubernetes a `nvidia.com/gpu` limit). On a "
-      "host with libcuda.so.1 but no libcuda.so (Triton needs the latter), `ldconfig` or the driver's "
-      "-dev package adds it; TRITON_LIBCUDA_PATH names its folder.")),
-)
-
-
-def _gpu_unavailable(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
-    said = _said(v)
-    unit = v.unit or (cfg.unit if cfg else "UNIT")
-    if "invalid device ordinal" in said:
-        tp = v.figures.get("tp_size") or (cfg.tp_size if cfg else None)
-        return ["A rank asked for a GPU this process cannot see (CUDA: invalid device ordinal): tp_size"
-                + (f" {tp}" if tp else "") + " × dp_size (+ base_gpu_id) is more GPUs than are visible to it.",
-                "`nvidia-smi -L` lists the host's GPUs; CUDA_VISIBLE_DEVICES (the config's gpus) and the unit's "
-                "DeviceAllow= narrow them. Give the unit as many GPUs as ranks, or lower tp_size."], \
-            [_fix({"tp_size": tp // 2}, "half the ranks, if half the GPUs are what it sees")] if tp and tp > 1 else []
-    if re.search(r"uncorrectable ECC error|fallen off the bus", said):
-        return [f"A GPU failed in hardware: {v.message}",
-                "`journalctl -k | grep -i xid` names the GPU and the Xid; it needs a reset (`nvidia-smi -r -i N`) or "
-                "a reboot, and the start then runs without that GPU or after the repair."], []
-    for pattern, say in DRIVER_TROUBLE:
-        if re.search(pattern, said):
-            return [line.format(message=v.message, short=_short(v.message)) for line in say], []
-    return [f"The process saw no usable GPU in phase {v.phase}: {v.message}",
-            "Under systemd that is the sandbox or the environment, not the hardware: PrivateDevices=yes or a "
-            "DevicePolicy=/DeviceAllow= without /dev/nvidia*, a CUDA_VISIBLE_DEVICES naming GPUs that do not exist, or "
-            "GPUs held in exclusive mode by another process. svcdiag's strict units allow the NVIDIA nodes (and "
-            "`devices = [\"rocm\"]` the AMD ones); `hardening = \"off\"` tells a sandbox problem from a host one. "
-            f"`systemctl show {unit} -p DeviceAllow -p PrivateDevices` shows what the unit gets.",
-            "In a container: it was started without its GPUs (`docker run --gpus all`, or compose's `deploy.resources."
-            "reservations.devices`; the NVIDIA container toolkit installed; on Kubernetes a `nvidia.com/gpu` limit), "
-            "so torch.cuda.is_available() is False there however the host looks."], []
+def _invalid_ordinal(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
+    tp = v.figures.get("tp_size") or (cfg.tp_size if cfg else None)
+    return ["A rank asked for a GPU this process cannot see (CUDA: invalid device ordinal): tp_size"
+            + (f" {tp}" if tp else "") + " × dp_size (+ base_gpu_id) is more GPUs than are visible to it.",
+            "`nvidia-smi -L` lists the host's GPUs; CUDA_VISIBLE_DEVICES (the config's gpus) and the unit's "
+            "DeviceAllow= narrow them. Give the unit as many GPUs as ranks, or lower tp_size."], \
+        [_fix({"tp_size": tp // 2}, "half the ranks, if half the GPUs are what it sees")] if tp and tp > 1 else []
 
 
 def _cuda_error(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
@@ -1141,6 +1089,11 @@ def _generic(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[
     return say, []
 
 
+#: sub-cases whose explanation needs the config or arithmetic (the rest are the registry's templates)
+_BY_DETAIL = {
+    ("gpu_unavailable", "invalid_ordinal"): _invalid_ordinal,
+}
+
 _BY_CAUSE = {
     "max_running_zero": _max_running_zero,
     "not_enough_memory": _not_enough_memory,
@@ -1160,7 +1113,6 @@ _BY_CAUSE = {
     "unsupported_hardware": _unsupported_hardware,
     "unsupported_model": _unsupported_model,
     "host_oom": _host_oom,
-    "gpu_unavailable": _gpu_unavailable,
     "access_denied": _access_denied,
     "cuda_error": _cuda_error,
     "rendezvous_failed": _rendezvous,

@@ -84,7 +84,8 @@ class FailureClass:
     doc: str = ""  # docs/replay.md's evidence column (the cause's row only)
 
 
-FAILURES: tuple[FailureClass, ...] = (
+#: each cause's own row: its line patterns (priority order), its docs line, the generic explanation if any
+_CAUSES: tuple[FailureClass, ...] = (
     FailureClass(Cause.MAX_RUNNING_ZERO, line=re.compile(r"max_running_requests? is zero"),
         doc="`AssertionError: max_running_request is zero`"),
     # SGLang's own watchdog: a forward pass (or the tokenizer) made no progress for --watchdog-timeout s
@@ -240,7 +241,16 @@ FAILURES: tuple[FailureClass, ...] = (
             "`c10_npu::SetDevice … error code is 507033` / `Failed to start the device`; ≤ 0.4.x's flag "
             "check asking nvidia-smi: `RuntimeError: nvidia-smi not found. …` (a container without the "
             "NVIDIA runtime), `nvidia-smi error: Failed to initialize NVML: Driver/library version "
-            "mismatch` / `… Unknown Error`"),
+            "mismatch` / `… Unknown Error`",
+        explain=("The process saw no usable GPU in phase {phase}: {message}",
+                 "Under systemd that is the sandbox or the environment, not the hardware: PrivateDevices=yes or a "
+                 "DevicePolicy=/DeviceAllow= without /dev/nvidia*, a CUDA_VISIBLE_DEVICES naming GPUs that do not exist, "
+                 "or GPUs held in exclusive mode by another process. svcdiag's strict units allow the NVIDIA nodes (and "
+                 "`devices = [\"rocm\"]` the AMD ones); `hardening = \"off\"` tells a sandbox problem from a host one. "
+                 "`systemctl show {unit} -p DeviceAllow -p PrivateDevices` shows what the unit gets.",
+                 "In a container: it was started without its GPUs (`docker run --gpus all`, or compose's `deploy."
+                 "resources.reservations.devices`; the NVIDIA container toolkit installed; on Kubernetes a "
+                 "`nvidia.com/gpu` limit), so torch.cuda.is_available() is False there however the host looks.")),
     FailureClass(Cause.CUDA_ERROR, line=re.compile(
         r"illegal memory access was encountered|device-side assert triggered|CUDA error: misaligned address"
         r"|unspecified launch failure|illegal instruction was encountered|cudaErrorIllegalAddress"
@@ -416,6 +426,81 @@ FAILURES: tuple[FailureClass, ...] = (
             "says the unit died while serving (watchdog, signal, OOM killer) ([live.md](live.md)); a "
             "clean stop stays healthy"),
 )
+
+
+def _said(pattern: str) -> re.Pattern[str]:
+    """A sub-case's words, looked for in the failure's message and evidence (one line each)."""
+    return re.compile(pattern, re.M)
+
+
+#: gpu_unavailable: the driver's and the device's own words ({message}, {short}: the failure's)
+_GPU_UNAVAILABLE = (
+    FailureClass(Cause.GPU_UNAVAILABLE, "invalid_ordinal", said=_said(r"invalid device ordinal"),
+                 doc="torch.AcceleratorError: CUDA error: invalid device ordinal"),
+    FailureClass(Cause.GPU_UNAVAILABLE, "hardware", said=_said(r"uncorrectable ECC error|fallen off the bus"),
+                 doc="RuntimeError: CUDA error: uncorrectable ECC error encountered",
+                 explain=("A GPU failed in hardware: {message}",
+                          "`journalctl -k | grep -i xid` names the GPU and the Xid; it needs a reset (`nvidia-smi -r -i N`) "
+                          "or a reboot, and the start then runs without that GPU or after the repair.")),
+    FailureClass(Cause.GPU_UNAVAILABLE, "driver_too_old",
+                 said=_said(r"driver version is insufficient|driver on your system is too old|InsufficientDriver"),
+                 doc="RuntimeError: The NVIDIA driver on your system is too old (found version 11040).",
+                 explain=("The NVIDIA driver is older than the CUDA this PyTorch was built for, so CUDA cannot start at all.",
+                          "Upgrade the driver (`nvidia-smi` shows its CUDA version), or install the torch/SGLang build for "
+                          "the driver's CUDA (a cu121/cu124 wheel or image instead of cu128).")),
+    FailureClass(Cause.GPU_UNAVAILABLE, "ptx_toolchain",
+                 said=_said(r"PTX was compiled with an unsupported toolchain|UnsupportedPtxVersion"),
+                 doc="RuntimeError: CUDA error: the provided PTX was compiled with an unsupported toolchain.",
+                 explain=("CUDA started, but a kernel shipped as PTX was compiled by a newer CUDA toolkit than this NVIDIA "
+                          "driver can JIT: the driver is older than the CUDA the kernels (sgl_kernel, flashinfer, triton) "
+                          "were built with.",
+                          "Upgrade the driver to one whose CUDA version (`nvidia-smi`, top right) is at least the wheels' (a "
+                          "cu128 build needs a 570+ driver), or install the SGLang/torch build for the driver's CUDA.")),
+    FailureClass(Cause.GPU_UNAVAILABLE, "driver_mismatch",
+                 said=_said(r"Error 80[34]: |display driver / cuda driver combination|forward compatibility was attempted"
+                            r"|Driver/library version mismatch|NVML/RM version mismatch|LibRmVersionMismatch"),
+                 doc="Error 803: system has unsupported display driver / cuda driver combination",
+                 explain=("CUDA refused to start: the driver library this process loaded (libcuda) and the NVIDIA kernel "
+                          "module are of different versions (Error 803/804; `nvidia-smi` says `Driver/library version "
+                          "mismatch`).",
+                          "Most often the driver was upgraded (unattended-upgrades) while the old module stayed loaded: "
+                          "reboot, or unload and reload the nvidia modules with every GPU process stopped "
+                          "(`cat /proc/driver/nvidia/version` shows the loaded one). In a container: its CUDA "
+                          "forward-compatibility libraries (/usr/local/cuda/compat on LD_LIBRARY_PATH) on a GPU or driver "
+                          "they do not support, or a libcuda copied into the image: use an image the host driver supports "
+                          "natively, run with the NVIDIA container runtime (it mounts the host's libcuda).")),
+    FailureClass(Cause.GPU_UNAVAILABLE, "fabric_manager", said=_said(r"Error 802: |system not yet initialized"),
+                 doc="RuntimeError: Unexpected error from cudaGetDeviceCount(). Error 802: system not yet initialized",
+                 explain=("CUDA says the system is not yet initialized (Error 802): on an NVSwitch host (HGX/DGX A100, "
+                          "H100, H200) the GPUs cannot be used until nvidia-fabricmanager has set up the fabric.",
+                          "`systemctl status nvidia-fabricmanager`: start and enable it; its version must equal the "
+                          "driver's exactly (`nvidia-smi` vs `nv-fabricmanager --version`), an upgraded driver needs the "
+                          "matching fabric manager and a reboot.")),
+    FailureClass(Cause.GPU_UNAVAILABLE, "npu_device", said=_said(r"c10_npu::SetDevice|Failed to start the device"),
+                 doc="RuntimeError: c10_npu::SetDevice: error code is 507033",
+                 explain=("The Ascend NPU would not open: {short}",
+                          "`npu-smi info` on the host says whether the NPU and its driver are healthy; the driver/firmware "
+                          "and the CANN toolkit must be versions that go together. In a container the NPU comes only with "
+                          "its devices (/dev/davinci*, /dev/davinci_manager, /dev/devmm_svm, /dev/hisi_hdc) and the "
+                          "driver folder (/usr/local/Ascend/driver) mounted; ASCEND_RT_VISIBLE_DEVICES picks among them.")),
+    FailureClass(Cause.GPU_UNAVAILABLE, "gpu_lost", said=_said(r"CUDA unknown error|NVML: Unknown Error"),
+                 doc="RuntimeError: CUDA unknown error - this may be due to an incorrectly set up environment",
+                 explain=("The process lost (or never got) its GPUs: {message}",
+                          "In a container this is most often the host's `systemctl daemon-reload` (or a runtime update) "
+                          "revoking the container's device access under a cgroup driver: restart the container. On a "
+                          "host, after suspend/resume or without the nvidia_uvm module (`lsmod | grep nvidia_uvm`, "
+                          "`nvidia-modprobe -u`); a reboot settles it.")),
+    FailureClass(Cause.GPU_UNAVAILABLE, "no_libcuda", said=_said(r"libcuda\.so|nvidia-smi not found"),
+                 doc="AssertionError: libcuda.so cannot found!",
+                 explain=("The NVIDIA driver's user-space files (libcuda, nvidia-smi) are not where this process looks: "
+                          "{message}",
+                          "In a container the driver's libraries come from the host only through the NVIDIA container "
+                          "runtime (`docker run --gpus all`, nvidia-container-toolkit; on Kubernetes a `nvidia.com/gpu` "
+                          "limit). On a host with libcuda.so.1 but no libcuda.so (Triton needs the latter), `ldconfig` or "
+                          "the driver's -dev package adds it; TRITON_LIBCUDA_PATH names its folder.")),
+)
+
+FAILURES: tuple[FailureClass, ...] = (*_CAUSES, *_GPU_UNAVAILABLE)
 
 #: the causes a line names, in priority order
 CLASSIFY: tuple[tuple[Cause, re.Pattern[str]], ...] = tuple((r.cause, r.line) for r in FAILURES if r.line is not None)
