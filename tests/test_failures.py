@@ -10,7 +10,10 @@ from pathlib import Path
 
 import pytest
 
+from svcdiag.judge.diagnosis import diagnose
+from svcdiag.judge.verdict import Verdict
 from svcdiag.sglang import failures
+from svcdiag.sglang.events import Failure
 from svcdiag.sglang.failures import FAILURES, Cause, classify, refine
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -50,3 +53,7 @@ def test_a_sub_case_is_reachable_from_its_own_example(row: failures.FailureClass
     """Each sub-case row's `said` pattern picks it for the example in its doc, not an earlier row of its cause."""
     assert row.doc, f"{row.cause}/{row.detail} has no example"
     assert refine(row.cause, row.doc)[0] == row.detail
+    f = Failure(cause=row.cause, message=row.doc, evidence=(row.doc,))
+    v = Verdict(verdict="failed", phase="starting", cause=f.cause, message=f.message, detail=f.detail, captures=f.captures)
+    d = diagnose(v)
+    assert d is not None and d["detail"] == row.detail and all(d["explanation"]), d

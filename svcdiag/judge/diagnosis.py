@@ -60,11 +60,18 @@ def diagnose(v: Verdict, cfg: ServiceConfig | None = None, *, port_owners: list[
     return {"cause": cause, "detail": v.detail, "explanation": explanation, "fixes": fixes}
 
 
+class _Words(dict[str, str]):
+    """A template's words: an optional capture its pattern did not take reads as nothing."""
+
+    def __missing__(self, key: str) -> str:
+        return ""
+
+
 def _template(row: failures.FailureClass, v: Verdict, cfg: ServiceConfig | None) -> tuple[list[str], list[dict[str, Any]]]:
     """A registry row's own explanation and fixes, over the failure's words and what its pattern captured."""
     assert isinstance(row.explain, tuple)
-    words = {"message": v.message, "short": _short(v.message), "phase": v.phase, "name": cfg.name if cfg else "NAME",
-             "unit": v.unit or (cfg.unit if cfg else "UNIT"), **v.captures}
+    words = _Words({"message": v.message, "short": _short(v.message), "phase": v.phase, "name": cfg.name if cfg else "NAME",
+             "unit": v.unit or (cfg.unit if cfg else "UNIT"), **v.captures})
     return [line.format_map(words) for line in row.explain], \
         [_fix({k: val.format_map(words) if isinstance(val, str) else val for k, val in change.items()}, why.format_map(words))
          for change, why in row.fixes]
@@ -887,43 +894,6 @@ def _host_oom(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list
             f"memory'` shows the kernel's account, and `systemctl show -p MemoryMax {unit}` the unit's limit."], []
 
 
-#: NCCL's WARN line (the nccl_error's message ends with it) → what it means, and the fix: (pattern, say, env fix)
-NCCL_WARNS = (
-    (r"socketPollConnect: Connect to ([\d.]+)\S* returned 113|No route to host",
-     "this node has no route to the other node's address {0}: NCCL chose an interface that does not reach it, or a "
-     "firewall drops its ports", {"env.NCCL_SOCKET_IFNAME": "IFACE"}),
-    (r"socketStartConnect: Connect to ([\d.]+)\S* failed|Connection (?:reset|abort|refused)|Software caused connection abort",
-     "the connection to {0} broke: the other node's process most often died first (read that node's log for its own "
-     "error), or the link between the nodes dropped", None),
-    (r"ibv_modify_qp failed|local GID",
-     "the RDMA queue pair would not connect: on RoCE the GID index NCCL picked is not the one the fabric routes (most "
-     "often 3 for RoCE v2)", {"env.NCCL_IB_GID_INDEX": "3"}),
-    (r"NET/IB : Got completion from peer ([\d.]+)\S* with status=\d+",
-     "an RDMA transfer to {0} failed on the fabric (a link, a switch, a NIC's firmware): `ibstat`, `ibv_devinfo` and the "
-     "NICs' error counters on both nodes", None),
-    (r"no socket interface found|Bootstrap : no socket interface",
-     "NCCL found no network interface to use: NCCL_SOCKET_IFNAME names one this host does not have (`ip -br link`)",
-     {"env.NCCL_SOCKET_IFNAME": "IFACE"}),
-)
-
-
-def _nccl(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
-    warn = re.search(r"\(NCCL WARN (.+)\)$", v.message)
-    for pattern, meaning, env in NCCL_WARNS if warn else ():
-        if (m := re.search(pattern, warn.group(1))) is not None:
-            say = [f"NCCL failed in phase {v.phase}: {meaning.format(m.group(1) if m.groups() else '')}.",
-                   f"NCCL's own words: {warn.group(1)}"]
-            return say, [_fix(env, "the interface (or GID) that reaches the other nodes: set it")] if env else []
-    if re.search(r"shared memory segment|/dev/shm", _said(v)):
-        return [f"NCCL could not create its shared-memory segments in /dev/shm: {v.message}",
-                "In a container /dev/shm is 64 MB unless raised (`docker run --shm-size 16g` or `--ipc=host`); on a "
-                "host, `df -h /dev/shm`. NCCL_SHM_DISABLE=1 works around it at some speed."], \
-            [_fix({"env.NCCL_SHM_DISABLE": "1"}, "NCCL then uses sockets/P2P instead of /dev/shm")]
-    return [f"NCCL failed in phase {v.phase}: {v.message}",
-            "Usual causes: a GPU in the list that another job uses, P2P/IB trouble, or a mismatch of tp_size and GPUs."], \
-        [_fix({"env.NCCL_DEBUG": "INFO"}, "NCCL then says which rank and transport failed")]
-
-
 def _mamba_small(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
     m = memory(v, cfg)
     req = m.requested or 1
@@ -1107,7 +1077,6 @@ _BY_CAUSE = {
     "port_in_use": _port_in_use,
     "model_not_found": _model_not_found,
     "hub_unreachable": _hub_unreachable,
-    "nccl_error": _nccl,
     "bad_arguments": _bad_arguments,
     "warmup_failed": _warmup_failed,
     "unsupported_hardware": _unsupported_hardware,

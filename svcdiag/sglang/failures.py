@@ -292,7 +292,11 @@ _CAUSES: tuple[FailureClass, ...] = (
         r"NCCL error|DistBackendError|ncclInternalError|ncclUnhandledCudaError|ncclSystemError"
                               r"|Watchdog caught collective operation timeout|NCCL communicator was aborted"),
         doc="`RuntimeError: NCCL error: unhandled system error …`, `DistBackendError`, `Watchdog caught "
-            "collective operation timeout`"),
+            "collective operation timeout`",
+        explain=("NCCL failed in phase {phase}: {message}",
+                 "Usual causes: a GPU in the list that another job uses, P2P/IB trouble, or a mismatch of tp_size and "
+                 "GPUs."),
+        fixes=(({"env.NCCL_DEBUG": "INFO"}, "NCCL then says which rank and transport failed"),)),
     FailureClass(Cause.DISK_FULL, line=re.compile(r"\[Errno 28\]|No space left on device"
                              r"|unable to allocate shared memory\(shm\)"),  # torch's tensors between processes: /dev/shm
         doc="`OSError: [Errno 28] No space left on device` (a download into HF_HOME, a kernel cache: the "
@@ -500,7 +504,54 @@ _GPU_UNAVAILABLE = (
                           "the driver's -dev package adds it; TRITON_LIBCUDA_PATH names its folder.")),
 )
 
-FAILURES: tuple[FailureClass, ...] = (*_CAUSES, *_GPU_UNAVAILABLE)
+
+def _warn(pattern: str) -> re.Pattern[str]:
+    """NCCL's own WARN line, which the grammar keeps as the nccl_error's first evidence line (`NCCL WARN …`)."""
+    return _said(r"^NCCL WARN (?P<warn>.*?(?:" + pattern + r").*)$")
+
+
+_NCCL_SAY = "NCCL failed in phase {phase}: "
+_NCCL_OWN = "NCCL's own words: {warn}"
+_NCCL_IFACE = (({"env.NCCL_SOCKET_IFNAME": "IFACE"}, "the interface (or GID) that reaches the other nodes: set it"),)
+
+#: nccl_error: NCCL's WARN line says what failed where its error code says "unhandled system error"
+_NCCL = (
+    FailureClass(Cause.NCCL_ERROR, "no_route",
+                 said=_warn(r"socketPollConnect: Connect to (?P<addr>[\d.]+)\S* returned 113|No route to host"),
+                 doc="NCCL WARN socketPollConnect: Connect to 10.0.0.12<41035> returned 113(No route to host)",
+                 explain=(_NCCL_SAY + "this node has no route to the other node's address {addr}: NCCL chose an "
+                          "interface that does not reach it, or a firewall drops its ports.", _NCCL_OWN),
+                 fixes=_NCCL_IFACE),
+    FailureClass(Cause.NCCL_ERROR, "connection_broken",
+                 said=_warn(r"socketStartConnect: Connect to (?P<addr>[\d.]+)\S* failed|Connection (?:reset|abort|refused)"
+                            r"|Software caused connection abort"),
+                 doc="NCCL WARN socketStartConnect: Connect to 10.0.0.12<5000> failed : Software caused connection abort",
+                 explain=(_NCCL_SAY + "the connection to {addr} broke: the other node's process most often died first "
+                          "(read that node's log for its own error), or the link between the nodes dropped.", _NCCL_OWN)),
+    FailureClass(Cause.NCCL_ERROR, "gid_index", said=_warn(r"ibv_modify_qp failed|local GID"),
+                 doc="NCCL WARN NET/IB : mlx5_0:1 ibv_modify_qp failed with 110 Connection timed out",
+                 explain=(_NCCL_SAY + "the RDMA queue pair would not connect: on RoCE the GID index NCCL picked is not "
+                          "the one the fabric routes (most often 3 for RoCE v2).", _NCCL_OWN),
+                 fixes=(({"env.NCCL_IB_GID_INDEX": "3"}, "the interface (or GID) that reaches the other nodes: set it"),)),
+    FailureClass(Cause.NCCL_ERROR, "ib_completion",
+                 said=_warn(r"NET/IB : Got completion from peer (?P<addr>[\d.]+)\S* with status=\d+"),
+                 doc="NCCL WARN NET/IB : Got completion from peer 10.0.0.12<52144> with status=12 opcode=0 len=0",
+                 explain=(_NCCL_SAY + "an RDMA transfer to {addr} failed on the fabric (a link, a switch, a NIC's "
+                          "firmware): `ibstat`, `ibv_devinfo` and the NICs' error counters on both nodes.", _NCCL_OWN)),
+    FailureClass(Cause.NCCL_ERROR, "no_interface", said=_warn(r"no socket interface found|Bootstrap : no socket interface"),
+                 doc="NCCL WARN Bootstrap : no socket interface found",
+                 explain=(_NCCL_SAY + "NCCL found no network interface to use: NCCL_SOCKET_IFNAME names one this host "
+                          "does not have (`ip -br link`).", _NCCL_OWN),
+                 fixes=_NCCL_IFACE),
+    FailureClass(Cause.NCCL_ERROR, "shm", said=_said(r"shared memory segment|/dev/shm"),
+                 doc="NCCL error: unhandled system error, Error while creating shared memory segment /dev/shm/nccl-x",
+                 explain=("NCCL could not create its shared-memory segments in /dev/shm: {message}",
+                          "In a container /dev/shm is 64 MB unless raised (`docker run --shm-size 16g` or `--ipc=host`); "
+                          "on a host, `df -h /dev/shm`. NCCL_SHM_DISABLE=1 works around it at some speed."),
+                 fixes=(({"env.NCCL_SHM_DISABLE": "1"}, "NCCL then uses sockets/P2P instead of /dev/shm"),)),
+)
+
+FAILURES: tuple[FailureClass, ...] = (*_CAUSES, *_GPU_UNAVAILABLE, *_NCCL)
 
 #: the causes a line names, in priority order
 CLASSIFY: tuple[tuple[Cause, re.Pattern[str]], ...] = tuple((r.cause, r.line) for r in FAILURES if r.line is not None)
