@@ -53,7 +53,9 @@ def diagnose(v: Verdict, cfg: ServiceConfig | None = None, *, port_owners: list[
     cause = v.cause or v.verdict
     fn = _BY_DETAIL.get((cause, v.detail)) or _BY_CAUSE.get(cause)
     row = failures.row(cause, v.detail)
-    if fn is None and row is not None and isinstance(row.explain, tuple):
+    if row is not None and row.explain is None:
+        row = failures.row(cause)  # a sub-case that says nothing of its own: its cause's words
+    if fn is None and row is not None and row.explain is not None:
         explanation, fixes = _template(row, v, cfg)
     else:
         explanation, fixes = (fn or _generic)(v, cfg, port_owners or [])
@@ -69,10 +71,13 @@ class _Words(dict[str, str]):
 
 def _template(row: failures.FailureClass, v: Verdict, cfg: ServiceConfig | None) -> tuple[list[str], list[dict[str, Any]]]:
     """A registry row's own explanation and fixes, over the failure's words and what its pattern captured."""
-    assert isinstance(row.explain, tuple)
+    assert row.explain is not None
+    model = cfg.model_path if cfg else v.figures.get("model_path")
     words = _Words({"message": v.message, "short": _short(v.message), "phase": v.phase, "name": cfg.name if cfg else "NAME",
-             "unit": v.unit or (cfg.unit if cfg else "UNIT"), **v.captures})
-    return [line.format_map(words) for line in row.explain], \
+                    "unit": v.unit or (cfg.unit if cfg else "UNIT"), "model": repr(model) if model else "the model",
+                    "model_type": v.figures.get("model_type") or "the target model", **v.captures})
+    lines = row.explain(words) if callable(row.explain) else [line.format_map(words) for line in row.explain]
+    return list(lines), \
         [_fix({k: val.format_map(words) if isinstance(val, str) else val for k, val in change.items()}, why.format_map(words))
          for change, why in row.fixes]
 
@@ -400,21 +405,6 @@ def _model_not_found(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tup
             f"`ls {path or 'MODEL_PATH'}` on the GPU host; a model in /dev/shm is gone after a reboot."], []
 
 
-def _hub_unreachable(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
-    said = _said(v)
-    path = cfg.model_path if cfg else v.figures.get("model_path")
-    what = repr(path) if path else "the model"
-    if re.search(r"429|Too Many Requests", said):
-        say = [f"The Hugging Face hub refused to serve {what} for now: HTTP 429, too many requests. Anonymous "
-               "requests share a small per-IP quota (every rank and every restart asks again).",
-               "Give the unit a token (`[secrets] HF_TOKEN`: a logged-in quota is larger), or download the model "
-               "once (`huggingface-cli download`) and start with HF_HUB_OFFLINE=1, which asks the hub nothing."]
-    else:
-        say = [f"The server could not reach the Hugging Face hub to fetch {what}: {v.message}",
-               "Nothing is wrong with the model name: this host has no route to the hub (no network, a firewall, "
-               "DNS, or a proxy it is not told about). Put HTTPS_PROXY/NO_PROXY in [env], or HF_ENDPOINT for a "
-               "mirror; or download the model where the hub is reachable and point model_path at the folder."]
-    return say, [_fix({"env.HF_HUB_OFFLINE": "1"}, "once the model is in the unit's HF cache: ask the hub nothing")]
 
 
 def _bad_arguments(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
@@ -533,30 +523,6 @@ def _warmup_failed(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple
     return say, fixes
 
 
-def _unsupported_hardware(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
-    if (soc := re.search(r"SocVersion = (\w+)|does not has any binary|Parse dynamic kernel config fail", _said(v))) \
-            is not None:
-        chip = f" (this one is {soc.group(1)})" if soc.group(1) else ""
-        return [f"The Ascend CANN toolkit or its operator kernels were made for another NPU than this one{chip}: "
-                f"{_short(v.message)}",
-                "SGLang's Ascend images are per chip (`…-910b` for Atlas A2 / 910B, `…-a3` for A3 / 910C): use the one "
-                "for this NPU (`npu-smi info` names it), or install the CANN toolkit and kernels package for its SoC "
-                "and source its set_env.sh in the unit's environment."], []
-    if re.search(r"invalid device function|InvalidDeviceFunction", _said(v)):
-        return [f"A kernel has no build for this GPU's architecture: {v.message}",
-                "The installed wheels (or docker image) were compiled for other GPUs: a ROCm image built for gfx942 "
-                "(MI300) run on gfx908 (MI100), or CUDA kernels without this sm_. Use the image or wheels built for "
-                "this GPU (`rocminfo | grep gfx`, `nvidia-smi --query-gpu=compute_cap --format=csv`), or rebuild the "
-                "kernels for it (PYTORCH_ROCM_ARCH / TORCH_CUDA_ARCH_LIST)."], []
-    if re.search(r"fp8e4nv not supported in this architecture", _said(v)):
-        return ["A Triton kernel was asked for fp8 e4m3 (fp8e4nv), which GPUs before sm89 (Ada, Hopper) do not have: "
-                "most often kv_cache_dtype fp8_e4m3 (or an fp8 checkpoint) with the triton attention backend on an "
-                "A100 or older.",
-                "Use kv_cache_dtype auto (or fp8_e5m2, which Triton has there), another attention backend, or a "
-                "sm89+ GPU."], []
-    return [f"This GPU cannot run what the config asks for: {v.message}",
-            "Choose a quantization, attention backend or kernel this GPU's compute capability supports "
-            "(`nvidia-smi --query-gpu=compute_cap --format=csv`), or run on a newer GPU."], []
 
 
 def _torch_compile_failed(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
@@ -586,51 +552,6 @@ def _pd_bootstrap_failed(v: Verdict, cfg: ServiceConfig | None, _: list[str]) ->
             "bootstrap port, or upgrade to a release that retries the registration."], []
 
 
-def _router_failed(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
-    """sglang_router.launch_server gave up on its workers and killed them all: the service is down."""
-    if (m := re.search(r"Timeout (\d+)s waiting for workers", v.message)) is not None:
-        return [f"sglang_router waited {m.group(1)} s for its workers' /health and gave up, killing them all; the "
-                f"workers had not failed, they were still starting (phase {v.phase}).",
-                "Raise --router-worker-startup-timeout-secs above the workers' start-up time (torch.compile, a first "
-                "kernel JIT and a large checkpoint take minutes), or start them faster. If the workers did print "
-                "ready, the router could not reach them: an http_proxy in its environment without no_proxy for their "
-                "addresses."], []
-    return [f"sglang_router could not start, and killed its workers: {v.message}",
-            "Its words name the router argument to change (the --router-* flags)."], []
-
-
-def _unsupported_model(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
-    said = _said(v)
-    if "untagged enum" in said or re.search(r"Tokenizer class \w+ does not exist", said):
-        return ["The installed tokenizers/transformers cannot read this model's tokenizer files: they were written by "
-                "a newer release.",
-                "Upgrade them in the unit's interpreter (`pip install -U tokenizers transformers`), within what the "
-                "SGLang release pins."], []
-    if (m := re.search(r"object has no attribute '(capture_aux_hidden_states|set_eagle3_layers_to_capture"
-                       r"|get_embed_and_head)'", said)) is not None:
-        kind = v.figures.get("model_type") or "the target model"
-        return [f"This SGLang release's {kind} cannot be the target of this speculative algorithm: it lacks "
-                f"{m.group(1)}, which the draft needs from its target.",
-                "Upgrade SGLang to a release whose model class supports it (EAGLE3 needs the target to capture "
-                "auxiliary hidden states), or serve without speculative decoding / with another algorithm."], []
-    if (m := re.search(r"GGUF model with architecture (\w+) is not supported", said)) is not None:
-        return [f"The installed transformers cannot read a GGUF file of architecture {m.group(1)!r}: its GGUF reader "
-                "(which SGLang uses for the config and tokenizer) is older than the model.",
-                "Upgrade transformers and gguf in the unit's interpreter, within what the SGLang release pins; or serve "
-                "the model's safetensors release (with a --quantization of its own) instead of the .gguf."], []
-    if (m := re.search(r"Unknown quantization method: ([\w-]+)", said)) is not None:
-        return [f"The checkpoint's quantization method {m.group(1)!r} (quantization_config in config.json) is not one "
-                "this SGLang release implements.",
-                "Upgrade SGLang to a release that lists it, or serve a checkpoint quantized with a method this one "
-                "lists (the error names them)."], []
-    if "Transformers does not recognize" in said or "Unrecognized" in said or "model type" in said \
-            or v.message.startswith("KeyError"):
-        return ["The installed transformers does not know this model's `model_type`: the model is newer than the "
-                "library.",
-                "Upgrade transformers in the unit's interpreter (`pip install -U transformers`), or the SGLang "
-                "release that ships the newer one."], []
-    return [f"This SGLang release has no implementation of the model's architecture: {v.message}",
-            "Upgrade SGLang to a release that lists the architecture, or check config.json's `architectures`."], []
 
 
 def _invalid_ordinal(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
@@ -642,19 +563,6 @@ def _invalid_ordinal(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tup
         [_fix({"tp_size": tp // 2}, "half the ranks, if half the GPUs are what it sees")] if tp and tp > 1 else []
 
 
-def _cuda_error(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
-    if any("/custom_all_reduce" in e for e in v.evidence):
-        return [f"SGLang's custom all-reduce failed in phase {v.phase}, registering its IPC buffers between the GPUs "
-                f"(`invalid argument`): {v.message}",
-                "Its memory-size advice does not apply. This is the GPUs' peer-to-peer IPC (a virtualised or "
-                "partitioned host, MIG, --enable-memory-saver, a driver without P2P between these GPUs): start with "
-                "--disable-custom-all-reduce (extra_args; NCCL then does the all-reduce), and check `nvidia-smi topo "
-                "-m` for P2P between the ranks."], []
-    say = [f"A CUDA kernel faulted in phase {v.phase} (not out of memory): {v.message}",
-           "CUDA reports such faults late, so the traceback may point past the kernel that did it. A fault while "
-           "capturing CUDA graphs or in a speculative draft is most often an attention backend or kernel bug for "
-           "this model and GPU: try another attention_backend, or disable CUDA graphs to confirm."]
-    return say, [_fix({"env.CUDA_LAUNCH_BLOCKING": "1"}, "the traceback then names the kernel that faulted")]
 
 
 def _rendezvous(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
@@ -714,26 +622,6 @@ def _nvshmem_failed(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tupl
     return say, fixes
 
 
-def _disk_full(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
-    if re.search(r"/dev/shm|</torch_|shared memory\(shm\)", _said(v)):
-        return [f"/dev/shm filled up in phase {v.phase}: {v.message}",
-                "torch passes tensors between SGLang's processes through /dev/shm (and NCCL its buffers); a "
-                "container's is 64 MB unless raised: `docker run --shm-size 16g` or `--ipc=host` (compose `shm_size:`, "
-                "Kubernetes an `emptyDir: {medium: Memory}` at /dev/shm). On a host, `df -h /dev/shm` and what else "
-                "fills it."], []
-    caches = (("flashinfer", "FLASHINFER_WORKSPACE_BASE"), ("triton", "TRITON_CACHE_DIR"),
-              ("deep_gemm", "DG_JIT_CACHE_DIR"), ("torchinductor", "TORCHINDUCTOR_CACHE_DIR"),
-              ("torch_extensions", "TORCH_EXTENSIONS_DIR"), ("huggingface", "HF_HOME"))
-    path = re.search(r"No space left on device: '([^']+)'", _said(v))
-    if path and (env := next((e for word, e in caches if word in path.group(1)), None)):
-        return [f"The disk under {path.group(1)!r} filled up in phase {v.phase}: {v.message}",
-                f"`df -h {path.group(1).rsplit('/', 1)[0]}`; free space there, or move that cache to a larger disk "
-                f"with {env} in [env] (a container's root filesystem is often a small overlay: mount a volume "
-                "there)."], []
-    return [f"A disk filled up in phase {v.phase}: {v.message}",
-            "Downloads go to HF_HOME (default ~/.cache/huggingface) or download_dir, kernels compile to ~/.cache and "
-            "/tmp; `df -h` on those, and remember a unit with PrivateTmp= or a container has its own /tmp. Free "
-            "space, or point HF_HOME at a larger disk."], []
 
 
 def _bad_checkpoint(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
@@ -901,15 +789,6 @@ def _mamba_small(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[l
         [_fix({"max_mamba_cache_size": req * m.slots_per_req}, f"{req} request(s) × {m.slots_per_req} slots")]
 
 
-def _watchdog_timeout(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
-    m = re.search(r"watchdog_timeout=(\d+(?:\.\d+)?)", _said(v))
-    secs = f"{float(m.group(1)):g} s" if m else "watchdog_timeout seconds"
-    return [f"SGLang's own watchdog saw no progress on a batch for {secs} in phase {v.phase}, dumped the stacks "
-            "and killed the server: the `Received sigquit` after it is the consequence, the hang the cause.",
-            "A first batch that compiles kernels (FlashInfer or DeepGEMM JIT, torch.compile) can take that long once: "
-            "warm their caches, or give SGLang `--watchdog-timeout` (extra_args) above it. A batch that never ends is "
-            "a hang: ranks waiting on each other in a collective (NCCL, DP attention, expert parallel) or a kernel "
-            "that does not return; the py-spy dump printed above the line shows where each rank waits."], []
 
 
 #: the time a phase gets beyond its deadline for what the log announced in it (readiness._allow): figure, why
@@ -1069,29 +948,22 @@ _BY_CAUSE = {
     "not_enough_memory": _not_enough_memory,
     "cuda_oom": _cuda_oom,
     "torch_compile_failed": _torch_compile_failed,
-    "router_failed": _router_failed,
     "ep_dispatch_timeout": _ep_dispatch_timeout,
     "pd_bootstrap_failed": _pd_bootstrap_failed,
     "killed_by_signal": _killed,
     "exited": _exited,
     "port_in_use": _port_in_use,
     "model_not_found": _model_not_found,
-    "hub_unreachable": _hub_unreachable,
     "bad_arguments": _bad_arguments,
     "warmup_failed": _warmup_failed,
-    "unsupported_hardware": _unsupported_hardware,
-    "unsupported_model": _unsupported_model,
     "host_oom": _host_oom,
     "access_denied": _access_denied,
-    "cuda_error": _cuda_error,
     "rendezvous_failed": _rendezvous,
     "kv_transfer_failed": _kv_transfer_failed,
     "nvshmem_failed": _nvshmem_failed,
-    "disk_full": _disk_full,
     "bad_checkpoint": _bad_checkpoint,
     "broken_install": _broken_install,
     "mamba_cache_too_small": _mamba_small,
-    "watchdog_timeout": _watchdog_timeout,
     "timed_out": _timed_out,
     "incomplete": _incomplete,
     "stopped": _stopped,

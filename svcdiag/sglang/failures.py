@@ -84,6 +84,16 @@ class FailureClass:
     doc: str = ""  # docs/replay.md's evidence column (the cause's row only)
 
 
+def _watchdog(w: Mapping[str, str]) -> tuple[str, ...]:
+    secs = f"{float(w['secs']):g} s" if w["secs"] else "watchdog_timeout seconds"
+    return (f"SGLang's own watchdog saw no progress on a batch for {secs} in phase {w['phase']}, dumped the stacks and "
+            "killed the server: the `Received sigquit` after it is the consequence, the hang the cause.",
+            "A first batch that compiles kernels (FlashInfer or DeepGEMM JIT, torch.compile) can take that long once: "
+            "warm their caches, or give SGLang `--watchdog-timeout` (extra_args) above it. A batch that never ends is a "
+            "hang: ranks waiting on each other in a collective (NCCL, DP attention, expert parallel) or a kernel that "
+            "does not return; the py-spy dump printed above the line shows where each rank waits.")
+
+
 #: each cause's own row: its line patterns (priority order), its docs line, the generic explanation if any
 _CAUSES: tuple[FailureClass, ...] = (
     FailureClass(Cause.MAX_RUNNING_ZERO, line=re.compile(r"max_running_requests? is zero"),
@@ -93,7 +103,8 @@ _CAUSES: tuple[FailureClass, ...] = (
         doc="SGLang's own watchdog found a batch stuck and SIGQUIT the server: `Watchdog timeout "
             "(self.watchdog_timeout=300)` (≤ 0.4), `Scheduler watchdog timeout "
             "(self.watchdog_timeout=300, self.soft=False)` (0.5); the `Received sigquit …` after it is "
-            "the consequence"),
+            "the consequence",
+        explain=_watchdog),
     FailureClass(Cause.MAMBA_CACHE_TOO_SMALL, line=re.compile(
         r"state cache is too small to serve any requests|Not enough GPU memory for hybrid \(mamba"),
         doc="`RuntimeError: Hybrid (mamba/linear-attention) state cache is too small to serve any "
@@ -159,7 +170,9 @@ _CAUSES: tuple[FailureClass, ...] = (
             " VLM); `ValueError: GGUF model with architecture qwen3moe is not supported yet.` "
             "(transformers' GGUF reader, `--load-format gguf`); a target model class this release cannot "
             "speculate from (`… object has no attribute 'capture_aux_hidden_states'`, "
-            "`set_eagle3_layers_to_capture`, `get_embed_and_head`)"),
+            "`set_eagle3_layers_to_capture`, `get_embed_and_head`)",
+        explain=("This SGLang release has no implementation of the model's architecture: {message}",
+                 "Upgrade SGLang to a release that lists the architecture, or check config.json's `architectures`.")),
     FailureClass(Cause.MODEL_NOT_FOUND, line=re.compile(
         r"Incorrect path_or_model_id|HFValidationError|RepositoryNotFoundError|Repository Not Found"
         r"|Repo id must (?:be in the form|use alphanumeric chars)"  # a --model-path neither a folder here nor a hub id
@@ -186,7 +199,12 @@ _CAUSES: tuple[FailureClass, ...] = (
             "`huggingface_hub.errors.HfHubHTTPError: 429 Client Error: Too Many Requests for url: "
             "https://huggingface.co/…` (anonymous rate limit), `ConnectionError: "
             "(MaxRetryError(\"HTTPSConnectionPool(host='huggingface.co', port=443): Max retries exceeded "
-            "…` (no route, DNS, proxy)"),
+            "…` (no route, DNS, proxy)",
+        explain=("The server could not reach the Hugging Face hub to fetch {model}: {message}",
+                 "Nothing is wrong with the model name: this host has no route to the hub (no network, a firewall, "
+                 "DNS, or a proxy it is not told about). Put HTTPS_PROXY/NO_PROXY in [env], or HF_ENDPOINT for a "
+                 "mirror; or download the model where the hub is reachable and point model_path at the folder."),
+        fixes=(({"env.HF_HUB_OFFLINE": "1"}, "once the model is in the unit's HF cache: ask the hub nothing"),)),
     FailureClass(Cause.UNSUPPORTED_HARDWARE, line=re.compile(
         r"not supported for the current GPU|Minimum capability: \d+|[Cc]ompute capability"
         # ptxas on a kernel written for another architecture; FA4's own check (`Only SM 10.x and 11.x are supported`)
@@ -209,7 +227,10 @@ _CAUSES: tuple[FailureClass, ...] = (
             "(0.5.23's MXFP8 backends); Ascend's CANN made for another chip (`EH9999 … init runtime "
             "platform info failed, SocVersion = Ascend910B3`, `Op Cast does not has any binary`: the "
             "image for this NPU, -910b or -a3; a runtime's line after the four the message keeps is still"
-            " read for the cause)"),
+            " read for the cause)",
+        explain=("This GPU cannot run what the config asks for: {message}",
+                 "Choose a quantization, attention backend or kernel this GPU's compute capability supports "
+                 "(`nvidia-smi --query-gpu=compute_cap --format=csv`), or run on a newer GPU.")),
     FailureClass(Cause.GPU_UNAVAILABLE, line=re.compile(
         r"No CUDA GPUs are available|CUDA driver version is insufficient|NVIDIA driver on your system is too old"
         r"|Found no NVIDIA driver|no CUDA-capable device is detected|CUDA-capable device\(s\) is/are busy or unavailable"
@@ -258,7 +279,12 @@ _CAUSES: tuple[FailureClass, ...] = (
         doc="a CUDA kernel fault that is not OOM: `RuntimeError: CUDA error: an illegal memory access was"
             " encountered`, `device-side assert triggered`, `unspecified launch failure`; ROCm's "
             "unprefixed `Memory access fault by GPU node-N (…) on address 0x…. Reason: Page not present "
-            "or supervisor privilege.` before the abort"),
+            "or supervisor privilege.` before the abort",
+        explain=("A CUDA kernel faulted in phase {phase} (not out of memory): {message}",
+                 "CUDA reports such faults late, so the traceback may point past the kernel that did it. A fault "
+                 "while capturing CUDA graphs or in a speculative draft is most often an attention backend or kernel "
+                 "bug for this model and GPU: try another attention_backend, or disable CUDA graphs to confirm."),
+        fixes=(({"env.CUDA_LAUNCH_BLOCKING": "1"}, "the traceback then names the kernel that faulted"),)),
     # the PD KV transfer engine could not start: its RDMA NIC(s) missing, unusable or hidden by the sandbox
     FailureClass(Cause.KV_TRANSFER_FAILED, line=re.compile(
         r"Mooncake Transfer Engine initialization failed|NIXL_ERR_BACKEND|nixlBackendError"),
@@ -304,7 +330,11 @@ _CAUSES: tuple[FailureClass, ...] = (
             "TRITON_CACHE_DIR, DG_JIT_CACHE_DIR, TORCHINDUCTOR_CACHE_DIR, HF_HOME); /dev/shm full: "
             "torch's `unable to allocate shared memory(shm) for file </torch_…>`, `unable to write to "
             "file </torch_…>: No space left on device (28)` (the diagnosis says /dev/shm and `--shm-size`"
-            " / `--ipc=host`)"),
+            " / `--ipc=host`)",
+        explain=("A disk filled up in phase {phase}: {message}",
+                 "Downloads go to HF_HOME (default ~/.cache/huggingface) or download_dir, kernels compile to ~/.cache "
+                 "and /tmp; `df -h` on those, and remember a unit with PrivateTmp= or a container has its own /tmp. "
+                 "Free space, or point HF_HOME at a larger disk.")),
     FailureClass(Cause.ACCESS_DENIED, line=re.compile(r"\[Errno 30\] Read-only file system|\[Errno 13\]|PermissionError"),
         doc="the sandbox or a file's owner refused a write: `OSError: [Errno 30] Read-only file system: "
             "'/data/hf/.locks'` (a strict unit writes only its `ReadWritePaths=`; the fix names "
@@ -394,7 +424,9 @@ _CAUSES: tuple[FailureClass, ...] = (
     FailureClass(Cause.ROUTER_FAILED,
         doc="`sglang_router.launch_server` gave up and killed its workers: `[Router (Python)] … - ERROR -"
             " Failed to start router: Timeout 300s waiting for workers [...] to become healthy. Please "
-            "set --router-worker-startup-timeout-secs …`"),
+            "set --router-worker-startup-timeout-secs …`",
+        explain=("sglang_router could not start, and killed its workers: {message}",
+                 "Its words name the router argument to change (the --router-* flags).")),
     FailureClass(Cause.PD_BOOTSTRAP_FAILED,
         doc="a PD prefill server could not register with its bootstrap server (`Prefill instance failed "
             "to register to bootstrap server: …`): it says ready, but no decode server finds it"),
@@ -551,7 +583,141 @@ _NCCL = (
                  fixes=(({"env.NCCL_SHM_DISABLE": "1"}, "NCCL then uses sockets/P2P instead of /dev/shm"),)),
 )
 
-FAILURES: tuple[FailureClass, ...] = (*_CAUSES, *_GPU_UNAVAILABLE, *_NCCL)
+
+def _cache_dir(w: Mapping[str, str]) -> tuple[str, ...]:
+    """A kernel or model cache filled its disk: the variable that moves that cache."""
+    env = next(e for word, e in (("flashinfer", "FLASHINFER_WORKSPACE_BASE"), ("triton", "TRITON_CACHE_DIR"),
+                                 ("deep_gemm", "DG_JIT_CACHE_DIR"), ("torchinductor", "TORCHINDUCTOR_CACHE_DIR"),
+                                 ("torch_extensions", "TORCH_EXTENSIONS_DIR"), ("huggingface", "HF_HOME"))
+               if word in w["path"])
+    return (f"The disk under {w['path']!r} filled up in phase {w['phase']}: {w['message']}",
+            f"`df -h {w['path'].rsplit('/', 1)[0]}`; free space there, or move that cache to a larger disk with {env} in "
+            "[env] (a container's root filesystem is often a small overlay: mount a volume there).")
+
+
+def _ascend(w: Mapping[str, str]) -> tuple[str, ...]:
+    chip = f" (this one is {w['soc']})" if w["soc"] else ""
+    return (f"The Ascend CANN toolkit or its operator kernels were made for another NPU than this one{chip}: {w['short']}",
+            "SGLang's Ascend images are per chip (`…-910b` for Atlas A2 / 910B, `…-a3` for A3 / 910C): use the one for "
+            "this NPU (`npu-smi info` names it), or install the CANN toolkit and kernels package for its SoC and source "
+            "its set_env.sh in the unit's environment.")
+
+
+_UNSUPPORTED_HARDWARE = (
+    FailureClass(Cause.UNSUPPORTED_HARDWARE, "ascend_soc",
+                 said=_said(r"SocVersion = (?P<soc>\w+)|does not has any binary|Parse dynamic kernel config fail"),
+                 doc="EH9999: Inner Error! init runtime platform info failed, SocVersion = Ascend910B3", explain=_ascend),
+    FailureClass(Cause.UNSUPPORTED_HARDWARE, "no_kernel_image", said=_said(r"invalid device function|InvalidDeviceFunction"),
+                 doc="RuntimeError: HIP error: invalid device function",
+                 explain=("A kernel has no build for this GPU's architecture: {message}",
+                          "The installed wheels (or docker image) were compiled for other GPUs: a ROCm image built for "
+                          "gfx942 (MI300) run on gfx908 (MI100), or CUDA kernels without this sm_. Use the image or wheels "
+                          "built for this GPU (`rocminfo | grep gfx`, `nvidia-smi --query-gpu=compute_cap --format=csv`), "
+                          "or rebuild the kernels for it (PYTORCH_ROCM_ARCH / TORCH_CUDA_ARCH_LIST).")),
+    FailureClass(Cause.UNSUPPORTED_HARDWARE, "triton_fp8", said=_said(r"fp8e4nv not supported in this architecture"),
+                 doc='ValueError("type fp8e4nv not supported in this architecture. The supported fp8 dtypes are …")',
+                 explain=("A Triton kernel was asked for fp8 e4m3 (fp8e4nv), which GPUs before sm89 (Ada, Hopper) do not "
+                          "have: most often kv_cache_dtype fp8_e4m3 (or an fp8 checkpoint) with the triton attention "
+                          "backend on an A100 or older.",
+                          "Use kv_cache_dtype auto (or fp8_e5m2, which Triton has there), another attention backend, or a "
+                          "sm89+ GPU.")),
+)
+
+_UNSUPPORTED_MODEL = (
+    FailureClass(Cause.UNSUPPORTED_MODEL, "tokenizer_too_old",
+                 said=_said(r"untagged enum|Tokenizer class \w+ does not exist"),
+                 doc="Exception: data did not match any variant of untagged enum ModelWrapper at line 1 column 1",
+                 explain=("The installed tokenizers/transformers cannot read this model's tokenizer files: they were "
+                          "written by a newer release.",
+                          "Upgrade them in the unit's interpreter (`pip install -U tokenizers transformers`), within what "
+                          "the SGLang release pins.")),
+    FailureClass(Cause.UNSUPPORTED_MODEL, "speculative_target",
+                 said=_said(r"object has no attribute '(?P<hook>capture_aux_hidden_states|set_eagle3_layers_to_capture"
+                            r"|get_embed_and_head)'"),
+                 doc="AttributeError: 'Gemma3ForCausalLM' object has no attribute 'set_eagle3_layers_to_capture'",
+                 explain=("This SGLang release's {model_type} cannot be the target of this speculative algorithm: it "
+                          "lacks {hook}, which the draft needs from its target.",
+                          "Upgrade SGLang to a release whose model class supports it (EAGLE3 needs the target to capture "
+                          "auxiliary hidden states), or serve without speculative decoding / with another algorithm.")),
+    FailureClass(Cause.UNSUPPORTED_MODEL, "gguf_architecture",
+                 said=_said(r"GGUF model with architecture (?P<arch>\w+) is not supported"),
+                 doc="ValueError: GGUF model with architecture qwen3moe is not supported yet.",
+                 explain=("The installed transformers cannot read a GGUF file of architecture '{arch}': its GGUF reader "
+                          "(which SGLang uses for the config and tokenizer) is older than the model.",
+                          "Upgrade transformers and gguf in the unit's interpreter, within what the SGLang release pins; or "
+                          "serve the model's safetensors release (with a --quantization of its own) instead of the .gguf.")),
+    FailureClass(Cause.UNSUPPORTED_MODEL, "quantization_method",
+                 said=_said(r"Unknown quantization method: (?P<method>[\w-]+)"),
+                 doc="ValueError: Unknown quantization method: mxfp4. Must be one of ['fp8', 'awq']",
+                 explain=("The checkpoint's quantization method '{method}' (quantization_config in config.json) is not "
+                          "one this SGLang release implements.",
+                          "Upgrade SGLang to a release that lists it, or serve a checkpoint quantized with a method this "
+                          "one lists (the error names them).")),
+    FailureClass(Cause.UNSUPPORTED_MODEL, "transformers_too_old",
+                 said=_said(r"Transformers does not recognize|Unrecognized|model type|\AKeyError"),
+                 doc="ValueError: The checkpoint you are trying to load has model type `qwen3_next` but Transformers "
+                     "does not recognize this architecture.",
+                 explain=("The installed transformers does not know this model's `model_type`: the model is newer than "
+                          "the library.",
+                          "Upgrade transformers in the unit's interpreter (`pip install -U transformers`), or the SGLang "
+                          "release that ships the newer one.")),
+)
+
+_HUB_UNREACHABLE = (
+    FailureClass(Cause.HUB_UNREACHABLE, "rate_limited", said=_said(r"429|Too Many Requests"),
+                 doc="huggingface_hub.errors.HfHubHTTPError: 429 Client Error: Too Many Requests for url: …",
+                 explain=("The Hugging Face hub refused to serve {model} for now: HTTP 429, too many requests. Anonymous "
+                          "requests share a small per-IP quota (every rank and every restart asks again).",
+                          "Give the unit a token (`[secrets] HF_TOKEN`: a logged-in quota is larger), or download the "
+                          "model once (`huggingface-cli download`) and start with HF_HUB_OFFLINE=1, which asks the hub "
+                          "nothing."),
+                 fixes=(({"env.HF_HUB_OFFLINE": "1"}, "once the model is in the unit's HF cache: ask the hub nothing"),)),
+)
+
+_CUDA_ERROR = (
+    FailureClass(Cause.CUDA_ERROR, "custom_all_reduce", said=_said(r"^File .*/custom_all_reduce"),
+                 doc='File "/sgl-workspace/sglang/python/sglang/srt/distributed/device_communicators/custom_all_reduce.py"',
+                 explain=("SGLang's custom all-reduce failed in phase {phase}, registering its IPC buffers between the "
+                          "GPUs (`invalid argument`): {message}",
+                          "Its memory-size advice does not apply. This is the GPUs' peer-to-peer IPC (a virtualised or "
+                          "partitioned host, MIG, --enable-memory-saver, a driver without P2P between these GPUs): start "
+                          "with --disable-custom-all-reduce (extra_args; NCCL then does the all-reduce), and check "
+                          "`nvidia-smi topo -m` for P2P between the ranks.")),
+)
+
+_DISK_FULL = (
+    FailureClass(Cause.DISK_FULL, "dev_shm", said=_said(r"/dev/shm|</torch_|shared memory\(shm\)"),
+                 doc="RuntimeError: unable to allocate shared memory(shm) for file </torch_1234_567_0>",
+                 explain=("/dev/shm filled up in phase {phase}: {message}",
+                          "torch passes tensors between SGLang's processes through /dev/shm (and NCCL its buffers); a "
+                          "container's is 64 MB unless raised: `docker run --shm-size 16g` or `--ipc=host` (compose "
+                          "`shm_size:`, Kubernetes an `emptyDir: {{medium: Memory}}` at /dev/shm). On a host, `df -h "
+                          "/dev/shm` and what else fills it.")),
+    FailureClass(Cause.DISK_FULL, "cache_dir",
+                 said=_said(r"No space left on device: '(?P<path>[^']*"
+                            r"(?:flashinfer|triton|deep_gemm|torchinductor|torch_extensions|huggingface)[^']*)'"),
+                 doc="OSError: [Errno 28] No space left on device: '/root/.cache/flashinfer/90/cached_ops/x.so'",
+                 explain=_cache_dir),
+)
+
+_WATCHDOG = (
+    FailureClass(Cause.WATCHDOG_TIMEOUT, "timeout_said", said=_said(r"watchdog_timeout=(?P<secs>\d+(?:\.\d+)?)"),
+                 doc="Scheduler watchdog timeout (self.watchdog_timeout=300, self.soft=False)", explain=_watchdog),
+)
+
+_ROUTER = (
+    FailureClass(Cause.ROUTER_FAILED, "worker_timeout", said=_said(r"Timeout (?P<secs>\d+)s waiting for workers"),
+                 doc="Failed to start router: Timeout 300s waiting for workers ['http://127.0.0.1:31000'] to become healthy",
+                 explain=("sglang_router waited {secs} s for its workers' /health and gave up, killing them all; the "
+                          "workers had not failed, they were still starting (phase {phase}).",
+                          "Raise --router-worker-startup-timeout-secs above the workers' start-up time (torch.compile, a "
+                          "first kernel JIT and a large checkpoint take minutes), or start them faster. If the workers did "
+                          "print ready, the router could not reach them: an http_proxy in its environment without no_proxy "
+                          "for their addresses.")),
+)
+
+FAILURES: tuple[FailureClass, ...] = (*_CAUSES, *_GPU_UNAVAILABLE, *_NCCL, *_UNSUPPORTED_HARDWARE, *_UNSUPPORTED_MODEL,
+                                     *_HUB_UNREACHABLE, *_CUDA_ERROR, *_DISK_FULL, *_WATCHDOG, *_ROUTER)
 
 #: the causes a line names, in priority order
 CLASSIFY: tuple[tuple[Cause, re.Pattern[str]], ...] = tuple((r.cause, r.line) for r in FAILURES if r.line is not None)
