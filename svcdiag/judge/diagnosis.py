@@ -51,10 +51,11 @@ def diagnose(v: Verdict, cfg: ServiceConfig | None = None, *, port_owners: list[
     if v.verdict == "healthy":
         return _degraded(v, cfg) if v.degraded else None
     cause = v.cause or v.verdict
-    fn = _BY_DETAIL.get((cause, v.detail)) or _BY_CAUSE.get(cause)
-    row = failures.row(cause, v.detail)
-    if row is not None and row.explain is None:
-        row = failures.row(cause)  # a sub-case that says nothing of its own: its cause's words
+    # the most particular first: a sub-case's function or row, then the cause's function or row
+    sub = failures.row(cause, v.detail) if v.detail else None
+    own = failures.row(cause)
+    fn = _BY_DETAIL.get((cause, v.detail)) or (None if sub and sub.explain else _BY_CAUSE.get(cause))
+    row = sub if sub and sub.explain else own
     if fn is None and row is not None and row.explain is not None:
         explanation, fixes = _template(row, v, cfg)
     else:
@@ -308,32 +309,7 @@ def _exited(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[s
 
 
 def _port_in_use(v: Verdict, cfg: ServiceConfig | None, owners: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
-    said = _said(v)
-    if "PD bootstrap server" in v.message:
-        return [f"{v.message[:1].upper()}{v.message[1:]}: the server went on and said ready, but no decode server can "
-                "reach this prefill.",
-                "Two prefill servers on one host share the bootstrap port unless told otherwise: give each its own "
-                "--disaggregation-bootstrap-port (extra_args), or end what holds it (`ss -ltnp 'sport = :PORT'`)."], []
-    if re.search(r"server socket has failed|EADDRINUSE|TCPStore|DistNetworkError", said):
-        return _store_port_in_use(v, said)
-    if (m := re.search(r"(\w+) at (\d+) is not available in (\d+) seconds", said)) is not None:
-        holder = re.search(r"process\.cmdline\(\)=\[([^\]]*)\].*?pid=(\d+)", said)
-        argv = " ".join(a.strip(" '\"") for a in holder.group(1).split(","))[:120] if holder else ""
-        who = f" by pid {holder.group(2)} ({argv})" if holder else ""
-        return [f"SGLang's {m.group(1)} ({m.group(2)}) stayed taken for {m.group(3)} s{who}: it derives its internal "
-                "ports (tokenizer, detokenizer, NCCL, RPC, metrics) from dist_init_addr's port (or --port), and "
-                "another process holds one of them.",
-                "Most often a server of an earlier start still running (a killed launcher leaves its scheduler "
-                "processes behind: `ss -ltnp 'sport = :PORT'`, `nvidia-smi`): end it; or give this server a "
-                "dist_init_addr port (and --port) at least 100 away from any other server's."], []
-    if "ZMQError" in said:
-        addr = re.search(r"addr='([^']+)'", said)
-        return [f"SGLang could not bind one of its own ZMQ sockets{' ' + addr.group(1) if addr else ''} (the pipes between "
-                "its tokenizer, scheduler and detokenizer processes): another process holds that port.",
-                "On a multi-node or DP start they are TCP ports just above dist_init_addr's (or --port's); most often a "
-                "server still running from an earlier start (its scheduler processes outlive a killed launcher: "
-                "`nvidia-smi` and `ss -ltnp` name them), or a second server on this host with a neighbouring port. "
-                "End the leftovers, or give each server ports at least 100 apart."], []
+    """uvicorn's own port (the sub-cases, SGLang's other ports, are the registry's)."""
     port = cfg.port if cfg else v.figures.get("port")
     say = [f"Everything loaded, then uvicorn could not bind port {port}: another process listens there."]
     if owners:
@@ -343,10 +319,9 @@ def _port_in_use(v: Verdict, cfg: ServiceConfig | None, owners: list[str]) -> tu
     return say, [_fix({"port": (port or 30000) + 100}, "a port no running server uses")] if port else []
 
 
-def _store_port_in_use(v: Verdict, said: str) -> tuple[list[str], list[dict[str, Any]]]:
+def _store_port_in_use(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
     """torch.distributed's TCP store, not the HTTP port: --nccl-port on one node, dist_init_addr's port on several."""
-    m = re.search(r"port: (\d+)|:(\d+) \(errno: 98", said)
-    port = next((g for g in m.groups() if g), None) if m else None
+    port = v.captures.get("port") or v.captures.get("errno_port")
     multi = (v.figures.get("nnodes") or 1) > 1
     whose = "dist_init_addr's port (the ranks' rendezvous on node 0)" if multi else "the NCCL port (--nccl-port)"
     say = [f"The ranks' rendezvous (torch.distributed's TCP store) could not listen on port {port or '?'}: it is in use. "
@@ -494,35 +469,19 @@ def _bad_arguments(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple
     return [f"SGLang refused its arguments: {v.message}"], []
 
 
-def _warmup_failed(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
-    said = _said(v)
-    if "disaggregation mode warm Up Failed" in said:
-        code = re.search(r"status code: (\d+)", said)
-        status = code.group(1) if code else "?"
-        say = [f"The PD server's own warmup request failed (HTTP {status}). SGLang prints 'ready' all the same, but "
-               "marks itself unhealthy: /health answers 503, so a router never registers it or sends it a request."]
-        vlm = re.search(r"ForConditionalGeneration|VL", f"{v.figures.get('model_type')} {v.figures.get('model_path')}")
-        if status in ("400", "422") and vlm:
-            say.append("A 400/422 on /v1/chat/completions is SGLang's own bug for a multimodal model in PD mode "
-                       "(the warmup sends a /generate payload there: sgl-project/sglang#22871): a release with the "
-                       "fix, or --skip-server-warmup, which marks the server up without the request.")
-        else:
-            say.append("The scheduler's lines just before the warmup say why (a KV transfer or bootstrap error, a "
-                       "kernel failing on the first batch); restart it once that is fixed.")
-        return say, []
-    say = ["The server loaded and listened, then its own warmup request to itself failed, and SGLang shut down "
-           "(`Initialization failed. warmup error`)."]
-    fixes: list[dict[str, Any]] = []
-    if (m := re.search(r"Response \[(\d{3})\]", said)) is not None and m.group(1) in ("502", "503", "403", "407"):
-        say.append(f"It got HTTP {m.group(1)} from 127.0.0.1: that is a proxy answering, not SGLang. The unit's "
-                   "environment sets http_proxy/https_proxy without no_proxy for the local address.")
-        fixes.append(_fix({"env.no_proxy": "127.0.0.1,localhost", "env.NO_PROXY": "127.0.0.1,localhost"},
-                          "the warmup then reaches the server directly"))
+def _pd_warmup(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
+    status = v.captures.get("status", "?")
+    say = [f"The PD server's own warmup request failed (HTTP {status}). SGLang prints 'ready' all the same, but "
+           "marks itself unhealthy: /health answers 503, so a router never registers it or sends it a request."]
+    model = f"{v.figures.get('model_type')} {v.figures.get('model_path')}"
+    if status in ("400", "422") and ("ForConditionalGeneration" in model or "VL" in model):
+        say.append("A 400/422 on /v1/chat/completions is SGLang's own bug for a multimodal model in PD mode "
+                   "(the warmup sends a /generate payload there: sgl-project/sglang#22871): a release with the "
+                   "fix, or --skip-server-warmup, which marks the server up without the request.")
     else:
-        say.append(f"It said: {v.message}")
-    return say, fixes
-
-
+        say.append("The scheduler's lines just before the warmup say why (a KV transfer or bootstrap error, a "
+                   "kernel failing on the first batch); restart it once that is fixed.")
+    return say, []
 
 
 def _torch_compile_failed(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
@@ -566,19 +525,10 @@ def _invalid_ordinal(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tup
 
 
 def _rendezvous(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
-    said = _said(v)
     node = v.figures.get("node_rank")
-    joined = re.search(r"(\d+)/(\d+) clients joined", said)
-    if (iface := re.search(r"Unable to find address for: (\S+)", _said(v))) is not None:
-        return [f"gloo (torch's CPU collectives) found no interface named {iface.group(1)} on this host, so it "
-                "contacted nobody: GLOO_SOCKET_IFNAME (or NCCL_SOCKET_IFNAME, which SGLang copies) names an "
-                "interface this node does not have (`ip -br link`).",
-                "Set GLOO_SOCKET_IFNAME (and NCCL_SOCKET_IFNAME) per node to the interface that reaches the "
-                "others; nodes often name it differently."], [_fix({"env.GLOO_SOCKET_IFNAME": "IFACE"},
-                                                                   "an interface this node has")]
     say = [f"The ranks of a multi-node start never all met at dist_init_addr: {v.message}"]
-    if joined:
-        say.append(f"Only {joined.group(1)} of {joined.group(2)} ranks joined: the other node(s) were not started with "
+    if v.detail == "clients_missing":
+        say.append(f"Only {v.captures['joined']} of {v.captures['total']} ranks joined: the other node(s) were not started with "
                    "the same nnodes/dist_init_addr, or could not reach this one.")
     elif node:
         say.append(f"This is node {node}: it could not reach node 0's TCP store. Is node 0 running, and is its port "
@@ -592,7 +542,7 @@ def _kv_transfer_failed(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> 
     say = [f"The PD server's KV transfer engine could not start: {v.message}",
            "Most often it found no RDMA NIC it could open: --disaggregation-ib-device names one this host lacks "
            "(`ibv_devices` lists them), the NIC is down (`ibstat`), or the sandbox hides /dev/infiniband."]
-    if re.search(r"NIXL_ERR_BACKEND|nixlBackendError", _said(v)):
+    if v.detail == "nixl":
         say.append("NIXL's UCX backend could not set up its transfers (UCX's own line above says on which device): "
                    "UCX_NET_DEVICES names the NICs it may use (`mlx5_0:1`), or run with "
                    "--disaggregation-transfer-backend mooncake.")
@@ -606,10 +556,9 @@ def _kv_transfer_failed(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> 
 
 
 def _nvshmem_failed(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
-    said = _said(v)
     say = [f"DeepEP's NVSHMEM (expert parallel's all-to-all over RDMA, --moe-a2a-backend deepep) could not connect "
            f"the ranks in phase {v.phase}: {v.message}"]
-    if "ibv_modify_qp" in said or "ep_connect" in said:
+    if v.detail == "ib_connect":
         say.append("Its InfiniBand/RoCE queue pairs would not connect: on RoCE the GID index (NVSHMEM_IB_GID_INDEX), "
                    "the NIC each GPU uses (NVSHMEM_HCA_PE_MAPPING, NVSHMEM_HCA_LIST), a port down (`ibstat`).")
     else:
@@ -624,26 +573,16 @@ def _nvshmem_failed(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tupl
 
 
 
-def _bad_checkpoint(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
-    if "Attempted to load weight" in v.message:
-        draft = v.figures.get("draft_model_path")
-        if draft and v.figures.get("weights_gb") is not None:  # the target had loaded: this is the draft's
-            return [f"The draft model {draft!r} does not fit the target: a tensor of its checkpoint has another shape "
-                    f"than the draft layer built for this target ({v.message}).",
-                    "An EAGLE/EAGLE3/MTP draft is trained for one target model (its hidden size and vocabulary): "
-                    "use the draft published for this exact target, with the speculative_algorithm it was made for."], []
-        return [f"A tensor of the checkpoint has another shape than the layer SGLang built for it: {v.message}",
-                "config.json does not describe these weights (another model's config, a quantized checkpoint "
-                "loaded without its quantization, or a tp_size the checkpoint was pre-split for)."], []
-    if v.message.startswith("KeyError"):
-        return [f"The checkpoint has a tensor the model class does not know: {v.message}",
-                "The weights do not match the architecture SGLang builds from config.json: a quantized or merged "
-                "checkpoint with another layout, a config.json from a different model, or a checkpoint newer than this "
-                "SGLang release. Check `architectures` and `quantization_config` in config.json."], []
-    return [f"A weights file is unreadable: {v.message}",
-            "Most often a download that stopped half way (the file is shorter than its header says). Compare the "
-            "file sizes with the hub's, delete the broken shard and download it again "
-            "(`huggingface-cli download --force-download`)."], []
+def _shape_mismatch(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
+    draft = v.figures.get("draft_model_path")
+    if draft and v.figures.get("weights_gb") is not None:  # the target had loaded: this is the draft's
+        return [f"The draft model {draft!r} does not fit the target: a tensor of its checkpoint has another shape "
+                f"than the draft layer built for this target ({v.message}).",
+                "An EAGLE/EAGLE3/MTP draft is trained for one target model (its hidden size and vocabulary): "
+                "use the draft published for this exact target, with the speculative_algorithm it was made for."], []
+    return [f"A tensor of the checkpoint has another shape than the layer SGLang built for it: {v.message}",
+            "config.json does not describe these weights (another model's config, a quantized checkpoint "
+            "loaded without its quantization, or a tp_size the checkpoint was pre-split for)."], []
 
 
 def _broken_install(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
@@ -740,16 +679,21 @@ def _short(msg: str, limit: int = 160) -> str:
     return msg if len(msg) <= limit else msg[:limit] + "…"
 
 
+def _bind_port(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
+    port = int(v.captures["port"])
+    return [f"uvicorn may not bind port {port}: below 1024 that takes CAP_NET_BIND_SERVICE, which the unit does not "
+            "have (svcdiag's strict sandbox keeps no capability, even as root).",
+            "Serve on a port above 1024 and put a proxy in front if clients need the low one."], \
+        [_fix({"port": 30000}, "an unprivileged port")] if port < 1024 else []
+
+
+#: a path's parts below the folder a unit should be let write (the hub's cache layout, its locks)
+_CACHE_PARTS = (".locks", ".cache", "blobs", "snapshots")
+
+
 def _access_denied(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
     name = cfg.name if cfg else "NAME"
-    if (m := re.search(r"bind on address \('[^']*', (\d+)\)", v.message)) is not None:
-        port = int(m.group(1))
-        return [f"uvicorn may not bind port {port}: below 1024 that takes CAP_NET_BIND_SERVICE, which the unit does not "
-                "have (svcdiag's strict sandbox keeps no capability, even as root).",
-                "Serve on a port above 1024 and put a proxy in front if clients need the low one."], \
-            [_fix({"port": 30000}, "an unprivileged port")] if port < 1024 else []
-    m = re.search(r"\[Errno (?:13|30)\][^']*'(/[^']+)'", v.message)
-    path = m.group(1) if m else None
+    path = v.captures.get("path")
     say = [(f"The server may not write {path!r}" if path else "The server was refused a file") + ": the unit's "
            "sandbox keeps the file system read-only outside its writable paths (ProtectSystem=strict, "
            "ProtectHome=read-only), or its user lacks the permission.",
@@ -760,26 +704,13 @@ def _access_denied(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple
            ":ro; mount the HF cache writable (`-v ~/.cache/huggingface:/root/.cache/huggingface`) or set HF_HOME to a "
            "writable volume."]
     if path:
-        folder = path.rstrip("/").rsplit("/", 1)[0] or path
-        folder = re.sub(r"/(?:\.locks|\.cache|models--[^/]+|blobs|snapshots)(?:/.*)?$", "", folder) or folder
+        parts = (path.rstrip("/").rsplit("/", 1)[0] or path).split("/")
+        cut = next((i for i, p in enumerate(parts) if i and (p in _CACHE_PARTS or p.startswith("models--"))), len(parts))
+        folder = "/".join(parts[:cut]) or path
         return say, [_fix({"read_write_paths": [folder]}, "the folder it writes to, writable in the sandbox")]
     return say, []
 
 
-def _host_oom(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
-    unit = v.unit or (cfg.unit if cfg else "UNIT")
-    if (m := re.search(r"Requesting ([\d.]+) GB but only have ([\d.]+) GB free", v.message)) is not None \
-            or "HiCache host memory" in v.message:
-        asked = f" ({m.group(1)} GB asked, {m.group(2)} GB free)" if m else ""
-        return [f"The hierarchical cache's host pool (--enable-hierarchical-cache) is larger than the RAM this rank "
-                f"may take{asked}: SGLang sizes it as --hicache-ratio × the GPU's KV pool (default 2), or "
-                "--hicache-size GB, for every rank on the host, and keeps some RAM back for everything else.",
-                "Set --hicache-size to what the host (or the container's memory limit) holds divided by the ranks on "
-                "it, or lower --hicache-ratio (it must stay above 1); a smaller KV pool (mem_fraction_static) shrinks "
-                "the host pool with it."], []
-    return [f"The host ran out of memory (RAM, not GPU memory) in phase {v.phase}: {v.message}",
-            "safetensors are read through host memory once per rank; `journalctl -k | grep -i -e oom -e 'out of "
-            f"memory'` shows the kernel's account, and `systemctl show -p MemoryMax {unit}` the unit's limit."], []
 
 
 def _mamba_small(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
@@ -940,6 +871,10 @@ def _generic(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[
 
 #: sub-cases whose explanation needs the config or arithmetic (the rest are the registry's templates)
 _BY_DETAIL = {
+    ("port_in_use", "rendezvous_store"): _store_port_in_use,
+    ("warmup_failed", "pd_warmup"): _pd_warmup,
+    ("bad_checkpoint", "shape_mismatch"): _shape_mismatch,
+    ("access_denied", "bind_port"): _bind_port,
     ("gpu_unavailable", "invalid_ordinal"): _invalid_ordinal,
 }
 
@@ -955,13 +890,10 @@ _BY_CAUSE = {
     "port_in_use": _port_in_use,
     "model_not_found": _model_not_found,
     "bad_arguments": _bad_arguments,
-    "warmup_failed": _warmup_failed,
-    "host_oom": _host_oom,
     "access_denied": _access_denied,
     "rendezvous_failed": _rendezvous,
     "kv_transfer_failed": _kv_transfer_failed,
     "nvshmem_failed": _nvshmem_failed,
-    "bad_checkpoint": _bad_checkpoint,
     "broken_install": _broken_install,
     "mamba_cache_too_small": _mamba_small,
     "timed_out": _timed_out,

@@ -77,6 +77,7 @@ class FailureClass:
     detail: str = ""
     line: re.Pattern[str] | None = None  # an exception's final line or a lone fatal line: names the cause
     said: re.Pattern[str] | None = None  # the failure's message and evidence: picks the sub-case
+    read: tuple[re.Pattern[str], ...] = ()  # more of what a picked sub-case captures (each first match's groups)
     role: Role = Role.ROOT
     releases: str = ""  # the SGLang releases whose words these are, when not all ("<= 0.4.3", ">= 0.5.10")
     explain: Explain = None
@@ -141,7 +142,10 @@ _CAUSES: tuple[FailureClass, ...] = (
             "0.5.23's `Cannot automatically size HiCache host memory`: the fix is --hicache-size / "
             "--hicache-ratio; a PD decode server's runtime `Not enough host memory for request …` is no "
             "failure); systemd's `… killed by the OOM killer`; a bare `Killed` with no other cause before"
-            " it (also a script's `./serve.sh: line 7: 48211 Killed    python3 …`, zh_CN `已杀死`)"),
+            " it (also a script's `./serve.sh: line 7: 48211 Killed    python3 …`, zh_CN `已杀死`)",
+        explain=("The host ran out of memory (RAM, not GPU memory) in phase {phase}: {message}",
+                 "safetensors are read through host memory once per rank; `journalctl -k | grep -i -e oom -e 'out of "
+                 "memory'` shows the kernel's account, and `systemctl show -p MemoryMax {unit}` the unit's limit.")),
     FailureClass(Cause.PORT_IN_USE, line=re.compile(
         r"\[Errno 98\]|[Aa]ddress already in use|is not available in [\d.]+ seconds"),
         doc="`ERROR:    [Errno 98] error while attempting to bind on address ('0.0.0.0', 30000): address "
@@ -349,7 +353,11 @@ _CAUSES: tuple[FailureClass, ...] = (
             "deserializing header: MetadataIncompleteBuffer`, a cut download) or a tensor the model class"
             " does not know (a `KeyError` raised in a model's `load_weights`) or of another shape "
             "(`AssertionError: Attempted to load weight (…) into parameter (…)`: after the target loaded,"
-            " a speculative draft made for another target)"),
+            " a speculative draft made for another target)",
+        explain=("A weights file is unreadable: {message}",
+                 "Most often a download that stopped half way (the file is shorter than its header says). Compare the "
+                 "file sizes with the hub's, delete the broken shard and download it again "
+                 "(`huggingface-cli download --force-download`).")),
     FailureClass(Cause.BROKEN_INSTALL, line=re.compile(
         r"ModuleNotFoundError|No module named '|undefined symbol: |cannot open shared object file"
         r"|cannot import name '\w+' from|(?:GLIBC|GLIBCXX|CXXABI)_[\d.]+' not found|Python\.h: No such file"
@@ -420,7 +428,9 @@ _CAUSES: tuple[FailureClass, ...] = (
     FailureClass(Cause.WARMUP_FAILED,
         doc="`Initialization failed. warmup error: Traceback …` ending in `AssertionError: res=<Response "
             "[502]>` (a proxy without `no_proxy`); a PD server's `Prefill disaggregation mode warm Up "
-            "Failed, status code: 500` (it prints ready after it, but is UnHealthy: `/health` 503)"),
+            "Failed, status code: 500` (it prints ready after it, but is UnHealthy: `/health` 503)",
+        explain=("The server loaded and listened, then its own warmup request to itself failed, and SGLang shut down "
+                 "(`Initialization failed. warmup error`).", "It said: {message}")),
     FailureClass(Cause.ROUTER_FAILED,
         doc="`sglang_router.launch_server` gave up and killed its workers: `[Router (Python)] … - ERROR -"
             " Failed to start router: Timeout 300s waiting for workers [...] to become healthy. Please "
@@ -716,8 +726,128 @@ _ROUTER = (
                           "for their addresses.")),
 )
 
+
+def _pd_bootstrap_port(w: Mapping[str, str]) -> tuple[str, ...]:
+    return (f"{w['message'][:1].upper()}{w['message'][1:]}: the server went on and said ready, but no decode server can "
+            "reach this prefill.",
+            "Two prefill servers on one host share the bootstrap port unless told otherwise: give each its own "
+            "--disaggregation-bootstrap-port (extra_args), or end what holds it (`ss -ltnp 'sport = :PORT'`).")
+
+
+def _zmq(w: Mapping[str, str]) -> tuple[str, ...]:
+    where = f" {w['addr']}" if w["addr"] else ""
+    return (f"SGLang could not bind one of its own ZMQ sockets{where} (the pipes between its tokenizer, scheduler and "
+            "detokenizer processes): another process holds that port.",
+            "On a multi-node or DP start they are TCP ports just above dist_init_addr's (or --port's); most often a "
+            "server still running from an earlier start (its scheduler processes outlive a killed launcher: "
+            "`nvidia-smi` and `ss -ltnp` name them), or a second server on this host with a neighbouring port. End the "
+            "leftovers, or give each server ports at least 100 apart.")
+
+
+def _internal_port(w: Mapping[str, str]) -> tuple[str, ...]:
+    argv = " ".join(a.strip(" '\"") for a in w["argv"].split(","))[:120] if w["pid"] else ""
+    who = f" by pid {w['pid']} ({argv})" if w["pid"] else ""
+    return (f"SGLang's {w['what']} ({w['port']}) stayed taken for {w['secs']} s{who}: it derives its internal ports "
+            "(tokenizer, detokenizer, NCCL, RPC, metrics) from dist_init_addr's port (or --port), and another process "
+            "holds one of them.",
+            "Most often a server of an earlier start still running (a killed launcher leaves its scheduler processes "
+            "behind: `ss -ltnp 'sport = :PORT'`, `nvidia-smi`): end it; or give this server a dist_init_addr port (and "
+            "--port) at least 100 away from any other server's.")
+
+_WARMUP = (
+    FailureClass(Cause.WARMUP_FAILED, "pd_warmup",
+                 said=_said(r"disaggregation mode warm Up Failed(?:.*?status code: (?P<status>\d+))?"),
+                 doc="Prefill disaggregation mode warm Up Failed, status code: 400"),
+    FailureClass(Cause.WARMUP_FAILED, "proxy", said=_said(r"Response \[(?P<status>502|503|403|407)\]"),
+                 doc="AssertionError: res=<Response [502]>, res.text=''",
+                 explain=("The server loaded and listened, then its own warmup request to itself failed, and SGLang shut "
+                          "down (`Initialization failed. warmup error`).",
+                          "It got HTTP {status} from 127.0.0.1: that is a proxy answering, not SGLang. The unit's "
+                          "environment sets http_proxy/https_proxy without no_proxy for the local address."),
+                 fixes=(({"env.no_proxy": "127.0.0.1,localhost", "env.NO_PROXY": "127.0.0.1,localhost"},
+                         "the warmup then reaches the server directly"),)),
+)
+
+_TRANSPORTS = (
+    FailureClass(Cause.KV_TRANSFER_FAILED, "nixl", said=_said(r"NIXL_ERR_BACKEND|nixlBackendError"),
+                 doc="RuntimeError: NIXL_ERR_BACKEND"),
+    FailureClass(Cause.NVSHMEM_FAILED, "ib_connect", said=_said(r"ibv_modify_qp|ep_connect"),
+                 doc="/sgl-workspace/nvshmem/src/modules/transport/ibrc/ibrc.cpp:420: non-zero status: 22 "
+                     "ibv_modify_qp failed"),
+    FailureClass(Cause.RENDEZVOUS_FAILED, "gloo_interface", said=_said(r"Unable to find address for: (?P<iface>\S+)"),
+                 doc="RuntimeError: [enforce fail at ../third_party/gloo/gloo/transport/tcp/device.cc:83] ifa != "
+                     "nullptr. Unable to find address for: ens5",
+                 explain=("gloo (torch's CPU collectives) found no interface named {iface} on this host, so it contacted "
+                          "nobody: GLOO_SOCKET_IFNAME (or NCCL_SOCKET_IFNAME, which SGLang copies) names an interface this "
+                          "node does not have (`ip -br link`).",
+                          "Set GLOO_SOCKET_IFNAME (and NCCL_SOCKET_IFNAME) per node to the interface that reaches the "
+                          "others; nodes often name it differently."),
+                 fixes=(({"env.GLOO_SOCKET_IFNAME": "IFACE"}, "an interface this node has"),)),
+    FailureClass(Cause.RENDEZVOUS_FAILED, "clients_missing", said=_said(r"(?P<joined>\d+)/(?P<total>\d+) clients joined"),
+                 doc="torch.distributed.DistStoreError: Timed out after 181 seconds waiting for clients. 8/16 clients "
+                     "joined."),
+)
+
+_BAD_CHECKPOINT = (
+    FailureClass(Cause.BAD_CHECKPOINT, "shape_mismatch", said=_said(r"\A.*Attempted to load weight"),
+                 doc="AssertionError: Attempted to load weight (torch.Size([4096])) into parameter (torch.Size([5120]))"),
+    FailureClass(Cause.BAD_CHECKPOINT, "unknown_tensor", said=_said(r"\AKeyError"),
+                 doc="KeyError: 'model.layers.0.mlp.experts.w2_weight'",
+                 explain=("The checkpoint has a tensor the model class does not know: {message}",
+                          "The weights do not match the architecture SGLang builds from config.json: a quantized or "
+                          "merged checkpoint with another layout, a config.json from a different model, or a checkpoint "
+                          "newer than this SGLang release. Check `architectures` and `quantization_config` in "
+                          "config.json.")),
+)
+
+
+def _hicache(w: Mapping[str, str]) -> tuple[str, ...]:
+    asked = f" ({w['asked']} GB asked, {w['free']} GB free)" if w["asked"] else ""
+    return ("The hierarchical cache's host pool (--enable-hierarchical-cache) is larger than the RAM this rank may take"
+            f"{asked}: SGLang sizes it as --hicache-ratio × the GPU's KV pool (default 2), or --hicache-size GB, for "
+            "every rank on the host, and keeps some RAM back for everything else.",
+            "Set --hicache-size to what the host (or the container's memory limit) holds divided by the ranks on it, or "
+            "lower --hicache-ratio (it must stay above 1); a smaller KV pool (mem_fraction_static) shrinks the host pool "
+            "with it.")
+
+
+_HOST_OOM = (
+    FailureClass(Cause.HOST_OOM, "hicache_host_pool",
+                 said=_said(r"\A.*(?:Requesting (?P<asked>[\d.]+) GB but only have (?P<free>[\d.]+) GB free"
+                            r"|HiCache host memory)"),
+                 doc="ValueError: Not enough host memory available. Requesting 69.63 GB but only have 41.87 GB free.",
+                 explain=_hicache),
+)
+
+_PORT_IN_USE = (
+    FailureClass(Cause.PORT_IN_USE, "pd_bootstrap", said=_said(r"\A.*PD bootstrap server"),
+                 doc="the PD bootstrap server could not bind 0.0.0.0:8998 (--disaggregation-bootstrap-port): address "
+                     "already in use",
+                 explain=_pd_bootstrap_port),
+    FailureClass(Cause.PORT_IN_USE, "rendezvous_store", said=_said(r"server socket has failed|EADDRINUSE|TCPStore"
+                                                                    r"|DistNetworkError"),
+                 read=(_said(r"port: (?P<port>\d+)|:(?P<errno_port>\d+) \(errno: 98"),),
+                 doc="torch.distributed.DistNetworkError: The server socket has failed to listen on any local network "
+                     "address. port: 29500, useIpv6: false, code: -98, name: EADDRINUSE"),
+    FailureClass(Cause.PORT_IN_USE, "internal_port",
+                 said=_said(r"(?P<what>\w+) at (?P<port>\d+) is not available in (?P<secs>\d+) seconds"),
+                 read=(_said(r"process\.cmdline\(\)=\[(?P<argv>[^\]]*)\].*?pid=(?P<pid>\d+)"),),
+                 doc="ValueError: dist_init_port at 5000 is not available in 30 seconds.", explain=_internal_port),
+    FailureClass(Cause.PORT_IN_USE, "zmq", said=_said(r"ZMQError"), read=(_said(r"addr='(?P<addr>[^']+)'"),),
+                 doc="zmq.error.ZMQError: Address already in use (addr='tcp://10.0.0.1:5002')",
+                 explain=_zmq),
+)
+
+_ACCESS_DENIED = (
+    FailureClass(Cause.ACCESS_DENIED, "bind_port", said=_said(r"\A.*bind on address \('[^']*', (?P<port>\d+)\)"),
+                 doc="ERROR:    [Errno 13] error while attempting to bind on address ('0.0.0.0', 80): permission denied"),
+    FailureClass(Cause.ACCESS_DENIED, "path", said=_said(r"\A.*\[Errno (?:13|30)\][^'\n]*'(?P<path>/[^']+)'"),
+                 doc="OSError: [Errno 30] Read-only file system: '/data/hf/.locks'"),
+)
+
 FAILURES: tuple[FailureClass, ...] = (*_CAUSES, *_GPU_UNAVAILABLE, *_NCCL, *_UNSUPPORTED_HARDWARE, *_UNSUPPORTED_MODEL,
-                                     *_HUB_UNREACHABLE, *_CUDA_ERROR, *_DISK_FULL, *_WATCHDOG, *_ROUTER)
+                                     *_HUB_UNREACHABLE, *_CUDA_ERROR, *_DISK_FULL, *_WATCHDOG, *_ROUTER, *_WARMUP,
+                                     *_TRANSPORTS, *_BAD_CHECKPOINT, *_HOST_OOM, *_PORT_IN_USE, *_ACCESS_DENIED)
 
 #: the causes a line names, in priority order
 CLASSIFY: tuple[tuple[Cause, re.Pattern[str]], ...] = tuple((r.cause, r.line) for r in FAILURES if r.line is not None)
@@ -739,7 +869,11 @@ def refine(cause: str, said: str) -> tuple[str, dict[str, str]]:
     """The sub-case a failure's record (its message and evidence) is, and what its pattern captured."""
     for row in SUBCASES.get(cause, ()) if cause in Cause.__members__.values() else ():
         if row.said is not None and (m := row.said.search(said)) is not None:
-            return row.detail, {k: v for k, v in m.groupdict().items() if v is not None}
+            captures = {k: v for k, v in m.groupdict().items() if v is not None}
+            for pat in row.read:
+                if (r := pat.search(said)) is not None:
+                    captures.update((k, v) for k, v in r.groupdict().items() if v is not None and k not in captures)
+            return row.detail, captures
     return "", {}
 
 
