@@ -17,7 +17,6 @@ from typing import Any
 from svcdiag.config.service import PHASE_TIMEOUTS, ServiceConfig
 from svcdiag.judge.verdict import Verdict
 from svcdiag.sglang import failures
-from svcdiag.sglang.grammar import FLAG_CHECK_FRAME_RE
 from svcdiag.sglang.memory import GB, MAX_MEM_FRACTION, Memory
 
 
@@ -382,91 +381,60 @@ def _model_not_found(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tup
 
 
 
-def _bad_arguments(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
-    said = _said(v)
-    name = cfg.name if cfg else "NAME"
-    if (m := re.search(r"attempting to bind on address \('([^']*)', (\d+)", v.message)) is not None:
-        return [f"Everything loaded, then uvicorn could not bind {m.group(1)}:{m.group(2)}: {v.message}",
-                "The address is --host's: one this host does not have (`ip -br addr`; a config copied from another "
-                "node), or IPv6's `::` where IPv6 is off. 0.0.0.0 listens on every address."], \
-            [_fix({"host": "0.0.0.0"}, "every address of this host (127.0.0.1: this host alone)")] if cfg else []
-    if re.search(r"weight quantization block_[nk]|aligned with the quantized weight shape|min_thread_[nk]", said):
-        tp = cfg.tp_size if cfg else v.figures.get("tp_size")
-        say = [f"Tensor parallelism{f' over {tp} GPUs' if tp else ''} cuts a quantized weight across its "
-               f"quantization blocks: {v.message}",
-               "Each GPU's slice of every weight must be whole blocks (fp8 block 128, AWQ/GPTQ groups): use a smaller "
-               "tp_size; for a MoE model, expert parallelism (--ep-size, extra_args) splits whole experts instead. A "
-               "checkpoint converted to BF16 that still carries quantization_config in its config.json is read as "
-               "quantized: delete that block."]
-        return say, [_fix({"tp_size": tp // 2}, "whole quantization blocks on each GPU")] if tp and tp > 1 else []
-    if (m := re.search(r"unrecognized arguments: (.+)", v.message)) is not None:
-        flags = m.group(1).split()
-        flag = next((f for f in flags if f.startswith("--")), flags[0] if flags else "?")
-        return [f"This SGLang does not know {flag}: its argument parser refused the command line before loading "
-                "anything (exit 2).",
-                f"Flags change between releases; `svcdiag check {name}` names the replacement for the release the "
-                "unit runs (set `sglang_version` in the config, or let svcdiag ask the unit's interpreter)."], []
-    if (m := re.search(r"ambiguous option: (--[\w-]+)(?:=\S*)? could match (.+)", v.message)) is not None:
-        return [f"This SGLang has no {m.group(1)} any more: argparse reads it as an abbreviation of "
-                f"{m.group(2).strip()}, and refuses it (exit 2).",
-                f"`svcdiag check {name}` renders the flag this release knows."], []
-    if (m := re.search(r"argument (--[\w-]+)(?:/--[\w-]+)*: (.+)", v.message)) is not None:
-        return [f"SGLang refused the value of {m.group(1)}: {m.group(2).strip()}.",
-                f"`svcdiag render {name}` shows the ExecStart line as systemd runs it."], []
-    if (m := re.search(r"context_length \((\d+)\) is greater than the derived context_length \((\d+)\)",
-                       v.message)) is not None:
-        asked, derived = int(m.group(1)), int(m.group(2))
-        return [f"context_length {asked:,} is longer than the model's own {derived:,} (max_position_embeddings or its "
-                "rope scaling), and SGLang refuses to stretch it unasked.",
-                "Serve at most the model's length; or, if the model really takes longer inputs (YaRN rope scaling set "
-                "with json_model_override_args), set SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1 in the unit's "
-                "environment."], \
-            [_fix({"context_length": derived}, "the length the model was built for")]
-    if re.search(r"trust_remote_code|custom code which must be executed", said):
-        return ["The model ships its own Python code (config or modelling files in the repo), and transformers runs it "
-                "only when told to trust it.",
-                "Read that code in the repo first; then set trust_remote_code (`--trust-remote-code`)."], \
-            [_fix({"trust_remote_code": True}, "lets transformers run the model repo's own code")]
-    if (m := re.search(r"model config \(([\w-]+)\) does not match the quantization method specified in the "
-                       r"`quantization` argument \(([\w-]+)\)", said)) is not None:
-        return [f"The checkpoint is quantized with {m.group(1)} (its config.json's quantization_config), but the "
-                f"command line asks for {m.group(2)}.",
-                "Leave quantization unset: SGLang reads the method from the checkpoint."], []
-    if (m := re.search(r"Chat template (\S+) is not a built-in template name", said)) is not None:
-        return [f"--chat-template {m.group(1)} names neither a template built into this release nor a file the "
-                "server can read.",
-                "Leave chat_template unset to use the model's own (tokenizer_config.json), or give the path of a "
-                ".jinja file inside the unit's readable paths."], []
-    if "host memory should be larger than the device memory" in said:
-        return ["The hierarchical cache's host pool must be larger than the GPU's KV pool, and the flags make it "
-                "smaller: --hicache-ratio at or below 1, or a --hicache-size under the KV pool's size.",
-                "Use --hicache-ratio above 1 (the default is 2), or a --hicache-size (GB) larger than the KV pool the "
-                "log's `KV Cache is allocated` line shows."], []
-    if re.search(r"max_lora_dim|self\.scaling|--max-lora-rank|--lora-target-modules", said):
-        return ["The LoRA adapters in lora_paths cannot be served together by this release: their ranks (r) or "
-                "alphas differ (SGLang ≤ 0.4.3 takes one rank and scaling for all), or one exceeds --max-lora-rank "
-                "or adapts modules outside --lora-target-modules.",
-                "Read each adapter's adapter_config.json (r, lora_alpha, target_modules); serve adapters that agree, "
-                "or raise --max-lora-rank / list the modules (a newer SGLang pads smaller ranks)."], []
-    if re.search(r"object has no attribute '(?:set_embed|set_embed_and_head|hot_token_id)'", said):
-        draft = v.figures.get("draft_model_path")
-        return [f"The speculative draft model ({draft if draft else 'none given: SGLang loaded the target itself'}"
-                f"{', class ' + str(v.figures['draft_model_type']) if v.figures.get('draft_model_type') else ''}) "
-                "is not an EAGLE draft: it lacks the draft's methods ({}).".format(v.message.split(": ", 1)[-1]),
-                "Set speculative_draft_model_path to a draft trained for this target (an EAGLE3 draft's class is "
-                "…ForCausalLMEagle3); only a model with its own MTP layers (DeepSeek, Qwen3-Next) runs "
-                "EAGLE/NEXTN without one."], []
-    if any(FLAG_CHECK_FRAME_RE.search(e) for e in v.evidence):
-        return [f"SGLang's own check of its flags refused this combination: {v.message}",
-                f"Change the flags it names; `svcdiag render {name}` shows the ExecStart line as systemd runs it."], []
-    if re.search(r"heads % tp_size|divisible", said):
-        tp = cfg.tp_size if cfg else v.figures.get("tp_size")
-        say = [f"tp_size {tp if tp else '(the one given)'} does not divide the model's attention heads, so the "
-               "weights cannot be split evenly over the GPUs (SGLang asserts it while building the model).",
-               "Use a tp_size that divides the number of attention (and KV) heads in config.json: 1, 2, 4 or 8 "
-               "for most models."]
-        return say, [_fix({"tp_size": max(1, tp // 2)}, "a divisor of the head count, as a rule")] if tp and tp > 1 else []
-    return [f"SGLang refused its arguments: {v.message}"], []
+def _bind_address(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
+    return [f"Everything loaded, then uvicorn could not bind {v.captures['host']}:{v.captures['port']}: {v.message}",
+            "The address is --host's: one this host does not have (`ip -br addr`; a config copied from another "
+            "node), or IPv6's `::` where IPv6 is off. 0.0.0.0 listens on every address."], \
+        [_fix({"host": "0.0.0.0"}, "every address of this host (127.0.0.1: this host alone)")] if cfg else []
+
+
+def _quantization_blocks(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
+    tp = cfg.tp_size if cfg else v.figures.get("tp_size")
+    say = [f"Tensor parallelism{f' over {tp} GPUs' if tp else ''} cuts a quantized weight across its "
+           f"quantization blocks: {v.message}",
+           "Each GPU's slice of every weight must be whole blocks (fp8 block 128, AWQ/GPTQ groups): use a smaller "
+           "tp_size; for a MoE model, expert parallelism (--ep-size, extra_args) splits whole experts instead. A "
+           "checkpoint converted to BF16 that still carries quantization_config in its config.json is read as "
+           "quantized: delete that block."]
+    return say, [_fix({"tp_size": tp // 2}, "whole quantization blocks on each GPU")] if tp and tp > 1 else []
+
+
+def _unrecognized(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
+    flags = v.captures["args"].split()
+    flag = next((f for f in flags if f.startswith("--")), flags[0] if flags else "?")
+    return [f"This SGLang does not know {flag}: its argument parser refused the command line before loading "
+            "anything (exit 2).",
+            f"Flags change between releases; `svcdiag check {cfg.name if cfg else 'NAME'}` names the replacement for the "
+            "release the unit runs (set `sglang_version` in the config, or let svcdiag ask the unit's interpreter)."], []
+
+
+def _context_length(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
+    asked, derived = int(v.captures["asked"]), int(v.captures["derived"])
+    return [f"context_length {asked:,} is longer than the model's own {derived:,} (max_position_embeddings or its "
+            "rope scaling), and SGLang refuses to stretch it unasked.",
+            "Serve at most the model's length; or, if the model really takes longer inputs (YaRN rope scaling set "
+            "with json_model_override_args), set SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1 in the unit's "
+            "environment."], \
+        [_fix({"context_length": derived}, "the length the model was built for")]
+
+
+def _not_an_eagle_draft(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
+    draft = v.figures.get("draft_model_path")
+    return [f"The speculative draft model ({draft if draft else 'none given: SGLang loaded the target itself'}"
+            f"{', class ' + str(v.figures['draft_model_type']) if v.figures.get('draft_model_type') else ''}) "
+            "is not an EAGLE draft: it lacks the draft's methods ({}).".format(v.message.split(": ", 1)[-1]),
+            "Set speculative_draft_model_path to a draft trained for this target (an EAGLE3 draft's class is "
+            "…ForCausalLMEagle3); only a model with its own MTP layers (DeepSeek, Qwen3-Next) runs "
+            "EAGLE/NEXTN without one."], []
+
+
+def _tp_split(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
+    tp = cfg.tp_size if cfg else v.figures.get("tp_size")
+    say = [f"tp_size {tp if tp else '(the one given)'} does not divide the model's attention heads, so the "
+           "weights cannot be split evenly over the GPUs (SGLang asserts it while building the model).",
+           "Use a tp_size that divides the number of attention (and KV) heads in config.json: 1, 2, 4 or 8 "
+           "for most models."]
+    return say, [_fix({"tp_size": max(1, tp // 2)}, "a divisor of the head count, as a rule")] if tp and tp > 1 else []
 
 
 def _pd_warmup(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
@@ -871,6 +839,12 @@ def _generic(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[
 
 #: sub-cases whose explanation needs the config or arithmetic (the rest are the registry's templates)
 _BY_DETAIL = {
+    ("bad_arguments", "bind_address"): _bind_address,
+    ("bad_arguments", "quantization_blocks"): _quantization_blocks,
+    ("bad_arguments", "unrecognized"): _unrecognized,
+    ("bad_arguments", "context_length"): _context_length,
+    ("bad_arguments", "not_an_eagle_draft"): _not_an_eagle_draft,
+    ("bad_arguments", "tp_split"): _tp_split,
     ("port_in_use", "rendezvous_store"): _store_port_in_use,
     ("warmup_failed", "pd_warmup"): _pd_warmup,
     ("bad_checkpoint", "shape_mismatch"): _shape_mismatch,
@@ -889,7 +863,6 @@ _BY_CAUSE = {
     "exited": _exited,
     "port_in_use": _port_in_use,
     "model_not_found": _model_not_found,
-    "bad_arguments": _bad_arguments,
     "access_denied": _access_denied,
     "rendezvous_failed": _rendezvous,
     "kv_transfer_failed": _kv_transfer_failed,

@@ -424,7 +424,8 @@ _CAUSES: tuple[FailureClass, ...] = (
             "('10.0.0.12', 30000): cannot assign requested address` (--host is no address of this host; "
             "any bind errno but 98 and 13); LoRA adapters this release cannot serve together (≤ 0.4.3's "
             "`assert all(x.hf_config[\"r\"] == self.max_lora_dim …)`, `--max-lora-rank`, "
-            "`--lora-target-modules`)"),
+            "`--lora-target-modules`)",
+        explain=("SGLang refused its arguments: {message}",)),
     FailureClass(Cause.WARMUP_FAILED,
         doc="`Initialization failed. warmup error: Traceback …` ending in `AssertionError: res=<Response "
             "[502]>` (a proxy without `no_proxy`); a PD server's `Prefill disaggregation mode warm Up "
@@ -845,9 +846,92 @@ _ACCESS_DENIED = (
                  doc="OSError: [Errno 30] Read-only file system: '/data/hf/.locks'"),
 )
 
+#: the frame of SGLang's own check of its flags: server_args.py, or (0.5.2x) a resolution hook
+FLAG_CHECK_FRAME_RE = re.compile(r'/sglang/srt/(?:server_args|arg_groups/\w+|layers/attention/attention_registry)\.py"'
+                                 r'|/server_args\.py"')
+
+_BAD_ARGUMENTS = (
+    FailureClass(Cause.BAD_ARGUMENTS, "bind_address",
+                 said=_said(r"\A.*attempting to bind on address \('(?P<host>[^']*)', (?P<port>\d+)"),
+                 doc="ERROR:    [Errno 99] error while attempting to bind on address ('10.0.0.12', 30000): cannot "
+                     "assign requested address"),
+    FailureClass(Cause.BAD_ARGUMENTS, "quantization_blocks",
+                 said=_said(r"weight quantization block_[nk]|aligned with the quantized weight shape|min_thread_[nk]"),
+                 doc="ValueError: The output_size of gate's and up's weight = 192 is not divisible by weight "
+                     "quantization block_n = 128."),
+    FailureClass(Cause.BAD_ARGUMENTS, "unrecognized", said=_said(r"\A.*unrecognized arguments: (?P<args>.+)"),
+                 doc="launch_server.py: error: unrecognized arguments: --enable-magic"),
+    FailureClass(Cause.BAD_ARGUMENTS, "ambiguous",
+                 said=_said(r"\A.*ambiguous option: (?P<flag>--[\w-]+)(?:=\S*)? could match (?P<matches>.+?)\s*$"),
+                 doc="sglang serve: error: ambiguous option: --cuda-graph-max-bs could match --cuda-graph-max-bs-decode, "
+                     "--cuda-graph-max-bs-prefill",
+                 explain=("This SGLang has no {flag} any more: argparse reads it as an abbreviation of {matches}, and "
+                          "refuses it (exit 2).", "`svcdiag check {name}` renders the flag this release knows.")),
+    FailureClass(Cause.BAD_ARGUMENTS, "bad_value",
+                 said=_said(r"\A.*argument (?P<flag>--[\w-]+)(?:/--[\w-]+)*: (?P<why>.+?)\s*$"),
+                 doc="sglang serve: error: argument --tp-size: invalid int value: 'auto'",
+                 explain=("SGLang refused the value of {flag}: {why}.",
+                          "`svcdiag render {name}` shows the ExecStart line as systemd runs it.")),
+    FailureClass(Cause.BAD_ARGUMENTS, "context_length",
+                 said=_said(r"\A.*context_length \((?P<asked>\d+)\) is greater than the derived context_length "
+                            r"\((?P<derived>\d+)\)"),
+                 doc="ValueError: User-specified context_length (131072) is greater than the derived context_length "
+                     "(32768)."),
+    FailureClass(Cause.BAD_ARGUMENTS, "trust_remote_code", said=_said(r"trust_remote_code|custom code which must be executed"),
+                 doc="ValueError: The repository for X contains custom code which must be executed to correctly load "
+                     "the model.",
+                 explain=("The model ships its own Python code (config or modelling files in the repo), and transformers "
+                          "runs it only when told to trust it.",
+                          "Read that code in the repo first; then set trust_remote_code (`--trust-remote-code`)."),
+                 fixes=(({"trust_remote_code": True}, "lets transformers run the model repo's own code"),)),
+    FailureClass(Cause.BAD_ARGUMENTS, "quantization_mismatch",
+                 said=_said(r"model config \((?P<ckpt>[\w-]+)\) does not match the quantization method specified in the "
+                            r"`quantization` argument \((?P<asked>[\w-]+)\)"),
+                 doc="ValueError: Quantization method specified in the model config (fp8) does not match the "
+                     "quantization method specified in the `quantization` argument (awq).",
+                 explain=("The checkpoint is quantized with {ckpt} (its config.json's quantization_config), but the "
+                          "command line asks for {asked}.",
+                          "Leave quantization unset: SGLang reads the method from the checkpoint.")),
+    FailureClass(Cause.BAD_ARGUMENTS, "chat_template",
+                 said=_said(r"Chat template (?P<template>\S+) is not a built-in template name"),
+                 doc="RuntimeError: Chat template chatml-x is not a built-in template name or a valid chat template "
+                     "file path.",
+                 explain=("--chat-template {template} names neither a template built into this release nor a file the "
+                          "server can read.",
+                          "Leave chat_template unset to use the model's own (tokenizer_config.json), or give the path of "
+                          "a .jinja file inside the unit's readable paths.")),
+    FailureClass(Cause.BAD_ARGUMENTS, "hicache_ratio", said=_said(r"host memory should be larger than the device memory"),
+                 doc="AssertionError: The host memory should be larger than the device memory with the current "
+                     "protocol",
+                 explain=("The hierarchical cache's host pool must be larger than the GPU's KV pool, and the flags make "
+                          "it smaller: --hicache-ratio at or below 1, or a --hicache-size under the KV pool's size.",
+                          "Use --hicache-ratio above 1 (the default is 2), or a --hicache-size (GB) larger than the KV "
+                          "pool the log's `KV Cache is allocated` line shows.")),
+    FailureClass(Cause.BAD_ARGUMENTS, "lora_adapters", said=_said(r"max_lora_dim|self\.scaling|--max-lora-rank"
+                                                                   r"|--lora-target-modules"),
+                 releases="<= 0.4.3 (the same rank and scaling asserted)",
+                 doc='assert all(x.hf_config["r"] == self.max_lora_dim for x in self.configs.values())',
+                 explain=("The LoRA adapters in lora_paths cannot be served together by this release: their ranks (r) "
+                          "or alphas differ (SGLang ≤ 0.4.3 takes one rank and scaling for all), or one exceeds "
+                          "--max-lora-rank or adapts modules outside --lora-target-modules.",
+                          "Read each adapter's adapter_config.json (r, lora_alpha, target_modules); serve adapters that "
+                          "agree, or raise --max-lora-rank / list the modules (a newer SGLang pads smaller ranks).")),
+    FailureClass(Cause.BAD_ARGUMENTS, "not_an_eagle_draft",
+                 said=_said(r"object has no attribute '(?:set_embed|set_embed_and_head|hot_token_id)'"),
+                 doc="AttributeError: 'Qwen2ForCausalLM' object has no attribute 'set_embed'"),
+    FailureClass(Cause.BAD_ARGUMENTS, "flag_check", said=re.compile(FLAG_CHECK_FRAME_RE.pattern, re.M),
+                 doc='File "/usr/lib/python3/site-packages/sglang/srt/server_args.py", line 812, in __post_init__',
+                 explain=("SGLang's own check of its flags refused this combination: {message}",
+                          "Change the flags it names; `svcdiag render {name}` shows the ExecStart line as systemd runs "
+                          "it.")),
+    FailureClass(Cause.BAD_ARGUMENTS, "tp_split", said=_said(r"heads % tp_size|divisible"),
+                 doc="AssertionError: assert self.total_num_heads % tp_size == 0"),
+)
+
 FAILURES: tuple[FailureClass, ...] = (*_CAUSES, *_GPU_UNAVAILABLE, *_NCCL, *_UNSUPPORTED_HARDWARE, *_UNSUPPORTED_MODEL,
                                      *_HUB_UNREACHABLE, *_CUDA_ERROR, *_DISK_FULL, *_WATCHDOG, *_ROUTER, *_WARMUP,
-                                     *_TRANSPORTS, *_BAD_CHECKPOINT, *_HOST_OOM, *_PORT_IN_USE, *_ACCESS_DENIED)
+                                     *_TRANSPORTS, *_BAD_CHECKPOINT, *_HOST_OOM, *_PORT_IN_USE, *_ACCESS_DENIED,
+                                     *_BAD_ARGUMENTS)
 
 #: the causes a line names, in priority order
 CLASSIFY: tuple[tuple[Cause, re.Pattern[str]], ...] = tuple((r.cause, r.line) for r in FAILURES if r.line is not None)

@@ -43,7 +43,7 @@ from svcdiag.sglang.events import (
     WeightsBegin,
     WeightsEnd,
 )
-from svcdiag.sglang.failures import CLASSIFY, classify
+from svcdiag.sglang.failures import CLASSIFY, FLAG_CHECK_FRAME_RE, classify
 from svcdiag.signals import signal_name
 
 _F = r"(-?\d+(?:\.\d+)?)"
@@ -181,9 +181,6 @@ def _code_line(lines: list[str]) -> str | None:
     return None
 
 
-#: the frame of SGLang's own check of its flags: server_args.py, or (0.5.2x) a resolution hook
-FLAG_CHECK_FRAME_RE = re.compile(r'/sglang/srt/(?:server_args|arg_groups/\w+|layers/attention/attention_registry)\.py"'
-                                 r'|/server_args\.py"')
 
 
 def _raised_in(final: str, lines: list[str]) -> str | None:
