@@ -50,15 +50,12 @@ def diagnose(v: Verdict, cfg: ServiceConfig | None = None, *, port_owners: list[
     if v.verdict == "healthy":
         return _degraded(v, cfg) if v.degraded else None
     cause = v.cause or v.verdict
-    # the most particular first: a sub-case's function or row, then the cause's function or row
-    sub = failures.row(cause, v.detail) if v.detail else None
-    own = failures.row(cause)
-    fn = _BY_DETAIL.get((cause, v.detail)) or (None if sub and sub.explain else _BY_CAUSE.get(cause))
-    row = sub if sub and sub.explain else own
-    if fn is None and row is not None and row.explain is not None:
-        explanation, fixes = _template(row, v, cfg)
+    # the most particular first: the sub-case's function, the cause's, then the registry's words (sub-case, cause)
+    fn = _BY_DETAIL.get((cause, v.detail)) or _BY_CAUSE.get(cause)
+    if fn is not None:
+        explanation, fixes = fn(v, cfg, port_owners or [])
     else:
-        explanation, fixes = (fn or _generic)(v, cfg, port_owners or [])
+        explanation, fixes = _template(v, cfg) or _generic(v, cfg, [])
     return {"cause": cause, "detail": v.detail, "explanation": explanation, "fixes": fixes}
 
 
@@ -69,13 +66,17 @@ class _Words(dict[str, str]):
         return ""
 
 
-def _template(row: failures.FailureClass, v: Verdict, cfg: ServiceConfig | None) -> tuple[list[str], list[dict[str, Any]]]:
-    """A registry row's own explanation and fixes, over the failure's words and what its pattern captured."""
-    assert row.explain is not None
+def _template(v: Verdict, cfg: ServiceConfig | None, **more: str) -> tuple[list[str], list[dict[str, Any]]] | None:
+    """The registry's explanation and fixes of the verdict's sub-case (or, lacking words of its own, its cause),
+    over the failure's words and what its pattern captured; None when the registry has none."""
+    sub = failures.row(v.cause or "", v.detail)
+    row = sub if sub is not None and sub.explain is not None else failures.row(v.cause or "")
+    if row is None or row.explain is None:
+        return None
     model = cfg.model_path if cfg else v.figures.get("model_path")
     words = _Words({"message": v.message, "short": _short(v.message), "phase": v.phase, "name": cfg.name if cfg else "NAME",
                     "unit": v.unit or (cfg.unit if cfg else "UNIT"), "model": repr(model) if model else "the model",
-                    "model_type": v.figures.get("model_type") or "the target model", **v.captures})
+                    "model_type": v.figures.get("model_type") or "the target model", **v.captures, **more})
     lines = row.explain(words) if callable(row.explain) else [line.format_map(words) for line in row.explain]
     return list(lines), \
         [_fix({k: val.format_map(words) if isinstance(val, str) else val for k, val in change.items()}, why.format_map(words))
@@ -332,53 +333,22 @@ def _store_port_in_use(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> t
 
 
 def _model_not_found(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
-    said = _said(v)
-    named = re.search(r"huggingface\.co/(?:api/models/)?(?!docs/)([\w.-]+/[\w-]+(?:\.[\w-]+)*)|path_or_model_id: '([^']+)'"
-                      r"|Repo id must [^:]*: '([^']+)'|No such file or directory: '([^']+)'", said)
-    named_path = next((g for g in named.groups() if g), None) if named else None
+    """The registry's words, unless the path SGLang could not open is not model_path but another flag's."""
+    named = next((v.captures[k] for k in ("hub_id", "path_id", "repo_id", "file") if k in v.captures), None)
     model = cfg.model_path if cfg else v.figures.get("model_path")
-    path = model or named_path
-    what = repr(path) if path else "the model"
-    if named_path and model and model.rstrip("/") not in named_path:  # the missing path is another flag's
+    if named and model and model.rstrip("/") not in named:  # the missing path is another flag's
         draft = (cfg.speculative.draft_model_path if cfg and cfg.speculative else None) \
             or v.figures.get("draft_model_path")
         whose = "the speculative draft model (speculative_draft_model_path)" if draft and draft.rstrip("/") in \
-            named_path else "a LoRA adapter (lora_paths), tokenizer_path or another path in the flags"
-        return [f"SGLang cannot open {named_path!r}: not model_path ({model!r}) but {whose}; it is "
+            named else "a LoRA adapter (lora_paths), tokenizer_path or another path in the flags"
+        return [f"SGLang cannot open {named!r}: not model_path ({model!r}) but {whose}; it is "
                 "neither a folder on this host nor a repo id it can reach.",
-                f"`ls {named_path}` on the GPU host: a LoRA adapter folder holds adapter_config.json and the adapter's "
+                f"`ls {named}` on the GPU host: a LoRA adapter folder holds adapter_config.json and the adapter's "
                 "weights; fix that path in the flags, or download the adapter there."], []
-    if re.search(r"RepositoryNotFoundError|Repository Not Found", said):
-        return [f"The model hub has no repo {what} (or hides it: a private repo answers the same, HTTP 401).",
-                "Check the spelling against the hub page, or download it and point model_path at the folder."], []
-    if re.search(r"LocalEntryNotFoundError|in the cached files|outgoing traffic has been disabled|OfflineModeIsEnabled",
-                 said):
-        return [f"SGLang looked for {what} in the Hugging Face cache only (HF_HUB_OFFLINE=1 or TRANSFORMERS_OFFLINE=1, "
-                "or no network) and it is not there.",
-                "Download it once where the hub is reachable (`huggingface-cli download`) into the HF_HOME the unit "
-                "uses, or point model_path at a local folder; a sandboxed unit sees only the cache its paths allow."], []
-    if re.search(r"Can't load (?:image processor|processor|feature extractor)", said):
-        return [f"SGLang found the model but not its multimodal processor for {what}: {v.message}",
-                "A fine-tuned VLM saved without preprocessor_config.json (and its chat_template/tokenizer files) "
-                "cannot take images: copy those files from the base model's repo next to the weights."], []
-    if (m := re.search(r"(\S+) does not appear to have a file named ([^.\s]+(?:\.\w+)?)", said)) is not None:
-        return [f"{m.group(1)} is there but has no {m.group(2)}: an incomplete copy or download of the model.",
-                f"Compare the folder with the model's repo (`ls {m.group(1)}`) and copy the missing files next to the "
-                "weights, or download it again."], []
-    if "Can't load tokenizer" in said:
-        return [f"SGLang found the model but no tokenizer files for {what}: {v.message}",
-                "Copy tokenizer.json/tokenizer_config.json next to the weights, or set tokenizer_path to where they "
-                "are."], []
-    if re.search(r"gated repo|401 Client Error|authenticated|GatedRepoError", said):
-        return [f"The model hub refused {what}: it is a gated (or private) repo and this server has no token "
-                "that may read it (HTTP 401).",
-                "Accept the model's licence on its hub page with the account whose token the server uses, then give "
-                "the unit that token as a secret (`[secrets] HF_TOKEN`, docs/security.md), or download the model "
-                "and point model_path at the folder."], []
-    return [f"SGLang cannot open model_path {what}: it is neither a folder on this host nor a repo id it can reach.",
-            f"`ls {path or 'MODEL_PATH'}` on the GPU host; a model in /dev/shm is gone after a reboot."], []
-
-
+    path = model or named
+    found = _template(v, cfg, what=repr(path) if path else "the model", path=path or "MODEL_PATH")
+    assert found is not None
+    return found
 
 
 def _bind_address(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
@@ -839,6 +809,9 @@ def _generic(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[
 
 #: sub-cases whose explanation needs the config or arithmetic (the rest are the registry's templates)
 _BY_DETAIL = {
+    ("port_in_use", ""): _port_in_use,
+    ("rendezvous_failed", ""): _rendezvous,
+    ("rendezvous_failed", "clients_missing"): _rendezvous,
     ("bad_arguments", "bind_address"): _bind_address,
     ("bad_arguments", "quantization_blocks"): _quantization_blocks,
     ("bad_arguments", "unrecognized"): _unrecognized,
@@ -861,10 +834,8 @@ _BY_CAUSE = {
     "pd_bootstrap_failed": _pd_bootstrap_failed,
     "killed_by_signal": _killed,
     "exited": _exited,
-    "port_in_use": _port_in_use,
     "model_not_found": _model_not_found,
     "access_denied": _access_denied,
-    "rendezvous_failed": _rendezvous,
     "kv_transfer_failed": _kv_transfer_failed,
     "nvshmem_failed": _nvshmem_failed,
     "broken_install": _broken_install,

@@ -95,6 +95,16 @@ def _watchdog(w: Mapping[str, str]) -> tuple[str, ...]:
             "does not return; the py-spy dump printed above the line shows where each rank waits.")
 
 
+def _said(pattern: str) -> re.Pattern[str]:
+    """A sub-case's words, looked for in the failure's message and evidence (one line each)."""
+    return re.compile(pattern, re.M)
+
+
+#: where a model_not_found names the path or id it could not open (the hub's URL, the id, the folder)
+_NAMED_PATH = _said(r"huggingface\.co/(?:api/models/)?(?!docs/)(?P<hub_id>[\w.-]+/[\w-]+(?:\.[\w-]+)*)"
+                    r"|path_or_model_id: '(?P<path_id>[^']+)'|Repo id must [^:]*: '(?P<repo_id>[^']+)'"
+                    r"|No such file or directory: '(?P<file>[^']+)'")
+
 #: each cause's own row: its line patterns (priority order), its docs line, the generic explanation if any
 _CAUSES: tuple[FailureClass, ...] = (
     FailureClass(Cause.MAX_RUNNING_ZERO, line=re.compile(r"max_running_requests? is zero"),
@@ -177,7 +187,7 @@ _CAUSES: tuple[FailureClass, ...] = (
             "`set_eagle3_layers_to_capture`, `get_embed_and_head`)",
         explain=("This SGLang release has no implementation of the model's architecture: {message}",
                  "Upgrade SGLang to a release that lists the architecture, or check config.json's `architectures`.")),
-    FailureClass(Cause.MODEL_NOT_FOUND, line=re.compile(
+    FailureClass(Cause.MODEL_NOT_FOUND, read=(_NAMED_PATH,), line=re.compile(
         r"Incorrect path_or_model_id|HFValidationError|RepositoryNotFoundError|Repository Not Found"
         r"|Repo id must (?:be in the form|use alphanumeric chars)"  # a --model-path neither a folder here nor a hub id
         r"|is not a local folder and is not a valid model identifier|gated repo|Cannot access gated repo"
@@ -194,7 +204,9 @@ _CAUSES: tuple[FailureClass, ...] = (
             "`OfflineModeIsEnabled: Cannot reach https://huggingface.co/…: offline mode is enabled`); "
             "`Can't load tokenizer for …`; a VLM's `Can't load image processor for …` (no "
             "preprocessor_config.json); a `--lora-paths` folder that is not there (`HFValidationError: "
-            "Repo id must be …: '/data/loras/x'`: the diagnosis names that path, not model_path)"),
+            "Repo id must be …: '/data/loras/x'`: the diagnosis names that path, not model_path)",
+        explain=("SGLang cannot open model_path {what}: it is neither a folder on this host nor a repo id it can reach.",
+                 "`ls {path}` on the GPU host; a model in /dev/shm is gone after a reboot.")),
     # the hub itself out of reach: rate-limited (429), no route, a proxy; the repo id may well be right
     FailureClass(Cause.HUB_UNREACHABLE, line=re.compile(
         r"429 Client Error|Too Many Requests for url|There was a specific connection error when trying to load"
@@ -474,10 +486,6 @@ _CAUSES: tuple[FailureClass, ...] = (
             "clean stop stays healthy"),
 )
 
-
-def _said(pattern: str) -> re.Pattern[str]:
-    """A sub-case's words, looked for in the failure's message and evidence (one line each)."""
-    return re.compile(pattern, re.M)
 
 
 #: gpu_unavailable: the driver's and the device's own words ({message}, {short}: the failure's)
@@ -928,10 +936,52 @@ _BAD_ARGUMENTS = (
                  doc="AssertionError: assert self.total_num_heads % tp_size == 0"),
 )
 
+
+_MODEL_NOT_FOUND = (
+    FailureClass(Cause.MODEL_NOT_FOUND, "repo_not_found", said=_said(r"RepositoryNotFoundError|Repository Not Found"),
+                 doc="huggingface_hub.errors.RepositoryNotFoundError: 401 Client Error. Repository Not Found for url",
+                 explain=("The model hub has no repo {what} (or hides it: a private repo answers the same, HTTP 401).",
+                          "Check the spelling against the hub page, or download it and point model_path at the "
+                          "folder.")),
+    FailureClass(Cause.MODEL_NOT_FOUND, "offline_not_cached",
+                 said=_said(r"LocalEntryNotFoundError|in the cached files|outgoing traffic has been disabled"
+                            r"|OfflineModeIsEnabled"),
+                 doc="huggingface_hub.errors.LocalEntryNotFoundError: Cannot find an appropriate cached snapshot",
+                 explain=("SGLang looked for {what} in the Hugging Face cache only (HF_HUB_OFFLINE=1 or "
+                          "TRANSFORMERS_OFFLINE=1, or no network) and it is not there.",
+                          "Download it once where the hub is reachable (`huggingface-cli download`) into the HF_HOME the "
+                          "unit uses, or point model_path at a local folder; a sandboxed unit sees only the cache its "
+                          "paths allow.")),
+    FailureClass(Cause.MODEL_NOT_FOUND, "no_processor",
+                 said=_said(r"Can't load (?:image processor|processor|feature extractor)"),
+                 doc="OSError: Can't load image processor for '/models/my-vlm'.",
+                 explain=("SGLang found the model but not its multimodal processor for {what}: {message}",
+                          "A fine-tuned VLM saved without preprocessor_config.json (and its chat_template/tokenizer "
+                          "files) cannot take images: copy those files from the base model's repo next to the weights.")),
+    FailureClass(Cause.MODEL_NOT_FOUND, "missing_file",
+                 said=_said(r"(?P<folder>\S+) does not appear to have a file named (?P<missing>[^.\s]+(?:\.\w+)?)"),
+                 doc="OSError: /models/Qwen3-8B does not appear to have a file named tokenizer_config.json.",
+                 explain=("{folder} is there but has no {missing}: an incomplete copy or download of the model.",
+                          "Compare the folder with the model's repo (`ls {folder}`) and copy the missing files next to "
+                          "the weights, or download it again.")),
+    FailureClass(Cause.MODEL_NOT_FOUND, "no_tokenizer", said=_said(r"Can't load tokenizer"),
+                 doc="OSError: Can't load tokenizer for '/models/x'.",
+                 explain=("SGLang found the model but no tokenizer files for {what}: {message}",
+                          "Copy tokenizer.json/tokenizer_config.json next to the weights, or set tokenizer_path to where "
+                          "they are.")),
+    FailureClass(Cause.MODEL_NOT_FOUND, "gated", said=_said(r"gated repo|401 Client Error|authenticated|GatedRepoError"),
+                 doc="OSError: You are trying to access a gated repo.",
+                 explain=("The model hub refused {what}: it is a gated (or private) repo and this server has no token "
+                          "that may read it (HTTP 401).",
+                          "Accept the model's licence on its hub page with the account whose token the server uses, then "
+                          "give the unit that token as a secret (`[secrets] HF_TOKEN`, docs/security.md), or download the "
+                          "model and point model_path at the folder.")),
+)
+
 FAILURES: tuple[FailureClass, ...] = (*_CAUSES, *_GPU_UNAVAILABLE, *_NCCL, *_UNSUPPORTED_HARDWARE, *_UNSUPPORTED_MODEL,
                                      *_HUB_UNREACHABLE, *_CUDA_ERROR, *_DISK_FULL, *_WATCHDOG, *_ROUTER, *_WARMUP,
                                      *_TRANSPORTS, *_BAD_CHECKPOINT, *_HOST_OOM, *_PORT_IN_USE, *_ACCESS_DENIED,
-                                     *_BAD_ARGUMENTS)
+                                     *_BAD_ARGUMENTS, *_MODEL_NOT_FOUND)
 
 #: the causes a line names, in priority order
 CLASSIFY: tuple[tuple[Cause, re.Pattern[str]], ...] = tuple((r.cause, r.line) for r in FAILURES if r.line is not None)
@@ -951,14 +1001,22 @@ def classify(text: str) -> Cause | None:
 
 def refine(cause: str, said: str) -> tuple[str, dict[str, str]]:
     """The sub-case a failure's record (its message and evidence) is, and what its pattern captured."""
-    for row in SUBCASES.get(cause, ()) if cause in Cause.__members__.values() else ():
+    for row in SUBCASES.get(cause, ()):  # type: ignore[call-overload]  # a str is its Cause's key
         if row.said is not None and (m := row.said.search(said)) is not None:
             captures = {k: v for k, v in m.groupdict().items() if v is not None}
-            for pat in row.read:
-                if (r := pat.search(said)) is not None:
-                    captures.update((k, v) for k, v in r.groupdict().items() if v is not None and k not in captures)
-            return row.detail, captures
-    return "", {}
+            captures |= _read(row, said, captures)
+            return row.detail, captures | _read(BY_KEY[(row.cause, "")], said, captures)
+    own = BY_KEY.get((cause, ""))
+    return "", _read(own, said, {}) if own is not None else {}
+
+
+def _read(row: FailureClass, said: str, have: dict[str, str]) -> dict[str, str]:
+    """What a row's read patterns capture (each pattern's first match), beyond what is already had."""
+    out: dict[str, str] = {}
+    for pat in row.read:
+        if (r := pat.search(said)) is not None:
+            out.update((k, v) for k, v in r.groupdict().items() if v is not None and k not in have and k not in out)
+    return out
 
 
 def row(cause: str, detail: str = "") -> FailureClass | None:
