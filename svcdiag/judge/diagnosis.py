@@ -523,93 +523,10 @@ def _shape_mismatch(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tupl
             "loaded without its quantization, or a tp_size the checkpoint was pre-split for)."], []
 
 
-def _broken_install(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
-    name = cfg.name if cfg else "NAME"
-    if re.search(r"'ninja'|Ninja is required", v.message):
-        return [f"A kernel is compiled at first use (FlashInfer, DeepGEMM, a torch extension) with ninja, and the unit's "
-                f"PATH has no ninja: {v.message}",
-                "Install it into the unit's interpreter (`pip install ninja`: the build calls the `ninja` next to that "
-                "python only if its bin/ is on PATH), or put the venv's bin/ on PATH in [env]; prebuilt kernels "
-                "(`pip install flashinfer-jit-cache`, SGLang's docker image) need no build at all."], []
-    if re.search(r"Ninja build failed|Error building extension", v.message):
-        return [f"A kernel compiled at first use (FlashInfer, DeepGEMM, a torch extension) failed to build: {v.message}",
-                "The compiler's own line says why: most often a CUDA toolkit (nvcc) other than the one torch was "
-                "built for, missing CUDA headers, or a half-built cache. Point CUDA_HOME in [env] at the matching "
-                "toolkit, clear the cache it names (~/.cache/flashinfer, ~/.cache/torch_extensions), or install the "
-                "prebuilt kernels (`pip install flashinfer-jit-cache`) / use SGLang's docker image."], []
-    if "nvcc" in v.message:
-        return [f"A kernel is compiled at first use (FlashInfer, DeepGEMM JIT) and the CUDA toolkit is missing: {v.message}",
-                "Install the CUDA toolkit the torch build matches and set CUDA_HOME in [env], or use SGLang's docker "
-                "image; a unit's PATH lacks /usr/local/cuda/bin unless [env] puts it there."], []
-    if "Torch not compiled with CUDA enabled" in v.message:
-        return ["The torch in the unit's interpreter is a CPU-only build (pip's default on some platforms, or a "
-                "package that pulled `torch` in again without its CUDA index): it cannot use the GPU at all.",
-                "Install the CUDA build SGLang's release pins (`pip install torch==X --index-url "
-                "https://download.pytorch.org/whl/cu128`, or `pip install \"sglang[all]==X\"` into a fresh venv); "
-                "`python -c 'import torch; print(torch.version.cuda)'` prints None for a CPU build."], []
-    if re.search(r"C compiler|/usr/bin/(?:gcc|cc|g\+\+|c\+\+)'|Python\.h", _said(v)):
-        return [f"Triton compiles a small C helper the first time a kernel runs, and could not: {v.message}",
-                "It needs a C compiler and the Python headers on the unit's PATH (`apt install gcc python3-dev`, or "
-                "CC= in [env]); a systemd unit's PATH is narrower than a login shell's."], []
-    if (lib := _native_import(v.message, _said(v))) is not None:
-        return lib
-    return [f"The Python environment the unit runs cannot import what SGLang needs: {v.message}",
-            "A missing package, or compiled kernels (sgl_kernel, flashinfer, vllm) built for another torch or CUDA "
-            "than the installed one. Install the versions the SGLang release pins (`pip install \"sglang[all]==X\"` "
-            f"in the unit's interpreter, shown by `svcdiag render {name}`), or use its docker image."], []
 
 
-#: the compiled packages SGLang imports, named by the path of the .so that failed
-_KERNEL_PACKAGES = ("sgl_kernel", "flashinfer", "vllm", "deep_gemm", "flash_attn", "xformers", "torchvision", "torchaudio",
-                    "triton", "xgrammar", "torch")
 
 
-def _native_import(msg: str, said: str) -> tuple[list[str], list[dict[str, Any]]] | None:
-    """A compiled module that would not load, told by what the loader said: an older C++ runtime, a missing
-    system or CUDA library, a symbol of another torch; or a grammar backend of another version. Each has its own fix."""
-    pkg = next((p for p in _KERNEL_PACKAGES if re.search(rf"/{p}/|/{p}[.-]|\b{p}\b", msg)), None) \
-        or next((p for p in _KERNEL_PACKAGES if re.search(rf"/{p}/", said)), None)  # the importing frame's path
-    if (m := re.search(r"((?:GLIBCXX|CXXABI)_[\d.]+)' not found(?: \(required by (\S+?)\))?", msg)) is not None:
-        stdcpp = re.search(r"(\S*libstdc\+\+\.so[.\d]*)", msg)
-        return [f"{m.group(2) or 'A compiled module'} needs {m.group(1)}, and the C++ runtime this process loaded "
-                f"({stdcpp.group(1) if stdcpp else 'libstdc++.so.6'}) is older than the compiler it was built with.",
-                "Most often a conda env's own old libstdc++ shadowing the system's: `conda install -c conda-forge "
-                "'libstdcxx-ng>=13'` in that env (or put the system's first: LD_PRELOAD=/usr/lib/x86_64-linux-gnu/"
-                "libstdc++.so.6 in [env]); on an old distribution (Ubuntu 20.04, RHEL 8), SGLang's docker image or a "
-                "newer OS."], []
-    if (m := re.search(r"(lib(?:cudart|cublas(?:Lt)?|cudnn|nvrtc|cusparse|cufft|curand|nccl|nvJitLink)\.so\.(\d+))"
-                       r"[^:]*: cannot open shared object file", msg)) is not None:
-        return [f"{pkg or 'A compiled package'} was built for CUDA {m.group(2)} and this environment has no "
-                f"{m.group(1)}: the installed torch (and its nvidia-* wheels) is built for another CUDA major than the "
-                "kernels.",
-                f"Install the build of each for one CUDA (`python -c 'import torch; print(torch.version.cuda)'`; the "
-                f"SGLang release pins torch and sgl-kernel for it), or `pip install nvidia-cuda-runtime-cu{m.group(2)}`; "
-                "SGLang's docker image has them matched."], []
-    if (m := re.search(r"(lib[\w+-]+\.so[.\d]*): cannot open shared object file", msg)) is not None \
-            and not m.group(1).startswith(("libc10", "libtorch", "libcuda")):
-        name = m.group(1)
-        apt = {"libnuma": "libnuma1", "libibverbs": "libibverbs1", "libgomp": "libgomp1", "libGL": "libgl1",
-               "libgl": "libgl1", "libmlx5": "ibverbs-providers", "librdmacm": "librdmacm1"}
-        pkg_name = next((a for k, a in apt.items() if name.startswith(k + ".")), None)
-        return [f"{pkg or 'A compiled package'} links {name}, a system library this host (or image) lacks: "
-                "reinstalling the Python package does not help.",
-                f"Install it with the OS's package manager (`apt install {pkg_name or 'PACKAGE'}`"
-                + (f", `dnf install {'numactl-libs' if pkg_name == 'libnuma1' else 'PACKAGE'}`" if pkg_name else "")
-                + f"; `apt-file search {name}` names it), in the image too if the server runs in a container."], []
-    if "undefined symbol: " in msg:
-        torch_abi = re.search(r"undefined symbol: _ZNK?(?:3c10|2at|5torch)", msg) is not None  # c10::, at::, torch::
-        what = "another torch than the installed one (the symbol is torch's C++ API)" if torch_abi else \
-            "other versions of its dependencies than the installed ones"
-        return [f"{pkg or 'A compiled package'}'s binary was built against {what}: {_short(msg)}",
-                f"Install the {pkg or 'package'} build made for this torch (`pip show torch {pkg or ''}`; each SGLang "
-                "release pins torch, sgl-kernel and flashinfer together: `pip install \"sglang[all]==X\"` puts all back), "
-                "or SGLang's docker image; upgrading torch alone (`pip install -U torch`) is the usual way to get here."], []
-    if (g := re.search(r"\b(xgrammar|outlines|llguidance)\b", msg)) is not None:
-        return [f"The grammar backend {g.group(1)} (structured output, --grammar-backend) is missing or not the "
-                f"version this SGLang was written for: {msg}",
-                f"Install the {g.group(1)} version the SGLang release pins (`pip install \"sglang[all]==X\"`), or start "
-                "with another --grammar-backend (none, if no request asks for structured output)."], []
-    return None
 
 
 def _short(msg: str, limit: int = 160) -> str:
@@ -838,7 +755,6 @@ _BY_CAUSE = {
     "access_denied": _access_denied,
     "kv_transfer_failed": _kv_transfer_failed,
     "nvshmem_failed": _nvshmem_failed,
-    "broken_install": _broken_install,
     "mamba_cache_too_small": _mamba_small,
     "timed_out": _timed_out,
     "incomplete": _incomplete,

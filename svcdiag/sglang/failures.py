@@ -391,7 +391,11 @@ _CAUSES: tuple[FailureClass, ...] = (
             "system package: `apt install libnuma1`; also under sgl-kernel's multi-line `[sgl_kernel] "
             "CRITICAL: Could not load any common_ops library!`), `libcudart.so.12: …` (torch and the "
             "kernels built for different CUDA majors), `undefined symbol: _ZN3c10…` (a package built for "
-            "another torch, named from its path), a grammar backend's (xgrammar, outlines, llguidance)"),
+            "another torch, named from its path), a grammar backend's (xgrammar, outlines, llguidance)",
+        explain=("The Python environment the unit runs cannot import what SGLang needs: {message}",
+                 "A missing package, or compiled kernels (sgl_kernel, flashinfer, vllm) built for another torch or CUDA "
+                 "than the installed one. Install the versions the SGLang release pins (`pip install \"sglang[all]==X\"` "
+                 "in the unit's interpreter, shown by `svcdiag render {name}`), or use its docker image.")),
     # torch.compile (--enable-torch-compile) could not compile the model: dynamo/inductor's own error; after
     # the patterns above, so an OOM or a missing compiler inside it is still that
     FailureClass(Cause.TORCH_COMPILE_FAILED, line=re.compile(
@@ -978,10 +982,118 @@ _MODEL_NOT_FOUND = (
                           "model and point model_path at the folder.")),
 )
 
+#: the compiled packages SGLang imports, named by the path of the .so that failed (the first of these the loader's
+#: words name, else the first an importing frame's path does)
+_KERNEL_PACKAGES = ("sgl_kernel", "flashinfer", "vllm", "deep_gemm", "flash_attn", "xformers", "torchvision", "torchaudio",
+                    "triton", "xgrammar", "torch")
+_PACKAGE = (*(_said(rf"\A.*\b(?P<pkg>{p})\b") for p in _KERNEL_PACKAGES),
+            *(_said(rf"/(?P<pkg>{p})/") for p in _KERNEL_PACKAGES))
+#: the OS package of a system library a wheel links (apt's name)
+_APT = {"libnuma": "libnuma1", "libibverbs": "libibverbs1", "libgomp": "libgomp1", "libGL": "libgl1", "libgl": "libgl1",
+        "libmlx5": "ibverbs-providers", "librdmacm": "librdmacm1"}
+
+
+def _cxx_runtime(w: Mapping[str, str]) -> tuple[str, ...]:
+    return (f"{w['by'] or 'A compiled module'} needs {w['symbol']}, and the C++ runtime this process loaded "
+            f"({w['stdcpp'] or 'libstdc++.so.6'}) is older than the compiler it was built with.",
+            "Most often a conda env's own old libstdc++ shadowing the system's: `conda install -c conda-forge "
+            "'libstdcxx-ng>=13'` in that env (or put the system's first: LD_PRELOAD=/usr/lib/x86_64-linux-gnu/"
+            "libstdc++.so.6 in [env]); on an old distribution (Ubuntu 20.04, RHEL 8), SGLang's docker image or a newer OS.")
+
+
+def _cuda_library(w: Mapping[str, str]) -> tuple[str, ...]:
+    return (f"{w['pkg'] or 'A compiled package'} was built for CUDA {w['major']} and this environment has no {w['lib']}: "
+            "the installed torch (and its nvidia-* wheels) is built for another CUDA major than the kernels.",
+            "Install the build of each for one CUDA (`python -c 'import torch; print(torch.version.cuda)'`; the SGLang "
+            f"release pins torch and sgl-kernel for it), or `pip install nvidia-cuda-runtime-cu{w['major']}`; SGLang's "
+            "docker image has them matched.")
+
+
+def _system_library(w: Mapping[str, str]) -> tuple[str, ...]:
+    apt = next((a for k, a in _APT.items() if w["lib"].startswith(k + ".")), None)
+    dnf = f", `dnf install {'numactl-libs' if apt == 'libnuma1' else 'PACKAGE'}`" if apt else ""
+    return (f"{w['pkg'] or 'A compiled package'} links {w['lib']}, a system library this host (or image) lacks: "
+            "reinstalling the Python package does not help.",
+            f"Install it with the OS's package manager (`apt install {apt or 'PACKAGE'}`{dnf}; `apt-file search "
+            f"{w['lib']}` names it), in the image too if the server runs in a container.")
+
+
+def _undefined_symbol(what: str) -> Callable[[Mapping[str, str]], tuple[str, ...]]:
+    def explain(w: Mapping[str, str]) -> tuple[str, ...]:
+        pkg = w["pkg"]
+        return (f"{pkg or 'A compiled package'}'s binary was built against {what}: {w['short']}",
+                f"Install the {pkg or 'package'} build made for this torch (`pip show torch {pkg or ''}`; each SGLang "
+                "release pins torch, sgl-kernel and flashinfer together: `pip install \"sglang[all]==X\"` puts all back), "
+                "or SGLang's docker image; upgrading torch alone (`pip install -U torch`) is the usual way to get here.")
+    return explain
+
+
+_BROKEN_INSTALL = (
+    FailureClass(Cause.BROKEN_INSTALL, "no_ninja", said=_said(r"\A.*(?:'ninja'|Ninja is required)"),
+                 doc="FileNotFoundError: [Errno 2] No such file or directory: 'ninja'",
+                 explain=("A kernel is compiled at first use (FlashInfer, DeepGEMM, a torch extension) with ninja, and the "
+                          "unit's PATH has no ninja: {message}",
+                          "Install it into the unit's interpreter (`pip install ninja`: the build calls the `ninja` next to "
+                          "that python only if its bin/ is on PATH), or put the venv's bin/ on PATH in [env]; prebuilt "
+                          "kernels (`pip install flashinfer-jit-cache`, SGLang's docker image) need no build at all.")),
+    FailureClass(Cause.BROKEN_INSTALL, "kernel_build", said=_said(r"\A.*(?:Ninja build failed|Error building extension)"),
+                 doc="RuntimeError: Ninja build failed. Ninja output:",
+                 explain=("A kernel compiled at first use (FlashInfer, DeepGEMM, a torch extension) failed to build: "
+                          "{message}",
+                          "The compiler's own line says why: most often a CUDA toolkit (nvcc) other than the one torch was "
+                          "built for, missing CUDA headers, or a half-built cache. Point CUDA_HOME in [env] at the matching "
+                          "toolkit, clear the cache it names (~/.cache/flashinfer, ~/.cache/torch_extensions), or install "
+                          "the prebuilt kernels (`pip install flashinfer-jit-cache`) / use SGLang's docker image.")),
+    FailureClass(Cause.BROKEN_INSTALL, "no_nvcc", said=_said(r"\A.*nvcc"),
+                 doc="RuntimeError: Could not find nvcc and default cuda_home='/usr/local/cuda' doesn't exist",
+                 explain=("A kernel is compiled at first use (FlashInfer, DeepGEMM JIT) and the CUDA toolkit is missing: "
+                          "{message}",
+                          "Install the CUDA toolkit the torch build matches and set CUDA_HOME in [env], or use SGLang's "
+                          "docker image; a unit's PATH lacks /usr/local/cuda/bin unless [env] puts it there.")),
+    FailureClass(Cause.BROKEN_INSTALL, "cpu_torch", said=_said(r"\A.*Torch not compiled with CUDA enabled"),
+                 doc="AssertionError: Torch not compiled with CUDA enabled",
+                 explain=("The torch in the unit's interpreter is a CPU-only build (pip's default on some platforms, or a "
+                          "package that pulled `torch` in again without its CUDA index): it cannot use the GPU at all.",
+                          "Install the CUDA build SGLang's release pins (`pip install torch==X --index-url "
+                          "https://download.pytorch.org/whl/cu128`, or `pip install \"sglang[all]==X\"` into a fresh "
+                          "venv); `python -c 'import torch; print(torch.version.cuda)'` prints None for a CPU build.")),
+    FailureClass(Cause.BROKEN_INSTALL, "no_c_compiler", said=_said(r"C compiler|/usr/bin/(?:gcc|cc|g\+\+|c\+\+)'|Python\.h"),
+                 doc="RuntimeError: Failed to find C compiler. Please specify via CC environment variable.",
+                 explain=("Triton compiles a small C helper the first time a kernel runs, and could not: {message}",
+                          "It needs a C compiler and the Python headers on the unit's PATH (`apt install gcc "
+                          "python3-dev`, or CC= in [env]); a systemd unit's PATH is narrower than a login shell's.")),
+    FailureClass(Cause.BROKEN_INSTALL, "cxx_runtime",
+                 said=_said(r"\A.*(?P<symbol>(?:GLIBCXX|CXXABI)_[\d.]+)' not found(?: \(required by (?P<by>\S+?)\))?"),
+                 read=(_said(r"\A.*?(?P<stdcpp>\S*libstdc\+\+\.so[.\d]*)"),),
+                 doc="ImportError: /opt/conda/lib/libstdc++.so.6: version `GLIBCXX_3.4.32' not found",
+                 explain=_cxx_runtime),
+    FailureClass(Cause.BROKEN_INSTALL, "cuda_library",
+                 said=_said(r"\A.*?(?P<lib>lib(?:cudart|cublas(?:Lt)?|cudnn|nvrtc|cusparse|cufft|curand|nccl|nvJitLink)"
+                            r"\.so\.(?P<major>\d+))[^:\n]*: cannot open shared object file"),
+                 read=_PACKAGE, doc="ImportError: libcudart.so.12: cannot open shared object file: No such file or directory",
+                 explain=_cuda_library),
+    FailureClass(Cause.BROKEN_INSTALL, "system_library",
+                 said=_said(r"\A.*?(?P<lib>(?!libc10|libtorch|libcuda)lib[\w+-]+\.so[.\d]*): cannot open shared object file"),
+                 read=_PACKAGE, doc="ImportError: libnuma.so.1: cannot open shared object file: No such file or directory",
+                 explain=_system_library),
+    FailureClass(Cause.BROKEN_INSTALL, "torch_abi", said=_said(r"\A.*undefined symbol: _ZNK?(?:3c10|2at|5torch)"),
+                 read=_PACKAGE, doc="ImportError: /x/sgl_kernel/common_ops.abi3.so: undefined symbol: _ZN3c104cuda9SetDeviceEi",
+                 explain=_undefined_symbol("another torch than the installed one (the symbol is torch's C++ API)")),
+    FailureClass(Cause.BROKEN_INSTALL, "undefined_symbol", said=_said(r"\A.*undefined symbol: "),
+                 read=_PACKAGE, doc="ImportError: /x/flashinfer/_kernels.so: undefined symbol: cudaGetDriverEntryPoint",
+                 explain=_undefined_symbol("other versions of its dependencies than the installed ones")),
+    FailureClass(Cause.BROKEN_INSTALL, "grammar_backend", said=_said(r"\A.*\b(?P<backend>xgrammar|outlines|llguidance)\b"),
+                 doc="ImportError: cannot import name 'GrammarMatcher' from 'xgrammar'",
+                 explain=("The grammar backend {backend} (structured output, --grammar-backend) is missing or not the "
+                          "version this SGLang was written for: {message}",
+                          "Install the {backend} version the SGLang release pins (`pip install \"sglang[all]==X\"`), or "
+                          "start with another --grammar-backend (none, if no request asks for structured output).")),
+)
+
 FAILURES: tuple[FailureClass, ...] = (*_CAUSES, *_GPU_UNAVAILABLE, *_NCCL, *_UNSUPPORTED_HARDWARE, *_UNSUPPORTED_MODEL,
                                      *_HUB_UNREACHABLE, *_CUDA_ERROR, *_DISK_FULL, *_WATCHDOG, *_ROUTER, *_WARMUP,
                                      *_TRANSPORTS, *_BAD_CHECKPOINT, *_HOST_OOM, *_PORT_IN_USE, *_ACCESS_DENIED,
-                                     *_BAD_ARGUMENTS, *_MODEL_NOT_FOUND)
+                                     *_BAD_ARGUMENTS, *_MODEL_NOT_FOUND, *_BROKEN_INSTALL)
 
 #: the causes a line names, in priority order
 CLASSIFY: tuple[tuple[Cause, re.Pattern[str]], ...] = tuple((r.cause, r.line) for r in FAILURES if r.line is not None)
