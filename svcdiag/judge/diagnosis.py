@@ -1,7 +1,8 @@
 """Why a start failed, and what to change, with the arithmetic shown.
 
-Pure: a verdict's figures (what SGLang printed) and the effective config in, sentences and
-fixes out. The memory arithmetic is SGLang's own (kv_cache_configurator; docs/sglang.md#the-budget):
+Pure: a verdict's figures (what SGLang printed), its cause and sub-case (the grammar read them off the
+log once, sglang/failures.py holds each one's words) and the effective config in, sentences and fixes
+out; no text is matched here. The memory arithmetic is SGLang's own (kv_cache_configurator; docs/sglang.md#the-budget):
     rest = free_after_weights − free_before_load × (1 − mem_fraction_static)
     Mamba state first (fixed by --max-mamba-cache-size), the KV cache gets the remainder;
     a request needs context_len tokens of KV and `slots per request` Mamba slots.
@@ -11,12 +12,11 @@ so raising mem_fraction_static by Δ gives the caches Δ × free_before_load mor
 from __future__ import annotations
 
 import math
-import re
 from typing import Any
 
 from svcdiag.config.service import PHASE_TIMEOUTS, ServiceConfig
 from svcdiag.judge.verdict import Verdict
-from svcdiag.sglang import failures
+from svcdiag.sglang import failures, stalls
 from svcdiag.sglang.memory import GB, MAX_MEM_FRACTION, Memory
 
 
@@ -38,11 +38,6 @@ def memory(v: Verdict, cfg: ServiceConfig | None) -> Memory:
                                context_length=cfg.context_length if cfg else None,
                                mem_fraction_static=cfg.mem_fraction_static if cfg else None,
                                max_running_requests=cfg.max_running_requests if cfg else None)
-
-
-def _said(v: Verdict) -> str:
-    """Everything the failure said, its message and its evidence lines, to look for a cause's words in."""
-    return f"{v.message} {' '.join(v.evidence)}"
 
 
 def diagnose(v: Verdict, cfg: ServiceConfig | None = None, *, port_owners: list[str] | None = None) -> dict[str, Any] | None:
@@ -159,15 +154,15 @@ def _max_running_zero(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tu
 
 def _not_enough_memory(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
     f = v.figures
-    if (w := re.search(r"SWA pool \((\d+) tokens\).*?sliding_window_size \((\d+)\)", v.message)) is not None:
-        return [f"The sliding-window layers' KV pool holds {_n(int(w.group(1)))} tokens, not even one window of "
-                f"{_n(int(w.group(2)))} (plus a page): no request could ever be admitted, so SGLang refuses to start.",
+    if v.detail == "swa_pool":
+        return [f"The sliding-window layers' KV pool holds {_n(int(v.captures['tokens']))} tokens, not even one window of "
+                f"{_n(int(v.captures['window']))} (plus a page): no request could ever be admitted, so SGLang refuses to start.",
                 "The SWA pool is --swa-full-tokens-ratio of the full-attention pool: raise it (the default 0.8), or "
                 "give the KV caches more memory (mem_fraction_static)."], []
     m = memory(v, cfg)
     say = [v.message]
     fixes = []
-    floor = re.search(r"above (\d\.\d+)", " ".join(v.evidence))
+    floor = v.captures.get("floor")
     if m.free_before_gb and m.mem_fraction and f.get("weights_gb") is not None:
         budget = m.free_before_gb * m.mem_fraction
         say.append(f"mem_fraction_static={m.mem_fraction} of the {_gb(m.free_before_gb)} free before loading is "
@@ -177,19 +172,18 @@ def _not_enough_memory(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> t
         fixes.append(_fix({"mem_fraction_static": round(min(MAX_MEM_FRACTION, math.ceil(need * 100) / 100 + 0.02), 2)},
                           "room for the weights plus a usable KV cache"))
     elif floor:
-        fixes.append(_fix({"mem_fraction_static": round(float(floor.group(1)) + 0.02, 2)}, "above SGLang's stated floor"))
+        fixes.append(_fix({"mem_fraction_static": round(float(floor) + 0.02, 2)}, "above SGLang's stated floor"))
     if cfg:
         fixes.append(_fix({"tp_size": cfg.tp_size * 2}, "halves the weights on each GPU (give gpus twice as many)"))
     return say, fixes
 
 
+#: whose memory ran out, by cuda_oom's sub-case (the device's own words); CUDA's otherwise
+_DEVICES = {"npu": "The NPU", "xpu": "The XPU", "hip": "HIP"}
+
+
 def _device(v: Verdict) -> str:
-    """Whose memory ran out, in its own words: CUDA's, or an Ascend NPU's, an Intel XPU's, ROCm's."""
-    said = _said(v)
-    return next((name for word, name in (("NPU out of memory", "The NPU"), ("XPU out of memory", "The XPU"),
-                                         ("UR_RESULT_ERROR_OUT_OF_DEVICE_MEMORY", "The XPU"),
-                                         ("HIP out of memory", "HIP"), ("HIP error: out of memory", "HIP"),
-                                         ("hipErrorOutOfMemory", "HIP")) if word in said), "CUDA")
+    return _DEVICES.get(v.detail, "CUDA")
 
 
 def _cuda_oom(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
@@ -223,8 +217,9 @@ def _cuda_oom(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list
                + ": SGLang sized it from mem_fraction_static" + (f"={mfs}" if mfs else "")
                + " of the memory it measured before loading, and that much was no longer free (another process on "
                "the GPU, or a fraction that leaves nothing for the allocator's own overhead)."]
-        if (other := re.search(r"Process (\d+) has ([\d.]+ GiB) memory in use", v.message)) is not None:
-            say.append(f"Process {other.group(1)}, not this server, holds {other.group(2)} of that GPU (`nvidia-smi`).")
+        if "other_pid" in v.captures:
+            say.append(f"Process {v.captures['other_pid']}, not this server, holds {v.captures['other_gib']} of that GPU "
+                       "(`nvidia-smi`).")
         return say, [_fix({"mem_fraction_static": round(mfs - 0.05, 2)}, "a smaller KV cache")] if mfs else []
     say = [f"{dev} ran out of memory in phase {v.phase}."]
     return say, [_fix({"mem_fraction_static": round(mfs - 0.05, 2)}, "more headroom outside the caches")] if mfs else []
@@ -606,7 +601,7 @@ def _timed_out(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[lis
         say.insert(1, "The ranks are waiting for each other at dist_init_addr: a node of this multi-node start has not "
                       "joined (not started, another nnodes or dist_init_addr, or a firewall between the nodes).")
     elif (work := _last_work(v)) is not None:
-        say.insert(2, f"So {work[1]}: {work[2]}.")
+        say.insert(2, f"So {work[0]}: {work[1]}.")
     fixes = [_fix({f"timeouts.{v.phase}": round((limit or 300) * 2)}, "if this phase is merely slow on this host")] \
         if v.phase in PHASE_TIMEOUTS else []
     if extra:
@@ -640,45 +635,15 @@ def _degraded(v: Verdict, cfg: ServiceConfig | None) -> dict[str, Any]:
     return {"cause": "degraded", "explanation": say, "fixes": fixes}
 
 
-#: what a start was doing when its log stopped, told by the last line: (pattern, what it means, how to tell a hang)
-LAST_WORK = (
-    (re.compile(r"\.(?:safetensors|bin|pt|gguf)[\w.]*: +\d+%\||Downloading|Fetching \d+ files"),
-     "it was downloading the weights from the hub", "if the byte count no longer grows, the download is stuck "
-     "(network, proxy, a full disk); `HF_HUB_OFFLINE=1` with a pre-downloaded model avoids it on every start"),
-    (re.compile(r"AUTOTUNE|torch\._inductor|torch\._dynamo|torch_compile|[Dd]ynamo"),
-     "it was in torch.compile (--enable-torch-compile): tracing and autotuning", "that takes minutes per batch size "
-     "the first time; TORCHINDUCTOR_CACHE_DIR kept across starts makes it seconds"),
-    (re.compile(r"DeepGEMM|deep_gemm|JIT|[Nn]inja|flashinfer\.jit|Compiling|nvcc"),
-     "it was compiling kernels at first use (JIT)", "a first start compiles for minutes (DeepGEMM 10-20 min for a "
-     "large MoE) and later starts read the cache; a hang shows no CPU in the compiler (`top`)"),
-    (re.compile(r"Registering \d+ cuda graph addresses"),
-     "it was registering the custom all-reduce's CUDA-graph buffers between the GPUs", "a stop right there is the "
-     "GPUs' peer-to-peer IPC: start with --disable-custom-all-reduce (extra_args) and see `nvidia-smi topo -m`"),
-    (re.compile(r"Capturing (?:batches|num tokens)|Capture (?:cuda|CUDA) graph"),
-     "it was capturing CUDA graphs", "capture takes seconds per batch size; several minutes with no new bar on any "
-     "rank is a hang (often a collective waiting for a rank that died: see the other ranks' lines)"),
-    (re.compile(r"Init torch distributed begin|Init nccl begin|NCCL INFO"),
-     "its ranks were setting up NCCL on this host", "a hang there is most often GPU peer-to-peer (an IOMMU, a "
-     "virtualised host: try NCCL_P2P_DISABLE=1) or a GPU another process holds (`nvidia-smi`)"),
-    (re.compile(r"checkpoint shards: +100% Completed"),
-     "this rank had read every shard of its checkpoint and was finishing the load", "on a multi-node or TP start, "
-     "every rank then waits for the slowest: look at the other ranks' and nodes' logs for one still reading, or one "
-     "that never started"),
-    (re.compile(r"Loading (?:\w+ )?checkpoint shards|Multi-thread loading"),
-     "it was reading the checkpoint shards", "a slow disk or network filesystem reads large models for minutes; a "
-     "bar that does not move for long is a stalled read"),
-)
-
-
 def _at_rendezvous(v: Verdict) -> bool:
     """A multi-node start whose last line is its ranks meeting at dist_init_addr: waiting for a node."""
     return v.phase == "starting" and (v.figures.get("nnodes") or 1) > 1 and v.last_line is not None \
-        and re.search(r"Init torch distributed begin|c10d", v.last_line) is not None
+        and stalls.at_rendezvous(v.last_line)
 
 
-def _last_work(v: Verdict) -> tuple[re.Pattern[str], str, str] | None:
-    """What the start was doing when its last line was printed (LAST_WORK), if that line says."""
-    return next((w for w in LAST_WORK if w[0].search(v.last_line)), None) if v.last_line else None
+def _last_work(v: Verdict) -> tuple[str, str] | None:
+    """What the start was doing when its last line was printed, if that line says."""
+    return stalls.last_work(v.last_line) if v.last_line else None
 
 
 def _incomplete(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
@@ -690,7 +655,7 @@ def _incomplete(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[li
         say.append("It stops where the ranks wait for each other at dist_init_addr: if it stayed there, a node of this "
                    "multi-node start never joined (not started, another nnodes or dist_init_addr, a firewall).")
     elif (work := _last_work(v)) is not None:
-        say.append(f"So {work[1]}: {work[2]}.")
+        say.append(f"So {work[0]}: {work[1]}.")
     say.append("A saved log may be cut short; for a live unit, `svcdiag wait NAME` follows it to its verdict.")
     return say, []
 

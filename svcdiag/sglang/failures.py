@@ -120,7 +120,7 @@ _CAUSES: tuple[FailureClass, ...] = (
         r"state cache is too small to serve any requests|Not enough GPU memory for hybrid \(mamba"),
         doc="`RuntimeError: Hybrid (mamba/linear-attention) state cache is too small to serve any "
             "requests …`"),
-    FailureClass(Cause.NOT_ENOUGH_MEMORY, line=re.compile(
+    FailureClass(Cause.NOT_ENOUGH_MEMORY, read=(_said(r"above (?P<floor>\d\.\d+)"),), line=re.compile(
         r"Not enought? memory\. Please try to increase --mem-fraction-static"  # ≤ 0.1.17 spells it "enought"
         r"|leave no GPU memory for the KV cache|Memory pool size is too small"
         r"|SWA pool \(\d+ tokens\) cannot hold even one request"),  # 0.5.23: a sliding-window pool under its window
@@ -128,7 +128,8 @@ _CAUSES: tuple[FailureClass, ...] = (
             "weights leave no GPU memory for the KV cache …`; 0.5.23's `ValueError: SWA pool (659 tokens)"
             " cannot hold even one request: … sliding_window_size (1024) + page_size (1). Increase "
             "--swa-full-tokens-ratio …` (the diagnosis names that ratio)"),
-    FailureClass(Cause.CUDA_OOM, line=re.compile(
+    FailureClass(Cause.CUDA_OOM, read=(_said(r"\A.*Process (?P<other_pid>\d+) has (?P<other_gib>[\d.]+ GiB) memory in use"),),
+                 line=re.compile(
         r"CUDA out of memory|HIP out of memory|OutOfMemoryError|(?:CUDA|HIP) error: out of memory"
                             r"|hipErrorOutOfMemory|(?:NPU|XPU) out of memory"  # Ascend's torch_npu, Intel's XPU
                             r"|UR_RESULT_ERROR_OUT_OF_DEVICE_MEMORY"),  # Intel's Level Zero runtime, under torch
@@ -1090,10 +1091,24 @@ _BROKEN_INSTALL = (
                           "start with another --grammar-backend (none, if no request asks for structured output).")),
 )
 
+_MEMORY = (
+    FailureClass(Cause.NOT_ENOUGH_MEMORY, "swa_pool",
+                 said=_said(r"\A.*SWA pool \((?P<tokens>\d+) tokens\).*?sliding_window_size \((?P<window>\d+)\)"),
+                 releases=">= 0.5.23",
+                 doc="ValueError: SWA pool (659 tokens) cannot hold even one request: needs sliding_window_size (1024) "
+                     "+ page_size (1)."),
+    FailureClass(Cause.CUDA_OOM, "npu", said=_said(r"NPU out of memory"),
+                 doc="RuntimeError: NPU out of memory. Tried to allocate 2.00 GiB (NPU 2; 60.96 GiB total capacity)"),
+    FailureClass(Cause.CUDA_OOM, "xpu", said=_said(r"XPU out of memory|UR_RESULT_ERROR_OUT_OF_DEVICE_MEMORY"),
+                 doc="RuntimeError: UR error: UR_RESULT_ERROR_OUT_OF_DEVICE_MEMORY"),
+    FailureClass(Cause.CUDA_OOM, "hip", said=_said(r"HIP out of memory|HIP error: out of memory|hipErrorOutOfMemory"),
+                 doc="torch.OutOfMemoryError: HIP out of memory. Tried to allocate 1.00 GiB."),
+)
+
 FAILURES: tuple[FailureClass, ...] = (*_CAUSES, *_GPU_UNAVAILABLE, *_NCCL, *_UNSUPPORTED_HARDWARE, *_UNSUPPORTED_MODEL,
                                      *_HUB_UNREACHABLE, *_CUDA_ERROR, *_DISK_FULL, *_WATCHDOG, *_ROUTER, *_WARMUP,
                                      *_TRANSPORTS, *_BAD_CHECKPOINT, *_HOST_OOM, *_PORT_IN_USE, *_ACCESS_DENIED,
-                                     *_BAD_ARGUMENTS, *_MODEL_NOT_FOUND, *_BROKEN_INSTALL)
+                                     *_BAD_ARGUMENTS, *_MODEL_NOT_FOUND, *_BROKEN_INSTALL, *_MEMORY)
 
 #: the causes a line names, in priority order
 CLASSIFY: tuple[tuple[Cause, re.Pattern[str]], ...] = tuple((r.cause, r.line) for r in FAILURES if r.line is not None)
