@@ -25,6 +25,8 @@ from svcdiag.ops.replay import NoStartFound, replay
 
 FIXTURES = Path(__file__).parent / "fixtures" / "sglang"
 CASES = tomllib.loads((FIXTURES / "cases.toml").read_text())["case"]
+#: the cases judged right today: one whose class is not fixed yet (`xfail`) joins the shape tests below when it is
+JUDGED = [c for c in CASES if "xfail" not in c]
 SMOKE = (Path(__file__).resolve().parents[1] / "svcdiag" / "examples" / "dflash-smoke.log").read_text().splitlines()
 
 
@@ -39,6 +41,19 @@ def test_every_fixture_has_a_case_and_every_case_a_fixture() -> None:
 
 @pytest.mark.parametrize("case", CASES, ids=[c["file"].removesuffix(".log") for c in CASES])
 def test_real_sglang_start(case: dict) -> None:
+    """Each fixture judged as its case says. A case with `xfail` (a class not fixed yet: `issue 28 §3.N: why`) must
+    still fail; the day it passes this fails, so that its xfail is removed."""
+    if "xfail" not in case:
+        _check_case(case)
+        return
+    try:
+        _check_case(case)
+    except (AssertionError, NoStartFound, pytest.fail.Exception):
+        pytest.xfail(case["xfail"])
+    pytest.fail(f"{case['file']} is judged right now: remove its `xfail = {case['xfail']!r}` from cases.toml")
+
+
+def _check_case(case: dict) -> None:
     data = (FIXTURES / case["file"]).read_bytes()
     if case["verdict"] == "no_start":
         with pytest.raises(NoStartFound, match="no SGLang start found"):
@@ -66,6 +81,13 @@ def test_real_sglang_start(case: dict) -> None:
         said = [v.message, *v.evidence[:4]]
         assert any(case["evidence"] in s for s in said), said
     assert sorted(d["reason"] for d in v.degraded) == sorted(case.get("degraded", [])), v.degraded
+    if "signal" in case:  # the signal that ended it, named (BUS, FPE, KILL)
+        assert v.figures.get("signal") == case["signal"], v.figures
+    if "diagnosis" in case:  # words the diagnosis must say (the fix, where to look)
+        from svcdiag.judge.diagnosis import diagnose
+
+        d = diagnose(v)
+        assert d is not None and any(case["diagnosis"] in line for line in d["explanation"]), d
     if "other_starts" in case:  # a log of several starts: the note says what the others came to
         res = replay(io.BytesIO(data), case["file"])
         assert f"other starts: {case['other_starts']}" in res.describe(), res.describe()
@@ -355,7 +377,7 @@ def test_incomplete_is_worded_as_unfinished_not_as_a_failure() -> None:
     assert d is not None and "failed" not in " ".join(d["explanation"]).lower()
 
 
-@pytest.mark.parametrize("case", CASES, ids=[c["file"].removesuffix(".log") for c in CASES])
+@pytest.mark.parametrize("case", JUDGED, ids=[c["file"].removesuffix(".log") for c in JUDGED])
 def test_replay_command_on_each_fixture(cli, case: dict) -> None:
     """What the operator runs: JSON Lines, the verdict last, exactly one failure record for a
     failed start and none for one that recovered; exit code by verdict."""
@@ -373,7 +395,7 @@ def test_replay_command_on_each_fixture(cli, case: dict) -> None:
     assert r.exit_code == {"healthy": 0, "failed": 1, "timed_out": 3, "incomplete": 4}[case["verdict"]]
 
 
-PLAIN = [c for c in CASES if c["verdict"] != "no_start" and c.get("format", "plain") == "plain"]
+PLAIN = [c for c in JUDGED if c["verdict"] != "no_start" and c.get("format", "plain") == "plain"]
 
 
 @pytest.mark.parametrize("prefix", ["sglang-1  | ", "\x1b[36msglang-1  |\x1b[0m ", "sglang_server | ", "2025-03-14T10:22:31.123456789Z ",
@@ -412,8 +434,8 @@ def test_a_console_copy_newest_line_first_is_read_in_print_order(case: dict, sev
         (plain.verdict, plain.cause, plain.figures.get("kv_tokens"))
 
 
-@pytest.mark.parametrize("case", [c for c in CASES if c["verdict"] != "no_start"],
-                         ids=[c["file"].removesuffix(".log") for c in CASES if c["verdict"] != "no_start"])
+@pytest.mark.parametrize("case", [c for c in JUDGED if c["verdict"] != "no_start"],
+                         ids=[c["file"].removesuffix(".log") for c in JUDGED if c["verdict"] != "no_start"])
 def test_colour_codes_change_nothing(case: dict) -> None:
     """uvicorn colours its levels on a TTY (`docker run -t`); a captured terminal keeps the codes."""
     text = (FIXTURES / case["file"]).read_text(errors="replace")
