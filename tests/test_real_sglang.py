@@ -84,8 +84,6 @@ def _check_case(case: dict) -> None:
     if "signal" in case:  # the signal that ended it, named (BUS, FPE, KILL)
         assert v.figures.get("signal") == case["signal"], v.figures
     if "diagnosis" in case:  # words the diagnosis must say (the fix, where to look)
-        from svcdiag.judge.diagnosis import diagnose
-
         d = diagnose(v)
         assert d is not None and any(case["diagnosis"] in line for line in d["explanation"]), d
     if "other_starts" in case:  # a log of several starts: the note says what the others came to
