@@ -73,6 +73,22 @@ SHELL_SIGNALS = {"Killed": "KILL", "已杀死": "KILL", "Segmentation fault": "S
 #: (a script's line keeps its command after one space where a console squeezed the padding: `… 28 Killed python3 …`)
 SHELL_SIGNAL_RE = re.compile(r"^(?P<script>\S+: line \d+: +\d+ )?(" + "|".join(map(re.escape, SHELL_SIGNALS)) + r")"
                              r"(?: ?[(（](?:core dumped|核心已转储)[)）])?(?:(?(script) +| {2,})\S.*)?$")
+#: a logging level before the message (`INFO:     ` uvicorn's, `[WARNING] `, `ERROR - `, basicConfig's `INFO:name:`):
+#: another formatter than SGLang's own, the line it wraps read as SGLang's
+LEVEL_RE = re.compile(r"\[?(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|FATAL)(?:\]|:[\w.]*:|:| -| \||(?= ))[ \t]*")
+LEVEL_HEADS = frozenset("[DIWECF")
+#: faulthandler's report of the signal that is killing the interpreter (it prints the threads' stacks after it)
+FAULTHANDLER_SIGNALS = {"Segmentation fault": "SEGV", "Bus error": "BUS", "Aborted": "ABRT",
+                        "Floating point exception": "FPE", "Illegal instruction": "ILL"}
+FATAL_PYTHON = "Fatal Python error: "
+#: a library's own line at a level that says it carries on (NCCL INFO, glog's I/W lines): never fatal alone
+CHATTER_RE = re.compile(r"\b(?:INFO|DEBUG|TRACE)\b|^[IWD]\d{4} ")
+#: C++'s std::terminate on an uncaught exception (`terminate called after throwing an instance of 'c10::Error'`),
+#: then its `  what():  …` line: the process aborts (SIGABRT) right after
+TERMINATE_RE = re.compile(r"terminate called after throwing an instance of '([^']+)'")
+#: a kernel library's own check, printed then exit(1) (sgl-kernel's CUDACHECK/NCCLCHECK: `Failed: Cuda error
+#: /…/custom_all_reduce.cuh:411 'an illegal memory access was encountered'`)
+KERNEL_CHECK_RE = re.compile(r"Failed: (Cuda|CUDA|HIP|NCCL) error (\S+:\d+) '([^']*)'")
 #: what a native runtime prints just before it aborts the process: C++'s terminate, ROCm's HSA fault
 NATIVE_ABORTS = ("terminate called after throwing", "Memory access fault by GPU")
 #: NVSHMEM's error lines (DeepEP), unprefixed, each a source path: `/sgl-workspace/nvshmem/src/…: non-zero status: 7 …`
@@ -85,7 +101,10 @@ ERRORISH_RE = re.compile(r"error|FAILED|not found|fatal|No such file", re.I)
 #: the advice torch._dynamo prints after every compile error (`… suppress_errors = True`): no cause in it
 DYNAMO_ADVICE_RE = re.compile(r"suppress_errors|suppress this exception|TORCH_LOGS=|import torch\._dynamo$")
 #: argparse's last word: `launch_server.py: error: …` (≤ 0.5.9) or `sglang serve: error: …` (0.5.10+)
-ARGPARSE_RE = re.compile(r"^(?:[\w.-]+\.py|sglang(?: serve)?|launch_server|python3? -m [\w.]+): error: (.+)$")
+ARGPARSE_RE = re.compile(r"^(?:[\w.-]+\.py|sglang(?: serve)?|launch_server|python3? -m [\w.]+): error: (.+)$"
+                         # `sglang serve` of a diffusion model (0.5.1x+) and other entry points: no program name
+                         r"|^error: ((?:unrecognized arguments|the following arguments are required|argument -"
+                         r"|ambiguous option|invalid choice|expected one argument).*)$")
 #: 0.5.10+: the engine's exception when a scheduler process dies: a consequence, with the exit code
 SCHEDULER_DIED_RE = re.compile(r"scheduler died during initialization \(exit code: (-?\d+)\)")
 #: the warmup request `_wait_and_warmup` sends, answered: ≤ 0.1.17's only word that the server is up
@@ -322,6 +341,8 @@ class LineParser:
         self._ready_by_warmup = False
         #: NCCL's last `NCCL WARN` (what failed); an nccl_error says it
         self.nccl_warn: str | None = None
+        #: C++'s `terminate called after throwing …` (its line, the exception's type), until its what() line
+        self._terminate: tuple[str, str] | None = None
         self._dispatch: dict[str, Callable[[str, str, float | None], Event | list[Event] | None]] = {
             "server": self._server_args,
             "Init t": self._dist,
@@ -476,18 +497,24 @@ class LineParser:
         """What follows a prefix SGLang printed (its ranks, its time): a traceback a line closes, then
         the message's handler."""
         done = self._end_traceback() if self._tb is not None and self._tb.final else NOTHING
+        out = self._said(msg, ranks, ts)
+        return done + out if done and out else done or out
+
+    def _said(self, msg: str, ranks: str, ts: float | None) -> list[Event]:
+        """A message's handler; one under a level prefix (`INFO:     `, `[WARNING] `: another logging setup's
+        formatter, uvicorn's under --tokenizer-worker-num > 1) is read as the message it wraps."""
         handler = self._dispatch.get(msg[:6])
+        result = handler(msg, ranks, ts) if handler is not None else None
+        if result is not None:
+            return result if isinstance(result, list) else [result]
+        if msg[:1] in LEVEL_HEADS and (lv := LEVEL_RE.match(msg)) is not None and _wraps(msg, lv.end()):
+            return self._said(msg[lv.end():], ranks, ts)
         if handler is None:
             if msg == TRACEBACK_OPEN and ranks:  # 0.3.3-0.3.6: a scheduler's dying words, then it kills the launcher
                 self._open_traceback(Traceback("", ranks, ts, role=SUSPECT))
             elif msg.endswith(TRACEBACK_OPEN):  # a traceback logged by a handler that goes on
                 self._open_traceback(Traceback(msg, ranks, ts, role=None))
-            return done
-        result = handler(msg, ranks, ts)
-        if result is None:
-            return done
-        out = result if isinstance(result, list) else [result]
-        return done + out if done else out
+        return NOTHING
 
     def _clock(self, ts_text: str) -> None:
         self._last_ts_text = ts_text
@@ -508,22 +535,11 @@ class LineParser:
     # ------------------------------------------------------------ tracebacks and unprefixed lines
 
     def _unprefixed(self, text: str, ts: float | None) -> list[Event]:
-        if text[:2] in OLD_PREFIX_HEADS and (m := OLD_PREFIX_RE.match(text)) is not None:
-            return self._old_prefixed(m, text, ts)
-        if text.startswith("[Router (") and self._tb is None:
-            return self._router(text, ts)
-        if text[:2] == "20" and self._tb is None and (r := ROUTER_RS_RE.match(text)) is not None:
-            return self._router_said(text, r.group(3), parse_ts(r.group(1)) if ts is None else ts)
-        if text[:2] == "20" and (c := CUSTOM_PREFIX_RE.match(text)) is not None:  # SGLANG_LOGGING_CONFIG_PATH
-            self.sglang_lines += 1
-            if ts is None:
-                self._clock(c.group(1))
-            msg = c.group(2)
-            at = self._last_ts if ts is None else ts
-            if self._tb is not None and (not msg.strip() or msg[0] in " \t" or msg.startswith(CHAIN_LINES)
-                                         or msg.startswith(TRACEBACK_OPEN) or FINAL_EXC_RE.match(msg)):
-                return self._unprefixed(msg, at)  # a collector that prefixes each line of a record: its traceback
-            return self._message(msg, "", at)
+        """A line without SGLang's dated prefix: another dialect's prefix, NCCL's WARN, a tqdm bar, a line of an
+        open traceback, or a line of its own."""
+        dialect = self._dialect(text, ts)
+        if dialect is not None:
+            return dialect
         if " NCCL WARN " in text and (w := NCCL_WARN_RE.match(text)) is not None:
             self.nccl_warn = w.group(1)  # the failure NCCL's error code will only call "unhandled system error"
             return NOTHING
@@ -533,35 +549,71 @@ class LineParser:
             bar = self._progress(text, ts)
             if bar is not None:
                 return bar
+        if self._terminate is not None and text.lstrip().startswith("what():"):
+            return self._what(text.strip(), ts)
+        if self._tb is not None:
+            return self._traceback_line(text, ts)
+        return self._alone(text, ts)
+
+    def _dialect(self, text: str, ts: float | None) -> list[Event] | None:
+        """A prefix of another dialect than SGLang's dated one: ≤ 0.3.2's, the router's (Python, Rust), a
+        SGLANG_LOGGING_CONFIG_PATH formatter's; None when the line has none of them."""
+        if text[:2] in OLD_PREFIX_HEADS and (m := OLD_PREFIX_RE.match(text)) is not None:
+            return self._old_prefixed(m, text, ts)
+        if text.startswith("[Router (") and self._tb is None:
+            return self._router(text, ts)
+        if text[:2] != "20":
+            return None
+        if self._tb is None and (r := ROUTER_RS_RE.match(text)) is not None:
+            return self._router_said(text, r.group(3), parse_ts(r.group(1)) if ts is None else ts)
+        if (c := CUSTOM_PREFIX_RE.match(text)) is not None:  # SGLANG_LOGGING_CONFIG_PATH
+            self.sglang_lines += 1
+            if ts is None:
+                self._clock(c.group(1))
+            msg = c.group(2)
+            at = self._last_ts if ts is None else ts
+            if self._tb is not None and (not msg.strip() or msg[0] in " \t" or msg.startswith(CHAIN_LINES)
+                                         or msg.startswith(TRACEBACK_OPEN) or FINAL_EXC_RE.match(msg)):
+                return self._unprefixed(msg, at)  # a collector that prefixes each line of a record: its traceback
+            return self._message(msg, "", at)
+        return None
+
+    def _traceback_line(self, text: str, ts: float | None) -> list[Event]:
+        """A line while a traceback is open (Fluent Bit's python rule set): frames and code until the final
+        exception line, then a chained exception, the message's tail, or a line that closes it."""
         tb = self._tb
-        if tb is not None:
-            if tb.final:  # after the final line: a chained exception, the message's tail, or something new
-                if not text.strip():
-                    return NOTHING
-                if text.startswith(CHAIN_LINES):
-                    tb.final = ""
-                    tb.lines.append(text)
-                    return NOTHING
-                if not text.startswith(TRACEBACK_OPEN) and not self._is_own_line(text) and len(tb.tail) < MAX_TAIL_LINES:
-                    tb.tail.append(text)  # "Possible solutions:", a wrapped message
-                    return NOTHING
-                return self._end_traceback() + self._unprefixed(text, ts)
-            if not text or text[0] in " \t" or text.startswith(CHAIN_LINES) or text.startswith(TRACEBACK_OPEN):
-                if len(tb.lines) < MAX_TRACEBACK_LINES:
-                    tb.lines.append(text)
+        assert tb is not None
+        if tb.final:  # after the final line: a chained exception, the message's tail, or something new
+            if not text.strip():
                 return NOTHING
-            if FINAL_EXC_RE.match(text):
-                tb.final = text
-                tb.finals.append(text)
-                if tb.role == ROOT and not tb.cause and not text.endswith(":") \
-                        and classify(text) not in (None, "nccl_error"):
-                    return self._end_traceback()  # SGLang's handler dies after this and the cause is plain: fail fast
-                # (NCCL's own words come after its final line: `Last error:` and what failed; a final line ending
-                # in a colon announces its output: `Ninja build failed. Ninja output:` then the compiler's)
+            if text.startswith(CHAIN_LINES):
+                tb.final = ""
+                tb.lines.append(text)
                 return NOTHING
+            if not text.startswith(TRACEBACK_OPEN) and not self._is_own_line(text) and len(tb.tail) < MAX_TAIL_LINES:
+                tb.tail.append(text)  # "Possible solutions:", a wrapped message
+                return NOTHING
+            return self._end_traceback() + self._unprefixed(text, ts)
+        if not text or text[0] in " \t" or text.startswith(CHAIN_LINES) or text.startswith(TRACEBACK_OPEN):
             if len(tb.lines) < MAX_TRACEBACK_LINES:
                 tb.lines.append(text)
             return NOTHING
+        if FINAL_EXC_RE.match(text):
+            tb.final = text
+            tb.finals.append(text)
+            if tb.role == ROOT and not tb.cause and not text.endswith(":") \
+                    and classify(text) not in (None, "nccl_error"):
+                return self._end_traceback()  # SGLang's handler dies after this and the cause is plain: fail fast
+            # (NCCL's own words come after its final line: `Last error:` and what failed; a final line ending
+            # in a colon announces its output: `Ninja build failed. Ninja output:` then the compiler's)
+            return NOTHING
+        if len(tb.lines) < MAX_TRACEBACK_LINES:
+            tb.lines.append(text)
+        return NOTHING
+
+    def _alone(self, text: str, ts: float | None) -> list[Event]:
+        """A line of its own, no traceback open: one that opens one, a fatal line, an unprefixed message (a
+        custom format, a journal entry timed by the journal, a paste), torch's C++ error lines."""
         if text.startswith(TRACEBACK_OPEN):  # the record just before logged it and went on, or a bare one: a suspect
             logged = self._logged_at == self.sglang_lines
             self._logged_at = -1  # one record, one traceback: a second one after it is a process's own
@@ -572,8 +624,42 @@ class LineParser:
         if text.startswith(IGNORED):  # Python's own word that the traceback after it changed nothing
             self._open_traceback(Traceback(text, "", ts, role=None))
             return NOTHING
-        if text.startswith("Fatal Python error: "):
-            sig = "SEGV" if "Segmentation" in text else "ABRT" if "Aborted" in text else None
+        fatal = self._fatal_alone(text, ts)
+        if fatal is not None:
+            return fatal
+        handler = self._dispatch.get(text[:6])
+        if handler is not None and (text[:6] not in COMMON_HEADS or LOGGED_EXC_RE.match(text) is not None
+                                    or text.startswith((PD_WARMUP_FAILED, "WARNING: Port "))):
+            self.sglang_lines += 1
+            result = handler(text, "", ts)
+            if result is not None:
+                return result if isinstance(result, list) else [result]
+        if text[:1] in LEVEL_HEADS and (lv := LEVEL_RE.match(text)) is not None and _wraps(text, lv.end()):
+            return self._unprefixed(text[lv.end():], ts)  # another formatter's level before a line of SGLang's
+        if handler is not None:
+            return NOTHING
+        if text[0] == "[" and text.startswith("[rank") and "]:[E" in text[:16]:
+            cause = classify(text)  # torch's C++ error lines: "[rank9]:[E917 ...] ... Watchdog caught ..."
+            return [Failure(ts=ts, line=text, cause=cause, message=text, evidence=(text,), role=SUSPECT)] if cause \
+                else NOTHING
+        if text[0] not in " \t[" and classify(text) is not None and CHATTER_RE.search(text) is None:
+            # a lone exception line (a pasted tail) or a library's fatal words (the hub's, the driver's) with no
+            # exception around them: a suspect, cleared if the start goes on; its wrapped lines may follow
+            tb = Traceback("", "", ts, role=SUSPECT)
+            tb.final = text
+            tb.finals.append(text)
+            self._tb = tb
+            return NOTHING
+        if text.lstrip().startswith(NOTEBOOK_READY):
+            return [Ready(ts=ts, line=text.strip())]
+        return NOTHING
+
+    def _fatal_alone(self, text: str, ts: float | None) -> list[Event] | None:
+        """A line that is fatal on its own: faulthandler's, the shell's word for a signal, argparse's, NVSHMEM's,
+        a C++ abort's, a kernel library's check."""
+        if text.startswith(FATAL_PYTHON):
+            what = text[len(FATAL_PYTHON):]
+            sig = next((s for name, s in FAULTHANDLER_SIGNALS.items() if what.startswith(name)), None)
             return [Failure(ts=ts, line=text, cause="killed_by_signal" if sig else "exception", message=text,
                             evidence=(text,), signal=sig, role=DEATH)]
         if (sh := SHELL_SIGNAL_RE.match(text)) is not None:  # the shell's word for the signal that ended it
@@ -585,39 +671,38 @@ class LineParser:
             return [Failure(ts=ts, line=text, cause="killed_by_signal", message=f"the process died of SIG{sig}: {text}",
                             evidence=(text,), signal=sig, role=DEATH)]
         if ARGPARSE_RE.match(text) is not None:
-            self.version_hint = ">= 0.5.10" if text.startswith("sglang serve") else "<= 0.5.9"
+            if not text.startswith("error:"):
+                self.version_hint = ">= 0.5.10" if text.startswith("sglang serve") else "<= 0.5.9"
             return [Failure(ts=ts, line=text, cause="bad_arguments", message=text, evidence=(text,))]
         if text[0] == "/" and NVSHMEM_MARK in text and classify(text) == "nvshmem_failed":
             # a suspect: the first line names the step that failed; the rank's exit is the consequence
             return [Failure(ts=ts, line=text, cause="nvshmem_failed", message=text, evidence=(text,), role=SUSPECT)]
+        if (k := KERNEL_CHECK_RE.match(text)) is not None:  # then exit(1): the cause, ahead of the launcher's EOF
+            lib, what = k.group(1).upper(), k.group(3)
+            cause = classify(f"{lib} error: {what}") or ("nccl_error" if lib == "NCCL" else "cuda_error")
+            return [Failure(ts=ts, line=text, cause=cause, message=text, evidence=(text,))]
+        if (term := TERMINATE_RE.match(text)) is not None:
+            self._terminate = (text, term.group(1))  # its what() on the next line says why
+            return NOTHING
         if text.startswith(NATIVE_ABORTS):
-            cause = classify(text)  # a C++ abort's reason, or ROCm's runtime on a bad address (then SIGABRT)
+            cause = classify(text)  # ROCm's runtime on a bad address (then SIGABRT)
             return [Failure(ts=ts, line=text, cause=cause, message=text, evidence=(text,), role=SUSPECT)] if cause \
                 else NOTHING
-        # No prefix at all: a custom SGLANG_LOGGING_CONFIG_PATH format, a journal entry whose
-        # time comes from the journal, or a paste. The message grammar is the same.
-        handler = self._dispatch.get(text[:6])
-        if handler is not None and (text[:6] not in COMMON_HEADS or LOGGED_EXC_RE.match(text) is not None
-                                    or text.startswith((PD_WARMUP_FAILED, "WARNING: Port "))):
-            self.sglang_lines += 1
-            result = handler(text, "", ts)
-            if result is not None:
-                return result if isinstance(result, list) else [result]
-            return NOTHING
-        if text[0] == "[" and text.startswith("[rank") and "]:[E" in text[:16]:
-            cause = classify(text)  # torch's C++ error lines: "[rank9]:[E917 ...] ... Watchdog caught ..."
-            return [Failure(ts=ts, line=text, cause=cause, message=text, evidence=(text,), role=SUSPECT)] if cause \
-                else NOTHING
-        lone = text.startswith(("RuntimeError: ", "OSError: ", "torch.")) or FINAL_EXC_RE.match(text)
-        if lone and classify(text) is not None:  # a lone exception line (a pasted tail): its wrapped lines may follow
-            tb = Traceback("", "", ts, role=SUSPECT)
-            tb.final = text
-            tb.finals.append(text)
-            self._tb = tb
-            return NOTHING
-        if text.lstrip().startswith(NOTEBOOK_READY):
-            return [Ready(ts=ts, line=text.strip())]
-        return NOTHING
+        return None
+
+    def _what(self, text: str, ts: float | None) -> list[Event]:
+        """C++'s terminate: what() names the root cause (a device out of memory, a CUDA error) or, when it
+        names none, the process is aborted for it (SIGABRT)."""
+        assert self._terminate is not None
+        head, kind = self._terminate
+        self._terminate = None
+        what = text.removeprefix("what():").strip()
+        cause = classify(what)
+        if cause is not None:
+            return [Failure(ts=ts, line=text, cause=cause, message=f"{what} (C++ {kind}, then abort)",
+                            evidence=(head, text))]
+        return [Failure(ts=ts, line=text, cause="killed_by_signal", signal="ABRT", role=DEATH, evidence=(head, text),
+                        message=f"an uncaught C++ {kind} aborted the process (SIGABRT): what(): {what}")]
 
     def _old_prefixed(self, m: re.Match[str], text: str, ts: float | None) -> list[Event]:
         """A line of a release before the dated prefix: `[gpu_id=0] …` (0.2), `[00:19:29 TP0] …` (0.3.0):
@@ -634,27 +719,38 @@ class LineParser:
 
     def _progress(self, text: str, ts: float | None) -> list[Event] | None:
         """A tqdm bar: of the updates `\\r` joins in one message, the last complete one (a cut-off
-        last update is skipped); a line glued after it (another process's) is read as a line."""
-        for seg in reversed(text.split("\r")) if "\r" in text else (text,):
-            m = PROGRESS_RE.match(seg)
-            if m is None:
-                continue
-            rate = float(m["rate"]) if m["rate"] else None
-            if rate is not None and m["unit"] == "s/it":
-                rate = 1.0 / rate if rate > 0 else None
-            elapsed = None
-            if m["elapsed"]:
-                elapsed = 0.0
-                for part in m["elapsed"].split(":"):
-                    elapsed = elapsed * 60 + int(part or 0)
-            rank = m["rank"] or m["tp"]
-            label = m["label"]
-            bar = ProgressBar(ts=ts, ranks=f"TP{rank}" if rank is not None else "", line=seg[:m.end()], label=label,
-                              what="cuda_graph" if label.startswith("Capturing") else "shards",
-                              done=int(m["done"]), total=int(m["total"]), elapsed_s=elapsed, rate=rate)
-            rest = seg[m.end():].lstrip()
-            return [bar, *self.feed_line(rest, ts)] if rest else [bar]
-        return None
+        last update is skipped); a line glued after it (another process's, a fatal one printed while the bar
+        was drawn) is read as a line, and so is what follows the last `\\r` when it is no bar."""
+        segs = text.split("\r") if "\r" in text else [text]
+        for i in range(len(segs) - 1, -1, -1):
+            m = PROGRESS_RE.match(segs[i])
+            if m is not None:
+                glued = [segs[i][m.end():].lstrip()]
+                if i < len(segs) - 1 and not segs[-1].startswith(PROGRESS_HEADS):
+                    glued.append(segs[-1].strip())
+                out: list[Event] = [self._bar(m, segs[i], ts)]
+                for line in glued:
+                    if line:
+                        out += self.feed_line(line, ts)
+                return out
+        last = segs[-1].strip()
+        return self.feed_line(last, ts) if len(segs) > 1 and last else None
+
+    @staticmethod
+    def _bar(m: re.Match[str], seg: str, ts: float | None) -> ProgressBar:
+        rate = float(m["rate"]) if m["rate"] else None
+        if rate is not None and m["unit"] == "s/it":
+            rate = 1.0 / rate if rate > 0 else None
+        elapsed = None
+        if m["elapsed"]:
+            elapsed = 0.0
+            for part in m["elapsed"].split(":"):
+                elapsed = elapsed * 60 + int(part or 0)
+        rank = m["rank"] or m["tp"]
+        label = m["label"]
+        return ProgressBar(ts=ts, ranks=f"TP{rank}" if rank is not None else "", line=seg[:m.end()], label=label,
+                           what="cuda_graph" if label.startswith("Capturing") else "shards",
+                           done=int(m["done"]), total=int(m["total"]), elapsed_s=elapsed, rate=rate)
 
     @staticmethod
     def _is_own_line(text: str) -> bool:
@@ -1100,6 +1196,11 @@ class LineParser:
         if not msg.startswith("[unified-memory-pool] UnifiedKVPool"):
             return None
         return UnifiedMemoryPool(ts=ts, ranks=ranks, line=msg, total_gb=_f(UNIFIED_RE.search(msg)))
+
+
+def _wraps(text: str, at: int) -> bool:
+    """Whether a level prefix ending at `at` wraps a line of its own (not an access line: `127.0.0.1:… "GET …"`)."""
+    return at < len(text) and not text[at].isdigit()
 
 
 def tp_rank(ranks: str) -> int | None:
