@@ -859,9 +859,10 @@ _ACCESS_DENIED = (
                  doc="OSError: [Errno 30] Read-only file system: '/data/hf/.locks'"),
 )
 
-#: the frame of SGLang's own check of its flags: server_args.py, or (0.5.2x) a resolution hook
+#: the frame of SGLang's own check of its flags: server_args.py, or (0.5.2x) a resolution hook, or the `sglang`
+#: command's own entry point (0.5.1x+: sglang/cli/, e.g. `Error: --model-path is required`)
 FLAG_CHECK_FRAME_RE = re.compile(r'/sglang/srt/(?:server_args|arg_groups/\w+|layers/attention/attention_registry)\.py"'
-                                 r'|/server_args\.py"')
+                                 r'|/server_args\.py"|/sglang/cli/\w+\.py"')
 
 _BAD_ARGUMENTS = (
     FailureClass(Cause.BAD_ARGUMENTS, "bind_address",

@@ -101,7 +101,7 @@ ERRORISH_RE = re.compile(r"error|FAILED|not found|fatal|No such file", re.I)
 #: the advice torch._dynamo prints after every compile error (`… suppress_errors = True`): no cause in it
 DYNAMO_ADVICE_RE = re.compile(r"suppress_errors|suppress this exception|TORCH_LOGS=|import torch\._dynamo$")
 #: argparse's last word: `launch_server.py: error: …` (≤ 0.5.9) or `sglang serve: error: …` (0.5.10+)
-ARGPARSE_RE = re.compile(r"^(?:[\w.-]+\.py|sglang(?: serve)?|launch_server|python3? -m [\w.]+): error: (.+)$"
+ARGPARSE_RE = re.compile(r"^(?:[\w.-]+\.py|sglang(?: [\w-]+)?|launch_server|python3? -m [\w.]+): error: (.+)$"
                          # `sglang serve` of a diffusion model (0.5.1x+) and other entry points: no program name
                          r"|^error: ((?:unrecognized arguments|the following arguments are required|argument -"
                          r"|ambiguous option|invalid choice|expected one argument).*)$")
