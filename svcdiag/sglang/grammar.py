@@ -133,9 +133,13 @@ PD_WARMUP_FAILED = "Prefill disaggregation mode warm Up Failed"
 PD_REGISTER_FAILED = "Prefill instance failed to register to bootstrap server"
 #: a PD prefill's bootstrap server (a thread) could not bind --disaggregation-bootstrap-port; the server goes on
 BOOTSTRAP_BIND_RE = re.compile(r"Server error: \[Errno 98\] error while attempting to bind on address \('([^']*)', (\d+)\)")
-#: SGLANG_LOGGING_CONFIG_PATH's formatter as SGLang's docs show it: `2025-04-13 15:34:02 INFO 228 [file.py:301] msg`
+#: a time and a level before the message, another formatter's than SGLang's: SGLANG_LOGGING_CONFIG_PATH's as
+#: SGLang's docs show it (`2025-04-13 15:34:02 INFO 228 [file.py:301] msg`), Python's (`… - INFO - msg`, `… - name -
+#: INFO - msg`), loguru's (`… | INFO     | module:fn:12 - msg`), a bare `<time> INFO msg`
 CUSTOM_PREFIX_RE = re.compile(
-    r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)(?:[.,]\d+)? (?:DEBUG|INFO|WARNING|ERROR|CRITICAL) +\d+ \[[\w.]+:\d+\] (.*)$")
+    r"^(\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d)(?:[.,]\d+)?Z? *(?:[|-] *)?(?:[\w.]+ +- +)?"
+    r"\[?(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|FATAL)\]?"
+    r"(?: +\d+ \[[\w.]+:\d+\]| *[|:-] *(?:[\w.]+(?::[\w<>.]+)*(?::\d+)? +[|:-] +)?| +) *(.*)$")
 #: NCCL's own account of what failed (`node5:240:240 [6] misc/socket.cc:533 NCCL WARN socketPollConnect: …`)
 NCCL_WARN_RE = re.compile(r"^\S+:\d+:\d+ \[\d+\] \S+ NCCL WARN (.+)$")
 #: heads of those keys that any program's line may start with (`Error response from daemon`, `FutureWarning`):
@@ -437,8 +441,9 @@ class LineParser:
         prefix = rb"\[2" + stamp + rb"(?:\] |[. ][^\]" + other + rb"]*\] )"
         if escaped:
             assert not any(set(k) & set('"\\/') for k in self._dispatch), "a key JSON may escape"
-        alt = _trie([k.encode() for k in self._dispatch if k != "INFO: "]) + rb"|INFO: (?!\s*\d)" \
-            + (rb"|\\" if escaped else b"")
+        # a level prefix (LEVEL_RE) wraps a line of its own unless an access line (`INFO:     127.0.0.1:… "GET …"`)
+        alt = _trie([k.encode() for k in self._dispatch if k != "INFO: "]) + rb"|" + LEVEL_RE.pattern.encode() \
+            + rb"(?![ \t]*\d)" + (rb"|\\" if escaped else b"")
         # the commonest quiet messages first, as far as tells them from every key: most lines of
         # a serving log are one of these (0.5.x writes `Prefill batch,`), and each literal byte is one step of re's
         common = [_unique_head(w, self._dispatch) for w in ("Decode batch. ", "Prefill batch. ", "Prefill batch, ")]
@@ -543,6 +548,7 @@ class LineParser:
         if " NCCL WARN " in text and (w := NCCL_WARN_RE.match(text)) is not None:
             self.nccl_warn = w.group(1)  # the failure NCCL's error code will only call "unhandled system error"
             return NOTHING
+        given = ts
         if ts is None:
             ts = self._last_ts  # a line with no time of its own was printed after the last one that had one
         if text.startswith(PROGRESS_HEADS) or "\r" in text:
@@ -553,7 +559,7 @@ class LineParser:
             return self._what(text.strip(), ts)
         if self._tb is not None:
             return self._traceback_line(text, ts)
-        return self._alone(text, ts)
+        return self._alone(text, ts, given)
 
     def _dialect(self, text: str, ts: float | None) -> list[Event] | None:
         """A prefix of another dialect than SGLang's dated one: ≤ 0.3.2's, the router's (Python, Rust), a
@@ -572,9 +578,12 @@ class LineParser:
                 self._clock(c.group(1))
             msg = c.group(2)
             at = self._last_ts if ts is None else ts
-            if self._tb is not None and (not msg.strip() or msg[0] in " \t" or msg.startswith(CHAIN_LINES)
-                                         or msg.startswith(TRACEBACK_OPEN) or FINAL_EXC_RE.match(msg)):
+            if msg.startswith(TRACEBACK_OPEN) or (self._tb is not None and (
+                    not msg.strip() or msg[0] in " \t" or msg.startswith(CHAIN_LINES) or FINAL_EXC_RE.match(msg))):
                 return self._unprefixed(msg, at)  # a collector that prefixes each line of a record: its traceback
+            if prefix_stamp(msg) is not None:  # a launcher that logs SGLang's own lines through its logger
+                self.sglang_lines -= 1
+                return self.feed_line(msg, ts)
             return self._message(msg, "", at)
         return None
 
@@ -611,7 +620,7 @@ class LineParser:
             tb.lines.append(text)
         return NOTHING
 
-    def _alone(self, text: str, ts: float | None) -> list[Event]:
+    def _alone(self, text: str, ts: float | None, given: float | None = None) -> list[Event]:
         """A line of its own, no traceback open: one that opens one, a fatal line, an unprefixed message (a
         custom format, a journal entry timed by the journal, a paste), torch's C++ error lines."""
         if text.startswith(TRACEBACK_OPEN):  # the record just before logged it and went on, or a bare one: a suspect
@@ -635,7 +644,7 @@ class LineParser:
             if result is not None:
                 return result if isinstance(result, list) else [result]
         if text[:1] in LEVEL_HEADS and (lv := LEVEL_RE.match(text)) is not None and _wraps(text, lv.end()):
-            return self._unprefixed(text[lv.end():], ts)  # another formatter's level before a line of SGLang's
+            return self.feed_line(text[lv.end():], given)  # another formatter's level before a line of SGLang's
         if handler is not None:
             return NOTHING
         if text[0] == "[" and text.startswith("[rank") and "]:[E" in text[:16]:
