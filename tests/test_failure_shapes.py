@@ -173,3 +173,14 @@ def test_a_fragment_with_only_a_fatal_line_is_judged_by_it(fragment: str, cause:
 ])
 def test_a_librarys_info_line_is_never_fatal_alone(chatter: str) -> None:
     assert failures(chatter) == []
+
+
+@pytest.mark.parametrize(("line", "sig"), [
+    ("*** SIGSEGV received at time=1733300000 on cpu 12 ***", "SEGV"), ("*** SIGBUS received at time=1733300000 ***", "BUS"),
+    ("!!!!!!! Segfault encountered !!!!!!!", "SEGV"), ("terminate called without an active exception", "ABRT"),
+    ("free(): invalid pointer", "ABRT"), ("double free or corruption (!prev)", "ABRT"),
+    ("malloc(): unaligned tcache chunk detected", "ABRT"), ("*** stack smashing detected ***: terminated", "ABRT"),
+])
+def test_a_native_runtimes_word_for_its_signal_names_it(line: str, sig: str) -> None:
+    v = judge(f"[{TS}] Load weight begin. avail mem=78.21 GB\n{line}\n")
+    assert (v.verdict, v.cause, v.figures.get("signal")) == ("failed", "killed_by_signal", sig), v.message

@@ -81,6 +81,14 @@ LEVEL_HEADS = frozenset("[DIWECF")
 FAULTHANDLER_SIGNALS = {"Segmentation fault": "SEGV", "Bus error": "BUS", "Aborted": "ABRT",
                         "Floating point exception": "FPE", "Illegal instruction": "ILL"}
 FATAL_PYTHON = "Fatal Python error: "
+#: what a native runtime prints as it kills the process with a signal, other than faulthandler: absl's handler
+#: (`*** SIGSEGV received at time=…`), torch's (`!!!!!!! Segfault encountered !!!!!!!`), C++'s terminate with no
+#: exception, glibc's heap checks and stack protector (each then abort()s)
+NATIVE_SIGNAL_RE = re.compile(
+    r"\*\*\* SIG(?P<sig>[A-Z]+) received at time=|!+ Segfault encountered !+"
+    r"|(?P<abrt>terminate called (?:without an active exception|recursively)|\*\*\* stack smashing detected \*\*\*"
+    r"|(?:free\(\)|malloc\(\)|munmap_chunk\(\)|realloc\(\)): [\w ]+$|double free or corruption\b"
+    r"|corrupted (?:size vs\. prev_size|double-linked list))")
 #: a library's own line at a level that says it carries on (NCCL INFO, glog's I/W lines): never fatal alone
 CHATTER_RE = re.compile(r"\b(?:INFO|DEBUG|TRACE)\b|^[IWD]\d{4} ")
 #: C++'s std::terminate on an uncaught exception (`terminate called after throwing an instance of 'c10::Error'`),
@@ -670,6 +678,10 @@ class LineParser:
             what = text[len(FATAL_PYTHON):]
             sig = next((s for name, s in FAULTHANDLER_SIGNALS.items() if what.startswith(name)), None)
             return [Failure(ts=ts, line=text, cause="killed_by_signal" if sig else "exception", message=text,
+                            evidence=(text,), signal=sig, role=DEATH)]
+        if (n := NATIVE_SIGNAL_RE.match(text)) is not None:
+            sig = n.group("sig") or ("ABRT" if n.group("abrt") else "SEGV")
+            return [Failure(ts=ts, line=text, cause="killed_by_signal", message=f"the process died of SIG{sig}: {text}",
                             evidence=(text,), signal=sig, role=DEATH)]
         if (sh := SHELL_SIGNAL_RE.match(text)) is not None:  # the shell's word for the signal that ended it
             sig = SHELL_SIGNALS[sh.group(2)]
