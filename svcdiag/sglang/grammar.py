@@ -264,6 +264,60 @@ def prefix_stamp(text: str) -> str | None:
     return None
 
 
+#: a message's first six characters → the LineParser method that reads it (replay's fast path derives the
+#: quiet lines from these keys: LineParser.quiet_message)
+DISPATCH: dict[str, str] = {
+    "server": "_server_args",
+    "Init t": "_dist",
+    "Init n": "_dist",
+    "Load w": "_weights",
+    "Loaded": "_fatal_line",
+    "KV Cac": "_kv",
+    "Full K": "_kv",
+    "SWA KV": "_kv",
+    "Post-c": "_post_capture",
+    "KV poo": "_kv_below_context",
+    "Engine": "_startup_timings",
+    "[unifi": "_unified_memory",
+    "retry(": "_recovered",
+    "Retryi": "_recovered",
+    "DataPa": "_handler_exception",
+    "TpMode": "_handler_exception",
+    "Detoke": "_handler_exception",
+    "Child ": "_died",
+    "Mamba ": "_mamba",
+    "Memory": "_pool_end",
+    "max_ru": "_max_running",
+    "max_to": "_scheduler",
+    "Captur": "_capture",
+    "Initia": "_initialized",
+    "DFLASH": "_draft_ready",
+    "The se": "_ready",
+    "INFO: ": "_uvicorn",
+    "ERROR:": "_uvicorn_error",
+    "Schedu": "_handler_exception",
+    "Server": "_bootstrap_bind",
+    "Receiv": "_sigquit",
+    "Watchd": "_watchdog",  # ≤ 0.4.x: `Watchdog timeout (self.watchdog_timeout=300)`
+    "Tokeni": "_watchdog",  # `TokenizerManager watchdog timeout (…)`
+    "Exit c": "_died",
+    "Subpro": "_died",
+    "Not en": "_fatal_line",
+    "Error ": "_logs_exception",
+    "Except": "_logs_exception",
+    "Task e": "_logs_exception",
+    "Future": "_logs_exception",
+    "Prefil": "_pd_warmup",
+    "Hybrid": "_fatal_line",
+    "Enteri": "_precompile",
+    "Alloca": "_host_pool",
+    "Use sl": "_sliding_window",
+    "[aiter": "_precompile",
+    "WARNIN": "_port_moved",
+    **{f"Rank {d}": "_died" for d in range(10)},  # ≤ 0.1.16's `Rank 0: …`, and `Rank 0 scheduler is dead`
+}
+
+
 class LineParser:
     """Lines in, events out. One instance per start (it holds the open traceback)."""
 
@@ -288,56 +342,7 @@ class LineParser:
         #: C++'s `terminate called after throwing …` (its line, the exception's type), until its what() line
         self._terminate: tuple[str, str] | None = None
         self._dispatch: dict[str, Callable[[str, str, float | None], Event | list[Event] | None]] = {
-            "server": self._server_args,
-            "Init t": self._dist,
-            "Init n": self._dist,
-            "Load w": self._weights,
-            "Loaded": self._fatal_line,
-            "KV Cac": self._kv,
-            "Full K": self._kv,
-            "SWA KV": self._kv,
-            "Post-c": self._post_capture,
-            "KV poo": self._kv_below_context,
-            "Engine": self._startup_timings,
-            "[unifi": self._unified_memory,
-            "retry(": self._recovered,
-            "Retryi": self._recovered,
-            "DataPa": self._handler_exception,
-            "TpMode": self._handler_exception,
-            "Detoke": self._handler_exception,
-            "Child ": self._died,
-            "Mamba ": self._mamba,
-            "Memory": self._pool_end,
-            "max_ru": self._max_running,
-            "max_to": self._scheduler,
-            "Captur": self._capture,
-            "Initia": self._initialized,
-            "DFLASH": self._draft_ready,
-            "The se": self._ready,
-            "INFO: ": self._uvicorn,
-            "ERROR:": self._uvicorn_error,
-            "Schedu": self._handler_exception,
-            "Server": self._bootstrap_bind,
-            "Receiv": self._sigquit,
-            "Watchd": self._watchdog,  # ≤ 0.4.x: `Watchdog timeout (self.watchdog_timeout=300)`
-            "Tokeni": self._watchdog,  # `TokenizerManager watchdog timeout (…)`
-            "Exit c": self._died,
-            "Subpro": self._died,
-            "Not en": self._fatal_line,
-            "Error ": self._logs_exception,
-            "Except": self._logs_exception,
-            "Task e": self._logs_exception,
-            "Future": self._logs_exception,
-            "Prefil": self._pd_warmup,
-            "Hybrid": self._fatal_line,
-            "Enteri": self._precompile,
-            "Alloca": self._host_pool,
-            "Use sl": self._sliding_window,
-            "[aiter": self._precompile,
-            "WARNIN": self._port_moved,
-        }
-        for d in range(10):
-            self._dispatch[f"Rank {d}"] = self._died
+            key: getattr(self, name) for key, name in DISPATCH.items()}
 
     # ------------------------------------------------------------ chunk-level helpers (replay's fast path)
 
