@@ -31,6 +31,7 @@ from svcdiag.sglang.events import (
     MaxRunningLimited,
     PoolEnd,
     PortMoved,
+    ProcessesGone,
     ProgressBar,
     Ready,
     Recovered,
@@ -38,6 +39,7 @@ from svcdiag.sglang.events import (
     ServerArgs,
     SlidingWindowPool,
     StartupTimings,
+    StopRequested,
     UnifiedMemoryPool,
     Uvicorn,
     WeightsBegin,
@@ -205,6 +207,18 @@ SHELL_SIGNAL_RE = re.compile(r"^(?P<script>\S+: line \d+: +\d+ )?(" + "|".join(m
                              r"(?: ?[(（](?:core dumped|核心已转储)[)）])?(?:(?(script) +| {2,})\S.*)?$")
 #: what a native runtime prints just before it aborts the process: C++'s terminate, ROCm's HSA fault
 NATIVE_ABORTS = ("terminate called after throwing", "Memory access fault by GPU")
+#: a traceback SGLang (or the hub) goes on after, in the words of the line that closes it, wherever that line's words
+#: begin: `retry() failed once … Will delay 0.84s and retry`, the caller giving up on retry() and carrying on (`Failed to
+#: check hf_quant_config.json: … retry() exceed maximum number of retries.`), huggingface_hub's `Retrying in 1s [Retry 1/5].`
+RETRY_SAID_RE = re.compile(r"retry\(\) failed once|retry\(\) exceed maximum number of retries\.? *$|Retrying in [\d.]+ ?s\b"
+                           r"|\[Retry \d+/\d+\]|Will delay [\d.]+ ?s and retry")
+#: the multiprocessing resource tracker's notice at its own exit, under any Python's path and line:
+#: `/usr/lib/python3.10/multiprocessing/resource_tracker.py:224: UserWarning: resource_tracker: There appear to be 8
+#: leaked semaphore objects to clean up at shutdown` (semaphore, shared_memory, folder; Python ≤ 3.7: semaphore_tracker)
+TRACKER_NOTICE_RE = re.compile(r"(?:resource|semaphore)_tracker: There appear to be \d+ leaked \w+")
+#: a launcher's word that its child (the whole server) exited: docker compose's `sglang-1 exited with code 137`
+#: (v1: `sglang_server_1 exited with code 137`), kubectl's `command terminated with exit code 137`
+LAUNCHER_EXIT_RE = re.compile(r"^(?:[\w.-]+ exited|command terminated) with (?:exit )?code (\d+)$")
 #: NVSHMEM's error lines (DeepEP), unprefixed, each a source path: `/sgl-workspace/nvshmem/src/…: non-zero status: 7 …`
 NVSHMEM_MARK = "nvshmem/src/"
 ANSI_RE = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
@@ -494,6 +508,7 @@ class LineParser:
             "Schedu": self._handler_exception,
             "Server": self._bootstrap_bind,
             "Receiv": self._sigquit,
+            "SIGTER": self._sigterm,
             "Watchd": self._watchdog,  # ≤ 0.4.x: `Watchdog timeout (self.watchdog_timeout=300)`
             "Tokeni": self._watchdog,  # `TokenizerManager watchdog timeout (…)`
             "Exit c": self._died,
@@ -617,6 +632,8 @@ class LineParser:
         the message's handler."""
         done = self._end_traceback() if self._tb is not None and self._tb.final else NOTHING
         handler = self._dispatch.get(msg[:6])
+        if done and RETRY_SAID_RE.search(msg) is not None:  # the traceback it closes was retried, or given up on
+            return [*done, Recovered(ts=ts, ranks=ranks, line=msg)]
         if handler is None:
             if msg == TRACEBACK_OPEN and ranks:  # 0.3.3-0.3.6: a scheduler's dying words, then it kills the launcher
                 self._open_traceback(Traceback("", ranks, ts, role=SUSPECT))
@@ -682,6 +699,8 @@ class LineParser:
                     tb.final = ""
                     tb.lines.append(text)
                     return NOTHING
+                if RETRY_SAID_RE.search(text) is not None:  # `WARNING:huggingface_hub…:Retrying in 1s [Retry 1/5].`
+                    return [*self._end_traceback(), Recovered(ts=ts, line=text)]
                 if not text.startswith(TRACEBACK_OPEN) and not self._is_own_line(text) and len(tb.tail) < MAX_TAIL_LINES:
                     tb.tail.append(text)  # "Possible solutions:", a wrapped message
                     return NOTHING
@@ -709,6 +728,13 @@ class LineParser:
             return NOTHING
         if not text:
             return NOTHING
+        if text.startswith("^C"):  # the terminal echoed the operator's Ctrl-C; what follows is a line of its own
+            rest = text[2:].lstrip("^C")
+            return [StopRequested(ts=ts, line=text, by="Ctrl-C"), *(self.feed_line(rest, ts) if rest else NOTHING)]
+        if "_tracker: There appear" in text and TRACKER_NOTICE_RE.search(text) is not None:
+            return [ProcessesGone(ts=ts, line=text)]
+        if text[-1].isdigit() and (x := LAUNCHER_EXIT_RE.match(text)) is not None:
+            return self._launcher_exit(text, int(x.group(1)), ts)
         if text.startswith(IGNORED):  # Python's own word that the traceback after it changed nothing
             self._open_traceback(Traceback(text, "", ts, role=None))
             return NOTHING
@@ -1080,6 +1106,8 @@ class LineParser:
             return Ready(ts=ts, ranks=ranks, line=msg)
         if body.startswith("Started server process"):
             return Uvicorn(ts=ts, line=msg, stage="started")
+        if body.startswith("Shutting down"):  # uvicorn was told to stop (SIGINT, SIGTERM)
+            return StopRequested(ts=ts, line=msg, by="uvicorn")
         if body.startswith("Application startup complete"):
             return Uvicorn(ts=ts, line=msg, stage="startup_complete")
         if body.startswith("Uvicorn running on"):
@@ -1117,6 +1145,26 @@ class LineParser:
         if msg.startswith("Received sigquit from a child proces"):  # 0.4.3 spells it "proces"
             return Failure(ts=ts, ranks=ranks, line=msg, cause="exception", message=msg, evidence=(msg,), role=DEATH)
         return None
+
+    @staticmethod
+    def _sigterm(msg: str, ranks: str, ts: float | None) -> Event | None:
+        """0.5.x's tokenizer manager: `SIGTERM received. signum=None frame=None. Draining requests and shutting down...`"""
+        return StopRequested(ts=ts, ranks=ranks, line=msg, by="SIGTERM") if msg.startswith("SIGTERM received") else None
+
+    @staticmethod
+    def _launcher_exit(text: str, code: int, ts: float | None) -> list[Event]:
+        """A launcher's word for how the server's process ended (128 + N: signal N), the server having said nothing:
+        a consequence, as the shell's `Killed` is."""
+        if code > 128:
+            sig = signal_name(code - 128)
+            if sig == "KILL":
+                return [Failure(ts=ts, line=text, cause="host_oom", signal=sig, evidence=(text,), role=DEATH,
+                                message=f"the server's process was killed (SIGKILL, {text!r}) without a word of its own: "
+                                        "most often the kernel's OOM killer (host RAM, or the container's memory limit)")]
+            return [Failure(ts=ts, line=text, cause="killed_by_signal", message=f"the process died of SIG{sig}: {text}",
+                            evidence=(text,), signal=sig, role=DEATH)]
+        return [Failure(ts=ts, line=text, cause="exited", message=text, evidence=(text,), status=code, role=DEATH)] \
+            if code else NOTHING
 
     def _died(self, msg: str, ranks: str, ts: float | None) -> Event | list[Event] | None:
         """A process's end as SGLang reports it: always the consequence of something said elsewhere."""
