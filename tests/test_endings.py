@@ -5,7 +5,10 @@ only Python's shutdown notice or a launcher's exit code, and a stop long after a
 from __future__ import annotations
 
 import io
+import re
+import tomllib
 from datetime import datetime, timedelta
+from pathlib import Path
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -13,7 +16,7 @@ from hypothesis import strategies as st
 from svcdiag.config.service import DEFAULT_TIMEOUTS
 from svcdiag.judge.diagnosis import diagnose
 from svcdiag.judge.pipeline import Judge
-from svcdiag.ops.replay import replay
+from svcdiag.ops.replay import NoStartFound, replay
 
 T0 = datetime(2026, 3, 2, 9, 0, 0)
 SLOW = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -74,7 +77,9 @@ CLOSERS = ["{p}retry() failed once (0th try, maximum 2 retries). Will delay 0.84
            "{p}retry() failed once (1th try, maximum 2 retries). Will delay 1.72s and retry. Error: timed out",
            "{p}Failed to check hf_quant_config.json: Qwen/Qwen3-8B retry() exceed maximum number of retries.",
            "{p}Failed to load hf_quant_config.json for model Qwen/Qwen3-8B: retry() exceed maximum number of retries.",
-           "{p}Retrying in 2s [Retry 2/5]."]
+           "{p}Retrying in 2s [Retry 2/5].",
+           "{p}Invalidating cache entry and retrying uncached.",
+           "{p}Multimodal preprocessing ran out of GPU memory on cuda:0; retrying on CPU"]
 PREFIXES = ["[{t}] ", "[{t} TP1] ", "[{t} DP0 TP3 EP3] ", "WARNING:huggingface_hub.utils._http:",
             "ERROR:sglang.srt.utils.common:", "{t},123 - WARNING - ", "INFO "]
 
@@ -97,6 +102,15 @@ def test_the_same_traceback_with_no_word_after_it_is_the_cause(final: str, load_
     lines = start(load_s)
     v = judge([*lines[:HEAD], *traceback(final), *lines[HEAD:]])
     assert v.verdict == "failed" and v.phase == "loading_weights", v.message
+
+
+@SLOW
+@given(st.sampled_from(FINALS), st.sampled_from(PREFIXES), st.floats(31, 800))
+def test_a_notice_that_it_gave_up_after_retrying_is_no_recovery(final: str, prefix: str, load_s: float) -> None:
+    lines = start(load_s)
+    said = prefix.format(t=at(12)) + "Failed to reach the hub after retrying 3 times"
+    v = judge([*lines[:HEAD], *traceback(final), said, *lines[HEAD:]])
+    assert v.verdict == "failed", (v.message, said)
 
 
 # ---------------------------------------------------------------- §3.6 a stop after ready is no crash
@@ -180,6 +194,26 @@ def test_processes_gone_with_only_pythons_shutdown_notice_is_a_silent_death(
     assert any("GPU memory is host memory" in x for x in d["explanation"]), d
 
 
+def test_processes_gone_after_the_phases_deadline_is_timed_out_in_it() -> None:
+    """Stuck past its deadline, then gone without a word (a `docker stop`, a kill): the start was given up on."""
+    gone = "/usr/lib/python3.12/multiprocessing/resource_tracker.py:224: UserWarning: resource_tracker: There appear to " \
+           "be 1 leaked semaphore objects to clean up at shutdown"
+    j = Judge()
+    for line in start()[:HEAD]:
+        j.service_line(line)
+    j.service_line(gone, T0.timestamp() + 9 + DEFAULT_TIMEOUTS["loading_weights"] + 60)
+    v = j.finish()
+    assert (v.verdict, v.phase) == ("timed_out", "loading_weights") and "ended without a word" in v.message, v.message
+
+
+def test_the_notice_after_a_traceback_is_not_part_of_its_message() -> None:
+    lines = [*start()[:HEAD], *traceback("ValueError: bad shape (4096, 11008)"),
+             "/usr/lib/python3.10/multiprocessing/resource_tracker.py:224: UserWarning: resource_tracker: There appear to "
+             "be 1 leaked semaphore objects to clean up at shutdown"]
+    v = judge(lines)
+    assert (v.verdict, v.message) == ("failed", "ValueError: bad shape (4096, 11008)"), v.message
+
+
 def test_a_cause_said_before_the_notice_still_wins() -> None:
     lines = [*start()[:HEAD], f"[{at(12)}] Rank 0 scheduler is dead. Please check if there are relevant logs.",
              f"[{at(12)}] Exit code: -9",
@@ -231,3 +265,48 @@ def test_a_stop_long_after_the_phases_deadline_is_timed_out_in_it(phase: str, pa
         assert f"deadline {limit:.0f} s" in v.message and "then " in v.message
         d = diagnose(v)
         assert d is not None and "stopped from outside" in d["explanation"][0], d
+
+
+# ---------------------------------------------------------------- the same, on every real log that judges right
+
+FIXTURES = Path(__file__).parent / "fixtures" / "sglang"
+#: the plain real logs judged right today (a class not fixed yet, `xfail`, joins when it is)
+REAL = [c for c in tomllib.loads((FIXTURES / "cases.toml").read_text())["case"]
+        if "xfail" not in c and c.get("format", "plain") == "plain"]
+HEALTHY = [c for c in REAL if c["verdict"] == "healthy"]
+CUTTABLE = [c for c in REAL if c["verdict"] in ("healthy", "incomplete")]
+STAMP_RE = re.compile(r"\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)")
+
+
+@SLOW
+@given(st.sampled_from(HEALTHY), st.sampled_from([*STOPS, ""]), st.sampled_from(STOP_DEATHS + AFTER_STOP))
+def test_any_healthy_real_start_stopped_after_ready_stays_healthy(case: dict, stop: str, death: str) -> None:
+    """Every healthy fixture, then a stop and what SGLang prints as its processes end: still healthy (a death no stop
+    explains, `-9` with no stop line, is the one exception)."""
+    text = (FIXTURES / case["file"]).read_text(errors="replace")
+    stamps = STAMP_RE.findall(text)
+    last = datetime.fromisoformat(stamps[-1]) if stamps else T0
+    t = f"{last + timedelta(minutes=30):%Y-%m-%d %H:%M:%S}"
+    after = [stop.format(t=t)] if stop else []
+    said = death.format(t=t, n=15 if stop == "" else 9)
+    if not stop and death in AFTER_STOP:
+        return  # no stop and no stop's signal: a death while serving (test_a_death_no_stop_caused_…)
+    v = judge([*text.splitlines(), *after, said])
+    assert (v.verdict, v.cause) == ("healthy", None), (v.message, after, said)
+
+
+@SLOW
+@given(st.sampled_from(CUTTABLE), st.floats(0.05, 0.95))
+def test_any_real_start_cut_short_and_gone_is_a_silent_death_in_its_phase(case: dict, where: float) -> None:
+    """Cut any real start where it would be `incomplete`, then Python's shutdown notice: `died_silently`, same phase."""
+    lines = (FIXTURES / case["file"]).read_text(errors="replace").splitlines()
+    cut = lines[:max(1, int(len(lines) * where))]
+    try:
+        before = judge(cut)
+    except NoStartFound:  # a cut with no SGLang line left is no start
+        return
+    if before.verdict != "incomplete":
+        return
+    v = judge([*cut, "/usr/lib/python3.10/multiprocessing/resource_tracker.py:224: UserWarning: resource_tracker: "
+                     "There appear to be 2 leaked semaphore objects to clean up at shutdown"])
+    assert (v.verdict, v.cause, v.phase) == ("failed", "died_silently", before.phase), v.message

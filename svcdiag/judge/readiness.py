@@ -673,7 +673,10 @@ class Readiness:
         if self.verdict is None and self._overrun is not None and (self._suspect or self._death):
             self._fail_pending(self.last_ts)  # it died after its deadline: the death says more than the deadline
         if self.verdict is None and self._gone is not None and not (self._suspect or self._death):
-            self._died_silently(self._gone)
+            if self._overrun is not None:  # stuck past its deadline, then gone: stopped from outside, or killed
+                self._stopped_before_ready(self._gone, "its processes ended without a word of their own")
+            else:
+                self._died_silently(self._gone)
         if self.verdict is None and self.last_ts is not None:
             self.tick(self.last_ts)
         if self.verdict is None and (self._suspect is not None or self._death is not None):

@@ -209,9 +209,11 @@ SHELL_SIGNAL_RE = re.compile(r"^(?P<script>\S+: line \d+: +\d+ )?(" + "|".join(m
 NATIVE_ABORTS = ("terminate called after throwing", "Memory access fault by GPU")
 #: a traceback SGLang (or the hub) goes on after, in the words of the line that closes it, wherever that line's words
 #: begin: `retry() failed once … Will delay 0.84s and retry`, the caller giving up on retry() and carrying on (`Failed to
-#: check hf_quant_config.json: … retry() exceed maximum number of retries.`), huggingface_hub's `Retrying in 1s [Retry 1/5].`
-RETRY_SAID_RE = re.compile(r"retry\(\) failed once|retry\(\) exceed maximum number of retries\.? *$|Retrying in [\d.]+ ?s\b"
-                           r"|\[Retry \d+/\d+\]|Will delay [\d.]+ ?s and retry")
+#: check hf_quant_config.json: … retry() exceed maximum number of retries.`), huggingface_hub's `Retrying in 1s [Retry 1/5].`,
+#: SGLang's own `…; retrying`, `retrying without trust_remote_code` (not `… after retrying 3 times`: that gave up)
+RETRY_SAID_RE = re.compile(r"retry\(\) failed once|retry\(\) exceed maximum number of retries\.? *$|\[Retry \d+/\d+\]"
+                           r"|Will delay [\d.]+ ?s and retry"
+                           r"|(?<!after )[Rr]etrying\b(?!.*\b(?:after|times|exhausted|exceeded|giving up|gave up)\b)")
 #: the multiprocessing resource tracker's notice at its own exit, under any Python's path and line:
 #: `/usr/lib/python3.10/multiprocessing/resource_tracker.py:224: UserWarning: resource_tracker: There appear to be 8
 #: leaked semaphore objects to clean up at shutdown` (semaphore, shared_memory, folder; Python ≤ 3.7: semaphore_tracker)
@@ -699,11 +701,14 @@ class LineParser:
                     tb.final = ""
                     tb.lines.append(text)
                     return NOTHING
-                if RETRY_SAID_RE.search(text) is not None:  # `WARNING:huggingface_hub…:Retrying in 1s [Retry 1/5].`
+                if RETRY_SAID_RE.search(text) is not None and FINAL_EXC_RE.match(text) is None:
+                    # `WARNING:huggingface_hub.utils._http:Retrying in 1s [Retry 1/5].`, at any level, in any format
                     return [*self._end_traceback(), Recovered(ts=ts, line=text)]
                 if not text.startswith(TRACEBACK_OPEN) and not self._is_own_line(text) and len(tb.tail) < MAX_TAIL_LINES:
                     tb.tail.append(text)  # "Possible solutions:", a wrapped message
                     return NOTHING
+                return self._end_traceback() + self._unprefixed(text, ts)
+            if "_tracker: There appear" in text:  # the processes ended while it was being printed: it is cut there
                 return self._end_traceback() + self._unprefixed(text, ts)
             if not text or text[0] in " \t" or text.startswith(CHAIN_LINES) or text.startswith(TRACEBACK_OPEN):
                 if len(tb.lines) < MAX_TRACEBACK_LINES:
@@ -826,7 +831,7 @@ class LineParser:
     def _is_own_line(text: str) -> bool:
         """An unprefixed line that is SGLang's or uvicorn's own, not part of a message's tail."""
         return text.startswith(("INFO:", "ERROR:", "WARNING:", "Fatal Python error", "[rank", "Initialization failed")) \
-            or SHELL_SIGNAL_RE.match(text) is not None or text.endswith(INIT_OK)
+            or SHELL_SIGNAL_RE.match(text) is not None or text.endswith(INIT_OK) or "_tracker: There appear" in text
 
     def _open_traceback(self, tb: Traceback) -> None:
         if self._tb is None:  # other ranks' tracebacks interleave: the first one speaks
