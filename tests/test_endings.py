@@ -235,6 +235,18 @@ def test_a_launchers_word_for_its_childs_exit_ends_the_start(line: str, end: tup
     assert (v.verdict, v.cause, v.phase, v.figures.get("signal")) == ("failed", cause, phase, sig), v.message
 
 
+@SLOW
+@given(st.sampled_from([("srun: error: gpu-node-06: task 1: Exited with exit code 1", "exited", None),
+                        ("srun: error: gpu-node-06: tasks 0-3: Killed", "host_oom", "KILL"),
+                        ("srun: error: node-2: task 0: Segmentation fault", "killed_by_signal", "SEGV"),
+                        ("slurmstepd: error: Detected 1 oom_kill event in StepId=4242.0. Some of the step tasks have "
+                         "been OOM Killed.", "host_oom", "KILL")]), st.sampled_from(sorted(CUTS)))
+def test_slurms_word_for_its_tasks_end_ends_the_start(said: tuple[str, str, str | None], phase: str) -> None:
+    line, cause, sig = said
+    v = judge([*start()[:CUTS[phase]], line])
+    assert (v.verdict, v.cause, v.phase, v.figures.get("signal")) == ("failed", cause, phase, sig), v.message
+
+
 # ---------------------------------------------------------------- §3.9 stopped long after a deadline
 
 PHASE_AT = {"loading_weights": (HEAD, 9), "cuda_graph": (HEAD + 5, 29)}  # cut index, when that phase began

@@ -219,8 +219,12 @@ RETRY_SAID_RE = re.compile(r"retry\(\) failed once|retry\(\) exceed maximum numb
 #: leaked semaphore objects to clean up at shutdown` (semaphore, shared_memory, folder; Python ≤ 3.7: semaphore_tracker)
 TRACKER_NOTICE_RE = re.compile(r"(?:resource|semaphore)_tracker: There appear to be \d+ leaked \w+")
 #: a launcher's word that its child (the whole server) exited: docker compose's `sglang-1 exited with code 137`
-#: (v1: `sglang_server_1 exited with code 137`), kubectl's `command terminated with exit code 137`
-LAUNCHER_EXIT_RE = re.compile(r"^(?:[\w.-]+ exited|command terminated) with (?:exit )?code (\d+)$")
+#: (v1: `sglang_server_1 exited with code 137`), kubectl's `command terminated with exit code 137`, Slurm's
+#: `srun: error: node-06: task 1: Exited with exit code 1` / `srun: error: node-06: tasks 0-3: Killed`
+LAUNCHER_EXIT_RE = re.compile(r"^(?:[\w.-]+ exited|command terminated) with (?:exit )?code (\d+)$"
+                              r"|^srun: error: \S+: tasks? [\d,-]+: (?:Exited with exit code (\d+)|(\w[\w ]*\w))$")
+#: Slurm's own account of the kernel's OOM killer in a job step
+SLURM_OOM_RE = re.compile(r"^slurmstepd: error: Detected \d+ oom[-_]kill events? in ")
 #: NVSHMEM's error lines (DeepEP), unprefixed, each a source path: `/sgl-workspace/nvshmem/src/…: non-zero status: 7 …`
 NVSHMEM_MARK = "nvshmem/src/"
 ANSI_RE = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
@@ -738,8 +742,15 @@ class LineParser:
             return [StopRequested(ts=ts, line=text, by="Ctrl-C"), *(self.feed_line(rest, ts) if rest else NOTHING)]
         if "_tracker: There appear" in text and TRACKER_NOTICE_RE.search(text) is not None:
             return [ProcessesGone(ts=ts, line=text)]
-        if text[-1].isdigit() and (x := LAUNCHER_EXIT_RE.match(text)) is not None:
-            return self._launcher_exit(text, int(x.group(1)), ts)
+        if text.startswith(("srun: error: ", "slurmstepd: error: ")) or text[-1].isdigit():
+            if (x := LAUNCHER_EXIT_RE.match(text)) is not None:
+                code = x.group(1) or x.group(2)
+                sig = SHELL_SIGNALS.get(x.group(3) or "")  # srun's words for the signal: `Killed`, `Segmentation fault`
+                if code is not None or sig is not None:
+                    return self._launcher_exit(text, int(code) if code is not None else None, sig, ts)
+            if SLURM_OOM_RE.match(text) is not None:
+                return [Failure(ts=ts, line=text, cause="host_oom", signal="KILL", evidence=(text,), role=DEATH,
+                                message=f"Slurm says the kernel's OOM killer ended a task of this step: {text}")]
         if text.startswith(IGNORED):  # Python's own word that the traceback after it changed nothing
             self._open_traceback(Traceback(text, "", ts, role=None))
             return NOTHING
@@ -1157,11 +1168,12 @@ class LineParser:
         return StopRequested(ts=ts, ranks=ranks, line=msg, by="SIGTERM") if msg.startswith("SIGTERM received") else None
 
     @staticmethod
-    def _launcher_exit(text: str, code: int, ts: float | None) -> list[Event]:
-        """A launcher's word for how the server's process ended (128 + N: signal N), the server having said nothing:
-        a consequence, as the shell's `Killed` is."""
-        if code > 128:
+    def _launcher_exit(text: str, code: int | None, sig: str | None, ts: float | None) -> list[Event]:
+        """A launcher's word for how the server's process ended (an exit code, 128 + N for signal N, or the signal's
+        name), the server having said nothing: a consequence, as the shell's `Killed` is."""
+        if code is not None and code > 128:
             sig = signal_name(code - 128)
+        if sig is not None:
             if sig == "KILL":
                 return [Failure(ts=ts, line=text, cause="host_oom", signal=sig, evidence=(text,), role=DEATH,
                                 message=f"the server's process was killed (SIGKILL, {text!r}) without a word of its own: "
