@@ -153,7 +153,7 @@ def test_replay_json_carries_the_diagnosis_object() -> None:
 
     r = run_svcdiag("--units", str(UNITS), "replay", "--json", "--config", "dflash-tp1-mr8", str(EXAMPLES / "max-running-zero.log"))
     v = json.loads(r.stdout.decode().splitlines()[-1])
-    assert set(v["diagnosis"]) == {"cause", "explanation", "fixes"}
+    assert set(v["diagnosis"]) == {"cause", "detail", "explanation", "fixes"}
     assert all(set(f) == {"set", "reason"} for f in v["diagnosis"]["fixes"])
 
 

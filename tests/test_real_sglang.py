@@ -20,6 +20,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from svcdiag.judge.diagnosis import diagnose
 from svcdiag.ops.replay import NoStartFound, replay
 
 FIXTURES = Path(__file__).parent / "fixtures" / "sglang"
@@ -68,6 +69,10 @@ def _check_case(case: dict) -> None:
         assert v.figures.get("context_len") == case["context_len"], v.figures
     if "phase" in case:
         assert v.phase == case["phase"], (v.phase, v.message)
+    if "detail" in case:  # the cause's sub-case in the registry ("" for the cause's own row)
+        assert v.detail == case["detail"], (v.detail, v.message)
+    if "fixes" in case:  # the settings the diagnosis's fixes change, in order
+        assert [k for f in diagnose(v)["fixes"] for k in f["set"]] == case["fixes"], diagnose(v)["fixes"]
     # a phase that ran past its deadline is named; one within it (an allowance SGLang announced) is not
     assert sorted(v.figures.get("overran_deadlines_s") or {}) == case.get("overran", []), v.figures
     for name in case.get("absent", []):  # a figure the start does not have (a router's second worker is no draft)
@@ -79,8 +84,6 @@ def _check_case(case: dict) -> None:
     if "signal" in case:  # the signal that ended it, named (BUS, FPE, KILL)
         assert v.figures.get("signal") == case["signal"], v.figures
     if "diagnosis" in case:  # words the diagnosis must say (the fix, where to look)
-        from svcdiag.judge.diagnosis import diagnose
-
         d = diagnose(v)
         assert d is not None and any(case["diagnosis"] in line for line in d["explanation"]), d
     if "other_starts" in case:  # a log of several starts: the note says what the others came to

@@ -591,7 +591,7 @@ class Readiness:
         if root.cause == "max_running_zero":
             self.figures["max_running_requests"] = 0
         self._conclude("failed", root.cause, root.message, ts, signal=root.signal or (also.signal if also else None),
-                       status=root.status)
+                       status=root.status, detail=root.detail, captures=root.captures)
 
     def _fail_pending(self, ts: float | None, exit_ev: Failure | None = None) -> None:
         """The start is over: the suspect is the cause if there is one, else what the death line says."""
@@ -642,7 +642,8 @@ class Readiness:
             self.evidence.append(line)
 
     def _conclude(self, verdict: str, cause: str | None, message: str, ts: float | None, *,
-                  stalled_s: float | None = None, signal: str | None = None, status: int | None = None) -> None:
+                  stalled_s: float | None = None, signal: str | None = None, status: int | None = None,
+                  detail: str = "", captures: dict[str, str] | None = None) -> None:
         now = ts if ts is not None else self.last_ts
         seconds = dict(self.phase_seconds)
         if now is not None and self._deadline is not None and self.phase != "ready":
@@ -663,7 +664,8 @@ class Readiness:
         if verdict == "timed_out" and self.last_line and self.last_line not in evidence:
             evidence.append(self.last_line)
         self.verdict = Verdict(ts=now, verdict=verdict, phase=self.phase, cause=cause, message=message,
-                               figures=figures, evidence=tuple(evidence), phase_seconds=seconds,
+                               detail=detail, captures=captures or {}, figures=figures, evidence=tuple(evidence),
+                               phase_seconds=seconds,
                                last_line=self.last_line, stalled_s=round(stalled_s, 3) if stalled_s else None,
                                unit=self.unit, invocation=self.invocation,
                                degraded=tuple(self.degraded) if verdict == "healthy" else ())

@@ -43,6 +43,8 @@ class Verdict(Event):
     phase: str
     cause: str | None
     message: str
+    detail: str = ""  # the cause's sub-case (sglang/failures.py), "" for the cause's own row
+    captures: dict[str, str] = field(default_factory=dict)  # what the sub-case's pattern read off the failure
     figures: dict[str, Any] = field(default_factory=dict)
     evidence: tuple[str, ...] = ()
     phase_seconds: dict[str, float] = field(default_factory=dict)

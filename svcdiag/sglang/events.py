@@ -10,6 +10,8 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from svcdiag.sglang.failures import refine
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Event:
@@ -175,6 +177,16 @@ class Failure(Event):
     signal: str | None = None
     status: int | None = None
     role: str = ROOT
+    #: its sub-case in the registry (sglang/failures.py) and what that row's pattern captured: read off its own
+    #: words once, here, so that nothing downstream matches text again
+    detail: str = ""
+    captures: dict[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not self.detail:
+            detail, captures = refine(self.cause, "\n".join((self.message, *self.evidence)))
+            object.__setattr__(self, "detail", detail)
+            object.__setattr__(self, "captures", captures)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

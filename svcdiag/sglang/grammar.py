@@ -45,143 +45,13 @@ from svcdiag.sglang.events import (
     WeightsBegin,
     WeightsEnd,
 )
+from svcdiag.sglang.failures import CLASSIFY, FLAG_CHECK_FRAME_RE, classify
 from svcdiag.signals import signal_name
 
 _F = r"(-?\d+(?:\.\d+)?)"
 
-#: (cause id, pattern) in priority order; matched on an exception's final line or a fatal line.
-CAUSES: tuple[tuple[str, re.Pattern[str]], ...] = (
-    ("max_running_zero", re.compile(r"max_running_requests? is zero")),
-    # SGLang's own watchdog: a forward pass (or the tokenizer) made no progress for --watchdog-timeout s
-    ("watchdog_timeout", re.compile(r"[Ww]atchdog timeout \(self\.watchdog_timeout=")),
-    ("mamba_cache_too_small", re.compile(
-        r"state cache is too small to serve any requests|Not enough GPU memory for hybrid \(mamba")),
-    ("not_enough_memory", re.compile(
-        r"Not enought? memory\. Please try to increase --mem-fraction-static"  # ≤ 0.1.17 spells it "enought"
-        r"|leave no GPU memory for the KV cache|Memory pool size is too small"
-        r"|SWA pool \(\d+ tokens\) cannot hold even one request")),  # 0.5.23: a sliding-window pool under its window
-    ("cuda_oom", re.compile(r"CUDA out of memory|HIP out of memory|OutOfMemoryError|(?:CUDA|HIP) error: out of memory"
-                            r"|hipErrorOutOfMemory|(?:NPU|XPU) out of memory"  # Ascend's torch_npu, Intel's XPU
-                            r"|UR_RESULT_ERROR_OUT_OF_DEVICE_MEMORY")),  # Intel's Level Zero runtime, under torch
-    ("host_oom", re.compile(r"\[Errno 12\] Cannot allocate memory|Out of memory: Killed process|oom-kill"
-                            r"|DefaultCPUAllocator: can't allocate memory"  # torch's CPU allocator (--device cpu, offload)
-                            # --enable-hierarchical-cache: its host pool (--hicache-ratio × the KV pool, or --hicache-size)
-                            # larger than the host RAM free; not `… for request X`, a PD decode server's runtime note
-                            r"|Not enough host memory (?:available\. Requesting|for [\w\s.-]*hierarchical cache)"
-                            r"|Cannot automatically size HiCache host memory")),
-    ("port_in_use", re.compile(
-        r"\[Errno 98\]|[Aa]ddress already in use|is not available in [\d.]+ seconds")),
-    ("unsupported_model", re.compile(
-        r"Transformers does not recognize this architecture|Model architectures? \[.*\] (?:are|is) not supported"
-        r"|Unrecognized configuration class|Unrecognized model in|Unrecognized (?:image )?processor in"
-        r"|model type `?[\w.-]+`? but Transformers does not"
-        r"|is not supported for now|failed to be inspected|did not match any variant of untagged enum (?:ModelWrapper|Py\w*Wrapper)"
-        r"|Tokenizer class \w+ does not exist or is not currently imported"
-        r"|Unknown quantization method"  # the checkpoint's quant_method, which this release does not know
-        r"|GGUF model with architecture \w+ is not supported"  # transformers' GGUF reader, older than the model
-        # speculative decoding's target hooks, missing from this release's class for the target model
-        r"|object has no attribute '(?:capture_aux_hidden_states|set_eagle3_layers_to_capture|get_embed_and_head)'")),
-    ("model_not_found", re.compile(
-        r"Incorrect path_or_model_id|HFValidationError|RepositoryNotFoundError|Repository Not Found"
-        r"|Repo id must (?:be in the form|use alphanumeric chars)"  # a --model-path neither a folder here nor a hub id
-        r"|is not a local folder and is not a valid model identifier|gated repo|Cannot access gated repo"
-        r"|401 Client Error|You must have access to it and be authenticated|GatedRepoError"
-        r"|does not appear to have a file named |No such file or directory: .*config\.json"
-        r"|LocalEntryNotFoundError|couldn't find (?:it|them) in the cached files|outgoing traffic has been disabled"
-        r"|OfflineModeIsEnabled"  # HF_HUB_OFFLINE=1 and a call that must reach the hub
-        r"|Can't load tokenizer for|Can't load the configuration of"
-        r"|Can't load (?:image processor|processor|feature extractor) for")),  # a VLM saved without its processor files
-    # the hub itself out of reach: rate-limited (429), no route, a proxy; the repo id may well be right
-    ("hub_unreachable", re.compile(
-        r"429 Client Error|Too Many Requests for url|There was a specific connection error when trying to load"
-        r"|host='(?:huggingface\.co|hf-mirror\.com|cdn-lfs[\w.-]*|[\w.-]*\.hf\.co)', port=\d+\): Max retries exceeded")),
-    ("unsupported_hardware", re.compile(
-        r"not supported for the current GPU|Minimum capability: \d+|[Cc]ompute capability"
-        # ptxas on a kernel written for another architecture; FA4's own check (`Only SM 10.x and 11.x are supported`)
-        r"|not supported on \.target '?sm_\d+|Only SM [\d.x]+(?:(?:,| and| or) [\d.x]+)* (?:are|is) supported"
-        r"|requires (?:an? )?(?:sm_?|SM)\d+|requires (?:an? )?(?:Blackwell|Hopper|Ada)\b"
-        r"|no kernel image is available for execution on the device|not supported on (?:this|your) (?:GPU|device)"
-        r"|Unsupported (?:GPU|gpu) architecture|is only supported on (?:sm|Hopper|Blackwell|Ampere)"
-        r"|out of resource: shared memory|invalid device function|(?:hip|cuda)ErrorInvalidDeviceFunction"
-        # Ascend: the CANN toolkit or kernels (or the image: -910b vs -a3) made for another NPU than this one
-        r"|init runtime platform info failed, SocVersion|does not has any binary|Parse dynamic kernel config fail"
-        # Triton's fp8 before sm89: `ValueError("type fp8e4nv not supported in this architecture. …")`
-        r"|not supported in this architecture")),
-    ("gpu_unavailable", re.compile(
-        r"No CUDA GPUs are available|CUDA driver version is insufficient|NVIDIA driver on your system is too old"
-        r"|Found no NVIDIA driver|no CUDA-capable device is detected|CUDA-capable device\(s\) is/are busy or unavailable"
-        r"|all CUDA-capable devices are busy or unavailable|CUDA driver initialization failed|cudaErrorNoDevice"
-        r"|cudaErrorInsufficientDriver|libcuda\.so[.\d]*: cannot open shared object file|invalid device ordinal"
-        r"|c10_npu::SetDevice|Failed to start the device"  # Ascend: the NPU would not open (driver, firmware, /dev/davinci*)
-        r"|uncorrectable ECC error|fallen off the bus"
-        # the driver and CUDA disagree: a container's CUDA (or its compat libs) newer than the host's driver (803, 804),
-        # kernels built by a newer toolkit than the driver (PTX), a driver upgraded under a running kernel module (NVML)
-        r"|Error 80[34]: |unsupported display driver / cuda driver combination|forward compatibility was attempted"
-        r"|provided PTX was compiled with an unsupported toolchain|cudaErrorUnsupportedPtxVersion"
-        r"|Driver/library version mismatch|NVML/RM version mismatch|LibRmVersionMismatch"
-        r"|Error 802: |system not yet initialized"  # NVSwitch (HGX) hosts: nvidia-fabricmanager not running
-        r"|CUDA unknown error"  # the GPU lost by the process: a container after `systemctl daemon-reload`, suspend, nvidia_uvm
-        # ≤ 0.4.x asks nvidia-smi for the GPUs' memory while checking its flags: its own words then
-        r"|nvidia-smi not found|Failed to initialize NVML"
-        r"|libcuda\.so cannot found")),  # Triton: no libcuda.so (the NVIDIA container runtime not used, or no ldconfig)
-    ("cuda_error", re.compile(
-        r"illegal memory access was encountered|device-side assert triggered|CUDA error: misaligned address"
-        r"|unspecified launch failure|illegal instruction was encountered|cudaErrorIllegalAddress"
-        r"|CUBLAS_STATUS_EXECUTION_FAILED|Memory access fault by GPU")),  # ROCm's illegal address, printed by HSA
-    # the PD KV transfer engine could not start: its RDMA NIC(s) missing, unusable or hidden by the sandbox
-    ("kv_transfer_failed", re.compile(
-        r"Mooncake Transfer Engine initialization failed|NIXL_ERR_BACKEND|nixlBackendError")),
-    # DeepEP's all-to-all: an expert-parallel rank never reached the dispatch (dead, slow, or RDMA)
-    ("ep_dispatch_timeout", re.compile(r"DeepEP error: (?:CPU recv timeout|timeout \(dispatch CPU\)|timeout)")),
-    # DeepEP's NVSHMEM (expert parallel's all-to-all over RDMA) could not connect its ranks: it prints
-    # `/…/nvshmem/src/…/ibrc.cpp:420: non-zero status: 22 ibv_modify_qp failed` and exits, SGLang's
-    # `Rank 0 scheduler is dead` and `Exit code: 255` are the consequence
-    ("nvshmem_failed", re.compile(
-        r"nvshmem/src/\S+: non-zero status: \d+|nvshmem initialization failed"
-        r"|NVSHMEM API called before NVSHMEM initialization")),
-    ("rendezvous_failed", re.compile(
-        r"DistStoreError|DistNetworkError|[Tt]he client socket has timed out|TCP client failed to connect"
-        r"|Timed out initializing process group|clients joined|gloo/transport/tcp")),
-    ("nccl_error", re.compile(r"NCCL error|DistBackendError|ncclInternalError|ncclUnhandledCudaError|ncclSystemError"
-                              r"|Watchdog caught collective operation timeout|NCCL communicator was aborted")),
-    ("disk_full", re.compile(r"\[Errno 28\]|No space left on device"
-                             r"|unable to allocate shared memory\(shm\)")),  # torch's tensors between processes: /dev/shm
-    ("access_denied", re.compile(r"\[Errno 30\] Read-only file system|\[Errno 13\]|PermissionError")),
-    ("bad_checkpoint", re.compile(
-        r"SafetensorError|Error while deserializing header|HeaderTooLarge|MetadataIncompleteBuffer"
-        r"|incomplete metadata, file not fully covered|PytorchStreamReader failed|invalid load key"
-        r"|Attempted to load weight \(|is not a valid JSON file")),
-    ("broken_install", re.compile(
-        r"ModuleNotFoundError|No module named '|undefined symbol: |cannot open shared object file"
-        r"|cannot import name '\w+' from|(?:GLIBC|GLIBCXX|CXXABI)_[\d.]+' not found|Python\.h: No such file"
-        r"|module '[\w.]+' has no attribute|Torch not compiled with CUDA enabled"
-        r"|Failed to find C compiler|Command '\['/usr/bin/(?:gcc|cc|g\+\+|c\+\+)'|Could not find nvcc"
-        # a kernel compiled at first use (FlashInfer, DeepGEMM, torch extensions): ninja missing or its build failed
-        r"|No such file or directory: 'ninja'|Ninja build failed|Ninja is required|Error building extension"
-        # an optional backend the flags ask for and the venv lacks: `ImportError: Please install mooncake by …`
-        r"|ImportError: .*\b[Pp]lease (?:install|upgrade) ")),
-    # torch.compile (--enable-torch-compile) could not compile the model: dynamo/inductor's own error; after
-    # the patterns above, so an OOM or a missing compiler inside it is still that
-    ("torch_compile_failed", re.compile(
-        r"BackendCompilerFailed|torch\._inductor\.exc\.\w+|LoweringException|InductorError")),
-    ("bad_arguments", re.compile(
-        r"total_num_(?:kv_)?heads % tp_size|must be divisible by (?:tensor parallel|tp|the tp)"
-        # the TP split cuts a quantized weight across its quantization blocks (fp8 block_n/block_k, AWQ/GPTQ marlin)
-        r"|is not divisible by (?:the )?weight quantization block_[nk]|The input size is not aligned with the quantized"
-        r" weight shape|is not divisible by min_thread_[nk]"
-        r"|tp_size must be divisible|is not divisible by tp|num_attention_heads.*divisible|invalid (?:int|float|choice) value"
-        r"|: error: (?:unrecognized arguments|argument --|ambiguous option)"
-        r"|context_length \(\d+\) is greater than the derived context_length"
-        r"|does not match the quantization method specified in the `quantization` argument"
-        r"|`?trust_remote_code=True`? to (?:allow custom code|remove this error)|contains custom code which must be executed"
-        r"|is not a built-in template name or a valid chat template file path"  # --chat-template
-        r"|The host memory should be larger than the device memory"  # --hicache-ratio ≤ 1 (or a --hicache-size below the KV pool)
-        # LoRA adapters the flags ask for that this release cannot serve together: ranks or alphas that differ
-        # (≤ 0.4.3 asserts it), a rank above --max-lora-rank, modules outside --lora-target-modules
-        r"|hf_config\[\"r\"\] == self\.max_lora_dim|x\.scaling == self\.scaling|--max-lora-rank|--lora-target-modules"
-        # the draft model is no EAGLE draft (none given: SGLang loads the target itself as the draft)
-        r"|object has no attribute '(?:set_embed|set_embed_and_head|hot_token_id)'")),
-)
+#: (cause, pattern) in priority order, matched on an exception's final line or a fatal line (failures.py's rows)
+CAUSES = CLASSIFY
 FINAL_EXC_RE = re.compile(
     r"^(?:[A-Za-z_][\w.]*\.)?\w*(?:Error|Exception|Exit|Interrupt|Fault|Failure|Iteration)(?::.*)?$"
     r"|^(?:[a-z_]\w*\.)+[A-Z]\w*: ")  # a qualified class named otherwise: `triton.runtime.errors.OutOfResources: …`
@@ -205,6 +75,30 @@ SHELL_SIGNALS = {"Killed": "KILL", "已杀死": "KILL", "Segmentation fault": "S
 #: (a script's line keeps its command after one space where a console squeezed the padding: `… 28 Killed python3 …`)
 SHELL_SIGNAL_RE = re.compile(r"^(?P<script>\S+: line \d+: +\d+ )?(" + "|".join(map(re.escape, SHELL_SIGNALS)) + r")"
                              r"(?: ?[(（](?:core dumped|核心已转储)[)）])?(?:(?(script) +| {2,})\S.*)?$")
+#: a logging level before the message (`INFO:     ` uvicorn's, `[WARNING] `, `ERROR - `, basicConfig's `INFO:name:`):
+#: another formatter than SGLang's own, the line it wraps read as SGLang's
+LEVEL_RE = re.compile(r"\[?(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|FATAL)(?:\]|:[\w.]*:|:| -| \||(?= ))[ \t]*")
+LEVEL_HEADS = frozenset("[DIWECF")
+#: faulthandler's report of the signal that is killing the interpreter (it prints the threads' stacks after it)
+FAULTHANDLER_SIGNALS = {"Segmentation fault": "SEGV", "Bus error": "BUS", "Aborted": "ABRT",
+                        "Floating point exception": "FPE", "Illegal instruction": "ILL"}
+FATAL_PYTHON = "Fatal Python error: "
+#: what a native runtime prints as it kills the process with a signal, other than faulthandler: absl's handler
+#: (`*** SIGSEGV received at time=…`), torch's (`!!!!!!! Segfault encountered !!!!!!!`), C++'s terminate with no
+#: exception, glibc's heap checks and stack protector (each then abort()s)
+NATIVE_SIGNAL_RE = re.compile(
+    r"\*\*\* SIG(?P<sig>[A-Z]+) received at time=|!+ Segfault encountered !+"
+    r"|(?P<abrt>terminate called (?:without an active exception|recursively)|\*\*\* stack smashing detected \*\*\*"
+    r"|(?:free\(\)|malloc\(\)|munmap_chunk\(\)|realloc\(\)): [\w ]+$|double free or corruption\b"
+    r"|corrupted (?:size vs\. prev_size|double-linked list))")
+#: a library's own line at a level that says it carries on (NCCL INFO, glog's I/W lines): never fatal alone
+CHATTER_RE = re.compile(r"\b(?:INFO|DEBUG|TRACE)\b|^[IWD]\d{4} ")
+#: C++'s std::terminate on an uncaught exception (`terminate called after throwing an instance of 'c10::Error'`),
+#: then its `  what():  …` line: the process aborts (SIGABRT) right after
+TERMINATE_RE = re.compile(r"terminate called after throwing an instance of '([^']+)'")
+#: a kernel library's own check, printed then exit(1) (sgl-kernel's CUDACHECK/NCCLCHECK: `Failed: Cuda error
+#: /…/custom_all_reduce.cuh:411 'an illegal memory access was encountered'`)
+KERNEL_CHECK_RE = re.compile(r"Failed: (Cuda|CUDA|HIP|NCCL) error (\S+:\d+) '([^']*)'")
 #: what a native runtime prints just before it aborts the process: C++'s terminate, ROCm's HSA fault
 NATIVE_ABORTS = ("terminate called after throwing", "Memory access fault by GPU")
 #: a traceback SGLang (or the hub) goes on after, in the words of the line that closes it, wherever that line's words
@@ -235,7 +129,10 @@ ERRORISH_RE = re.compile(r"error|FAILED|not found|fatal|No such file", re.I)
 #: the advice torch._dynamo prints after every compile error (`… suppress_errors = True`): no cause in it
 DYNAMO_ADVICE_RE = re.compile(r"suppress_errors|suppress this exception|TORCH_LOGS=|import torch\._dynamo$")
 #: argparse's last word: `launch_server.py: error: …` (≤ 0.5.9) or `sglang serve: error: …` (0.5.10+)
-ARGPARSE_RE = re.compile(r"^(?:[\w.-]+\.py|sglang(?: serve)?|launch_server|python3? -m [\w.]+): error: (.+)$")
+ARGPARSE_RE = re.compile(r"^(?:[\w.-]+\.py|sglang(?: [\w-]+)?|launch_server|python3? -m [\w.]+): error: (.+)$"
+                         # `sglang serve` of a diffusion model (0.5.1x+) and other entry points: no program name
+                         r"|^error: ((?:unrecognized arguments|the following arguments are required|argument -"
+                         r"|ambiguous option|invalid choice|expected one argument).*)$")
 #: 0.5.10+: the engine's exception when a scheduler process dies: a consequence, with the exit code
 SCHEDULER_DIED_RE = re.compile(r"scheduler died during initialization \(exit code: (-?\d+)\)")
 #: the warmup request `_wait_and_warmup` sends, answered: ≤ 0.1.17's only word that the server is up
@@ -264,9 +161,13 @@ PD_WARMUP_FAILED = "Prefill disaggregation mode warm Up Failed"
 PD_REGISTER_FAILED = "Prefill instance failed to register to bootstrap server"
 #: a PD prefill's bootstrap server (a thread) could not bind --disaggregation-bootstrap-port; the server goes on
 BOOTSTRAP_BIND_RE = re.compile(r"Server error: \[Errno 98\] error while attempting to bind on address \('([^']*)', (\d+)\)")
-#: SGLANG_LOGGING_CONFIG_PATH's formatter as SGLang's docs show it: `2025-04-13 15:34:02 INFO 228 [file.py:301] msg`
+#: a time and a level before the message, another formatter's than SGLang's: SGLANG_LOGGING_CONFIG_PATH's as
+#: SGLang's docs show it (`2025-04-13 15:34:02 INFO 228 [file.py:301] msg`), Python's (`… - INFO - msg`, `… - name -
+#: INFO - msg`), loguru's (`… | INFO     | module:fn:12 - msg`), a bare `<time> INFO msg`
 CUSTOM_PREFIX_RE = re.compile(
-    r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)(?:[.,]\d+)? (?:DEBUG|INFO|WARNING|ERROR|CRITICAL) +\d+ \[[\w.]+:\d+\] (.*)$")
+    r"^(\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d)(?:[.,]\d+)?Z? *(?:[|-] *)?(?:[\w.]+ +- +)?"
+    r"\[?(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|FATAL)\]?"
+    r"(?: +\d+ \[[\w.]+:\d+\]| *[|:-] *(?:[\w.]+(?::[\w<>.]+)*(?::\d+)? +[|:-] +)?| +) *(.*)$")
 #: NCCL's own account of what failed (`node5:240:240 [6] misc/socket.cc:533 NCCL WARN socketPollConnect: …`)
 NCCL_WARN_RE = re.compile(r"^\S+:\d+:\d+ \[\d+\] \S+ NCCL WARN (.+)$")
 #: heads of those keys that any program's line may start with (`Error response from daemon`, `FutureWarning`):
@@ -331,9 +232,6 @@ def _code_line(lines: list[str]) -> str | None:
     return None
 
 
-#: the frame of SGLang's own check of its flags: server_args.py, or (0.5.2x) a resolution hook
-FLAG_CHECK_FRAME_RE = re.compile(r'/sglang/srt/(?:server_args|arg_groups/\w+|layers/attention/attention_registry)\.py"'
-                                 r'|/server_args\.py"')
 
 
 def _raised_in(final: str, lines: list[str]) -> str | None:
@@ -354,13 +252,6 @@ def _raised_in(final: str, lines: list[str]) -> str | None:
     if final.startswith("KeyError") and any(f'/{m}.py"' in f for f in frames[-2:]
                                             for m in ("configuration_auto", "auto_factory")):
         return "unsupported_model"  # transformers' CONFIG_MAPPING (or a class mapping) lacks it: `KeyError: 'qwen2'`
-    return None
-
-
-def classify(text: str) -> str | None:
-    for cause, pat in CAUSES:
-        if pat.search(text):
-            return cause
     return None
 
 
@@ -482,6 +373,8 @@ class LineParser:
         self._ready_by_warmup = False
         #: NCCL's last `NCCL WARN` (what failed); an nccl_error says it
         self.nccl_warn: str | None = None
+        #: C++'s `terminate called after throwing …` (its line, the exception's type), until its what() line
+        self._terminate: tuple[str, str] | None = None
         self._dispatch: dict[str, Callable[[str, str, float | None], Event | list[Event] | None]] = {
             "server": self._server_args,
             "Init t": self._dist,
@@ -577,8 +470,9 @@ class LineParser:
         prefix = rb"\[2" + stamp + rb"(?:\] |[. ][^\]" + other + rb"]*\] )"
         if escaped:
             assert not any(set(k) & set('"\\/') for k in self._dispatch), "a key JSON may escape"
-        alt = _trie([k.encode() for k in self._dispatch if k != "INFO: "]) + rb"|INFO: (?!\s*\d)" \
-            + (rb"|\\" if escaped else b"")
+        # a level prefix (LEVEL_RE) wraps a line of its own unless an access line (`INFO:     127.0.0.1:… "GET …"`)
+        alt = _trie([k.encode() for k in self._dispatch if k != "INFO: "]) + rb"|" + LEVEL_RE.pattern.encode() \
+            + rb"(?![ \t]*\d)" + (rb"|\\" if escaped else b"")
         # the commonest quiet messages first, as far as tells them from every key: most lines of
         # a serving log are one of these (0.5.x writes `Prefill batch,`), and each literal byte is one step of re's
         common = [_unique_head(w, self._dispatch) for w in ("Decode batch. ", "Prefill batch. ", "Prefill batch, ")]
@@ -637,20 +531,26 @@ class LineParser:
         """What follows a prefix SGLang printed (its ranks, its time): a traceback a line closes, then
         the message's handler."""
         done = self._end_traceback() if self._tb is not None and self._tb.final else NOTHING
-        handler = self._dispatch.get(msg[:6])
         if done and RETRY_SAID_RE.search(msg) is not None:  # the traceback it closes was retried, or given up on
             return [*done, Recovered(ts=ts, ranks=ranks, line=msg)]
+        out = self._said(msg, ranks, ts)
+        return done + out if done and out else done or out
+
+    def _said(self, msg: str, ranks: str, ts: float | None) -> list[Event]:
+        """A message's handler; one under a level prefix (`INFO:     `, `[WARNING] `: another logging setup's
+        formatter, uvicorn's under --tokenizer-worker-num > 1) is read as the message it wraps."""
+        handler = self._dispatch.get(msg[:6])
+        result = handler(msg, ranks, ts) if handler is not None else None
+        if result is not None:
+            return result if isinstance(result, list) else [result]
+        if msg[:1] in LEVEL_HEADS and (lv := LEVEL_RE.match(msg)) is not None and _wraps(msg, lv.end()):
+            return self._said(msg[lv.end():], ranks, ts)
         if handler is None:
             if msg == TRACEBACK_OPEN and ranks:  # 0.3.3-0.3.6: a scheduler's dying words, then it kills the launcher
                 self._open_traceback(Traceback("", ranks, ts, role=SUSPECT))
             elif msg.endswith(TRACEBACK_OPEN):  # a traceback logged by a handler that goes on
                 self._open_traceback(Traceback(msg, ranks, ts, role=None))
-            return done
-        result = handler(msg, ranks, ts)
-        if result is None:
-            return done
-        out = result if isinstance(result, list) else [result]
-        return done + out if done else out
+        return NOTHING
 
     def _clock(self, ts_text: str) -> None:
         self._last_ts_text = ts_text
@@ -671,65 +571,94 @@ class LineParser:
     # ------------------------------------------------------------ tracebacks and unprefixed lines
 
     def _unprefixed(self, text: str, ts: float | None) -> list[Event]:
-        if text[:2] in OLD_PREFIX_HEADS and (m := OLD_PREFIX_RE.match(text)) is not None:
-            return self._old_prefixed(m, text, ts)
-        if text.startswith("[Router (") and self._tb is None:
-            return self._router(text, ts)
-        if text[:2] == "20" and self._tb is None and (r := ROUTER_RS_RE.match(text)) is not None:
-            return self._router_said(text, r.group(3), parse_ts(r.group(1)) if ts is None else ts)
-        if text[:2] == "20" and (c := CUSTOM_PREFIX_RE.match(text)) is not None:  # SGLANG_LOGGING_CONFIG_PATH
-            self.sglang_lines += 1
-            if ts is None:
-                self._clock(c.group(1))
-            msg = c.group(2)
-            at = self._last_ts if ts is None else ts
-            if self._tb is not None and (not msg.strip() or msg[0] in " \t" or msg.startswith(CHAIN_LINES)
-                                         or msg.startswith(TRACEBACK_OPEN) or FINAL_EXC_RE.match(msg)):
-                return self._unprefixed(msg, at)  # a collector that prefixes each line of a record: its traceback
-            return self._message(msg, "", at)
+        """A line without SGLang's dated prefix: another dialect's prefix, NCCL's WARN, a tqdm bar, a line of an
+        open traceback, or a line of its own."""
+        dialect = self._dialect(text, ts)
+        if dialect is not None:
+            return dialect
         if " NCCL WARN " in text and (w := NCCL_WARN_RE.match(text)) is not None:
             self.nccl_warn = w.group(1)  # the failure NCCL's error code will only call "unhandled system error"
             return NOTHING
+        given = ts
         if ts is None:
             ts = self._last_ts  # a line with no time of its own was printed after the last one that had one
         if text.startswith(PROGRESS_HEADS) or "\r" in text:
             bar = self._progress(text, ts)
             if bar is not None:
                 return bar
+        if self._terminate is not None and text.lstrip().startswith("what():"):
+            return self._what(text.strip(), ts)
+        if self._tb is not None:
+            return self._traceback_line(text, ts)
+        return self._alone(text, ts, given)
+
+    def _dialect(self, text: str, ts: float | None) -> list[Event] | None:
+        """A prefix of another dialect than SGLang's dated one: ≤ 0.3.2's, the router's (Python, Rust), a
+        SGLANG_LOGGING_CONFIG_PATH formatter's; None when the line has none of them."""
+        if text[:2] in OLD_PREFIX_HEADS and (m := OLD_PREFIX_RE.match(text)) is not None:
+            return self._old_prefixed(m, text, ts)
+        if text.startswith("[Router (") and self._tb is None:
+            return self._router(text, ts)
+        if text[:2] != "20":
+            return None
+        if self._tb is None and (r := ROUTER_RS_RE.match(text)) is not None:
+            return self._router_said(text, r.group(3), parse_ts(r.group(1)) if ts is None else ts)
+        if (c := CUSTOM_PREFIX_RE.match(text)) is not None:  # SGLANG_LOGGING_CONFIG_PATH
+            self.sglang_lines += 1
+            if ts is None:
+                self._clock(c.group(1))
+            msg = c.group(2)
+            at = self._last_ts if ts is None else ts
+            if msg.startswith(TRACEBACK_OPEN) or (self._tb is not None and (
+                    not msg.strip() or msg[0] in " \t" or msg.startswith(CHAIN_LINES) or FINAL_EXC_RE.match(msg))):
+                return self._unprefixed(msg, at)  # a collector that prefixes each line of a record: its traceback
+            if prefix_stamp(msg) is not None:  # a launcher that logs SGLang's own lines through its logger
+                self.sglang_lines -= 1
+                return self.feed_line(msg, ts)
+            return self._message(msg, "", at)
+        return None
+
+    def _traceback_line(self, text: str, ts: float | None) -> list[Event]:
+        """A line while a traceback is open (Fluent Bit's python rule set): frames and code until the final
+        exception line, then a chained exception, the message's tail, or a line that closes it."""
         tb = self._tb
-        if tb is not None:
-            if tb.final:  # after the final line: a chained exception, the message's tail, or something new
-                if not text.strip():
-                    return NOTHING
-                if text.startswith(CHAIN_LINES):
-                    tb.final = ""
-                    tb.lines.append(text)
-                    return NOTHING
-                if RETRY_SAID_RE.search(text) is not None and FINAL_EXC_RE.match(text) is None:
-                    # `WARNING:huggingface_hub.utils._http:Retrying in 1s [Retry 1/5].`, at any level, in any format
-                    return [*self._end_traceback(), Recovered(ts=ts, line=text)]
-                if not text.startswith(TRACEBACK_OPEN) and not self._is_own_line(text) and len(tb.tail) < MAX_TAIL_LINES:
-                    tb.tail.append(text)  # "Possible solutions:", a wrapped message
-                    return NOTHING
-                return self._end_traceback() + self._unprefixed(text, ts)
-            if "_tracker: There appear" in text:  # the processes ended while it was being printed: it is cut there
-                return self._end_traceback() + self._unprefixed(text, ts)
-            if not text or text[0] in " \t" or text.startswith(CHAIN_LINES) or text.startswith(TRACEBACK_OPEN):
-                if len(tb.lines) < MAX_TRACEBACK_LINES:
-                    tb.lines.append(text)
+        assert tb is not None
+        if tb.final:  # after the final line: a chained exception, the message's tail, or something new
+            if not text.strip():
                 return NOTHING
-            if FINAL_EXC_RE.match(text):
-                tb.final = text
-                tb.finals.append(text)
-                if tb.role == ROOT and not tb.cause and not text.endswith(":") \
-                        and classify(text) not in (None, "nccl_error"):
-                    return self._end_traceback()  # SGLang's handler dies after this and the cause is plain: fail fast
-                # (NCCL's own words come after its final line: `Last error:` and what failed; a final line ending
-                # in a colon announces its output: `Ninja build failed. Ninja output:` then the compiler's)
+            if text.startswith(CHAIN_LINES):
+                tb.final = ""
+                tb.lines.append(text)
                 return NOTHING
+            if RETRY_SAID_RE.search(text) is not None and FINAL_EXC_RE.match(text) is None:
+                # `WARNING:huggingface_hub.utils._http:Retrying in 1s [Retry 1/5].`, at any level, in any format
+                return [*self._end_traceback(), Recovered(ts=ts, line=text)]
+            if not text.startswith(TRACEBACK_OPEN) and not self._is_own_line(text) and len(tb.tail) < MAX_TAIL_LINES:
+                tb.tail.append(text)  # "Possible solutions:", a wrapped message
+                return NOTHING
+            return self._end_traceback() + self._unprefixed(text, ts)
+        if "_tracker: There appear" in text:  # the processes ended while it was being printed: it is cut there
+            return self._end_traceback() + self._unprefixed(text, ts)
+        if not text or text[0] in " \t" or text.startswith(CHAIN_LINES) or text.startswith(TRACEBACK_OPEN):
             if len(tb.lines) < MAX_TRACEBACK_LINES:
                 tb.lines.append(text)
             return NOTHING
+        if FINAL_EXC_RE.match(text):
+            tb.final = text
+            tb.finals.append(text)
+            if tb.role == ROOT and not tb.cause and not text.endswith(":") \
+                    and classify(text) not in (None, "nccl_error"):
+                return self._end_traceback()  # SGLang's handler dies after this and the cause is plain: fail fast
+            # (NCCL's own words come after its final line: `Last error:` and what failed; a final line ending
+            # in a colon announces its output: `Ninja build failed. Ninja output:` then the compiler's)
+            return NOTHING
+        if len(tb.lines) < MAX_TRACEBACK_LINES:
+            tb.lines.append(text)
+        return NOTHING
+
+    def _alone(self, text: str, ts: float | None, given: float | None = None) -> list[Event]:
+        """A line of its own, no traceback open: one that opens one, a fatal line, an unprefixed message (a
+        custom format, a journal entry timed by the journal, a paste), torch's C++ error lines."""
         if text.startswith(TRACEBACK_OPEN):  # the record just before logged it and went on, or a bare one: a suspect
             logged = self._logged_at == self.sglang_lines
             self._logged_at = -1  # one record, one traceback: a second one after it is a process's own
@@ -754,9 +683,47 @@ class LineParser:
         if text.startswith(IGNORED):  # Python's own word that the traceback after it changed nothing
             self._open_traceback(Traceback(text, "", ts, role=None))
             return NOTHING
-        if text.startswith("Fatal Python error: "):
-            sig = "SEGV" if "Segmentation" in text else "ABRT" if "Aborted" in text else None
+        fatal = self._fatal_alone(text, ts)
+        if fatal is not None:
+            return fatal
+        handler = self._dispatch.get(text[:6])
+        if handler is not None and (text[:6] not in COMMON_HEADS or LOGGED_EXC_RE.match(text) is not None
+                                    or text.startswith((PD_WARMUP_FAILED, "WARNING: Port "))):
+            self.sglang_lines += 1
+            result = handler(text, "", ts)
+            if result is not None:
+                return result if isinstance(result, list) else [result]
+        if text[:1] in LEVEL_HEADS and (lv := LEVEL_RE.match(text)) is not None and _wraps(text, lv.end()):
+            return self.feed_line(text[lv.end():], given)  # another formatter's level before a line of SGLang's
+        if handler is not None:
+            return NOTHING
+        if text[0] == "[" and text.startswith("[rank") and "]:[E" in text[:16]:
+            cause = classify(text)  # torch's C++ error lines: "[rank9]:[E917 ...] ... Watchdog caught ..."
+            return [Failure(ts=ts, line=text, cause=cause, message=text, evidence=(text,), role=SUSPECT)] if cause \
+                else NOTHING
+        if text[0] not in " \t[" and classify(text) is not None and CHATTER_RE.search(text) is None:
+            # a lone exception line (a pasted tail) or a library's fatal words (the hub's, the driver's) with no
+            # exception around them: a suspect, cleared if the start goes on; its wrapped lines may follow
+            tb = Traceback("", "", ts, role=SUSPECT)
+            tb.final = text
+            tb.finals.append(text)
+            self._tb = tb
+            return NOTHING
+        if text.lstrip().startswith(NOTEBOOK_READY):
+            return [Ready(ts=ts, line=text.strip())]
+        return NOTHING
+
+    def _fatal_alone(self, text: str, ts: float | None) -> list[Event] | None:
+        """A line that is fatal on its own: faulthandler's, the shell's word for a signal, argparse's, NVSHMEM's,
+        a C++ abort's, a kernel library's check."""
+        if text.startswith(FATAL_PYTHON):
+            what = text[len(FATAL_PYTHON):]
+            sig = next((s for name, s in FAULTHANDLER_SIGNALS.items() if what.startswith(name)), None)
             return [Failure(ts=ts, line=text, cause="killed_by_signal" if sig else "exception", message=text,
+                            evidence=(text,), signal=sig, role=DEATH)]
+        if (n := NATIVE_SIGNAL_RE.match(text)) is not None:
+            sig = n.group("sig") or ("ABRT" if n.group("abrt") else "SEGV")
+            return [Failure(ts=ts, line=text, cause="killed_by_signal", message=f"the process died of SIG{sig}: {text}",
                             evidence=(text,), signal=sig, role=DEATH)]
         if (sh := SHELL_SIGNAL_RE.match(text)) is not None:  # the shell's word for the signal that ended it
             sig = SHELL_SIGNALS[sh.group(2)]
@@ -767,39 +734,38 @@ class LineParser:
             return [Failure(ts=ts, line=text, cause="killed_by_signal", message=f"the process died of SIG{sig}: {text}",
                             evidence=(text,), signal=sig, role=DEATH)]
         if ARGPARSE_RE.match(text) is not None:
-            self.version_hint = ">= 0.5.10" if text.startswith("sglang serve") else "<= 0.5.9"
+            if not text.startswith("error:"):
+                self.version_hint = ">= 0.5.10" if text.startswith("sglang serve") else "<= 0.5.9"
             return [Failure(ts=ts, line=text, cause="bad_arguments", message=text, evidence=(text,))]
         if text[0] == "/" and NVSHMEM_MARK in text and classify(text) == "nvshmem_failed":
             # a suspect: the first line names the step that failed; the rank's exit is the consequence
             return [Failure(ts=ts, line=text, cause="nvshmem_failed", message=text, evidence=(text,), role=SUSPECT)]
+        if (k := KERNEL_CHECK_RE.match(text)) is not None:  # then exit(1): the cause, ahead of the launcher's EOF
+            lib, what = k.group(1).upper(), k.group(3)
+            cause = classify(f"{lib} error: {what}") or ("nccl_error" if lib == "NCCL" else "cuda_error")
+            return [Failure(ts=ts, line=text, cause=cause, message=text, evidence=(text,))]
+        if (term := TERMINATE_RE.match(text)) is not None:
+            self._terminate = (text, term.group(1))  # its what() on the next line says why
+            return NOTHING
         if text.startswith(NATIVE_ABORTS):
-            cause = classify(text)  # a C++ abort's reason, or ROCm's runtime on a bad address (then SIGABRT)
+            cause = classify(text)  # ROCm's runtime on a bad address (then SIGABRT)
             return [Failure(ts=ts, line=text, cause=cause, message=text, evidence=(text,), role=SUSPECT)] if cause \
                 else NOTHING
-        # No prefix at all: a custom SGLANG_LOGGING_CONFIG_PATH format, a journal entry whose
-        # time comes from the journal, or a paste. The message grammar is the same.
-        handler = self._dispatch.get(text[:6])
-        if handler is not None and (text[:6] not in COMMON_HEADS or LOGGED_EXC_RE.match(text) is not None
-                                    or text.startswith((PD_WARMUP_FAILED, "WARNING: Port "))):
-            self.sglang_lines += 1
-            result = handler(text, "", ts)
-            if result is not None:
-                return result if isinstance(result, list) else [result]
-            return NOTHING
-        if text[0] == "[" and text.startswith("[rank") and "]:[E" in text[:16]:
-            cause = classify(text)  # torch's C++ error lines: "[rank9]:[E917 ...] ... Watchdog caught ..."
-            return [Failure(ts=ts, line=text, cause=cause, message=text, evidence=(text,), role=SUSPECT)] if cause \
-                else NOTHING
-        lone = text.startswith(("RuntimeError: ", "OSError: ", "torch.")) or FINAL_EXC_RE.match(text)
-        if lone and classify(text) is not None:  # a lone exception line (a pasted tail): its wrapped lines may follow
-            tb = Traceback("", "", ts, role=SUSPECT)
-            tb.final = text
-            tb.finals.append(text)
-            self._tb = tb
-            return NOTHING
-        if text.lstrip().startswith(NOTEBOOK_READY):
-            return [Ready(ts=ts, line=text.strip())]
-        return NOTHING
+        return None
+
+    def _what(self, text: str, ts: float | None) -> list[Event]:
+        """C++'s terminate: what() names the root cause (a device out of memory, a CUDA error) or, when it
+        names none, the process is aborted for it (SIGABRT)."""
+        assert self._terminate is not None
+        head, kind = self._terminate
+        self._terminate = None
+        what = text.removeprefix("what():").strip()
+        cause = classify(what)
+        if cause is not None:
+            return [Failure(ts=ts, line=text, cause=cause, message=f"{what} (C++ {kind}, then abort)",
+                            evidence=(head, text))]
+        return [Failure(ts=ts, line=text, cause="killed_by_signal", signal="ABRT", role=DEATH, evidence=(head, text),
+                        message=f"an uncaught C++ {kind} aborted the process (SIGABRT): what(): {what}")]
 
     def _old_prefixed(self, m: re.Match[str], text: str, ts: float | None) -> list[Event]:
         """A line of a release before the dated prefix: `[gpu_id=0] …` (0.2), `[00:19:29 TP0] …` (0.3.0):
@@ -816,27 +782,38 @@ class LineParser:
 
     def _progress(self, text: str, ts: float | None) -> list[Event] | None:
         """A tqdm bar: of the updates `\\r` joins in one message, the last complete one (a cut-off
-        last update is skipped); a line glued after it (another process's) is read as a line."""
-        for seg in reversed(text.split("\r")) if "\r" in text else (text,):
-            m = PROGRESS_RE.match(seg)
-            if m is None:
-                continue
-            rate = float(m["rate"]) if m["rate"] else None
-            if rate is not None and m["unit"] == "s/it":
-                rate = 1.0 / rate if rate > 0 else None
-            elapsed = None
-            if m["elapsed"]:
-                elapsed = 0.0
-                for part in m["elapsed"].split(":"):
-                    elapsed = elapsed * 60 + int(part or 0)
-            rank = m["rank"] or m["tp"]
-            label = m["label"]
-            bar = ProgressBar(ts=ts, ranks=f"TP{rank}" if rank is not None else "", line=seg[:m.end()], label=label,
-                              what="cuda_graph" if label.startswith("Capturing") else "shards",
-                              done=int(m["done"]), total=int(m["total"]), elapsed_s=elapsed, rate=rate)
-            rest = seg[m.end():].lstrip()
-            return [bar, *self.feed_line(rest, ts)] if rest else [bar]
-        return None
+        last update is skipped); a line glued after it (another process's, a fatal one printed while the bar
+        was drawn) is read as a line, and so is what follows the last `\\r` when it is no bar."""
+        segs = text.split("\r") if "\r" in text else [text]
+        for i in range(len(segs) - 1, -1, -1):
+            m = PROGRESS_RE.match(segs[i])
+            if m is not None:
+                glued = [segs[i][m.end():].lstrip()]
+                if i < len(segs) - 1 and not segs[-1].startswith(PROGRESS_HEADS):
+                    glued.append(segs[-1].strip())
+                out: list[Event] = [self._bar(m, segs[i], ts)]
+                for line in glued:
+                    if line:
+                        out += self.feed_line(line, ts)
+                return out
+        last = segs[-1].strip()
+        return self.feed_line(last, ts) if len(segs) > 1 and last else None
+
+    @staticmethod
+    def _bar(m: re.Match[str], seg: str, ts: float | None) -> ProgressBar:
+        rate = float(m["rate"]) if m["rate"] else None
+        if rate is not None and m["unit"] == "s/it":
+            rate = 1.0 / rate if rate > 0 else None
+        elapsed = None
+        if m["elapsed"]:
+            elapsed = 0.0
+            for part in m["elapsed"].split(":"):
+                elapsed = elapsed * 60 + int(part or 0)
+        rank = m["rank"] or m["tp"]
+        label = m["label"]
+        return ProgressBar(ts=ts, ranks=f"TP{rank}" if rank is not None else "", line=seg[:m.end()], label=label,
+                           what="cuda_graph" if label.startswith("Capturing") else "shards",
+                           done=int(m["done"]), total=int(m["total"]), elapsed_s=elapsed, rate=rate)
 
     @staticmethod
     def _is_own_line(text: str) -> bool:
@@ -1305,6 +1282,11 @@ class LineParser:
         if not msg.startswith("[unified-memory-pool] UnifiedKVPool"):
             return None
         return UnifiedMemoryPool(ts=ts, ranks=ranks, line=msg, total_gb=_f(UNIFIED_RE.search(msg)))
+
+
+def _wraps(text: str, at: int) -> bool:
+    """Whether a level prefix ending at `at` wraps a line of its own (not an access line: `127.0.0.1:… "GET …"`)."""
+    return at < len(text) and not text[at].isdigit()
 
 
 def tp_rank(ranks: str) -> int | None:
