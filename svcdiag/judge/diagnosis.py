@@ -663,20 +663,6 @@ def _incomplete(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[li
     return say, []
 
 
-def _died_silently(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
-    """No traceback, no exit line: only the resource tracker saw the processes go. What kills that quietly is outside."""
-    unit = v.unit or (cfg.unit if cfg else "UNIT")
-    return [f"The server's processes ended in phase {v.phase} without a word of their own: no traceback, no exit line, "
-            "only Python's resource tracker noting, at its own exit, the semaphores they left. A process that can "
-            "still print does; this one was killed from outside, most often by SIGKILL from the kernel's OOM killer.",
-            "The OOM killer acts on host RAM. On unified-memory machines (DGX Spark's GB10, GH200, GB200) GPU memory "
-            "is host memory: mem_fraction_static takes that share of the machine's RAM, and what the GPU holds is not "
-            "in the process's RSS, so the killer may pick a small process and the rest die with it.",
-            "Look at `journalctl -k | grep -i -e 'out of memory' -e oom-kill` (or `dmesg -T`), "
-            f"`systemctl show -p MemoryMax {unit}`, and a container's memory limit (`docker inspect` State.OOMKilled)."], \
-        [_fix({"mem_fraction_static": 0.7}, "on a unified-memory machine, to leave the host RAM the processes need")]
-
-
 def _stopped(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
     return [f"The unit was stopped from outside in phase {v.phase}, before it was ready (systemctl stop, a "
             "conflicting unit, or another svcdiag)."], []
@@ -741,7 +727,6 @@ _BY_CAUSE = {
     "timed_out": _timed_out,
     "incomplete": _incomplete,
     "stopped": _stopped,
-    "died_silently": _died_silently,
     "http_unreachable": _http,
     "http_mismatch": _http,
     "died_after_ready": _died_after_ready,

@@ -482,7 +482,17 @@ _CAUSES: tuple[FailureClass, ...] = (
             "prints that once every process of the server is gone; a cause said before or after it still wins). "
             "Something killed them from outside, most often the kernel's OOM killer: on unified-memory machines "
             "(GB10, GH200, GB200) GPU memory is host memory; the diagnosis says where to look (`journalctl -k`, "
-            "MemoryMax=, a container's limit)"),
+            "MemoryMax=, a container's limit)",
+        explain=("The server's processes ended in phase {phase} without a word of their own: no traceback, no exit "
+                 "line, only Python's resource tracker noting, at its own exit, the semaphores they left. A process "
+                 "that can still print does; this one was killed from outside, most often by SIGKILL from the "
+                 "kernel's OOM killer.",
+                 "The OOM killer acts on host RAM. On unified-memory machines (DGX Spark's GB10, GH200, GB200) GPU "
+                 "memory is host memory: mem_fraction_static takes that share of the machine's RAM, and what the GPU "
+                 "holds is not in the process's RSS, so the killer may pick a small process and the rest die with it.",
+                 "Look at `journalctl -k | grep -i -e 'out of memory' -e oom-kill` (or `dmesg -T`), `systemctl show "
+                 "-p MemoryMax {unit}`, and a container's memory limit (`docker inspect` State.OOMKilled)."),
+        fixes=(({"mem_fraction_static": 0.7}, "on a unified-memory machine, to leave the host RAM the processes need"),)),
     FailureClass(Cause.STOPPED, role=Role.CONSEQUENCE,
         doc="stopped from outside before ready (systemd's `Stopping …`, SGLang's `SIGTERM received`, a terminal's "
             "`^C`); stopped after its phase's deadline passed with no progress, the start is `timed_out` in that "
