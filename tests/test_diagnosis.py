@@ -188,6 +188,8 @@ def test_a_healthy_start_stopped_cleanly_stays_healthy() -> None:
 
     healthy, _ = judged("dflash-smoke", "healthy-hybrid-dflash")
     assert ended_after_ready(healthy, "success", "Main process exited, code=exited, status=0/SUCCESS", None) is healthy
+    stopped = healthy.with_(figures={**healthy.figures, "stopped_after_ready_by": "systemd"})  # its log said so
+    assert ended_after_ready(stopped, "signal", "Main process exited, code=killed, status=9/KILL", None) is stopped
 
 
 FIXTURES = Path(__file__).parent / "fixtures" / "sglang"

@@ -606,7 +606,10 @@ def _timed_out(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[lis
     more = [f" + {s:.0f} s for {why}" for figure, why in ALLOWANCES
             if (s := (v.figures.get(figure) or {}).get(v.phase))]
     allowed = f" (its deadline is {limit:.0f} s{''.join(more)})" if limit else ""
-    say = [f"No progress in phase {v.phase} for {v.stalled_s or 0:.0f} s" + allowed + "; the service is left running.",
+    stop = v.figures.get("stopped_after_s")
+    left = "; the service is left running." if stop is None else \
+        f"; it was then stopped from outside, {stop:.0f} s into the phase (a start given up on as stuck)."
+    say = [f"No progress in phase {v.phase} for {v.stalled_s or 0:.0f} s" + allowed + left,
            f"Last line seen: {v.last_line!r}." if v.last_line else "No line at all since the phase began.",
            f"If that line still changes, the start is slow, not stuck: `svcdiag wait {name}` waits longer. If it "
            "does not, look inside: `py-spy dump --pid $(systemctl show -p MainPID --value "

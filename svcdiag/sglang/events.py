@@ -270,3 +270,20 @@ class ProgressBar(Event):
     total: int
     elapsed_s: float | None = None
     rate: float | None = None  # items per second, as tqdm measured it
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StopRequested(Event):
+    """The server was told to stop from outside: SGLang's `SIGTERM received …`, uvicorn's `Shutting down`, a terminal's
+    echoed `^C`. Its processes' deaths after it (exit -15, `Received sigquit`) are the stop's, not a crash."""
+
+    kind: ClassVar[str] = "stop_requested"
+    by: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ProcessesGone(Event):
+    """The multiprocessing resource tracker's notice (`There appear to be N leaked semaphore objects to clean up at
+    shutdown`): it prints it only once every process that used it has ended, so the server's process tree is gone."""
+
+    kind: ClassVar[str] = "processes_gone"

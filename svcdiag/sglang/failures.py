@@ -52,6 +52,7 @@ class Cause(StrEnum):
     KILLED_BY_SIGNAL = "killed_by_signal"
     EXITED = "exited"
     STOPPED = "stopped"
+    DIED_SILENTLY = "died_silently"
     EXCEPTION = "exception"
     TIMED_OUT = "timed_out"
     INCOMPLETE = "incomplete"
@@ -153,7 +154,9 @@ _CAUSES: tuple[FailureClass, ...] = (
             "0.5.23's `Cannot automatically size HiCache host memory`: the fix is --hicache-size / "
             "--hicache-ratio; a PD decode server's runtime `Not enough host memory for request …` is no "
             "failure); systemd's `… killed by the OOM killer`; a bare `Killed` with no other cause before"
-            " it (also a script's `./serve.sh: line 7: 48211 Killed    python3 …`, zh_CN `已杀死`)",
+            " it (also a script's `./serve.sh: line 7: 48211 Killed    python3 …`, zh_CN `已杀死`; a launcher's "
+            "`sglang-1 exited with code 137`, `command terminated with exit code 137`, `srun: error: node-06: tasks "
+            "0-3: Killed`; Slurm's `slurmstepd: error: Detected 1 oom_kill event in StepId=…`)",
         explain=("The host ran out of memory (RAM, not GPU memory) in phase {phase}: {message}",
                  "safetensors are read through host memory once per rank; `journalctl -k | grep -i -e oom -e 'out of "
                  "memory'` shows the kernel's account, and `systemctl show -p MemoryMax {unit}` the unit's limit.")),
@@ -469,16 +472,38 @@ _CAUSES: tuple[FailureClass, ...] = (
         doc="systemd's `Main process exited, code=killed\\|dumped, status=N/SIG`; `Exit code: -9`; `… "
             "scheduler died during initialization (exit code: -9)`; the shell's `Segmentation fault (core"
             " dumped)`, `Aborted (core dumped)`, `Bus error`, `段错误 (核心已转储)` (a script's `./entrypoint.sh:"
-            " line 48: 28 Killed python3 …` too, its padding squeezed by a console); SIGBUS's diagnosis "
+            " line 48: 28 Killed python3 …` too, its padding squeezed by a console), a launcher's `exited with "
+            "code 139` (128 + N); SIGBUS's diagnosis "
             "names /dev/shm (`--shm-size`); SGLang's SIGCHLD warning `Child process unexpectedly failed "
             "with an exit code 9. pid=N` / `exitcode=139` (a raw wait status: a signal is a suspect, "
             "cleared if the start goes on; `256`, exit 1, alone is none); torchrun's `ChildFailedError` "
             "summary, by its Root Cause block's `exitcode  : -6` (a consequence: a rank's own error "
             "before it is the cause)"),
     FailureClass(Cause.EXITED, role=Role.CONSEQUENCE,
-        doc="systemd's `code=exited, status=N` before ready"),
+        doc="systemd's `code=exited, status=N` before ready; a launcher's `sglang-1 exited with code 1` (docker "
+            "compose), `command terminated with exit code 1` (kubectl), `srun: error: node-06: task 1: Exited with "
+            "exit code 1` (Slurm)"),
+    FailureClass(Cause.DIED_SILENTLY, role=Role.CONSEQUENCE,
+        doc="the server's processes ended with no traceback and no exit line: only the multiprocessing resource "
+            "tracker's `resource_tracker: There appear to be 8 leaked semaphore objects to clean up at shutdown` (it "
+            "prints that once every process of the server is gone; a cause said before or after it still wins). "
+            "Something killed them from outside, most often the kernel's OOM killer: on unified-memory machines "
+            "(GB10, GH200, GB200) GPU memory is host memory; the diagnosis says where to look (`journalctl -k`, "
+            "MemoryMax=, a container's limit)",
+        explain=("The server's processes ended in phase {phase} without a word of their own: no traceback, no exit "
+                 "line, only Python's resource tracker noting, at its own exit, the semaphores they left. A process "
+                 "that can still print does; this one was killed from outside, most often by SIGKILL from the "
+                 "kernel's OOM killer.",
+                 "The OOM killer acts on host RAM. On unified-memory machines (DGX Spark's GB10, GH200, GB200) GPU "
+                 "memory is host memory: mem_fraction_static takes that share of the machine's RAM, and what the GPU "
+                 "holds is not in the process's RSS, so the killer may pick a small process and the rest die with it.",
+                 "Look at `journalctl -k | grep -i -e 'out of memory' -e oom-kill` (or `dmesg -T`), `systemctl show "
+                 "-p MemoryMax {unit}`, and a container's memory limit (`docker inspect` State.OOMKilled)."),
+        fixes=(({"mem_fraction_static": 0.7}, "on a unified-memory machine, to leave the host RAM the processes need"),)),
     FailureClass(Cause.STOPPED, role=Role.CONSEQUENCE,
-        doc="stopped from outside before ready"),
+        doc="stopped from outside before ready (systemd's `Stopping …`, SGLang's `SIGTERM received`, a terminal's "
+            "`^C`); stopped after its phase's deadline passed with no progress, the start is `timed_out` in that "
+            "phase instead (the operator gave up on a stuck start)"),
     FailureClass(Cause.EXCEPTION,
         doc="any other traceback, to its final exception line (even with no \"error\" in it)"),
     FailureClass(Cause.TIMED_OUT,
@@ -495,7 +520,9 @@ _CAUSES: tuple[FailureClass, ...] = (
             "loop, `Received sigquit`, a rank dead; `figures.died_of` is that failure's own cause, the "
             "failure record says it), or, live (`wait` on a unit that has ended since), systemd's result "
             "says the unit died while serving (watchdog, signal, OOM killer) ([live.md](live.md)); a "
-            "clean stop stays healthy"),
+            "clean stop stays healthy: after `Stopping …`, `SIGTERM received`, uvicorn's `Shutting down` or `^C`, "
+            "the deaths that follow are the stop's, and a child that dies of SIGTERM, SIGINT or SIGHUP (`Subprocess "
+            "scheduler_0 (pid=…) crashed with exit code -15`) was stopped (`figures.stopped_after_ready_by`)"),
 )
 
 

@@ -30,6 +30,7 @@ from svcdiag.sglang.events import (
     MaxRunningLimited,
     PoolEnd,
     PortMoved,
+    ProcessesGone,
     ProgressBar,
     Ready,
     Recovered,
@@ -37,6 +38,7 @@ from svcdiag.sglang.events import (
     ServerArgs,
     SlidingWindowPool,
     StartupTimings,
+    StopRequested,
     UnifiedMemoryPool,
     Uvicorn,
     WeightsBegin,
@@ -103,6 +105,24 @@ TERMINATE_RE = re.compile(r"terminate called after throwing an instance of '([^'
 KERNEL_CHECK_RE = re.compile(r"Failed: (Cuda|CUDA|HIP|NCCL) error (\S+:\d+) '([^']*)'")
 #: what a native runtime prints just before it aborts the process: C++'s terminate, ROCm's HSA fault
 NATIVE_ABORTS = ("terminate called after throwing", "Memory access fault by GPU")
+#: a traceback SGLang (or the hub) goes on after, in the words of the line that closes it, wherever that line's words
+#: begin: `retry() failed once … Will delay 0.84s and retry`, the caller giving up on retry() and carrying on (`Failed to
+#: check hf_quant_config.json: … retry() exceed maximum number of retries.`), huggingface_hub's `Retrying in 1s [Retry 1/5].`,
+#: SGLang's own `…; retrying`, `retrying without trust_remote_code` (not `… after retrying 3 times`: that gave up)
+RETRY_SAID_RE = re.compile(r"retry\(\) failed once|retry\(\) exceed maximum number of retries\.? *$|\[Retry \d+/\d+\]"
+                           r"|Will delay [\d.]+ ?s and retry"
+                           r"|(?<!after )[Rr]etrying\b(?!.*\b(?:after|times|exhausted|exceeded|giving up|gave up)\b)")
+#: the multiprocessing resource tracker's notice at its own exit, under any Python's path and line:
+#: `/usr/lib/python3.10/multiprocessing/resource_tracker.py:224: UserWarning: resource_tracker: There appear to be 8
+#: leaked semaphore objects to clean up at shutdown` (semaphore, shared_memory, folder; Python ≤ 3.7: semaphore_tracker)
+TRACKER_NOTICE_RE = re.compile(r"(?:resource|semaphore)_tracker: There appear to be \d+ leaked \w+")
+#: a launcher's word that its child (the whole server) exited: docker compose's `sglang-1 exited with code 137`
+#: (v1: `sglang_server_1 exited with code 137`), kubectl's `command terminated with exit code 137`, Slurm's
+#: `srun: error: node-06: task 1: Exited with exit code 1` / `srun: error: node-06: tasks 0-3: Killed`
+LAUNCHER_EXIT_RE = re.compile(r"^(?:[\w.-]+ exited|command terminated) with (?:exit )?code (\d+)$"
+                              r"|^srun: error: \S+: tasks? [\d,-]+: (?:Exited with exit code (\d+)|(\w[\w ]*\w))$")
+#: Slurm's own account of the kernel's OOM killer in a job step
+SLURM_OOM_RE = re.compile(r"^slurmstepd: error: Detected \d+ oom[-_]kill events? in ")
 #: NVSHMEM's error lines (DeepEP), unprefixed, each a source path: `/sgl-workspace/nvshmem/src/…: non-zero status: 7 …`
 NVSHMEM_MARK = "nvshmem/src/"
 ANSI_RE = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
@@ -298,6 +318,7 @@ DISPATCH: dict[str, str] = {
     "Schedu": "_handler_exception",
     "Server": "_bootstrap_bind",
     "Receiv": "_sigquit",
+    "SIGTER": "_sigterm",
     "Watchd": "_watchdog",  # ≤ 0.4.x: `Watchdog timeout (self.watchdog_timeout=300)`
     "Tokeni": "_watchdog",  # `TokenizerManager watchdog timeout (…)`
     "Exit c": "_died",
@@ -447,6 +468,8 @@ class LineParser:
         """What follows a prefix SGLang printed (its ranks, its time): a traceback a line closes, then
         the message's handler."""
         done = self._end_traceback() if self._tb is not None and self._tb.final else NOTHING
+        if done and RETRY_SAID_RE.search(msg) is not None:  # the traceback it closes was retried, or given up on
+            return [*done, Recovered(ts=ts, ranks=ranks, line=msg)]
         out = self._said(msg, ranks, ts)
         return done + out if done and out else done or out
 
@@ -533,9 +556,16 @@ class LineParser:
         return None
 
     def _traceback_line(self, text: str, ts: float | None) -> list[Event]:
-        """A line while a traceback is open: the traceback's (traceback.take), or the first line after it."""
-        assert self._tb is not None
-        took = take(self._tb, text, self._is_own_line)
+        """A line while a traceback is open: the traceback's (traceback.take), or the first line after it; a retry
+        notice after its final line (`WARNING:huggingface_hub.utils._http:Retrying in 1s [Retry 1/5].`, at any level,
+        in any format) closes it as recovered, the resource tracker's notice cuts it (the processes ended)."""
+        tb = self._tb
+        assert tb is not None
+        if tb.final and RETRY_SAID_RE.search(text) is not None and FINAL_EXC_RE.match(text) is None:
+            return [*self._end_traceback(), Recovered(ts=ts, line=text)]
+        if not tb.final and "_tracker: There appear" in text:
+            return self._end_traceback() + self._unprefixed(text, ts)
+        took = take(tb, text, self._is_own_line)
         if took is Took.TAKEN:
             return NOTHING
         done = self._end_traceback()
@@ -551,6 +581,20 @@ class LineParser:
             return NOTHING
         if not text:
             return NOTHING
+        if text.startswith("^C"):  # the terminal echoed the operator's Ctrl-C; what follows is a line of its own
+            rest = text[2:].lstrip("^C")
+            return [StopRequested(ts=ts, line=text, by="Ctrl-C"), *(self.feed_line(rest, ts) if rest else NOTHING)]
+        if "_tracker: There appear" in text and TRACKER_NOTICE_RE.search(text) is not None:
+            return [ProcessesGone(ts=ts, line=text)]
+        if text.startswith(("srun: error: ", "slurmstepd: error: ")) or text[-1].isdigit():
+            if (x := LAUNCHER_EXIT_RE.match(text)) is not None:
+                code = x.group(1) or x.group(2)
+                sig = SHELL_SIGNALS.get(x.group(3) or "")  # srun's words for the signal: `Killed`, `Segmentation fault`
+                if code is not None or sig is not None:
+                    return self._launcher_exit(text, int(code) if code is not None else None, sig, ts)
+            if SLURM_OOM_RE.match(text) is not None:
+                return [Failure(ts=ts, line=text, cause="host_oom", signal="KILL", evidence=(text,), role=DEATH,
+                                message=f"Slurm says the kernel's OOM killer ended a task of this step: {text}")]
         if text.startswith(IGNORED):  # Python's own word that the traceback after it changed nothing
             self._open_traceback(Traceback(text, "", ts, role=None))
             return NOTHING
@@ -690,7 +734,7 @@ class LineParser:
     def _is_own_line(text: str) -> bool:
         """An unprefixed line that is SGLang's or uvicorn's own, not part of a message's tail."""
         return text.startswith(("INFO:", "ERROR:", "WARNING:", "Fatal Python error", "[rank", "Initialization failed")) \
-            or SHELL_SIGNAL_RE.match(text) is not None or text.endswith(INIT_OK)
+            or SHELL_SIGNAL_RE.match(text) is not None or text.endswith(INIT_OK) or "_tracker: There appear" in text
 
     def _end_traceback(self) -> list[Event]:
         tb, self._tb = self._tb, None
@@ -907,6 +951,8 @@ class LineParser:
             return Ready(ts=ts, ranks=ranks, line=msg)
         if body.startswith("Started server process"):
             return Uvicorn(ts=ts, line=msg, stage="started")
+        if body.startswith("Shutting down"):  # uvicorn was told to stop (SIGINT, SIGTERM)
+            return StopRequested(ts=ts, line=msg, by="uvicorn")
         if body.startswith("Application startup complete"):
             return Uvicorn(ts=ts, line=msg, stage="startup_complete")
         if body.startswith("Uvicorn running on"):
@@ -944,6 +990,27 @@ class LineParser:
         if msg.startswith("Received sigquit from a child proces"):  # 0.4.3 spells it "proces"
             return Failure(ts=ts, ranks=ranks, line=msg, cause="exception", message=msg, evidence=(msg,), role=DEATH)
         return None
+
+    @staticmethod
+    def _sigterm(msg: str, ranks: str, ts: float | None) -> Event | None:
+        """0.5.x's tokenizer manager: `SIGTERM received. signum=None frame=None. Draining requests and shutting down...`"""
+        return StopRequested(ts=ts, ranks=ranks, line=msg, by="SIGTERM") if msg.startswith("SIGTERM received") else None
+
+    @staticmethod
+    def _launcher_exit(text: str, code: int | None, sig: str | None, ts: float | None) -> list[Event]:
+        """A launcher's word for how the server's process ended (an exit code, 128 + N for signal N, or the signal's
+        name), the server having said nothing: a consequence, as the shell's `Killed` is."""
+        if code is not None and code > 128:
+            sig = signal_name(code - 128)
+        if sig is not None:
+            if sig == "KILL":
+                return [Failure(ts=ts, line=text, cause="host_oom", signal=sig, evidence=(text,), role=DEATH,
+                                message=f"the server's process was killed (SIGKILL, {text!r}) without a word of its own: "
+                                        "most often the kernel's OOM killer (host RAM, or the container's memory limit)")]
+            return [Failure(ts=ts, line=text, cause="killed_by_signal", message=f"the process died of SIG{sig}: {text}",
+                            evidence=(text,), signal=sig, role=DEATH)]
+        return [Failure(ts=ts, line=text, cause="exited", message=text, evidence=(text,), status=code, role=DEATH)] \
+            if code else NOTHING
 
     def _died(self, msg: str, ranks: str, ts: float | None) -> Event | list[Event] | None:
         """A process's end as SGLang reports it: always the consequence of something said elsewhere."""
