@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from datetime import datetime
 
 from svcdiag.sglang.events import (
@@ -69,7 +70,6 @@ IGNORED = "Exception ignored in"
 #: the prefixes before the dated one: `[gpu_id=0] ` (0.1.17-0.2.5), `[gpu=0] ` (0.2.7-0.2.13), `[rank=0] ` (0.1.17's
 #: router), `[00:19:29] `, `[00:19:29 TP0] ` (0.2.14-0.3.2)
 OLD_PREFIX_RE = re.compile(r"\[(?:(?:gpu_id|gpu|rank)=(\d+)|(\d\d:\d\d:\d\d)(?: ([^\]]*))?)\] ")
-OLD_PREFIX_HEADS = frozenset(("[g", "[r", "[0", "[1", "[2"))
 OLD_PREFIX_DATE = "2000-01-01"  # a time of day alone: the phases' durations are right, the date is not known
 #: what a shell prints when its child dies of a signal: alone (`Killed`, `Segmentation fault (core dumped)`),
 #: from a script (`./serve.sh: line 7: 48211 Killed    python3 -m sglang…`), or in zh_CN (`已杀死`, `段错误 (核心已转储)`);
@@ -282,6 +282,30 @@ def prefix_stamp(text: str) -> str | None:
         if c in "]. " and text.find("] ", 20) > 0:
             return text[1:24 if c == "." else 20]
     return None
+
+
+@dataclass(frozen=True, slots=True)
+class Dialect:
+    """A prefix before SGLang's message other than its dated one (logparser's log_format rows): how a line
+    of it starts, its pattern, the LineParser method that reads a match, whether it may come mid-traceback."""
+
+    name: str
+    releases: str
+    heads: tuple[str, ...]
+    pattern: re.Pattern[str]
+    read: str
+    in_traceback: bool = True
+
+
+DIALECTS = (
+    Dialect("SGLang's undated prefixes", "0.1.17-0.3.2", ("[g", "[r", "[0", "[1", "[2"), OLD_PREFIX_RE, "_old_prefixed"),
+    Dialect("sglang_router's Python launcher", "sglang-router <= 0.1", ("[Router (",), ROUTER_LINE_RE, "_router",
+            in_traceback=False),
+    Dialect("sglang-router's Rust tracing", "sglang-router >= 0.2", ("20",), ROUTER_RS_RE, "_router_rs",
+            in_traceback=False),
+    Dialect("a time and a level (SGLANG_LOGGING_CONFIG_PATH, Python, loguru)", "", ("20",), CUSTOM_PREFIX_RE,
+            "_logger_prefixed"),
+)
 
 
 #: a message's first six characters → the LineParser method that reads it (replay's fast path derives the
@@ -530,30 +554,31 @@ class LineParser:
         return self._alone(text, ts, given)
 
     def _dialect(self, text: str, ts: float | None) -> list[Event] | None:
-        """A prefix of another dialect than SGLang's dated one: ≤ 0.3.2's, the router's (Python, Rust), a
-        SGLANG_LOGGING_CONFIG_PATH formatter's; None when the line has none of them."""
-        if text[:2] in OLD_PREFIX_HEADS and (m := OLD_PREFIX_RE.match(text)) is not None:
-            return self._old_prefixed(m, text, ts)
-        if text.startswith("[Router (") and self._tb is None:
-            return self._router(text, ts)
-        if text[:2] != "20":
-            return None
-        if self._tb is None and (r := ROUTER_RS_RE.match(text)) is not None:
-            return self._router_said(text, r.group(3), parse_ts(r.group(1)) if ts is None else ts)
-        if (c := CUSTOM_PREFIX_RE.match(text)) is not None:  # SGLANG_LOGGING_CONFIG_PATH
-            self.sglang_lines += 1
-            if ts is None:
-                self._clock(c.group(1))
-            msg = c.group(2)
-            at = self._last_ts if ts is None else ts
-            if msg.startswith(TRACEBACK_OPEN) or (self._tb is not None and (
-                    not msg.strip() or msg[0] in " \t" or msg.startswith(CHAIN_LINES) or FINAL_EXC_RE.match(msg))):
-                return self._unprefixed(msg, at)  # a collector that prefixes each line of a record: its traceback
-            if prefix_stamp(msg) is not None:  # a launcher that logs SGLang's own lines through its logger
-                self.sglang_lines -= 1
-                return self.feed_line(msg, ts)
-            return self._message(msg, "", at)
+        """A prefix of another dialect than SGLang's dated one (DIALECTS' rows, the first that matches); None
+        when the line has none of them."""
+        for d in DIALECTS:
+            if text.startswith(d.heads) and (d.in_traceback or self._tb is None) and (m := d.pattern.match(text)):
+                return getattr(self, d.read)(m, text, ts)  # type: ignore[no-any-return]
         return None
+
+    def _logger_prefixed(self, c: re.Match[str], text: str, ts: float | None) -> list[Event]:
+        """A time and a level of another formatter's (SGLANG_LOGGING_CONFIG_PATH's, Python's, loguru's) before
+        the message, which may be any line of SGLang's: a traceback's line, one with SGLang's own prefix."""
+        self.sglang_lines += 1
+        if ts is None:
+            self._clock(c.group(1))
+        msg = c.group(2)
+        at = self._last_ts if ts is None else ts
+        if msg.startswith(TRACEBACK_OPEN) or (self._tb is not None and (
+                not msg.strip() or msg[0] in " \t" or msg.startswith(CHAIN_LINES) or FINAL_EXC_RE.match(msg))):
+            return self._unprefixed(msg, at)  # a collector that prefixes each line of a record: its traceback
+        if prefix_stamp(msg) is not None:  # a launcher that logs SGLang's own lines through its logger
+            self.sglang_lines -= 1
+            return self.feed_line(msg, ts)
+        return self._message(msg, "", at)
+
+    def _router_rs(self, r: re.Match[str], text: str, ts: float | None) -> list[Event]:
+        return self._router_said(text, r.group(3), parse_ts(r.group(1)) if ts is None else ts)
 
     def _traceback_line(self, text: str, ts: float | None) -> list[Event]:
         """A line while a traceback is open: the traceback's (traceback.take), or the first line after it; a retry
@@ -768,12 +793,9 @@ class LineParser:
         another worker of this start, not the server started again."""
         return self.server_args_lines < self.router_workers
 
-    def _router(self, text: str, ts: float | None) -> list[Event]:
+    def _router(self, m: re.Match[str], text: str, ts: float | None) -> list[Event]:
         """sglang_router.launch_server's own lines (`[Router (Python)] <time> - INFO - … - file:N`):
         how many workers it launched, and its failure to start (it then kills every worker)."""
-        m = ROUTER_LINE_RE.match(text)
-        if m is None:
-            return NOTHING
         msg = m.group(3)
         if msg.startswith("Launching DP server process "):
             self.router_workers += 1
