@@ -197,3 +197,13 @@ def test_a_native_runtimes_word_for_its_signal_names_it(line: str, sig: str) -> 
 def test_the_hosts_and_the_hubs_own_words_alone(fragment: str, cause: str, detail: str) -> None:
     v = judge(fragment + "\n")
     assert (v.verdict, v.cause, v.detail) == ("failed", cause, detail), v.message
+
+
+def test_a_custom_all_reduce_kernel_fault_names_the_flag_that_avoids_it() -> None:
+    from svcdiag.judge.diagnosis import diagnose
+
+    v = judge(f"[{TS} TP0] Capture cuda graph begin. This can take up to several minutes. avail mem=31.9 GB\n"
+              f"{BARS[0]}{GLUED[0][0]}\n")
+    d = diagnose(v)
+    assert (v.cause, v.detail) == ("cuda_error", "custom_all_reduce_kernel")
+    assert d is not None and "--disable-custom-all-reduce" in " ".join(d["explanation"])

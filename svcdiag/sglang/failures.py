@@ -758,6 +758,15 @@ _CUDA_ERROR = (
                           "partitioned host, MIG, --enable-memory-saver, a driver without P2P between these GPUs): start "
                           "with --disable-custom-all-reduce (extra_args; NCCL then does the all-reduce), and check "
                           "`nvidia-smi topo -m` for P2P between the ranks.")),
+    FailureClass(Cause.CUDA_ERROR, "custom_all_reduce_kernel", said=_said(r"custom_all_reduce\.cuh:\d+"),
+                 doc="Failed: Cuda error /sgl-kernel/csrc/allreduce/custom_all_reduce.cuh:384 'an illegal memory access "
+                     "was encountered'",
+                 explain=("SGLang's custom all-reduce kernel (sgl-kernel) faulted in phase {phase}: {message}",
+                          "It checks its own CUDA calls and exits at once, so this is the cause, not the launcher's "
+                          "EOFError after it. It is most often GPUs without full peer-to-peer between them (PCIe, a "
+                          "virtualised or partitioned host, MIG) or a kernel bug for this GPU: start with "
+                          "--disable-custom-all-reduce (extra_args; NCCL then does the all-reduce), and check "
+                          "`nvidia-smi topo -m` for P2P between the ranks.")),
 )
 
 _DISK_FULL = (

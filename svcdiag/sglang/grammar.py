@@ -252,6 +252,9 @@ DIED_RE = re.compile(r"exit code: (-?\d+)|Exit code: (-?\d+)|crashed with exit c
 #: tqdm's bars (no time prefix; updates joined by \r in one journal message), optionally after a rank prefix:
 #: `Loading safetensors checkpoint shards:  25% Completed | 1/4 [00:04<00:12,  4.12s/it]` (SGLang's bar_format),
 #: `Capturing batches (bs=4 avail_mem=56.61 GB): 75%|███████▌  | 3/4 [00:01<00:00,  2.1it/s]` (tqdm's default)
+#: any tqdm bar in its default format (`Fetching 4 files:  50%|█████     | 2/4 [00:01<00:01,  1.52it/s]`): what
+#: follows it on the same line is another line, printed while the bar was drawn
+ANY_BAR_RE = re.compile(r"[^\r]*?\d+%\|[^|]*\|[^\[\r]*\[[^\]\r]*\]")
 PROGRESS_HEADS = ("Loading ", "Capturing ", "Multi-thread loading", "[")
 PROGRESS_RE = re.compile(
     r"(?:\[(?:rank(?P<rank>\d+)\]:?|[^\]]*?\bTP(?P<tp>\d+)\b[^\]]*\])\s*)?"
@@ -626,6 +629,8 @@ class LineParser:
         fatal = self._fatal_alone(text, ts)
         if fatal is not None:
             return fatal
+        if "%|" in text and (glued := self._glued(text, given)) is not None:
+            return glued
         handler = self._dispatch.get(text[:6])
         if handler is not None and (text[:6] not in COMMON_HEADS or LOGGED_EXC_RE.match(text) is not None
                                     or text.startswith((PD_WARMUP_FAILED, "WARNING: Port "))):
@@ -738,6 +743,12 @@ class LineParser:
                 return out
         last = segs[-1].strip()
         return self.feed_line(last, ts) if len(segs) > 1 and last else None
+
+    def _glued(self, text: str, given: float | None) -> list[Event] | None:
+        """A line glued after a bar of another tool's (tqdm's default format): the line on its own."""
+        b = ANY_BAR_RE.match(text)
+        rest = text[b.end():].lstrip() if b is not None else ""
+        return self.feed_line(rest, given) if rest else None
 
     @staticmethod
     def _bar(m: re.Match[str], seg: str, ts: float | None) -> ProgressBar:
