@@ -207,3 +207,15 @@ def test_a_custom_all_reduce_kernel_fault_names_the_flag_that_avoids_it() -> Non
     d = diagnose(v)
     assert (v.cause, v.detail) == ("cuda_error", "custom_all_reduce_kernel")
     assert d is not None and "--disable-custom-all-reduce" in " ".join(d["explanation"])
+
+
+@pytest.mark.parametrize("fragment", [
+    "404 Client Error. (Request ID: Root=1-6821d0b3)\n\nEntry Not Found for url: "
+    "https://huggingface.co/Qwen/Qwen3-8B/resolve/main/config.json.",
+    "huggingface_hub.errors.RevisionNotFoundError: 404 Client Error. Revision Not Found for url: "
+    "https://huggingface.co/api/models/Qwen/Qwen3-8B/revision/v9.",
+    "Repository Not Found for url: https://huggingface.co/api/models/Qwen/Qwen3-8X/revision/main.",
+])
+def test_the_hubs_not_found_words_alone_are_model_not_found(fragment: str) -> None:
+    v = judge(fragment + "\n")
+    assert (v.verdict, v.cause) == ("failed", "model_not_found"), v.message

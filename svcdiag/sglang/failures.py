@@ -201,7 +201,8 @@ _CAUSES: tuple[FailureClass, ...] = (
         r"|OfflineModeIsEnabled"  # HF_HUB_OFFLINE=1 and a call that must reach the hub
         r"|Can't load tokenizer for|Can't load the configuration of"
         r"|Can't load (?:image processor|processor|feature extractor) for"  # a VLM saved without its processor files
-        r"|you are not in the authorized list|Invalid user token|Invalid credentials in Authorization header"),
+        r"|you are not in the authorized list|Invalid user token|Invalid credentials in Authorization header"
+        r"|(?:Entry|Revision) Not Found for url|EntryNotFoundError|RevisionNotFoundError"),
         doc="`OSError: Incorrect path_or_model_id: '/models/x'`, "
             "`huggingface_hub.errors.RepositoryNotFoundError: 401 Client Error …`, `OSError: You are "
             "trying to access a gated repo.`; offline with the model not cached "
