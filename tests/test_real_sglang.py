@@ -828,3 +828,31 @@ def test_an_environment_failure_is_named_with_its_fix_in_any_paste(env: tuple[li
     assert (v.verdict, v.cause) == ("failed", cause), (v.message, v.evidence)
     d = diagnose(v)
     assert d is not None and any(words in line for line in d["explanation"]), d
+
+
+# ---------------------------------------------------------------- another formatter's level prefix on every line
+
+_DATED = re.compile(r"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)(\.\d+)?((?: [^\]]*)?)\] (.*)$")
+FORMATTERS = {  # SGLang's dated line, as another logging setup or launcher writes it (issue 28 §3.1)
+    "uvicorn": lambda ts, ms, ranks, msg: f"[{ts}{ms}{ranks}] INFO:     {msg}",
+    "bracket": lambda ts, ms, ranks, msg: f"[{ts}{ms}{ranks}] [INFO] {msg}",
+    "python": lambda ts, ms, ranks, msg: f"{ts},123 - sglang - INFO - {msg}",
+    "loguru": lambda ts, ms, ranks, msg: f"{ts}.123 | INFO     | sglang.srt:run:12 - {msg}",
+    "launcher": lambda ts, ms, ranks, msg: f"{ts} INFO [{ts}{ms}{ranks}] {msg}",
+}
+
+
+def _formatted(lines: list[str], name: str) -> list[str]:
+    fmt = FORMATTERS[name]
+    return [fmt(m[1], m[2] or "", m[3], m[4]) if (m := _DATED.match(ln)) else ln for ln in lines]
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.sampled_from(sorted(FORMATTERS)), st.sampled_from([f for f in FATAL if not any(
+    _DATED.match(ln) and " TP" in ln.split("]")[0] and "Traceback" in ln for ln in f[0])] + [None]))
+def test_a_start_under_another_formatter_is_judged_alike(name: str, fatal: tuple[list[str], str] | None) -> None:
+    """Every dated line under the formatter's prefix: a healthy start stays healthy, a fatal line keeps its cause
+    (a rank's bare `Traceback` record loses its ranks under some formatters, and is left out)."""
+    lines = SMOKE if fatal is None else SMOKE[:MIDDLE[0] + 1] + fatal[0]
+    v = judge("\n".join(_formatted(lines, name)) + "\n")
+    assert (v.verdict, v.cause) == (("healthy", None) if fatal is None else ("failed", fatal[1])), (v.message, name)
