@@ -10,10 +10,11 @@ every line an operator's journal carries goes through it.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 
+from svcdiag.sglang import quiet
 from svcdiag.sglang.events import (
     DEATH,
     ROOT,
@@ -46,6 +47,7 @@ from svcdiag.sglang.events import (
     WeightsEnd,
 )
 from svcdiag.sglang.failures import CLASSIFY, classify
+from svcdiag.sglang.quiet import LEVEL_HEADS, LEVEL_RE
 from svcdiag.sglang.traceback import (
     CHAIN_LINES,
     FINAL_EXC_RE,
@@ -79,10 +81,6 @@ SHELL_SIGNALS = {"Killed": "KILL", "已杀死": "KILL", "Segmentation fault": "S
 #: (a script's line keeps its command after one space where a console squeezed the padding: `… 28 Killed python3 …`)
 SHELL_SIGNAL_RE = re.compile(r"^(?P<script>\S+: line \d+: +\d+ )?(" + "|".join(map(re.escape, SHELL_SIGNALS)) + r")"
                              r"(?: ?[(（](?:core dumped|核心已转储)[)）])?(?:(?(script) +| {2,})\S.*)?$")
-#: a logging level before the message (`INFO:     ` uvicorn's, `[WARNING] `, `ERROR - `, basicConfig's `INFO:name:`):
-#: another formatter than SGLang's own, the line it wraps read as SGLang's
-LEVEL_RE = re.compile(r"\[?(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|FATAL)(?:\]|:[\w.]*:|:| -| \||(?= ))[ \t]*")
-LEVEL_HEADS = frozenset("[DIWECF")
 #: faulthandler's report of the signal that is killing the interpreter (it prints the threads' stacks after it)
 FAULTHANDLER_SIGNALS = {"Segmentation fault": "SEGV", "Bus error": "BUS", "Aborted": "ABRT",
                         "Floating point exception": "FPE", "Illegal instruction": "ILL"}
@@ -168,29 +166,6 @@ DICT_ARG_RE = re.compile(r"'(\w+)': ('(?:[^'\\]|\\.)*'|\"[^\"]*\"|[^,{}]+)")
 KV_BELOW_RE = re.compile(r"KV pool holds (\d+) tokens, fewer than --context-length (\d+)")
 POST_CAPTURE_MR_RE = re.compile(r"max_running_requests (\d+) -> (\d+)")
 UNIFIED_RE = re.compile(r"total_bytes=" + r"(-?\d+(?:\.\d+)?)" + r" GB")
-def _trie(words: list[bytes]) -> bytes:
-    """An alternation of literals, grouped by first byte (re tries the branches in turn)."""
-    groups: dict[bytes, list[bytes]] = {}
-    for w in sorted(set(words)):
-        groups.setdefault(w[:1], []).append(w[1:])
-    parts = []
-    for head, rest in groups.items():
-        if len(rest) == 1 or not all(rest):
-            parts.append(b"|".join(re.escape(head + r) for r in rest))
-        else:
-            parts.append(re.escape(head) + b"(?:" + _trie(rest) + b")")
-    return b"|".join(parts)
-
-
-def _unique_head(word: str, keys: Iterable[str]) -> str:
-    """The shortest head of `word` that no key starts with: a message starting with it is none of them."""
-    for n in range(1, len(word) + 1):
-        if not any(k.startswith(word[:n]) or word[:n].startswith(k) for k in keys):
-            return word[:n]
-    return word
-
-
-_INTERESTING: dict[tuple[str | bool, ...], re.Pattern[bytes]] = {}
 NOTHING: list[Event] = []  # shared and never appended to: the hot path allocates nothing
 
 
@@ -395,61 +370,16 @@ class LineParser:
     # ------------------------------------------------------------ chunk-level helpers (replay's fast path)
 
     def interesting_re(self, ascii_only: bool = False) -> re.Pattern[bytes]:
-        """A pattern over a chunk of bytes (each line preceded by a newline) whose matches are the
-        newlines before every line this parser might act on, and only a superset of those.
-
-        Any line it does not match is "quiet" for this parser when no traceback is open
-        (`quiet_message`): it only counts in `sglang_lines` and moves the clock, which `skip` does
-        for a whole run. Lines holding `Traceback (most recent call last):` are not excluded here:
-        the caller looks for that string per chunk.
-        """
-        return self._compiled(("plain", ascii_only), lambda: rb"\n(?!" + self.quiet_message(ascii_only) + rb")")
+        """The newlines before every line this parser might act on (quiet.interesting_re)."""
+        return quiet.interesting_re(self._dispatch, ascii_only)
 
     def interesting_message_re(self, fmt: str, ascii_only: bool = False) -> re.Pattern[bytes]:
-        """The journal formats' `interesting_re`: matches every MESSAGE field of a chunk of `-o json`
-        lines (`fmt` "json") or `-o export` entries ("export") whose value is not a quiet message,
-        or is not a plain string (JSON: null, an array of bytes). A record whose MESSAGE it does not
-        match is quiet, given what the caller checks per chunk: in JSON no `\\u`, `\\n` or `\\r`
-        escape, which could spell a key, a newline or a colour code (any other escape in the first
-        bytes keeps a message from looking quiet); in export no binary field."""
-        if fmt == "json":
-            return self._compiled(("json", ascii_only), lambda: rb'"MESSAGE"\s*:\s*+(?!"'
-                                  + self.quiet_message(ascii_only, escaped=True) + rb")")
-        return self._compiled(("export", ascii_only), lambda: rb"\nMESSAGE=(?!" + self.quiet_message(ascii_only) + rb")")
+        """The journal formats' `interesting_re` (quiet.interesting_message_re)."""
+        return quiet.interesting_message_re(self._dispatch, fmt, ascii_only)
 
     def quiet_message(self, ascii_only: bool, escaped: bool = False) -> bytes:
-        """The source of a pattern that matches at a line's first byte when the line is quiet: a
-        prefix as `feed_line` tells one and a message no handler takes (`Decode batch.`, `Prefill
-        batch.`, a warning), or an unprefixed uvicorn access line (`INFO:     127.0.0.1:… "POST …"
-        200 OK`).
-
-        The prefix is `[2`, then the time, then `] `, or `.`/a space, the ranks and `] `. In a chunk
-        the caller knows is ASCII (`ascii_only`) the time is any 18 characters, as `feed_line` takes
-        it (`parse_ts` says whether it is one): a tight loop in re, where checking each digit costs a
-        third of the scan. Otherwise its digits are spelled out, so that its 20 bytes are 20
-        characters. `escaped`: inside a JSON string, where neither `"` nor a backslash may stand in
-        the prefix or open the message (an escape would move the characters against the bytes)."""
-        other = rb'\n"\\' if escaped else rb"\n"
-        stamp = rb"[^" + other + rb"]{18}" if ascii_only else rb"\d{3}-\d\d-\d\d \d\d:\d\d:\d\d"
-        prefix = rb"\[2" + stamp + rb"(?:\] |[. ][^\]" + other + rb"]*\] )"
-        if escaped:
-            assert not any(set(k) & set('"\\/') for k in self._dispatch), "a key JSON may escape"
-        # a level prefix (LEVEL_RE) wraps a line of its own unless an access line (`INFO:     127.0.0.1:… "GET …"`)
-        alt = _trie([k.encode() for k in self._dispatch if k != "INFO: "]) + rb"|" + LEVEL_RE.pattern.encode() \
-            + rb"(?![ \t]*\d)" + (rb"|\\" if escaped else b"")
-        # the commonest quiet messages first, as far as tells them from every key: most lines of
-        # a serving log are one of these (0.5.x writes `Prefill batch,`), and each literal byte is one step of re's
-        common = [_unique_head(w, self._dispatch) for w in ("Decode batch. ", "Prefill batch. ", "Prefill batch, ")]
-        quiet = rb"(?:" + b"|".join(re.escape(w.encode()) for w in common) + rb"|(?!" + alt + rb"))"
-        return rb"(?:" + prefix + quiet + rb"|INFO: +\d)"
-
-    def _compiled(self, kind: tuple[str, bool], source: Callable[[], bytes]) -> re.Pattern[bytes]:
-        """One compiled pattern per kind and set of handlers, for the life of the process."""
-        key = (*kind, *sorted(self._dispatch))
-        pat = _INTERESTING.get(key)
-        if pat is None:
-            pat = _INTERESTING[key] = re.compile(source())
-        return pat
+        """The source of the pattern of a quiet line (quiet.quiet_message)."""
+        return quiet.quiet_message(self._dispatch, ascii_only, escaped)
 
     def quiet_ok(self) -> bool:
         """Whether quiet lines may be skipped now: they would end or extend an open traceback, or (≤ 0.1.17)
