@@ -117,6 +117,8 @@ TRACKER_NOTICE_RE = re.compile(r"(?:resource|semaphore)_tracker: There appear to
 #: `srun: error: node-06: task 1: Exited with exit code 1` / `srun: error: node-06: tasks 0-3: Killed`
 LAUNCHER_EXIT_RE = re.compile(r"^(?:[\w.-]+ exited|command terminated) with (?:exit )?code (\d+)$"
                               r"|^srun: error: \S+: tasks? [\d,-]+: (?:Exited with exit code (\d+)|(\w[\w ]*\w))$")
+#: docker compose's word that it stops its services: `docker compose up`'s Ctrl-C, `--abort-on-container-exit`
+COMPOSE_STOPS = ("Gracefully stopping... (press Ctrl+C again to force)", "Aborting on container exit...")
 #: Slurm's own account of the kernel's OOM killer in a job step
 SLURM_OOM_RE = re.compile(r"^slurmstepd: error: Detected \d+ oom[-_]kill events? in ")
 #: NVSHMEM's error lines (DeepEP), unprefixed, each a source path: `/sgl-workspace/nvshmem/src/…: non-zero status: 7 …`
@@ -667,8 +669,12 @@ class LineParser:
         if not text:
             return NOTHING
         if text.startswith("^C"):  # the terminal echoed the operator's Ctrl-C; what follows is a line of its own
-            rest = text[2:].lstrip("^C")
+            rest = text
+            while rest.startswith("^C"):  # pressed more than once
+                rest = rest[2:]
             return [StopRequested(ts=ts, line=text, by="Ctrl-C"), *(self.feed_line(rest, ts) if rest else NOTHING)]
+        if text.startswith(COMPOSE_STOPS):  # docker compose stops its services (Ctrl-C, another one exited)
+            return [StopRequested(ts=ts, line=text, by="docker compose")]
         if "_tracker: There appear" in text and TRACKER_NOTICE_RE.search(text) is not None:
             return [ProcessesGone(ts=ts, line=text)]
         if text.startswith(("srun: error: ", "slurmstepd: error: ")) or text[-1].isdigit():
