@@ -251,8 +251,12 @@ def test_a_launchers_word_for_its_childs_exit_ends_the_start(line: str, end: tup
                         ("srun: error: gpu-node-06: tasks 0-3: Killed", "host_oom", "KILL"),
                         ("srun: error: node-2: task 0: Segmentation fault", "killed_by_signal", "SEGV"),
                         ("slurmstepd: error: Detected 1 oom_kill event in StepId=4242.0. Some of the step tasks have "
-                         "been OOM Killed.", "host_oom", "KILL")]), st.sampled_from(sorted(CUTS)))
-def test_slurms_word_for_its_tasks_end_ends_the_start(said: tuple[str, str, str | None], phase: str) -> None:
+                         "been OOM Killed.", "host_oom", "KILL"),
+                        ("mpirun noticed that process rank 7 with PID 0 on node ip-10-0-0-5 exited on signal 9 (Killed).",
+                         "host_oom", "KILL"),
+                        ("mpirun noticed that process rank 0 with PID 4242 on node n1 exited on signal 11 (Segmentation "
+                         "fault).", "killed_by_signal", "SEGV")]), st.sampled_from(sorted(CUTS)))
+def test_slurms_and_mpiruns_word_for_a_tasks_end_ends_the_start(said: tuple[str, str, str | None], phase: str) -> None:
     line, cause, sig = said
     v = judge([*start()[:CUTS[phase]], line])
     assert (v.verdict, v.cause, v.phase, v.figures.get("signal")) == ("failed", cause, phase, sig), v.message

@@ -495,8 +495,8 @@ _CAUSES: tuple[FailureClass, ...] = (
         fixes=(({"mem_fraction_static": 0.7}, "on a unified-memory machine, to leave the host RAM the processes need"),)),
     FailureClass(Cause.STOPPED, role=Role.CONSEQUENCE,
         doc="stopped from outside before ready (systemd's `Stopping …`, SGLang's `SIGTERM received`, a terminal's "
-            "`^C`, docker compose's `Gracefully stopping…`); stopped after its phase's deadline passed with no progress, the start is `timed_out` in that "
-            "phase instead (the operator gave up on a stuck start)"),
+            "`^C`, docker compose's `Gracefully stopping…`); stopped after its phase's deadline passed with no "
+            "progress, the start is `timed_out` in that phase instead (the operator gave up on a stuck start)"),
     FailureClass(Cause.EXCEPTION,
         doc="any other traceback, to its final exception line (even with no \"error\" in it)"),
     FailureClass(Cause.TIMED_OUT,
