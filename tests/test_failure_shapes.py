@@ -184,3 +184,16 @@ def test_a_librarys_info_line_is_never_fatal_alone(chatter: str) -> None:
 def test_a_native_runtimes_word_for_its_signal_names_it(line: str, sig: str) -> None:
     v = judge(f"[{TS}] Load weight begin. avail mem=78.21 GB\n{line}\n")
     assert (v.verdict, v.cause, v.figures.get("signal")) == ("failed", "killed_by_signal", sig), v.message
+
+
+@pytest.mark.parametrize(("fragment", "cause", "detail"), [
+    ("NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. Make sure that the latest NVIDIA "
+     "driver is installed and running.", "gpu_unavailable", "no_driver"),
+    ("nvidia-container-cli: initialization error: load library failed: libnvidia-ml.so.1: cannot open shared object "
+     "file: no such file or directory: unknown", "gpu_unavailable", "container_runtime"),
+    ("Access to model google/gemma-3-27b-it is restricted and you are not in the authorized list.", "model_not_found",
+     ""),
+])
+def test_the_hosts_and_the_hubs_own_words_alone(fragment: str, cause: str, detail: str) -> None:
+    v = judge(fragment + "\n")
+    assert (v.verdict, v.cause, v.detail) == ("failed", cause, detail), v.message

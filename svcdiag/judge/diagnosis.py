@@ -108,6 +108,17 @@ def _max_running_zero(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tu
     if m.free_before_gb and m.mem_fraction:
         say.append(f"SGLang sizes the caches from mem_fraction_static={m.mem_fraction} of the {_gb(m.free_before_gb)} "
                    f"free before loading: each +0.01 gives them {_gb(m.free_before_gb / 100)}.")
+    fixes += _fraction_fixes(m, req, ctx, say)
+    fixes += _shorter_context(m, req, ctx)
+    if m.requested and m.mamba_slots is not None and 0 < m.mamba_slots // m.slots_per_req < m.requested:
+        fixes.append(_fix({"max_running_requests": m.mamba_slots // m.slots_per_req},
+                          "what the Mamba slots can serve"))
+    return say, fixes
+
+
+def _fraction_fixes(m: Memory, req: int, ctx: int | None, say: list[str]) -> list[dict[str, Any]]:
+    """The mem_fraction_static that holds `req` (then one) full-length requests, said in `say` either way."""
+    fixes: list[dict[str, Any]] = []
     for requests in dict.fromkeys((req, 1)):
         p = m.plan(requests)
         if p is None:
@@ -131,6 +142,12 @@ def _max_running_zero(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tu
                    f"which would leave only {_gb(p['left_gb'])} for CUDA graphs, activations and the draft model")
             say.append(f"{requests} full-length request(s) would need {extra}: mem_fraction_static {p['fraction']:.2f}, "
                        f"{why}; that does not fit.")
+    return fixes
+
+
+def _shorter_context(m: Memory, req: int, ctx: int | None) -> list[dict[str, Any]]:
+    """The same memory, a shorter context_length: what the KV tokens hold per request."""
+    fixes: list[dict[str, Any]] = []
     if m.cell_bytes and ctx:
         for requests in dict.fromkeys((max(1, min(req, (m.mamba_slots or req * m.slots_per_req) // m.slots_per_req)), 1)):
             change = {}
@@ -146,10 +163,7 @@ def _max_running_zero(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tu
                     change["max_running_requests"] = requests
                 fixes.append(_fix(change, f"same memory: {requests} request(s) of ≤ {_n(limit)} tokens"))
                 break
-    if m.requested and m.mamba_slots is not None and 0 < m.mamba_slots // m.slots_per_req < m.requested:
-        fixes.append(_fix({"max_running_requests": m.mamba_slots // m.slots_per_req},
-                          "what the Mamba slots can serve"))
-    return say, fixes
+    return fixes
 
 
 def _not_enough_memory(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:

@@ -200,7 +200,8 @@ _CAUSES: tuple[FailureClass, ...] = (
         r"|LocalEntryNotFoundError|couldn't find (?:it|them) in the cached files|outgoing traffic has been disabled"
         r"|OfflineModeIsEnabled"  # HF_HUB_OFFLINE=1 and a call that must reach the hub
         r"|Can't load tokenizer for|Can't load the configuration of"
-        r"|Can't load (?:image processor|processor|feature extractor) for"),  # a VLM saved without its processor files
+        r"|Can't load (?:image processor|processor|feature extractor) for"  # a VLM saved without its processor files
+        r"|you are not in the authorized list|Invalid user token|Invalid credentials in Authorization header"),
         doc="`OSError: Incorrect path_or_model_id: '/models/x'`, "
             "`huggingface_hub.errors.RepositoryNotFoundError: 401 Client Error …`, `OSError: You are "
             "trying to access a gated repo.`; offline with the model not cached "
@@ -208,7 +209,9 @@ _CAUSES: tuple[FailureClass, ...] = (
             "`OfflineModeIsEnabled: Cannot reach https://huggingface.co/…: offline mode is enabled`); "
             "`Can't load tokenizer for …`; a VLM's `Can't load image processor for …` (no "
             "preprocessor_config.json); a `--lora-paths` folder that is not there (`HFValidationError: "
-            "Repo id must be …: '/data/loras/x'`: the diagnosis names that path, not model_path)",
+            "Repo id must be …: '/data/loras/x'`: the diagnosis names that path, not model_path); the hub's "
+            "own words pasted alone (`Cannot access gated repo for url …`, `… you are not in the authorized list`, "
+            "`Invalid user token`)",
         explain=("SGLang cannot open model_path {what}: it is neither a folder on this host nor a repo id it can reach.",
                  "`ls {path}` on the GPU host; a model in /dev/shm is gone after a reboot.")),
     # the hub itself out of reach: rate-limited (429), no route, a proxy; the repo id may well be right
@@ -267,7 +270,10 @@ _CAUSES: tuple[FailureClass, ...] = (
         r"|CUDA unknown error"  # the GPU lost by the process: a container after `systemctl daemon-reload`, suspend, nvidia_uvm
         # ≤ 0.4.x asks nvidia-smi for the GPUs' memory while checking its flags: its own words then
         r"|nvidia-smi not found|Failed to initialize NVML"
-        r"|libcuda\.so cannot found"),  # Triton: no libcuda.so (the NVIDIA container runtime not used, or no ldconfig)
+        r"|libcuda\.so cannot found"  # Triton: no libcuda.so (the NVIDIA container runtime not used, or no ldconfig)
+        # the host's or the container runtime's own words, pasted alone: nvidia-smi without a driver, the NVIDIA
+        # container hook failing (docker's own `could not select device driver` is before any SGLang: no start)
+        r"|couldn't communicate with the NVIDIA driver|nvidia-container-cli: (?:initialization|mount) error"),
         doc="the process sees no usable GPU: `RuntimeError: No CUDA GPUs are available` (under systemd: "
             "`PrivateDevices=`, `DeviceAllow=`, `CUDA_VISIBLE_DEVICES`; in a container: `--gpus all`), "
             "`Found no NVIDIA driver on your system`, `The NVIDIA driver on your system is too old …`, "
@@ -282,7 +288,8 @@ _CAUSES: tuple[FailureClass, ...] = (
             "`c10_npu::SetDevice … error code is 507033` / `Failed to start the device`; ≤ 0.4.x's flag "
             "check asking nvidia-smi: `RuntimeError: nvidia-smi not found. …` (a container without the "
             "NVIDIA runtime), `nvidia-smi error: Failed to initialize NVML: Driver/library version "
-            "mismatch` / `… Unknown Error`",
+            "mismatch` / `… Unknown Error`; the host's or the runtime's own words alone (`NVIDIA-SMI has failed "
+            "because it couldn't communicate with the NVIDIA driver`, `nvidia-container-cli: initialization error`)",
         explain=("The process saw no usable GPU in phase {phase}: {message}",
                  "Under systemd that is the sandbox or the environment, not the hardware: PrivateDevices=yes or a "
                  "DevicePolicy=/DeviceAllow= without /dev/nvidia*, a CUDA_VISIBLE_DEVICES naming GPUs that do not exist, "
@@ -578,6 +585,23 @@ _GPU_UNAVAILABLE = (
                           "revoking the container's device access under a cgroup driver: restart the container. On a "
                           "host, after suspend/resume or without the nvidia_uvm module (`lsmod | grep nvidia_uvm`, "
                           "`nvidia-modprobe -u`); a reboot settles it.")),
+    FailureClass(Cause.GPU_UNAVAILABLE, "no_driver",
+                 said=_said(r"couldn't communicate with the NVIDIA driver"),
+                 doc="NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. Make sure that the "
+                     "latest NVIDIA driver is installed and running.",
+                 explain=("No NVIDIA driver answers on this host (or in this container): {message}",
+                          "On a host: the kernel module is not loaded (`lsmod | grep nvidia`; after a kernel upgrade it "
+                          "must be rebuilt for the new kernel: DKMS, or reinstall the driver) or Secure Boot refused it "
+                          "(`dmesg | grep -i nvidia`). In a container: it was started without the NVIDIA runtime "
+                          "(`docker run --gpus all`, the NVIDIA container toolkit; on Kubernetes a `nvidia.com/gpu` "
+                          "limit).")),
+    FailureClass(Cause.GPU_UNAVAILABLE, "container_runtime", said=_said(r"nvidia-container-cli: "),
+                 doc="nvidia-container-cli: initialization error: load library failed: libnvidia-ml.so.1: cannot open "
+                     "shared object file: no such file or directory: unknown",
+                 explain=("The container runtime could not give the container its GPUs: {message}",
+                          "The NVIDIA container toolkit's hook found no driver on the host (`nvidia-smi` there), or the "
+                          "toolkit is not configured for this runtime (`nvidia-ctk runtime configure --runtime=docker`, "
+                          "then restart docker); `nvidia-container-cli info` on the host says what it sees.")),
     FailureClass(Cause.GPU_UNAVAILABLE, "no_libcuda", said=_said(r"libcuda\.so|nvidia-smi not found"),
                  doc="AssertionError: libcuda.so cannot found!",
                  explain=("The NVIDIA driver's user-space files (libcuda, nvidia-smi) are not where this process looks: "

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
 from datetime import datetime
 
 from svcdiag.sglang.events import (
@@ -45,18 +44,23 @@ from svcdiag.sglang.events import (
     WeightsBegin,
     WeightsEnd,
 )
-from svcdiag.sglang.failures import CLASSIFY, FLAG_CHECK_FRAME_RE, classify
+from svcdiag.sglang.failures import CLASSIFY, classify
+from svcdiag.sglang.traceback import (
+    CHAIN_LINES,
+    FINAL_EXC_RE,
+    TRACEBACK_OPEN,
+    Took,
+    Traceback,
+    close,
+    exit_cause,
+    take,
+)
 from svcdiag.signals import signal_name
 
 _F = r"(-?\d+(?:\.\d+)?)"
 
 #: (cause, pattern) in priority order, matched on an exception's final line or a fatal line (failures.py's rows)
 CAUSES = CLASSIFY
-FINAL_EXC_RE = re.compile(
-    r"^(?:[A-Za-z_][\w.]*\.)?\w*(?:Error|Exception|Exit|Interrupt|Fault|Failure|Iteration)(?::.*)?$"
-    r"|^(?:[a-z_]\w*\.)+[A-Z]\w*: ")  # a qualified class named otherwise: `triton.runtime.errors.OutOfResources: …`
-CHAIN_LINES = ("During handling of the above exception", "The above exception was the direct cause")
-TRACEBACK_OPEN = "Traceback (most recent call last):"
 #: ≤ 0.2.13: `Initialization failed. detoken_init_state: init ok`, `detoken init state: init ok` (≤ 0.1.16): a
 #: process that started, said after the traceback of the one that did not
 INIT_OK = ("init_state: init ok", "init state: init ok")
@@ -126,34 +130,15 @@ SLURM_OOM_RE = re.compile(r"^slurmstepd: error: Detected \d+ oom[-_]kill events?
 #: NVSHMEM's error lines (DeepEP), unprefixed, each a source path: `/sgl-workspace/nvshmem/src/…: non-zero status: 7 …`
 NVSHMEM_MARK = "nvshmem/src/"
 ANSI_RE = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
-BARE_FINAL_RE = re.compile(r"^(?:[\w.]+\.)?\w+(?:Error|Exception)$")  # `AssertionError` alone: the code line says why
-MAX_TRACEBACK_LINES = 400
-MAX_TAIL_LINES = 12
-ERRORISH_RE = re.compile(r"error|FAILED|not found|fatal|No such file", re.I)
-#: the advice torch._dynamo prints after every compile error (`… suppress_errors = True`): no cause in it
-DYNAMO_ADVICE_RE = re.compile(r"suppress_errors|suppress this exception|TORCH_LOGS=|import torch\._dynamo$")
 #: argparse's last word: `launch_server.py: error: …` (≤ 0.5.9) or `sglang serve: error: …` (0.5.10+)
 ARGPARSE_RE = re.compile(r"^(?:[\w.-]+\.py|sglang(?: [\w-]+)?|launch_server|python3? -m [\w.]+): error: (.+)$"
                          # `sglang serve` of a diffusion model (0.5.1x+) and other entry points: no program name
                          r"|^error: ((?:unrecognized arguments|the following arguments are required|argument -"
                          r"|ambiguous option|invalid choice|expected one argument).*)$")
-#: 0.5.10+: the engine's exception when a scheduler process dies: a consequence, with the exit code
-SCHEDULER_DIED_RE = re.compile(r"scheduler died during initialization \(exit code: (-?\d+)\)")
 #: the warmup request `_wait_and_warmup` sends, answered: ≤ 0.1.17's only word that the server is up
 WARMUP_OK_RE = re.compile(r'"POST /generate HTTP/1\.[01]" 200')
 #: ≤ 0.1.16's only prefix, `Rank 0: ` (`Rank 0: load weight begin.`, `Rank 0: max_total_num_token=38103, …`)
 RANK_COLON_RE = re.compile(r"Rank (\d+): (.+)")
-#: a client's failure to reach a server on this host (a script polling /health, a benchmark, in the same
-#: terminal): SGLang reaches its own port only in its warmup, whose errors it logs under a head of its own
-LOCAL_CLIENT_RE = re.compile(
-    r"^(?:requests\.exceptions\.ConnectionError|urllib3\.exceptions\.\w+|aiohttp\.client_exceptions\.\w+"
-    r"|httpx\.ConnectError|openai\.APIConnectionError|ConnectionRefusedError)\b"
-    r".*(?:host='(?:localhost|127\.0\.0\.1|0\.0\.0\.0)'|to host (?:localhost|127\.0\.0\.1|0\.0\.0\.0):)")
-#: NCCL's word that the other end went away (ncclRemoteError): on one node most often another rank that died,
-#: whose own error may come after this one's
-PEER_GONE_RE = re.compile(r"remote process exited or there was a network error|Connection closed by remote peer")
-#: torchrun's summary after a rank died (`ChildFailedError:` then its `Root Cause` block): which rank, and how
-ELASTIC_ROOT_RE = re.compile(r"^\s*(rank|exitcode)\s*: (-?\d+)")
 WAIT_STATUS_RE = re.compile(r"Child process unexpectedly failed with (?:an exit code |exitcode=)(\d+)")
 WATCHDOG_RE = re.compile(r"[Ww]atchdog timeout \(self\.watchdog_timeout=(\d+(?:\.\d+)?)")
 #: a log record that carries its exception's traceback on the lines after it (`logger.exception`, exc_info):
@@ -211,52 +196,6 @@ def _unique_head(word: str, keys: Iterable[str]) -> str:
 
 _INTERESTING: dict[tuple[str | bool, ...], re.Pattern[bytes]] = {}
 NOTHING: list[Event] = []  # shared and never appended to: the hot path allocates nothing
-
-
-@dataclass(slots=True)
-class Traceback:
-    """An open traceback: who logged it, what kind of failure it would be, what it said so far."""
-
-    head: str
-    ranks: str
-    ts: float | None
-    role: str | None  # ROOT (SGLang's handler dies after it), SUSPECT (bare), None (logged and carried on)
-    cause: str | None = None  # set when the logging line already says what failed (warmup)
-    lines: list[str] = field(default_factory=list)
-    finals: list[str] = field(default_factory=list)  # each exception of a chain, innermost first
-    final: str = ""  # the latest final line, while the traceback may still be chained
-    tail: list[str] = field(default_factory=list)  # lines after the final one: "Possible solutions:", a wrapped message
-
-
-def _code_line(lines: list[str]) -> str | None:
-    """The source line after the last `File …` line: what a bare `AssertionError` asserted."""
-    for i in range(len(lines) - 1, -1, -1):
-        if lines[i].strip().startswith("File ") and i + 1 < len(lines):
-            return lines[i + 1].strip() or None
-    return None
-
-
-
-
-def _raised_in(final: str, lines: list[str]) -> str | None:
-    """A cause the raising frame tells when the exception's words do not: a check of the flags refuses
-    them (`ValueError: speculative_eagle_topk …`; in server_args.py, or from 0.5.2x in one of
-    arg_groups/*_hook.py), a KeyError in a model's load_weights is a checkpoint tensor the model
-    class does not have."""
-    frames = [ln.strip() for ln in lines if ln.strip().startswith("File ")]
-    if frames and FLAG_CHECK_FRAME_RE.search(frames[-1]):
-        return "bad_arguments"
-    if final.startswith("KeyError") and any(f.endswith(" in load_weights") for f in frames[-3:]):
-        return "bad_checkpoint"
-    if "must match the size of tensor" in final and any(f.endswith((" in weight_loader", " in load_weights"))
-                                                         for f in frames[-4:]):
-        return "bad_checkpoint"  # the checkpoint's shapes are not what this release's model class (and tp) expect
-    if any("/custom_all_reduce" in f for f in frames):  # its IPC buffers refused while capturing (`invalid argument`)
-        return "cuda_error"
-    if final.startswith("KeyError") and any(f'/{m}.py"' in f for f in frames[-2:]
-                                            for m in ("configuration_auto", "auto_factory")):
-        return "unsupported_model"  # transformers' CONFIG_MAPPING (or a class mapping) lacks it: `KeyError: 'qwen2'`
-    return None
 
 
 def _num(pattern: str) -> re.Pattern[str]:
@@ -349,11 +288,59 @@ def prefix_stamp(text: str) -> str | None:
     return None
 
 
-def exit_cause(code: int) -> tuple[str, str | None]:
-    """A child's exit code as SGLang's engine prints it: negative means a signal."""
-    if code < 0:
-        return "killed_by_signal", signal_name(-code)
-    return "exited", None
+#: a message's first six characters → the LineParser method that reads it (replay's fast path derives the
+#: quiet lines from these keys: LineParser.quiet_message)
+DISPATCH: dict[str, str] = {
+    "server": "_server_args",
+    "Init t": "_dist",
+    "Init n": "_dist",
+    "Load w": "_weights",
+    "Loaded": "_fatal_line",
+    "KV Cac": "_kv",
+    "Full K": "_kv",
+    "SWA KV": "_kv",
+    "Post-c": "_post_capture",
+    "KV poo": "_kv_below_context",
+    "Engine": "_startup_timings",
+    "[unifi": "_unified_memory",
+    "retry(": "_recovered",
+    "Retryi": "_recovered",
+    "DataPa": "_handler_exception",
+    "TpMode": "_handler_exception",
+    "Detoke": "_handler_exception",
+    "Child ": "_died",
+    "Mamba ": "_mamba",
+    "Memory": "_pool_end",
+    "max_ru": "_max_running",
+    "max_to": "_scheduler",
+    "Captur": "_capture",
+    "Initia": "_initialized",
+    "DFLASH": "_draft_ready",
+    "The se": "_ready",
+    "INFO: ": "_uvicorn",
+    "ERROR:": "_uvicorn_error",
+    "Schedu": "_handler_exception",
+    "Server": "_bootstrap_bind",
+    "Receiv": "_sigquit",
+    "SIGTER": "_sigterm",
+    "Watchd": "_watchdog",  # ≤ 0.4.x: `Watchdog timeout (self.watchdog_timeout=300)`
+    "Tokeni": "_watchdog",  # `TokenizerManager watchdog timeout (…)`
+    "Exit c": "_died",
+    "Subpro": "_died",
+    "Not en": "_fatal_line",
+    "Error ": "_logs_exception",
+    "Except": "_logs_exception",
+    "Task e": "_logs_exception",
+    "Future": "_logs_exception",
+    "Prefil": "_pd_warmup",
+    "Hybrid": "_fatal_line",
+    "Enteri": "_precompile",
+    "Alloca": "_host_pool",
+    "Use sl": "_sliding_window",
+    "[aiter": "_precompile",
+    "WARNIN": "_port_moved",
+    **{f"Rank {d}": "_died" for d in range(10)},  # ≤ 0.1.16's `Rank 0: …`, and `Rank 0 scheduler is dead`
+}
 
 
 class LineParser:
@@ -380,57 +367,7 @@ class LineParser:
         #: C++'s `terminate called after throwing …` (its line, the exception's type), until its what() line
         self._terminate: tuple[str, str] | None = None
         self._dispatch: dict[str, Callable[[str, str, float | None], Event | list[Event] | None]] = {
-            "server": self._server_args,
-            "Init t": self._dist,
-            "Init n": self._dist,
-            "Load w": self._weights,
-            "Loaded": self._fatal_line,
-            "KV Cac": self._kv,
-            "Full K": self._kv,
-            "SWA KV": self._kv,
-            "Post-c": self._post_capture,
-            "KV poo": self._kv_below_context,
-            "Engine": self._startup_timings,
-            "[unifi": self._unified_memory,
-            "retry(": self._recovered,
-            "Retryi": self._recovered,
-            "DataPa": self._handler_exception,
-            "TpMode": self._handler_exception,
-            "Detoke": self._handler_exception,
-            "Child ": self._died,
-            "Mamba ": self._mamba,
-            "Memory": self._pool_end,
-            "max_ru": self._max_running,
-            "max_to": self._scheduler,
-            "Captur": self._capture,
-            "Initia": self._initialized,
-            "DFLASH": self._draft_ready,
-            "The se": self._ready,
-            "INFO: ": self._uvicorn,
-            "ERROR:": self._uvicorn_error,
-            "Schedu": self._handler_exception,
-            "Server": self._bootstrap_bind,
-            "Receiv": self._sigquit,
-            "SIGTER": self._sigterm,
-            "Watchd": self._watchdog,  # ≤ 0.4.x: `Watchdog timeout (self.watchdog_timeout=300)`
-            "Tokeni": self._watchdog,  # `TokenizerManager watchdog timeout (…)`
-            "Exit c": self._died,
-            "Subpro": self._died,
-            "Not en": self._fatal_line,
-            "Error ": self._logs_exception,
-            "Except": self._logs_exception,
-            "Task e": self._logs_exception,
-            "Future": self._logs_exception,
-            "Prefil": self._pd_warmup,
-            "Hybrid": self._fatal_line,
-            "Enteri": self._precompile,
-            "Alloca": self._host_pool,
-            "Use sl": self._sliding_window,
-            "[aiter": self._precompile,
-            "WARNIN": self._port_moved,
-        }
-        for d in range(10):
-            self._dispatch[f"Rank {d}"] = self._died
+            key: getattr(self, name) for key, name in DISPATCH.items()}
 
     # ------------------------------------------------------------ chunk-level helpers (replay's fast path)
 
@@ -623,42 +560,20 @@ class LineParser:
         return None
 
     def _traceback_line(self, text: str, ts: float | None) -> list[Event]:
-        """A line while a traceback is open (Fluent Bit's python rule set): frames and code until the final
-        exception line, then a chained exception, the message's tail, or a line that closes it."""
+        """A line while a traceback is open: the traceback's (traceback.take), or the first line after it; a retry
+        notice after its final line (`WARNING:huggingface_hub.utils._http:Retrying in 1s [Retry 1/5].`, at any level,
+        in any format) closes it as recovered, the resource tracker's notice cuts it (the processes ended)."""
         tb = self._tb
         assert tb is not None
-        if tb.final:  # after the final line: a chained exception, the message's tail, or something new
-            if not text.strip():
-                return NOTHING
-            if text.startswith(CHAIN_LINES):
-                tb.final = ""
-                tb.lines.append(text)
-                return NOTHING
-            if RETRY_SAID_RE.search(text) is not None and FINAL_EXC_RE.match(text) is None:
-                # `WARNING:huggingface_hub.utils._http:Retrying in 1s [Retry 1/5].`, at any level, in any format
-                return [*self._end_traceback(), Recovered(ts=ts, line=text)]
-            if not text.startswith(TRACEBACK_OPEN) and not self._is_own_line(text) and len(tb.tail) < MAX_TAIL_LINES:
-                tb.tail.append(text)  # "Possible solutions:", a wrapped message
-                return NOTHING
+        if tb.final and RETRY_SAID_RE.search(text) is not None and FINAL_EXC_RE.match(text) is None:
+            return [*self._end_traceback(), Recovered(ts=ts, line=text)]
+        if not tb.final and "_tracker: There appear" in text:
             return self._end_traceback() + self._unprefixed(text, ts)
-        if "_tracker: There appear" in text:  # the processes ended while it was being printed: it is cut there
-            return self._end_traceback() + self._unprefixed(text, ts)
-        if not text or text[0] in " \t" or text.startswith(CHAIN_LINES) or text.startswith(TRACEBACK_OPEN):
-            if len(tb.lines) < MAX_TRACEBACK_LINES:
-                tb.lines.append(text)
+        took = take(tb, text, self._is_own_line)
+        if took is Took.TAKEN:
             return NOTHING
-        if FINAL_EXC_RE.match(text):
-            tb.final = text
-            tb.finals.append(text)
-            if tb.role == ROOT and not tb.cause and not text.endswith(":") \
-                    and classify(text) not in (None, "nccl_error"):
-                return self._end_traceback()  # SGLang's handler dies after this and the cause is plain: fail fast
-            # (NCCL's own words come after its final line: `Last error:` and what failed; a final line ending
-            # in a colon announces its output: `Ninja build failed. Ninja output:` then the compiler's)
-            return NOTHING
-        if len(tb.lines) < MAX_TRACEBACK_LINES:
-            tb.lines.append(text)
-        return NOTHING
+        done = self._end_traceback()
+        return done + self._unprefixed(text, ts) if took is Took.NOT_MINE else done
 
     def _alone(self, text: str, ts: float | None, given: float | None = None) -> list[Event]:
         """A line of its own, no traceback open: one that opens one, a fatal line, an unprefixed message (a
@@ -829,77 +744,14 @@ class LineParser:
         return text.startswith(("INFO:", "ERROR:", "WARNING:", "Fatal Python error", "[rank", "Initialization failed")) \
             or SHELL_SIGNAL_RE.match(text) is not None or text.endswith(INIT_OK) or "_tracker: There appear" in text
 
+    def _end_traceback(self) -> list[Event]:
+        tb, self._tb = self._tb, None
+        assert tb is not None
+        return close(tb, self.nccl_warn) or NOTHING  # type: ignore[return-value]
+
     def _open_traceback(self, tb: Traceback) -> None:
         if self._tb is None:  # other ranks' tracebacks interleave: the first one speaks
             self._tb = tb
-
-    def _end_traceback(self) -> list[Event]:
-        tb = self._tb
-        assert tb is not None
-        self._tb = None
-        if tb.role is None:  # logged by a handler that carries on (a warning): not a failure
-            return NOTHING
-        # cut off before its final line: the last line only if it is no frame, code or `^^^^` marker under it
-        finals = tb.finals or [ln for ln in tb.lines[-1:] if ln.strip() and ln[0] not in " \t"] \
-            or ["traceback (cut off)"]
-        final = finals[-1]
-        if tb.role == SUSPECT and not tb.head and LOCAL_CLIENT_RE.match(final):
-            return NOTHING  # another process's: a client refused by this server, not yet listening
-        said = [x for x in tb.tail if not DYNAMO_ADVICE_RE.search(x)]  # torch.compile's advice, not what failed
-        if len(said) > 4:  # a tool's output (ninja, a compiler): the lines that say what failed, not its commands
-            said = [x for x in said if ERRORISH_RE.search(x)] or said
-        tail = " ".join(x.strip() for x in said[:4])
-        where = next((ln.strip() for ln in reversed(tb.lines) if ln.strip().startswith("File ")), None)
-        code = _code_line(tb.lines)
-        # a runtime's own report under the exception (Ascend's CANN prints a dozen lines): the one that names the
-        # cause may come after the four the message keeps, and is then kept as evidence
-        late = next((x.strip() for x in said[4:] if classify(x) is not None), None)
-        cause = tb.cause or next((c for f in reversed(finals) if (c := classify(f)) is not None), None) \
-            or classify(f"{final} {tail}") or (classify(late) if late else None) or classify(tb.head) \
-            or (classify(code) if code and BARE_FINAL_RE.match(final) else None) or _raised_in(final, tb.lines) \
-            or "exception"
-        m = SCHEDULER_DIED_RE.search(final)
-        if m is not None and tb.cause is None:  # 0.5.10+: the engine's consequence, the cause is elsewhere
-            status = int(m.group(1))
-            cause, sig = exit_cause(status)
-            return [Failure(ts=tb.ts, line=final, cause=cause, message=final, evidence=(final,), signal=sig,
-                            status=None if sig else status, role=DEATH)]
-        if final.rstrip().endswith("ChildFailedError:") and tb.cause is None:
-            return self._elastic_summary(tb, final)
-        if final == "EOFError" and tb.cause is None:  # the launcher's pipe from a scheduler closed (0.3.4-0.4.1)
-            return [Failure(ts=tb.ts, line=final, cause="killed_by_signal", evidence=(final,), role=DEATH,
-                            message="a scheduler process died without a word of its own (the launcher read EOF from "
-                                    "its pipe): a signal killed it")]
-        message = f"{final} {tail}".strip() if tail else final
-        if not tb.finals and tb.head and final == "traceback (cut off)":  # say whose: `Scheduler hit an exception`
-            message = f"{tb.head.removesuffix(TRACEBACK_OPEN).rstrip(': ')}: its traceback cut off"
-        if cause == "nccl_error" and self.nccl_warn and self.nccl_warn not in message:
-            message = f"{message} (NCCL WARN {self.nccl_warn})"
-            said = [f"NCCL WARN {self.nccl_warn}", *said]
-        role = tb.role
-        if role == ROOT and cause == "nccl_error" and PEER_GONE_RE.search(message):
-            role = DEATH  # a consequence: it waits for the dead rank's own cause, and stands without one
-        chain = next((i for i, ln in enumerate(tb.lines) if ln.startswith(CHAIN_LINES)), None)
-        # chained exceptions (a wrapper's `Capture cuda graph failed`): SGLang's own frame the first was raised under
-        inner = next((ln.strip() for ln in reversed(tb.lines[:chain]) if "/sglang/" in ln and ln.strip().startswith(
-            "File ")), None) if chain else None
-        evidence = tuple(x for x in (tb.head, where, code if final.endswith(("AssertionError", "Error")) else None,
-                                     *finals[:-1][-1:], final, late, *said[:4], inner if inner != where else None) if x)
-        return [Failure(ts=tb.ts, ranks=tb.ranks, line=final, cause=cause, message=message, evidence=evidence,
-                        role=role)]
-
-    @staticmethod
-    def _elastic_summary(tb: Traceback, final: str) -> list[Event]:
-        """torchrun's ChildFailedError: a consequence, its `Root Cause` block says which rank ended and how (a
-        negative exitcode is a signal); the rank's own traceback or NCCL's lines before it are the cause."""
-        found = dict(m.group(1, 2) for ln in tb.tail if (m := ELASTIC_ROOT_RE.match(ln)) is not None)
-        status = int(found["exitcode"]) if "exitcode" in found else None
-        cause, sig = exit_cause(status) if status is not None else ("exception", None)
-        rank = f"rank {found['rank']}" if "rank" in found else "a rank"
-        how = f"died of SIG{sig}" if sig else f"exited with status {status}" if status is not None else "failed"
-        evidence = tuple(x.strip() for x in tb.tail if ELASTIC_ROOT_RE.match(x) or "Signal " in x)
-        return [Failure(ts=tb.ts, line=final, cause=cause, message=f"{rank} {how} (torchrun's ChildFailedError)",
-                        evidence=(final, *evidence), signal=sig, status=None if sig else status, role=DEATH)]
 
     def _handler_exception(self, msg: str, ranks: str, ts: float | None) -> Event | None:
         """`Scheduler hit an exception: Traceback …` and its kin: SGLang's handler then kills the server."""
