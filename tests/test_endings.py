@@ -116,7 +116,9 @@ def test_a_notice_that_it_gave_up_after_retrying_is_no_recovery(final: str, pref
 # ---------------------------------------------------------------- §3.6 a stop after ready is no crash
 
 STOPS = ["[{t}] SIGTERM received. signum=None frame=None. Draining requests and shutting down...",
-         "[{t}] INFO:     Shutting down", "^C[{t}] INFO:     Shutting down", "^C"]
+         "[{t}] INFO:     Shutting down", "^C[{t}] INFO:     Shutting down", "^C", "^C^C[{t}] INFO:     Shutting down",
+         "^CGracefully stopping... (press Ctrl+C again to force)", "Gracefully stopping... (press Ctrl+C again to force)",
+         "Aborting on container exit..."]
 #: how SGLang words a child's end by a stop's signal (TERM, INT, HUP): its watchdog, the launcher's SIGCHLD
 STOP_DEATHS = ["[{t}] Subprocess scheduler_0 (pid=4562) crashed with exit code -{n}. Triggering SIGQUIT for cleanup...",
                "[{t}] Subprocess detokenizer (pid=4570) crashed with exit code -{n}. Triggering SIGQUIT for cleanup...",
@@ -143,7 +145,7 @@ def test_after_a_stop_every_death_is_the_stops(stop: str, death: str, later: flo
     t = READY_AT + later
     v = judge([*start(), stop.format(t=at(t)), death.format(t=at(t + 1), n=9)])
     assert (v.verdict, v.cause) == ("healthy", None), v.message
-    assert v.figures["stopped_after_ready_by"] in ("SIGTERM", "uvicorn", "Ctrl-C")
+    assert v.figures["stopped_after_ready_by"] in ("SIGTERM", "uvicorn", "Ctrl-C", "docker compose")
 
 
 @SLOW
@@ -151,6 +153,15 @@ def test_after_a_stop_every_death_is_the_stops(stop: str, death: str, later: flo
 def test_a_death_no_stop_caused_is_still_died_after_ready(death: str, signum: int, later: float) -> None:
     v = judge([*start(), death.format(t=at(READY_AT + later), n=signum)])
     assert (v.verdict, v.cause) == ("failed", "died_after_ready"), v.message
+
+
+def test_a_line_after_an_echoed_ctrl_c_is_read_whole() -> None:
+    """`^C` glued before a line that begins with C is still that line (the echo is cut, not every C)."""
+    from svcdiag.sglang.events import CudaGraph, StopRequested
+    from svcdiag.sglang.grammar import LineParser
+
+    evs = LineParser().feed_line("^C^CCapture cuda graph end. Time elapsed: 7.48 s. mem usage=0.71 GB. avail mem=5.21 GB.")
+    assert [type(e) for e in evs] == [StopRequested, CudaGraph] and evs[1].stage == "end", evs
 
 
 def test_systemd_stopping_the_unit_after_ready_keeps_it_healthy() -> None:
@@ -240,8 +251,12 @@ def test_a_launchers_word_for_its_childs_exit_ends_the_start(line: str, end: tup
                         ("srun: error: gpu-node-06: tasks 0-3: Killed", "host_oom", "KILL"),
                         ("srun: error: node-2: task 0: Segmentation fault", "killed_by_signal", "SEGV"),
                         ("slurmstepd: error: Detected 1 oom_kill event in StepId=4242.0. Some of the step tasks have "
-                         "been OOM Killed.", "host_oom", "KILL")]), st.sampled_from(sorted(CUTS)))
-def test_slurms_word_for_its_tasks_end_ends_the_start(said: tuple[str, str, str | None], phase: str) -> None:
+                         "been OOM Killed.", "host_oom", "KILL"),
+                        ("mpirun noticed that process rank 7 with PID 0 on node ip-10-0-0-5 exited on signal 9 (Killed).",
+                         "host_oom", "KILL"),
+                        ("mpirun noticed that process rank 0 with PID 4242 on node n1 exited on signal 11 (Segmentation "
+                         "fault).", "killed_by_signal", "SEGV")]), st.sampled_from(sorted(CUTS)))
+def test_slurms_and_mpiruns_word_for_a_tasks_end_ends_the_start(said: tuple[str, str, str | None], phase: str) -> None:
     line, cause, sig = said
     v = judge([*start()[:CUTS[phase]], line])
     assert (v.verdict, v.cause, v.phase, v.figures.get("signal")) == ("failed", cause, phase, sig), v.message
@@ -255,7 +270,7 @@ PHASE_AT = {"loading_weights": (HEAD, 9), "cuda_graph": (HEAD + 5, 29)}  # cut i
 @SLOW
 @given(st.sampled_from(sorted(PHASE_AT)), st.floats(1, 7200), st.booleans(),
        st.sampled_from(["systemd", "[{t}] SIGTERM received. signum=None frame=None. Draining requests and shutting "
-                        "down...", "^C"]))
+                        "down...", "^C", "Gracefully stopping... (press Ctrl+C again to force)"]))
 def test_a_stop_long_after_the_phases_deadline_is_timed_out_in_it(phase: str, past: float, late: bool,
                                                                  stop: str) -> None:
     """The operator gave up on a stuck start: past the phase's deadline with no progress, timed_out in that phase;

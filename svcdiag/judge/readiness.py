@@ -287,8 +287,7 @@ class Readiness:
             return
         self._stop = ev
         self._add_evidence(ev.line)
-        by = ev.by if isinstance(ev, StopRequested) else "systemd" if isinstance(ev, UnitState) \
-            else f"SIG{getattr(ev, 'signal', '')}"
+        by = ev.by if isinstance(ev, StopRequested) else f"SIG{ev.signal}" if isinstance(ev, Failure) else "systemd"
         self.verdict = self.verdict.with_(evidence=tuple(self.evidence), message=f"{self.verdict.message}; later "
                                           f"stopped from outside ({by}), a clean stop",
                                           figures={**self.verdict.figures, "stopped_after_ready_by": by})
@@ -631,6 +630,7 @@ class Readiness:
         return []
 
     def _died_silently(self, gone: ProcessesGone) -> None:
+        """Gone with no cause said and no deadline passed: killed from outside, with nothing to say by whom."""
         self._conclude("failed", "died_silently", f"the server's processes ended in phase {self.phase} without a word of "
                        "their own (no traceback, no exit line; only Python's shutdown notice): something killed them "
                        "from outside, most often the kernel's OOM killer", gone.ts)

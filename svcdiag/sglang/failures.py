@@ -503,8 +503,8 @@ _CAUSES: tuple[FailureClass, ...] = (
         fixes=(({"mem_fraction_static": 0.7}, "on a unified-memory machine, to leave the host RAM the processes need"),)),
     FailureClass(Cause.STOPPED, role=Role.CONSEQUENCE,
         doc="stopped from outside before ready (systemd's `Stopping …`, SGLang's `SIGTERM received`, a terminal's "
-            "`^C`); stopped after its phase's deadline passed with no progress, the start is `timed_out` in that "
-            "phase instead (the operator gave up on a stuck start)"),
+            "`^C`, docker compose's `Gracefully stopping…`); stopped after its phase's deadline passed with no "
+            "progress, the start is `timed_out` in that phase instead (the operator gave up on a stuck start)"),
     FailureClass(Cause.EXCEPTION,
         doc="any other traceback, to its final exception line (even with no \"error\" in it)"),
     FailureClass(Cause.TIMED_OUT,
@@ -521,7 +521,8 @@ _CAUSES: tuple[FailureClass, ...] = (
             "loop, `Received sigquit`, a rank dead; `figures.died_of` is that failure's own cause, the "
             "failure record says it), or, live (`wait` on a unit that has ended since), systemd's result "
             "says the unit died while serving (watchdog, signal, OOM killer) ([live.md](live.md)); a "
-            "clean stop stays healthy: after `Stopping …`, `SIGTERM received`, uvicorn's `Shutting down` or `^C`, "
+            "clean stop stays healthy: after `Stopping …`, `SIGTERM received`, uvicorn's `Shutting down`, `^C` or "
+            "compose's `Gracefully stopping…`, "
             "the deaths that follow are the stop's, and a child that dies of SIGTERM, SIGINT or SIGHUP (`Subprocess "
             "scheduler_0 (pid=…) crashed with exit code -15`) was stopped (`figures.stopped_after_ready_by`)"),
 )

@@ -116,9 +116,13 @@ RETRY_SAID_RE = re.compile(r"retry\(\) failed once|retry\(\) exceed maximum numb
 TRACKER_NOTICE_RE = re.compile(r"(?:resource|semaphore)_tracker: There appear to be \d+ leaked \w+")
 #: a launcher's word that its child (the whole server) exited: docker compose's `sglang-1 exited with code 137`
 #: (v1: `sglang_server_1 exited with code 137`), kubectl's `command terminated with exit code 137`, Slurm's
-#: `srun: error: node-06: task 1: Exited with exit code 1` / `srun: error: node-06: tasks 0-3: Killed`
+#: `srun: error: node-06: task 1: Exited with exit code 1` / `srun: error: node-06: tasks 0-3: Killed`, Open MPI's
+#: `mpirun noticed that process rank 7 with PID 0 on node n1 exited on signal 9 (Killed).`
 LAUNCHER_EXIT_RE = re.compile(r"^(?:[\w.-]+ exited|command terminated) with (?:exit )?code (\d+)$"
-                              r"|^srun: error: \S+: tasks? [\d,-]+: (?:Exited with exit code (\d+)|(\w[\w ]*\w))$")
+                              r"|^srun: error: \S+: tasks? [\d,-]+: (?:Exited with exit code (\d+)|(\w[\w ]*\w))$"
+                              r"|^mpirun noticed that process rank \d+ with PID \d+ on node \S+ exited on signal (\d+)\b")
+#: docker compose's word that it stops its services: `docker compose up`'s Ctrl-C, `--abort-on-container-exit`
+COMPOSE_STOPS = ("Gracefully stopping... (press Ctrl+C again to force)", "Aborting on container exit...")
 #: Slurm's own account of the kernel's OOM killer in a job step
 SLURM_OOM_RE = re.compile(r"^slurmstepd: error: Detected \d+ oom[-_]kill events? in ")
 #: NVSHMEM's error lines (DeepEP), unprefixed, each a source path: `/sgl-workspace/nvshmem/src/…: non-zero status: 7 …`
@@ -540,13 +544,17 @@ class LineParser:
         if not text:
             return NOTHING
         if text.startswith("^C"):  # the terminal echoed the operator's Ctrl-C; what follows is a line of its own
-            rest = text[2:].lstrip("^C")
+            rest = text
+            while rest.startswith("^C"):  # pressed more than once
+                rest = rest[2:]
             return [StopRequested(ts=ts, line=text, by="Ctrl-C"), *(self.feed_line(rest, ts) if rest else NOTHING)]
+        if text.startswith(COMPOSE_STOPS):  # docker compose stops its services (Ctrl-C, another one exited)
+            return [StopRequested(ts=ts, line=text, by="docker compose")]
         if "_tracker: There appear" in text and TRACKER_NOTICE_RE.search(text) is not None:
             return [ProcessesGone(ts=ts, line=text)]
-        if text.startswith(("srun: error: ", "slurmstepd: error: ")) or text[-1].isdigit():
+        if text.startswith(("srun: error: ", "slurmstepd: error: ", "mpirun noticed")) or text[-1].isdigit():
             if (x := LAUNCHER_EXIT_RE.match(text)) is not None:
-                code = x.group(1) or x.group(2)
+                code = x.group(1) or x.group(2) or (str(128 + int(x.group(4))) if x.group(4) else None)
                 sig = SHELL_SIGNALS.get(x.group(3) or "")  # srun's words for the signal: `Killed`, `Segmentation fault`
                 if code is not None or sig is not None:
                     return self._launcher_exit(text, int(code) if code is not None else None, sig, ts)
