@@ -1,13 +1,15 @@
 """The failure classes: one row per (cause, sub-case), the one place a failure's words live.
 
 A row holds the patterns that recognise it, each named by where it matches (`line`: an
-exception's final line or a lone fatal line; `said`: anywhere in the failure's record, its
-message and evidence; `frame`: a traceback's `File …` lines), its role, the releases it
-applies to, its explanation (a template over the captures, or a function where arithmetic
-is needed, as pystemd keeps a lambda in a data slot) and its fixes. The grammar asks
-`classify` for a line's cause and `refine` for a record's sub-case; diagnosis looks the row
-up; docs/replay.md's cause table is `cause_table()` (tests/test_failures.py keeps them equal).
-Rows are in priority order: the first whose `line` pattern matches names the cause.
+exception's final line or a lone fatal line, which names the cause; `said`: the failure's record,
+its message first and then its evidence, one per line, which picks the sub-case: `\\A.*` anchors
+on the message, `^File ` on a traceback's frame; `read`: what else a picked row captures), its
+role, the releases it applies to, its explanation (templates over the captures, or a function
+in the same slot where a sentence depends on them, as pystemd keeps a lambda in a data slot)
+and its fixes. The grammar asks `classify` for a line's cause (rows in priority order: the first
+whose `line` matches) and a Failure `refine`s itself into its sub-case once; diagnosis looks the
+row up and matches no text. docs/replay.md's cause table is `cause_table()` (scripts/cause-table;
+tests/test_failures.py fails when they differ).
 """
 
 from __future__ import annotations
@@ -83,7 +85,7 @@ class FailureClass:
     releases: str = ""  # the SGLang releases whose words these are, when not all ("<= 0.4.3", ">= 0.5.10")
     explain: Explain = None
     fixes: tuple[tuple[Mapping[str, Any], str], ...] = ()  # (settings, why), formatted as the explanation is
-    doc: str = ""  # docs/replay.md's evidence column (the cause's row only)
+    doc: str = ""  # the cause's row: docs/replay.md's evidence column; a sub-case's: an example it is picked by
 
 
 def _watchdog(w: Mapping[str, str]) -> tuple[str, ...]:
