@@ -219,3 +219,11 @@ def test_a_custom_all_reduce_kernel_fault_names_the_flag_that_avoids_it() -> Non
 def test_the_hubs_not_found_words_alone_are_model_not_found(fragment: str) -> None:
     v = judge(fragment + "\n")
     assert (v.verdict, v.cause) == ("failed", "model_not_found"), v.message
+
+
+def test_a_cpp_abort_right_after_a_traceback_is_not_its_tail() -> None:
+    """A rank's bare traceback (a suspect), then another process's abort: the abort's what() is read on its own."""
+    got = failures("Traceback (most recent call last):", '  File "/x/loader.py", line 3, in f', "    g()",
+                   "KeyboardInterrupt", "terminate called after throwing an instance of 'c10::Error'",
+                   "  what():  CUDA error: out of memory")
+    assert [f.cause for f in got] == ["exception", "cuda_oom"], got

@@ -706,9 +706,12 @@ class LineParser:
 
     @staticmethod
     def _is_own_line(text: str) -> bool:
-        """An unprefixed line that is SGLang's or uvicorn's own, not part of a message's tail."""
-        return text.startswith(("INFO:", "ERROR:", "WARNING:", "Fatal Python error", "[rank", "Initialization failed")) \
-            or SHELL_SIGNAL_RE.match(text) is not None or text.endswith(INIT_OK) or "_tracker: There appear" in text
+        """An unprefixed line that is SGLang's or uvicorn's own, or a fatal line of its own (a signal's, a C++
+        abort's, a kernel check's), not part of a message's tail."""
+        return text.startswith(("INFO:", "ERROR:", "WARNING:", "Fatal Python error", "[rank", "Initialization failed",
+                                "terminate called")) \
+            or SHELL_SIGNAL_RE.match(text) is not None or text.endswith(INIT_OK) or "_tracker: There appear" in text \
+            or NATIVE_SIGNAL_RE.match(text) is not None or KERNEL_CHECK_RE.match(text) is not None
 
     def _end_traceback(self) -> list[Event]:
         tb, self._tb = self._tb, None
