@@ -46,7 +46,7 @@ from svcdiag.sglang.events import (
     WeightsBegin,
     WeightsEnd,
 )
-from svcdiag.sglang.failures import CLASSIFY, classify
+from svcdiag.sglang.failures import CLASSIFY, Cause, classify
 from svcdiag.sglang.quiet import LEVEL_HEADS, LEVEL_RE
 from svcdiag.sglang.traceback import (
     CHAIN_LINES,
@@ -138,7 +138,6 @@ WARMUP_OK_RE = re.compile(r'"POST /generate HTTP/1\.[01]" 200')
 #: ≤ 0.1.16's only prefix, `Rank 0: ` (`Rank 0: load weight begin.`, `Rank 0: max_total_num_token=38103, …`)
 RANK_COLON_RE = re.compile(r"Rank (\d+): (.+)")
 WAIT_STATUS_RE = re.compile(r"Child process unexpectedly failed with (?:an exit code |exitcode=)(\d+)")
-WATCHDOG_RE = re.compile(r"[Ww]atchdog timeout \(self\.watchdog_timeout=(\d+(?:\.\d+)?)")
 #: a log record that carries its exception's traceback on the lines after it (`logger.exception`, exc_info):
 #: a request that failed (SGLang's serving code, uvicorn, asyncio), the server goes on serving
 LOGGED_EXC_RE = re.compile(r"(?:ERROR: +)?(?:Error in request|Exception in (?:ASGI application|callback)"
@@ -956,7 +955,7 @@ class LineParser:
     def _watchdog(self, msg: str, ranks: str, ts: float | None) -> Event | None:
         """SGLang's watchdog saw no progress for watchdog_timeout s, dumps the stacks (py-spy) and SIGQUITs
         the server: the hang is the root cause, the sigquit that follows its consequence."""
-        if WATCHDOG_RE.search(msg) is None:
+        if classify(msg) != Cause.WATCHDOG_TIMEOUT:  # its row's words
             return None
         return Failure(ts=ts, ranks=ranks, line=msg, cause="watchdog_timeout", message=msg, evidence=(msg,))
 
