@@ -153,7 +153,7 @@ def test_replay_json_carries_the_diagnosis_object() -> None:
 
     r = run_svcdiag("--units", str(UNITS), "replay", "--json", "--config", "dflash-tp1-mr8", str(EXAMPLES / "max-running-zero.log"))
     v = json.loads(r.stdout.decode().splitlines()[-1])
-    assert set(v["diagnosis"]) == {"cause", "explanation", "fixes"}
+    assert set(v["diagnosis"]) == {"cause", "detail", "explanation", "fixes"}
     assert all(set(f) == {"set", "reason"} for f in v["diagnosis"]["fixes"])
 
 
@@ -188,6 +188,8 @@ def test_a_healthy_start_stopped_cleanly_stays_healthy() -> None:
 
     healthy, _ = judged("dflash-smoke", "healthy-hybrid-dflash")
     assert ended_after_ready(healthy, "success", "Main process exited, code=exited, status=0/SUCCESS", None) is healthy
+    stopped = healthy.with_(figures={**healthy.figures, "stopped_after_ready_by": "systemd"})  # its log said so
+    assert ended_after_ready(stopped, "signal", "Main process exited, code=killed, status=9/KILL", None) is stopped
 
 
 FIXTURES = Path(__file__).parent / "fixtures" / "sglang"

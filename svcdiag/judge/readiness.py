@@ -28,6 +28,7 @@ from svcdiag.sglang.events import (
     MaxRunningLimited,
     PoolEnd,
     PortMoved,
+    ProcessesGone,
     ProgressBar,
     Ready,
     Recovered,
@@ -35,6 +36,7 @@ from svcdiag.sglang.events import (
     ServerArgs,
     SlidingWindowPool,
     StartupTimings,
+    StopRequested,
     UnifiedMemoryPool,
     Uvicorn,
     WeightsBegin,
@@ -48,6 +50,9 @@ MAX_EVIDENCE = 12
 #: and a suspect (a bare traceback) for SGLang to say it retries or to go on, before either is the verdict
 DEATH_GRACE = 3.0
 SUSPECT_GRACE = 30.0
+#: the signals a stop from outside sends (systemd, docker, kubelet: TERM; a terminal's Ctrl-C: INT; its hang-up: HUP):
+#: a process that dies of one after ready was stopped, it did not crash
+STOP_SIGNALS = frozenset(("TERM", "INT", "HUP"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,6 +117,11 @@ class Readiness:
         #: before 0.5.23, the full and the sliding-window pools' tokens, announced before their unnamed KV lines
         self._sliding_window: tuple[int | None, int | None] = (None, None)
         self._died_by: str | None = None
+        #: after ready, what stopped the server (systemd's `Stopping …`, `SIGTERM received`, ^C, a child's -15): the
+        #: deaths that follow are the stop's
+        self._stop: Event | None = None
+        #: the resource tracker's notice that every process of the server has ended, with no word of why
+        self._gone: ProcessesGone | None = None
         #: a phase deadline passed on a line's time rather than the clock's: the timed_out it would have
         #: been then, held until a milestone later in the same input ends the phase (then `overran`), a
         #: failure says more, or the clock (a live tick, the end of input) concludes it as it was
@@ -227,7 +237,9 @@ class Readiness:
             if isinstance(ev, UnitState) and ev.state in ("exited", "result", "oom") and ev.line:
                 self._add_evidence(ev.line)
                 self.verdict = self.verdict.with_(evidence=tuple(self.evidence))
-            elif isinstance(ev, Failure) and ev.role in (ROOT, DEATH) and (
+            elif _is_stop(ev) or (isinstance(ev, Failure) and ev.role in (ROOT, DEATH) and ev.signal in STOP_SIGNALS):
+                self._stopped_after_ready(ev)
+            elif isinstance(ev, Failure) and ev.role in (ROOT, DEATH) and self._stop is None and (
                     self.verdict.verdict == "healthy" or (self._died_by == DEATH and ev.role == ROOT)):
                 # the log goes on past ready and the server dies in it: as `wait` judges a unit that ended since
                 # (its own error, even when a cut traceback ends after the death it caused, over that death)
@@ -266,6 +278,19 @@ class Readiness:
         if self.verdict is not None:
             out.append(self.verdict)
         return out
+
+    def _stopped_after_ready(self, ev: Event) -> None:
+        """A healthy server stopped from outside (or a process of it killed by a stop's signal): a clean stop, however
+        SGLang words its children's end (`Subprocess scheduler_0 … crashed with exit code -15`); the deaths after it
+        are the stop's."""
+        if self._stop is not None or self.verdict is None or self.verdict.verdict != "healthy":
+            return
+        self._stop = ev
+        self._add_evidence(ev.line)
+        by = ev.by if isinstance(ev, StopRequested) else f"SIG{ev.signal}" if isinstance(ev, Failure) else "systemd"
+        self.verdict = self.verdict.with_(evidence=tuple(self.evidence), message=f"{self.verdict.message}; later "
+                                          f"stopped from outside ({by}), a clean stop",
+                                          figures={**self.verdict.figures, "stopped_after_ready_by": by})
 
     def _advance(self, target: str, ts: float | None) -> list[Event]:
         if _INDEX[target] <= _INDEX[self.phase]:
@@ -433,6 +458,28 @@ class Readiness:
                       "not fixed at start; the figures are capacities, not allocations", {"total_gb": ev.total_gb})
         return self._advance(self._after_pools(), ev.ts) if "weights_end" in self._seen else []
 
+    def _on_StopRequested(self, ev: StopRequested) -> list[Event]:
+        self._stopped_before_ready(ev, f"the server was stopped ({ev.by}) in phase {self.phase}, before it was ready")
+        return []
+
+    def _on_ProcessesGone(self, ev: ProcessesGone) -> list[Event]:
+        """Every process of the server has ended; a cause said before or after it (a death, a traceback) still wins."""
+        self._gone = self._gone or ev
+        self._add_evidence(ev.line)
+        return []
+
+    def _stopped_before_ready(self, ev: Event, message: str) -> None:
+        """Stopped from outside before ready: `stopped`, or, when a phase's deadline had passed with no progress,
+        timed_out in it (the operator gave up on a stuck start)."""
+        self._add_evidence(ev.line)
+        if self._overrun is not None:
+            o = self._overrun
+            if ev.ts is not None and self._deadline is not None:
+                self.figures["stopped_after_s"] = round(ev.ts - self._deadline.since, 3)
+            self._time_out(_Overrun(o.phase, o.limit, o.at, o.stalled, o.last_line, f"{o.message}; then {message}"))
+            return
+        self._conclude("failed", "stopped", message, ev.ts)
+
     def _on_Recovered(self, ev: Recovered) -> list[Event]:
         self._suspect = None  # SGLang retries: the traceback before this was not fatal
         return []
@@ -543,7 +590,7 @@ class Readiness:
         if root.cause == "max_running_zero":
             self.figures["max_running_requests"] = 0
         self._conclude("failed", root.cause, root.message, ts, signal=root.signal or (also.signal if also else None),
-                       status=root.status)
+                       status=root.status, detail=root.detail, captures=root.captures)
 
     def _fail_pending(self, ts: float | None, exit_ev: Failure | None = None) -> None:
         """The start is over: the suspect is the cause if there is one, else what the death line says."""
@@ -577,12 +624,16 @@ class Readiness:
                                "before the server was ready", ev.ts, status=int(code) if code.isdigit() else None)
             return []
         if ev.state in ("stopping", "stopped"):
-            self._add_evidence(ev.line)
-            self._conclude("failed", "stopped", f"the unit was stopped in phase {self.phase}, before it was ready",
-                           ev.ts)
+            self._stopped_before_ready(ev, f"the unit was stopped in phase {self.phase}, before it was ready")
         if ev.state == "result" and ev.line:
             self._add_evidence(ev.line)
         return []
+
+    def _died_silently(self, gone: ProcessesGone) -> None:
+        """Gone with no cause said and no deadline passed: killed from outside, with nothing to say by whom."""
+        self._conclude("failed", "died_silently", f"the server's processes ended in phase {self.phase} without a word of "
+                       "their own (no traceback, no exit line; only Python's shutdown notice): something killed them "
+                       "from outside, most often the kernel's OOM killer", gone.ts)
 
     # ------------------------------------------------------------ verdicts
 
@@ -591,7 +642,8 @@ class Readiness:
             self.evidence.append(line)
 
     def _conclude(self, verdict: str, cause: str | None, message: str, ts: float | None, *,
-                  stalled_s: float | None = None, signal: str | None = None, status: int | None = None) -> None:
+                  stalled_s: float | None = None, signal: str | None = None, status: int | None = None,
+                  detail: str = "", captures: dict[str, str] | None = None) -> None:
         now = ts if ts is not None else self.last_ts
         seconds = dict(self.phase_seconds)
         if now is not None and self._deadline is not None and self.phase != "ready":
@@ -612,7 +664,8 @@ class Readiness:
         if verdict == "timed_out" and self.last_line and self.last_line not in evidence:
             evidence.append(self.last_line)
         self.verdict = Verdict(ts=now, verdict=verdict, phase=self.phase, cause=cause, message=message,
-                               figures=figures, evidence=tuple(evidence), phase_seconds=seconds,
+                               detail=detail, captures=captures or {}, figures=figures, evidence=tuple(evidence),
+                               phase_seconds=seconds,
                                last_line=self.last_line, stalled_s=round(stalled_s, 3) if stalled_s else None,
                                unit=self.unit, invocation=self.invocation,
                                degraded=tuple(self.degraded) if verdict == "healthy" else ())
@@ -621,6 +674,11 @@ class Readiness:
         """End of input: timed out if the last timestamp is past a deadline, else incomplete."""
         if self.verdict is None and self._overrun is not None and (self._suspect or self._death):
             self._fail_pending(self.last_ts)  # it died after its deadline: the death says more than the deadline
+        if self.verdict is None and self._gone is not None and not (self._suspect or self._death):
+            if self._overrun is not None:  # stuck past its deadline, then gone: stopped from outside, or killed
+                self._stopped_before_ready(self._gone, "its processes ended without a word of their own")
+            else:
+                self._died_silently(self._gone)
         if self.verdict is None and self.last_ts is not None:
             self.tick(self.last_ts)
         if self.verdict is None and (self._suspect is not None or self._death is not None):
@@ -633,3 +691,8 @@ class Readiness:
                            self.last_ts)
         assert self.verdict is not None
         return self.verdict
+
+
+def _is_stop(ev: Event) -> bool:
+    """The server was told to stop: systemd's `Stopping …`/`Stopped …`, or a stop SGLang or its terminal shows."""
+    return isinstance(ev, StopRequested) or (isinstance(ev, UnitState) and ev.state in ("stopping", "stopped"))

@@ -43,6 +43,8 @@ class Verdict(Event):
     phase: str
     cause: str | None
     message: str
+    detail: str = ""  # the cause's sub-case (sglang/failures.py), "" for the cause's own row
+    captures: dict[str, str] = field(default_factory=dict)  # what the sub-case's pattern read off the failure
     figures: dict[str, Any] = field(default_factory=dict)
     evidence: tuple[str, ...] = ()
     phase_seconds: dict[str, float] = field(default_factory=dict)
@@ -75,8 +77,10 @@ _ENDS = {
 def ended_after_ready(v: Verdict, result: str, exit_line: str | None, ended_at: float | None) -> Verdict:
     """A healthy start whose unit has ended since (`wait` on a stopped unit judges the start as it
     ended): a clean stop leaves it healthy; any other end is a failure while serving, the start's
-    figures kept. Its HTTP cross-check cannot run: nothing serves."""
-    if result == "success":
+    figures kept. Its HTTP cross-check cannot run: nothing serves. A unit the log shows stopped from outside
+    (`Stopping …`, `SIGTERM received`) was stopped, whatever result SGLang's own shutdown left (its main process
+    SIGKILLs itself after a child's -15: result `signal`)."""
+    if result == "success" or v.figures.get("stopped_after_ready_by"):
         return v
     what = _ENDS.get(result) or (f"{exit_line} (systemd result {result})" if exit_line else f"systemd result {result}")
     return v.with_(verdict="failed", phase="ready", cause="died_after_ready", ts=ended_at or v.ts,

@@ -19,10 +19,12 @@ from svcdiag.sglang.events import (
     MambaCache,
     MaxRunningLimited,
     PoolEnd,
+    ProcessesGone,
     Ready,
     SchedulerInfo,
     ServerArgs,
     StartupTimings,
+    StopRequested,
     UnifiedMemoryPool,
     Uvicorn,
     WeightsBegin,
@@ -102,6 +104,10 @@ def describe(ev: Event) -> str | None:
                 "running": f"HTTP listening on {ev.url}"}.get(ev.stage)
     if isinstance(ev, Ready):
         return "fired up and ready to roll"
+    if isinstance(ev, StopRequested):
+        return f"stopped from outside ({ev.by}): the deaths after this are the stop's"
+    if isinstance(ev, ProcessesGone):
+        return "every process of the server has ended (Python's resource tracker says so at its exit)"
     if isinstance(ev, UnitState):
         return f"systemd: {ev.line}" if ev.state in ("started", "exited", "stopping", "stopped", "result") else None
     if isinstance(ev, Failure):

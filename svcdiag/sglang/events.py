@@ -10,6 +10,8 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from svcdiag.sglang.failures import refine
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Event:
@@ -175,6 +177,16 @@ class Failure(Event):
     signal: str | None = None
     status: int | None = None
     role: str = ROOT
+    #: its sub-case in the registry (sglang/failures.py) and what that row's pattern captured: read off its own
+    #: words once, here, so that nothing downstream matches text again
+    detail: str = ""
+    captures: dict[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not self.detail:
+            detail, captures = refine(self.cause, "\n".join((self.message, *self.evidence)))
+            object.__setattr__(self, "detail", detail)
+            object.__setattr__(self, "captures", captures)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -258,3 +270,20 @@ class ProgressBar(Event):
     total: int
     elapsed_s: float | None = None
     rate: float | None = None  # items per second, as tqdm measured it
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StopRequested(Event):
+    """The server was told to stop from outside: SGLang's `SIGTERM received …`, uvicorn's `Shutting down`, a terminal's
+    echoed `^C`. Its processes' deaths after it (exit -15, `Received sigquit`) are the stop's, not a crash."""
+
+    kind: ClassVar[str] = "stop_requested"
+    by: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ProcessesGone(Event):
+    """The multiprocessing resource tracker's notice (`There appear to be N leaked semaphore objects to clean up at
+    shutdown`): it prints it only once every process that used it has ended, so the server's process tree is gone."""
+
+    kind: ClassVar[str] = "processes_gone"

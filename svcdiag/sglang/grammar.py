@@ -10,10 +10,11 @@ every line an operator's journal carries goes through it.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime
 
+from svcdiag.sglang import quiet
 from svcdiag.sglang.events import (
     DEATH,
     ROOT,
@@ -31,6 +32,7 @@ from svcdiag.sglang.events import (
     MaxRunningLimited,
     PoolEnd,
     PortMoved,
+    ProcessesGone,
     ProgressBar,
     Ready,
     Recovered,
@@ -38,153 +40,30 @@ from svcdiag.sglang.events import (
     ServerArgs,
     SlidingWindowPool,
     StartupTimings,
+    StopRequested,
     UnifiedMemoryPool,
     Uvicorn,
     WeightsBegin,
     WeightsEnd,
 )
+from svcdiag.sglang.failures import CLASSIFY, Cause, classify
+from svcdiag.sglang.quiet import LEVEL_HEADS, LEVEL_RE
+from svcdiag.sglang.traceback import (
+    CHAIN_LINES,
+    FINAL_EXC_RE,
+    TRACEBACK_OPEN,
+    Took,
+    Traceback,
+    close,
+    exit_cause,
+    take,
+)
 from svcdiag.signals import signal_name
 
 _F = r"(-?\d+(?:\.\d+)?)"
 
-#: (cause id, pattern) in priority order; matched on an exception's final line or a fatal line.
-CAUSES: tuple[tuple[str, re.Pattern[str]], ...] = (
-    ("max_running_zero", re.compile(r"max_running_requests? is zero")),
-    # SGLang's own watchdog: a forward pass (or the tokenizer) made no progress for --watchdog-timeout s
-    ("watchdog_timeout", re.compile(r"[Ww]atchdog timeout \(self\.watchdog_timeout=")),
-    ("mamba_cache_too_small", re.compile(
-        r"state cache is too small to serve any requests|Not enough GPU memory for hybrid \(mamba")),
-    ("not_enough_memory", re.compile(
-        r"Not enought? memory\. Please try to increase --mem-fraction-static"  # ≤ 0.1.17 spells it "enought"
-        r"|leave no GPU memory for the KV cache|Memory pool size is too small"
-        r"|SWA pool \(\d+ tokens\) cannot hold even one request")),  # 0.5.23: a sliding-window pool under its window
-    ("cuda_oom", re.compile(r"CUDA out of memory|HIP out of memory|OutOfMemoryError|(?:CUDA|HIP) error: out of memory"
-                            r"|hipErrorOutOfMemory|(?:NPU|XPU) out of memory"  # Ascend's torch_npu, Intel's XPU
-                            r"|UR_RESULT_ERROR_OUT_OF_DEVICE_MEMORY")),  # Intel's Level Zero runtime, under torch
-    ("host_oom", re.compile(r"\[Errno 12\] Cannot allocate memory|Out of memory: Killed process|oom-kill"
-                            r"|DefaultCPUAllocator: can't allocate memory"  # torch's CPU allocator (--device cpu, offload)
-                            # --enable-hierarchical-cache: its host pool (--hicache-ratio × the KV pool, or --hicache-size)
-                            # larger than the host RAM free; not `… for request X`, a PD decode server's runtime note
-                            r"|Not enough host memory (?:available\. Requesting|for [\w\s.-]*hierarchical cache)"
-                            r"|Cannot automatically size HiCache host memory")),
-    ("port_in_use", re.compile(
-        r"\[Errno 98\]|[Aa]ddress already in use|is not available in [\d.]+ seconds")),
-    ("unsupported_model", re.compile(
-        r"Transformers does not recognize this architecture|Model architectures? \[.*\] (?:are|is) not supported"
-        r"|Unrecognized configuration class|Unrecognized model in|Unrecognized (?:image )?processor in"
-        r"|model type `?[\w.-]+`? but Transformers does not"
-        r"|is not supported for now|failed to be inspected|did not match any variant of untagged enum (?:ModelWrapper|Py\w*Wrapper)"
-        r"|Tokenizer class \w+ does not exist or is not currently imported"
-        r"|Unknown quantization method"  # the checkpoint's quant_method, which this release does not know
-        r"|GGUF model with architecture \w+ is not supported"  # transformers' GGUF reader, older than the model
-        # speculative decoding's target hooks, missing from this release's class for the target model
-        r"|object has no attribute '(?:capture_aux_hidden_states|set_eagle3_layers_to_capture|get_embed_and_head)'")),
-    ("model_not_found", re.compile(
-        r"Incorrect path_or_model_id|HFValidationError|RepositoryNotFoundError|Repository Not Found"
-        r"|Repo id must (?:be in the form|use alphanumeric chars)"  # a --model-path neither a folder here nor a hub id
-        r"|is not a local folder and is not a valid model identifier|gated repo|Cannot access gated repo"
-        r"|401 Client Error|You must have access to it and be authenticated|GatedRepoError"
-        r"|does not appear to have a file named |No such file or directory: .*config\.json"
-        r"|LocalEntryNotFoundError|couldn't find (?:it|them) in the cached files|outgoing traffic has been disabled"
-        r"|OfflineModeIsEnabled"  # HF_HUB_OFFLINE=1 and a call that must reach the hub
-        r"|Can't load tokenizer for|Can't load the configuration of"
-        r"|Can't load (?:image processor|processor|feature extractor) for")),  # a VLM saved without its processor files
-    # the hub itself out of reach: rate-limited (429), no route, a proxy; the repo id may well be right
-    ("hub_unreachable", re.compile(
-        r"429 Client Error|Too Many Requests for url|There was a specific connection error when trying to load"
-        r"|host='(?:huggingface\.co|hf-mirror\.com|cdn-lfs[\w.-]*|[\w.-]*\.hf\.co)', port=\d+\): Max retries exceeded")),
-    ("unsupported_hardware", re.compile(
-        r"not supported for the current GPU|Minimum capability: \d+|[Cc]ompute capability"
-        # ptxas on a kernel written for another architecture; FA4's own check (`Only SM 10.x and 11.x are supported`)
-        r"|not supported on \.target '?sm_\d+|Only SM [\d.x]+(?:(?:,| and| or) [\d.x]+)* (?:are|is) supported"
-        r"|requires (?:an? )?(?:sm_?|SM)\d+|requires (?:an? )?(?:Blackwell|Hopper|Ada)\b"
-        r"|no kernel image is available for execution on the device|not supported on (?:this|your) (?:GPU|device)"
-        r"|Unsupported (?:GPU|gpu) architecture|is only supported on (?:sm|Hopper|Blackwell|Ampere)"
-        r"|out of resource: shared memory|invalid device function|(?:hip|cuda)ErrorInvalidDeviceFunction"
-        # Ascend: the CANN toolkit or kernels (or the image: -910b vs -a3) made for another NPU than this one
-        r"|init runtime platform info failed, SocVersion|does not has any binary|Parse dynamic kernel config fail"
-        # Triton's fp8 before sm89: `ValueError("type fp8e4nv not supported in this architecture. …")`
-        r"|not supported in this architecture")),
-    ("gpu_unavailable", re.compile(
-        r"No CUDA GPUs are available|CUDA driver version is insufficient|NVIDIA driver on your system is too old"
-        r"|Found no NVIDIA driver|no CUDA-capable device is detected|CUDA-capable device\(s\) is/are busy or unavailable"
-        r"|all CUDA-capable devices are busy or unavailable|CUDA driver initialization failed|cudaErrorNoDevice"
-        r"|cudaErrorInsufficientDriver|libcuda\.so[.\d]*: cannot open shared object file|invalid device ordinal"
-        r"|c10_npu::SetDevice|Failed to start the device"  # Ascend: the NPU would not open (driver, firmware, /dev/davinci*)
-        r"|uncorrectable ECC error|fallen off the bus"
-        # the driver and CUDA disagree: a container's CUDA (or its compat libs) newer than the host's driver (803, 804),
-        # kernels built by a newer toolkit than the driver (PTX), a driver upgraded under a running kernel module (NVML)
-        r"|Error 80[34]: |unsupported display driver / cuda driver combination|forward compatibility was attempted"
-        r"|provided PTX was compiled with an unsupported toolchain|cudaErrorUnsupportedPtxVersion"
-        r"|Driver/library version mismatch|NVML/RM version mismatch|LibRmVersionMismatch"
-        r"|Error 802: |system not yet initialized"  # NVSwitch (HGX) hosts: nvidia-fabricmanager not running
-        r"|CUDA unknown error"  # the GPU lost by the process: a container after `systemctl daemon-reload`, suspend, nvidia_uvm
-        # ≤ 0.4.x asks nvidia-smi for the GPUs' memory while checking its flags: its own words then
-        r"|nvidia-smi not found|Failed to initialize NVML"
-        r"|libcuda\.so cannot found")),  # Triton: no libcuda.so (the NVIDIA container runtime not used, or no ldconfig)
-    ("cuda_error", re.compile(
-        r"illegal memory access was encountered|device-side assert triggered|CUDA error: misaligned address"
-        r"|unspecified launch failure|illegal instruction was encountered|cudaErrorIllegalAddress"
-        r"|CUBLAS_STATUS_EXECUTION_FAILED|Memory access fault by GPU")),  # ROCm's illegal address, printed by HSA
-    # the PD KV transfer engine could not start: its RDMA NIC(s) missing, unusable or hidden by the sandbox
-    ("kv_transfer_failed", re.compile(
-        r"Mooncake Transfer Engine initialization failed|NIXL_ERR_BACKEND|nixlBackendError")),
-    # DeepEP's all-to-all: an expert-parallel rank never reached the dispatch (dead, slow, or RDMA)
-    ("ep_dispatch_timeout", re.compile(r"DeepEP error: (?:CPU recv timeout|timeout \(dispatch CPU\)|timeout)")),
-    # DeepEP's NVSHMEM (expert parallel's all-to-all over RDMA) could not connect its ranks: it prints
-    # `/…/nvshmem/src/…/ibrc.cpp:420: non-zero status: 22 ibv_modify_qp failed` and exits, SGLang's
-    # `Rank 0 scheduler is dead` and `Exit code: 255` are the consequence
-    ("nvshmem_failed", re.compile(
-        r"nvshmem/src/\S+: non-zero status: \d+|nvshmem initialization failed"
-        r"|NVSHMEM API called before NVSHMEM initialization")),
-    ("rendezvous_failed", re.compile(
-        r"DistStoreError|DistNetworkError|[Tt]he client socket has timed out|TCP client failed to connect"
-        r"|Timed out initializing process group|clients joined|gloo/transport/tcp")),
-    ("nccl_error", re.compile(r"NCCL error|DistBackendError|ncclInternalError|ncclUnhandledCudaError|ncclSystemError"
-                              r"|Watchdog caught collective operation timeout|NCCL communicator was aborted")),
-    ("disk_full", re.compile(r"\[Errno 28\]|No space left on device"
-                             r"|unable to allocate shared memory\(shm\)")),  # torch's tensors between processes: /dev/shm
-    ("access_denied", re.compile(r"\[Errno 30\] Read-only file system|\[Errno 13\]|PermissionError")),
-    ("bad_checkpoint", re.compile(
-        r"SafetensorError|Error while deserializing header|HeaderTooLarge|MetadataIncompleteBuffer"
-        r"|incomplete metadata, file not fully covered|PytorchStreamReader failed|invalid load key"
-        r"|Attempted to load weight \(|is not a valid JSON file")),
-    ("broken_install", re.compile(
-        r"ModuleNotFoundError|No module named '|undefined symbol: |cannot open shared object file"
-        r"|cannot import name '\w+' from|(?:GLIBC|GLIBCXX|CXXABI)_[\d.]+' not found|Python\.h: No such file"
-        r"|module '[\w.]+' has no attribute|Torch not compiled with CUDA enabled"
-        r"|Failed to find C compiler|Command '\['/usr/bin/(?:gcc|cc|g\+\+|c\+\+)'|Could not find nvcc"
-        # a kernel compiled at first use (FlashInfer, DeepGEMM, torch extensions): ninja missing or its build failed
-        r"|No such file or directory: 'ninja'|Ninja build failed|Ninja is required|Error building extension"
-        # an optional backend the flags ask for and the venv lacks: `ImportError: Please install mooncake by …`
-        r"|ImportError: .*\b[Pp]lease (?:install|upgrade) ")),
-    # torch.compile (--enable-torch-compile) could not compile the model: dynamo/inductor's own error; after
-    # the patterns above, so an OOM or a missing compiler inside it is still that
-    ("torch_compile_failed", re.compile(
-        r"BackendCompilerFailed|torch\._inductor\.exc\.\w+|LoweringException|InductorError")),
-    ("bad_arguments", re.compile(
-        r"total_num_(?:kv_)?heads % tp_size|must be divisible by (?:tensor parallel|tp|the tp)"
-        # the TP split cuts a quantized weight across its quantization blocks (fp8 block_n/block_k, AWQ/GPTQ marlin)
-        r"|is not divisible by (?:the )?weight quantization block_[nk]|The input size is not aligned with the quantized"
-        r" weight shape|is not divisible by min_thread_[nk]"
-        r"|tp_size must be divisible|is not divisible by tp|num_attention_heads.*divisible|invalid (?:int|float|choice) value"
-        r"|: error: (?:unrecognized arguments|argument --|ambiguous option)"
-        r"|context_length \(\d+\) is greater than the derived context_length"
-        r"|does not match the quantization method specified in the `quantization` argument"
-        r"|`?trust_remote_code=True`? to (?:allow custom code|remove this error)|contains custom code which must be executed"
-        r"|is not a built-in template name or a valid chat template file path"  # --chat-template
-        r"|The host memory should be larger than the device memory"  # --hicache-ratio ≤ 1 (or a --hicache-size below the KV pool)
-        # LoRA adapters the flags ask for that this release cannot serve together: ranks or alphas that differ
-        # (≤ 0.4.3 asserts it), a rank above --max-lora-rank, modules outside --lora-target-modules
-        r"|hf_config\[\"r\"\] == self\.max_lora_dim|x\.scaling == self\.scaling|--max-lora-rank|--lora-target-modules"
-        # the draft model is no EAGLE draft (none given: SGLang loads the target itself as the draft)
-        r"|object has no attribute '(?:set_embed|set_embed_and_head|hot_token_id)'")),
-)
-FINAL_EXC_RE = re.compile(
-    r"^(?:[A-Za-z_][\w.]*\.)?\w*(?:Error|Exception|Exit|Interrupt|Fault|Failure|Iteration)(?::.*)?$"
-    r"|^(?:[a-z_]\w*\.)+[A-Z]\w*: ")  # a qualified class named otherwise: `triton.runtime.errors.OutOfResources: …`
-CHAIN_LINES = ("During handling of the above exception", "The above exception was the direct cause")
-TRACEBACK_OPEN = "Traceback (most recent call last):"
+#: (cause, pattern) in priority order, matched on an exception's final line or a fatal line (failures.py's rows)
+CAUSES = CLASSIFY
 #: ≤ 0.2.13: `Initialization failed. detoken_init_state: init ok`, `detoken init state: init ok` (≤ 0.1.16): a
 #: process that started, said after the traceback of the one that did not
 INIT_OK = ("init_state: init ok", "init state: init ok")
@@ -193,7 +72,6 @@ IGNORED = "Exception ignored in"
 #: the prefixes before the dated one: `[gpu_id=0] ` (0.1.17-0.2.5), `[gpu=0] ` (0.2.7-0.2.13), `[rank=0] ` (0.1.17's
 #: router), `[00:19:29] `, `[00:19:29 TP0] ` (0.2.14-0.3.2)
 OLD_PREFIX_RE = re.compile(r"\[(?:(?:gpu_id|gpu|rank)=(\d+)|(\d\d:\d\d:\d\d)(?: ([^\]]*))?)\] ")
-OLD_PREFIX_HEADS = frozenset(("[g", "[r", "[0", "[1", "[2"))
 OLD_PREFIX_DATE = "2000-01-01"  # a time of day alone: the phases' durations are right, the date is not known
 #: what a shell prints when its child dies of a signal: alone (`Killed`, `Segmentation fault (core dumped)`),
 #: from a script (`./serve.sh: line 7: 48211 Killed    python3 -m sglang…`), or in zh_CN (`已杀死`, `段错误 (核心已转储)`);
@@ -203,38 +81,63 @@ SHELL_SIGNALS = {"Killed": "KILL", "已杀死": "KILL", "Segmentation fault": "S
 #: (a script's line keeps its command after one space where a console squeezed the padding: `… 28 Killed python3 …`)
 SHELL_SIGNAL_RE = re.compile(r"^(?P<script>\S+: line \d+: +\d+ )?(" + "|".join(map(re.escape, SHELL_SIGNALS)) + r")"
                              r"(?: ?[(（](?:core dumped|核心已转储)[)）])?(?:(?(script) +| {2,})\S.*)?$")
+#: faulthandler's report of the signal that is killing the interpreter (it prints the threads' stacks after it)
+FAULTHANDLER_SIGNALS = {"Segmentation fault": "SEGV", "Bus error": "BUS", "Aborted": "ABRT",
+                        "Floating point exception": "FPE", "Illegal instruction": "ILL"}
+FATAL_PYTHON = "Fatal Python error: "
+#: what a native runtime prints as it kills the process with a signal, other than faulthandler: absl's handler
+#: (`*** SIGSEGV received at time=…`), torch's (`!!!!!!! Segfault encountered !!!!!!!`), C++'s terminate with no
+#: exception, glibc's heap checks and stack protector (each then abort()s)
+NATIVE_SIGNAL_RE = re.compile(
+    r"\*\*\* SIG(?P<sig>[A-Z]+) received at time=|!+ Segfault encountered !+"
+    r"|(?P<abrt>terminate called (?:without an active exception|recursively)|\*\*\* stack smashing detected \*\*\*"
+    r"|(?:free\(\)|malloc\(\)|munmap_chunk\(\)|realloc\(\)): [\w ]+$|double free or corruption\b"
+    r"|corrupted (?:size vs\. prev_size|double-linked list))")
+#: a library's own line at a level that says it carries on (NCCL INFO, glog's I/W lines): never fatal alone
+CHATTER_RE = re.compile(r"\b(?:INFO|DEBUG|TRACE)\b|^[IWD]\d{4} ")
+#: C++'s std::terminate on an uncaught exception (`terminate called after throwing an instance of 'c10::Error'`),
+#: then its `  what():  …` line: the process aborts (SIGABRT) right after
+TERMINATE_RE = re.compile(r"terminate called after throwing an instance of '([^']+)'")
+#: a kernel library's own check, printed then exit(1) (sgl-kernel's CUDACHECK/NCCLCHECK: `Failed: Cuda error
+#: /…/custom_all_reduce.cuh:411 'an illegal memory access was encountered'`)
+KERNEL_CHECK_RE = re.compile(r"Failed: (Cuda|CUDA|HIP|NCCL) error (\S+:\d+) '([^']*)'")
 #: what a native runtime prints just before it aborts the process: C++'s terminate, ROCm's HSA fault
 NATIVE_ABORTS = ("terminate called after throwing", "Memory access fault by GPU")
+#: a traceback SGLang (or the hub) goes on after, in the words of the line that closes it, wherever that line's words
+#: begin: `retry() failed once … Will delay 0.84s and retry`, the caller giving up on retry() and carrying on (`Failed to
+#: check hf_quant_config.json: … retry() exceed maximum number of retries.`), huggingface_hub's `Retrying in 1s [Retry 1/5].`,
+#: SGLang's own `…; retrying`, `retrying without trust_remote_code` (not `… after retrying 3 times`: that gave up)
+RETRY_SAID_RE = re.compile(r"retry\(\) failed once|retry\(\) exceed maximum number of retries\.? *$|\[Retry \d+/\d+\]"
+                           r"|Will delay [\d.]+ ?s and retry"
+                           r"|(?<!after )[Rr]etrying\b(?!.*\b(?:after|times|exhausted|exceeded|giving up|gave up)\b)")
+#: the multiprocessing resource tracker's notice at its own exit, under any Python's path and line:
+#: `/usr/lib/python3.10/multiprocessing/resource_tracker.py:224: UserWarning: resource_tracker: There appear to be 8
+#: leaked semaphore objects to clean up at shutdown` (semaphore, shared_memory, folder; Python ≤ 3.7: semaphore_tracker)
+TRACKER_NOTICE_RE = re.compile(r"(?:resource|semaphore)_tracker: There appear to be \d+ leaked \w+")
+#: a launcher's word that its child (the whole server) exited: docker compose's `sglang-1 exited with code 137`
+#: (v1: `sglang_server_1 exited with code 137`), kubectl's `command terminated with exit code 137`, Slurm's
+#: `srun: error: node-06: task 1: Exited with exit code 1` / `srun: error: node-06: tasks 0-3: Killed`, Open MPI's
+#: `mpirun noticed that process rank 7 with PID 0 on node n1 exited on signal 9 (Killed).`
+LAUNCHER_EXIT_RE = re.compile(r"^(?:[\w.-]+ exited|command terminated) with (?:exit )?code (\d+)$"
+                              r"|^srun: error: \S+: tasks? [\d,-]+: (?:Exited with exit code (\d+)|(\w[\w ]*\w))$"
+                              r"|^mpirun noticed that process rank \d+ with PID \d+ on node \S+ exited on signal (\d+)\b")
+#: docker compose's word that it stops its services: `docker compose up`'s Ctrl-C, `--abort-on-container-exit`
+COMPOSE_STOPS = ("Gracefully stopping... (press Ctrl+C again to force)", "Aborting on container exit...")
+#: Slurm's own account of the kernel's OOM killer in a job step
+SLURM_OOM_RE = re.compile(r"^slurmstepd: error: Detected \d+ oom[-_]kill events? in ")
 #: NVSHMEM's error lines (DeepEP), unprefixed, each a source path: `/sgl-workspace/nvshmem/src/…: non-zero status: 7 …`
 NVSHMEM_MARK = "nvshmem/src/"
 ANSI_RE = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
-BARE_FINAL_RE = re.compile(r"^(?:[\w.]+\.)?\w+(?:Error|Exception)$")  # `AssertionError` alone: the code line says why
-MAX_TRACEBACK_LINES = 400
-MAX_TAIL_LINES = 12
-ERRORISH_RE = re.compile(r"error|FAILED|not found|fatal|No such file", re.I)
-#: the advice torch._dynamo prints after every compile error (`… suppress_errors = True`): no cause in it
-DYNAMO_ADVICE_RE = re.compile(r"suppress_errors|suppress this exception|TORCH_LOGS=|import torch\._dynamo$")
 #: argparse's last word: `launch_server.py: error: …` (≤ 0.5.9) or `sglang serve: error: …` (0.5.10+)
-ARGPARSE_RE = re.compile(r"^(?:[\w.-]+\.py|sglang(?: serve)?|launch_server|python3? -m [\w.]+): error: (.+)$")
-#: 0.5.10+: the engine's exception when a scheduler process dies: a consequence, with the exit code
-SCHEDULER_DIED_RE = re.compile(r"scheduler died during initialization \(exit code: (-?\d+)\)")
+ARGPARSE_RE = re.compile(r"^(?:[\w.-]+\.py|sglang(?: [\w-]+)?|launch_server|python3? -m [\w.]+): error: (.+)$"
+                         # `sglang serve` of a diffusion model (0.5.1x+) and other entry points: no program name
+                         r"|^error: ((?:unrecognized arguments|the following arguments are required|argument -"
+                         r"|ambiguous option|invalid choice|expected one argument).*)$")
 #: the warmup request `_wait_and_warmup` sends, answered: ≤ 0.1.17's only word that the server is up
 WARMUP_OK_RE = re.compile(r'"POST /generate HTTP/1\.[01]" 200')
 #: ≤ 0.1.16's only prefix, `Rank 0: ` (`Rank 0: load weight begin.`, `Rank 0: max_total_num_token=38103, …`)
 RANK_COLON_RE = re.compile(r"Rank (\d+): (.+)")
-#: a client's failure to reach a server on this host (a script polling /health, a benchmark, in the same
-#: terminal): SGLang reaches its own port only in its warmup, whose errors it logs under a head of its own
-LOCAL_CLIENT_RE = re.compile(
-    r"^(?:requests\.exceptions\.ConnectionError|urllib3\.exceptions\.\w+|aiohttp\.client_exceptions\.\w+"
-    r"|httpx\.ConnectError|openai\.APIConnectionError|ConnectionRefusedError)\b"
-    r".*(?:host='(?:localhost|127\.0\.0\.1|0\.0\.0\.0)'|to host (?:localhost|127\.0\.0\.1|0\.0\.0\.0):)")
-#: NCCL's word that the other end went away (ncclRemoteError): on one node most often another rank that died,
-#: whose own error may come after this one's
-PEER_GONE_RE = re.compile(r"remote process exited or there was a network error|Connection closed by remote peer")
-#: torchrun's summary after a rank died (`ChildFailedError:` then its `Root Cause` block): which rank, and how
-ELASTIC_ROOT_RE = re.compile(r"^\s*(rank|exitcode)\s*: (-?\d+)")
 WAIT_STATUS_RE = re.compile(r"Child process unexpectedly failed with (?:an exit code |exitcode=)(\d+)")
-WATCHDOG_RE = re.compile(r"[Ww]atchdog timeout \(self\.watchdog_timeout=(\d+(?:\.\d+)?)")
 #: a log record that carries its exception's traceback on the lines after it (`logger.exception`, exc_info):
 #: a request that failed (SGLang's serving code, uvicorn, asyncio), the server goes on serving
 LOGGED_EXC_RE = re.compile(r"(?:ERROR: +)?(?:Error in request|Exception in (?:ASGI application|callback)"
@@ -244,9 +147,13 @@ PD_WARMUP_FAILED = "Prefill disaggregation mode warm Up Failed"
 PD_REGISTER_FAILED = "Prefill instance failed to register to bootstrap server"
 #: a PD prefill's bootstrap server (a thread) could not bind --disaggregation-bootstrap-port; the server goes on
 BOOTSTRAP_BIND_RE = re.compile(r"Server error: \[Errno 98\] error while attempting to bind on address \('([^']*)', (\d+)\)")
-#: SGLANG_LOGGING_CONFIG_PATH's formatter as SGLang's docs show it: `2025-04-13 15:34:02 INFO 228 [file.py:301] msg`
+#: a time and a level before the message, another formatter's than SGLang's: SGLANG_LOGGING_CONFIG_PATH's as
+#: SGLang's docs show it (`2025-04-13 15:34:02 INFO 228 [file.py:301] msg`), Python's (`… - INFO - msg`, `… - name -
+#: INFO - msg`), loguru's (`… | INFO     | module:fn:12 - msg`), a bare `<time> INFO msg`
 CUSTOM_PREFIX_RE = re.compile(
-    r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)(?:[.,]\d+)? (?:DEBUG|INFO|WARNING|ERROR|CRITICAL) +\d+ \[[\w.]+:\d+\] (.*)$")
+    r"^(\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d)(?:[.,]\d+)?Z? *(?:[|-] *)?(?:[\w.]+ +- +)?"
+    r"\[?(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|FATAL)\]?"
+    r"(?: +\d+ \[[\w.]+:\d+\]| *[|:-] *(?:[\w.]+(?::[\w<>.]+)*(?::\d+)? +[|:-] +)?| +) *(.*)$")
 #: NCCL's own account of what failed (`node5:240:240 [6] misc/socket.cc:533 NCCL WARN socketPollConnect: …`)
 NCCL_WARN_RE = re.compile(r"^\S+:\d+:\d+ \[\d+\] \S+ NCCL WARN (.+)$")
 #: heads of those keys that any program's line may start with (`Error response from daemon`, `FutureWarning`):
@@ -262,86 +169,7 @@ DICT_ARG_RE = re.compile(r"'(\w+)': ('(?:[^'\\]|\\.)*'|\"[^\"]*\"|[^,{}]+)")
 KV_BELOW_RE = re.compile(r"KV pool holds (\d+) tokens, fewer than --context-length (\d+)")
 POST_CAPTURE_MR_RE = re.compile(r"max_running_requests (\d+) -> (\d+)")
 UNIFIED_RE = re.compile(r"total_bytes=" + r"(-?\d+(?:\.\d+)?)" + r" GB")
-def _trie(words: list[bytes]) -> bytes:
-    """An alternation of literals, grouped by first byte (re tries the branches in turn)."""
-    groups: dict[bytes, list[bytes]] = {}
-    for w in sorted(set(words)):
-        groups.setdefault(w[:1], []).append(w[1:])
-    parts = []
-    for head, rest in groups.items():
-        if len(rest) == 1 or not all(rest):
-            parts.append(b"|".join(re.escape(head + r) for r in rest))
-        else:
-            parts.append(re.escape(head) + b"(?:" + _trie(rest) + b")")
-    return b"|".join(parts)
-
-
-def _unique_head(word: str, keys: Iterable[str]) -> str:
-    """The shortest head of `word` that no key starts with: a message starting with it is none of them."""
-    for n in range(1, len(word) + 1):
-        if not any(k.startswith(word[:n]) or word[:n].startswith(k) for k in keys):
-            return word[:n]
-    return word
-
-
-_INTERESTING: dict[tuple[str | bool, ...], re.Pattern[bytes]] = {}
 NOTHING: list[Event] = []  # shared and never appended to: the hot path allocates nothing
-
-
-@dataclass(slots=True)
-class Traceback:
-    """An open traceback: who logged it, what kind of failure it would be, what it said so far."""
-
-    head: str
-    ranks: str
-    ts: float | None
-    role: str | None  # ROOT (SGLang's handler dies after it), SUSPECT (bare), None (logged and carried on)
-    cause: str | None = None  # set when the logging line already says what failed (warmup)
-    lines: list[str] = field(default_factory=list)
-    finals: list[str] = field(default_factory=list)  # each exception of a chain, innermost first
-    final: str = ""  # the latest final line, while the traceback may still be chained
-    tail: list[str] = field(default_factory=list)  # lines after the final one: "Possible solutions:", a wrapped message
-
-
-def _code_line(lines: list[str]) -> str | None:
-    """The source line after the last `File …` line: what a bare `AssertionError` asserted."""
-    for i in range(len(lines) - 1, -1, -1):
-        if lines[i].strip().startswith("File ") and i + 1 < len(lines):
-            return lines[i + 1].strip() or None
-    return None
-
-
-#: the frame of SGLang's own check of its flags: server_args.py, or (0.5.2x) a resolution hook
-FLAG_CHECK_FRAME_RE = re.compile(r'/sglang/srt/(?:server_args|arg_groups/\w+|layers/attention/attention_registry)\.py"'
-                                 r'|/server_args\.py"')
-
-
-def _raised_in(final: str, lines: list[str]) -> str | None:
-    """A cause the raising frame tells when the exception's words do not: a check of the flags refuses
-    them (`ValueError: speculative_eagle_topk …`; in server_args.py, or from 0.5.2x in one of
-    arg_groups/*_hook.py), a KeyError in a model's load_weights is a checkpoint tensor the model
-    class does not have."""
-    frames = [ln.strip() for ln in lines if ln.strip().startswith("File ")]
-    if frames and FLAG_CHECK_FRAME_RE.search(frames[-1]):
-        return "bad_arguments"
-    if final.startswith("KeyError") and any(f.endswith(" in load_weights") for f in frames[-3:]):
-        return "bad_checkpoint"
-    if "must match the size of tensor" in final and any(f.endswith((" in weight_loader", " in load_weights"))
-                                                         for f in frames[-4:]):
-        return "bad_checkpoint"  # the checkpoint's shapes are not what this release's model class (and tp) expect
-    if any("/custom_all_reduce" in f for f in frames):  # its IPC buffers refused while capturing (`invalid argument`)
-        return "cuda_error"
-    if final.startswith("KeyError") and any(f'/{m}.py"' in f for f in frames[-2:]
-                                            for m in ("configuration_auto", "auto_factory")):
-        return "unsupported_model"  # transformers' CONFIG_MAPPING (or a class mapping) lacks it: `KeyError: 'qwen2'`
-    return None
-
-
-def classify(text: str) -> str | None:
-    for cause, pat in CAUSES:
-        if pat.search(text):
-            return cause
-    return None
 
 
 def _num(pattern: str) -> re.Pattern[str]:
@@ -402,6 +230,9 @@ DIED_RE = re.compile(r"exit code: (-?\d+)|Exit code: (-?\d+)|crashed with exit c
 #: tqdm's bars (no time prefix; updates joined by \r in one journal message), optionally after a rank prefix:
 #: `Loading safetensors checkpoint shards:  25% Completed | 1/4 [00:04<00:12,  4.12s/it]` (SGLang's bar_format),
 #: `Capturing batches (bs=4 avail_mem=56.61 GB): 75%|███████▌  | 3/4 [00:01<00:00,  2.1it/s]` (tqdm's default)
+#: any tqdm bar in its default format (`Fetching 4 files:  50%|█████     | 2/4 [00:01<00:01,  1.52it/s]`): what
+#: follows it on the same line is another line, printed while the bar was drawn
+ANY_BAR_RE = re.compile(r"[^\r]*?\d+%\|[^|]*\|[^\[\r]*\[[^\]\r]*\]")
 PROGRESS_HEADS = ("Loading ", "Capturing ", "Multi-thread loading", "[")
 PROGRESS_RE = re.compile(
     r"(?:\[(?:rank(?P<rank>\d+)\]:?|[^\]]*?\bTP(?P<tp>\d+)\b[^\]]*\])\s*)?"
@@ -434,11 +265,83 @@ def prefix_stamp(text: str) -> str | None:
     return None
 
 
-def exit_cause(code: int) -> tuple[str, str | None]:
-    """A child's exit code as SGLang's engine prints it: negative means a signal."""
-    if code < 0:
-        return "killed_by_signal", signal_name(-code)
-    return "exited", None
+@dataclass(frozen=True, slots=True)
+class Dialect:
+    """A prefix before SGLang's message other than its dated one (logparser's log_format rows): how a line
+    of it starts, its pattern, the LineParser method that reads a match, whether it may come mid-traceback."""
+
+    name: str
+    releases: str
+    heads: tuple[str, ...]
+    pattern: re.Pattern[str]
+    read: str
+    in_traceback: bool = True
+
+
+DIALECTS = (
+    Dialect("SGLang's undated prefixes", "0.1.17-0.3.2", ("[g", "[r", "[0", "[1", "[2"), OLD_PREFIX_RE, "_old_prefixed"),
+    Dialect("sglang_router's Python launcher", "sglang-router <= 0.1", ("[Router (",), ROUTER_LINE_RE, "_router",
+            in_traceback=False),
+    Dialect("sglang-router's Rust tracing", "sglang-router >= 0.2", ("20",), ROUTER_RS_RE, "_router_rs",
+            in_traceback=False),
+    Dialect("a time and a level (SGLANG_LOGGING_CONFIG_PATH, Python, loguru)", "", ("20",), CUSTOM_PREFIX_RE,
+            "_logger_prefixed"),
+)
+
+
+#: a message's first six characters → the LineParser method that reads it (replay's fast path derives the
+#: quiet lines from these keys: LineParser.quiet_message)
+DISPATCH: dict[str, str] = {
+    "server": "_server_args",
+    "Init t": "_dist",
+    "Init n": "_dist",
+    "Load w": "_weights",
+    "Loaded": "_fatal_line",
+    "KV Cac": "_kv",
+    "Full K": "_kv",
+    "SWA KV": "_kv",
+    "Post-c": "_post_capture",
+    "KV poo": "_kv_below_context",
+    "Engine": "_startup_timings",
+    "[unifi": "_unified_memory",
+    "retry(": "_recovered",
+    "Retryi": "_recovered",
+    "DataPa": "_handler_exception",
+    "TpMode": "_handler_exception",
+    "Detoke": "_handler_exception",
+    "Child ": "_died",
+    "Mamba ": "_mamba",
+    "Memory": "_pool_end",
+    "max_ru": "_max_running",
+    "max_to": "_scheduler",
+    "Captur": "_capture",
+    "Initia": "_initialized",
+    "DFLASH": "_draft_ready",
+    "The se": "_ready",
+    "INFO: ": "_uvicorn",
+    "ERROR:": "_uvicorn_error",
+    "Schedu": "_handler_exception",
+    "Server": "_bootstrap_bind",
+    "Receiv": "_sigquit",
+    "SIGTER": "_sigterm",
+    "Watchd": "_watchdog",  # ≤ 0.4.x: `Watchdog timeout (self.watchdog_timeout=300)`
+    "Tokeni": "_watchdog",  # `TokenizerManager watchdog timeout (…)`
+    "Exit c": "_died",
+    "Subpro": "_died",
+    "Not en": "_fatal_line",
+    "Error ": "_logs_exception",
+    "Except": "_logs_exception",
+    "Task e": "_logs_exception",
+    "Future": "_logs_exception",
+    "Prefil": "_pd_warmup",
+    "Hybrid": "_fatal_line",
+    "Enteri": "_precompile",
+    "Alloca": "_host_pool",
+    "Use sl": "_sliding_window",
+    "[aiter": "_precompile",
+    "WARNIN": "_port_moved",
+    **{f"Rank {d}": "_died" for d in range(10)},  # ≤ 0.1.16's `Rank 0: …`, and `Rank 0 scheduler is dead`
+}
 
 
 class LineParser:
@@ -462,115 +365,24 @@ class LineParser:
         self._ready_by_warmup = False
         #: NCCL's last `NCCL WARN` (what failed); an nccl_error says it
         self.nccl_warn: str | None = None
+        #: C++'s `terminate called after throwing …` (its line, the exception's type), until its what() line
+        self._terminate: tuple[str, str] | None = None
         self._dispatch: dict[str, Callable[[str, str, float | None], Event | list[Event] | None]] = {
-            "server": self._server_args,
-            "Init t": self._dist,
-            "Init n": self._dist,
-            "Load w": self._weights,
-            "Loaded": self._fatal_line,
-            "KV Cac": self._kv,
-            "Full K": self._kv,
-            "SWA KV": self._kv,
-            "Post-c": self._post_capture,
-            "KV poo": self._kv_below_context,
-            "Engine": self._startup_timings,
-            "[unifi": self._unified_memory,
-            "retry(": self._recovered,
-            "Retryi": self._recovered,
-            "DataPa": self._handler_exception,
-            "TpMode": self._handler_exception,
-            "Detoke": self._handler_exception,
-            "Child ": self._died,
-            "Mamba ": self._mamba,
-            "Memory": self._pool_end,
-            "max_ru": self._max_running,
-            "max_to": self._scheduler,
-            "Captur": self._capture,
-            "Initia": self._initialized,
-            "DFLASH": self._draft_ready,
-            "The se": self._ready,
-            "INFO: ": self._uvicorn,
-            "ERROR:": self._uvicorn_error,
-            "Schedu": self._handler_exception,
-            "Server": self._bootstrap_bind,
-            "Receiv": self._sigquit,
-            "Watchd": self._watchdog,  # ≤ 0.4.x: `Watchdog timeout (self.watchdog_timeout=300)`
-            "Tokeni": self._watchdog,  # `TokenizerManager watchdog timeout (…)`
-            "Exit c": self._died,
-            "Subpro": self._died,
-            "Not en": self._fatal_line,
-            "Error ": self._logs_exception,
-            "Except": self._logs_exception,
-            "Task e": self._logs_exception,
-            "Future": self._logs_exception,
-            "Prefil": self._pd_warmup,
-            "Hybrid": self._fatal_line,
-            "Enteri": self._precompile,
-            "Alloca": self._host_pool,
-            "Use sl": self._sliding_window,
-            "[aiter": self._precompile,
-            "WARNIN": self._port_moved,
-        }
-        for d in range(10):
-            self._dispatch[f"Rank {d}"] = self._died
+            key: getattr(self, name) for key, name in DISPATCH.items()}
 
     # ------------------------------------------------------------ chunk-level helpers (replay's fast path)
 
     def interesting_re(self, ascii_only: bool = False) -> re.Pattern[bytes]:
-        """A pattern over a chunk of bytes (each line preceded by a newline) whose matches are the
-        newlines before every line this parser might act on, and only a superset of those.
-
-        Any line it does not match is "quiet" for this parser when no traceback is open
-        (`quiet_message`): it only counts in `sglang_lines` and moves the clock, which `skip` does
-        for a whole run. Lines holding `Traceback (most recent call last):` are not excluded here:
-        the caller looks for that string per chunk.
-        """
-        return self._compiled(("plain", ascii_only), lambda: rb"\n(?!" + self.quiet_message(ascii_only) + rb")")
+        """The newlines before every line this parser might act on (quiet.interesting_re)."""
+        return quiet.interesting_re(self._dispatch, ascii_only)
 
     def interesting_message_re(self, fmt: str, ascii_only: bool = False) -> re.Pattern[bytes]:
-        """The journal formats' `interesting_re`: matches every MESSAGE field of a chunk of `-o json`
-        lines (`fmt` "json") or `-o export` entries ("export") whose value is not a quiet message,
-        or is not a plain string (JSON: null, an array of bytes). A record whose MESSAGE it does not
-        match is quiet, given what the caller checks per chunk: in JSON no `\\u`, `\\n` or `\\r`
-        escape, which could spell a key, a newline or a colour code (any other escape in the first
-        bytes keeps a message from looking quiet); in export no binary field."""
-        if fmt == "json":
-            return self._compiled(("json", ascii_only), lambda: rb'"MESSAGE"\s*:\s*+(?!"'
-                                  + self.quiet_message(ascii_only, escaped=True) + rb")")
-        return self._compiled(("export", ascii_only), lambda: rb"\nMESSAGE=(?!" + self.quiet_message(ascii_only) + rb")")
+        """The journal formats' `interesting_re` (quiet.interesting_message_re)."""
+        return quiet.interesting_message_re(self._dispatch, fmt, ascii_only)
 
     def quiet_message(self, ascii_only: bool, escaped: bool = False) -> bytes:
-        """The source of a pattern that matches at a line's first byte when the line is quiet: a
-        prefix as `feed_line` tells one and a message no handler takes (`Decode batch.`, `Prefill
-        batch.`, a warning), or an unprefixed uvicorn access line (`INFO:     127.0.0.1:… "POST …"
-        200 OK`).
-
-        The prefix is `[2`, then the time, then `] `, or `.`/a space, the ranks and `] `. In a chunk
-        the caller knows is ASCII (`ascii_only`) the time is any 18 characters, as `feed_line` takes
-        it (`parse_ts` says whether it is one): a tight loop in re, where checking each digit costs a
-        third of the scan. Otherwise its digits are spelled out, so that its 20 bytes are 20
-        characters. `escaped`: inside a JSON string, where neither `"` nor a backslash may stand in
-        the prefix or open the message (an escape would move the characters against the bytes)."""
-        other = rb'\n"\\' if escaped else rb"\n"
-        stamp = rb"[^" + other + rb"]{18}" if ascii_only else rb"\d{3}-\d\d-\d\d \d\d:\d\d:\d\d"
-        prefix = rb"\[2" + stamp + rb"(?:\] |[. ][^\]" + other + rb"]*\] )"
-        if escaped:
-            assert not any(set(k) & set('"\\/') for k in self._dispatch), "a key JSON may escape"
-        alt = _trie([k.encode() for k in self._dispatch if k != "INFO: "]) + rb"|INFO: (?!\s*\d)" \
-            + (rb"|\\" if escaped else b"")
-        # the commonest quiet messages first, as far as tells them from every key: most lines of
-        # a serving log are one of these (0.5.x writes `Prefill batch,`), and each literal byte is one step of re's
-        common = [_unique_head(w, self._dispatch) for w in ("Decode batch. ", "Prefill batch. ", "Prefill batch, ")]
-        quiet = rb"(?:" + b"|".join(re.escape(w.encode()) for w in common) + rb"|(?!" + alt + rb"))"
-        return rb"(?:" + prefix + quiet + rb"|INFO: +\d)"
-
-    def _compiled(self, kind: tuple[str, bool], source: Callable[[], bytes]) -> re.Pattern[bytes]:
-        """One compiled pattern per kind and set of handlers, for the life of the process."""
-        key = (*kind, *sorted(self._dispatch))
-        pat = _INTERESTING.get(key)
-        if pat is None:
-            pat = _INTERESTING[key] = re.compile(source())
-        return pat
+        """The source of the pattern of a quiet line (quiet.quiet_message)."""
+        return quiet.quiet_message(self._dispatch, ascii_only, escaped)
 
     def quiet_ok(self) -> bool:
         """Whether quiet lines may be skipped now: they would end or extend an open traceback, or (≤ 0.1.17)
@@ -616,18 +428,26 @@ class LineParser:
         """What follows a prefix SGLang printed (its ranks, its time): a traceback a line closes, then
         the message's handler."""
         done = self._end_traceback() if self._tb is not None and self._tb.final else NOTHING
+        if done and RETRY_SAID_RE.search(msg) is not None:  # the traceback it closes was retried, or given up on
+            return [*done, Recovered(ts=ts, ranks=ranks, line=msg)]
+        out = self._said(msg, ranks, ts)
+        return done + out if done and out else done or out
+
+    def _said(self, msg: str, ranks: str, ts: float | None) -> list[Event]:
+        """A message's handler; one under a level prefix (`INFO:     `, `[WARNING] `: another logging setup's
+        formatter, uvicorn's under --tokenizer-worker-num > 1) is read as the message it wraps."""
         handler = self._dispatch.get(msg[:6])
+        result = handler(msg, ranks, ts) if handler is not None else None
+        if result is not None:
+            return result if isinstance(result, list) else [result]
+        if msg[:1] in LEVEL_HEADS and (lv := LEVEL_RE.match(msg)) is not None and _wraps(msg, lv.end()):
+            return self._said(msg[lv.end():], ranks, ts)
         if handler is None:
             if msg == TRACEBACK_OPEN and ranks:  # 0.3.3-0.3.6: a scheduler's dying words, then it kills the launcher
                 self._open_traceback(Traceback("", ranks, ts, role=SUSPECT))
             elif msg.endswith(TRACEBACK_OPEN):  # a traceback logged by a handler that goes on
                 self._open_traceback(Traceback(msg, ranks, ts, role=None))
-            return done
-        result = handler(msg, ranks, ts)
-        if result is None:
-            return done
-        out = result if isinstance(result, list) else [result]
-        return done + out if done else out
+        return NOTHING
 
     def _clock(self, ts_text: str) -> None:
         self._last_ts_text = ts_text
@@ -648,60 +468,73 @@ class LineParser:
     # ------------------------------------------------------------ tracebacks and unprefixed lines
 
     def _unprefixed(self, text: str, ts: float | None) -> list[Event]:
-        if text[:2] in OLD_PREFIX_HEADS and (m := OLD_PREFIX_RE.match(text)) is not None:
-            return self._old_prefixed(m, text, ts)
-        if text.startswith("[Router (") and self._tb is None:
-            return self._router(text, ts)
-        if text[:2] == "20" and self._tb is None and (r := ROUTER_RS_RE.match(text)) is not None:
-            return self._router_said(text, r.group(3), parse_ts(r.group(1)) if ts is None else ts)
-        if text[:2] == "20" and (c := CUSTOM_PREFIX_RE.match(text)) is not None:  # SGLANG_LOGGING_CONFIG_PATH
-            self.sglang_lines += 1
-            if ts is None:
-                self._clock(c.group(1))
-            msg = c.group(2)
-            at = self._last_ts if ts is None else ts
-            if self._tb is not None and (not msg.strip() or msg[0] in " \t" or msg.startswith(CHAIN_LINES)
-                                         or msg.startswith(TRACEBACK_OPEN) or FINAL_EXC_RE.match(msg)):
-                return self._unprefixed(msg, at)  # a collector that prefixes each line of a record: its traceback
-            return self._message(msg, "", at)
+        """A line without SGLang's dated prefix: another dialect's prefix, NCCL's WARN, a tqdm bar, a line of an
+        open traceback, or a line of its own."""
+        dialect = self._dialect(text, ts)
+        if dialect is not None:
+            return dialect
         if " NCCL WARN " in text and (w := NCCL_WARN_RE.match(text)) is not None:
             self.nccl_warn = w.group(1)  # the failure NCCL's error code will only call "unhandled system error"
             return NOTHING
+        given = ts
         if ts is None:
             ts = self._last_ts  # a line with no time of its own was printed after the last one that had one
         if text.startswith(PROGRESS_HEADS) or "\r" in text:
             bar = self._progress(text, ts)
             if bar is not None:
                 return bar
+        if self._terminate is not None and text.lstrip().startswith("what():"):
+            return self._what(text.strip(), ts)
+        if self._tb is not None:
+            return self._traceback_line(text, ts)
+        return self._alone(text, ts, given)
+
+    def _dialect(self, text: str, ts: float | None) -> list[Event] | None:
+        """A prefix of another dialect than SGLang's dated one (DIALECTS' rows, the first that matches); None
+        when the line has none of them."""
+        for d in DIALECTS:
+            if text.startswith(d.heads) and (d.in_traceback or self._tb is None) and (m := d.pattern.match(text)):
+                return getattr(self, d.read)(m, text, ts)  # type: ignore[no-any-return]
+        return None
+
+    def _logger_prefixed(self, c: re.Match[str], text: str, ts: float | None) -> list[Event]:
+        """A time and a level of another formatter's (SGLANG_LOGGING_CONFIG_PATH's, Python's, loguru's) before
+        the message, which may be any line of SGLang's: a traceback's line, one with SGLang's own prefix."""
+        self.sglang_lines += 1
+        if ts is None:
+            self._clock(c.group(1))
+        msg = c.group(2)
+        at = self._last_ts if ts is None else ts
+        if msg.startswith(TRACEBACK_OPEN) or (self._tb is not None and (
+                not msg.strip() or msg[0] in " \t" or msg.startswith(CHAIN_LINES) or FINAL_EXC_RE.match(msg))):
+            return self._unprefixed(msg, at)  # a collector that prefixes each line of a record: its traceback
+        if prefix_stamp(msg) is not None:  # a launcher that logs SGLang's own lines through its logger
+            self.sglang_lines -= 1
+            return self.feed_line(msg, ts)
+        return self._message(msg, "", at)
+
+    def _router_rs(self, r: re.Match[str], text: str, ts: float | None) -> list[Event]:
+        return self._router_said(text, r.group(3), parse_ts(r.group(1)) if ts is None else ts)
+
+    def _traceback_line(self, text: str, ts: float | None) -> list[Event]:
+        """A line while a traceback is open: the traceback's (traceback.take), or the first line after it; a retry
+        notice after its final line (`WARNING:huggingface_hub.utils._http:Retrying in 1s [Retry 1/5].`, at any level,
+        in any format) closes it as recovered, the resource tracker's notice cuts it (the processes ended)."""
         tb = self._tb
-        if tb is not None:
-            if tb.final:  # after the final line: a chained exception, the message's tail, or something new
-                if not text.strip():
-                    return NOTHING
-                if text.startswith(CHAIN_LINES):
-                    tb.final = ""
-                    tb.lines.append(text)
-                    return NOTHING
-                if not text.startswith(TRACEBACK_OPEN) and not self._is_own_line(text) and len(tb.tail) < MAX_TAIL_LINES:
-                    tb.tail.append(text)  # "Possible solutions:", a wrapped message
-                    return NOTHING
-                return self._end_traceback() + self._unprefixed(text, ts)
-            if not text or text[0] in " \t" or text.startswith(CHAIN_LINES) or text.startswith(TRACEBACK_OPEN):
-                if len(tb.lines) < MAX_TRACEBACK_LINES:
-                    tb.lines.append(text)
-                return NOTHING
-            if FINAL_EXC_RE.match(text):
-                tb.final = text
-                tb.finals.append(text)
-                if tb.role == ROOT and not tb.cause and not text.endswith(":") \
-                        and classify(text) not in (None, "nccl_error"):
-                    return self._end_traceback()  # SGLang's handler dies after this and the cause is plain: fail fast
-                # (NCCL's own words come after its final line: `Last error:` and what failed; a final line ending
-                # in a colon announces its output: `Ninja build failed. Ninja output:` then the compiler's)
-                return NOTHING
-            if len(tb.lines) < MAX_TRACEBACK_LINES:
-                tb.lines.append(text)
+        assert tb is not None
+        if tb.final and RETRY_SAID_RE.search(text) is not None and FINAL_EXC_RE.match(text) is None:
+            return [*self._end_traceback(), Recovered(ts=ts, line=text)]
+        if not tb.final and "_tracker: There appear" in text:
+            return self._end_traceback() + self._unprefixed(text, ts)
+        took = take(tb, text, self._is_own_line)
+        if took is Took.TAKEN:
             return NOTHING
+        done = self._end_traceback()
+        return done + self._unprefixed(text, ts) if took is Took.NOT_MINE else done
+
+    def _alone(self, text: str, ts: float | None, given: float | None = None) -> list[Event]:
+        """A line of its own, no traceback open: one that opens one, a fatal line, an unprefixed message (a
+        custom format, a journal entry timed by the journal, a paste), torch's C++ error lines."""
         if text.startswith(TRACEBACK_OPEN):  # the record just before logged it and went on, or a bare one: a suspect
             logged = self._logged_at == self.sglang_lines
             self._logged_at = -1  # one record, one traceback: a second one after it is a process's own
@@ -709,12 +542,70 @@ class LineParser:
             return NOTHING
         if not text:
             return NOTHING
+        if text.startswith("^C"):  # the terminal echoed the operator's Ctrl-C; what follows is a line of its own
+            rest = text
+            while rest.startswith("^C"):  # pressed more than once
+                rest = rest[2:]
+            return [StopRequested(ts=ts, line=text, by="Ctrl-C"), *(self.feed_line(rest, ts) if rest else NOTHING)]
+        if text.startswith(COMPOSE_STOPS):  # docker compose stops its services (Ctrl-C, another one exited)
+            return [StopRequested(ts=ts, line=text, by="docker compose")]
+        if "_tracker: There appear" in text and TRACKER_NOTICE_RE.search(text) is not None:
+            return [ProcessesGone(ts=ts, line=text)]
+        if text.startswith(("srun: error: ", "slurmstepd: error: ", "mpirun noticed")) or text[-1].isdigit():
+            if (x := LAUNCHER_EXIT_RE.match(text)) is not None:
+                code = x.group(1) or x.group(2) or (str(128 + int(x.group(4))) if x.group(4) else None)
+                sig = SHELL_SIGNALS.get(x.group(3) or "")  # srun's words for the signal: `Killed`, `Segmentation fault`
+                if code is not None or sig is not None:
+                    return self._launcher_exit(text, int(code) if code is not None else None, sig, ts)
+            if SLURM_OOM_RE.match(text) is not None:
+                return [Failure(ts=ts, line=text, cause="host_oom", signal="KILL", evidence=(text,), role=DEATH,
+                                message=f"Slurm says the kernel's OOM killer ended a task of this step: {text}")]
         if text.startswith(IGNORED):  # Python's own word that the traceback after it changed nothing
             self._open_traceback(Traceback(text, "", ts, role=None))
             return NOTHING
-        if text.startswith("Fatal Python error: "):
-            sig = "SEGV" if "Segmentation" in text else "ABRT" if "Aborted" in text else None
+        fatal = self._fatal_alone(text, ts)
+        if fatal is not None:
+            return fatal
+        if "%|" in text and (glued := self._glued(text, given)) is not None:
+            return glued
+        handler = self._dispatch.get(text[:6])
+        if handler is not None and (text[:6] not in COMMON_HEADS or LOGGED_EXC_RE.match(text) is not None
+                                    or text.startswith((PD_WARMUP_FAILED, "WARNING: Port "))):
+            self.sglang_lines += 1
+            result = handler(text, "", ts)
+            if result is not None:
+                return result if isinstance(result, list) else [result]
+        if text[:1] in LEVEL_HEADS and (lv := LEVEL_RE.match(text)) is not None and _wraps(text, lv.end()):
+            return self.feed_line(text[lv.end():], given)  # another formatter's level before a line of SGLang's
+        if handler is not None:
+            return NOTHING
+        if text[0] == "[" and text.startswith("[rank") and "]:[E" in text[:16]:
+            cause = classify(text)  # torch's C++ error lines: "[rank9]:[E917 ...] ... Watchdog caught ..."
+            return [Failure(ts=ts, line=text, cause=cause, message=text, evidence=(text,), role=SUSPECT)] if cause \
+                else NOTHING
+        if text[0] not in " \t[" and classify(text) is not None and CHATTER_RE.search(text) is None:
+            # a lone exception line (a pasted tail) or a library's fatal words (the hub's, the driver's) with no
+            # exception around them: a suspect, cleared if the start goes on; its wrapped lines may follow
+            tb = Traceback("", "", ts, role=SUSPECT)
+            tb.final = text
+            tb.finals.append(text)
+            self._tb = tb
+            return NOTHING
+        if text.lstrip().startswith(NOTEBOOK_READY):
+            return [Ready(ts=ts, line=text.strip())]
+        return NOTHING
+
+    def _fatal_alone(self, text: str, ts: float | None) -> list[Event] | None:
+        """A line that is fatal on its own: faulthandler's, the shell's word for a signal, argparse's, NVSHMEM's,
+        a C++ abort's, a kernel library's check."""
+        if text.startswith(FATAL_PYTHON):
+            what = text[len(FATAL_PYTHON):]
+            sig = next((s for name, s in FAULTHANDLER_SIGNALS.items() if what.startswith(name)), None)
             return [Failure(ts=ts, line=text, cause="killed_by_signal" if sig else "exception", message=text,
+                            evidence=(text,), signal=sig, role=DEATH)]
+        if (n := NATIVE_SIGNAL_RE.match(text)) is not None:
+            sig = n.group("sig") or ("ABRT" if n.group("abrt") else "SEGV")
+            return [Failure(ts=ts, line=text, cause="killed_by_signal", message=f"the process died of SIG{sig}: {text}",
                             evidence=(text,), signal=sig, role=DEATH)]
         if (sh := SHELL_SIGNAL_RE.match(text)) is not None:  # the shell's word for the signal that ended it
             sig = SHELL_SIGNALS[sh.group(2)]
@@ -725,39 +616,38 @@ class LineParser:
             return [Failure(ts=ts, line=text, cause="killed_by_signal", message=f"the process died of SIG{sig}: {text}",
                             evidence=(text,), signal=sig, role=DEATH)]
         if ARGPARSE_RE.match(text) is not None:
-            self.version_hint = ">= 0.5.10" if text.startswith("sglang serve") else "<= 0.5.9"
+            if not text.startswith("error:"):
+                self.version_hint = ">= 0.5.10" if text.startswith("sglang serve") else "<= 0.5.9"
             return [Failure(ts=ts, line=text, cause="bad_arguments", message=text, evidence=(text,))]
         if text[0] == "/" and NVSHMEM_MARK in text and classify(text) == "nvshmem_failed":
             # a suspect: the first line names the step that failed; the rank's exit is the consequence
             return [Failure(ts=ts, line=text, cause="nvshmem_failed", message=text, evidence=(text,), role=SUSPECT)]
+        if (k := KERNEL_CHECK_RE.match(text)) is not None:  # then exit(1): the cause, ahead of the launcher's EOF
+            lib, what = k.group(1).upper(), k.group(3)
+            cause = classify(f"{lib} error: {what}") or ("nccl_error" if lib == "NCCL" else "cuda_error")
+            return [Failure(ts=ts, line=text, cause=cause, message=text, evidence=(text,))]
+        if (term := TERMINATE_RE.match(text)) is not None:
+            self._terminate = (text, term.group(1))  # its what() on the next line says why
+            return NOTHING
         if text.startswith(NATIVE_ABORTS):
-            cause = classify(text)  # a C++ abort's reason, or ROCm's runtime on a bad address (then SIGABRT)
+            cause = classify(text)  # ROCm's runtime on a bad address (then SIGABRT)
             return [Failure(ts=ts, line=text, cause=cause, message=text, evidence=(text,), role=SUSPECT)] if cause \
                 else NOTHING
-        # No prefix at all: a custom SGLANG_LOGGING_CONFIG_PATH format, a journal entry whose
-        # time comes from the journal, or a paste. The message grammar is the same.
-        handler = self._dispatch.get(text[:6])
-        if handler is not None and (text[:6] not in COMMON_HEADS or LOGGED_EXC_RE.match(text) is not None
-                                    or text.startswith((PD_WARMUP_FAILED, "WARNING: Port "))):
-            self.sglang_lines += 1
-            result = handler(text, "", ts)
-            if result is not None:
-                return result if isinstance(result, list) else [result]
-            return NOTHING
-        if text[0] == "[" and text.startswith("[rank") and "]:[E" in text[:16]:
-            cause = classify(text)  # torch's C++ error lines: "[rank9]:[E917 ...] ... Watchdog caught ..."
-            return [Failure(ts=ts, line=text, cause=cause, message=text, evidence=(text,), role=SUSPECT)] if cause \
-                else NOTHING
-        lone = text.startswith(("RuntimeError: ", "OSError: ", "torch.")) or FINAL_EXC_RE.match(text)
-        if lone and classify(text) is not None:  # a lone exception line (a pasted tail): its wrapped lines may follow
-            tb = Traceback("", "", ts, role=SUSPECT)
-            tb.final = text
-            tb.finals.append(text)
-            self._tb = tb
-            return NOTHING
-        if text.lstrip().startswith(NOTEBOOK_READY):
-            return [Ready(ts=ts, line=text.strip())]
-        return NOTHING
+        return None
+
+    def _what(self, text: str, ts: float | None) -> list[Event]:
+        """C++'s terminate: what() names the root cause (a device out of memory, a CUDA error) or, when it
+        names none, the process is aborted for it (SIGABRT)."""
+        assert self._terminate is not None
+        head, kind = self._terminate
+        self._terminate = None
+        what = text.removeprefix("what():").strip()
+        cause = classify(what)
+        if cause is not None:
+            return [Failure(ts=ts, line=text, cause=cause, message=f"{what} (C++ {kind}, then abort)",
+                            evidence=(head, text))]
+        return [Failure(ts=ts, line=text, cause="killed_by_signal", signal="ABRT", role=DEATH, evidence=(head, text),
+                        message=f"an uncaught C++ {kind} aborted the process (SIGABRT): what(): {what}")]
 
     def _old_prefixed(self, m: re.Match[str], text: str, ts: float | None) -> list[Event]:
         """A line of a release before the dated prefix: `[gpu_id=0] …` (0.2), `[00:19:29 TP0] …` (0.3.0):
@@ -774,105 +664,62 @@ class LineParser:
 
     def _progress(self, text: str, ts: float | None) -> list[Event] | None:
         """A tqdm bar: of the updates `\\r` joins in one message, the last complete one (a cut-off
-        last update is skipped); a line glued after it (another process's) is read as a line."""
-        for seg in reversed(text.split("\r")) if "\r" in text else (text,):
-            m = PROGRESS_RE.match(seg)
-            if m is None:
-                continue
-            rate = float(m["rate"]) if m["rate"] else None
-            if rate is not None and m["unit"] == "s/it":
-                rate = 1.0 / rate if rate > 0 else None
-            elapsed = None
-            if m["elapsed"]:
-                elapsed = 0.0
-                for part in m["elapsed"].split(":"):
-                    elapsed = elapsed * 60 + int(part or 0)
-            rank = m["rank"] or m["tp"]
-            label = m["label"]
-            bar = ProgressBar(ts=ts, ranks=f"TP{rank}" if rank is not None else "", line=seg[:m.end()], label=label,
-                              what="cuda_graph" if label.startswith("Capturing") else "shards",
-                              done=int(m["done"]), total=int(m["total"]), elapsed_s=elapsed, rate=rate)
-            rest = seg[m.end():].lstrip()
-            return [bar, *self.feed_line(rest, ts)] if rest else [bar]
-        return None
+        last update is skipped); a line glued after it (another process's, a fatal one printed while the bar
+        was drawn) is read as a line, and so is what follows the last `\\r` when it is no bar."""
+        segs = text.split("\r") if "\r" in text else [text]
+        for i in range(len(segs) - 1, -1, -1):
+            m = PROGRESS_RE.match(segs[i])
+            if m is not None:
+                glued = [segs[i][m.end():].lstrip()]
+                if i < len(segs) - 1 and not segs[-1].startswith(PROGRESS_HEADS):
+                    glued.append(segs[-1].strip())
+                out: list[Event] = [self._bar(m, segs[i], ts)]
+                for line in glued:
+                    if line:
+                        out += self.feed_line(line, ts)
+                return out
+        last = segs[-1].strip()
+        return self.feed_line(last, ts) if len(segs) > 1 and last else None
+
+    def _glued(self, text: str, given: float | None) -> list[Event] | None:
+        """A line glued after a bar of another tool's (tqdm's default format): the line on its own."""
+        b = ANY_BAR_RE.match(text)
+        rest = text[b.end():].lstrip() if b is not None else ""
+        return self.feed_line(rest, given) if rest else None
+
+    @staticmethod
+    def _bar(m: re.Match[str], seg: str, ts: float | None) -> ProgressBar:
+        rate = float(m["rate"]) if m["rate"] else None
+        if rate is not None and m["unit"] == "s/it":
+            rate = 1.0 / rate if rate > 0 else None
+        elapsed = None
+        if m["elapsed"]:
+            elapsed = 0.0
+            for part in m["elapsed"].split(":"):
+                elapsed = elapsed * 60 + int(part or 0)
+        rank = m["rank"] or m["tp"]
+        label = m["label"]
+        return ProgressBar(ts=ts, ranks=f"TP{rank}" if rank is not None else "", line=seg[:m.end()], label=label,
+                           what="cuda_graph" if label.startswith("Capturing") else "shards",
+                           done=int(m["done"]), total=int(m["total"]), elapsed_s=elapsed, rate=rate)
 
     @staticmethod
     def _is_own_line(text: str) -> bool:
-        """An unprefixed line that is SGLang's or uvicorn's own, not part of a message's tail."""
-        return text.startswith(("INFO:", "ERROR:", "WARNING:", "Fatal Python error", "[rank", "Initialization failed")) \
-            or SHELL_SIGNAL_RE.match(text) is not None or text.endswith(INIT_OK)
+        """An unprefixed line that is SGLang's or uvicorn's own, or a fatal line of its own (a signal's, a C++
+        abort's, a kernel check's), not part of a message's tail."""
+        return text.startswith(("INFO:", "ERROR:", "WARNING:", "Fatal Python error", "[rank", "Initialization failed",
+                                "terminate called")) \
+            or SHELL_SIGNAL_RE.match(text) is not None or text.endswith(INIT_OK) or "_tracker: There appear" in text \
+            or NATIVE_SIGNAL_RE.match(text) is not None or KERNEL_CHECK_RE.match(text) is not None
+
+    def _end_traceback(self) -> list[Event]:
+        tb, self._tb = self._tb, None
+        assert tb is not None
+        return close(tb, self.nccl_warn) or NOTHING  # type: ignore[return-value]
 
     def _open_traceback(self, tb: Traceback) -> None:
         if self._tb is None:  # other ranks' tracebacks interleave: the first one speaks
             self._tb = tb
-
-    def _end_traceback(self) -> list[Event]:
-        tb = self._tb
-        assert tb is not None
-        self._tb = None
-        if tb.role is None:  # logged by a handler that carries on (a warning): not a failure
-            return NOTHING
-        # cut off before its final line: the last line only if it is no frame, code or `^^^^` marker under it
-        finals = tb.finals or [ln for ln in tb.lines[-1:] if ln.strip() and ln[0] not in " \t"] \
-            or ["traceback (cut off)"]
-        final = finals[-1]
-        if tb.role == SUSPECT and not tb.head and LOCAL_CLIENT_RE.match(final):
-            return NOTHING  # another process's: a client refused by this server, not yet listening
-        said = [x for x in tb.tail if not DYNAMO_ADVICE_RE.search(x)]  # torch.compile's advice, not what failed
-        if len(said) > 4:  # a tool's output (ninja, a compiler): the lines that say what failed, not its commands
-            said = [x for x in said if ERRORISH_RE.search(x)] or said
-        tail = " ".join(x.strip() for x in said[:4])
-        where = next((ln.strip() for ln in reversed(tb.lines) if ln.strip().startswith("File ")), None)
-        code = _code_line(tb.lines)
-        # a runtime's own report under the exception (Ascend's CANN prints a dozen lines): the one that names the
-        # cause may come after the four the message keeps, and is then kept as evidence
-        late = next((x.strip() for x in said[4:] if classify(x) is not None), None)
-        cause = tb.cause or next((c for f in reversed(finals) if (c := classify(f)) is not None), None) \
-            or classify(f"{final} {tail}") or (classify(late) if late else None) or classify(tb.head) \
-            or (classify(code) if code and BARE_FINAL_RE.match(final) else None) or _raised_in(final, tb.lines) \
-            or "exception"
-        m = SCHEDULER_DIED_RE.search(final)
-        if m is not None and tb.cause is None:  # 0.5.10+: the engine's consequence, the cause is elsewhere
-            status = int(m.group(1))
-            cause, sig = exit_cause(status)
-            return [Failure(ts=tb.ts, line=final, cause=cause, message=final, evidence=(final,), signal=sig,
-                            status=None if sig else status, role=DEATH)]
-        if final.rstrip().endswith("ChildFailedError:") and tb.cause is None:
-            return self._elastic_summary(tb, final)
-        if final == "EOFError" and tb.cause is None:  # the launcher's pipe from a scheduler closed (0.3.4-0.4.1)
-            return [Failure(ts=tb.ts, line=final, cause="killed_by_signal", evidence=(final,), role=DEATH,
-                            message="a scheduler process died without a word of its own (the launcher read EOF from "
-                                    "its pipe): a signal killed it")]
-        message = f"{final} {tail}".strip() if tail else final
-        if not tb.finals and tb.head and final == "traceback (cut off)":  # say whose: `Scheduler hit an exception`
-            message = f"{tb.head.removesuffix(TRACEBACK_OPEN).rstrip(': ')}: its traceback cut off"
-        if cause == "nccl_error" and self.nccl_warn and self.nccl_warn not in message:
-            message = f"{message} (NCCL WARN {self.nccl_warn})"
-            said = [f"NCCL WARN {self.nccl_warn}", *said]
-        role = tb.role
-        if role == ROOT and cause == "nccl_error" and PEER_GONE_RE.search(message):
-            role = DEATH  # a consequence: it waits for the dead rank's own cause, and stands without one
-        chain = next((i for i, ln in enumerate(tb.lines) if ln.startswith(CHAIN_LINES)), None)
-        # chained exceptions (a wrapper's `Capture cuda graph failed`): SGLang's own frame the first was raised under
-        inner = next((ln.strip() for ln in reversed(tb.lines[:chain]) if "/sglang/" in ln and ln.strip().startswith(
-            "File ")), None) if chain else None
-        evidence = tuple(x for x in (tb.head, where, code if final.endswith(("AssertionError", "Error")) else None,
-                                     *finals[:-1][-1:], final, late, *said[:4], inner if inner != where else None) if x)
-        return [Failure(ts=tb.ts, ranks=tb.ranks, line=final, cause=cause, message=message, evidence=evidence,
-                        role=role)]
-
-    @staticmethod
-    def _elastic_summary(tb: Traceback, final: str) -> list[Event]:
-        """torchrun's ChildFailedError: a consequence, its `Root Cause` block says which rank ended and how (a
-        negative exitcode is a signal); the rank's own traceback or NCCL's lines before it are the cause."""
-        found = dict(m.group(1, 2) for ln in tb.tail if (m := ELASTIC_ROOT_RE.match(ln)) is not None)
-        status = int(found["exitcode"]) if "exitcode" in found else None
-        cause, sig = exit_cause(status) if status is not None else ("exception", None)
-        rank = f"rank {found['rank']}" if "rank" in found else "a rank"
-        how = f"died of SIG{sig}" if sig else f"exited with status {status}" if status is not None else "failed"
-        evidence = tuple(x.strip() for x in tb.tail if ELASTIC_ROOT_RE.match(x) or "Signal " in x)
-        return [Failure(ts=tb.ts, line=final, cause=cause, message=f"{rank} {how} (torchrun's ChildFailedError)",
-                        evidence=(final, *evidence), signal=sig, status=None if sig else status, role=DEATH)]
 
     def _handler_exception(self, msg: str, ranks: str, ts: float | None) -> Event | None:
         """`Scheduler hit an exception: Traceback …` and its kin: SGLang's handler then kills the server."""
@@ -897,12 +744,9 @@ class LineParser:
         another worker of this start, not the server started again."""
         return self.server_args_lines < self.router_workers
 
-    def _router(self, text: str, ts: float | None) -> list[Event]:
+    def _router(self, m: re.Match[str], text: str, ts: float | None) -> list[Event]:
         """sglang_router.launch_server's own lines (`[Router (Python)] <time> - INFO - … - file:N`):
         how many workers it launched, and its failure to start (it then kills every worker)."""
-        m = ROUTER_LINE_RE.match(text)
-        if m is None:
-            return NOTHING
         msg = m.group(3)
         if msg.startswith("Launching DP server process "):
             self.router_workers += 1
@@ -1080,6 +924,8 @@ class LineParser:
             return Ready(ts=ts, ranks=ranks, line=msg)
         if body.startswith("Started server process"):
             return Uvicorn(ts=ts, line=msg, stage="started")
+        if body.startswith("Shutting down"):  # uvicorn was told to stop (SIGINT, SIGTERM)
+            return StopRequested(ts=ts, line=msg, by="uvicorn")
         if body.startswith("Application startup complete"):
             return Uvicorn(ts=ts, line=msg, stage="startup_complete")
         if body.startswith("Uvicorn running on"):
@@ -1109,7 +955,7 @@ class LineParser:
     def _watchdog(self, msg: str, ranks: str, ts: float | None) -> Event | None:
         """SGLang's watchdog saw no progress for watchdog_timeout s, dumps the stacks (py-spy) and SIGQUITs
         the server: the hang is the root cause, the sigquit that follows its consequence."""
-        if WATCHDOG_RE.search(msg) is None:
+        if classify(msg) != Cause.WATCHDOG_TIMEOUT:  # its row's words
             return None
         return Failure(ts=ts, ranks=ranks, line=msg, cause="watchdog_timeout", message=msg, evidence=(msg,))
 
@@ -1117,6 +963,27 @@ class LineParser:
         if msg.startswith("Received sigquit from a child proces"):  # 0.4.3 spells it "proces"
             return Failure(ts=ts, ranks=ranks, line=msg, cause="exception", message=msg, evidence=(msg,), role=DEATH)
         return None
+
+    @staticmethod
+    def _sigterm(msg: str, ranks: str, ts: float | None) -> Event | None:
+        """0.5.x's tokenizer manager: `SIGTERM received. signum=None frame=None. Draining requests and shutting down...`"""
+        return StopRequested(ts=ts, ranks=ranks, line=msg, by="SIGTERM") if msg.startswith("SIGTERM received") else None
+
+    @staticmethod
+    def _launcher_exit(text: str, code: int | None, sig: str | None, ts: float | None) -> list[Event]:
+        """A launcher's word for how the server's process ended (an exit code, 128 + N for signal N, or the signal's
+        name), the server having said nothing: a consequence, as the shell's `Killed` is."""
+        if code is not None and code > 128:
+            sig = signal_name(code - 128)
+        if sig is not None:
+            if sig == "KILL":
+                return [Failure(ts=ts, line=text, cause="host_oom", signal=sig, evidence=(text,), role=DEATH,
+                                message=f"the server's process was killed (SIGKILL, {text!r}) without a word of its own: "
+                                        "most often the kernel's OOM killer (host RAM, or the container's memory limit)")]
+            return [Failure(ts=ts, line=text, cause="killed_by_signal", message=f"the process died of SIG{sig}: {text}",
+                            evidence=(text,), signal=sig, role=DEATH)]
+        return [Failure(ts=ts, line=text, cause="exited", message=text, evidence=(text,), status=code, role=DEATH)] \
+            if code else NOTHING
 
     def _died(self, msg: str, ranks: str, ts: float | None) -> Event | list[Event] | None:
         """A process's end as SGLang reports it: always the consequence of something said elsewhere."""
@@ -1240,6 +1107,11 @@ class LineParser:
         if not msg.startswith("[unified-memory-pool] UnifiedKVPool"):
             return None
         return UnifiedMemoryPool(ts=ts, ranks=ranks, line=msg, total_gb=_f(UNIFIED_RE.search(msg)))
+
+
+def _wraps(text: str, at: int) -> bool:
+    """Whether a level prefix ending at `at` wraps a line of its own (not an access line: `127.0.0.1:… "GET …"`)."""
+    return at < len(text) and not text[at].isdigit()
 
 
 def tp_rank(ranks: str) -> int | None:

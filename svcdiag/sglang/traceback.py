@@ -1,0 +1,196 @@
+"""A Python traceback in a log, assembled line by line (Fluent Bit's python multiline rules as a small state
+table) and read, once complete, as the failure it says: its final exception lines (a chain, innermost
+first), the frame that raised, the lines after it (a wrapped message, a tool's output), and the
+head that logged it (`Scheduler hit an exception: Traceback …`)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from enum import Enum
+
+from svcdiag.sglang.events import DEATH, ROOT, SUSPECT, Failure
+from svcdiag.sglang.failures import FLAG_CHECK_FRAME_RE, classify
+from svcdiag.signals import signal_name
+
+FINAL_EXC_RE = re.compile(
+    r"^(?:[A-Za-z_][\w.]*\.)?\w*(?:Error|Exception|Exit|Interrupt|Fault|Failure|Iteration)(?::.*)?$"
+    r"|^(?:[a-z_]\w*\.)+[A-Z]\w*: ")  # a qualified class named otherwise: `triton.runtime.errors.OutOfResources: …`
+CHAIN_LINES = ("During handling of the above exception", "The above exception was the direct cause")
+TRACEBACK_OPEN = "Traceback (most recent call last):"
+BARE_FINAL_RE = re.compile(r"^(?:[\w.]+\.)?\w+(?:Error|Exception)$")  # `AssertionError` alone: the code line says why
+MAX_TRACEBACK_LINES = 400
+MAX_TAIL_LINES = 12
+ERRORISH_RE = re.compile(r"error|FAILED|not found|fatal|No such file", re.I)
+#: the advice torch._dynamo prints after every compile error (`… suppress_errors = True`): no cause in it
+DYNAMO_ADVICE_RE = re.compile(r"suppress_errors|suppress this exception|TORCH_LOGS=|import torch\._dynamo$")
+#: 0.5.10+: the engine's exception when a scheduler process dies: a consequence, with the exit code
+SCHEDULER_DIED_RE = re.compile(r"scheduler died during initialization \(exit code: (-?\d+)\)")
+#: a client's failure to reach a server on this host (a script polling /health, a benchmark, in the same
+#: terminal): SGLang reaches its own port only in its warmup, whose errors it logs under a head of its own
+LOCAL_CLIENT_RE = re.compile(
+    r"^(?:requests\.exceptions\.ConnectionError|urllib3\.exceptions\.\w+|aiohttp\.client_exceptions\.\w+"
+    r"|httpx\.ConnectError|openai\.APIConnectionError|ConnectionRefusedError)\b"
+    r".*(?:host='(?:localhost|127\.0\.0\.1|0\.0\.0\.0)'|to host (?:localhost|127\.0\.0\.1|0\.0\.0\.0):)")
+#: NCCL's word that the other end went away (ncclRemoteError): on one node most often another rank that died,
+#: whose own error may come after this one's
+PEER_GONE_RE = re.compile(r"remote process exited or there was a network error|Connection closed by remote peer")
+#: torchrun's summary after a rank died (`ChildFailedError:` then its `Root Cause` block): which rank, and how
+ELASTIC_ROOT_RE = re.compile(r"^\s*(rank|exitcode)\s*: (-?\d+)")
+
+
+class Took(Enum):
+    """What a line did to an open traceback."""
+
+    TAKEN = 1  # it is the traceback's (a frame, code, a final line, a wrapped message)
+    DONE = 2  # the final line of a traceback whose cause is plain and whose handler dies after it: close it now
+    NOT_MINE = 3  # the traceback ended before this line: close it, then read the line on its own
+
+
+@dataclass(slots=True)
+class Traceback:
+    """An open traceback: who logged it, what kind of failure it would be, what it said so far."""
+
+    head: str
+    ranks: str
+    ts: float | None
+    role: str | None  # ROOT (SGLang's handler dies after it), SUSPECT (bare), None (logged and carried on)
+    cause: str | None = None  # set when the logging line already says what failed (warmup)
+    lines: list[str] = field(default_factory=list)
+    finals: list[str] = field(default_factory=list)  # each exception of a chain, innermost first
+    final: str = ""  # the latest final line, while the traceback may still be chained
+    tail: list[str] = field(default_factory=list)  # lines after the final one: "Possible solutions:", a wrapped message
+
+
+def _code_line(lines: list[str]) -> str | None:
+    """The source line after the last `File …` line: what a bare `AssertionError` asserted."""
+    for i in range(len(lines) - 1, -1, -1):
+        if lines[i].strip().startswith("File ") and i + 1 < len(lines):
+            return lines[i + 1].strip() or None
+    return None
+
+
+
+
+def _raised_in(final: str, lines: list[str]) -> str | None:
+    """A cause the raising frame tells when the exception's words do not: a check of the flags refuses
+    them (`ValueError: speculative_eagle_topk …`; in server_args.py, or from 0.5.2x in one of
+    arg_groups/*_hook.py), a KeyError in a model's load_weights is a checkpoint tensor the model
+    class does not have."""
+    frames = [ln.strip() for ln in lines if ln.strip().startswith("File ")]
+    if frames and FLAG_CHECK_FRAME_RE.search(frames[-1]):
+        return "bad_arguments"
+    if final.startswith("KeyError") and any(f.endswith(" in load_weights") for f in frames[-3:]):
+        return "bad_checkpoint"
+    if "must match the size of tensor" in final and any(f.endswith((" in weight_loader", " in load_weights"))
+                                                         for f in frames[-4:]):
+        return "bad_checkpoint"  # the checkpoint's shapes are not what this release's model class (and tp) expect
+    if any("/custom_all_reduce" in f for f in frames):  # its IPC buffers refused while capturing (`invalid argument`)
+        return "cuda_error"
+    if final.startswith("KeyError") and any(f'/{m}.py"' in f for f in frames[-2:]
+                                            for m in ("configuration_auto", "auto_factory")):
+        return "unsupported_model"  # transformers' CONFIG_MAPPING (or a class mapping) lacks it: `KeyError: 'qwen2'`
+    return None
+
+
+def take(tb: Traceback, text: str, own_line: Callable[[str], bool]) -> Took:
+    """The state table: before the final line, frames and code (indented), chain lines and the final line; after
+    it, a chained exception (back to frames), blank lines and the message's tail, until a line of its own."""
+    if tb.final:
+        if not text.strip():
+            return Took.TAKEN
+        if text.startswith(CHAIN_LINES):
+            tb.final = ""
+            tb.lines.append(text)
+            return Took.TAKEN
+        if not text.startswith(TRACEBACK_OPEN) and not own_line(text) and len(tb.tail) < MAX_TAIL_LINES:
+            tb.tail.append(text)  # "Possible solutions:", a wrapped message
+            return Took.TAKEN
+        return Took.NOT_MINE
+    if not text or text[0] in " \t" or text.startswith(CHAIN_LINES) or text.startswith(TRACEBACK_OPEN) \
+            or not FINAL_EXC_RE.match(text):
+        if len(tb.lines) < MAX_TRACEBACK_LINES:
+            tb.lines.append(text)
+        return Took.TAKEN
+    tb.final = text
+    tb.finals.append(text)
+    # (NCCL's own words come after its final line: `Last error:` and what failed; a final line ending in a colon
+    # announces its output: `Ninja build failed. Ninja output:` then the compiler's)
+    plain = tb.role == ROOT and not tb.cause and not text.endswith(":") and classify(text) not in (None, "nccl_error")
+    return Took.DONE if plain else Took.TAKEN
+
+
+def exit_cause(code: int) -> tuple[str, str | None]:
+    """A child's exit code as SGLang's engine prints it: negative means a signal."""
+    if code < 0:
+        return "killed_by_signal", signal_name(-code)
+    return "exited", None
+
+
+def close(tb: Traceback, nccl_warn: str | None) -> list[Failure]:
+    """A complete (or cut off) traceback as the failure it says, or nothing: logged by a handler that goes on,
+    another process's client refused."""
+    if tb.role is None:  # logged by a handler that carries on (a warning): not a failure
+        return []
+    # cut off before its final line: the last line only if it is no frame, code or `^^^^` marker under it
+    finals = tb.finals or [ln for ln in tb.lines[-1:] if ln.strip() and ln[0] not in " \t"] \
+        or ["traceback (cut off)"]
+    final = finals[-1]
+    if tb.role == SUSPECT and not tb.head and LOCAL_CLIENT_RE.match(final):
+        return []  # another process's: a client refused by this server, not yet listening
+    said = [x for x in tb.tail if not DYNAMO_ADVICE_RE.search(x)]  # torch.compile's advice, not what failed
+    if len(said) > 4:  # a tool's output (ninja, a compiler): the lines that say what failed, not its commands
+        said = [x for x in said if ERRORISH_RE.search(x)] or said
+    tail = " ".join(x.strip() for x in said[:4])
+    where = next((ln.strip() for ln in reversed(tb.lines) if ln.strip().startswith("File ")), None)
+    code = _code_line(tb.lines)
+    # a runtime's own report under the exception (Ascend's CANN prints a dozen lines): the one that names the
+    # cause may come after the four the message keeps, and is then kept as evidence
+    late = next((x.strip() for x in said[4:] if classify(x) is not None), None)
+    cause = tb.cause or next((c for f in reversed(finals) if (c := classify(f)) is not None), None) \
+        or classify(f"{final} {tail}") or (classify(late) if late else None) or classify(tb.head) \
+        or (classify(code) if code and BARE_FINAL_RE.match(final) else None) or _raised_in(final, tb.lines) \
+        or "exception"
+    m = SCHEDULER_DIED_RE.search(final)
+    if m is not None and tb.cause is None:  # 0.5.10+: the engine's consequence, the cause is elsewhere
+        status = int(m.group(1))
+        cause, sig = exit_cause(status)
+        return [Failure(ts=tb.ts, line=final, cause=cause, message=final, evidence=(final,), signal=sig,
+                        status=None if sig else status, role=DEATH)]
+    if final.rstrip().endswith("ChildFailedError:") and tb.cause is None:
+        return _elastic_summary(tb, final)
+    if final == "EOFError" and tb.cause is None:  # the launcher's pipe from a scheduler closed (0.3.4-0.4.1)
+        return [Failure(ts=tb.ts, line=final, cause="killed_by_signal", evidence=(final,), role=DEATH,
+                        message="a scheduler process died without a word of its own (the launcher read EOF from "
+                                "its pipe): a signal killed it")]
+    message = f"{final} {tail}".strip() if tail else final
+    if not tb.finals and tb.head and final == "traceback (cut off)":  # say whose: `Scheduler hit an exception`
+        message = f"{tb.head.removesuffix(TRACEBACK_OPEN).rstrip(': ')}: its traceback cut off"
+    if cause == "nccl_error" and nccl_warn and nccl_warn not in message:
+        message = f"{message} (NCCL WARN {nccl_warn})"
+        said = [f"NCCL WARN {nccl_warn}", *said]
+    role = tb.role
+    if role == ROOT and cause == "nccl_error" and PEER_GONE_RE.search(message):
+        role = DEATH  # a consequence: it waits for the dead rank's own cause, and stands without one
+    chain = next((i for i, ln in enumerate(tb.lines) if ln.startswith(CHAIN_LINES)), None)
+    # chained exceptions (a wrapper's `Capture cuda graph failed`): SGLang's own frame the first was raised under
+    inner = next((ln.strip() for ln in reversed(tb.lines[:chain]) if "/sglang/" in ln and ln.strip().startswith(
+        "File ")), None) if chain else None
+    evidence = tuple(x for x in (tb.head, where, code if final.endswith(("AssertionError", "Error")) else None,
+                                 *finals[:-1][-1:], final, late, *said[:4], inner if inner != where else None) if x)
+    return [Failure(ts=tb.ts, ranks=tb.ranks, line=final, cause=cause, message=message, evidence=evidence,
+                    role=role)]
+
+def _elastic_summary(tb: Traceback, final: str) -> list[Failure]:
+    """torchrun's ChildFailedError: a consequence, its `Root Cause` block says which rank ended and how (a
+    negative exitcode is a signal); the rank's own traceback or NCCL's lines before it are the cause."""
+    found = dict(m.group(1, 2) for ln in tb.tail if (m := ELASTIC_ROOT_RE.match(ln)) is not None)
+    status = int(found["exitcode"]) if "exitcode" in found else None
+    cause, sig = exit_cause(status) if status is not None else ("exception", None)
+    rank = f"rank {found['rank']}" if "rank" in found else "a rank"
+    how = f"died of SIG{sig}" if sig else f"exited with status {status}" if status is not None else "failed"
+    evidence = tuple(x.strip() for x in tb.tail if ELASTIC_ROOT_RE.match(x) or "Signal " in x)
+    return [Failure(ts=tb.ts, line=final, cause=cause, message=f"{rank} {how} (torchrun's ChildFailedError)",
+                    evidence=(final, *evidence), signal=sig, status=None if sig else status, role=DEATH)]
+
