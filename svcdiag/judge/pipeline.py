@@ -95,6 +95,10 @@ class Judge:
             return out + (self.tick(max(ts or nd, nd)) if nd is not None else [])
         if ev is None:
             return out + (self.tick(ts, evidence=True) if ts is not None else [])
+        if ev.state == "exited" and ts is not None:  # died past its phase's deadline: stopped at it (svcdiag
+            out += self.tick(ts, evidence=True)       # supervise enforces a notify unit's deadlines), not a crash
+            if self.readiness.overrun:
+                return out + self.tick(ts)
         return out + self.readiness.feed(ev)
 
     def tick(self, now: float, *, evidence: bool = False) -> list[Event]:

@@ -1,0 +1,52 @@
+"""Issue #30 without the rig: the parts of the fault matrix that pure functions and the CLI decide
+(docs/reliability.md; the rig's rows are in tests/rig/test_rig_reliability.py)."""
+
+from __future__ import annotations
+
+from svcdiag.config.service import UnitsDir
+from svcdiag.judge.diagnosis import diagnose
+from svcdiag.judge.pipeline import Judge
+from svcdiag.systemd.notify import start_limit_s
+
+from .conftest import UNITS
+
+
+def _hung(cfg=None) -> Judge:
+    j = Judge(cfg, unit="n.service", start_ts=1000.0)
+    j.line("[2026-12-03 10:00:00] Load weight begin. avail mem=94.50 GB", 1000.5)
+    j.line("Loading safetensors checkpoint shards:  25% Completed | 3/12", 1001.0)
+    return j
+
+
+def test_a_server_stopped_at_its_deadline_timed_out_it_did_not_crash() -> None:
+    # svcdiag supervise stops a notify start at its phase's deadline and exits 3: the journal then says
+    # the main process exited, past the deadline. That death is the consequence; the start timed out.
+    cfg = UnitsDir(UNITS, "t").load("demo-hang")  # loading_weights: 8 s
+    j = _hung(cfg)
+    j.systemd_line("Main process exited, code=exited, status=3/NOTIMPLEMENTED", 1000.5 + 8.1)
+    v = j.verdict
+    assert v is not None and (v.verdict, v.phase) == ("timed_out", "loading_weights")
+    d = diagnose(v, cfg)
+    assert d is not None and "left running" not in " ".join(d["explanation"])
+    assert "svcdiag supervise stopped the server" in d["explanation"][0]
+    # ...while one that died before its deadline crashed
+    early = _hung(cfg)
+    early.systemd_line("Main process exited, code=exited, status=1/FAILURE", 1000.5 + 3.0)
+    assert early.verdict is not None and early.verdict.verdict == "failed"
+
+
+def test_systemds_timeout_blames_the_real_limit_and_a_reload_not_a_default() -> None:
+    j = _hung()
+    j.systemd_line("n.service: start operation timed out. Terminating.", 1066.0)
+    v = j.verdict
+    assert v is not None and v.verdict == "timed_out"
+    said = " ".join(diagnose(v)["explanation"])
+    assert "90 s unless set" not in said  # the unit said 60: svcdiag cannot know, systemctl show can
+    assert "systemctl show -p TimeoutStartUSec n.service" in said and "daemon-reload" in said
+    assert "while none of its starts runs" in said  # never "install now", which would kill a running start
+
+
+def test_a_notify_units_own_limit_is_the_whole_starts() -> None:
+    t = dict(UnitsDir(UNITS, "t").load("dflash-smoke").timeout)
+    every_phase = sum(v for k, v in t.items() if k not in ("jit_compile", "http_check"))
+    assert start_limit_s(t) > every_phase + t["http_check"] + t["jit_compile"]
