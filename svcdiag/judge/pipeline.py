@@ -118,6 +118,20 @@ class Judge:
         assert self.readiness.verdict is not None
         return self.readiness.verdict
 
+    def supervisor_ready(self, status: str, ts: float) -> Verdict:
+        """A notify unit is active (its supervisor said READY=1 once it judged the start healthy and
+        HTTP agreed) but this start's journal never showed it ready: journald lost lines (its rate
+        limit, a unit written before svcdiag set one). The supervisor saw every line: its word stands."""
+        r = self.readiness
+        if r.verdict is None:
+            r.figures["verdict_source"] = "supervisor"
+            r.evidence.append(f"STATUS={status}")
+            r._conclude("healthy", None, "svcdiag supervise judged the start healthy and HTTP agreed (READY=1: "
+                        f"{status!r}); the journal lacks the lines that show it, so journald dropped some of this "
+                        "start's lines (`journalctl MESSAGE_ID=a596d6fe7bfa4994828e72309e95d61e` says how many)", ts)
+        assert r.verdict is not None
+        return r.verdict
+
     def finish(self) -> Verdict:
         for ev in self.parser.close():
             self.readiness.feed(ev)

@@ -65,6 +65,9 @@ UNIT_SIGNAL_WAIT = 0.002
 #: the loop costs ~0.2 ms here, 0.07 % of a core at 4 a second)
 PROGRESS_EVERY = 0.25
 PROGRESS_SILENT = 1.0
+#: a notify unit went active (READY=1: its supervisor judged it healthy) and the journal has not shown
+#: the ready line this long after: journald dropped lines, and the supervisor's verdict is taken
+SUPERVISOR_GRACE = 3.0
 LOCK_DIR = Path(os.environ.get("SVCDIAG_LOCK_DIR", "/run/svcdiag"))
 
 
@@ -124,6 +127,7 @@ def follow(sd: Systemd, cfg: ServiceConfig | None, unit: str, props: UnitProps, 
     poller.register(jfd, select.POLLIN)
     poller.register(bfd, select.POLLIN)
     died_at: float | None = None
+    ready_at: float | None = None  # a notify unit went active (monotonic): the journal's ready line is due
 
     line_at: float | None = None  # a notify unit's loop wakes once, TAIL_WAIT after the last line
     heard = time.monotonic()  # this start's last record (journal mode's tick grows with the silence since)
@@ -191,6 +195,15 @@ def follow(sd: Systemd, cfg: ServiceConfig | None, unit: str, props: UnitProps, 
                     or now_props.active_state == "deactivating"
                 if gone and died_at is None:
                     died_at = time.monotonic()
+                if notify and ready_at is None and not gone and now_props.active_state == "active":
+                    ready_at = time.monotonic()
+            if ready_at is not None and judge.verdict is None and died_at is None \
+                    and (not keep_following or time.monotonic() - ready_at >= SUPERVISOR_GRACE):
+                drain()
+                if judge.verdict is None:  # journald lost this start's milestones: the supervisor saw them
+                    emit(judge.supervisor_ready(result.props.status_text or "", time.time()))
+                if done():
+                    break
             if died_at is not None:
                 pending = True
                 if time.monotonic() - died_at >= DEATH_GRACE:
@@ -212,6 +225,8 @@ def follow(sd: Systemd, cfg: ServiceConfig | None, unit: str, props: UnitProps, 
                 wake = now + 0.01
             else:
                 nd = judge.readiness.next_deadline()
+                if ready_at is not None:
+                    nd = min(nd if nd is not None else float("inf"), now + ready_at + SUPERVISOR_GRACE - time.monotonic())
                 if notify:
                     q = judge.readiness.quiet_until()
                     tail = line_at + TAIL_WAIT + 0.01 if line_at is not None and now < line_at + TAIL_WAIT + 0.01 else q

@@ -69,6 +69,8 @@ def judge_start(sd: Systemd, cfg: ServiceConfig, props: UnitProps, pub: Publishe
         if end.result == "success":
             pub.note(f"{cfg.unit} was stopped cleanly after this healthy start: it serves nothing now")
         return ended_after_ready(verdict, end.result, end.exit_line, end.state_change_ts)  # no HTTP to check
+    if verdict.figures.get("verdict_source") == "supervisor":
+        return verdict  # the supervisor said READY=1 only once HTTP agreed; the journal lacks the figures to compare
     if verdict.verdict == "healthy" and not cfg.node_rank:  # a worker node (rank ≥ 1) serves no HTTP
         host, port = cfg.host, cfg.port
         if sd.remote is not None:  # the server's port there, through the SSH connection

@@ -10,17 +10,20 @@ from __future__ import annotations
 import json
 import subprocess
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
-from .helpers import config, sv, unit_name, wait_for_phase
+from .helpers import config, sv, unit_name, verdict_of, wait_for_phase
 
 pytestmark = pytest.mark.rig
 
 #: every phase's deadline but the weight load's: the shortest deadline, where a unit rendered before
 #: #30 had its TimeoutStartSec (a reload past it killed the start)
 SHORT = 4
+#: journald's own record of lines it dropped ("Suppressed N messages from UNIT")
+JOURNAL_DROPPED = "a596d6fe7bfa4994828e72309e95d61e"
 
 
 def _verdict(out: bytes) -> dict:
@@ -44,4 +47,53 @@ def test_a_daemon_reload_mid_start_never_shortens_its_deadline(rig, units: Path)
     assert (v["verdict"], waiter.returncode) == ("healthy", 0), (v, err)
     limit = rig.run(["systemctl", "show", "-P", "TimeoutStartUSec", f"{name}.service"]).stdout.decode().strip()
     assert "h" in limit, limit  # the whole start's, not the shortest phase's 4 s
+    sv(rig, units, "down", name)
+
+
+@contextmanager
+def journald_default_rate_limit(rig):
+    """journald as shipped (the rig's own journald keeps every line): 10,000 messages a 30 s per unit."""
+    conf = "/etc/systemd/journald.conf.d/zz-shipped-rate-limit.conf"
+    rig.run(f"printf '[Journal]\\nRateLimitIntervalSec=30s\\nRateLimitBurst=10000\\n' > {conf}"
+            " && systemctl restart systemd-journald")
+    try:
+        yield
+    finally:
+        rig.run(f"rm -f {conf} && systemctl restart systemd-journald")
+
+
+def test_a_chatty_start_keeps_every_line_under_journalds_rate_limit(rig, units: Path) -> None:
+    name = config(units, unit_name("chatty"), "demo-smoke", simulate="chatty")
+    with journald_default_rate_limit(rig):
+        p = sv(rig, units, "up", name, "--wait-ready", "--json")
+        v = verdict_of(p)
+        assert (v["verdict"], p.returncode) == ("healthy", 0), v
+        kept = rig.run(f"journalctl --no-pager -o cat -u {name}.service | grep -c TypedStorage || true").stdout
+        assert int(kept) == 30_000  # none dropped: the rendered unit sets LogRateLimitIntervalSec=0
+        suppressed = rig.run(f"journalctl --no-pager -o cat MESSAGE_ID={JOURNAL_DROPPED} | grep -c {name} || true")
+        assert int(suppressed.stdout) == 0
+    sv(rig, units, "down", name)
+
+
+def test_lines_journald_dropped_leave_the_supervisors_verdict_standing(rig, units: Path) -> None:
+    # a unit an administrator limited by hand (or one rendered before svcdiag set a limit): journald drops
+    # the chatter's tail and every milestone after it, while the supervisor saw them all and said READY=1
+    name = config(units, unit_name("dropped"), "demo-smoke", simulate="chatty")
+    assert sv(rig, units, "install", name).returncode == 0
+    rig.run(f"mkdir -p /etc/systemd/system/{name}.service.d && printf '[Service]\\nLogRateLimitIntervalSec=30s\\n"
+            f"LogRateLimitBurst=1000\\n' > /etc/systemd/system/{name}.service.d/limit.conf && systemctl daemon-reload")
+    t0 = time.monotonic()
+    p = sv(rig, units, "up", name, "--wait-ready", "--json")
+    v = verdict_of(p)
+    assert (v["verdict"], p.returncode, v["figures"]["verdict_source"]) == ("healthy", 0, "supervisor"), v
+    assert time.monotonic() - t0 < 30 and "journald dropped" in v["message"]
+    assert "ready" in v["evidence"][-1]  # the supervisor's STATUS=, word for word
+    kept = rig.run(f"journalctl --no-pager -o cat -u {name}.service | grep -c 'fired up' || true").stdout
+    assert int(kept) == 0  # the journal itself never shows it ready
+    w = verdict_of(sv(rig, units, "wait", name, "--json"))
+    assert (w["verdict"], w["figures"]["verdict_source"]) == ("healthy", "supervisor")
+    st = next(json.loads(ln) for ln in sv(rig, units, "status", name, "--json").stdout.decode().splitlines()
+          if ln.startswith("{"))
+    assert st["verdict"]["verdict"] == "healthy", st
+    rig.run(f"rm -rf /etc/systemd/system/{name}.service.d")
     sv(rig, units, "down", name)
