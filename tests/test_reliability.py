@@ -50,3 +50,19 @@ def test_a_notify_units_own_limit_is_the_whole_starts() -> None:
     t = dict(UnitsDir(UNITS, "t").load("dflash-smoke").timeout)
     every_phase = sum(v for k, v in t.items() if k not in ("jit_compile", "http_check"))
     assert start_limit_s(t) > every_phase + t["http_check"] + t["jit_compile"]
+
+
+def test_a_history_store_that_cannot_be_used_is_one_line_never_a_traceback(tmp_path, cli) -> None:
+    from svcdiag.ops.history import load_usual, record_start
+
+    state = tmp_path / "state"
+    (state / "history.sqlite3").mkdir(parents=True)  # as unusable as root's store is to a user (root reads all)
+    cfg = UnitsDir(UNITS, "t").load("demo-smoke")
+    said: list[str] = []
+    u = load_usual(cfg, None, str(state), warn=said.append)
+    assert u.healthy == 0 and len(said) == 1 and said[0].startswith(f"history: cannot use {state}/history.sqlite3 (")
+    v = _hung(cfg).finish()
+    row, why = record_start(cfg, v, "up", state=str(state))
+    assert row is None and why is not None and "\n" not in why and "SVCDIAG_STATE_DIR" in why
+    r = cli("history", "--state-dir", str(state))
+    assert r.exit_code == 2 and r.output.count("\n") == 1 and "history: cannot use" in r.output, r.output

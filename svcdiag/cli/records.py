@@ -30,11 +30,7 @@ def history(ctx: click.Context, name: str | None, since: str | None, advise: boo
         a = h.advise(cfg, h.load_usual(cfg, None, state_dir))
         c.emit_rows([a], as_json, render_advice)
         return
-    path = h.db_path(state_dir)
-    rows = []
-    if path.exists():
-        with h.History(path) as db:
-            rows = db.rows(name, since=parse_since(since) if since else None)
+    rows = h.read_rows(state_dir, name, since=parse_since(since) if since else None)
     c.emit_rows(rows, True, str) if as_json else click.echo(render_history(rows), nl=False)
 
 

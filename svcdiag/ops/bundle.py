@@ -32,9 +32,10 @@ from svcdiag.config.service import ServiceConfig
 from svcdiag.errors import SvcdiagError
 from svcdiag.ops.conclude import diagnoser
 from svcdiag.ops.gpumem import remote_smi
-from svcdiag.ops.history import History, db_path
+from svcdiag.ops.history import read_rows
 from svcdiag.ops.replay import NoStartFound, replay
 from svcdiag.systemd.install import SYSTEM_UNIT_DIR
+from svcdiag.systemd.journal import no_access
 from svcdiag.systemd.render import render_unit
 
 SECRET_KEY_RE = re.compile(r"TOKEN|KEY|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH", re.I)
@@ -159,6 +160,8 @@ def journal_slice(invocation: str, remote: Any = None) -> bytes:
             raise SvcdiagError(f"bundle: journalctl on {remote.target} failed: "
                                f"{p.stderr.decode(errors='replace').strip()[-300:]}")
         return p.stdout
+    if why := no_access():
+        raise SvcdiagError(f"bundle: {why}")
     exe = shutil.which("journalctl")
     if exe is None:
         raise SvcdiagError("bundle: journalctl is not installed; the journal slice cannot be read")
@@ -232,11 +235,10 @@ def bundle(cfg: ServiceConfig, *, invocation: str | None, out: str | None, state
            sd: Any = None) -> BundleResult:
     """The bundle of one start; `sd`: the systemd of the host it ran on (a remote one: over SSH)."""
     remote = getattr(sd, "remote", None)
-    path = db_path(state)
-    rows: list[dict[str, Any]] = []
-    if path.exists():
-        with History(path) as h:
-            rows = h.rows(cfg.name)
+    try:
+        rows = read_rows(state, cfg.name)
+    except SvcdiagError:  # a store this user cannot read: the bundle is the journal's, without the history row
+        rows = []
     inv = pick_invocation(cfg, invocation, rows, sd)
     row = next((r for r in reversed(rows) if r.get("invocation") == inv), None)
     red = Redactor(secrets(cfg))

@@ -10,11 +10,13 @@ from __future__ import annotations
 import json
 import subprocess
 import time
+import uuid
 from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
+from ..conftest import ROOT, assert_one_line_error
 from .helpers import config, sv, unit_name, verdict_of, wait_for_phase
 
 pytestmark = pytest.mark.rig
@@ -96,4 +98,39 @@ def test_lines_journald_dropped_leave_the_supervisors_verdict_standing(rig, unit
           if ln.startswith("{"))
     assert st["verdict"]["verdict"] == "healthy", st
     rig.run(f"rm -rf /etc/systemd/system/{name}.service.d")
+    sv(rig, units, "down", name)
+
+
+def _operator(rig, *groups: str) -> str:
+    """A user who is not root, in the svcdiag group (the polkit rule of docs/polkit.md) and `groups`."""
+    op = f"op{uuid.uuid4().hex[:6]}"
+    rig.run(f"groupadd -f svcdiag && useradd --no-create-home -G {','.join(('svcdiag', *groups))} {op}")
+    rig.run(f"install -m 644 {ROOT}/contrib/polkit/50-svcdiag.rules /etc/polkit-1/rules.d/50-svcdiag.rules "
+            "&& systemctl try-restart polkit.service")
+    return f"setpriv --reuid={op} --regid={op} --init-groups "
+
+
+def test_an_operator_who_cannot_use_roots_history_gets_one_warning_not_a_traceback(rig, units: Path) -> None:
+    as_op = _operator(rig, "systemd-journal")
+    name = config(units, unit_name("nonroot"), "demo-smoke")
+    assert sv(rig, units, "install", name).returncode == 0
+    rig.run("mkdir -p -m 0700 /var/lib/svcdiag && chmod 0700 /var/lib/svcdiag")  # root's store, as root leaves it
+    up = rig.run(f"{as_op} svcdiag --units {units} up {name} --wait-ready --json", check=False, timeout=120)
+    said = (up.stdout + up.stderr).decode()
+    assert up.returncode == 0 and verdict_of(up)["verdict"] == "healthy", said
+    assert "Traceback" not in said and said.count("history: cannot use /var/lib/svcdiag") == 1, said
+    wait = rig.run(f"{as_op} svcdiag --units {units} wait {name} --json", check=False)
+    assert wait.returncode == 0 and verdict_of(wait)["verdict"] == "healthy", wait.stderr
+    assert_one_line_error(rig.run(f"{as_op} svcdiag history", check=False),
+                          "history: cannot use /var/lib/svcdiag/history.sqlite3 (Permission denied)")
+    sv(rig, units, "down", name)
+
+
+def test_an_operator_who_cannot_read_the_journal_is_told_how_to_get_access(rig, units: Path) -> None:
+    as_op = _operator(rig)  # not in systemd-journal: the journal opens, and holds none of the servers' lines
+    name = config(units, unit_name("nojournal"), "demo-smoke")
+    assert sv(rig, units, "up", name, "--wait-ready").returncode == 0
+    for command in ("status {n}", "logs {n}", "wait {n}", "events -u {n}", "top --json", "bundle {n}"):
+        p = rig.run(f"{as_op} svcdiag --units {units} {command.format(n=name)}", check=False)
+        assert_one_line_error(p, "cannot read the system journal", "systemd-journal")
     sv(rig, units, "down", name)
