@@ -3,6 +3,10 @@
 
 from __future__ import annotations
 
+import json
+
+import pytest
+
 from svcdiag.config.service import UnitsDir
 from svcdiag.judge.diagnosis import diagnose
 from svcdiag.judge.pipeline import Judge
@@ -66,3 +70,45 @@ def test_a_history_store_that_cannot_be_used_is_one_line_never_a_traceback(tmp_p
     assert row is None and why is not None and "\n" not in why and "SVCDIAG_STATE_DIR" in why
     r = cli("history", "--state-dir", str(state))
     assert r.exit_code == 2 and r.output.count("\n") == 1 and "history: cannot use" in r.output, r.output
+
+
+def test_one_name_rule_for_configs_and_the_polkit_rule() -> None:
+    import re
+
+    from svcdiag.config.service import UNIT_NAME_RE
+
+    rules = (UNITS.parent / "contrib" / "polkit" / "50-svcdiag.rules").read_text()
+    js = re.search(r"if \(!/(.+?)\\\.service\$/\.test\(unit\)\)", rules)
+    assert js is not None, "the polkit rule's name test is not where this test looks"
+    assert js.group(1) + "$" == UNIT_NAME_RE.pattern  # the same rule, character for character
+    for bad in ("-rf", "back\\slash", ".hidden", "a b", "x@y", ""):
+        assert not UNIT_NAME_RE.match(bad), bad
+
+
+@pytest.mark.parametrize("name", ["-rf", "back\\slash", "a b", "n" * 300])
+def test_a_name_no_unit_can_have_is_one_line_in_every_command(cli, units, name: str) -> None:
+    (units / f"{name[:200]}.toml").write_text('extends = "demo-smoke"\n') if len(name) < 200 else None
+    for args in (("render", "--", name), ("check", "--", name), ("diff", "--", name, "demo-smoke"),
+                 ("preflight", "--", name)):
+        r = cli(*args)
+        assert r.exit_code == 2 and r.output.count("\n") == 1, (args, r.output)
+        assert ("Traceback" not in r.output and "is not a valid systemd unit name" in r.output) \
+            or "characters long" in r.output, (args, r.output)
+
+
+def test_a_key_with_a_newline_is_escaped_in_its_one_line_error(cli, units) -> None:
+    (units / "k.toml").write_text('extends = "demo-smoke"\n[env]\n"A\\nB" = "1"\n')
+    r = cli("render", "k")
+    assert r.exit_code == 2 and r.output.count("\n") == 1 and "A\\nB" in r.output, r.output
+
+
+def test_one_bad_config_hides_no_other_from_list(cli, units) -> None:
+    (units / "a b.toml").write_text('extends = "demo-smoke"\n')
+    (units / "typo.toml").write_text('extends = "demo-smoke"\nprot = 1\n')
+    r = cli("list", "--json")
+    assert r.exit_code == 2
+    listing = json.loads(r.output.splitlines()[0])
+    assert {"demo-smoke", "dflash-smoke"} <= {c["name"] for c in listing["configs"]}
+    assert len(listing["errors"]) == 2 and any("a b.toml" in e for e in listing["errors"])
+    errors = [ln for ln in r.output.splitlines() if ln.startswith("svcdiag: error: ")]
+    assert len(errors) == 2 and any("typo.toml: prot: unknown key" in e for e in errors), r.output

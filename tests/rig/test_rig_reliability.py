@@ -134,3 +134,19 @@ def test_an_operator_who_cannot_read_the_journal_is_told_how_to_get_access(rig, 
         p = rig.run(f"{as_op} svcdiag --units {units} {command.format(n=name)}", check=False)
         assert_one_line_error(p, "cannot read the system journal", "systemd-journal")
     sv(rig, units, "down", name)
+
+
+def test_one_bad_config_hides_no_unit_and_a_name_too_long_is_one_line(rig, units: Path) -> None:
+    name = config(units, unit_name("good"), "demo-smoke")
+    assert sv(rig, units, "up", name).returncode == 0
+    (units / "a b.toml").write_text('extends = "demo-smoke"\n')
+    for args in (("status",), ("top", "--json"), ("list",)):
+        p = sv(rig, units, *args)
+        out, err = p.stdout.decode(), p.stderr.decode()
+        assert p.returncode == 2 and name in out and "demo-smoke" in out, (args, out, err)
+        assert err.count("svcdiag: error: ") == 1 and "a b.toml" in err and "Traceback" not in err, (args, err)
+    (units / "a b.toml").unlink()
+    for args in (("status", "n" * 300), ("up", "n" * 300), ("logs", "n" * 300)):
+        p = sv(rig, units, *args)
+        assert p.returncode == 2 and p.stderr.decode().count("\n") == 1 and "300 characters" in p.stderr.decode(), p
+    sv(rig, units, "down", name)
