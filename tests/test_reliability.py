@@ -112,3 +112,39 @@ def test_one_bad_config_hides_no_other_from_list(cli, units) -> None:
     assert len(listing["errors"]) == 2 and any("a b.toml" in e for e in listing["errors"])
     errors = [ln for ln in r.output.splitlines() if ln.startswith("svcdiag: error: ")]
     assert len(errors) == 2 and any("typo.toml: prot: unknown key" in e for e in errors), r.output
+
+
+def _tar_gz(path: Path, members: list[tuple[str, bytes]]) -> Path:
+    import io
+    import tarfile
+
+    with tarfile.open(path, "w:gz") as tar:
+        for name, data in members:
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return path
+
+
+def test_a_decompression_bomb_is_refused_in_one_line_and_fast(tmp_path, cli, monkeypatch) -> None:
+    import time
+
+    from svcdiag.ops import bundle
+
+    bomb = _tar_gz(tmp_path / "bomb.tar.gz", [("b/junk", bytes(80 * 1024 * 1024)), ("b/journal.export", b"x\n")])
+    assert bomb.stat().st_size < 200_000  # 80 MB of zeros, packed small
+    t = time.monotonic()
+    r = cli("replay", str(bomb))
+    assert r.exit_code == 2 and r.output.count("\n") == 1 and "refused" in r.output, r.output
+    assert time.monotonic() - t < 10
+    monkeypatch.setattr(bundle, "BUNDLE_JOURNAL_MAX", 1000)  # a slice larger than any start's journal
+    big = _tar_gz(tmp_path / "big.tar.gz", [("b/journal.export", b"MESSAGE=x\n\n" * 200)])
+    r = cli("replay", str(big))
+    assert r.exit_code == 2 and r.output.count("\n") == 1 and "would unpack to 2,200 bytes" in r.output, r.output
+
+
+def test_json_nested_100000_deep_is_one_line(tmp_path, cli) -> None:
+    deep = tmp_path / "deep.json"
+    deep.write_text('{"MESSAGE": ' + "[" * 100_000 + "]" * 100_000 + "}\n")
+    r = cli("replay", str(deep))
+    assert r.exit_code == 2 and r.output.count("\n") == 1 and "nested too deep" in r.output, r.output

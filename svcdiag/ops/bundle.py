@@ -23,10 +23,11 @@ import subprocess
 import tarfile
 import time
 import urllib.request
+import zlib
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from svcdiag.config.service import ServiceConfig
 from svcdiag.errors import SvcdiagError
@@ -305,17 +306,38 @@ def _write_tar(target: Path, top: str, files: dict[str, bytes]) -> None:
     tmp.replace(target)
 
 
-def open_bundle(path: str) -> io.BytesIO | None:
-    """The journal slice of a bundle (for `svcdiag replay FILE.tar.gz`), or None when `path` is not one."""
+#: the most a bundle may hold, uncompressed, before its journal slice (what a bundle writes is a few
+#: small files and the slice), and the slice itself: a start's journal, even a chatty one, is far less.
+#: Beyond either, the archive is refused in one line, read no further (a decompression bomb: 1.4 MB of
+#: .tar.gz that unpacks to gigabytes).
+BUNDLE_BEFORE_MAX = 64 * 1024 * 1024
+BUNDLE_JOURNAL_MAX = 2 * 1024 * 1024 * 1024
+BUNDLE_MEMBERS_MAX = 256
+
+
+def open_bundle(path: str) -> BinaryIO | None:
+    """The journal slice of a bundle (for `svcdiag replay FILE.tar.gz`), as a stream read as replay reads
+    it (memory stays bounded), or None when `path` is not one. Members are walked in order, never all
+    listed first, and sizes beyond BUNDLE_*_MAX are refused before anything is decompressed for them."""
     try:
         if not tarfile.is_tarfile(path):
             return None
-        with tarfile.open(path, "r:*") as tar:
-            member = next((m for m in tar.getmembers() if m.isfile() and m.name.rsplit("/", 1)[-1] == JOURNAL), None)
-            if member is None:
-                raise SvcdiagError(f"{path}: a tar archive without {JOURNAL}: not a svcdiag bundle")
-            f = tar.extractfile(member)
-            assert f is not None
-            return io.BytesIO(f.read())
-    except (OSError, tarfile.TarError) as e:
+        tar = tarfile.open(path, "r:*")  # noqa: SIM115 -- open while the slice is read; closed with the process
+        before = 0
+        for n, m in enumerate(tar):
+            if n >= BUNDLE_MEMBERS_MAX:
+                break
+            if m.isfile() and m.name.rsplit("/", 1)[-1] == JOURNAL:
+                if m.size > BUNDLE_JOURNAL_MAX:
+                    raise SvcdiagError(f"{path}: refused: its {JOURNAL} would unpack to {m.size:,} bytes, more than "
+                                       f"a start's journal ({BUNDLE_JOURNAL_MAX:,}); not a bundle svcdiag wrote")
+                f = tar.extractfile(m)
+                assert f is not None
+                return f
+            before += m.size
+            if before > BUNDLE_BEFORE_MAX:
+                raise SvcdiagError(f"{path}: refused: more than {BUNDLE_BEFORE_MAX:,} bytes unpacked before its "
+                                   f"{JOURNAL}; not a bundle svcdiag wrote")
+        raise SvcdiagError(f"{path}: a tar archive without {JOURNAL}: not a svcdiag bundle")
+    except (OSError, tarfile.TarError, EOFError, zlib.error) as e:
         raise SvcdiagError(f"{path}: cannot read the bundle: {e}") from None
