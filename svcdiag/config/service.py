@@ -39,6 +39,9 @@ DEFAULT_UNITS_DIRS = ("./units", "/etc/svcdiag/units")
 #: contrib/polkit/50-svcdiag.rules (a test compares them). Letters, digits, '_', ':', '.', '-'; not first
 #: a '.' or '-' (a hidden file, an option to a command); no '\\' (systemd's escapes), no '@' (templates).
 UNIT_NAME_RE = _Pattern(r"^[A-Za-z0-9_:][A-Za-z0-9:_.-]*$")
+#: the longest `description` (systemd's Description=, one line in `systemctl status`; a 1 MB one is a unit
+#: systemd cannot load)
+DESCRIPTION_MAX = 1024
 #: the longest name: NAME.service fits systemd's 255 characters, with room for a node's suffix
 NAME_MAX = 240
 ENV_KEY_RE = _Pattern(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -488,7 +491,8 @@ NODE_KEYS: dict[str, Callable[[Any], str | None]] = {
 
 TOP_LEVEL: dict[str, Callable[[Any], str | None]] = {
     "extends": _unit_name_ref,
-    "description": _check_text,
+    "description": lambda v: _check_text(v) or (f"is {len(v):,} characters long; at most {DESCRIPTION_MAX:,} (systemd "
+                                                 "shows it on one line)" if len(v) > DESCRIPTION_MAX else None),
     "model_path": _nonempty_str,
     "served_model_name": _nonempty_str,
     "tp_size": _int_range(1, 64),

@@ -228,6 +228,11 @@ def _draft_oom(v: Verdict, cfg: ServiceConfig | None, mfs: float | None) -> tupl
 def _killed(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
     sig = v.figures.get("signal", "")
     unit = v.unit or (cfg.unit if cfg else "UNIT")
+    if sig == "KILL" and v.figures.get("killed") == "supervisor":
+        return [f"svcdiag supervise, the unit's main process, was killed by SIGKILL in phase {v.phase} (`kill -9`, "
+                "`systemctl kill`), and SGLang, its child, stopped with it: the server itself did not fail.",
+                f"Find who sent it (`journalctl -u {unit}`, your automation); `svcdiag up {cfg.name if cfg else 'NAME'} "
+                "--wait-ready --restart` starts it again."], []
     if sig == "KILL":
         certain = any("OOM killer" in e for e in v.evidence)
         say = [f"The server was killed by SIGKILL in phase {v.phase}"

@@ -254,7 +254,24 @@ def follow(sd: Systemd, cfg: ServiceConfig | None, unit: str, props: UnitProps, 
         journal.close()
     if unread:  # the loop ended (a verdict) before the last signals' bodies were read
         result.props = tracked.props
+    if notify:
+        _whose_kill(judge, result.props)
     return result
+
+
+def _whose_kill(judge: Judge, props: UnitProps) -> None:
+    """A notify unit's main process killed by SIGKILL: the supervisor re-raises its child's SIGKILL, but
+    only after its last STATUS= said `failed [killed_by_signal]` (PID 1 reads the notification before
+    the death). Any other last word: the supervisor itself was killed (`kill -9`, `systemctl kill`), and
+    SGLang was stopped with it; not the OOM killer's doing, whatever the journal's exit line suggests."""
+    v = judge.verdict
+    if v is None or v.cause != "killed_by_signal" or v.figures.get("signal") != "KILL" \
+            or any("OOM killer" in e for e in v.evidence) or (props.status_text or "").startswith("failed"):
+        return
+    judge.readiness.verdict = v.with_(
+        figures={**v.figures, "killed": "supervisor"},
+        message=f"svcdiag supervise, the unit's main process, was killed by SIGKILL in phase {v.phase}; SGLang, "
+                "its child, was stopped with it")
 
 
 def _handle(ready: list[tuple[int, int]], journal: Follower, jfd: int) -> None:

@@ -150,3 +150,47 @@ def test_one_bad_config_hides_no_unit_and_a_name_too_long_is_one_line(rig, units
         p = sv(rig, units, *args)
         assert p.returncode == 2 and p.stderr.decode().count("\n") == 1 and "300 characters" in p.stderr.decode(), p
     sv(rig, units, "down", name)
+
+
+def test_a_sigkilled_supervisor_is_not_called_the_oom_killer(rig, units: Path) -> None:
+    name = config(units, unit_name("kill9"), "demo-hang", timeouts={"loading_weights": 60})
+    waiter = rig.popen(["svcdiag", "--units", str(units), "up", name, "--wait-ready", "--json"],
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    early = wait_for_phase(waiter, name, "loading_weights")
+    rig.run(["systemctl", "kill", "--kill-whom=main", "--signal=SIGKILL", f"{name}.service"])
+    out, err = waiter.communicate(timeout=60)
+    v = _verdict(early + out)
+    assert (v["verdict"], v["cause"], v["figures"].get("killed")) == ("failed", "killed_by_signal", "supervisor"), v
+    said = " ".join(v["diagnosis"]["explanation"])
+    assert "svcdiag supervise" in said and "OOM" not in said, said
+    st = verdict_of(sv(rig, units, "wait", name, "--json"))  # told the same afterwards
+    assert st["figures"].get("killed") == "supervisor", st
+
+
+INSTALL_UNLOADABLE = """
+import dataclasses, sys
+from pathlib import Path
+from svcdiag.config.service import UnitsDir
+from svcdiag.errors import SvcdiagError
+from svcdiag.systemd.install import SYSTEM_UNIT_DIR, install_units
+cfg = UnitsDir(Path(sys.argv[1]), "test").load(sys.argv[2])
+cfg = dataclasses.replace(cfg, description="x" * 1_100_000)  # past what config loading allows: systemd's own limit
+try:
+    install_units([cfg], SYSTEM_UNIT_DIR)
+except SvcdiagError as e:
+    print(e)
+    sys.exit(2)
+"""
+
+
+def test_install_of_a_unit_systemd_cannot_load_is_taken_back(rig, units: Path) -> None:
+    name = config(units, unit_name("unloadable"), "demo-smoke")
+    p = rig.run([str(ROOT / ".venv/bin/python"), "-c", INSTALL_UNLOADABLE, str(units), name],
+                check=False)
+    said = p.stdout.decode()
+    assert p.returncode == 2 and said.count("\n") == 1 and "systemd cannot load" in said, (said, p.stderr)
+    assert "it was removed again" in said and len(said) < 500
+    assert rig.run(["test", "-e", f"/etc/systemd/system/{name}.service"], check=False).returncode == 1
+    long = units / f"{name}.toml"
+    long.write_text(long.read_text() + f'description = "{"x" * 2000}"\n')
+    assert_one_line_error(sv(rig, units, "install", name), "description", "at most 1,024")
