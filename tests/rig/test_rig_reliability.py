@@ -194,3 +194,69 @@ def test_install_of_a_unit_systemd_cannot_load_is_taken_back(rig, units: Path) -
     long = units / f"{name}.toml"
     long.write_text(long.read_text() + f'description = "{"x" * 2000}"\n')
     assert_one_line_error(sv(rig, units, "install", name), "description", "at most 1,024")
+
+
+# ------------------------------------------------------------------ what held before #30: kept so
+
+
+def test_journald_stopped_mid_start_then_continued(rig, units: Path) -> None:
+    name = config(units, unit_name("jstop"), "demo-smoke", sim_time_scale=0.1)
+    waiter = rig.popen(["svcdiag", "--units", str(units), "up", name, "--wait-ready", "--json"],
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    early = wait_for_phase(waiter, name, "loading_weights")
+    pid = rig.run(["systemctl", "show", "-P", "MainPID", "systemd-journald"]).stdout.decode().strip()
+    try:
+        rig.run(f"kill -STOP {pid} && sleep 2")  # less than SUPERVISOR_GRACE: the journal's verdict, late
+    finally:
+        rig.run(f"kill -CONT {pid}")
+    out, err = waiter.communicate(timeout=60)
+    assert (_verdict(early + out)["verdict"], waiter.returncode) == ("healthy", 0), err
+    sv(rig, units, "down", name)
+
+
+def test_the_client_killed_then_reattached_and_down_mid_start(rig, units: Path) -> None:
+    name = config(units, unit_name("client"), "demo-slow", sim_time_scale=0.07)
+    first = rig.popen(["svcdiag", "--units", str(units), "up", name, "--wait-ready", "--json"],
+                      stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    wait_for_phase(first, name, "loading_weights")
+    first.kill()  # the operator's terminal died: the start goes on
+    first.communicate(timeout=10)
+    again = sv(rig, units, "wait", name, "--json")
+    assert (verdict_of(again)["verdict"], again.returncode) == ("healthy", 0)
+    assert b"Started " in rig.run(["journalctl", "--no-pager", "-o", "cat", "-u", f"{name}.service"]).stdout
+    # `down` while another client waits on a start: that client says stopped, at once
+    waiter = rig.popen(["svcdiag", "--units", str(units), "up", name, "--wait-ready", "--restart", "--json"],
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    early = wait_for_phase(waiter, name, "loading_weights")
+    assert sv(rig, units, "down", name).returncode == 0
+    out, _ = waiter.communicate(timeout=30)
+    assert (_verdict(early + out)["cause"], waiter.returncode) == ("stopped", 1)
+
+
+def test_a_full_disk_under_the_history_is_one_line(rig, units: Path) -> None:
+    name = config(units, unit_name("full"), "demo-smoke")
+    state = f"/tmp/{name}-state"
+    rig.run(f"mkdir -p {state} && mount -t tmpfs -o size=128k tmpfs {state} && "
+            f"(dd if=/dev/zero of={state}/fill bs=4k 2>/dev/null || true)")
+    try:
+        up = rig.run(["env", f"SVCDIAG_STATE_DIR={state}", "svcdiag", "--units", str(units), "up", name,
+                      "--wait-ready", "--json"], check=False, timeout=120)
+        said = (up.stdout + up.stderr).decode()
+        assert up.returncode == 0 and verdict_of(up)["verdict"] == "healthy", said
+        assert "Traceback" not in said and f"history: cannot use {state}/history.sqlite3" in said, said
+        assert_one_line_error(rig.run(["svcdiag", "history", "--state-dir", state], check=False), "history: cannot use")
+    finally:
+        rig.run(f"umount {state}", check=False)
+        sv(rig, units, "down", name)
+
+
+def test_twenty_starts_at_once(rig, units: Path) -> None:
+    names = [config(units, unit_name(f"many{i}"), "demo-dense", sim_time_scale=0.05) for i in range(20)]
+    t0 = time.monotonic()
+    procs = [rig.popen(["svcdiag", "--units", str(units), "up", n, "--wait-ready", "--json"],
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE) for n in names]
+    verdicts = [_verdict(p.communicate(timeout=240)[0]) for p in procs]
+    assert [v["verdict"] for v in verdicts] == ["healthy"] * 20, [(v["config"], v.get("cause")) for v in verdicts]
+    assert len({v["invocation"] for v in verdicts}) == 20
+    print(f"20 starts at once: {time.monotonic() - t0:.1f} s")
+    sv(rig, units, "down", *names)
