@@ -13,6 +13,7 @@ from __future__ import annotations
 import errno
 import fcntl
 import os
+import re
 import select
 import time
 from collections.abc import Callable, Iterator
@@ -256,7 +257,28 @@ def follow(sd: Systemd, cfg: ServiceConfig | None, unit: str, props: UnitProps, 
         result.props = tracked.props
     if notify:
         _whose_kill(judge, result.props)
+        _supervisors_failure(judge, result.props)
     return result
+
+
+#: STATUS= of a failed start, as the supervisor says it (status_line.verdict_status)
+FAILED_STATUS = re.compile(r"(failed|timed_out)(?: \[([a-z_]+)\])?: ")
+
+
+def _supervisors_failure(judge: Judge, props: UnitProps) -> None:
+    """The journal shows only the server's death (its exit line) where the supervisor, which read every
+    line, named the failure (`STATUS=failed [cuda_oom]: …`): journald dropped the lines between. The
+    supervisor's verdict stands, so that the two never disagree."""
+    v, status = judge.verdict, props.status_text or ""
+    m = FAILED_STATUS.match(status)
+    if v is None or m is None or v.cause not in ("exited", "killed_by_signal") or m.group(2) in (None, v.cause) \
+            or v.figures.get("killed") == "supervisor":
+        return
+    judge.readiness.verdict = v.with_(
+        verdict=m.group(1), cause=m.group(2), figures={**v.figures, "verdict_source": "supervisor"},
+        evidence=(*v.evidence, f"STATUS={status}"),
+        message=f"{status[m.end():]} (svcdiag supervise's verdict: the journal kept only the server's end, so "
+                "journald dropped the lines that show it)")
 
 
 def _whose_kill(judge: Judge, props: UnitProps) -> None:

@@ -58,6 +58,8 @@ SCENARIOS: dict[str, Scenario] = {
                               "(a wedged scheduler; the notify watchdog's test)", fault="stops_serving"),
     "chatty": Scenario("healthy, but prints 30,000 warnings mid-load: more than journald's default rate limit keeps",
                        chatter_lines=30_000),
+    "chatty-cuda-oom": Scenario("30,000 warnings mid-load, then CUDA out of memory while capturing CUDA graphs",
+                                fault="cuda_oom", chatter_lines=30_000),
 }
 
 if tuple(SCENARIOS) != SIM_SCENARIOS:  # the config's list names exactly these, in this order

@@ -260,3 +260,16 @@ def test_twenty_starts_at_once(rig, units: Path) -> None:
     assert len({v["invocation"] for v in verdicts}) == 20
     print(f"20 starts at once: {time.monotonic() - t0:.1f} s")
     sv(rig, units, "down", *names)
+
+
+def test_a_failure_whose_lines_journald_dropped_is_the_supervisors(rig, units: Path) -> None:
+    name = config(units, unit_name("dropfail"), "demo-smoke", simulate="chatty-cuda-oom")
+    assert sv(rig, units, "install", name).returncode == 0
+    rig.run(f"mkdir -p /etc/systemd/system/{name}.service.d && printf '[Service]\\nLogRateLimitIntervalSec=30s\\n"
+            f"LogRateLimitBurst=1000\\n' > /etc/systemd/system/{name}.service.d/limit.conf && systemctl daemon-reload")
+    p = sv(rig, units, "up", name, "--wait-ready", "--json")
+    v = verdict_of(p)
+    assert (v["verdict"], v["cause"], p.returncode) == ("failed", "cuda_oom", 1), v  # not "exited": the supervisor saw it
+    assert v["figures"]["verdict_source"] == "supervisor" and "journald dropped" in v["message"]
+    assert verdict_of(sv(rig, units, "wait", name, "--json"))["cause"] == "cuda_oom"
+    rig.run(f"rm -rf /etc/systemd/system/{name}.service.d && systemctl daemon-reload")
