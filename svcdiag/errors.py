@@ -13,11 +13,19 @@ class ConfigError(SvcdiagError):
     """A config file is wrong; the message names the file and the field."""
 
     def __init__(self, path: object, field: str | None, message: str):
-        self.path = str(path)
-        self.field = field
-        self.message = message
-        where = f"{self.path}: {field}" if field else self.path
-        super().__init__(f"{where}: {message}")
+        self.path = one_line(str(path))
+        self.field = one_line(field) if field is not None else None
+        self.message = one_line(message)
+        where = f"{self.path}: {self.field}" if self.field else self.path
+        super().__init__(f"{where}: {self.message}")
+
+
+def one_line(text: str) -> str:
+    """`text` with each character that is not printable (a newline in a TOML key, a control byte)
+    escaped as Python would write it: an error names what it names, and stays one line."""
+    if text.isprintable():
+        return text
+    return "".join(ch if ch.isprintable() else repr(ch)[1:-1] for ch in text)
 
 
 class AccessDenied(SvcdiagError):

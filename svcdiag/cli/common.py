@@ -61,8 +61,14 @@ def load(ctx: click.Context, name: str) -> ServiceConfig:
 
 
 def load_many(ctx: click.Context, names: tuple[str, ...]) -> list[ServiceConfig]:
-    """The named configs, or every config when none is named."""
-    return plain.load_many(units_opt(ctx), names)
+    """The named configs, or every config when none is named (all of them: a command that acts on
+    them, `install`, stops at the first that does not load; `list`, `status`, `top` show the rest)."""
+    from svcdiag.errors import SvcdiagError
+
+    configs, bad = plain.load_many(units_opt(ctx), names)
+    if bad:
+        raise SvcdiagError(bad[0])
+    return configs
 
 
 def _check_textfile(path: str) -> str:

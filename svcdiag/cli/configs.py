@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from svcdiag.cli import common as c
-from svcdiag.cli import main
+from svcdiag.cli import main, plain
 from svcdiag.errors import SvcdiagError
 
 DEFAULT_UNIT_DIR = "/etc/systemd/system"
@@ -18,7 +18,9 @@ DEFAULT_UNIT_DIR = "/etc/systemd/system"
 @click.pass_context
 def list_cmd(ctx: click.Context, as_json: bool) -> None:
     """The configs, with the folder they were read from."""
-    c.emit_rows([c.tagged("configs", c.units_dir(ctx).listing())], as_json, c.report().render_configs)
+    listing = c.units_dir(ctx).listing()
+    c.emit_rows([c.tagged("configs", listing)], as_json, c.report().render_configs)
+    plain.end_with(listing["errors"])
 
 
 @main.command()

@@ -53,18 +53,28 @@ def units_dir(units_opt: str | None) -> UnitsDir:
 
 
 def load(units_opt: str | None, name: str) -> ServiceConfig:
-    from svcdiag.config.service import did_you_mean
+    from svcdiag.config.service import did_you_mean, validate_name
     from svcdiag.errors import SvcdiagError
 
     units = units_dir(units_opt)
+    validate_name(name, units.file(name))  # before the file system sees it: a 300-character name is one line too
     if not units.file(name).exists():
         raise SvcdiagError(f"no config {name!r} in {units.path}{did_you_mean(name, units.names())}")
     return units.load(name)
 
 
-def load_many(units_opt: str | None, names: tuple[str, ...]) -> list[ServiceConfig]:
-    """The named configs, or every config when none is named."""
-    return [load(units_opt, n) for n in names] if names else units_dir(units_opt).load_all()
+def load_many(units_opt: str | None, names: tuple[str, ...]) -> tuple[list[ServiceConfig], list[str]]:
+    """The named configs, or every config that loads when none is named, and the errors of those that
+    do not (said by `end_with`, after the good ones are shown)."""
+    return ([load(units_opt, n) for n in names], []) if names else units_dir(units_opt).load_each()
+
+
+def end_with(bad: list[str]) -> None:
+    """After every good unit is shown: each config that did not load, one line each, then exit 2."""
+    if bad:
+        for line in bad:
+            echo(f"svcdiag: error: {line}\n", err=True)
+        sys.exit(2)
 
 
 def emit_rows(rows: list[dict[str, Any]], as_json: bool, render: Callable[[dict[str, Any]], str]) -> None:
@@ -80,12 +90,13 @@ def status(units_opt: str | None, names: tuple[str, ...], host: str | None, as_j
     from svcdiag.ops.nodes import Hosts
     from svcdiag.ops.nodes import status as read_status
 
-    configs = load_many(units_opt, names)
+    configs, bad = load_many(units_opt, names)
     with Hosts(host) as hosts:
         rows = read_status(hosts, configs, units_dir(units_opt))
         from svcdiag.output.report import render_status
 
         emit_rows(rows, as_json, render_status)
+    end_with(bad)
 
 
 #: the commands `svcdiag.cli.fast` may run without click: each takes the group's and the

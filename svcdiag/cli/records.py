@@ -40,11 +40,7 @@ def history(ctx: click.Context, name: str | None, since: float | None, advise: b
         return
     if fmt != "text":
         raise SvcdiagError("history --format kubernetes: only with --advise NAME")
-    path = h.db_path(state_dir)
-    rows = []
-    if path.exists():
-        with h.History(path) as db:
-            rows = db.rows(name, since=since)
+    rows = h.read_rows(state_dir, name, since=since)
     c.emit_rows(rows, True, str) if as_json else click.echo(render_history(rows), nl=False)
 
 

@@ -229,8 +229,9 @@ def top(ctx: click.Context, host: str | None, as_json: bool) -> None:
     from svcdiag.systemd.dbus import Systemd
 
     snapshot = as_json or not view.interactive(sys.stdout)
+    configs, bad = c.units_dir(ctx).load_each()  # one bad file hides no unit: its error is said at the end
     with Systemd.connect(host) as sd:
-        b = Board(sd, c.units_dir(ctx).load_all(), follow=not snapshot)
+        b = Board(sd, configs, follow=not snapshot)
         try:
             if snapshot:
                 b.refresh()
@@ -243,6 +244,7 @@ def top(ctx: click.Context, host: str | None, as_json: bool) -> None:
             pass
         finally:
             b.close()
+            plain.end_with(bad)
 
 
 @main.command(context_settings={"ignore_unknown_options": True})

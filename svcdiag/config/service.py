@@ -35,7 +35,15 @@ class _Pattern:
 
 
 DEFAULT_UNITS_DIRS = ("./units", "/etc/svcdiag/units")
-UNIT_NAME_RE = _Pattern(r"^[A-Za-z0-9:_.\\-]+$")
+#: A config's name, and so its unit's (NAME.service): the one rule, the same as the polkit rule's in
+#: contrib/polkit/50-svcdiag.rules (a test compares them). Letters, digits, '_', ':', '.', '-'; not first
+#: a '.' or '-' (a hidden file, an option to a command); no '\\' (systemd's escapes), no '@' (templates).
+UNIT_NAME_RE = _Pattern(r"^[A-Za-z0-9_:][A-Za-z0-9:_.-]*$")
+#: the longest `description` (systemd's Description=, one line in `systemctl status`; a 1 MB one is a unit
+#: systemd cannot load)
+DESCRIPTION_MAX = 1024
+#: the longest name: NAME.service fits systemd's 255 characters, with room for a node's suffix
+NAME_MAX = 240
 ENV_KEY_RE = _Pattern(r"^[A-Za-z_][A-Za-z0-9_]*$")
 FORBIDDEN_CHARS = _Pattern(r"[\x00-\x08\x0a-\x1f\x7f]")
 
@@ -426,7 +434,7 @@ def _algorithm(v: Any) -> str | None:
 SIM_SCENARIOS = (
     "healthy-hybrid-dflash", "healthy-dense", "slow-start", "max-running-zero", "not-enough-memory", "cuda-oom",
     "segfault", "oom-kill", "exit-early", "hang", "port-in-use", "model-missing", "nccl-error", "http-mismatch",
-    "deepgemm-first-start", "stops-serving",
+    "deepgemm-first-start", "stops-serving", "chatty", "chatty-cuda-oom",
 )
 
 
@@ -485,7 +493,8 @@ NODE_KEYS: dict[str, Callable[[Any], str | None]] = {
 
 TOP_LEVEL: dict[str, Callable[[Any], str | None]] = {
     "extends": _unit_name_ref,
-    "description": _check_text,
+    "description": lambda v: _check_text(v) or (f"is {len(v):,} characters long; at most {DESCRIPTION_MAX:,} (systemd "
+                                                 "shows it on one line)" if len(v) > DESCRIPTION_MAX else None),
     "model_path": _nonempty_str,
     "served_model_name": _nonempty_str,
     "tp_size": _int_range(1, 64),
@@ -547,9 +556,12 @@ def did_you_mean(key: str, known: Iterable[str]) -> str:
 
 
 def validate_name(name: str, path: object) -> None:
-    if not UNIT_NAME_RE.match(name) or len(name) > 240:
-        raise ConfigError(path, "name", f"{name!r} is not a valid systemd unit name "
-                          "(letters, digits, ':', '_', '.', '-' and '\\' only; '@' is reserved)")
+    if len(name) > NAME_MAX:
+        raise ConfigError(path, "name", f"{name[:40]!r}… is {len(name)} characters long; a config name has at most "
+                          f"{NAME_MAX}")
+    if not UNIT_NAME_RE.match(name):
+        raise ConfigError(path, "name", f"{name!r} is not a valid systemd unit name for svcdiag (letters, digits, ':', "
+                          "'_', '.' and '-' only, not first a '.' or '-': the names its polkit rule lets operators start)")
 
 
 def _check_table(path: Path, prefix: str, table: Any, schema: dict[str, Callable[[Any], str | None]]) -> None:
@@ -635,13 +647,28 @@ class UnitsDir:
     def load_all(self) -> list[ServiceConfig]:
         return [self.load(n) for n in self.names()]
 
+    def load_each(self) -> tuple[list[ServiceConfig], list[str]]:
+        """Every config that loads, and a one-line error for each file that does not: one bad file
+        (`a b.toml`, a typo) hides no other unit from `list`, `status` or `top`."""
+        good: list[ServiceConfig] = []
+        bad: list[str] = []
+        for n in self.names():
+            try:
+                good.append(self.load(n))
+            except SvcdiagError as e:
+                bad.append(str(e))
+            except OSError as e:  # a name too long for the file system, a file that vanished
+                bad.append(f"{self.file(n)}: {e.strerror or e}")
+        return good, bad
+
     def listing(self) -> dict[str, Any]:
-        """Every config in a line of figures: `svcdiag list`."""
+        """Every config in a line of figures: `svcdiag list`; `errors`: the files that do not load."""
+        good, bad = self.load_each()
         rows = [{"name": c.name, "base": c.extends, "tp": c.tp_size,
                  "gpus": ",".join(map(str, c.gpus)) if c.gpus is not None else None, "port": c.port,
                  "speculative": c.speculative.algorithm if c.speculative else None, "baseline": c.baseline,
-                 "simulate": c.simulate, "unit": c.unit} for c in self.load_all()]
-        return {"units_dir": str(self.path), "found_by": self.reason, "configs": rows}
+                 "simulate": c.simulate, "unit": c.unit} for c in good]
+        return {"units_dir": str(self.path), "found_by": self.reason, "configs": rows, "errors": bad}
 
     def baseline(self) -> ServiceConfig:
         configs = self.load_all()

@@ -268,6 +268,11 @@ def _draft_oom(v: Verdict, cfg: ServiceConfig | None, mfs: float | None) -> tupl
 def _killed(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
     sig = v.figures.get("signal", "")
     unit = v.unit or (cfg.unit if cfg else "UNIT")
+    if sig == "KILL" and v.figures.get("killed") == "supervisor":
+        return [f"svcdiag supervise, the unit's main process, was killed by SIGKILL in phase {v.phase} (`kill -9`, "
+                "`systemctl kill`), and SGLang, its child, stopped with it: the server itself did not fail.",
+                f"Find who sent it (`journalctl -u {unit}`, your automation); `svcdiag up {cfg.name if cfg else 'NAME'} "
+                "--wait-ready --restart` starts it again."], []
     if sig == "KILL":
         certain = any("OOM killer" in e for e in v.evidence)
         say = [f"The server was killed by SIGKILL in phase {v.phase}"
@@ -600,19 +605,27 @@ def _timed_out(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[lis
     name = cfg.name if cfg else "NAME"
     if (total := v.figures.get("systemd_timeout_s")) is not None:
         unit = v.unit or (cfg.unit if cfg else "UNIT")
-        return [f"systemd stopped the start after {total:.0f} s, in phase {v.phase}: the unit's TimeoutStartSec= "
-                "(90 s unless set) is shorter than this start takes; SGLang itself reported no error.",
-                f"Raise TimeoutStartSec= in {unit} (`systemctl edit {unit}`), or let svcdiag write the unit "
-                f"(`svcdiag install {name}`): its deadlines are per phase. `svcdiag history {name} --advise` says "
-                "what the recorded starts need."], []
+        return [f"systemd stopped the start after {total:.0f} s, in phase {v.phase}, before svcdiag's deadline for "
+                f"it: the unit's TimeoutStartSec= (`systemctl show -p TimeoutStartUSec {unit}`) ran out; SGLang "
+                "itself reported no error.",
+                "A daemon-reload during a start (any `systemctl daemon-reload`, or an install that makes one) "
+                "re-arms that limit from the start's beginning and forgets every EXTEND_TIMEOUT_USEC: a unit whose "
+                "limit is shorter than the start is killed at once. Units svcdiag renders now set it to the whole "
+                f"start's deadlines; re-render this one (`svcdiag install {name}`) while none of its starts runs, or "
+                f"raise TimeoutStartSec= in {unit} by hand. `svcdiag history {name} --advise` says what the "
+                "recorded starts need."], []
     extra = (v.figures.get("precompile_extra_s") or {}).get(v.phase)
     more = [f" + {s:.0f} s for {why}" for figure, why in ALLOWANCES
             if (s := (v.figures.get(figure) or {}).get(v.phase))]
     allowed = f" (its deadline is {limit:.0f} s{''.join(more)})" if limit else ""
     stop = v.figures.get("stopped_after_s")
-    left = "; the service is left running." if stop is None else \
-        f"; it was then stopped from outside, {stop:.0f} s into the phase (a start given up on as stuck)."
-    say = [f"No progress in phase {v.phase} for {v.stalled_s or 0:.0f} s" + allowed + left,
+    if stop is not None:
+        left = f"it was then stopped from outside, {stop:.0f} s into the phase (a start given up on as stuck)"
+    elif cfg is not None and cfg.readiness == "notify":
+        left = "svcdiag supervise stopped the server (the unit ends failed, exit status 3)"
+    else:
+        left = "the service is left running"
+    say = [f"No progress in phase {v.phase} for {v.stalled_s or 0:.0f} s" + allowed + f"; {left}.",
            f"Last line seen: {v.last_line!r}." if v.last_line else "No line at all since the phase began.",
            f"If that line still changes, the start is slow, not stuck: `svcdiag wait {name}` waits longer. If it "
            "does not, look inside: `py-spy dump --pid $(systemctl show -p MainPID --value "

@@ -199,6 +199,11 @@ class Readiness:
         return "draft_avail_before_load_gb" in self.figures
 
     @property
+    def overrun(self) -> bool:
+        """The current phase's deadline has passed, on a line's clock (tick with `evidence`)."""
+        return self._overrun is not None
+
+    @property
     def phase_since(self) -> float | None:
         """When (on the caller's clock) the current phase began."""
         return self._deadline.since if self._deadline is not None else None

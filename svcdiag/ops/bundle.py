@@ -23,18 +23,20 @@ import subprocess
 import tarfile
 import time
 import urllib.request
+import zlib
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from svcdiag.config.service import ServiceConfig
 from svcdiag.errors import SvcdiagError
 from svcdiag.ops.conclude import diagnoser
 from svcdiag.ops.gpumem import remote_smi
-from svcdiag.ops.history import History, db_path
+from svcdiag.ops.history import read_rows
 from svcdiag.ops.replay import NoStartFound, replay
 from svcdiag.systemd.install import SYSTEM_UNIT_DIR
+from svcdiag.systemd.journal import no_access
 from svcdiag.systemd.render import render_unit
 
 SECRET_KEY_RE = re.compile(r"TOKEN|KEY|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH", re.I)
@@ -159,6 +161,8 @@ def journal_slice(invocation: str, remote: Any = None) -> bytes:
             raise SvcdiagError(f"bundle: journalctl on {remote.target} failed: "
                                f"{p.stderr.decode(errors='replace').strip()[-300:]}")
         return p.stdout
+    if why := no_access():
+        raise SvcdiagError(f"bundle: {why}")
     exe = shutil.which("journalctl")
     if exe is None:
         raise SvcdiagError("bundle: journalctl is not installed; the journal slice cannot be read")
@@ -232,11 +236,10 @@ def bundle(cfg: ServiceConfig, *, invocation: str | None, out: str | None, state
            sd: Any = None) -> BundleResult:
     """The bundle of one start; `sd`: the systemd of the host it ran on (a remote one: over SSH)."""
     remote = getattr(sd, "remote", None)
-    path = db_path(state)
-    rows: list[dict[str, Any]] = []
-    if path.exists():
-        with History(path) as h:
-            rows = h.rows(cfg.name)
+    try:
+        rows = read_rows(state, cfg.name)
+    except SvcdiagError:  # a store this user cannot read: the bundle is the journal's, without the history row
+        rows = []
     inv = pick_invocation(cfg, invocation, rows, sd)
     row = next((r for r in reversed(rows) if r.get("invocation") == inv), None)
     red = Redactor(secrets(cfg))
@@ -303,17 +306,38 @@ def _write_tar(target: Path, top: str, files: dict[str, bytes]) -> None:
     tmp.replace(target)
 
 
-def open_bundle(path: str) -> io.BytesIO | None:
-    """The journal slice of a bundle (for `svcdiag replay FILE.tar.gz`), or None when `path` is not one."""
+#: the most a bundle may hold, uncompressed, before its journal slice (what a bundle writes is a few
+#: small files and the slice), and the slice itself: a start's journal, even a chatty one, is far less.
+#: Beyond either, the archive is refused in one line, read no further (a decompression bomb: 1.4 MB of
+#: .tar.gz that unpacks to gigabytes).
+BUNDLE_BEFORE_MAX = 64 * 1024 * 1024
+BUNDLE_JOURNAL_MAX = 2 * 1024 * 1024 * 1024
+BUNDLE_MEMBERS_MAX = 256
+
+
+def open_bundle(path: str) -> BinaryIO | None:
+    """The journal slice of a bundle (for `svcdiag replay FILE.tar.gz`), as a stream read as replay reads
+    it (memory stays bounded), or None when `path` is not one. Members are walked in order, never all
+    listed first, and sizes beyond BUNDLE_*_MAX are refused before anything is decompressed for them."""
     try:
         if not tarfile.is_tarfile(path):
             return None
-        with tarfile.open(path, "r:*") as tar:
-            member = next((m for m in tar.getmembers() if m.isfile() and m.name.rsplit("/", 1)[-1] == JOURNAL), None)
-            if member is None:
-                raise SvcdiagError(f"{path}: a tar archive without {JOURNAL}: not a svcdiag bundle")
-            f = tar.extractfile(member)
-            assert f is not None
-            return io.BytesIO(f.read())
-    except (OSError, tarfile.TarError) as e:
+        tar = tarfile.open(path, "r:*")  # noqa: SIM115 -- open while the slice is read; closed with the process
+        before = 0
+        for n, m in enumerate(tar):
+            if n >= BUNDLE_MEMBERS_MAX:
+                break
+            if m.isfile() and m.name.rsplit("/", 1)[-1] == JOURNAL:
+                if m.size > BUNDLE_JOURNAL_MAX:
+                    raise SvcdiagError(f"{path}: refused: its {JOURNAL} would unpack to {m.size:,} bytes, more than "
+                                       f"a start's journal ({BUNDLE_JOURNAL_MAX:,}); not a bundle svcdiag wrote")
+                f = tar.extractfile(m)
+                assert f is not None
+                return f
+            before += m.size
+            if before > BUNDLE_BEFORE_MAX:
+                raise SvcdiagError(f"{path}: refused: more than {BUNDLE_BEFORE_MAX:,} bytes unpacked before its "
+                                   f"{JOURNAL}; not a bundle svcdiag wrote")
+        raise SvcdiagError(f"{path}: a tar archive without {JOURNAL}: not a svcdiag bundle")
+    except (OSError, tarfile.TarError, EOFError, zlib.error) as e:
         raise SvcdiagError(f"{path}: cannot read the bundle: {e}") from None

@@ -133,8 +133,8 @@ class ContainerSupervisor(Supervisor):
         self._events_out: TextIO | None = None
         self._pub: Any = None
         self._published: Verdict | None = None
+        self.stop_grace_s = opts.grace_s  # the base supervisor's own stop at a deadline gives the pod's grace too
         self._stop_at: float | None = None
-        self._kill_at: float | None = None
         self._stopped_start = False
         self._stopped_by: int | None = None
         self._probes: ProbeServer | None = None
@@ -198,17 +198,18 @@ class ContainerSupervisor(Supervisor):
                 self._stop_at = now + wait
         if child.returncode is not None:
             return
-        if self._stop_at is not None and now >= self._stop_at and self._kill_at is None:
+        if self._stop_at is not None and now >= self._stop_at and not self._stopped_start:
             self._stopped_start = True
-            super()._forward(child, signal.SIGTERM)
-            self._kill_at = now + self.opts.grace_s
+            if self._kill_at is None:  # a timed-out start the base supervisor has already told to stop
+                super()._forward(child, signal.SIGTERM)
+                self._kill_at = now + self.opts.grace_s
         if self._kill_at is not None and now >= self._kill_at:
             self._kill_at = float("inf")
             super()._forward(child, signal.SIGKILL)
 
     def _next_wake(self, now: float) -> float:
         wakes = [super()._next_wake(now)]
-        for at in (self._stop_at if self._kill_at is None else None, self._kill_at):
+        for at in (self._stop_at if self._kill_at is None and not self._stopped_start else None, self._kill_at):
             if at is not None and at != float("inf"):
                 wakes.append(max(0.0, at - now))
         return min(wakes)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import errno
 import fcntl
 import os
+import re
 import select
 import time
 from collections.abc import Callable, Iterator
@@ -65,6 +66,9 @@ UNIT_SIGNAL_WAIT = 0.002
 #: the loop costs ~0.2 ms here, 0.07 % of a core at 4 a second)
 PROGRESS_EVERY = 0.25
 PROGRESS_SILENT = 1.0
+#: a notify unit went active (READY=1: its supervisor judged it healthy) and the journal has not shown
+#: the ready line this long after: journald dropped lines, and the supervisor's verdict is taken
+SUPERVISOR_GRACE = 3.0
 LOCK_DIR = Path(os.environ.get("SVCDIAG_LOCK_DIR", "/run/svcdiag"))
 
 
@@ -124,6 +128,7 @@ def follow(sd: Systemd, cfg: ServiceConfig | None, unit: str, props: UnitProps, 
     poller.register(jfd, select.POLLIN)
     poller.register(bfd, select.POLLIN)
     died_at: float | None = None
+    ready_at: float | None = None  # a notify unit went active (monotonic): the journal's ready line is due
 
     line_at: float | None = None  # a notify unit's loop wakes once, TAIL_WAIT after the last line
     heard = time.monotonic()  # this start's last record (journal mode's tick grows with the silence since)
@@ -191,6 +196,15 @@ def follow(sd: Systemd, cfg: ServiceConfig | None, unit: str, props: UnitProps, 
                     or now_props.active_state == "deactivating"
                 if gone and died_at is None:
                     died_at = time.monotonic()
+                if notify and ready_at is None and not gone and now_props.active_state == "active":
+                    ready_at = time.monotonic()
+            if ready_at is not None and judge.verdict is None and died_at is None \
+                    and (not keep_following or time.monotonic() - ready_at >= SUPERVISOR_GRACE):
+                drain()
+                if judge.verdict is None:  # journald lost this start's milestones: the supervisor saw them
+                    emit(judge.supervisor_ready(result.props.status_text or "", time.time()))
+                if done():
+                    break
             if died_at is not None:
                 pending = True
                 if time.monotonic() - died_at >= DEATH_GRACE:
@@ -212,6 +226,8 @@ def follow(sd: Systemd, cfg: ServiceConfig | None, unit: str, props: UnitProps, 
                 wake = now + 0.01
             else:
                 nd = judge.readiness.next_deadline()
+                if ready_at is not None:
+                    nd = min(nd if nd is not None else float("inf"), now + ready_at + SUPERVISOR_GRACE - time.monotonic())
                 if notify:
                     q = judge.readiness.quiet_until()
                     tail = line_at + TAIL_WAIT + 0.01 if line_at is not None and now < line_at + TAIL_WAIT + 0.01 else q
@@ -239,7 +255,45 @@ def follow(sd: Systemd, cfg: ServiceConfig | None, unit: str, props: UnitProps, 
         journal.close()
     if unread:  # the loop ended (a verdict) before the last signals' bodies were read
         result.props = tracked.props
+    if notify:
+        _whose_kill(judge, result.props)
+        _supervisors_failure(judge, result.props)
     return result
+
+
+#: STATUS= of a failed start, as the supervisor says it (status_line.verdict_status)
+FAILED_STATUS = re.compile(r"(failed|timed_out)(?: \[([a-z_]+)\])?: ")
+
+
+def _supervisors_failure(judge: Judge, props: UnitProps) -> None:
+    """The journal shows only the server's death (its exit line) where the supervisor, which read every
+    line, named the failure (`STATUS=failed [cuda_oom]: …`): journald dropped the lines between. The
+    supervisor's verdict stands, so that the two never disagree."""
+    v, status = judge.verdict, props.status_text or ""
+    m = FAILED_STATUS.match(status)
+    if v is None or m is None or v.cause not in ("exited", "killed_by_signal") or m.group(2) in (None, v.cause) \
+            or v.figures.get("killed") == "supervisor":
+        return
+    judge.readiness.verdict = v.with_(
+        verdict=m.group(1), cause=m.group(2), figures={**v.figures, "verdict_source": "supervisor"},
+        evidence=(*v.evidence, f"STATUS={status}"),
+        message=f"{status[m.end():]} (svcdiag supervise's verdict: the journal kept only the server's end, so "
+                "journald dropped the lines that show it)")
+
+
+def _whose_kill(judge: Judge, props: UnitProps) -> None:
+    """A notify unit's main process killed by SIGKILL: the supervisor re-raises its child's SIGKILL, but
+    only after its last STATUS= said `failed [killed_by_signal]` (PID 1 reads the notification before
+    the death). Any other last word: the supervisor itself was killed (`kill -9`, `systemctl kill`), and
+    SGLang was stopped with it; not the OOM killer's doing, whatever the journal's exit line suggests."""
+    v = judge.verdict
+    if v is None or v.cause != "killed_by_signal" or v.figures.get("signal") != "KILL" \
+            or any("OOM killer" in e for e in v.evidence) or (props.status_text or "").startswith("failed"):
+        return
+    judge.readiness.verdict = v.with_(
+        figures={**v.figures, "killed": "supervisor"},
+        message=f"svcdiag supervise, the unit's main process, was killed by SIGKILL in phase {v.phase}; SGLang, "
+                "its child, was stopped with it")
 
 
 def _handle(ready: list[tuple[int, int]], journal: Follower, jfd: int) -> None:

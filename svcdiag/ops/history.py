@@ -16,13 +16,14 @@ import os
 import socket
 import sqlite3
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from svcdiag.config.service import DEFAULT_TIMEOUTS, PHASE_TIMEOUTS, ServiceConfig
+from svcdiag.errors import SvcdiagError
 from svcdiag.files import private_dir, state_dir
 from svcdiag.judge.verdict import Verdict
 
@@ -211,14 +212,26 @@ def start_row(cfg: ServiceConfig, v: Verdict, command: str, *, campaign: str | N
     }
 
 
+#: what a start does without its history
+WITHOUT = "this start is judged without the recorded starts and is not recorded"
+
+
+def unusable(path: Path, e: BaseException, consequence: str = WITHOUT) -> str:
+    """A store this user cannot read or write (root's 0700 /var/lib/svcdiag, a full disk), in one line."""
+    why = e.strerror if isinstance(e, OSError) and e.strerror else " ".join(str(e).split())
+    return (f"history: cannot use {path} ({why}){': ' + consequence if consequence else ''}; run as the store's "
+            "owner, or keep a store of your own (--state-dir, or SVCDIAG_STATE_DIR=~/.local/state/svcdiag)")
+
+
 def record_start(cfg: ServiceConfig, v: Verdict, command: str, *, state: str | None = None,
                  campaign: str | None = None) -> tuple[int | None, str | None]:
     """Record one judged start: (row id, None), or (None, why not) — never an exception."""
+    path = db_path(state)
     try:
-        with History(db_path(state)) as h:
+        with History(path) as h:
             return h.record(start_row(cfg, v, command, campaign=campaign)), None
     except (OSError, sqlite3.Error) as e:
-        return None, f"history not recorded: {e}"
+        return None, unusable(path, e)
 
 
 # ---------------------------------------------------------------- what the history says
@@ -284,15 +297,30 @@ def usual(rows: list[dict[str, Any]], config: str, sglang_version: str | None) -
                  _stats("startup", totals) if totals else None, rows[-1] if rows else None)
 
 
-def load_usual(cfg: ServiceConfig, sglang_version: str | None, state: str | None = None) -> Usual:
-    """The config's usual start (empty when there is no database or it cannot be read)."""
+def read_rows(state: str | None, config: str | None = None, *, since: float | None = None) -> list[dict[str, Any]]:
+    """Every recorded start (`svcdiag history`); a store that cannot be read is one line (SvcdiagError)."""
     path = db_path(state)
-    if not path.exists():
-        return usual([], cfg.name, sglang_version)
     try:
+        if not path.exists():
+            return []
+        with History(path) as h:
+            return h.rows(config, since=since)
+    except (OSError, sqlite3.Error) as e:
+        raise SvcdiagError(unusable(path, e, "")) from None
+
+
+def load_usual(cfg: ServiceConfig, sglang_version: str | None, state: str | None = None,
+               warn: Callable[[str], None] | None = None) -> Usual:
+    """The config's usual start (empty when there is no database or it cannot be read: `warn` hears why)."""
+    path = db_path(state)
+    try:
+        if not path.exists():  # PermissionError where the folder is another user's 0700
+            return usual([], cfg.name, sglang_version)
         with History(path) as h:
             return usual(h.healthy(cfg.name, sglang_version), cfg.name, sglang_version)
-    except (OSError, sqlite3.Error):
+    except (OSError, sqlite3.Error) as e:
+        if warn is not None:
+            warn(unusable(path, e))
         return usual([], cfg.name, sglang_version)
 
 

@@ -185,7 +185,13 @@ def replay_path(path: str, stdin: BinaryIO, cfg: ServiceConfig | None = None,
 
         slice_ = open_bundle(path)
         if slice_ is not None:
-            return path, replay(slice_, path, cfg, invocation, start=start)
+            import tarfile
+            import zlib
+
+            try:
+                return path, replay(slice_, path, cfg, invocation, start=start)
+            except (OSError, EOFError, zlib.error, tarfile.TarError) as e:  # a bundle cut short, or corrupt
+                raise SvcdiagError(f"{path}: cannot read the bundle: {e}") from None
     try:
         stream = open(path, "rb")  # noqa: SIM115 -- closed below, after the errors are told apart
     except FileNotFoundError:

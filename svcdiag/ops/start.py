@@ -51,7 +51,7 @@ def judge_start(sd: Systemd, cfg: ServiceConfig, props: UnitProps, pub: Publishe
     the SGLang release and where that came from (the server's own /server_info wins)."""
 
     sglang = sglang or resolve(cfg)
-    watch = history.PhaseWatch(cfg, history.load_usual(cfg, sglang.version), pub)
+    watch = history.PhaseWatch(cfg, history.load_usual(cfg, sglang.version, warn=once(pub.note)), pub)
 
     def progress(judge: Any, now: float) -> float | None:
         r = judge.readiness
@@ -69,6 +69,8 @@ def judge_start(sd: Systemd, cfg: ServiceConfig, props: UnitProps, pub: Publishe
         if end.result == "success":
             pub.note(f"{cfg.unit} was stopped cleanly after this healthy start: it serves nothing now")
         return ended_after_ready(verdict, end.result, end.exit_line, end.state_change_ts)  # no HTTP to check
+    if verdict.figures.get("verdict_source") == "supervisor":
+        return verdict  # the supervisor said READY=1 only once HTTP agreed; the journal lacks the figures to compare
     if verdict.verdict == "healthy" and not cfg.node_rank:  # a worker node (rank ≥ 1) serves no HTTP
         host, port = cfg.host, cfg.port
         if sd.remote is not None:  # the server's port there, through the SSH connection
@@ -210,13 +212,27 @@ def wait_verdict(sd: Systemd, cfg: ServiceConfig, units: UnitsDir, props: UnitPr
 def remember(cfg: ServiceConfig, v: Verdict, pub: Publisher, command: str, *, state: str | None = None,
              drift: bool = True, campaign: str | None = None) -> int | None:
     """History's part of a verdict: drift against the config's last healthy start, then the row (its id)."""
+    note = once(pub.note)
     if drift:
-        for d in history.drift(history.load_usual(cfg, v.figures.get("sglang_version"), state), v):
+        for d in history.drift(history.load_usual(cfg, v.figures.get("sglang_version"), state, warn=note), v):
             pub.publish(pub.record("drift", ts=v.ts, message=d["message"], data=d))
     row_id, why = history.record_start(cfg, v, command, state=state, campaign=campaign)
     if why:
-        pub.note(why)
+        note(why)
     return row_id
+
+
+_said: set[str] = set()
+
+
+def once(note: Note) -> Note:
+    """`note`, but a line already said in this process is not said again (a history store that
+    cannot be used: one warning for the start, not one per look at it)."""
+    def say(line: str) -> None:
+        if line not in _said:
+            _said.add(line)
+            note(line)
+    return say
 
 
 def up(sd: Systemd, cfg: ServiceConfig, units: UnitsDir, pub: Publisher, *, wait: bool, restart: bool,

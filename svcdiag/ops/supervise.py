@@ -11,8 +11,12 @@ docs/benchmarks.md); a bigger one is passed through first. systemd hears
 (svcdiag.systemd.notify):
 
 - STATUS= on every milestone and phase ("loading_weights 3 s · loading weights, 139.72 GB free");
-- EXTEND_TIMEOUT_USEC= so that systemd's start timeout ends at the current phase's deadline
-  (never more than `slice_s` ahead, because systemd only ever moves that timeout later);
+- EXTEND_TIMEOUT_USEC= so that systemd's start timeout never ends before the current phase's
+  deadline (never more than `slice_s` ahead, because systemd only ever moves that timeout later);
+  the unit's own TimeoutStartSec is the whole start's (notify.start_limit_s), because a
+  daemon-reload forgets every extension. A phase's deadline is the supervisor's to enforce: at
+  it, the child gets SIGTERM (SIGKILL STOP_GRACE_S later) and the supervisor exits
+  EXIT_TIMED_OUT, the same exit code as `svcdiag up` for a timed-out start;
 - READY=1 once the log says ready and the HTTP cross-check agrees; STATUS=failed [cause]: …
   when the judge says the start failed; WATCHDOG=1 after ready while /ready answers.
 
@@ -61,6 +65,10 @@ DRAIN_AFTER_EXIT_S = 0.5
 #: the child's own environment: what systemd gave the supervisor and the child must not act on
 NOT_FOR_THE_CHILD = ("NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID", "LISTEN_FDS", "LISTEN_PID", "LISTEN_FDNAMES")
 PR_SET_PDEATHSIG = 1
+#: at a phase's deadline, how long the server has to stop after SIGTERM before SIGKILL (the unit's TimeoutStopSec)
+STOP_GRACE_S = 60.0
+#: the supervisor's exit status when it stopped a start at a phase's deadline (`svcdiag up`'s for timed_out)
+EXIT_TIMED_OUT = 3
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,6 +120,10 @@ class Supervisor:
         self._wake_r, self._wake_w = os.pipe()
         os.set_blocking(self._wake_r, False)
         self._watchdog_s = (watchdog_usec() or 0) / 2e6 or None
+        self.child: subprocess.Popen[bytes] | None = None  # the server, once spawned
+        self.stop_grace_s = STOP_GRACE_S  # SIGTERM to SIGKILL when a deadline stops the server (a pod: its grace)
+        self._kill_at: float | None = None  # the server was told to stop at a deadline: SIGKILL then
+        self._stopped = False  # ... and so the supervisor exits EXIT_TIMED_OUT
 
     # ------------------------------------------------------------ the child
 
@@ -284,6 +296,8 @@ class Supervisor:
         if v.verdict != "healthy":
             self.verdict = v
             self.notify.status(verdict_status(v))
+            if v.verdict == "timed_out":
+                self._stop_child(now)
             return
         if self.cfg.node_rank:  # a worker node (rank ≥ 1) serves no HTTP: its log's verdict is final, as in `up`
             self.verdict = v
@@ -294,6 +308,19 @@ class Supervisor:
         self._extend(now, force=True)
         self.notify.flush()  # systemd hears of the ready line now, not after the new thread's first GIL slice
         self._check = threading.Thread(target=self._cross_check, args=(v,), daemon=True)
+
+    def _stop_child(self, now: float) -> None:
+        """A phase's deadline passed: stop the server as systemd would (SIGTERM, SIGKILL after the grace)."""
+        self._stopped = True
+        self._signal_child(signal.SIGTERM)
+        self._kill_at = now + self.stop_grace_s
+
+    def _signal_child(self, sig: int) -> None:
+        if self.child is not None and self.child.poll() is None:
+            try:
+                os.kill(self.child.pid, sig)
+            except ProcessLookupError:
+                pass
 
     def _start_check(self) -> None:
         """The HTTP cross-check's thread starts once the ready line has been passed through: a new
@@ -334,7 +361,7 @@ class Supervisor:
     def _next_wake(self, now: float) -> float:
         """Seconds until the loop has something to do with no input: an extension, a deadline,
         a traceback's tail, the watchdog. Nothing at all while a ready server runs unwatched."""
-        wakes = [float("inf")]
+        wakes = [float("inf") if self._kill_at is None else self._kill_at]
         if self.verdict is not None and self.verdict.verdict == "healthy":
             if self._watchdog_s:
                 wakes.append(self._watchdog_next)
@@ -350,6 +377,9 @@ class Supervisor:
         return max(0.0, min(wakes) - now)
 
     def _on_time(self, now: float) -> None:
+        if self._kill_at is not None and now >= self._kill_at:
+            self._kill_at = None
+            self._signal_child(signal.SIGKILL)
         if self._check is not None and self._checked is not None:
             self._check.join()
             self._check = None
@@ -396,7 +426,7 @@ class Supervisor:
             self.notify.status(verdict_status(self.verdict))
         elif self.verdict is not None:
             self.notify.status(f"stopped: the server exited ({_how(returncode)}) after it was ready")
-        return Supervised(self.verdict, returncode)
+        return Supervised(self.verdict, EXIT_TIMED_OUT if self._stopped else returncode)
 
 
 def _how(returncode: int) -> str:

@@ -334,6 +334,9 @@ def run(own: argparse.Namespace, launch_argv: list[str]) -> int:
         done = int(scenario.weight_load_s * i / shards)
         log.raw(f"Loading safetensors checkpoint shards: {100 * i // shards:3d}% Completed | {i}/{shards} "
                 f"[00:{done:02d}<00:{int(scenario.weight_load_s) - done:02d},  3.48s/it]")
+        if i == shards // 2 and scenario.chatter_lines:
+            log.out.write("".join(f"UserWarning: TypedStorage is deprecated ({n})\n" for n in range(scenario.chatter_lines)))
+            log.out.flush()
         if i == 5 and fault == "segfault":
             os.kill(os.getpid(), signal.SIGSEGV)
         if i == 7 and fault == "sigkill":

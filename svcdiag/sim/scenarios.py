@@ -28,6 +28,8 @@ class Scenario:
     serving_s: float = 40.0
     #: nominal seconds of DeepGEMM's JIT pre-compile at the start of CUDA-graph capture (a first start on a host)
     precompile_s: float = 0.0
+    #: lines of chatter (a warning repeated) printed in one burst halfway through the weight load
+    chatter_lines: int = 0
 
 
 SCENARIOS: dict[str, Scenario] = {
@@ -54,6 +56,10 @@ SCENARIOS: dict[str, Scenario] = {
                                      dense=True, precompile_s=900.0),
     "stops-serving": Scenario("starts healthy, then stops serving without a word: /ready and /health answer 503 "
                               "(a wedged scheduler; the notify watchdog's test)", fault="stops_serving"),
+    "chatty": Scenario("healthy, but prints 30,000 warnings mid-load: more than journald's default rate limit keeps",
+                       chatter_lines=30_000),
+    "chatty-cuda-oom": Scenario("30,000 warnings mid-load, then CUDA out of memory while capturing CUDA graphs",
+                                fault="cuda_oom", chatter_lines=30_000),
 }
 
 if tuple(SCENARIOS) != SIM_SCENARIOS:  # the config's list names exactly these, in this order

@@ -70,6 +70,7 @@ def install_units(configs: list[ServiceConfig], unit_dir: Path, *, reload: bool 
             remove_environment_file(cfg)
     out: list[dict[str, str]] = []
     changed = False
+    before: list[tuple[ServiceConfig, Path, str | None]] = []  # what each written unit replaced
     for cfg, text in rendered:
         path = unit_dir / cfg.unit
         try:
@@ -87,6 +88,7 @@ def install_units(configs: list[ServiceConfig], unit_dir: Path, *, reload: bool 
         except OSError as e:
             raise SvcdiagError(f"cannot write {path}: {e.strerror}") from None
         changed = True
+        before.append((cfg, path, old))
         out.append({"name": cfg.name, "path": str(path), "action": "updated" if old else "installed"})
     if not reload:
         note = "daemon-reload: not asked for"
@@ -100,8 +102,28 @@ def install_units(configs: list[ServiceConfig], unit_dir: Path, *, reload: bool 
 
         with Systemd.connect() as sd:
             sd.daemon_reload()
+            _loaded_or_undone(sd, before)
         note = "daemon-reload: done"
     return {"unit_dir": str(unit_dir), "units": out, "reload": note}
+
+
+def _loaded_or_undone(sd: Any, written: list[tuple[ServiceConfig, Path, str | None]]) -> None:
+    """After the reload: a unit systemd could not load is taken back (the one it replaced restored, or
+    removed) and named in one line; install never reports success for a unit that cannot start."""
+    bad = [(cfg, path, old, state) for cfg, path, old in written
+           if (state := sd.props(cfg.unit).load_state) in ("error", "bad-setting")]
+    if not bad:
+        return
+    for _, path, old, _ in bad:
+        if old is None:
+            path.unlink(missing_ok=True)
+        else:
+            write_atomic(path, old, mode=0o644)
+    sd.daemon_reload()
+    cfg, path, old, state = bad[0]
+    raise SvcdiagError(f"systemd cannot load {path} (LoadState={state}; `systemd-analyze verify {path}` says why): "
+                       f"{'the unit it replaced is restored' if old is not None else 'it was removed again'}; "
+                       f"fix config {cfg.name}")
 
 
 def install_remote(sd: Any, configs: list[ServiceConfig], *, force: bool = False,

@@ -22,6 +22,7 @@ import select
 import struct
 import time
 from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
 from typing import Any
 
 from svcdiag.errors import SvcdiagError
@@ -88,9 +89,37 @@ class JournalHeads:
         self._mms = []
 
 
+#: where journald keeps the system journal: volatile (Storage=volatile, before the flush), persistent
+JOURNAL_DIRS = (Path("/run/log/journal"), Path("/var/log/journal"))
+
+
+def no_access(dirs: tuple[Path, ...] = JOURNAL_DIRS) -> str | None:
+    """Why this user cannot read the system journal, or None. Not root, not in systemd-journal (or adm,
+    wheel): the journal opens, but holds nothing of any service, and a start would look as if it had
+    not begun. Said in one line, with the way to get access."""
+    if os.geteuid() == 0:
+        return None
+    machines = []
+    for d in dirs:
+        try:
+            machines += [p for p in d.iterdir() if p.is_dir()]
+        except OSError:
+            continue
+    if not machines or any(os.access(f, os.R_OK) for m in machines if os.access(m, os.R_OK | os.X_OK)
+                           for f in m.glob("system*.journal")):
+        return None
+    return (f"cannot read the system journal ({machines[0]}: permission denied), where the servers' lines are: "
+            "join the systemd-journal group (`sudo usermod -aG systemd-journal $USER`, then log in again) or run "
+            "as root")
+
+
 def open_journal(reader_cls: Any, mode: Any) -> Any:
-    """Open the journal, retrying for a moment: journald restarting or rotating files is transient."""
+    """Open the journal, retrying for a moment: journald restarting or rotating files is transient.
+    A user who may not read it gets one line saying so (no_access), never an empty journal."""
     from tenacity import RetryError, Retrying, stop_after_delay, wait_exponential
+
+    if why := no_access():
+        raise SvcdiagError(why)
 
     def attempt() -> Any:
         reader = reader_cls()

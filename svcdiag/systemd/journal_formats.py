@@ -246,9 +246,10 @@ def json_record(line: str, n: int, checked: bool, name: str) -> tuple[Record | N
         return None, checked
     try:
         obj = json.loads(line)
-    except ValueError:
+    except (ValueError, RecursionError) as e:  # RecursionError: nested deeper than Python's stack (no journal's)
         if not checked:
-            raise SvcdiagError(f"{name}: line {n}: starts like JSON but is not valid JSON") from None
+            deep = ", nested too deep to be a journal entry" if isinstance(e, RecursionError) else ""
+            raise SvcdiagError(f"{name}: line {n}: starts like JSON but is not valid JSON{deep}") from None
         return None, checked
     if not isinstance(obj, dict) or not ("MESSAGE" in obj or "__REALTIME_TIMESTAMP" in obj):
         if not checked:

@@ -24,10 +24,27 @@ MIN_SLICE_S = 2.0
 
 
 def slice_s(timeouts: dict[str, float]) -> float:
-    """A notify unit's TimeoutStartSec, and the longest single EXTEND_TIMEOUT_USEC: the shortest
-    deadline. systemd only ever moves a start timeout later, so an extension must never reach
-    past the end of a phase that may yet have a shorter deadline than the one before it."""
+    """The longest single EXTEND_TIMEOUT_USEC: the shortest deadline. systemd only ever moves a start
+    timeout later, so an extension must never reach past the end of a phase that may yet have a
+    shorter deadline than the one before it."""
     return max(MIN_SLICE_S, min(v for k, v in timeouts.items() if k not in ALLOWANCES))
+
+
+#: seconds added to the whole start's limit, so that the supervisor's own deadline always comes first
+START_LIMIT_MARGIN_S = 60.0
+
+
+def start_limit_s(timeouts: dict[str, float]) -> float:
+    """A notify unit's TimeoutStartSec: the longest a whole start can take within svcdiag's deadlines
+    (every phase to its end, the HTTP cross-check, every allowance), plus a margin. The supervisor
+    enforces each phase's deadline itself; systemd's limit is only the backstop. It must be the
+    whole start's because systemd forgets EXTEND_TIMEOUT_USEC on daemon-reload (measured in systemd
+    252: the start timeout is re-armed at the start's beginning + TimeoutStartSec), so a shorter
+    limit would let any reload kill a start that has run longer than it (docs/live.md)."""
+    phases = [v for k, v in timeouts.items() if k not in ALLOWANCES and k != "http_check"]
+    allowances = len(phases) * timeouts.get("jit_compile", 0.0) + timeouts.get("loading_weights", 0.0) \
+        + timeouts.get("cuda_graph", 0.0) + timeouts.get("kv_cache", 0.0)  # precompile (once a phase), draft, host pool
+    return sum(phases) + timeouts.get("http_check", 0.0) + allowances + START_LIMIT_MARGIN_S
 
 
 def _send_cysystemd() -> Callable[[str], object]:

@@ -13,7 +13,7 @@ from svcdiag.config.service import ServiceConfig
 from svcdiag.errors import SvcdiagError
 from svcdiag.sglang.flags import exec_argv
 from svcdiag.systemd.hardening import credential_lines, hardening_lines
-from svcdiag.systemd.notify import slice_s
+from svcdiag.systemd.notify import start_limit_s
 
 TEMPLATE_NAME = "sglang.service.j2"
 HASH_KEY = "X-SvcdiagConfigHash"
@@ -88,7 +88,7 @@ def render_unit(cfg: ServiceConfig, version: str | None = None) -> str:
         working_directory=quote_setting(cfg.working_directory) if cfg.working_directory else None,
         simulate=cfg.simulate,
         notify=cfg.readiness == "notify",
-        start_timeout=f"{slice_s(cfg.timeout):g}",
+        start_timeout=f"{start_limit_s(cfg.timeout):g}",
         watchdog=f"{cfg.watchdog_s:g}" if cfg.watchdog_s else None,
         hardening=hardening_lines(cfg),
         credentials=credential_lines(cfg),
