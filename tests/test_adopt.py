@@ -11,12 +11,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from svcdiag.config.service import UnitsDir
-from svcdiag.sglang.command import read_command
 from svcdiag.sglang.flags import exec_argv
 from svcdiag.systemd.render import quote_exec_word
 from svcdiag.systemd.unit_file import exec_words, split_words
 
-from .conftest import UNITS, assert_one_line_error
+from .conftest import assert_one_line_error
 
 HAND_WRITTEN = """\
 [Unit]
@@ -152,23 +151,6 @@ WORD = st.text(st.characters(blacklist_categories=["Cs"], blacklist_characters="
 @given(st.lists(WORD, min_size=1, max_size=6))
 def test_execstart_words_read_back_as_rendered(words: list[str]) -> None:
     assert split_words(" ".join(quote_exec_word(w) for w in words)) == words
-
-
-@settings(max_examples=100, deadline=None)
-@given(tp=st.integers(1, 8), port=st.integers(1024, 65535), mem=st.none() | st.floats(0.1, 0.95),
-       mr=st.none() | st.integers(1, 512), ctx=st.none() | st.integers(1, 1 << 20), trust=st.booleans(),
-       extra=st.sampled_from([[], ["--enable-metrics"], ["--attention-backend", "fa3"], ["--log-level=debug"]]))
-def test_a_rendered_command_reads_back_to_its_keys(tp, port, mem, mr, ctx, trust, extra) -> None:
-    import dataclasses
-
-    base = UnitsDir(UNITS, "t").load("nospec-tp1")
-    cfg = dataclasses.replace(base, tp_size=tp, gpus=None, port=port, mem_fraction_static=mem, max_running_requests=mr,
-                              context_length=ctx, trust_remote_code=trust, extra_args=tuple(extra))
-    got = read_command(exec_argv(cfg))
-    for key in ("tp_size", "port", "mem_fraction_static", "max_running_requests", "context_length"):
-        assert got.keys.get(key) == getattr(cfg, key) or (getattr(cfg, key) is None and key not in got.keys), key
-    assert got.keys.get("trust_remote_code", False) == trust and got.extra_args == extra
-    assert got.python == cfg.python
 
 
 # ------------------------------------------------------------------ new

@@ -19,10 +19,10 @@ from pathlib import Path
 
 import pytest
 
-from svcdiag.config.from_argv import from_argv
 from svcdiag.config.service import find_units_dir
 from svcdiag.judge.verdict import Verdict
 from svcdiag.ops import history as h
+from svcdiag.ops.container import from_argv
 from svcdiag.output.history import probe_budget
 
 from .conftest import ROOT

@@ -105,7 +105,7 @@ def _script_command(text: str) -> tuple[list[str], dict[str, str]]:
         if m:
             words = split_shell(m.group(2)) or [""]
             env[m.group(1)] = words[0]
-        elif "sglang.launch_server" in s:
+        elif "sglang.launch_server" in s or re.search(r"\bsglang serve\b", s):
             return split_shell(s), env
     raise SvcdiagError("no `python -m sglang.launch_server …` line found")
 
@@ -214,7 +214,7 @@ def import_config(source: str, units: UnitsDir, *, name: str | None = None, vers
     if not name:
         raise SvcdiagError("import from stdin: pass --name NAME")
     target = _target(units, name, force)
-    cmd = read_command(words, version)
+    cmd = read_command(words, version, source=where)
     warnings += cmd.warnings
     top, secrets = _config_dict(cmd, env, unit, name, warnings)
     if version:

@@ -240,7 +240,7 @@ class FlagTable:
     def __contains__(self, flag: object) -> bool:
         return isinstance(flag, str) and self.lookup(flag) is not None
 
-    def _is_option(self, token: str) -> bool:
+    def is_option(self, token: str) -> bool:
         """Whether argparse would read `token` as an option rather than a value."""
         if not token.startswith("-") or token == "-":
             return False
@@ -312,7 +312,7 @@ class FlagTable:
                                          f"{stray!r}: launch_server takes no positional arguments ({self.label})",
                                          (), "stray") for stray in argv[i:]]
                 break
-            if not self._is_option(token):
+            if not self.is_option(token):
                 problems.append(FlagProblem(token, "error",
                                             f"{token!r} is not a flag nor the value of one ({self.label})",
                                             (), "stray"))
@@ -324,7 +324,7 @@ class FlagTable:
                 spec = self.lookup(flag)
             if spec is None:
                 problems.append(self._unknown(flag))
-                while i < len(argv) and not self._is_option(argv[i]) and argv[i] != "--":
+                while i < len(argv) and not self.is_option(argv[i]) and argv[i] != "--":
                     i += 1  # the unknown flag's value(s)
                 continue
 
@@ -340,7 +340,7 @@ class FlagTable:
                 nargs = spec.nargs
                 limit = 1 if nargs in (None, "?") else (nargs if isinstance(nargs, int) else len(argv))
                 while i < len(argv) and len(values) < limit and argv[i] != "--" \
-                        and not self._is_option(argv[i]):
+                        and not self.is_option(argv[i]):
                     values.append(argv[i])
                     i += 1
                 need = 1 if nargs in (None, "+") else (nargs if isinstance(nargs, int) else 0)
