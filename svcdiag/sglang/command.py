@@ -167,17 +167,9 @@ def _values(table: FlagTable, known: tuple[str, type] | None, args: Sequence[str
     """The values the flag at args[i] takes (as the release's argparse would), and the next index."""
     if inline is not None:
         return [inline], i + 1
-    spec = table.lookup(args[i])
-    if (known is not None and known[1] is bool) or (spec is not None and not spec.takes_value):
+    if known is not None and known[1] is bool:
         return [], i + 1
-    if spec is None or spec.nargs in (None, "?"):  # an unknown flag: its value is the word after it, if any
-        limit = 1
-    else:
-        limit = spec.nargs if isinstance(spec.nargs, int) else len(args)
-    n = 0
-    while n < limit and i + 1 + n < len(args) and not table.is_option(args[i + 1 + n]):
-        n += 1
-    return list(args[i + 1:i + 1 + n]), i + 1 + n
+    return table.take_values(table.lookup(args[i]), args, i + 1)
 
 
 def _convert(source: str, flag: str, kind: type, values: list[str], inline: str | None) -> Any:

@@ -250,6 +250,18 @@ class FlagTable:
             return False
         return " " not in token
 
+    def take_values(self, spec: FlagSpec | None, argv: Sequence[str], i: int) -> tuple[list[str], int]:
+        """The values argparse gives a flag from argv[i:] (the words after it; `spec` None: a flag
+        this release does not know, taken to want one), and the index after them."""
+        if spec is not None and not spec.takes_value:
+            return [], i
+        nargs = None if spec is None else spec.nargs
+        limit = 1 if nargs in (None, "?") else (nargs if isinstance(nargs, int) else len(argv))
+        j = i
+        while j < len(argv) and j - i < limit and argv[j] != "--" and not self.is_option(argv[j]):
+            j += 1
+        return list(argv[i:j]), j
+
     def _removed(self, flag: str) -> FlagProblem | None:
         """An error when renames.json says `flag` was gone by the requested release."""
         r = renames().get(flag)
@@ -337,12 +349,8 @@ class FlagTable:
             elif eq:
                 values = [inline]
             else:
+                values, i = self.take_values(spec, argv, i)
                 nargs = spec.nargs
-                limit = 1 if nargs in (None, "?") else (nargs if isinstance(nargs, int) else len(argv))
-                while i < len(argv) and len(values) < limit and argv[i] != "--" \
-                        and not self.is_option(argv[i]):
-                    values.append(argv[i])
-                    i += 1
                 need = 1 if nargs in (None, "+") else (nargs if isinstance(nargs, int) else 0)
                 if len(values) < need:
                     what = "a value" if need == 1 else f"{need} values"
