@@ -109,3 +109,31 @@ def test_a_rendered_command_reads_back_to_its_keys(tp, port, mem, mr, ctx, trust
         assert got.keys.get(key) == getattr(cfg, key) or (getattr(cfg, key) is None and key not in got.keys), key
     assert got.keys.get("trust_remote_code", False) == trust and got.extra_args == extra
     assert got.python == cfg.python
+
+
+KNOWN = st.sampled_from([("--tp", "tp_size", 2), ("--tensor-parallel-size", "tp_size", 4), ("--port", "port", 8000),
+                         ("--mem-fraction-static", "mem_fraction_static", 0.8), ("--model", "model_path", "/m"),
+                         ("--chunked-prefill-size", "chunked_prefill_size", -1),
+                         ("--cuda-graph-max-bs", "cuda_graph_max_bs", 16)])
+OTHER = st.tuples(st.sampled_from(["--enable-metrics", "--zz-unknown", "--attention-backend", "--log-level"]),
+                  st.none() | st.from_regex(r"[a-z0-9][a-z0-9._/]{0,8}", fullmatch=True))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.booleans(), KNOWN, OTHER, st.booleans()), max_size=6))
+def test_flags_read_back_in_either_spelling_and_the_rest_keep_their_order(parts) -> None:
+    args, keys, extra = [], {}, []
+    for is_known, (flag, key, value), (other, word), inline in parts:
+        if is_known:
+            words = [f"{flag}={value}"] if inline else [flag, str(value)]
+            keys[key] = value
+        else:
+            takes = other != "--enable-metrics"  # a store_true flag takes no value
+            words = [other] + ([word or "x"] if takes else [])
+            if takes and inline:
+                words = [f"{other}={word or 'x'}"]
+        args += words
+        if not is_known:
+            extra += words
+    got = read_flags(args, "0.5.12")
+    assert got.keys == keys and got.extra_args == extra and not got.warnings
