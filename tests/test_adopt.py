@@ -132,6 +132,8 @@ def test_import_refusals_are_one_line(cli, units: Path, tmp_path: Path, secrets:
     bad = tmp_path / "bad.sh"
     bad.write_text("/usr/bin/python3 -m sglang.launch_server --model-path /m --port 99999\n")
     assert_one_line_error(cli("import", str(bad)), "bad.toml", "port")
+    bad.write_text("/usr/bin/python3 -m sglang.launch_server --model-path /m --tp four\n")
+    assert_one_line_error(cli("import", str(bad)), f"{bad}: --tp: must be an integer, got 'four'")
 
 
 def test_a_unit_svcdiag_rendered_imports_back_to_its_config(cli, units: Path, tmp_path: Path, secrets: Path) -> None:
