@@ -118,6 +118,16 @@ def test_a_pasted_line_on_stdin_needs_a_name(cli, units: Path, secrets: Path) ->
     assert "'python3' is not an absolute path" in r.output
 
 
+def test_a_script_that_runs_sglang_serve_is_imported(cli, units: Path, tmp_path: Path, secrets: Path) -> None:
+    script = tmp_path / "serve.sh"
+    script.write_text("#!/bin/sh\necho \"starting sglang's server\necho 'sglang serve, below'\n"
+                      "exec /opt/sglang/.venv/bin/sglang serve --model-path /m --tp 2 --port=30300 --enable-metrics\n")
+    r = cli("import", str(script), "--dry-run")
+    assert r.exit_code == 0, r.output
+    assert 'model_path = "/m"' in r.output and "tp_size = 2" in r.output and "port = 30300" in r.output
+    assert 'extra_args = ["--enable-metrics"]' in r.output and 'python = "/opt/sglang/.venv/bin/python"' in r.output
+
+
 def test_import_refusals_are_one_line(cli, units: Path, tmp_path: Path, secrets: Path) -> None:
     src = tmp_path / "dflash-smoke.service"
     src.write_text(HAND_WRITTEN)

@@ -69,7 +69,7 @@ class Command:
 class Launch:
     """Where SGLang's flags start in a command line, and what stands in front of them."""
 
-    python: str | None  # the interpreter of `python -m …`; None for `sglang serve`
+    python: str | None  # the interpreter of `python -m …`; for `DIR/sglang serve`, DIR/python (a venv's)
     module: str         # SGLANG_MODULE or SIM_MODULE
     args: tuple[str, ...]
     env: tuple[tuple[str, str], ...] = ()
@@ -104,8 +104,9 @@ def find_launch(words: Sequence[str]) -> Launch | None:
             w = w[1:]
         else:
             break
-    if w and os.path.basename(w[0]) == "sglang" and w[1:2] == ["serve"]:
-        return Launch(None, SGLANG_MODULE, tuple(w[2:]), tuple(env.items()))
+    if w and os.path.basename(w[0]) == "sglang" and w[1:2] == ["serve"]:  # the console script beside its python
+        python = os.path.join(os.path.dirname(w[0]), "python") if os.path.dirname(w[0]) else None
+        return Launch(python, SGLANG_MODULE, tuple(w[2:]), tuple(env.items()))
     for i in range(len(w) - 1):
         if w[i] == "-m" and w[i + 1] in LAUNCHERS:
             skip = 3 if w[i + 1] == SIM_MODULE else 2  # the stand-in's scenario
