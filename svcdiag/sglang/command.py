@@ -148,9 +148,8 @@ def read_flags(args: Sequence[str], version: str | None = None, *, source: str =
             i += 1
             continue
         spec = table.lookup(flag)
-        if flag not in fields and spec is not None and spec.name in fields:
-            flag = spec.name  # an alias the release's table knows (its argparse's other spelling)
-        known = fields.get(flag)
+        # an alias the release's table knows (its argparse's other spelling) reads as its flag's key
+        known = fields.get(flag) or (fields.get(spec.name) if spec is not None else None)
         if known is not None and known[0] in NODE_KEYS and not nodes:
             raise ConfigError(source, flag, "a multi-node start is one config with [[nodes]]; write it by hand "
                                             "(docs/remote.md#multi-node)")
@@ -158,7 +157,7 @@ def read_flags(args: Sequence[str], version: str | None = None, *, source: str =
         if known is None:
             out.extra_args += [word] if eq else [flag, *values]
         else:
-            out.keys[known[0]] = _convert(source, flag, known[1], values, inline if eq else None)
+            out.keys[known[0]] = _convert(source, flag, known[1], values, inline if eq else None)  # as written
     _speculative(out)
     return out
 
