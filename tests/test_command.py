@@ -50,8 +50,10 @@ def test_the_launcher_is_found_behind_what_stands_in_front(words: list[str]) -> 
 def test_the_stand_ins_scenario_and_own_flags_are_read_as_its_own() -> None:
     launch = find_launch(["/py", "-m", "svcdiag.sim", "healthy-dense", "--sglang-version", "0.5.12", "--port", "9"])
     assert launch is not None and launch.args[0] == "--sglang-version"
-    cmd = read_command(["/py", "-m", "svcdiag.sim", "healthy-dense", "--sglang-version", "0.5.12", "--port", "9"])
+    cmd = read_flags(launch.args, sim=True)
     assert cmd.keys == {"sglang_version": "0.5.12", "port": 9} and not cmd.warnings
+    with pytest.raises(SvcdiagError, match="not an SGLang launch command"):  # import: not SGLang's
+        read_command(["/py", "-m", "svcdiag.sim", "healthy-dense", "--port", "9"])
     assert read_flags(["--sglang-version", "0.5.12"]).extra_args == ["--sglang-version", "0.5.12"]  # SGLang's: not
     assert find_launch(["/entrypoint.sh", "--port", "9"]) is None
 

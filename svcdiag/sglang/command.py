@@ -116,13 +116,13 @@ def find_launch(words: Sequence[str]) -> Launch | None:
 
 def read_command(words: Sequence[str], version: str | None = None, *, source: str = "the command line",
                  nodes: bool = False) -> Command:
-    """The config keys of a launch command (`words`: its argv), its flags read as `version`
-    reads them; errors name `source` and the flag. One node's flags (`--nnodes`, `--node-rank`,
+    """The config keys of SGLang's launch command (`words`: its argv; not the stand-in's), its
+    flags read as `version` reads them; errors name `source` and the flag. One node's flags (`--nnodes`, `--node-rank`,
     `--dist-init-addr`) are read only with `nodes` (a pod of a multi-node start)."""
     launch = find_launch(words)
-    if launch is None:
+    if launch is None or launch.module == SIM_MODULE:  # the stand-in's: its config is the one that rendered it
         raise SvcdiagError(f"not an SGLang launch command (python -m {SGLANG_MODULE} …): {shlex.join(words)[:200]}")
-    out = read_flags(launch.args, version, source=source, nodes=nodes, sim=launch.module == SIM_MODULE)
+    out = read_flags(launch.args, version, source=source, nodes=nodes)
     out.python, out.env = launch.python, dict(launch.env)
     if launch.python is not None and not launch.python.startswith("/"):
         out.warnings.append(f"the interpreter {launch.python!r} is not an absolute path: set python = to SGLang's "
