@@ -132,7 +132,7 @@ VALUES = st.one_of(st.none(), st.booleans(), st.integers(-10, 100000), st.floats
 @given(st.dictionaries(st.sampled_from(sorted(TOP_LEVEL) + ["bogus", "tp", "gpu"]), VALUES, max_size=6))
 def test_validation_never_raises_anything_but_config_error(tmp_path_factory, raw) -> None:
 
-    from svcdiag.config.service import _build, check_raw
+    from svcdiag.config.service import check_raw, config_from_keys
 
     raw = {k: v for k, v in raw.items() if v is not None}
     path = Path("/virtual/x.toml")
@@ -140,7 +140,7 @@ def test_validation_never_raises_anything_but_config_error(tmp_path_factory, raw
         check_raw(path, raw)
         if "extends" in raw:
             return
-        cfg = _build("x", path, {"model_path": "/m", **raw})
+        cfg = config_from_keys("x", path, {"model_path": "/m", **raw})
     except ConfigError as e:
         assert str(e).startswith(f"{path}"), e
         assert "\n" not in str(e)

@@ -9,10 +9,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from svcdiag.config.from_argv import ARGV_SOURCE, config_name, flag_keys, from_argv
+from svcdiag.config.from_argv import ARGV_SOURCE, config_name
 from svcdiag.config.service import DEFAULT_TIMEOUTS, ServiceConfig, Speculative
 from svcdiag.errors import ConfigError
-from svcdiag.ops.container import fix_words
+from svcdiag.ops.container import fix_words, from_argv
 from svcdiag.sglang.flags import exec_argv, sglang_args
 
 from .conftest import assert_one_line_error, run_svcdiag
@@ -50,13 +50,6 @@ def test_the_command_line_a_unit_runs_gives_back_the_config_that_rendered_it(cfg
         assert getattr(back, field) == getattr(cfg, field), field
     assert back.readiness == "notify" and back.timeout == DEFAULT_TIMEOUTS
     assert back.name == config_name({"served_model_name": cfg.served_model_name, "model_path": cfg.model_path}, {})
-
-
-def test_both_flag_spellings_and_aliases_are_read() -> None:
-    keys = flag_keys(["sglang", "serve", "--model=/m", "--tp", "2", "--trust-remote-code", "--enable-x",
-                      "--cuda-graph-max-bs", "16", "--speculative-draft-model", "/d", "--port=8000"])
-    assert keys == {"model_path": "/m", "tp_size": 2, "trust_remote_code": True, "cuda_graph_max_bs": 16,
-                    "speculative.draft_model_path": "/d", "port": 8000}
 
 
 def test_deadlines_from_the_environment_over_a_mounted_file(tmp_path: Path) -> None:
@@ -129,3 +122,12 @@ def test_container_options_with_a_notify_units_config_are_one_error() -> None:
     assert_one_line_error(run_svcdiag("supervise", "--config", "demo-smoke", "--probe-port", "8081", "--", "true"),
                           "--probe-port: a container's option")
     assert_one_line_error(run_svcdiag("supervise", "--node-rank", "1", "--", "true"), "--node-rank needs --config")
+
+
+def test_a_mounted_config_takes_the_top_level_keys_sglangs_flags_set() -> None:
+    from svcdiag.config.from_argv import MOUNTED_KEYS
+    from svcdiag.config.service import TOP_LEVEL
+    from svcdiag.sglang.command import FIELDS, SIM_FIELDS
+
+    set_by_flags = {key for key, _ in (*FIELDS.values(), *SIM_FIELDS.values()) if key in TOP_LEVEL}
+    assert set(MOUNTED_KEYS) == set_by_flags | {"description", "timeouts"}

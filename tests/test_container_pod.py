@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from .children import CHILD
 from .conftest import ROOT
 
 SIM = [sys.executable, "-m", "svcdiag.sim"]
@@ -201,25 +202,11 @@ def test_pid_1_reaps_orphans(tmp_path: Path) -> None:
     assert out == b"pid 1: svcdiag zombies: 0\n"
 
 
-CHILD = r"""
-import os, sys
-w = sys.stdout.buffer.write
-w(b"x" * 1_000_000 + b"\n")
-w(b"bad bytes \xff\xfe\n")
-w(b"tqdm  10%|#  |\rtqdm 100%|###|\n")
-sys.stdout.flush()
-os.write(2, b"on stderr\n")
-w(b"tail without newline")
-sys.stdout.flush()
-sys.exit(3)
-"""
-
-
 def test_output_passes_through_byte_for_byte_and_an_early_exit_is_a_failed_start(tmp_path: Path) -> None:
     child = tmp_path / "child.py"
     child.write_text(CHILD)
-    bare = subprocess.run([sys.executable, str(child)], capture_output=True, check=False)
-    pod = Pod(tmp_path, [sys.executable, str(child)])
+    bare = subprocess.run([sys.executable, str(child), "3"], capture_output=True, check=False)
+    pod = Pod(tmp_path, [sys.executable, str(child), "3"])
     out, err = pod.end()
     tail = b"tail without newline"
     assert out == bare.stdout[: -len(tail)] + bare.stderr + tail  # one pipe, in the order written, byte for byte

@@ -3,11 +3,8 @@ and what it makes of the answers."""
 
 from __future__ import annotations
 
-import json
-import threading
 from collections import Counter
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
@@ -15,43 +12,9 @@ import pytest
 from svcdiag.judge.verdict import Verdict
 from svcdiag.ops.http_check import cross_check
 
+from .json_server import Server
+
 TOKENS = 649_789
-
-
-class Server:
-    """Answers each path from a list of (status, body), the last one repeating; 404 for others."""
-
-    def __init__(self, routes: dict[str, list[tuple[int, Any]]]):
-        self.routes = routes
-        self.hits: Counter[str] = Counter()
-        server = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:
-                server.hits[self.path] += 1
-                answers = server.routes.get(self.path) or [(404, {"detail": "Not Found"})]
-                code, body = answers[min(server.hits[self.path], len(answers)) - 1]
-                data = json.dumps(body).encode()
-                self.send_response(code)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.port = self.httpd.server_address[1]
-        self.thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
-
-    def __enter__(self) -> Server:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
 
 
 @pytest.fixture

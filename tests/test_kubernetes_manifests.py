@@ -19,13 +19,14 @@ from pathlib import Path
 
 import pytest
 
-from svcdiag.config.from_argv import from_argv
 from svcdiag.config.service import find_units_dir
 from svcdiag.judge.verdict import Verdict
 from svcdiag.ops import history as h
+from svcdiag.ops.container import from_argv
 from svcdiag.output.history import probe_budget
 
 from .conftest import ROOT
+from .json_server import Server
 
 MANIFESTS = sorted((ROOT / "deploy" / "kubernetes").glob("*.yaml"))
 KUBECTL = shutil.which("kubectl")
@@ -69,42 +70,19 @@ DISCOVERY = {"v1": [("configmaps", "ConfigMap"), ("pods", "Pod")], "apps/v1": [(
 def api_discovery():
     """An API server's discovery endpoints and nothing else, on loopback: what `kubectl create
     --dry-run=client` asks before it maps a kind (schemas are not served: --validate=false)."""
-    import threading
-    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-
     groups = [gv for gv in DISCOVERY if "/" in gv]
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            path = self.path.split("?")[0]
-            gv = "v1" if path == "/api/v1" else path.removeprefix("/apis/")
-            if path == "/api":
-                body: dict | None = {"kind": "APIVersions", "versions": ["v1"], "serverAddressByClientCIDRs": []}
-            elif path == "/apis":
-                body = {"kind": "APIGroupList", "apiVersion": "v1", "groups": [
-                    {"name": g.split("/")[0], "versions": [{"groupVersion": g, "version": g.split("/")[1]}],
-                     "preferredVersion": {"groupVersion": g, "version": g.split("/")[1]}} for g in groups]}
-            elif gv in DISCOVERY:
-                body = {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv, "resources": [
-                    {"name": n, "singularName": "", "namespaced": True, "kind": k, "verbs": ["create", "get"]}
-                    for n, k in DISCOVERY[gv]]}
-            else:
-                body = None
-            data = json.dumps(body).encode()
-            self.send_response(200 if body is not None else 404)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
-        def log_message(self, *_args: object) -> None:
-            pass
-
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{httpd.server_address[1]}"
-    httpd.shutdown()
-    httpd.server_close()
+    routes = {
+        "/api": {"kind": "APIVersions", "versions": ["v1"], "serverAddressByClientCIDRs": []},
+        "/apis": {"kind": "APIGroupList", "apiVersion": "v1", "groups": [
+            {"name": g.split("/")[0], "versions": [{"groupVersion": g, "version": g.split("/")[1]}],
+             "preferredVersion": {"groupVersion": g, "version": g.split("/")[1]}} for g in groups]},
+        **{"/api/v1" if gv == "v1" else f"/apis/{gv}": {
+            "kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv, "resources": [
+                {"name": n, "singularName": "", "namespaced": True, "kind": k, "verbs": ["create", "get"]}
+                for n, k in kinds]} for gv, kinds in DISCOVERY.items()},
+    }
+    with Server({path: [(200, body)] for path, body in routes.items()}) as server:
+        yield f"http://127.0.0.1:{server.port}"
 
 
 @needs_kubectl

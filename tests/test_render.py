@@ -122,12 +122,11 @@ ARG = st.text(st.characters(blacklist_categories=["Cs"], blacklist_characters="\
 
 
 def config_with(extra_args: list[str], served: str, env_value: str):
-    from svcdiag.config.service import _build, check_raw
+    from svcdiag.config.service import config_from_keys
 
     raw = {"model_path": "/dev/shm/m", "extra_args": extra_args, "served_model_name": served,
            "env": {"SVCDIAG_T": env_value}}
-    check_raw(Path("/virtual/t.toml"), raw)
-    return _build("t", Path("/virtual/t.toml"), raw)
+    return config_from_keys("t", Path("/virtual/t.toml"), raw)
 
 
 @settings(max_examples=400, deadline=None)

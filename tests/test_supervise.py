@@ -22,6 +22,7 @@ from svcdiag.sglang.flags import exec_argv
 from svcdiag.systemd.notify import slice_s, start_limit_s
 from svcdiag.systemd.render import render_unit, supervise_argv
 
+from .children import CHILD
 from .conftest import ROOT, assert_one_line_error, run_svcdiag
 from .systemd_quoting import split_exec
 
@@ -126,20 +127,6 @@ def supervise(units: Path, name: str, argv: list[str], sock: NotifySocket, **kw)
     env = {**os.environ, "NOTIFY_SOCKET": str(sock.path), "PYTHONUNBUFFERED": "1"}
     return subprocess.Popen([sys.executable, "-m", "svcdiag", "--units", str(units), "supervise", "--config", name,
                              "--", *argv], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT, **kw)
-
-
-CHILD = r"""
-import os, sys
-w = sys.stdout.buffer.write
-w(b"x" * 1_000_000 + b"\n")
-w(b"bad bytes \xff\xfe\n")
-w(b"tqdm  10%|#  |\rtqdm 100%|###|\n")
-sys.stdout.flush()
-os.write(2, b"on stderr\n")
-w(b"tail without newline")
-sys.stdout.flush()
-sys.exit(int(sys.argv[1]))
-"""
 
 
 def test_bytes_pass_through_unchanged_and_the_exit_status_is_the_childs(units: Path, tmp_path: Path) -> None:

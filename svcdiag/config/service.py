@@ -723,6 +723,13 @@ def load_config(units: UnitsDir, name: str) -> ServiceConfig:
     return _build(name, path, raw)
 
 
+def config_from_keys(name: str, path: Path, raw: dict[str, Any]) -> ServiceConfig:
+    """A config that no units folder holds (a container's, from its command line): its keys
+    checked as a file's are, errors naming `path`."""
+    check_raw(path, raw)
+    return _build(name, path, raw)
+
+
 def _resolve(units: UnitsDir, name: str, chain: list[str]) -> dict[str, Any]:
     path = units.file(name)
     if name in chain:

@@ -25,7 +25,7 @@ from svcdiag.config.service import DEFAULT_TIMEOUTS, SECRET_NAME_RE, ServiceConf
 from svcdiag.errors import SvcdiagError
 from svcdiag.files import write_atomic
 from svcdiag.ops.sglang_version import resolve
-from svcdiag.sglang.command import Command, read_command, split_shell
+from svcdiag.sglang.command import Command, find_launch, read_command, split_shell
 from svcdiag.systemd.render import render_unit
 from svcdiag.systemd.unit_file import UnitFile, environment, exec_words, parse_unit
 
@@ -105,8 +105,13 @@ def _script_command(text: str) -> tuple[list[str], dict[str, str]]:
         if m:
             words = split_shell(m.group(2)) or [""]
             env[m.group(1)] = words[0]
-        elif "sglang.launch_server" in s:
-            return split_shell(s), env
+        elif "sglang" in s:
+            try:
+                words = split_shell(s)
+            except SvcdiagError:
+                continue  # an echo's unbalanced quote, say: not the launch line
+            if find_launch(words) is not None:
+                return words, env
     raise SvcdiagError("no `python -m sglang.launch_server …` line found")
 
 
@@ -214,7 +219,7 @@ def import_config(source: str, units: UnitsDir, *, name: str | None = None, vers
     if not name:
         raise SvcdiagError("import from stdin: pass --name NAME")
     target = _target(units, name, force)
-    cmd = read_command(words, version)
+    cmd = read_command(words, version, source=where)
     warnings += cmd.warnings
     top, secrets = _config_dict(cmd, env, unit, name, warnings)
     if version:

@@ -29,14 +29,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
-from svcdiag.config.from_argv import FLAGS, UNKNOWN_MODEL
+from svcdiag.config.from_argv import ARGV_SOURCE, UNKNOWN_MODEL, from_keys
 from svcdiag.config.service import ServiceConfig
 from svcdiag.judge.verdict import Verdict
 from svcdiag.ops.http_check import answers_ready
 from svcdiag.ops.probes import READY_TIMEOUT_S, Answer, ProbeServer
 from svcdiag.ops.status_line import verdict_status
 from svcdiag.ops.supervise import Supervised, Supervisor
+from svcdiag.sglang.command import FLAG_OF, find_launch, read_flags
 from svcdiag.sglang.events import Event
+from svcdiag.sglang.flags import SIM_MODULE
 
 PR_SET_CHILD_SUBREAPER = 36
 #: where the kubelet reads a container's termination message (terminationMessagePath's default)
@@ -49,8 +51,6 @@ DEFAULT_GRACE_S = 25.0
 #: after a failed verdict, how long SGLang may take to end on its own before it is stopped
 #: (it usually exits at once; a scheduler left hanging after a failure does not)
 FAILED_EXIT_WAIT_S = 5.0
-#: a config key → the flag that sets it (the first spelling FLAGS lists): a fix in SGLang's words
-FLAG_OF = {key: flag for flag, (key, _kind) in reversed(FLAGS.items())}
 
 
 @dataclass(frozen=True, slots=True)
@@ -278,10 +278,19 @@ class ContainerSupervisor(Supervisor):
         return Answer(False, f"not serving: {self.cfg.host}:{self.cfg.port} /ready does not answer")
 
 
+def from_argv(argv: Sequence[str], environ: Mapping[str, str]) -> ServiceConfig:
+    """The config of the server `argv` starts (svcdiag.config.from_argv): SGLang's flags read by
+    svcdiag.sglang.command, as one node's where they say so; a wrapper script's argv (no launcher
+    in it) is read whole, for whatever flags it passes on."""
+    launch = find_launch(argv)
+    args = launch.args if launch is not None else tuple(argv)
+    sim = launch is None or launch.module == SIM_MODULE  # the stand-in's flags, as a wrapper may pass them on
+    return from_keys(read_flags(args, source=ARGV_SOURCE, nodes=True, sim=sim).keys, environ)
+
+
 def supervise_container(argv: Sequence[str], opts: ContainerOptions,
                         environ: Mapping[str, str] | None = None) -> ContainerEnd:
     """Run SGLang's command line `argv` as a container's main process, to its end."""
-    from svcdiag.config.from_argv import from_argv
     from svcdiag.ops.conclude import diagnoser
 
     env = dict(os.environ if environ is None else environ)

@@ -29,12 +29,11 @@ from svcdiag.sglang.modelinfo import (
     LOCAL,
     ModelFiles,
     ModelInfoError,
-    ModelShape,
     hub_caches,
     hub_snapshot,
     is_hub_id,
+    read_config_json,
     read_shape,
-    shape_from_config,
     weight_bytes,
 )
 from svcdiag.sglang.preflight import Inputs, Prediction, from_config_alone, inputs_from_shape, predict
@@ -138,8 +137,7 @@ def plan(cfg: ServiceConfig, *, gpu_memory: float | None = None, kv_bytes_per_to
         if how:
             sources["model"] = how
         if model_config is not None:
-            shape = read_shape(str(Path(model_config).parent), LOCAL) if Path(model_config).name == "config.json" \
-                else shape_from_file(model_config)
+            shape = read_config_json(PurePosixPath(model_config))  # a config.json, whatever its name
             sources["shape"] = f"{model_config} ({shape.architecture}, {shape.kind})"
         else:
             shape = read_shape(where, files)
@@ -199,18 +197,6 @@ def plan(cfg: ServiceConfig, *, gpu_memory: float | None = None, kv_bytes_per_to
     if inp.context_len is None:
         notes.append("no context_length in the config and none in config.json: the one-request check is skipped")
     return Plan(inp, predict(cfg, inp), tuple(notes))
-
-
-def shape_from_file(path: str) -> ModelShape:
-    """--model-config FILE: a config.json by another name."""
-    p = Path(path)
-    try:
-        cfg = json.loads(p.read_text())
-    except (OSError, ValueError) as e:
-        raise ModelInfoError(p, ["config.json"], f"cannot read: {e}") from None
-    if not isinstance(cfg, dict):
-        raise ModelInfoError(p, ["config.json"], "not a JSON object")
-    return shape_from_config(cfg, p)
 
 
 @contextmanager

@@ -240,7 +240,7 @@ class FlagTable:
     def __contains__(self, flag: object) -> bool:
         return isinstance(flag, str) and self.lookup(flag) is not None
 
-    def _is_option(self, token: str) -> bool:
+    def is_option(self, token: str) -> bool:
         """Whether argparse would read `token` as an option rather than a value."""
         if not token.startswith("-") or token == "-":
             return False
@@ -249,6 +249,18 @@ class FlagTable:
         if _NEGATIVE_NUMBER.match(token):
             return False
         return " " not in token
+
+    def take_values(self, spec: FlagSpec | None, argv: Sequence[str], i: int) -> tuple[list[str], int]:
+        """The values argparse gives a flag from argv[i:] (the words after it; `spec` None: a flag
+        this release does not know, taken to want one), and the index after them."""
+        if spec is not None and not spec.takes_value:
+            return [], i
+        nargs = None if spec is None else spec.nargs
+        limit = 1 if nargs in (None, "?") else (nargs if isinstance(nargs, int) else len(argv))
+        j = i
+        while j < len(argv) and j - i < limit and argv[j] != "--" and not self.is_option(argv[j]):
+            j += 1
+        return list(argv[i:j]), j
 
     def _removed(self, flag: str) -> FlagProblem | None:
         """An error when renames.json says `flag` was gone by the requested release."""
@@ -312,7 +324,7 @@ class FlagTable:
                                          f"{stray!r}: launch_server takes no positional arguments ({self.label})",
                                          (), "stray") for stray in argv[i:]]
                 break
-            if not self._is_option(token):
+            if not self.is_option(token):
                 problems.append(FlagProblem(token, "error",
                                             f"{token!r} is not a flag nor the value of one ({self.label})",
                                             (), "stray"))
@@ -324,7 +336,7 @@ class FlagTable:
                 spec = self.lookup(flag)
             if spec is None:
                 problems.append(self._unknown(flag))
-                while i < len(argv) and not self._is_option(argv[i]) and argv[i] != "--":
+                while i < len(argv) and not self.is_option(argv[i]) and argv[i] != "--":
                     i += 1  # the unknown flag's value(s)
                 continue
 
@@ -337,12 +349,8 @@ class FlagTable:
             elif eq:
                 values = [inline]
             else:
+                values, i = self.take_values(spec, argv, i)
                 nargs = spec.nargs
-                limit = 1 if nargs in (None, "?") else (nargs if isinstance(nargs, int) else len(argv))
-                while i < len(argv) and len(values) < limit and argv[i] != "--" \
-                        and not self._is_option(argv[i]):
-                    values.append(argv[i])
-                    i += 1
                 need = 1 if nargs in (None, "+") else (nargs if isinstance(nargs, int) else 0)
                 if len(values) < need:
                     what = "a value" if need == 1 else f"{need} values"

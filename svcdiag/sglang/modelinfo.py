@@ -195,7 +195,12 @@ def shape_from_config(cfg: dict[str, Any], path: Path | PurePosixPath) -> ModelS
 
 
 def read_shape(model_dir: str | Path, files: ModelFiles = LOCAL) -> ModelShape:
-    path = PurePosixPath(model_dir) / "config.json"
+    return read_config_json(PurePosixPath(model_dir) / "config.json", files)
+
+
+def read_config_json(path: PurePosixPath, files: ModelFiles = LOCAL) -> ModelShape:
+    """The shape a config.json gives (the model folder's own, or preflight --model-config's file
+    by another name); errors name the file."""
     try:
         text = files.text(str(path))
         if text is None:

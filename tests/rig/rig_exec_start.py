@@ -9,7 +9,7 @@ import time
 import uuid
 from pathlib import Path
 
-from svcdiag.config.service import _build, check_raw
+from svcdiag.config.service import config_from_keys
 from svcdiag.ops.follow import start_unit
 from svcdiag.systemd.dbus import Systemd
 from svcdiag.systemd.journal import Follower
@@ -27,8 +27,7 @@ for i, args in enumerate(cases):
     # so no supervisor could load it; the quoting under test is the same in both modes
     raw = {"model_path": "/dev/shm/m", "extra_args": args, "python": "/usr/bin/python3",
            "env": {"PYTHONPATH": str(probe)}, "readiness": "journal"}
-    check_raw(Path("/virtual/q.toml"), raw)
-    cfg = _build(f"svcdiag-quoting-{uuid.uuid4().hex[:8]}-{i}", Path("/virtual/q.toml"), raw)
+    cfg = config_from_keys(f"svcdiag-quoting-{uuid.uuid4().hex[:8]}-{i}", Path("/virtual/q.toml"), raw)
     Path(f"/etc/systemd/system/{cfg.unit}").write_text(render_unit(cfg))
     units.append(cfg.unit)
 out = []
