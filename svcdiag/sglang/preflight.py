@@ -201,8 +201,12 @@ def from_config_alone(cfg: ServiceConfig) -> Prediction | None:
                        f"(max_mamba_cache_size // state slots per request = 0), whatever the GPU")
     if not reasons:
         return None
+    want = max(1, cfg.max_running_requests or 1)
+    fixes = ({"set": {"max_mamba_cache_size": want * spr * dp},
+              "reason": f"{spr} state slot(s) per request for {want} request(s); needed, not proved to fit: "
+                        "the GPU's free memory (--gpu-memory, or on the GPU host) checks it"},)
     return Prediction("cannot_serve", 0, 0, cfg.context_length or 0, cfg.max_mamba_cache_size, {}, limits,
-                      tuple(reasons), binding="mamba", failure=_no_slot_failure(cfg),
+                      tuple(reasons), fixes, binding="mamba", failure=_no_slot_failure(cfg),
                       family=memory.family(cfg.sglang_version).name, slots_per_request=spr)
 
 

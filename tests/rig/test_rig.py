@@ -87,7 +87,8 @@ def test_slow_start_is_healthy_not_a_false_failure(rig, units: Path) -> None:
 def test_fault(rig, units: Path, base: str, scenario: str, cause: str, phase: str, extra: dict) -> None:
     name = config(units, unit_name(scenario), base, simulate=scenario)
     t = time.monotonic()
-    p = sv(rig, units, "up", name, "--wait-ready", "--json")
+    force = ["--force"] if base == "demo-max-running-zero" else []  # else up's preflight refuses it unstarted
+    p = sv(rig, units, "up", name, "--wait-ready", "--json", *force)
     v = verdict_of(p)
     assert (v["verdict"], v["cause"], v["phase"]) == ("failed", cause, phase), v
     assert p.returncode == 1
@@ -146,7 +147,7 @@ def test_unit_stopped_from_outside_mid_wait(rig, units: Path) -> None:
 def test_previous_failed_invocation_is_not_misread(rig, units: Path) -> None:
     name = unit_name("prev")
     config(units, name, "demo-max-running-zero")
-    first = verdict_of(sv(rig, units, "up", name, "--wait-ready", "--json"))
+    first = verdict_of(sv(rig, units, "up", name, "--wait-ready", "--json", "--force"))
     assert first["cause"] == "max_running_zero"
     # same unit, now healthy: its journal still holds the AssertionError of the first start
     (units / f"{name}.toml").write_text((units / f"{name}.toml").read_text()

@@ -170,7 +170,8 @@ def test_polkit_group_runs_svcdiag_units_only(rig, units: Path) -> None:
             f"systemctl daemon-reload && systemctl start {foreign}")
     as_op = f"setpriv --reuid={op} --regid={op} --init-groups "
     up = f"{as_op} svcdiag --units {units} up {name}"
-    # without the rule: one line, exit 1
+    # without the rule (another test's `svcdiag setup` may have installed it in this rig): one line, exit 1
+    rig.run("rm -f /etc/polkit-1/rules.d/50-svcdiag.rules")
     denied = rig.run(up, check=False)
     assert_one_line_error(denied, "Access denied by systemd: run as root or install the polkit rule in docs/polkit.md",
                           code=1)

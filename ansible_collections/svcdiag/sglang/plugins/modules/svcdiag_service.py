@@ -172,9 +172,16 @@ def judged(sv, rc, recs, err, *, changed):
     notes = [r.get("message") for r in recs if r.get("event") == "note"]
     verdicts = [r for r in recs if r.get("event") == "verdict"]
     if not verdicts:
-        refused = [r.get("message") for r in recs if r.get("event") == "diagnosis"]
-        sv.fail(f"svcdiag said no verdict: {refused[-1] if refused else err or f'exit status {rc}'}",
-                changed=changed, notes=notes, rc=rc)
+        refused = [r for r in recs if r.get("event") == "diagnosis"]
+        if refused:  # up's preflight gate: predicted to serve no request, so never started
+            rec = refused[-1]
+            result = {"verdict": "refused", "cause": rec.get("cause"), "phase": None, "message": rec.get("message"),
+                      "figures": {}, "diagnosis": rec.get("explanation") or [], "fixes": rec.get("fixes") or [],
+                      "notes": notes, "record": rec}
+            sv.fail(f"NOT STARTED [{rec.get('cause')}]: {rec.get('message')}"
+                    + (f"; fix: {fix_text(result['fixes'][0])}" if result["fixes"] else "")
+                    + " (or force: true to start anyway)", changed=changed, rc=rc, **result)
+        sv.fail(f"svcdiag said no verdict: {err or f'exit status {rc}'}", changed=changed, notes=notes, rc=rc)
     result = verdict_result(verdicts[-1], notes)
     result["drift"] = [r.get("message") for r in recs if r.get("event") == "drift"]
     if result["verdict"] != "healthy":
