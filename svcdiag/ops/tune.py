@@ -70,15 +70,17 @@ def parse_budget(text: str | None) -> float | None:
     if text is None:
         return None
     t = text.strip().lower()
-    if re.fullmatch(r"\d+(\.\d+)?", t):
-        return float(t) * 60
     parts = re.fullmatch(r"(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?", t)
-    if not t or parts is None:
+    if re.fullmatch(r"\d+(\.\d+)?", t):
+        seconds = float(t) * 60
+    elif t and parts is not None:
+        h, m, s = (int(x or 0) for x in parts.groups())
+        seconds = float(h * 3600 + m * 60 + s)
+    else:
         raise SvcdiagError(f"--budget {text!r}: expected a duration such as 45m, 1h30m or 600s")
-    h, m, s = (int(x or 0) for x in parts.groups())
-    if h * 3600 + m * 60 + s <= 0:
+    if seconds <= 0:
         raise SvcdiagError(f"--budget {text!r}: must be more than zero")
-    return float(h * 3600 + m * 60 + s)
+    return seconds
 
 
 def base_settings(cfg: ServiceConfig) -> dict[str, Any]:
