@@ -97,6 +97,10 @@ def _judged(v, cause: str, detail: str) -> str:
     ("srt/model_executor/breakable_cuda_graph/breakable_cuda_graph.py", "_check_cuda_bindings", "RuntimeError: "
      "Breakable CUDA graph requires the 'cuda-python' package. Install it with: pip install cuda-python",
      "broken_install", "optional_package"),
+    ("srt/distributed/device_communicators/pynccl_wrapper.py", "__init__", "RuntimeError: Failed to load NCCL "
+     "library from libnccl.so.2 . It is expected if you are not running on NVIDIA/AMD GPUs. Otherwise, the nccl library"
+     " might not exist, be corrupted or it does not support the current platform Linux-6.8.0-x86_64.",
+     "broken_install", ""),
     ("srt/configs/model_config.py", "_verify_quantization", "ValueError: gptq_marlin quantization is currently not "
      "supported in ROCm.", "unsupported_hardware", "rocm"),
     ("srt/configs/load_config.py", "_verify_load_format", "ValueError: load format 'fastsafetensors' is not supported "

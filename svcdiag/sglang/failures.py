@@ -132,7 +132,8 @@ _CAUSES: tuple[FailureClass, ...] = (
         doc="`RuntimeError: Not enough memory. Please try to increase --mem-fraction-static.`, `Loaded "
             "weights leave no GPU memory for the KV cache …`; 0.5.23's `ValueError: SWA pool (659 tokens)"
             " cannot hold even one request: … sliding_window_size (1024) + page_size (1). Increase "
-            "--swa-full-tokens-ratio …` (the diagnosis names that ratio)"),
+            "--swa-full-tokens-ratio …` (the diagnosis names that ratio), its `SWA pool cap (…) leaves no room for "
+            "the full KV pool …` and `UnifiedKVPool: … leaves no room for real data`"),
     FailureClass(Cause.CUDA_OOM, read=(_said(r"\A.*Process (?P<other_pid>\d+) has (?P<other_gib>[\d.]+ GiB) memory in use"),),
                  line=re.compile(
         r"CUDA out of memory|HIP out of memory|OutOfMemoryError|(?:CUDA|HIP) error: out of memory"
@@ -159,9 +160,10 @@ _CAUSES: tuple[FailureClass, ...] = (
             "host pool above the RAM free (`ValueError: Not enough host memory available. Requesting "
             "69.63 GB but only have 41.87 GB free. Please reduce the size of the hierarchical cache.`, "
             "0.5.23's `Cannot automatically size HiCache host memory`: the fix is --hicache-size / "
-            "--hicache-ratio; a PD decode server's runtime `Not enough host memory for request …` is no "
-            "failure); systemd's `… killed by the OOM killer`; a bare `Killed` with no other cause before"
-            " it (also a script's `./serve.sh: line 7: 48211 Killed    python3 …`, zh_CN `已杀死`; a launcher's "
+            "--hicache-ratio; 0.5.23's own host pools, `Not enough host memory for V4 paged pool …`; a PD decode "
+            "server's runtime `Not enough host memory for request …` is no failure); systemd's `… killed by the "
+            "OOM killer`; a bare `Killed` with no other cause before it (also a script's `./serve.sh: line 7: "
+            "48211 Killed    python3 …`, zh_CN `已杀死`; a launcher's "
             "`sglang-1 exited with code 137`, `command terminated with exit code 137`, `srun: error: node-06: tasks "
             "0-3: Killed`; Slurm's `slurmstepd: error: Detected 1 oom_kill event in StepId=…`)",
         explain=("The host ran out of memory (RAM, not GPU memory) in phase {phase}: {message}",
@@ -176,7 +178,7 @@ _CAUSES: tuple[FailureClass, ...] = (
             " the HTTP port); `zmq.error.ZMQError: Address already in use (addr='tcp://…:5002')` "
             "(SGLang's own sockets between its processes: a leftover of an earlier start); `ValueError: "
             "dist_init_port at 5000 is not available in 30 seconds. … process.cmdline()=[…] … pid=N` (the"
-            " diagnosis names the port and the process holding it)"),
+            " diagnosis names the port and the process holding it"),
     FailureClass(Cause.UNSUPPORTED_MODEL, line=re.compile(
         r"Transformers does not recognize this architecture|Model architectures? \[.*\] (?:are|is) not supported"
         r"|Unrecognized configuration class|Unrecognized model in|Unrecognized (?:image )?processor in"
@@ -200,7 +202,10 @@ _CAUSES: tuple[FailureClass, ...] = (
             " VLM); `ValueError: GGUF model with architecture qwen3moe is not supported yet.` "
             "(transformers' GGUF reader, `--load-format gguf`); a target model class this release cannot "
             "speculate from (`… object has no attribute 'capture_aux_hidden_states'`, "
-            "`set_eagle3_layers_to_capture`, `get_embed_and_head`)",
+            "`set_eagle3_layers_to_capture`, `get_embed_and_head`); SGLang's own `Unsupported architectures: X. "
+            "Supported list: …`, `Transformers version … is not supported for model …`, `Unknown gguf model_type`; a "
+            "feature the model's class lacks (`Model X does not support BitsAndBytes quantization yet.`, `Pipeline "
+            "Parallel is not compatible with this model.`)",
         explain=("This SGLang release has no implementation of the model's architecture: {message}",
                  "Upgrade SGLang to a release that lists the architecture, or check config.json's `architectures`.")),
     FailureClass(Cause.MODEL_NOT_FOUND, read=(_NAMED_PATH,), line=re.compile(
@@ -227,7 +232,10 @@ _CAUSES: tuple[FailureClass, ...] = (
             "preprocessor_config.json); a `--lora-paths` folder that is not there (`HFValidationError: "
             "Repo id must be …: '/data/loras/x'`: the diagnosis names that path, not model_path); the hub's "
             "own words pasted alone (`Cannot access gated repo for url …`, `… you are not in the authorized list`, "
-            "`Invalid user token`)",
+            "`Invalid user token`); a folder without its weights (`Cannot find any model weights with …`, `No "
+            "model weights found in …`, `Could not find checkpoint files …`), shards its index names (`… shard "
+            "file(s) missing from … (incomplete download?)`) or its quantization config (`Cannot find the config "
+            "file for awq`)",
         explain=("SGLang cannot open model_path {what}: it is neither a folder on this host nor a repo id it can reach.",
                  "`ls {path}` on the GPU host; a model in /dev/shm is gone after a reboot.")),
     # the hub itself out of reach: rate-limited (429), no route, a proxy; the repo id may well be right
@@ -272,7 +280,10 @@ _CAUSES: tuple[FailureClass, ...] = (
             "(0.5.23's MXFP8 backends); Ascend's CANN made for another chip (`EH9999 … init runtime "
             "platform info failed, SocVersion = Ascend910B3`, `Op Cast does not has any binary`: the "
             "image for this NPU, -910b or -a3; a runtime's line after the four the message keeps is still"
-            " read for the cause)",
+            " read for the cause); `SGLang only supports sm75 and above.`; what a release builds for CUDA only "
+            "(`… quantization is currently not supported in ROCm.`, `Breakable CUDA graph is not supported on "
+            "ROCm/HIP`) or not for this platform (`FP4 is not supported on NPU yet.`, `… requires a CUDA device`, "
+            "`CPU FP8 KV cache requires Intel AMX support.`)",
         explain=("This GPU cannot run what the config asks for: {message}",
                  "Choose a quantization, attention backend or kernel this GPU's compute capability supports "
                  "(`nvidia-smi --query-gpu=compute_cap --format=csv`), or run on a newer GPU.")),
@@ -416,7 +427,8 @@ _CAUSES: tuple[FailureClass, ...] = (
         # a package the flags need, in SGLang's own words: `Install it with: pip install modelexpress`, `requires the
         # 'cuda-python' package`, `upgrade Mooncake by 'pip install …'`, `(modelopt) library not found. Please install`
         r"|[Ii]nstall it (?:with|using):? ?`?pip install |by '?pip install |requires the '[\w.-]+' package"
-        r"|library not found\. Please install"),
+        r"|library not found\. Please install"
+        r"|Failed to load NCCL library from"),  # pynccl: no libnccl.so.2 it can load (nvidia-nccl-cu* missing or broken)
         doc="the interpreter cannot import what SGLang needs: `ModuleNotFoundError: No module named "
             "'sgl_kernel'`, `ImportError: …/common_ops.abi3.so: undefined symbol: …`, `cannot import name"
             " 'x' from 'sgl_kernel'`; Triton's `Failed to find C compiler. Please specify via CC "
@@ -429,7 +441,9 @@ _CAUSES: tuple[FailureClass, ...] = (
             "system package: `apt install libnuma1`; also under sgl-kernel's multi-line `[sgl_kernel] "
             "CRITICAL: Could not load any common_ops library!`), `libcudart.so.12: …` (torch and the "
             "kernels built for different CUDA majors), `undefined symbol: _ZN3c10…` (a package built for "
-            "another torch, named from its path), a grammar backend's (xgrammar, outlines, llguidance)",
+            "another torch, named from its path), a grammar backend's (xgrammar, outlines, llguidance); SGLang's own "
+            "advice for a package a flag needs (`Install it with: pip install modelexpress`, `requires the "
+            "'cuda-python' package`, `(modelopt) library not found`); pynccl's `Failed to load NCCL library from …`",
         explain=("The Python environment the unit runs cannot import what SGLang needs: {message}",
                  "A missing package, or compiled kernels (sgl_kernel, flashinfer, vllm) built for another torch or CUDA "
                  "than the installed one. Install the versions the SGLang release pins (`pip install \"sglang[all]==X\"` "
@@ -478,7 +492,11 @@ _CAUSES: tuple[FailureClass, ...] = (
             "('10.0.0.12', 30000): cannot assign requested address` (--host is no address of this host; "
             "any bind errno but 98 and 13); LoRA adapters this release cannot serve together (≤ 0.4.3's "
             "`assert all(x.hf_config[\"r\"] == self.max_lora_dim …)`, `--max-lora-rank`, "
-            "`--lora-target-modules`)",
+            "`--lora-target-modules`); a raise in any of SGLang's flag checks (`arg_groups/` at any depth, "
+            "`server_args_config_parser.py`, `cli/*.py`, `launch_server.py`), and any exception whose message "
+            "names a `--flag` or an `SGLANG_*` variable and no other cause's words (`ValueError: "
+            "--enable-unified-memory only supports hybrid Mamba …`: the diagnosis quotes it and says to change "
+            "what it names)",
         explain=("SGLang refused its arguments: {message}",)),
     FailureClass(Cause.WARMUP_FAILED,
         doc="`Initialization failed. warmup error: Traceback …` ending in `AssertionError: res=<Response "
