@@ -139,6 +139,16 @@ def test_a_check_in_any_flag_check_frame_is_bad_arguments(file: str, fn: str, fi
     assert final.split(": ", 1)[1] in _judged(v, "bad_arguments", "flag_check")
 
 
+@pytest.mark.parametrize(("file", "fn", "final"), [
+    ("srt/model_loader/loader.py", "_parse_quantization", "ValueError: Invalid quantization choice: 'fp9'. Available "
+     "choices: ['awq', 'fp8', 'gptq']"),
+    ("srt/model_executor/model_runner.py", "init_memory_pool", "ValueError: Unsupported kv_cache_dtype: fp4_e9."),
+    ("srt/configs/device_config.py", "__init__", "RuntimeError: Not supported device type: tpu"),
+])
+def test_a_flag_value_the_release_does_not_know_is_bad_arguments(file: str, fn: str, final: str) -> None:
+    assert final.split(": ", 1)[1] in _judged(scheduler_dies(file, fn, final), "bad_arguments", "")
+
+
 def test_a_raise_that_names_a_flag_outside_the_checks_is_bad_arguments() -> None:
     final = ("ValueError: --enable-unified-memory only supports hybrid Mamba and hybrid sliding-window-attention "
              "models (DeepSeek-V4 excluded); the current model (Qwen3ForCausalLM) is neither.")
@@ -183,6 +193,8 @@ def test_a_raise_that_names_no_flag_outside_the_checks_stays_generic(words: str)
      "FooForCausalLM. Supported list: ['LlamaForCausalLM', 'Qwen3ForCausalLM']", "unsupported_model", ""),
     ("srt/model_loader/loader.py", "_get_gguf_weights_map", "RuntimeError: Unknown gguf model_type: qwen9",
      "unsupported_model", ""),
+    ("srt/model_loader/utils.py", "resolve_transformers_arch", "ValueError: FooForCausalLM has no SGlang "
+     "implementation and the Transformers implementation is not compatible with SGLang.", "unsupported_model", ""),
     ("srt/mem_cache/memory_pool.py", "__init__", "AssertionError: FP4 is not supported on NPU yet.",
      "unsupported_hardware", "platform"),
     ("srt/mem_cache/kv_cache_configurator.py", "configure", "RuntimeError: CPU FP8 KV cache requires Intel AMX "

@@ -192,6 +192,7 @@ _CAUSES: tuple[FailureClass, ...] = (
         # SGLang's own words: the architecture not in its registry, transformers too old for it, a GGUF model_type
         r"|Unsupported architectures: |Transformers version \S+ is not supported for model"
         r"|is not a registered model in the Transformers library|Unknown gguf model_type"
+        r"|has no SGl?ang implementation and the Transformers implementation is not compatible"
         # a feature the flags ask for that this model's class does not have
         r"|\b[Mm]odel '?\S+?'? does not support |(?:Pipeline Parallel|PP) is not compatible with (?:this model|MTP models)"),
         doc="`ValueError: Model architectures ['X'] are not supported for now.`, `… has model type "
@@ -203,7 +204,8 @@ _CAUSES: tuple[FailureClass, ...] = (
             "(transformers' GGUF reader, `--load-format gguf`); a target model class this release cannot "
             "speculate from (`… object has no attribute 'capture_aux_hidden_states'`, "
             "`set_eagle3_layers_to_capture`, `get_embed_and_head`); SGLang's own `Unsupported architectures: X. "
-            "Supported list: …`, `Transformers version … is not supported for model …`, `Unknown gguf model_type`; a "
+            "Supported list: …`, `X has no SGlang implementation and the Transformers implementation is not "
+            "compatible …`, `Transformers version … is not supported for model …`, `Unknown gguf model_type`; a "
             "feature the model's class lacks (`Model X does not support BitsAndBytes quantization yet.`, `Pipeline "
             "Parallel is not compatible with this model.`)",
         explain=("This SGLang release has no implementation of the model's architecture: {message}",
@@ -473,7 +475,9 @@ _CAUSES: tuple[FailureClass, ...] = (
         # (≤ 0.4.3 asserts it), a rank above --max-lora-rank, modules outside --lora-target-modules
         r"|hf_config\[\"r\"\] == self\.max_lora_dim|x\.scaling == self\.scaling|--max-lora-rank|--lora-target-modules"
         # the draft model is no EAGLE draft (none given: SGLang loads the target itself as the draft)
-        r"|object has no attribute '(?:set_embed|set_embed_and_head|hot_token_id)'"),
+        r"|object has no attribute '(?:set_embed|set_embed_and_head|hot_token_id)'"
+        # a flag's value this release does not know, in its own words (--quantization, --kv-cache-dtype, --device)
+        r"|Invalid quantization choice: |Unsupported kv_cache_dtype: |Not supported device type: "),
         doc="`launch_server.py: error: unrecognized arguments: --foo` (≤ 0.5.9), `AssertionError: The "
             "host memory should be larger than the device memory with the current protocol` "
             "(--hicache-ratio ≤ 1), `sglang serve: error: argument --tp-size: invalid int value: 'auto'` "
@@ -496,7 +500,8 @@ _CAUSES: tuple[FailureClass, ...] = (
             "`server_args_config_parser.py`, `cli/*.py`, `launch_server.py`), and any exception whose message "
             "names a `--flag` or an `SGLANG_*` variable and no other cause's words (`ValueError: "
             "--enable-unified-memory only supports hybrid Mamba …`: the diagnosis quotes it and says to change "
-            "what it names)",
+            "what it names); a flag's value the release does not know, in its own words (`Invalid quantization "
+            "choice: …`, `Unsupported kv_cache_dtype: …`, `Not supported device type: …`)",
         explain=("SGLang refused its arguments: {message}",)),
     FailureClass(Cause.WARMUP_FAILED,
         doc="`Initialization failed. warmup error: Traceback …` ending in `AssertionError: res=<Response "
