@@ -126,11 +126,14 @@ _CAUSES: tuple[FailureClass, ...] = (
     FailureClass(Cause.NOT_ENOUGH_MEMORY, read=(_said(r"above (?P<floor>\d\.\d+)"),), line=re.compile(
         r"Not enought? memory\. Please try to increase --mem-fraction-static"  # ≤ 0.1.17 spells it "enought"
         r"|leave no GPU memory for the KV cache|Memory pool size is too small"
-        r"|SWA pool \(\d+ tokens\) cannot hold even one request"),  # 0.5.23: a sliding-window pool under its window
+        r"|SWA pool \(\d+ tokens\) cannot hold even one request"
+        # 0.5.23: the SWA pool's cap (or a UnifiedKVPool sub-pool) takes what the full KV pool needed
+        r"|leaves no room for (?:the full KV pool|real data)"),  # 0.5.23: a sliding-window pool under its window
         doc="`RuntimeError: Not enough memory. Please try to increase --mem-fraction-static.`, `Loaded "
             "weights leave no GPU memory for the KV cache …`; 0.5.23's `ValueError: SWA pool (659 tokens)"
             " cannot hold even one request: … sliding_window_size (1024) + page_size (1). Increase "
-            "--swa-full-tokens-ratio …` (the diagnosis names that ratio)"),
+            "--swa-full-tokens-ratio …` (the diagnosis names that ratio), its `SWA pool cap (…) leaves no room for "
+            "the full KV pool …` and `UnifiedKVPool: … leaves no room for real data`"),
     FailureClass(Cause.CUDA_OOM, read=(_said(r"\A.*Process (?P<other_pid>\d+) has (?P<other_gib>[\d.]+ GiB) memory in use"),),
                  line=re.compile(
         r"CUDA out of memory|HIP out of memory|OutOfMemoryError|(?:CUDA|HIP) error: out of memory"
@@ -148,15 +151,19 @@ _CAUSES: tuple[FailureClass, ...] = (
                             # --enable-hierarchical-cache: its host pool (--hicache-ratio × the KV pool, or --hicache-size)
                             # larger than the host RAM free; not `… for request X`, a PD decode server's runtime note
                             r"|Not enough host memory (?:available\. Requesting|for [\w\s.-]*hierarchical cache)"
+                            # 0.5.23's own host pools (V4 paged and state pools, MiniMax's index cache, the unified
+                            # page envelope), not a PD decode server's `… for request X`
+                            r"|Not enough host memory for (?!request\b)[^\n]*?\. Requesting [\d.]+ GB but only have"
                             r"|Cannot automatically size HiCache host memory"),
         doc="`OSError: [Errno 12] Cannot allocate memory`; torch's `DefaultCPUAllocator: can't allocate "
             "memory: you tried to allocate N bytes` (`--device cpu`); `--enable-hierarchical-cache`'s "
             "host pool above the RAM free (`ValueError: Not enough host memory available. Requesting "
             "69.63 GB but only have 41.87 GB free. Please reduce the size of the hierarchical cache.`, "
             "0.5.23's `Cannot automatically size HiCache host memory`: the fix is --hicache-size / "
-            "--hicache-ratio; a PD decode server's runtime `Not enough host memory for request …` is no "
-            "failure); systemd's `… killed by the OOM killer`; a bare `Killed` with no other cause before"
-            " it (also a script's `./serve.sh: line 7: 48211 Killed    python3 …`, zh_CN `已杀死`; a launcher's "
+            "--hicache-ratio; 0.5.23's own host pools, `Not enough host memory for V4 paged pool …`; a PD decode "
+            "server's runtime `Not enough host memory for request …` is no failure); systemd's `… killed by the "
+            "OOM killer`; a bare `Killed` with no other cause before it (also a script's `./serve.sh: line 7: "
+            "48211 Killed    python3 …`, zh_CN `已杀死`; a launcher's "
             "`sglang-1 exited with code 137`, `command terminated with exit code 137`, `srun: error: node-06: tasks "
             "0-3: Killed`; Slurm's `slurmstepd: error: Detected 1 oom_kill event in StepId=…`)",
         explain=("The host ran out of memory (RAM, not GPU memory) in phase {phase}: {message}",
@@ -171,7 +178,7 @@ _CAUSES: tuple[FailureClass, ...] = (
             " the HTTP port); `zmq.error.ZMQError: Address already in use (addr='tcp://…:5002')` "
             "(SGLang's own sockets between its processes: a leftover of an earlier start); `ValueError: "
             "dist_init_port at 5000 is not available in 30 seconds. … process.cmdline()=[…] … pid=N` (the"
-            " diagnosis names the port and the process holding it)"),
+            " diagnosis names the port and the process holding it"),
     FailureClass(Cause.UNSUPPORTED_MODEL, line=re.compile(
         r"Transformers does not recognize this architecture|Model architectures? \[.*\] (?:are|is) not supported"
         r"|Unrecognized configuration class|Unrecognized model in|Unrecognized (?:image )?processor in"
@@ -181,7 +188,13 @@ _CAUSES: tuple[FailureClass, ...] = (
         r"|Unknown quantization method"  # the checkpoint's quant_method, which this release does not know
         r"|GGUF model with architecture \w+ is not supported"  # transformers' GGUF reader, older than the model
         # speculative decoding's target hooks, missing from this release's class for the target model
-        r"|object has no attribute '(?:capture_aux_hidden_states|set_eagle3_layers_to_capture|get_embed_and_head)'"),
+        r"|object has no attribute '(?:capture_aux_hidden_states|set_eagle3_layers_to_capture|get_embed_and_head)'"
+        # SGLang's own words: the architecture not in its registry, transformers too old for it, a GGUF model_type
+        r"|Unsupported architectures: |Transformers version \S+ is not supported for model"
+        r"|is not a registered model in the Transformers library|Unknown gguf model_type"
+        r"|has no SGl?ang implementation and the Transformers implementation is not compatible"
+        # a feature the flags ask for that this model's class does not have
+        r"|\b[Mm]odel '?\S+?'? does not support |(?:Pipeline Parallel|PP) is not compatible with (?:this model|MTP models)"),
         doc="`ValueError: Model architectures ['X'] are not supported for now.`, `… has model type "
             "`qwen3_next` but Transformers does not recognize this architecture …`; tokenizer files newer"
             " than the installed tokenizers (`Exception: data did not match any variant of untagged enum "
@@ -190,7 +203,11 @@ _CAUSES: tuple[FailureClass, ...] = (
             " VLM); `ValueError: GGUF model with architecture qwen3moe is not supported yet.` "
             "(transformers' GGUF reader, `--load-format gguf`); a target model class this release cannot "
             "speculate from (`… object has no attribute 'capture_aux_hidden_states'`, "
-            "`set_eagle3_layers_to_capture`, `get_embed_and_head`)",
+            "`set_eagle3_layers_to_capture`, `get_embed_and_head`); SGLang's own `Unsupported architectures: X. "
+            "Supported list: …`, `X has no SGlang implementation and the Transformers implementation is not "
+            "compatible …`, `Transformers version … is not supported for model …`, `Unknown gguf model_type`; a "
+            "feature the model's class lacks (`Model X does not support BitsAndBytes quantization yet.`, `Pipeline "
+            "Parallel is not compatible with this model.`)",
         explain=("This SGLang release has no implementation of the model's architecture: {message}",
                  "Upgrade SGLang to a release that lists the architecture, or check config.json's `architectures`.")),
     FailureClass(Cause.MODEL_NOT_FOUND, read=(_NAMED_PATH,), line=re.compile(
@@ -204,7 +221,10 @@ _CAUSES: tuple[FailureClass, ...] = (
         r"|Can't load tokenizer for|Can't load the configuration of"
         r"|Can't load (?:image processor|processor|feature extractor) for"  # a VLM saved without its processor files
         r"|you are not in the authorized list|Invalid user token|Invalid credentials in Authorization header"
-        r"|(?:Entry|Revision) Not Found for url|EntryNotFoundError|RevisionNotFoundError"),
+        r"|(?:Entry|Revision) Not Found for url|EntryNotFoundError|RevisionNotFoundError"
+        # the folder is there, its weights (or the files the checkpoint names) are not
+        r"|Cannot find any model weights with|No model weights found in|Could not find checkpoint files"
+        r"|shard file\(s\) missing from|Cannot find the config file for"),
         doc="`OSError: Incorrect path_or_model_id: '/models/x'`, "
             "`huggingface_hub.errors.RepositoryNotFoundError: 401 Client Error …`, `OSError: You are "
             "trying to access a gated repo.`; offline with the model not cached "
@@ -214,7 +234,10 @@ _CAUSES: tuple[FailureClass, ...] = (
             "preprocessor_config.json); a `--lora-paths` folder that is not there (`HFValidationError: "
             "Repo id must be …: '/data/loras/x'`: the diagnosis names that path, not model_path); the hub's "
             "own words pasted alone (`Cannot access gated repo for url …`, `… you are not in the authorized list`, "
-            "`Invalid user token`)",
+            "`Invalid user token`); a folder without its weights (`Cannot find any model weights with …`, `No "
+            "model weights found in …`, `Could not find checkpoint files …`), shards its index names (`… shard "
+            "file(s) missing from … (incomplete download?)`) or its quantization config (`Cannot find the config "
+            "file for awq`)",
         explain=("SGLang cannot open model_path {what}: it is neither a folder on this host nor a repo id it can reach.",
                  "`ls {path}` on the GPU host; a model in /dev/shm is gone after a reboot.")),
     # the hub itself out of reach: rate-limited (429), no route, a proxy; the repo id may well be right
@@ -242,7 +265,13 @@ _CAUSES: tuple[FailureClass, ...] = (
         # Ascend: the CANN toolkit or kernels (or the image: -910b vs -a3) made for another NPU than this one
         r"|init runtime platform info failed, SocVersion|does not has any binary|Parse dynamic kernel config fail"
         # Triton's fp8 before sm89: `ValueError("type fp8e4nv not supported in this architecture. …")`
-        r"|not supported in this architecture"),
+        r"|not supported in this architecture"
+        # what this release builds for CUDA only: a quantization, a load format, breakable CUDA graphs
+        r"|not supported (?:in|on) ROCm"
+        # SGLang's own floor, and what a release builds for one platform only (NPU, XPU, CPU, HIP; CUDA)
+        r"|SGLang only supports sm\d+ and above|(?:not supported|unsupported) on (?:NPU|XPU|CPU|HIP)\b"
+        r"|requires a CUDA(?:-compatible)? device|only supported on the (?:CUDA path|AMD HIP)|requires CUDA, got"
+        r"|only supports CUDA and CPU, got|requires Intel AMX support"),
         doc="`ValueError: The quantization method fp8 is not supported for the current GPU. Minimum "
             "capability: 80. Current capability: 75.`; `triton.runtime.errors.OutOfResources: out of "
             "resource: shared memory …` (a kernel too big for this GPU); `RuntimeError: HIP error: "
@@ -253,7 +282,10 @@ _CAUSES: tuple[FailureClass, ...] = (
             "(0.5.23's MXFP8 backends); Ascend's CANN made for another chip (`EH9999 … init runtime "
             "platform info failed, SocVersion = Ascend910B3`, `Op Cast does not has any binary`: the "
             "image for this NPU, -910b or -a3; a runtime's line after the four the message keeps is still"
-            " read for the cause)",
+            " read for the cause); `SGLang only supports sm75 and above.`; what a release builds for CUDA only "
+            "(`… quantization is currently not supported in ROCm.`, `Breakable CUDA graph is not supported on "
+            "ROCm/HIP`) or not for this platform (`FP4 is not supported on NPU yet.`, `… requires a CUDA device`, "
+            "`CPU FP8 KV cache requires Intel AMX support.`)",
         explain=("This GPU cannot run what the config asks for: {message}",
                  "Choose a quantization, attention backend or kernel this GPU's compute capability supports "
                  "(`nvidia-smi --query-gpu=compute_cap --format=csv`), or run on a newer GPU.")),
@@ -374,7 +406,8 @@ _CAUSES: tuple[FailureClass, ...] = (
     FailureClass(Cause.BAD_CHECKPOINT, line=re.compile(
         r"SafetensorError|Error while deserializing header|HeaderTooLarge|MetadataIncompleteBuffer"
         r"|incomplete metadata, file not fully covered|PytorchStreamReader failed|invalid load key"
-        r"|Attempted to load weight \(|is not a valid JSON file"),
+        r"|Attempted to load weight \(|is not a valid JSON file"
+        r"|checksum mismatch for presharded checkpoint"),
         doc="a weights file that cannot be read (`safetensors_rust.SafetensorError: Error while "
             "deserializing header: MetadataIncompleteBuffer`, a cut download) or a tensor the model class"
             " does not know (a `KeyError` raised in a model's `load_weights`) or of another shape "
@@ -392,7 +425,12 @@ _CAUSES: tuple[FailureClass, ...] = (
         # a kernel compiled at first use (FlashInfer, DeepGEMM, torch extensions): ninja missing or its build failed
         r"|No such file or directory: 'ninja'|Ninja build failed|Ninja is required|Error building extension"
         # an optional backend the flags ask for and the venv lacks: `ImportError: Please install mooncake by …`
-        r"|ImportError: .*\b[Pp]lease (?:install|upgrade) "),
+        r"|ImportError: .*\b[Pp]lease (?:install|upgrade) "
+        # a package the flags need, in SGLang's own words: `Install it with: pip install modelexpress`, `requires the
+        # 'cuda-python' package`, `upgrade Mooncake by 'pip install …'`, `(modelopt) library not found. Please install`
+        r"|[Ii]nstall it (?:with|using):? ?`?pip install |by '?pip install |requires the '[\w.-]+' package"
+        r"|library not found\. Please install"
+        r"|Failed to load NCCL library from"),  # pynccl: no libnccl.so.2 it can load (nvidia-nccl-cu* missing or broken)
         doc="the interpreter cannot import what SGLang needs: `ModuleNotFoundError: No module named "
             "'sgl_kernel'`, `ImportError: …/common_ops.abi3.so: undefined symbol: …`, `cannot import name"
             " 'x' from 'sgl_kernel'`; Triton's `Failed to find C compiler. Please specify via CC "
@@ -405,7 +443,9 @@ _CAUSES: tuple[FailureClass, ...] = (
             "system package: `apt install libnuma1`; also under sgl-kernel's multi-line `[sgl_kernel] "
             "CRITICAL: Could not load any common_ops library!`), `libcudart.so.12: …` (torch and the "
             "kernels built for different CUDA majors), `undefined symbol: _ZN3c10…` (a package built for "
-            "another torch, named from its path), a grammar backend's (xgrammar, outlines, llguidance)",
+            "another torch, named from its path), a grammar backend's (xgrammar, outlines, llguidance); SGLang's own "
+            "advice for a package a flag needs (`Install it with: pip install modelexpress`, `requires the "
+            "'cuda-python' package`, `(modelopt) library not found`); pynccl's `Failed to load NCCL library from …`",
         explain=("The Python environment the unit runs cannot import what SGLang needs: {message}",
                  "A missing package, or compiled kernels (sgl_kernel, flashinfer, vllm) built for another torch or CUDA "
                  "than the installed one. Install the versions the SGLang release pins (`pip install \"sglang[all]==X\"` "
@@ -435,7 +475,9 @@ _CAUSES: tuple[FailureClass, ...] = (
         # (≤ 0.4.3 asserts it), a rank above --max-lora-rank, modules outside --lora-target-modules
         r"|hf_config\[\"r\"\] == self\.max_lora_dim|x\.scaling == self\.scaling|--max-lora-rank|--lora-target-modules"
         # the draft model is no EAGLE draft (none given: SGLang loads the target itself as the draft)
-        r"|object has no attribute '(?:set_embed|set_embed_and_head|hot_token_id)'"),
+        r"|object has no attribute '(?:set_embed|set_embed_and_head|hot_token_id)'"
+        # a flag's value this release does not know, in its own words (--quantization, --kv-cache-dtype, --device)
+        r"|Invalid quantization choice: |Unsupported kv_cache_dtype: |Not supported device type: "),
         doc="`launch_server.py: error: unrecognized arguments: --foo` (≤ 0.5.9), `AssertionError: The "
             "host memory should be larger than the device memory with the current protocol` "
             "(--hicache-ratio ≤ 1), `sglang serve: error: argument --tp-size: invalid int value: 'auto'` "
@@ -454,7 +496,12 @@ _CAUSES: tuple[FailureClass, ...] = (
             "('10.0.0.12', 30000): cannot assign requested address` (--host is no address of this host; "
             "any bind errno but 98 and 13); LoRA adapters this release cannot serve together (≤ 0.4.3's "
             "`assert all(x.hf_config[\"r\"] == self.max_lora_dim …)`, `--max-lora-rank`, "
-            "`--lora-target-modules`)",
+            "`--lora-target-modules`); a raise in any of SGLang's flag checks (`arg_groups/` at any depth, "
+            "`server_args_config_parser.py`, `cli/*.py`, `launch_server.py`), and any exception whose message "
+            "names a `--flag` or an `SGLANG_*` variable and no other cause's words (`ValueError: "
+            "--enable-unified-memory only supports hybrid Mamba …`: the diagnosis quotes it and says to change "
+            "what it names); a flag's value the release does not know, in its own words (`Invalid quantization "
+            "choice: …`, `Unsupported kv_cache_dtype: …`, `Not supported device type: …`)",
         explain=("SGLang refused its arguments: {message}",)),
     FailureClass(Cause.WARMUP_FAILED,
         doc="`Initialization failed. warmup error: Traceback …` ending in `AssertionError: res=<Response "
@@ -700,9 +747,28 @@ _UNSUPPORTED_HARDWARE = (
                           "backend on an A100 or older.",
                           "Use kv_cache_dtype auto (or fp8_e5m2, which Triton has there), another attention backend, or a "
                           "sm89+ GPU.")),
+    FailureClass(Cause.UNSUPPORTED_HARDWARE, "platform",
+                 said=_said(r"\A.*(?:(?:not supported|unsupported) on (?:NPU|XPU|CPU|HIP)\b|requires a CUDA"
+                            r"|only supported on the (?:CUDA|AMD)|requires CUDA, got|only supports CUDA and CPU"
+                            r"|Intel AMX)"),
+                 doc="ValueError: FP4 is not supported on NPU yet.",
+                 explain=("This SGLang release does not support that on this platform (the device the server runs on): "
+                          "{message}",
+                          "Leave out the option it names here, or run it on the hardware the message says it needs.")),
+    FailureClass(Cause.UNSUPPORTED_HARDWARE, "rocm", said=_said(r"\A.*not supported (?:in|on) ROCm"),
+                 doc="ValueError: gptq_marlin quantization is currently not supported in ROCm.",
+                 explain=("This SGLang release builds that for NVIDIA GPUs only, and this is a ROCm (AMD) one: {message}",
+                          "Choose a quantization, load format or option its ROCm build has (the message lists them when "
+                          "it can; a checkpoint quantized another way), or run on an NVIDIA GPU.")),
 )
 
 _UNSUPPORTED_MODEL = (
+    FailureClass(Cause.UNSUPPORTED_MODEL, "feature",
+                 said=_said(r"\A.*(?:\b[Mm]odel '?\S+?'? does not support |is not compatible with (?:this model|MTP))"),
+                 doc="ValueError: Model Qwen3ForCausalLM does not support BitsAndBytes quantization yet.",
+                 explain=("This SGLang release serves the model, but not with what the flags ask of it: {message}",
+                          "Serve it without that feature (the flag or quantization named), or with a release that "
+                          "supports it for this model.")),
     FailureClass(Cause.UNSUPPORTED_MODEL, "tokenizer_too_old",
                  said=_said(r"untagged enum|Tokenizer class \w+ does not exist"),
                  doc="Exception: data did not match any variant of untagged enum ModelWrapper at line 1 column 1",
@@ -753,8 +819,12 @@ _HUB_UNREACHABLE = (
                  fixes=(({"env.HF_HUB_OFFLINE": "1"}, "once the model is in the unit's HF cache: ask the hub nothing"),)),
 )
 
+#: a frame of SGLang's custom all-reduce (its IPC buffers refused while capturing, `invalid argument`): cuda_error
+#: whatever the words, and its sub-case
+CUSTOM_ALL_REDUCE_FRAME_RE = _said(r"^File .*/custom_all_reduce")
+
 _CUDA_ERROR = (
-    FailureClass(Cause.CUDA_ERROR, "custom_all_reduce", said=_said(r"^File .*/custom_all_reduce"),
+    FailureClass(Cause.CUDA_ERROR, "custom_all_reduce", said=CUSTOM_ALL_REDUCE_FRAME_RE,
                  doc='File "/sgl-workspace/sglang/python/sglang/srt/distributed/device_communicators/custom_all_reduce.py"',
                  explain=("SGLang's custom all-reduce failed in phase {phase}, registering its IPC buffers between the "
                           "GPUs (`invalid argument`): {message}",
@@ -867,6 +937,12 @@ _TRANSPORTS = (
 )
 
 _BAD_CHECKPOINT = (
+    FailureClass(Cause.BAD_CHECKPOINT, "presharded_checksum", said=_said(r"\A.*checksum mismatch for presharded"),
+                 doc="RuntimeError: Rank-3 checksum mismatch for presharded checkpoint at /ckpt/rank3: expected ab12, "
+                     "got cd34.",
+                 explain=("A rank's presharded checkpoint files are not what was dumped: {message}",
+                          "The files are corrupted or from another dump: copy them again or re-dump the presharded "
+                          "checkpoint; skipping the check (as the message says) loads them as they are.")),
     FailureClass(Cause.BAD_CHECKPOINT, "shape_mismatch", said=_said(r"\A.*Attempted to load weight"),
                  doc="AssertionError: Attempted to load weight (torch.Size([4096])) into parameter (torch.Size([5120]))"),
     FailureClass(Cause.BAD_CHECKPOINT, "unknown_tensor", said=_said(r"\AKeyError"),
@@ -923,10 +999,19 @@ _ACCESS_DENIED = (
                  doc="OSError: [Errno 30] Read-only file system: '/data/hf/.locks'"),
 )
 
-#: the frame of SGLang's own check of its flags: server_args.py, or (0.5.2x) a resolution hook, or the `sglang`
-#: command's own entry point (0.5.1x+: sglang/cli/, e.g. `Error: --model-path is required`)
-FLAG_CHECK_FRAME_RE = re.compile(r'/sglang/srt/(?:server_args|arg_groups/\w+|layers/attention/attention_registry)\.py"'
-                                 r'|/server_args\.py"|/sglang/cli/\w+\.py"')
+#: the frame of SGLang's own check of its flags: server_args.py (and its --config file reader), or (0.5.2x) a
+#: resolution hook at any depth of arg_groups/ (model_overrides/*.py, fields/__init__.py), or the launchers
+#: themselves: the `sglang` command's entry point (0.5.1x+: sglang/cli/, e.g. `Error: --model-path is required`,
+#: serve_backends.py) and launch_server.py
+FLAG_CHECK_FRAME_RE = re.compile(r'/sglang/srt/(?:server_args(?:_config_parser)?|arg_groups(?:/\w+)+'
+                                 r'|layers/attention/attention_registry)\.py"'
+                                 r'|/server_args\.py"|/sglang/cli/\w+\.py"|/sglang/launch_server\.py"')
+
+#: a flag or an SGLANG_* variable named in a raise's message: SGLang's checks of a combination it refuses, outside
+#: the flag-check frames (the memory pools, the model runner, a model's overrides); read when no cause's words are
+#: in the exception, as the frame rule is
+_FLAG, _VARIABLE = r"(?<![\w-])--[a-z][a-z0-9]*(?:-[a-z0-9]+)*\b", r"\bSGLANG_[A-Z0-9_]{3,}"
+FLAG_NAMED_RE = re.compile(f"{_FLAG}|{_VARIABLE}")
 
 _BAD_ARGUMENTS = (
     FailureClass(Cause.BAD_ARGUMENTS, "bind_address",
@@ -1004,10 +1089,42 @@ _BAD_ARGUMENTS = (
                           "it.")),
     FailureClass(Cause.BAD_ARGUMENTS, "tp_split", said=_said(r"heads % tp_size|divisible"),
                  doc="AssertionError: assert self.total_num_heads % tp_size == 0"),
+    FailureClass(Cause.BAD_ARGUMENTS, "names_a_flag", said=_said(rf"\A.*{_FLAG}"),
+                 doc="ValueError: --enable-dp-attention requires --moe-a2a-backend deepep for this model.",
+                 explain=("SGLang refused this combination of flags: {message}",
+                          "Change the flags named in it; `svcdiag render {name}` shows the ExecStart line as systemd runs "
+                          "it.")),
+    FailureClass(Cause.BAD_ARGUMENTS, "names_a_variable", said=_said(rf"\A.*{_VARIABLE}"),
+                 doc="ValueError: SGLANG_OPT_USE_ONLINE_COMPRESS does not support speculative decode (MTP) yet",
+                 explain=("SGLang refused an SGLANG_* environment variable's setting, or its pairing with the flags: "
+                          "{message}",
+                          "Change or unset the variable named in it ([env] in the unit's config, or what the server "
+                          "inherits), or the flags it names; `svcdiag render {name}` shows what the unit sets.")),
 )
 
 
 _MODEL_NOT_FOUND = (
+    FailureClass(Cause.MODEL_NOT_FOUND, "no_weights",
+                 said=_said(r"\A.*(?:Cannot find any model weights with|No model weights found in"
+                            r"|Could not find checkpoint files)"),
+                 doc="RuntimeError: Cannot find any model weights with `/models/Qwen3-8B`",
+                 explain=("SGLang found {what} but no weights in it that it can load: {message}",
+                          "The folder has no *.safetensors (or the *.bin / *.pt files --load-format asks for): a copy "
+                          "that left them out, a path one level off, or a repo snapshot with the config only. `ls {path}`;"
+                          " download the weights again (`huggingface-cli download`), or give the --load-format they are "
+                          "in.")),
+    FailureClass(Cause.MODEL_NOT_FOUND, "missing_shards", said=_said(r"\A.*shard file\(s\) missing from"),
+                 doc="ValueError: model.safetensors.index.json references 2 shard file(s) missing from /models/x "
+                     "(incomplete download?): ['model-00003-of-00004.safetensors', …]",
+                 explain=("The checkpoint's index names weight shards its folder does not have: {message}",
+                          "A download or copy that stopped part way: download the model again (`huggingface-cli "
+                          "download` fetches only what is missing) or copy the shards it names.")),
+    FailureClass(Cause.MODEL_NOT_FOUND, "no_quant_config", said=_said(r"\A.*Cannot find the config file for (?P<quant>\S+)"),
+                 doc="ValueError: Cannot find the config file for awq",
+                 explain=("The checkpoint is read as {quant}-quantized, but {what} has no quantization config file for "
+                          "it (quant_config.json, or quantization_config in config.json): {message}",
+                          "Copy the quantization config from the quantized model's repo next to the weights, or leave "
+                          "quantization unset if the checkpoint is not {quant}.")),
     FailureClass(Cause.MODEL_NOT_FOUND, "repo_not_found", said=_said(r"RepositoryNotFoundError|Repository Not Found"),
                  doc="huggingface_hub.errors.RepositoryNotFoundError: 401 Client Error. Repository Not Found for url",
                  explain=("The model hub has no repo {what} (or hides it: a private repo answers the same, HTTP 401).",
@@ -1154,6 +1271,14 @@ _BROKEN_INSTALL = (
                           "version this SGLang was written for: {message}",
                           "Install the {backend} version the SGLang release pins (`pip install \"sglang[all]==X\"`), or "
                           "start with another --grammar-backend (none, if no request asks for structured output).")),
+    FailureClass(Cause.BROKEN_INSTALL, "optional_package",
+                 said=_said(r"\A.*(?:pip install |requires the '[\w.-]+' package|library not found\. Please install)"),
+                 doc="ImportError: ModelExpress support requires the 'modelexpress' package. Install it with: pip "
+                     "install modelexpress",
+                 explain=("The flags ask for a feature whose package the unit's Python environment lacks: {message}",
+                          "Install it into the interpreter the unit runs, as the message says (`svcdiag render {name}` "
+                          "shows which one), in the image too if the server runs in a container; or start without the "
+                          "flag that needs it.")),
 )
 
 _MEMORY = (

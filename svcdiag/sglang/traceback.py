@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 
 from svcdiag.sglang.events import DEATH, ROOT, SUSPECT, Failure
-from svcdiag.sglang.failures import FLAG_CHECK_FRAME_RE, classify
+from svcdiag.sglang.failures import CUSTOM_ALL_REDUCE_FRAME_RE, FLAG_CHECK_FRAME_RE, FLAG_NAMED_RE, classify
 from svcdiag.signals import signal_name
 
 FINAL_EXC_RE = re.compile(
@@ -76,8 +76,8 @@ def _code_line(lines: list[str]) -> str | None:
 def _raised_in(final: str, lines: list[str]) -> str | None:
     """A cause the raising frame tells when the exception's words do not: a check of the flags refuses
     them (`ValueError: speculative_eagle_topk …`; in server_args.py, or from 0.5.2x in one of
-    arg_groups/*_hook.py), a KeyError in a model's load_weights is a checkpoint tensor the model
-    class does not have."""
+    arg_groups/), a KeyError in a model's load_weights is a checkpoint tensor the model class does
+    not have; last, a message that names a --flag or an SGLANG_* variable is a check refusing them."""
     frames = [ln.strip() for ln in lines if ln.strip().startswith("File ")]
     if frames and FLAG_CHECK_FRAME_RE.search(frames[-1]):
         return "bad_arguments"
@@ -86,11 +86,13 @@ def _raised_in(final: str, lines: list[str]) -> str | None:
     if "must match the size of tensor" in final and any(f.endswith((" in weight_loader", " in load_weights"))
                                                          for f in frames[-4:]):
         return "bad_checkpoint"  # the checkpoint's shapes are not what this release's model class (and tp) expect
-    if any("/custom_all_reduce" in f for f in frames):  # its IPC buffers refused while capturing (`invalid argument`)
+    if any(CUSTOM_ALL_REDUCE_FRAME_RE.search(f) for f in frames):
         return "cuda_error"
     if final.startswith("KeyError") and any(f'/{m}.py"' in f for f in frames[-2:]
                                             for m in ("configuration_auto", "auto_factory")):
         return "unsupported_model"  # transformers' CONFIG_MAPPING (or a class mapping) lacks it: `KeyError: 'qwen2'`
+    if FLAG_NAMED_RE.search(final):  # SGLang's check of a combination it refuses, outside the flag-check frames
+        return "bad_arguments"
     return None
 
 
