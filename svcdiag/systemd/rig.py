@@ -96,7 +96,9 @@ class Rig:
         log = open(tempfile.mkstemp(prefix="svcdiag-rig.", suffix=".log")[1], "wb")  # noqa: SIM115 -- the booted rig keeps it
         self._log_path = log.name
         self.proc = subprocess.Popen(
-            ["unshare", "--mount", "--propagation", "private", path, str(self.project), str(self._root)],
+            # bash reads the script rather than exec'ing it: a file still open for writing in a child
+            # another thread is forking (rigs boot in parallel) fails exec with ETXTBSY, "Text file busy"
+            ["unshare", "--mount", "--propagation", "private", "/bin/bash", path, str(self.project), str(self._root)],
             stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True,
             env={**os.environ, "RIG_NAME": self.name})
         deadline = time.monotonic() + timeout

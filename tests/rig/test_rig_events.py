@@ -78,7 +78,8 @@ def test_a_failed_start_is_journalled_at_err_with_its_cause(rig, units: Path) ->
     errs = journal(rig, "-p", "err", "SYSLOG_IDENTIFIER=svcdiag", f"SVCDIAG_CONFIG={name}")
     assert [(e["SVCDIAG_EVENT"], e["SVCDIAG_CAUSE"]) for e in errs] == \
         [("failure", "max_running_zero"), ("verdict", "max_running_zero")]
-    [diag] = journal(rig, "SVCDIAG_EVENT=diagnosis", f"SVCDIAG_CONFIG={name}")
+    predicted, diag = journal(rig, "SVCDIAG_EVENT=diagnosis", f"SVCDIAG_CONFIG={name}")  # preflight's, then the start's
+    assert json.loads(predicted["SVCDIAG_JSON"])["message"].startswith("preflight: ")
     assert json.loads(diag["SVCDIAG_JSON"])["fixes"]
     sv(rig, units, "down", name)
 
