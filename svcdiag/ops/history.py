@@ -5,6 +5,11 @@ time (`BEGIN IMMEDIATE`, a 30 s busy timeout), one transaction per row, so a kil
 moment leaves the database as it was before the row or with the whole row
 (`PRAGMA integrity_check` passes). Also: what the last healthy starts of a config took per
 phase (slow_phase, learned deadlines, ETAs, `--advise`) and the campaign's own table.
+
+Shared by design: in `svcdiag setup`'s store (group `svcdiag`, setgid, 2770) the database is
+the group's to write, so root's starts and its operators' are one history; a store a user may
+read but not write is read (history shown, the start not recorded); one they cannot use at all
+is one warning line (docs/polkit.md).
 """
 
 from __future__ import annotations
