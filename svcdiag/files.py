@@ -4,6 +4,7 @@ file or the new one, never half of either)."""
 from __future__ import annotations
 
 import os
+import stat
 import tempfile
 from pathlib import Path
 
@@ -14,6 +15,12 @@ DEFAULT_STATE_DIR = "/var/lib/svcdiag"
 #: textfile are written 0644.
 PRIVATE_FILE = 0o600
 PRIVATE_DIR = 0o700
+#: A shared store (`svcdiag setup`'s /var/lib/svcdiag): group `svcdiag`, setgid so that what is made
+#: there is the group's too, and the history database (and SQLite's -wal, -shm) group-writable
+#: (docs/polkit.md): root's starts and an operator's are one history.
+SHARED_GROUP = "svcdiag"
+SHARED_DIR = 0o2770
+SHARED_FILE = 0o660
 
 
 def state_dir(option: str | None) -> Path:
@@ -32,6 +39,15 @@ def private_dir(path: Path) -> Path:
     """`path` and any missing parents, created 0700 (an existing folder keeps its mode)."""
     path.mkdir(mode=PRIVATE_DIR, parents=True, exist_ok=True)
     return path
+
+
+def shared(folder: Path) -> bool:
+    """Whether `folder` is a group's shared store: setgid and group-writable (SHARED_DIR)."""
+    try:
+        mode = folder.stat().st_mode
+    except OSError:
+        return False
+    return bool(mode & stat.S_ISGID) and mode & 0o070 == 0o070
 
 
 def write_atomic(path: Path, text: str, mode: int = PRIVATE_FILE) -> None:

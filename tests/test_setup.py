@@ -42,7 +42,7 @@ def test_setup_prepares_the_host_once_and_then_finds_it_prepared(tmp_path: Path)
     assert done["group svcdiag"] == "done" and done["service user sglang"] == "done"
     assert ["useradd", "--system", "--home-dir", "/var/lib/sglang", "--no-create-home", "--shell", "/usr/sbin/nologin",
             "--user-group", "sglang"] in host.ran
-    assert (tmp_path / "etc/svcdiag/units").is_dir() and (tmp_path / "var/lib/svcdiag").stat().st_mode & 0o777 == 0o700
+    assert (tmp_path / "etc/svcdiag/units").is_dir() and (tmp_path / "var/lib/svcdiag").stat().st_mode & 0o7777 == 0o2770
     rule = tmp_path / "etc/polkit-1/rules.d/50-svcdiag.rules"
     assert rule.read_text() == (ROOT / "contrib/polkit/50-svcdiag.rules").read_text()
     again = Setup(configs(), dry_run=False, **host.kw(tmp_path)).run_all()

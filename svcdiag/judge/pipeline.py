@@ -9,6 +9,9 @@ from svcdiag.judge.verdict import Verdict
 from svcdiag.sglang.events import Event
 from svcdiag.sglang.grammar import LineParser
 
+#: journald's record of lines it dropped (systemd.journal_formats.JOURNAL_DROPPED; judge/ imports no systemd/)
+JOURNAL_DROPPED = "a596d6fe7bfa4994828e72309e95d61e"
+
 #: seconds without a line after a traceback's final line before it is taken as complete (live)
 TAIL_WAIT = 0.5
 #: a systemd timeout this long before our own deadline is not ours (a notify unit's TimeoutStartSec
@@ -118,6 +121,20 @@ class Judge:
         assert self.readiness.verdict is not None
         return self.readiness.verdict
 
+    def journal_dropped(self, n: int) -> None:
+        """journald's rate limit dropped `n` of this start's lines (its "Suppressed N messages" record):
+        `figures.journal_dropped_lines` on the verdict, whenever the record comes (it may follow it)."""
+        r = self.readiness
+        total = int(r.figures.get("journal_dropped_lines", 0)) + n
+        r.figures["journal_dropped_lines"] = total
+        if r.verdict is not None:
+            r.verdict = r.verdict.with_(figures={**r.verdict.figures, "journal_dropped_lines": total})
+
+    @property
+    def dropped(self) -> int:
+        """How many of this start's lines journald said it dropped (0: none said)."""
+        return int(self.readiness.figures.get("journal_dropped_lines", 0))
+
     def supervisor_ready(self, status: str, ts: float) -> Verdict:
         """A notify unit is active (its supervisor said READY=1 once it judged the start healthy and
         HTTP agreed) but this start's journal never showed it ready: journald lost lines (its rate
@@ -126,9 +143,12 @@ class Judge:
         if r.verdict is None:
             r.figures["verdict_source"] = "supervisor"
             r.evidence.append(f"STATUS={status}")
+            how_many = (f"journald dropped {self.dropped:,} of this start's lines (its rate limit: "
+                        f"`journalctl MESSAGE_ID={JOURNAL_DROPPED}`)" if self.dropped else
+                        "so journald dropped some of this start's lines "
+                        f"(`journalctl MESSAGE_ID={JOURNAL_DROPPED}` says how many)")
             r._conclude("healthy", None, "svcdiag supervise judged the start healthy and HTTP agreed (READY=1: "
-                        f"{status!r}); the journal lacks the lines that show it, so journald dropped some of this "
-                        "start's lines (`journalctl MESSAGE_ID=a596d6fe7bfa4994828e72309e95d61e` says how many)", ts)
+                        f"{status!r}); the journal lacks the lines that show it: {how_many}", ts)
         assert r.verdict is not None
         return r.verdict
 

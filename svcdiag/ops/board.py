@@ -93,7 +93,9 @@ class _Start:
         got = False
         for rec in self.journal.read():
             got = True
-            if rec.systemd:
+            if rec.dropped:
+                self.judge.journal_dropped(rec.dropped)
+            elif rec.systemd:
                 self.judge.systemd_line(rec.text, rec.ts)
             else:
                 self.judge.service_line(rec.text, rec.ts)

@@ -67,7 +67,8 @@ UNIT_SIGNAL_WAIT = 0.002
 PROGRESS_EVERY = 0.25
 PROGRESS_SILENT = 1.0
 #: a notify unit went active (READY=1: its supervisor judged it healthy) and the journal has not shown
-#: the ready line this long after: journald dropped lines, and the supervisor's verdict is taken
+#: the ready line this long after: journald dropped lines, and the supervisor's verdict is taken (at
+#: once where journald has said so: its "Suppressed N messages" record, Judge.journal_dropped)
 SUPERVISOR_GRACE = 3.0
 LOCK_DIR = Path(os.environ.get("SVCDIAG_LOCK_DIR", "/run/svcdiag"))
 
@@ -137,6 +138,9 @@ def follow(sd: Systemd, cfg: ServiceConfig | None, unit: str, props: UnitProps, 
         nonlocal line_at, signalled, answered, heard, said
         with batch():
             for rec in journal.read():
+                if rec.dropped:  # journald's word that it dropped lines of this start: counted, not judged
+                    judge.journal_dropped(rec.dropped)
+                    continue
                 heard = time.monotonic()
                 if not rec.systemd:
                     line_at = time.time()
@@ -199,7 +203,7 @@ def follow(sd: Systemd, cfg: ServiceConfig | None, unit: str, props: UnitProps, 
                 if notify and ready_at is None and not gone and now_props.active_state == "active":
                     ready_at = time.monotonic()
             if ready_at is not None and judge.verdict is None and died_at is None \
-                    and (not keep_following or time.monotonic() - ready_at >= SUPERVISOR_GRACE):
+                    and (not keep_following or judge.dropped or time.monotonic() - ready_at >= SUPERVISOR_GRACE):
                 drain()
                 if judge.verdict is None:  # journald lost this start's milestones: the supervisor saw them
                     emit(judge.supervisor_ready(result.props.status_text or "", time.time()))
@@ -268,14 +272,19 @@ FAILED_STATUS = re.compile(r"(failed|timed_out)(?: \[([a-z_]+)\])?: ")
 def _supervisors_failure(judge: Judge, props: UnitProps) -> None:
     """The journal shows only the server's death (its exit line) where the supervisor, which read every
     line, named the failure (`STATUS=failed [cuda_oom]: …`): journald dropped the lines between. The
-    supervisor's verdict stands, so that the two never disagree."""
+    supervisor's verdict stands, so that the two never disagree; likewise for any verdict of a start
+    whose lines journald said it dropped."""
     v, status = judge.verdict, props.status_text or ""
     m = FAILED_STATUS.match(status)
-    if v is None or m is None or v.cause not in ("exited", "killed_by_signal") or m.group(2) in (None, v.cause) \
-            or v.figures.get("killed") == "supervisor":
+    if v is None or m is None or v.figures.get("killed") == "supervisor":
+        return
+    only_the_end = v.cause in ("exited", "killed_by_signal") and m.group(2) not in (None, v.cause)
+    # journald said it dropped lines: wherever the two disagree, the supervisor read what the journal lacks
+    disagree = judge.dropped and (m.group(1) != v.verdict or m.group(2) not in (None, v.cause))
+    if not (only_the_end or disagree):
         return
     judge.readiness.verdict = v.with_(
-        verdict=m.group(1), cause=m.group(2), figures={**v.figures, "verdict_source": "supervisor"},
+        verdict=m.group(1), cause=m.group(2) or v.cause, figures={**v.figures, "verdict_source": "supervisor"},
         evidence=(*v.evidence, f"STATUS={status}"),
         message=f"{status[m.end():]} (svcdiag supervise's verdict: the journal kept only the server's end, so "
                 "journald dropped the lines that show it)")

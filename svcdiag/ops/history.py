@@ -5,6 +5,11 @@ time (`BEGIN IMMEDIATE`, a 30 s busy timeout), one transaction per row, so a kil
 moment leaves the database as it was before the row or with the whole row
 (`PRAGMA integrity_check` passes). Also: what the last healthy starts of a config took per
 phase (slow_phase, learned deadlines, ETAs, `--advise`) and the campaign's own table.
+
+Shared by design: in `svcdiag setup`'s store (group `svcdiag`, setgid, 2770) the database is
+the group's to write, so root's starts and its operators' are one history; a store a user may
+read but not write is read (history shown, the start not recorded); one they cannot use at all
+is one warning line (docs/polkit.md).
 """
 
 from __future__ import annotations
@@ -24,7 +29,7 @@ from typing import Any
 
 from svcdiag.config.service import DEFAULT_TIMEOUTS, PHASE_TIMEOUTS, ServiceConfig
 from svcdiag.errors import SvcdiagError
-from svcdiag.files import private_dir, state_dir
+from svcdiag.files import PRIVATE_FILE, SHARED_FILE, SHARED_GROUP, private_dir, shared, state_dir
 from svcdiag.judge.verdict import Verdict
 
 DB_NAME = "history.sqlite3"
@@ -88,10 +93,14 @@ def db_path(state: str | None = None) -> Path:
 class History:
     """The database; open it for one command, close it after (`with History(path) as h:`)."""
 
-    def __init__(self, path: Path):
+    def __init__(self, path: Path, *, read_only: bool = False):
+        self.path, self.read_only = path, read_only
+        if read_only:
+            self.db = _open_read_only(path)
+            self.db.row_factory = sqlite3.Row
+            return
         private_dir(path.parent)
-        os.close(os.open(path, os.O_RDWR | os.O_CREAT, 0o600))  # 0600 before sqlite creates it (-wal, -shm follow it)
-        self.path = path
+        _create(path)
         self.db = sqlite3.connect(str(path), timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None)
         self.db.row_factory = sqlite3.Row
         self.db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
@@ -180,6 +189,47 @@ class History:
         return out
 
 
+def _create(path: Path) -> None:
+    """The database file, made before SQLite makes it: 0600, or 0660 in a shared store (files.shared:
+    setgid, so its group is the folder's), whatever the umask. SQLite gives -wal and -shm the same mode
+    (and, run as root, the same owner), so every member of the group can write all three."""
+    mode = SHARED_FILE if shared(path.parent) else PRIVATE_FILE
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, mode)
+    except FileExistsError:
+        return
+    try:
+        os.fchmod(fd, mode)
+    finally:
+        os.close(fd)
+
+
+def _open_read_only(path: Path) -> sqlite3.Connection:
+    """A store this user may read but not write: read as it is. WAL needs its -shm writable or there;
+    where neither is so (the last writer closed it, the folder is not ours), the file alone is read
+    (immutable: after a clean close it holds every row)."""
+    uri = f"file:{path}?mode=ro"
+    try:
+        db = sqlite3.connect(uri, uri=True, timeout=BUSY_TIMEOUT_MS / 1000)
+        db.execute("SELECT count(*) FROM starts").fetchone()
+        return db
+    except sqlite3.OperationalError:
+        db = sqlite3.connect(f"{uri}&immutable=1", uri=True)
+        db.execute("SELECT count(*) FROM starts").fetchone()
+        return db
+
+
+def writable(path: Path) -> bool:
+    """Whether this user may write the store at `path` (the database, its -wal and -shm, the folder
+    SQLite makes them in); a store that does not exist yet: whether it may be made."""
+    folder = path.parent
+    if not folder.exists():
+        return True  # private_dir makes it (or says why not)
+    if not os.access(folder, os.W_OK | os.X_OK):
+        return False
+    return all(os.access(f, os.R_OK | os.W_OK) for f in (path, Path(f"{path}-wal"), Path(f"{path}-shm")) if f.exists())
+
+
 def _row(r: sqlite3.Row) -> dict[str, Any]:
     out = dict(r)
     for k in _JSON_COLUMNS:
@@ -216,11 +266,23 @@ def start_row(cfg: ServiceConfig, v: Verdict, command: str, *, campaign: str | N
 WITHOUT = "this start is judged without the recorded starts and is not recorded"
 
 
+#: how a user who cannot use the shared store gets to use it, or keeps one of their own
+JOIN = (f"join group {SHARED_GROUP} (`sudo usermod -aG {SHARED_GROUP} $USER`, then log in again; `svcdiag setup` "
+        "shares the store with it), or keep a store of your own (--state-dir, or "
+        "SVCDIAG_STATE_DIR=~/.local/state/svcdiag)")
+
+
 def unusable(path: Path, e: BaseException, consequence: str = WITHOUT) -> str:
     """A store this user cannot read or write (root's 0700 /var/lib/svcdiag, a full disk), in one line."""
     why = e.strerror if isinstance(e, OSError) and e.strerror else " ".join(str(e).split())
-    return (f"history: cannot use {path} ({why}){': ' + consequence if consequence else ''}; run as the store's "
-            "owner, or keep a store of your own (--state-dir, or SVCDIAG_STATE_DIR=~/.local/state/svcdiag)")
+    return f"history: cannot use {path} ({why}){': ' + consequence if consequence else ''}; {JOIN}"
+
+
+def read_only(path: Path) -> str:
+    """A store this user may read but not write, in one line: the same words wherever it is met, so
+    that a start warns once (start.once)."""
+    return (f"history: {path} is read-only to you: this start is judged with the recorded starts but is not "
+            f"recorded; {JOIN}")
 
 
 def record_start(cfg: ServiceConfig, v: Verdict, command: str, *, state: str | None = None,
@@ -228,6 +290,8 @@ def record_start(cfg: ServiceConfig, v: Verdict, command: str, *, state: str | N
     """Record one judged start: (row id, None), or (None, why not) — never an exception."""
     path = db_path(state)
     try:
+        if path.exists() and not writable(path):
+            return None, read_only(path)
         with History(path) as h:
             return h.record(start_row(cfg, v, command, campaign=campaign)), None
     except (OSError, sqlite3.Error) as e:
@@ -303,7 +367,7 @@ def read_rows(state: str | None, config: str | None = None, *, since: float | No
     try:
         if not path.exists():
             return []
-        with History(path) as h:
+        with History(path, read_only=not writable(path)) as h:
             return h.rows(config, since=since)
     except (OSError, sqlite3.Error) as e:
         raise SvcdiagError(unusable(path, e, "")) from None
@@ -316,8 +380,12 @@ def load_usual(cfg: ServiceConfig, sglang_version: str | None, state: str | None
     try:
         if not path.exists():  # PermissionError where the folder is another user's 0700
             return usual([], cfg.name, sglang_version)
-        with History(path) as h:
-            return usual(h.healthy(cfg.name, sglang_version), cfg.name, sglang_version)
+        ro = not writable(path)
+        with History(path, read_only=ro) as h:
+            out = usual(h.healthy(cfg.name, sglang_version), cfg.name, sglang_version)
+        if ro and warn is not None:
+            warn(read_only(path))
+        return out
     except (OSError, sqlite3.Error) as e:
         if warn is not None:
             warn(unusable(path, e))

@@ -611,6 +611,10 @@ def replay(stream: BinaryIO, name: str, cfg: ServiceConfig | None = None,
 
 def _record(seg: _Segments, rec: Record, fmt: str) -> None:
     """One record of a journal format (or short, or a container's log), as the reference reads it."""
+    if rec.dropped:  # journald's "Suppressed N messages" record: counted on the start it names
+        if seg.judge is not None and rec.invocation in (None, seg.current):
+            seg.judge.journal_dropped(rec.dropped)
+        return
     if rec.invocation and rec.invocation != seg.current:
         seg.current = rec.invocation
         known = next((s for s in seg.starts if s.invocation == seg.current), None)

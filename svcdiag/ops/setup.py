@@ -2,11 +2,11 @@
 
 Changes (each only when missing; `dry_run` says what it would do): group `svcdiag` (the polkit
 rule's), each config's service user (a system user, no login) and its home as state directory,
-svcdiag's own state directory, `/etc/svcdiag/units` and `/etc/svcdiag/secrets`, and the polkit
-rule (docs/polkit.md). Checks (never changes): the interpreter the units will run svcdiag with
-is an installed one the service users can reach (not a source checkout, not under a private
-home), each config's `python` imports sglang, nvidia-smi sees the GPUs the configs name, and
-the model paths are there. `root` is where `/` is (tests point it at a folder).
+svcdiag's own state directory (group `svcdiag`, 2770: one shared history), `/etc/svcdiag/units`
+and `/etc/svcdiag/secrets`, and the polkit rule (docs/polkit.md). Checks (never changes): the
+interpreter the units will run svcdiag with is an installed one the service users can reach (not
+a source checkout, not under a private home), each config's `python` imports sglang, nvidia-smi
+sees the GPUs the configs name, and the model paths are there. `root` is where `/` is (tests point it at a folder).
 """
 
 from __future__ import annotations
@@ -25,11 +25,12 @@ from pathlib import Path
 from typing import Any
 
 from svcdiag.config.service import ServiceConfig
-from svcdiag.files import DEFAULT_STATE_DIR
+from svcdiag.files import DEFAULT_STATE_DIR, SHARED_DIR, SHARED_FILE, SHARED_GROUP
 from svcdiag.ops.gpumem import local_smi
+from svcdiag.ops.history import DB_NAME
 from svcdiag.ops.sglang_version import probe
 
-GROUP = "svcdiag"
+GROUP = SHARED_GROUP
 UNITS_DIR = "etc/svcdiag/units"
 SECRETS_DIR = "etc/svcdiag/secrets"
 POLKIT_RULE = "etc/polkit-1/rules.d/50-svcdiag.rules"
@@ -71,6 +72,13 @@ def _user_exists(name: str) -> bool:
         return True
     except KeyError:
         return False
+
+
+def _group_of(gid: int) -> str | None:
+    try:
+        return grp.getgrgid(gid).gr_name
+    except KeyError:
+        return None
 
 
 def _group_exists(name: str) -> bool:
@@ -121,6 +129,31 @@ class Setup:
 
         self._change(f"directory {path} ({oct(mode)[2:]}{', ' + owner if owner else ''})", path.is_dir(), make)
 
+    def _state_dir(self) -> None:
+        """svcdiag's state, shared with group svcdiag (files.SHARED_DIR: setgid, 2770) and its history
+        group-writable, so that root's starts and an operator's are one history; a folder an earlier
+        root `up` made 0700 is converted, the database, -wal and -shm with it."""
+        path = self._path(DEFAULT_STATE_DIR)
+        files = [f for f in (path / DB_NAME, path / f"{DB_NAME}-wal", path / f"{DB_NAME}-shm") if f.exists()]
+        real = self.root == Path("/")
+
+        def ours(p: Path, mode: int) -> bool:
+            st = p.stat()
+            return stat.S_IMODE(st.st_mode) == mode and (not real or _group_of(st.st_gid) == GROUP)
+
+        present = path.is_dir() and ours(path, SHARED_DIR) and all(ours(f, SHARED_FILE) for f in files)
+
+        def make() -> None:
+            path.mkdir(mode=0o700, parents=True, exist_ok=True)
+            for p, mode in ((path, SHARED_DIR), *((f, SHARED_FILE) for f in files)):
+                if real:
+                    shutil.chown(p, group=GROUP)
+                os.chmod(p, mode)  # after chown, which clears setgid
+
+        self._change(f"directory {path} (2770, group {GROUP}: one history for root and the group's operators)",
+                     present, make, "made shared: " + ", ".join(f.name for f in files) if files and path.is_dir()
+                     else "")
+
     def users(self) -> list[str]:
         return sorted({cfg.user for cfg in self.configs if cfg.user and cfg.user != "root" and not cfg.simulate})
 
@@ -133,7 +166,7 @@ class Setup:
                          lambda u=user, h=home: self.run(["useradd", "--system", "--home-dir", h, "--no-create-home",
                                                           "--shell", NOLOGIN, "--user-group", u]))
             self._dir(home, 0o750, user)  # its state: the Hugging Face cache, torch's and Triton's caches
-        self._dir(DEFAULT_STATE_DIR, 0o700)
+        self._state_dir()
         self._dir(UNITS_DIR, 0o755)
         self._dir(SECRETS_DIR, 0o700)
         self._polkit()

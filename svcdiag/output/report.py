@@ -281,6 +281,11 @@ def render_status(row: dict[str, Any]) -> str:
            f"kv_tokens {'-' if kv is None else kv:<10} max_running {'-' if mr is None else mr:<5} {verdict}{up_for}\n")
     if v and v.get("diagnosis"):
         out += "".join(f"    {sentence}\n" for sentence in v["diagnosis"]["explanation"][:2])
+    lost = ((v or {}).get("figures") or {}).get("journal_dropped_lines")
+    if lost:  # journald's "Suppressed N messages" record: the journal is not the whole story
+        whose = "; the verdict is svcdiag supervise's, which read them all" \
+            if v["figures"].get("verdict_source") == "supervisor" else ""
+        out += f"    journald dropped {lost:,} of this start's lines (its rate limit){whose}\n"
     return out
 
 

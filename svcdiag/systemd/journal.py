@@ -1,7 +1,8 @@
 """journald (cysystemd): the one place that knows the journal, read and written.
 
 `Follower` reads exactly one start of a unit: entries whose `_SYSTEMD_INVOCATION_ID` is
-the start's (the server's own lines) or whose `INVOCATION_ID` is (PID 1's lines about it).
+the start's (the server's own lines) or whose `INVOCATION_ID` is (PID 1's lines about it), and
+journald's record of the start's lines its rate limit dropped (`dropped` records).
 No earlier run's line can match, whatever the journal holds.
 
 Latency. journald tells readers about new entries through inotify, but it coalesces
@@ -141,7 +142,9 @@ class Follower:
 
         self.unit, self.invocation = unit, invocation
         self.reader = open_journal(JournalReader, JournalOpenMode.SYSTEM)
-        self.reader.add_filter(Rule("_SYSTEMD_INVOCATION_ID", invocation) | Rule("INVOCATION_ID", invocation))
+        # and journald's record of the unit's lines it dropped (JOURNAL_DROPPED; read() keeps this start's)
+        self.reader.add_filter(Rule("_SYSTEMD_INVOCATION_ID", invocation) | Rule("INVOCATION_ID", invocation)
+                               | Rule("OBJECT_SYSTEMD_UNIT", unit))
         self.reader.seek_head()
         self.heads = JournalHeads()
 
@@ -159,8 +162,13 @@ class Follower:
             if not entry:
                 return
             rec = record_from_fields(entry.data, entry.get_realtime_usec() / 1e6)
-            if rec is not None:
-                yield rec
+            if rec is None:
+                continue
+            if rec.dropped:
+                if rec.invocation in (None, self.invocation):  # not an earlier start's
+                    yield rec
+            elif self.invocation in (entry.data.get("_SYSTEMD_INVOCATION_ID"), entry.data.get("INVOCATION_ID")):
+                yield rec  # (not another record about the unit that only OBJECT_SYSTEMD_UNIT matched)
 
     def close(self) -> None:
         self.heads.close()

@@ -46,6 +46,13 @@ LEAD_COLOUR_RE = re.compile(r"^(?:\x1b\[[\d;]*m)+")
 UNIT_PREFIX_RE = re.compile(r"^([\w:.\\@-]+\.(?:service|scope)): (.*)$", re.S)
 
 
+#: journald's own record that its rate limit dropped lines of a unit: MESSAGE "Suppressed N messages from
+#: UNIT", N_DROPPED=N, OBJECT_SYSTEMD_UNIT and OBJECT_SYSTEMD_INVOCATION_ID the unit's (its sender is
+#: systemd-journald.service; sd-messages.h SD_MESSAGE_JOURNAL_DROPPED). journald writes it with the
+#: unit's first line after the rate-limit window, so it may come late, or never.
+JOURNAL_DROPPED = "a596d6fe7bfa4994828e72309e95d61e"
+
+
 @dataclass(frozen=True, slots=True)
 class Record:
     text: str
@@ -53,6 +60,7 @@ class Record:
     systemd: bool = False  # PID 1's line about the unit, not the server's
     invocation: str | None = None
     unit: str | None = None
+    dropped: int = 0  # journald's JOURNAL_DROPPED record: how many of the unit's lines it did not keep
 
 
 def detect(head: bytes) -> str:
@@ -229,6 +237,13 @@ def record_from_fields(fields: dict[str, object], ts: float | None = None) -> Re
     if ts is None and rt and rt.isdigit():
         ts = int(rt) / 1e6
     own_unit = _field(fields.get("_SYSTEMD_UNIT"))
+    if _field(fields.get("MESSAGE_ID")) == JOURNAL_DROPPED:
+        n = _field(fields.get("N_DROPPED")) or ""
+        m = re.search(r"Suppressed (\d+) messages", msg)
+        count = int(n) if n.isdigit() else int(m.group(1)) if m else 1
+        # some releases write the field as OBJECT_SYSTEMD_INVOCATION_ID==ID (a doubled '=')
+        inv = (_field(fields.get("OBJECT_SYSTEMD_INVOCATION_ID")) or "").lstrip("=") or None
+        return Record(msg, ts, invocation=inv, unit=_field(fields.get("OBJECT_SYSTEMD_UNIT")), dropped=max(count, 1))
     about = _field(fields.get("UNIT")) or _field(fields.get("USER_UNIT"))
     is_pid1 = about is not None and (own_unit in (None, "init.scope") or _field(fields.get("_PID")) == "1")
     if is_pid1:

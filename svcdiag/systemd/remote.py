@@ -6,8 +6,9 @@ Nothing of ours runs on the remote host. One SSH master connection per host per 
 - D-Bus, as `systemctl -H` does: sd-bus's `unixexec:` transport runs
   `ssh … systemd-stdio-bridge` (pystemd's `DBusAddress`; `DBusRemote` is the same transport
   with no way to pass SSH options);
-- the journal: `journalctl -o export [--follow] _SYSTEMD_INVOCATION_ID=ID + INVOCATION_ID=ID`,
-  read by the export parser replay uses (svcdiag.systemd.journal_formats);
+- the journal: `journalctl -o export [--follow] _SYSTEMD_INVOCATION_ID=ID + INVOCATION_ID=ID +
+  MESSAGE_ID=<journald's dropped lines> OBJECT_SYSTEMD_UNIT=UNIT`, read by the export parser replay
+  uses (svcdiag.systemd.journal_formats);
 - files: `cat` to read, `cat > tmp && mv tmp path` to write atomically.
 
 SSH's own configuration is respected (~/.ssh/config, the agent, known_hosts; `$SVCDIAG_SSH_CONFIG`
@@ -385,14 +386,21 @@ class RemoteFollower(_ExportStream):
     gives them locally."""
 
     def __init__(self, conn: Connection, unit: str, invocation: str, *, follow: bool = True):
-        from svcdiag.systemd.journal_formats import records
+        from svcdiag.systemd.journal_formats import JOURNAL_DROPPED, records
 
         self.unit, self.invocation = unit, invocation
         self.heads = _NoHeads()
         inv = shlex.quote(invocation)
         name = f"{conn.target}:journal"
-        super().__init__(conn, f"_SYSTEMD_INVOCATION_ID={inv} + INVOCATION_ID={inv}",
-                         lambda stream: records("export", b"", stream, name), follow=follow)
+
+        def this_start(stream: Any) -> Iterator[Any]:
+            for rec in records("export", b"", stream, name):
+                if not rec.dropped or rec.invocation in (None, invocation):  # not an earlier start's dropped lines
+                    yield rec
+
+        # and journald's record of the unit's lines it dropped (the same fields AND-ed within a `+` term)
+        super().__init__(conn, f"_SYSTEMD_INVOCATION_ID={inv} + INVOCATION_ID={inv} + MESSAGE_ID={JOURNAL_DROPPED} "
+                         f"OBJECT_SYSTEMD_UNIT={shlex.quote(unit)}", this_start, follow=follow)
 
 
 class RemoteEvents(_ExportStream):

@@ -273,3 +273,51 @@ def test_a_failure_whose_lines_journald_dropped_is_the_supervisors(rig, units: P
     assert v["figures"]["verdict_source"] == "supervisor" and "journald dropped" in v["message"]
     assert verdict_of(sv(rig, units, "wait", name, "--json"))["cause"] == "cuda_oom"
     rig.run(f"rm -rf /etc/systemd/system/{name}.service.d && systemctl daemon-reload")
+
+
+def test_root_and_a_group_member_share_one_history(rig, units: Path) -> None:
+    # svcdiag setup's store (group svcdiag, 2770), here a folder of its own so no other test's history counts
+    as_op = _operator(rig, "systemd-journal")
+    state = f"/var/lib/svcdiag-shared-{uuid.uuid4().hex[:6]}"
+    rig.run(f"install -d -o root -g svcdiag -m 2770 {state}")
+    env = f"SVCDIAG_STATE_DIR={state} "
+    name = config(units, unit_name("shared"), "demo-smoke")
+    assert sv(rig, units, "install", name).returncode == 0
+    root_up = rig.run(f"umask 077; {env}svcdiag --units {units} up {name} --wait-ready --json", check=False,
+                      timeout=120)
+    assert root_up.returncode == 0 and b"history:" not in root_up.stderr, root_up.stderr
+    op_up = rig.run(f"{env}{as_op} svcdiag --units {units} up {name} --restart --wait-ready --json", check=False,
+                    timeout=120)
+    said = (op_up.stdout + op_up.stderr).decode()
+    assert op_up.returncode == 0 and verdict_of(op_up)["verdict"] == "healthy" and "history:" not in said, said
+    invocations = {verdict_of(root_up)["invocation"], verdict_of(op_up)["invocation"]}
+    for who in ("", as_op):  # each sees both starts, root's and the operator's
+        out = rig.run(f"{env}{who} svcdiag history {name} --json").stdout.decode()
+        rows = [json.loads(ln) for ln in out.splitlines() if ln.startswith("{")]
+        assert {r["invocation"] for r in rows} == invocations, (who, rows)
+    modes = rig.run(f"stat -c '%a %G %n' {state}/history.sqlite3*").stdout.decode().splitlines()
+    assert modes and all(m.startswith("660 svcdiag ") for m in modes), modes
+    sv(rig, units, "down", name)
+    rig.run(f"rm -rf {state}")
+
+
+def test_journalds_dropped_lines_record_is_counted_on_the_verdict(rig, units: Path) -> None:
+    # a 1 s window: journald writes its "Suppressed N messages" record with the unit's first line after
+    # the chatter's, mid-start, and the start's verdict (and status) says how many lines it lost
+    name = config(units, unit_name("suppressed"), "demo-smoke", simulate="chatty")
+    assert sv(rig, units, "install", name).returncode == 0
+    rig.run(f"mkdir -p /etc/systemd/system/{name}.service.d && printf '[Service]\\nLogRateLimitIntervalSec=1s\\n"
+            f"LogRateLimitBurst=1000\\n' > /etc/systemd/system/{name}.service.d/limit.conf && systemctl daemon-reload")
+    p = sv(rig, units, "up", name, "--wait-ready", "--json")
+    v = verdict_of(p)
+    said = rig.run(f"journalctl --no-pager -o json MESSAGE_ID={JOURNAL_DROPPED} OBJECT_SYSTEMD_UNIT={name}.service")
+    records = [json.loads(ln) for ln in said.stdout.decode().splitlines() if ln.strip()]
+    assert records, "journald wrote no record of the lines it dropped"
+    assert records[0]["_SYSTEMD_UNIT"] == "systemd-journald.service" and "N_DROPPED" in records[0]
+    assert (v["verdict"], p.returncode) == ("healthy", 0), v
+    assert v["figures"]["journal_dropped_lines"] == sum(int(r["N_DROPPED"]) for r in records), (v, records)
+    st = next(json.loads(ln) for ln in sv(rig, units, "status", name, "--json").stdout.decode().splitlines()
+              if ln.startswith("{"))
+    assert st["verdict"]["figures"]["journal_dropped_lines"] >= v["figures"]["journal_dropped_lines"], st
+    rig.run(f"rm -rf /etc/systemd/system/{name}.service.d")
+    sv(rig, units, "down", name)

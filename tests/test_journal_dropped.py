@@ -1,0 +1,108 @@
+"""journald's own record of a unit's lines its rate limit dropped ("Suppressed N messages from
+UNIT", #30 item 2): read as a count on the start's verdict (`figures.journal_dropped_lines`), never
+as a line of the server's, and a reason the supervisor's verdict stands (docs/reliability.md)."""
+
+from __future__ import annotations
+
+import io
+import json
+
+import pytest
+
+from svcdiag.judge.pipeline import JOURNAL_DROPPED as JUDGES_ID
+from svcdiag.judge.pipeline import Judge
+from svcdiag.ops.replay import replay
+from svcdiag.systemd.journal_formats import JOURNAL_DROPPED, record_from_fields
+
+from .conftest import EXAMPLES
+
+INV = "020cff57ab154e8faf1f54f995475702"  # the healthy start of two-starts-json.json
+
+
+def dropped_fields(n: int, *, inv: str = INV, doubled: bool = False, ts_us: int = 1796236883900000) -> dict:
+    """What systemd-journald writes (journald-server.c: server_driver_message with the sender's pid)."""
+    return {"MESSAGE_ID": JOURNAL_DROPPED, "MESSAGE": f"Suppressed {n} messages from p1.service",
+            "N_DROPPED": str(n), "SYSLOG_IDENTIFIER": "systemd-journald", "_TRANSPORT": "driver", "PRIORITY": "6",
+            "_SYSTEMD_UNIT": "systemd-journald.service", "_PID": "31", "OBJECT_PID": "84",
+            "OBJECT_SYSTEMD_UNIT": "p1.service", "OBJECT_SYSTEMD_INVOCATION_ID": ("=" if doubled else "") + inv,
+            "__REALTIME_TIMESTAMP": str(ts_us)}
+
+
+@pytest.mark.parametrize("doubled", [False, True])
+def test_journalds_record_is_a_count_of_the_unit_it_names(doubled: bool) -> None:
+    rec = record_from_fields(dropped_fields(20_039, doubled=doubled))
+    assert rec is not None and (rec.dropped, rec.invocation, rec.unit, rec.systemd) == (20_039, INV, "p1.service", False)
+    plain = dict(dropped_fields(7))
+    del plain["N_DROPPED"]  # the count is in the message too
+    assert record_from_fields(plain).dropped == 7
+    assert JUDGES_ID == JOURNAL_DROPPED  # the judge's copy of the id (judge/ imports nothing of systemd/)
+
+
+def test_a_server_line_quoting_the_words_is_not_journalds_record() -> None:
+    rec = record_from_fields({"MESSAGE": "Suppressed 5 messages from p1.service", "_SYSTEMD_UNIT": "p1.service",
+                              "_SYSTEMD_INVOCATION_ID": INV})
+    assert rec is not None and rec.dropped == 0
+
+
+def test_the_count_is_on_the_verdict_before_or_after_it() -> None:
+    j = Judge(unit="p1.service", invocation=INV)
+    j.journal_dropped(1000)
+    j.service_line("[2026-12-02 18:41:23.950] INFO:     Started server process [84]", 10.0)
+    v = j.finish()
+    assert v.figures["journal_dropped_lines"] == 1000
+    j.journal_dropped(24)  # journald writes it with the unit's next line: after the verdict, too
+    assert j.verdict is not None and j.verdict.figures["journal_dropped_lines"] == 1024
+
+
+def test_the_supervisors_verdict_says_how_many_lines_journald_dropped() -> None:
+    j = Judge(unit="p1.service", invocation=INV)
+    j.journal_dropped(20_039)
+    v = j.supervisor_ready("ready: 40,179 KV tokens", 12.0)
+    assert (v.verdict, v.figures["verdict_source"], v.figures["journal_dropped_lines"]) == ("healthy", "supervisor",
+                                                                                          20_039)
+    assert "journald dropped 20,039 of this start's lines" in v.message
+
+
+def test_replay_of_a_journal_with_journalds_record_counts_it_on_its_start() -> None:
+    data = (EXAMPLES / "two-starts-json.json").read_bytes()
+    extra = json.dumps(dropped_fields(20_039)).encode() + b"\n"
+    res = replay(io.BytesIO(data + extra), "two-starts-json.json")
+    assert res.verdict.verdict == "healthy" and res.verdict.figures["journal_dropped_lines"] == 20_039
+    assert "journal_dropped_lines" not in res.starts[0].verdict.figures  # the earlier start lost nothing
+
+
+def _port_in_use() -> Judge:
+    j = Judge(unit="p1.service", invocation=INV)
+    j.service_line("[2026-12-02 18:41:23.950] ERROR:    [Errno 98] error while attempting to bind on address "
+                   "('127.0.0.1', 32100): address already in use", 10.0)
+    assert j.verdict is not None and j.verdict.cause == "port_in_use"
+    return j
+
+
+def test_where_journald_dropped_lines_the_supervisors_failure_stands_over_the_journals() -> None:
+    from types import SimpleNamespace
+
+    from svcdiag.ops.follow import _supervisors_failure
+
+    said = SimpleNamespace(status_text="failed [cuda_oom]: CUDA out of memory while capturing CUDA graphs")
+    kept = _port_in_use()
+    _supervisors_failure(kept, said)  # journald said nothing: the journal's own failure stands
+    assert kept.verdict is not None and kept.verdict.cause == "port_in_use"
+    lost = _port_in_use()
+    lost.journal_dropped(5_000)
+    _supervisors_failure(lost, said)
+    v = lost.verdict
+    assert v is not None and (v.verdict, v.cause, v.figures["verdict_source"]) == ("failed", "cuda_oom", "supervisor")
+    assert v.figures["journal_dropped_lines"] == 5_000 and v.evidence[-1].startswith("STATUS=failed [cuda_oom]")
+
+
+def test_status_says_how_many_lines_journald_dropped() -> None:
+    from svcdiag.output.report import render_status
+
+    row = {"name": "p1", "active_state": "active", "phase": "ready", "kv_tokens": 40179, "max_running_requests": 4,
+           "verdict": {"verdict": "healthy", "cause": None, "figures": {"journal_dropped_lines": 20039,
+                                                                        "verdict_source": "supervisor"}}}
+    said = render_status(row)
+    assert "journald dropped 20,039 of this start's lines" in said and "svcdiag supervise's" in said
+    row["verdict"]["figures"] = {}
+    assert "journald" not in render_status(row)
