@@ -137,8 +137,8 @@ def _fraction_fixes(logged: memory_plan.Logged, req: int, asked: int | None, say
             say.append(f"{requests} full-length request(s) would not fit even with all of this GPU's memory.")
             continue
         extra = f"{_gb(p.extra_kv_gb)} more KV"
-        if p.extra_mamba_gb:
-            extra += f" and {_gb(p.extra_mamba_gb)} more Mamba state"
+        if round(p.mamba_delta_gb, 2):
+            extra += f" and {_gb(abs(p.mamba_delta_gb))} {'more' if p.mamba_delta_gb > 0 else 'less'} Mamba state"
             extra += f" ({p.slots} slots)" if p.slots is not None else ""
         if p.fits:
             graphs = logged.cuda_graph_gb

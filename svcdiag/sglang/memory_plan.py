@@ -84,7 +84,7 @@ class Plan:
     slots: int | None  # max_mamba_cache_size it takes (None: SGLang sizes the slots itself)
     predicted: memory.Prediction
     extra_kv_gb: float  # beyond the logged pools
-    extra_mamba_gb: float
+    mamba_delta_gb: float  # Mamba state beyond the logged (below 0: less, fewer requests' draft-token state)
     left_gb: float  # outside the caches: CUDA graphs, activations, the draft model
     fits: bool  # ≤ 0.95 and the logged CUDA graphs + 2 GB still outside the caches
 
@@ -109,7 +109,7 @@ def plan(logged: Logged, requests: int, context_len: int | None = None) -> Plan 
             left = base.free_before_gb * (1 - step / 100)
             return Plan(requests, step / 100, slots, p,
                         max(0.0, requests * ctx * p.cell_bytes / GB - logged.kv_gb),
-                        max(0.0, p.mamba_gb + p.intermediate_gb - logged.mamba_gb), left,
+                        p.mamba_gb + p.intermediate_gb - logged.mamba_gb, left,
                         step / 100 <= MAX_MEM_FRACTION and left >= logged.reserve_gb)
     return None
 
