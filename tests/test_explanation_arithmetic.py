@@ -58,7 +58,8 @@ def test_the_per_request_costs_are_the_models() -> None:
 def test_every_fitting_plan_is_a_fix_the_recheck_keeps_as_it_is(before: float, mfs: int, slots: int,
                                                                  asked: int) -> None:
     """On other GPUs, fractions and settings of the seed's start: each plan the explanation says
-    fits is a fix with that very fraction, and no fix has to be raised by the re-check."""
+    fits is a fix with that very fraction (unless it changes nothing), and no fix has to be
+    raised by the re-check."""
     f = dict(SEED_VERDICT.figures)
     after = round(before - f["weights_gb"], 2)
     f.update(avail_before_load_gb=round(before, 2), avail_after_load_gb=after, mem_fraction_static=mfs / 100,
@@ -67,8 +68,8 @@ def test_every_fitting_plan_is_a_fix_the_recheck_keeps_as_it_is(before: float, m
     cfg = dataclasses.replace(SEED, mem_fraction_static=mfs / 100, max_mamba_cache_size=slots, max_running_requests=asked)
     d = diagnose(dataclasses.replace(SEED_VERDICT, figures=f), cfg)
     fractions = {fix["set"]["mem_fraction_static"] for fix in d["fixes"] if "mem_fraction_static" in fix["set"]}
-    for requests, fraction in fitting_plans(d).items():
-        assert fraction in fractions, (requests, fraction, d)
+    for requests, fraction in fitting_plans(d).items():  # one that changes nothing is no fix
+        assert fraction in fractions or (fraction, requests) == (mfs / 100, asked), (requests, fraction, d)
     for fix in d["fixes"]:
         assert ", not " not in fix["reason"], fix
 
@@ -80,3 +81,18 @@ def test_a_log_the_model_cannot_read_still_states_its_facts() -> None:
     assert d["explanation"][0].startswith("The KV cache holds 11,893 tokens")
     assert "2 slots and each request takes 5" in d["explanation"][1]
     assert not any("mem_fraction_static" in line for line in d["explanation"]) and d["fixes"] == []
+
+
+def test_a_kv_pool_below_the_context_offers_no_fix_that_changes_nothing() -> None:
+    """The stand-in's 0.5.23 start whose KV pool holds less than one context: degraded; no fix
+    sets the fraction it already had, and none has to be raised by the re-check."""
+    from .test_sim import NEW, sim, smoke
+
+    cfg = U.load("dflash-smoke")
+    out = sim("healthy-hybrid-dflash", "--gpu-free-gb", "93", *smoke(NEW)).stdout
+    v = replay(io.BytesIO(out.encode()), "x", cfg).verdict
+    d = diagnose(v, cfg)
+    assert d["cause"] == "degraded" and d["fixes"]
+    for fix in d["fixes"]:
+        assert fix["set"].get("mem_fraction_static") != v.figures["mem_fraction_static"], fix
+        assert ", not " not in fix["reason"], fix

@@ -150,6 +150,8 @@ def _fraction_fixes(logged: memory_plan.Logged, req: int, asked: int | None, say
                 change["max_mamba_cache_size"] = p.slots
             if requests != req:
                 change["max_running_requests"] = requests
+            if change == {"mem_fraction_static": logged.inputs.mem_fraction_static}:
+                continue  # the model reads this start as serving them already: nothing to change
             fixes.append(_fix(change, f"holds {requests} request(s) of {_n(logged.inputs.context_len)} tokens"))
         else:
             why = ("more than this GPU had free" if p.fraction > MAX_MEM_FRACTION else
@@ -669,8 +671,8 @@ def _degraded(v: Verdict, cfg: ServiceConfig | None) -> dict[str, Any]:
     if below is not None:
         ctx = below["figures"]["context_length"]
         logged = memory_plan.read(v.figures, cfg)
-        p = memory_plan.plan(logged, 1, ctx) if logged is not None else None
-        if p is not None and p.fits:
+        p = memory_plan.plan(logged, 1, ctx, running=logged.inputs.max_running_requests) if logged else None
+        if p is not None and p.fits and p.fraction > logged.inputs.mem_fraction_static:  # else no change
             fixes.append(_fix({"mem_fraction_static": p.fraction}, f"holds one full {_n(ctx)}-token request"))
         limit = (below["figures"]["kv_tokens"] // 1024) * 1024
         if limit >= 1024:

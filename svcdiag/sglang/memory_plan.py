@@ -89,10 +89,11 @@ class Plan:
     fits: bool  # ≤ 0.95 and the logged CUDA graphs + 2 GB still outside the caches
 
 
-def plan(logged: Logged, requests: int, context_len: int | None = None) -> Plan | None:
+def plan(logged: Logged, requests: int, context_len: int | None = None, *, running: int | None = None) -> Plan | None:
     """What `requests` requests of `context_len` (the start's) tokens each take: Mamba slots for
-    each, KV for all of them at once, and the mem_fraction_static that gives it. None when even
-    a fraction of 3 would not (or the context is unknown)."""
+    each, KV for all of them at once, and the mem_fraction_static that gives it, with
+    max_running_requests `running` (default `requests`). None when even a fraction of 3 would
+    not (or the context is unknown)."""
     base = logged.inputs
     ctx = context_len or base.context_len
     if not ctx:
@@ -101,11 +102,12 @@ def plan(logged: Logged, requests: int, context_len: int | None = None) -> Plan 
     slots = base.max_mamba_cache_size
     if slots is not None and spr:
         slots = max(slots, requests * spr)
-    inp = replace(base, context_len=ctx, max_running_requests=requests, max_mamba_cache_size=slots)
+    running = running or requests
+    inp = replace(base, context_len=ctx, max_running_requests=running, max_mamba_cache_size=slots)
     start = math.ceil(round(base.mem_fraction_static or memory.AUTO_MEM_FRACTION, 6) * 100)
     for step in range(start, int(_SEARCH_UP_TO * 100) + 1):
         p = memory.predict(replace(inp, mem_fraction_static=step / 100))
-        if p.failure is None and p.max_running_requests >= requests and p.kv_tokens >= requests * ctx:
+        if p.failure is None and p.max_running_requests >= min(requests, running) and p.kv_tokens >= requests * ctx:
             left = base.free_before_gb * (1 - step / 100)
             return Plan(requests, step / 100, slots, p,
                         max(0.0, requests * ctx * p.cell_bytes / GB - logged.kv_gb),
