@@ -96,3 +96,11 @@ def test_a_kv_pool_below_the_context_offers_no_fix_that_changes_nothing() -> Non
     for fix in d["fixes"]:
         assert fix["set"].get("mem_fraction_static") != v.figures["mem_fraction_static"], fix
         assert ", not " not in fix["reason"], fix
+
+
+def test_a_replay_without_its_config_reads_the_speculative_start_from_the_log() -> None:
+    """server_args' speculative algorithm is the log's own: without --config the seed's start is
+    still a DFlash start (its draft tokens' state counted), and its fix the same."""
+    bare = replay(io.BytesIO((EXAMPLES / "max-running-zero.log").read_bytes()), "x").verdict
+    assert bare.figures["speculative_algorithm"] == "DFLASH"
+    assert diagnose(bare)["fixes"] == diagnose(SEED_VERDICT, SEED)["fixes"]
