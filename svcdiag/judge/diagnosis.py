@@ -2,22 +2,21 @@
 
 Pure: a verdict's figures (what SGLang printed), its cause and sub-case (the grammar read them off the
 log once, sglang/failures.py holds each one's words) and the effective config in, sentences and fixes
-out; no text is matched here. The memory arithmetic is SGLang's own (kv_cache_configurator; docs/sglang.md#the-budget):
+out; no text is matched here. The memory arithmetic is SGLang's own for the start's release family
+(svcdiag.sglang.memory.predict, the logged start read back by svcdiag.sglang.memory_plan), the same model
+every memory fix is re-checked with (preflight.recheck_fixes), so the explanation and the fixes agree:
     rest = free_after_weights − free_before_load × (1 − mem_fraction_static)
-    Mamba state first (fixed by --max-mamba-cache-size), the KV cache gets the remainder;
-    a request needs context_len tokens of KV and `slots per request` Mamba slots.
 so raising mem_fraction_static by Δ gives the caches Δ × free_before_load more bytes.
 """
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 from svcdiag.config.service import PHASE_TIMEOUTS, ServiceConfig
 from svcdiag.judge.verdict import Verdict
-from svcdiag.sglang import failures, stalls
-from svcdiag.sglang.memory import GB, MAX_MEM_FRACTION, Memory
+from svcdiag.sglang import failures, memory_plan, stalls
+from svcdiag.sglang.memory import ACTIVATION_HEADROOM_GB, GB, MAX_MEM_FRACTION
 from svcdiag.sglang.preflight import recheck_fixes
 
 
@@ -31,14 +30,6 @@ def _gb(v: float) -> str:
 
 def _fix(changes: dict[str, Any], reason: str) -> dict[str, Any]:
     return {"set": changes, "reason": reason}
-
-
-def memory(v: Verdict, cfg: ServiceConfig | None) -> Memory:
-    """The verdict's figures in the memory model, the config filling what the log did not say."""
-    return Memory.from_figures(v.figures, speculative=bool(cfg and cfg.speculative),
-                               context_length=cfg.context_length if cfg else None,
-                               mem_fraction_static=cfg.mem_fraction_static if cfg else None,
-                               max_running_requests=cfg.max_running_requests if cfg else None)
 
 
 def diagnose(v: Verdict, cfg: ServiceConfig | None = None, *, port_owners: list[str] | None = None) -> dict[str, Any] | None:
@@ -85,88 +76,107 @@ def _template(v: Verdict, cfg: ServiceConfig | None, **more: str) -> tuple[list[
 
 
 def _max_running_zero(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
-    m = memory(v, cfg)
+    f = v.figures
+    logged = memory_plan.read(f, cfg)
+    tokens = int(f.get("kv_tokens") or 0)
+    ctx = f.get("context_len") or (cfg.context_length if cfg else None)
+    asked = f.get("requested_max_running_requests") or (cfg.max_running_requests if cfg else None)
+    req = asked or 1
+    slots = f.get("mamba_slots")
+    spr = memory_plan.slots_per_request(f, cfg)
     say: list[str] = []
-    fixes: list[dict[str, Any]] = []
-    ctx = m.context_len
-    req = m.requested or 1
-    if m.kv_tokens and ctx:
-        fit = m.kv_tokens // ctx
-        if fit == 0:
-            say.append(f"The KV cache holds {_n(m.kv_tokens)} tokens, but one request needs context_len {_n(ctx)}, "
-                       f"so not even one full-length request fits: max_running_requests came out zero.")
-        else:
-            say.append(f"The KV cache holds {_n(m.kv_tokens)} tokens: {fit} request(s) of context_len {_n(ctx)}.")
-    if m.mamba_slots is not None:
-        by_mamba = m.mamba_slots // m.slots_per_req
+    if tokens and ctx:
+        fit = tokens // ctx
+        say.append(f"The KV cache holds {_n(tokens)} tokens, but one request needs context_len {_n(ctx)}, so not "
+                   "even one full-length request fits: max_running_requests came out zero." if fit == 0 else
+                   f"The KV cache holds {_n(tokens)} tokens: {fit} request(s) of context_len {_n(ctx)}.")
+    if slots is not None:
+        by_mamba = slots // spr
         verb = "so it can serve none" if by_mamba == 0 else f"so it can serve {by_mamba}"
-        say.append(f"The Mamba state cache has {m.mamba_slots} slots and each request takes {m.slots_per_req} "
-                   f"({m.mamba_slots} // {m.slots_per_req} = {by_mamba}): {verb}"
-                   + (f" of the {req} max_running_requests asked for." if m.requested else "."))
-    if m.cell_bytes:
-        k, vv = v.figures.get("kv_k_gb"), v.figures.get("kv_v_gb")
-        parts = f"K {_gb(k)} + V {_gb(vv)}" if k is not None and vv is not None else _gb(m.kv_gb())
-        say.append(f"Each token costs about {m.cell_bytes / 1024:.1f} KiB of KV cache ({parts} over {_n(m.kv_tokens)} tokens); "
-                   f"one {_n(ctx or 0)}-token request needs {_gb((ctx or 0) * m.cell_bytes / GB)}.")
-    if m.free_before_gb and m.mem_fraction:
-        say.append(f"SGLang sizes the caches from mem_fraction_static={m.mem_fraction} of the {_gb(m.free_before_gb)} "
-                   f"free before loading: each +0.01 gives them {_gb(m.free_before_gb / 100)}.")
-    fixes += _fraction_fixes(m, req, ctx, say)
-    fixes += _shorter_context(m, req, ctx)
-    if m.requested and m.mamba_slots is not None and 0 < m.mamba_slots // m.slots_per_req < m.requested:
-        fixes.append(_fix({"max_running_requests": m.mamba_slots // m.slots_per_req},
-                          "what the Mamba slots can serve"))
+        say.append(f"The Mamba state cache has {slots} slots and each request takes {spr} "
+                   f"({slots} // {spr} = {by_mamba}): {verb}"
+                   + (f" of the {req} max_running_requests asked for." if asked else "."))
+    if logged is None:
+        return say, []
+    say += _per_request(v, logged, ctx or 0)
+    before, mfs = logged.inputs.free_before_gb, logged.inputs.mem_fraction_static
+    say.append(f"SGLang sizes the caches from mem_fraction_static={mfs} of the {_gb(before)} free before loading: "
+               f"each +0.01 gives them {_gb(before / 100)} (SGLang {logged.now.family}'s arithmetic).")
+    fixes = _fraction_fixes(logged, req, asked, say)
+    fixes += _shorter_context(logged, req, ctx)
+    if asked and slots is not None and 0 < slots // spr < asked:
+        fixes.append(_fix({"max_running_requests": slots // spr}, "what the Mamba slots can serve"))
     return say, fixes
 
 
-def _fraction_fixes(m: Memory, req: int, ctx: int | None, say: list[str]) -> list[dict[str, Any]]:
+def _per_request(v: Verdict, logged: memory_plan.Logged, ctx: int) -> list[str]:
+    """What one request costs: its KV per token (the draft's included) and its Mamba state."""
+    f, cell = v.figures, logged.now.cell_bytes
+    k, vv = f.get("kv_k_gb"), f.get("kv_v_gb")
+    parts = f"K {_gb(k)} + V {_gb(vv)}" if k is not None and vv is not None else _gb(f.get("kv_gb") or 0)
+    own = logged.inputs.kv_cell_bytes
+    draft = f", and the draft's KV adds {(cell - own) / 1024:.1f} KiB" if cell > own else ""
+    say = [f"Each token costs about {cell / 1024:.1f} KiB of KV cache ({parts} over {_n(f.get('kv_tokens') or 0)} "
+           f"tokens{draft}); one {_n(ctx)}-token request needs {_gb(ctx * cell / GB)}."]
+    spr = logged.now.slots_per_request
+    if spr and logged.slot_gb:
+        spec = (f", and its {logged.draft_tokens} draft tokens' intermediate state another "
+                f"{_gb(logged.draft_tokens * logged.slot_gb)} (each pool keeps one padding slot of both)"
+                if logged.draft_tokens else "")
+        say.append(f"Each request takes {spr} Mamba state slots of {_gb(logged.slot_gb)} "
+                   f"({_gb(spr * logged.slot_gb)}){spec}.")
+    return say
+
+
+def _fraction_fixes(logged: memory_plan.Logged, req: int, asked: int | None, say: list[str]) -> list[dict[str, Any]]:
     """The mem_fraction_static that holds `req` (then one) full-length requests, said in `say` either way."""
     fixes: list[dict[str, Any]] = []
     for requests in dict.fromkeys((req, 1)):
-        p = m.plan(requests)
+        p = memory_plan.plan(logged, requests)
         if p is None:
+            say.append(f"{requests} full-length request(s) would not fit even with all of this GPU's memory.")
             continue
-        extra = f"{_gb(p['extra_kv_gb'])} more KV"
-        if p["extra_mamba_gb"]:
-            extra += f" and {_gb(p['extra_mamba_gb'])} more Mamba state ({p['slots']} slots)"
-        if p["fits"]:
-            say.append(f"{requests} full-length request(s) need {extra}: mem_fraction_static {p['fraction']:.2f}, which "
-                       f"still leaves {_gb(p['left_gb'])} for CUDA graphs"
-                       + (f" ({_gb(m.cuda_graph_gb)} logged)" if m.cuda_graph_gb else "")
+        extra = f"{_gb(p.extra_kv_gb)} more KV"
+        if round(p.mamba_delta_gb, 2):
+            extra += f" and {_gb(abs(p.mamba_delta_gb))} {'more' if p.mamba_delta_gb > 0 else 'less'} Mamba state"
+            extra += f" ({p.slots} slots)" if p.slots is not None else ""
+        if p.fits:
+            graphs = logged.cuda_graph_gb
+            say.append(f"{requests} full-length request(s) need {extra}: mem_fraction_static {p.fraction:.2f}, which "
+                       f"still leaves {_gb(p.left_gb)} for CUDA graphs" + (f" ({_gb(graphs)} logged)" if graphs else "")
                        + ", activations and the draft model.")
-            change: dict[str, Any] = {"mem_fraction_static": p["fraction"]}
-            if p["slots"] is not None and p["slots"] != m.mamba_slots:
-                change["max_mamba_cache_size"] = p["slots"]
+            change: dict[str, Any] = {"mem_fraction_static": p.fraction}
+            if p.slots is not None and p.slots != logged.slots:
+                change["max_mamba_cache_size"] = p.slots
             if requests != req:
                 change["max_running_requests"] = requests
-            fixes.append(_fix(change, f"holds {requests} request(s) of {_n(ctx or 0)} tokens"))
+            if change == {"mem_fraction_static": logged.inputs.mem_fraction_static}:
+                continue  # the model reads this start as serving them already: nothing to change
+            fixes.append(_fix(change, f"holds {requests} request(s) of {_n(logged.inputs.context_len)} tokens"))
         else:
-            why = ("more than this GPU had free" if p["fraction"] >= 1 else
-                   f"which would leave only {_gb(p['left_gb'])} for CUDA graphs, activations and the draft model")
-            say.append(f"{requests} full-length request(s) would need {extra}: mem_fraction_static {p['fraction']:.2f}, "
+            why = ("more than this GPU had free" if p.fraction > MAX_MEM_FRACTION else
+                   f"which would leave only {_gb(p.left_gb)} for CUDA graphs, activations and the draft model")
+            say.append(f"{requests} full-length request(s) would need {extra}: mem_fraction_static {p.fraction:.2f}, "
                        f"{why}; that does not fit.")
     return fixes
 
 
-def _shorter_context(m: Memory, req: int, ctx: int | None) -> list[dict[str, Any]]:
-    """The same memory, a shorter context_length: what the KV tokens hold per request."""
-    fixes: list[dict[str, Any]] = []
-    if m.cell_bytes and ctx:
-        for requests in dict.fromkeys((max(1, min(req, (m.mamba_slots or req * m.slots_per_req) // m.slots_per_req)), 1)):
-            change = {}
-            tokens = m.kv_tokens
-            if m.mamba_slots is not None and m.mamba_slots < requests * m.slots_per_req:
-                slots = requests * m.slots_per_req
-                change["max_mamba_cache_size"] = slots
-                tokens -= int((slots - m.mamba_slots) * (m.slot_gb or 0) * GB / m.cell_bytes)
-            limit = (tokens // requests) // 1024 * 1024
-            if limit >= 1024 and limit < ctx:
-                change["context_length"] = limit
-                if requests != req:
-                    change["max_running_requests"] = requests
-                fixes.append(_fix(change, f"same memory: {requests} request(s) of ≤ {_n(limit)} tokens"))
-                break
-    return fixes
+def _shorter_context(logged: memory_plan.Logged, req: int, ctx: int | None) -> list[dict[str, Any]]:
+    """The same memory, a shorter context_length: what the KV pool holds per request."""
+    spr = logged.now.slots_per_request or 1
+    serve = req if logged.slots is None else max(1, min(req, logged.slots // spr))
+    for requests in dict.fromkeys((serve, 1)):
+        found = memory_plan.shorter_context(logged, requests)
+        if found is None or not ctx or found[0] >= ctx:
+            continue
+        limit, slots = found
+        change: dict[str, Any] = {"context_length": limit}
+        if slots is not None and slots != logged.slots:
+            change = {"max_mamba_cache_size": slots, **change}
+        if requests != req:
+            change["max_running_requests"] = requests
+        return [_fix(change, f"same memory: {requests} request(s) of ≤ {_n(limit)} tokens")]
+    return []
 
 
 def _not_enough_memory(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
@@ -176,17 +186,19 @@ def _not_enough_memory(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> t
                 f"{_n(int(v.captures['window']))} (plus a page): no request could ever be admitted, so SGLang refuses to start.",
                 "The SWA pool is --swa-full-tokens-ratio of the full-attention pool: raise it (the default 0.8), or "
                 "give the KV caches more memory (mem_fraction_static)."], []
-    m = memory(v, cfg)
     say = [v.message]
     fixes = []
     floor = v.captures.get("floor")
-    if m.free_before_gb and m.mem_fraction and f.get("weights_gb") is not None:
-        budget = m.free_before_gb * m.mem_fraction
-        say.append(f"mem_fraction_static={m.mem_fraction} of the {_gb(m.free_before_gb)} free before loading is "
-                   f"{_gb(budget)} for weights and caches; the weights alone take {_gb(f['weights_gb'])}, "
-                   f"leaving {_gb(budget - f['weights_gb'])}.")
-        need = (f["weights_gb"] + 2.0) / m.free_before_gb
-        fixes.append(_fix({"mem_fraction_static": round(min(MAX_MEM_FRACTION, math.ceil(need * 100) / 100 + 0.02), 2)},
+    rest = memory_plan.cache_budget(f, cfg)
+    if rest is not None:
+        before = f["avail_before_load_gb"]
+        mfs = f.get("mem_fraction_static") or (cfg.mem_fraction_static if cfg else None)
+        say.append(f"mem_fraction_static={mfs} of the {_gb(before)} free before loading is "
+                   f"{_gb(before * mfs)} for weights and caches; the weights alone take {_gb(f['weights_gb'])}, "
+                   f"leaving {_gb(rest)} for the caches.")
+        need = next((s / 100 for s in range(1, 100) if (memory_plan.cache_budget(f, cfg, s / 100) or 0)
+                     >= ACTIVATION_HEADROOM_GB), MAX_MEM_FRACTION)
+        fixes.append(_fix({"mem_fraction_static": round(min(MAX_MEM_FRACTION, need + 0.02), 2)},
                           "room for the weights plus a usable KV cache"))
     elif floor:
         fixes.append(_fix({"mem_fraction_static": round(float(floor) + 0.02, 2)}, "above SGLang's stated floor"))
@@ -586,10 +598,10 @@ def _access_denied(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple
 
 
 def _mamba_small(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
-    m = memory(v, cfg)
-    req = m.requested or 1
-    return [v.message, f"Each request takes {m.slots_per_req} Mamba state slots."], \
-        [_fix({"max_mamba_cache_size": req * m.slots_per_req}, f"{req} request(s) × {m.slots_per_req} slots")]
+    spr = memory_plan.slots_per_request(v.figures, cfg)
+    req = v.figures.get("requested_max_running_requests") or (cfg.max_running_requests if cfg else None) or 1
+    return [v.message, f"Each request takes {spr} Mamba state slots."], \
+        [_fix({"max_mamba_cache_size": req * spr}, f"{req} request(s) × {spr} slots")]
 
 
 
@@ -657,11 +669,11 @@ def _degraded(v: Verdict, cfg: ServiceConfig | None) -> dict[str, Any]:
     fixes: list[dict[str, Any]] = []
     below = next((d for d in v.degraded if d["reason"] == "kv_below_context"), None)
     if below is not None:
-        m = memory(v, cfg)
         ctx = below["figures"]["context_length"]
-        p = m.plan(1, ctx)
-        if p is not None and p["fits"]:
-            fixes.append(_fix({"mem_fraction_static": p["fraction"]}, f"holds one full {_n(ctx)}-token request"))
+        logged = memory_plan.read(v.figures, cfg)
+        p = memory_plan.plan(logged, 1, ctx, running=logged.inputs.max_running_requests) if logged else None
+        if p is not None and p.fits and p.fraction > logged.inputs.mem_fraction_static:  # else no change
+            fixes.append(_fix({"mem_fraction_static": p.fraction}, f"holds one full {_n(ctx)}-token request"))
         limit = (below["figures"]["kv_tokens"] // 1024) * 1024
         if limit >= 1024:
             fixes.append(_fix({"context_length": limit}, f"what {_n(below['figures']['kv_tokens'])} KV tokens hold"))

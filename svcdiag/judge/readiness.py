@@ -332,7 +332,7 @@ class Readiness:
                          ("requested_max_mamba_cache_size", ev.max_mamba_cache_size),
                          ("context_length", ev.context_length), ("node_rank", ev.node_rank),
                          ("model_path", ev.model_path), ("draft_model_path", ev.speculative_draft_model_path),
-                         ("nnodes", ev.nnodes)):
+                         ("nnodes", ev.nnodes), ("speculative_algorithm", ev.speculative_algorithm)):
             if val is not None:
                 f[key] = val
         if ev.context_length is not None:

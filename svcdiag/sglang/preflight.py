@@ -358,7 +358,9 @@ def logged_sizing(figures: Mapping[str, Any], cfg: ServiceConfig | None) -> Sizi
             f.get(k) or 0 for k in ("mamba_intermediate_ssm_gb", "mamba_intermediate_conv_gb"))
     flags = sizing_flags(cfg.extra_args if cfg else ())
     spec = cfg.speculative if cfg else None
-    algo = spec.algorithm.upper() if spec else None
+    # no config (a replay without --config): the algorithm server_args logged
+    algo = spec.algorithm.upper() if spec else (str(f["speculative_algorithm"]).upper()
+                                                if f.get("speculative_algorithm") and cfg is None else None)
     d = spec.num_draft_tokens if spec else None
     if algo in memory.DFLASH_FAMILY and d is None:
         d = flags.dflash_block_size
