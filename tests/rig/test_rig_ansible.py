@@ -118,7 +118,7 @@ def test_the_rollout_stops_at_the_first_unhealthy_start_with_its_diagnosis(ansib
         assert r.returncode != 0, r.stdout[-3000:]
         fatal = next(line for line in r.stdout.splitlines() if line.startswith("fatal: [gpu-a]"))
         # up's preflight gate refuses a config whose own Mamba slots serve nobody: never started, cause and fix said
-        assert '"msg": "NOT STARTED [max_running_zero]: preflight: 2 Mamba slot(s)' in fatal, fatal
+        assert f'"msg": "{name}: NOT STARTED [max_running_zero]: preflight: 2 Mamba slot(s)' in fatal, fatal
         assert "fix: max_mamba_cache_size = " in fatal
         assert '"cause": "max_running_zero"' in fatal  # the refusal's record, in the task's result
         rows = recap(r.stdout)
