@@ -145,14 +145,21 @@ def inputs_from_shape(cfg: ServiceConfig, shape: ModelShape | None, *, gpu_free_
                   model_kind=shape.kind if shape else None)
 
 
-def sizing_inputs(cfg: ServiceConfig, inp: Inputs) -> SizingInputs:
-    """The memory model's inputs for `cfg` on the GPU and model `inp` describes."""
-    flags = sizing_flags(cfg.extra_args)
-    spec = cfg.speculative
-    algo = spec.algorithm.upper() if spec else None
+def speculative_steps(cfg: ServiceConfig | None, flags: SizingFlags, logged: str | None = None) -> tuple[str | None, int | None]:
+    """The speculative algorithm and its draft tokens per step: DFlash's block size when unset.
+    With no config (a replay without --config), the algorithm server_args logged."""
+    spec = cfg.speculative if cfg else None
+    algo = spec.algorithm.upper() if spec else (str(logged).upper() if logged and cfg is None else None)
     d = spec.num_draft_tokens if spec else None
     if algo in memory.DFLASH_FAMILY and d is None:
         d = flags.dflash_block_size
+    return algo, d
+
+
+def sizing_inputs(cfg: ServiceConfig, inp: Inputs) -> SizingInputs:
+    """The memory model's inputs for `cfg` on the GPU and model `inp` describes."""
+    flags = sizing_flags(cfg.extra_args)
+    algo, d = speculative_steps(cfg, flags)
     return SizingInputs(
         free_before_gb=inp.gpu_free_gb, weights_gb=inp.weights_bytes / GB, kv_cell_bytes=inp.kv_bytes_per_token,
         context_len=inp.context_len or 0, attention_layers=inp.attention_layers,
@@ -357,13 +364,7 @@ def logged_sizing(figures: Mapping[str, Any], cfg: ServiceConfig | None) -> Sizi
         after = float(kv_gb) + state_gb + draft_gb + float(before) * (1 - float(mfs)) + sum(
             f.get(k) or 0 for k in ("mamba_intermediate_ssm_gb", "mamba_intermediate_conv_gb"))
     flags = sizing_flags(cfg.extra_args if cfg else ())
-    spec = cfg.speculative if cfg else None
-    # no config (a replay without --config): the algorithm server_args logged
-    algo = spec.algorithm.upper() if spec else (str(f["speculative_algorithm"]).upper()
-                                                if f.get("speculative_algorithm") and cfg is None else None)
-    d = spec.num_draft_tokens if spec else None
-    if algo in memory.DFLASH_FAMILY and d is None:
-        d = flags.dflash_block_size
+    algo, d = speculative_steps(cfg, flags, f.get("speculative_algorithm"))
     return SizingInputs(
         free_before_gb=float(before), weights_gb=float(f.get("weights_gb") or 0), free_after_load_gb=float(after),
         kv_cell_bytes=round(float(kv_gb) * GB / tokens),
@@ -441,11 +442,7 @@ def estimate_candidate(figures: Mapping[str, Any], base: ServiceConfig, cand: Se
     if logged is None:
         return None
     own = sizing_flags(cand.extra_args)
-    spec = cand.speculative
-    algo = spec.algorithm.upper() if spec else None
-    d = spec.num_draft_tokens if spec else None
-    if algo in memory.DFLASH_FAMILY and d is None:
-        d = own.dflash_block_size
+    algo, d = speculative_steps(cand, own)
     inp = replace(logged, mem_fraction_static=cand.mem_fraction_static or logged.mem_fraction_static,
                   max_mamba_cache_size=cand.max_mamba_cache_size, max_running_requests=cand.max_running_requests,
                   context_len=cand.context_length or logged.context_len, version=cand.sglang_version or logged.version,
