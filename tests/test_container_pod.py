@@ -9,7 +9,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -21,6 +20,7 @@ import pytest
 
 from .children import CHILD
 from .conftest import ROOT
+from .ports import free_port
 
 SIM = [sys.executable, "-m", "svcdiag.sim"]
 
@@ -79,13 +79,6 @@ class Pod:
 
     def records(self) -> list[dict]:
         return [json.loads(line) for line in self.events.read_text().splitlines()]
-
-
-def free_port() -> int:
-    """A port nothing listens on now: other runs share this host's network."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def sim(scenario: str, port: int, *flags: str, scale: float = 0.02) -> list[str]:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import socket
 import subprocess
 import sys
 import time
@@ -11,6 +10,8 @@ import urllib.error
 import urllib.request
 
 import pytest
+
+from .ports import free_port
 
 SMOKE = ["--model-path", "/dev/shm/Qwen3.6-27B", "--served-model-name", "qwen3.6-27b", "--tp-size", "1",
          "--mem-fraction-static", "0.75", "--max-running-requests", "4", "--context-length", "32768",
@@ -132,12 +133,6 @@ def test_the_seeds_config_asserts_on_an_old_release_and_hits_the_mamba_cap_on_05
     assert new.returncode == -9 and "max_running_request is zero" not in new.stdout
     assert any(ln.startswith("RuntimeError: Hybrid (mamba/linear-attention) state cache is too small to serve any "
                              "requests. max_mamba_cache_size=2, mamba_ratio=0.9") for ln in new.stdout.splitlines())
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def get(url: str) -> tuple[int, object]:

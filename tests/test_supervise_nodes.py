@@ -15,7 +15,7 @@ from svcdiag.config.service import UnitsDir
 from svcdiag.sglang.flags import exec_argv
 
 from .conftest import ROOT, assert_one_line_error, run_svcdiag
-from .test_container_pod import free_port
+from .ports import free_port
 from .test_supervise import NotifySocket
 
 

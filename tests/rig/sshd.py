@@ -13,11 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-
-def free_port(addr: str = "127.0.0.1") -> int:
-    with socket.socket() as s:
-        s.bind((addr, 0))
-        return s.getsockname()[1]
+from ..ports import free_port
 
 
 @dataclass

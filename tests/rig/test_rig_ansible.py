@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from ..conftest import ROOT
+from ..ports import free_port
 from .helpers import unit_name
-from .sshd import free_port
 
 pytestmark = [pytest.mark.rig, pytest.mark.xdist_group("hosts")]
 PLAYBOOK = ROOT / ".venv" / "bin" / "ansible-playbook"

@@ -15,9 +15,9 @@ import pytest
 from svcdiag.config.service import UnitsDir
 from svcdiag.sglang.flags import exec_argv
 
+from ..ports import free_port
 from ..test_container_pod import Pod
 from .helpers import sv, unit_name, verdict_of
-from .sshd import free_port
 
 pytestmark = pytest.mark.rig
 FIGURES = ("kv_tokens", "max_running_requests", "mamba_slots", "context_len", "sglang_version")
