@@ -208,6 +208,16 @@ class Readiness:
         """When (on the caller's clock) the current phase began."""
         return self._deadline.since if self._deadline is not None else None
 
+    @property
+    def phase_deadline(self) -> float | None:
+        """When (on the caller's clock) the current phase's deadline passes."""
+        return self._deadline.at if self._deadline is not None else None
+
+    @property
+    def total_deadline(self) -> float | None:
+        """When the whole start's deadline (`total_timeout`) passes, if it has one."""
+        return self._total.at if self._total is not None else None
+
     def next_deadline(self) -> float | None:
         """When (on the caller's clock) the machine would time out without further lines."""
         if self.verdict is not None or self._deadline is None:

@@ -23,6 +23,8 @@ from svcdiag.config.service import ServiceConfig
 from svcdiag.errors import SvcdiagError
 from svcdiag.judge.pipeline import Judge
 from svcdiag.judge.progress import PhaseProgress
+from svcdiag.ops import deadline_owner
+from svcdiag.ops.follow import _supervisors_failure
 from svcdiag.systemd.dbus import Systemd, UnitProps
 from svcdiag.systemd.journal import EventReader
 
@@ -85,6 +87,7 @@ class _Start:
         self.invocation = props.invocation
         start = props.inactive_exit_ts or props.state_change_ts or time.time()
         self.judge = Judge(cfg, unit=cfg.unit, invocation=props.invocation, start_ts=start)
+        self.notify = cfg.readiness == "notify"  # its supervisor owns the phase deadlines (deadline_owner)
         self.journal: Any = sd.follower(cfg.unit, props.invocation, follow=follow)
 
     def drain(self) -> bool:
@@ -146,11 +149,13 @@ class Board:
             props = self.props.get(unit)
             if props is not None and s.invocation == props.invocation and props.running:
                 before = s.judge.verdict
-                s.judge.tick(now)
+                deadline_owner.tick(s.judge, now, supervised=s.notify, status=props.status_text)
                 changed = changed or s.judge.verdict is not before
             elif props is not None and not props.running and s.journal is not None:
                 s.drain()
                 s.close()  # the start is over: its journal says nothing more
+                if s.notify:
+                    _supervisors_failure(s.judge, props)
         return changed
 
     def starting(self) -> bool:

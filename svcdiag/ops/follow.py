@@ -13,7 +13,6 @@ from __future__ import annotations
 import errno
 import fcntl
 import os
-import re
 import select
 import time
 from collections.abc import Callable, Iterator
@@ -25,7 +24,8 @@ from svcdiag.config.service import ServiceConfig
 from svcdiag.errors import SvcdiagError
 from svcdiag.judge.pipeline import TAIL_WAIT, Judge
 from svcdiag.judge.verdict import Verdict
-from svcdiag.ops.status_line import news, tells
+from svcdiag.ops import deadline_owner
+from svcdiag.ops.status_line import FAILED_STATUS, news, status_phase, tells
 from svcdiag.sglang.events import Event
 from svcdiag.systemd.dbus import Systemd, UnitProps
 from svcdiag.systemd.journal import Follower
@@ -221,7 +221,8 @@ def follow(sd: Systemd, cfg: ServiceConfig | None, unit: str, props: UnitProps, 
             if not keep_following:
                 break
             now = time.time()
-            for ev in judge.tick(now):
+            supervised = notify and died_at is None and result.props.running  # its phase deadlines are the supervisor's
+            for ev in deadline_owner.tick(judge, now, supervised=supervised, status=status):
                 emit(ev)
             if done():
                 break
@@ -229,7 +230,7 @@ def follow(sd: Systemd, cfg: ServiceConfig | None, unit: str, props: UnitProps, 
             if died_at is not None or dirty:
                 wake = now + 0.01
             else:
-                nd = judge.readiness.next_deadline()
+                nd = deadline_owner.next_deadline(judge, supervised=supervised, status=status)
                 if ready_at is not None:
                     nd = min(nd if nd is not None else float("inf"), now + ready_at + SUPERVISOR_GRACE - time.monotonic())
                 if notify:
@@ -265,28 +266,28 @@ def follow(sd: Systemd, cfg: ServiceConfig | None, unit: str, props: UnitProps, 
     return result
 
 
-#: STATUS= of a failed start, as the supervisor says it (status_line.verdict_status)
-FAILED_STATUS = re.compile(r"(failed|timed_out)(?: \[([a-z_]+)\])?: ")
-
-
 def _supervisors_failure(judge: Judge, props: UnitProps) -> None:
     """The journal shows only the server's death (its exit line) where the supervisor, which read every
-    line, named the failure (`STATUS=failed [cuda_oom]: …`): journald dropped the lines between. The
-    supervisor's verdict stands, so that the two never disagree; likewise for any verdict of a start
-    whose lines journald said it dropped."""
+    line, named the failure (`STATUS=failed [cuda_oom]: …`) or stopped the start at its deadline
+    (`STATUS=timed_out: no progress in phase …`): journald dropped the lines between. The supervisor's
+    verdict stands, so that the two never disagree; likewise for any verdict of a start whose lines
+    journald said it dropped, or that the supervisor places in a phase the journal never reached."""
     v, status = judge.verdict, props.status_text or ""
     m = FAILED_STATUS.match(status)
     if v is None or m is None or v.figures.get("killed") == "supervisor":
         return
-    only_the_end = v.cause in ("exited", "killed_by_signal") and m.group(2) not in (None, v.cause)
+    only_the_end = v.cause in ("exited", "killed_by_signal") and (m.group(2) not in (None, v.cause) or m.group(1) == "timed_out")
+    phase = status_phase(status)
+    elsewhere = phase is not None and phase != v.phase  # both read the same lines: the journal lacks the phase's
     # journald said it dropped lines: wherever the two disagree, the supervisor read what the journal lacks
-    disagree = judge.dropped and (m.group(1) != v.verdict or m.group(2) not in (None, v.cause))
+    disagree = elsewhere or (judge.dropped and (m.group(1) != v.verdict or m.group(2) not in (None, v.cause)))
     if not (only_the_end or disagree):
         return
+    kept = "the server's end" if only_the_end else f"phase {v.phase}"
     judge.readiness.verdict = v.with_(
-        verdict=m.group(1), cause=m.group(2) or v.cause, figures={**v.figures, "verdict_source": "supervisor"},
-        evidence=(*v.evidence, f"STATUS={status}"),
-        message=f"{status[m.end():]} (svcdiag supervise's verdict: the journal kept only the server's end, so "
+        verdict=m.group(1), cause=m.group(2) or (v.cause if m.group(1) == v.verdict else None), phase=phase or v.phase,
+        figures={**v.figures, "verdict_source": "supervisor"}, evidence=(*v.evidence, f"STATUS={status}"),
+        message=f"{status[m.end():]} (svcdiag supervise's verdict: the journal kept only {kept}, so "
                 "journald dropped the lines that show it)")
 
 

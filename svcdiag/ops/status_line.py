@@ -7,8 +7,10 @@ follower can tell from the news at the line's end whether it has read the line a
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 
+from svcdiag.config.service import PHASES
 from svcdiag.judge.pipeline import Judge
 from svcdiag.judge.verdict import PhaseChange, Verdict
 from svcdiag.output.report import describe
@@ -16,6 +18,12 @@ from svcdiag.sglang.events import Event
 from svcdiag.systemd.notify import one_line
 
 SEP = " · "
+#: STATUS= of a failed start, as the supervisor says it (verdict_status)
+FAILED_STATUS = re.compile(r"(failed|timed_out)(?: \[([a-z_]+)\])?: ")
+#: status_text's first part ("loading weights 12 s"), and the phase a verdict's message names
+_IN_PROGRESS = re.compile(r"([a-z ]+?) -?\d+ s(?:$| · )")
+_IN_PHASE = re.compile(r"\bin phase ([a-z_]+)")
+_PHASE_WORDS = {p.replace("_", " "): p for p in PHASES}
 
 
 def news(events: Iterable[Event]) -> str | None:
@@ -63,3 +71,17 @@ def tells(status: str, said: str | None) -> bool:
         return True
     cut = status.endswith("…") and status[:-1].rsplit(SEP, 1)[-1]
     return bool(cut) and said.startswith(cut)
+
+
+def status_phase(status: str) -> str | None:
+    """The phase STATUS= `status` puts the start in: status_text's, `ready` once judged ready, the
+    phase a failed start's message names; None where it names none (`starting NAME`, an HTTP
+    failure). A follower whose journal is in another phase lacks lines the supervisor read."""
+    if status.startswith("ready"):
+        return "ready"
+    m = FAILED_STATUS.match(status)
+    if m is not None:
+        named = _IN_PHASE.search(status, m.end())
+        return named.group(1) if named is not None and named.group(1) in PHASES else None
+    m = _IN_PROGRESS.match(status)
+    return _PHASE_WORDS.get(m.group(1)) if m is not None else None

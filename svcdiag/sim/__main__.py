@@ -388,6 +388,8 @@ def run(own: argparse.Namespace, launch_argv: list[str]) -> int:
                       f"avail mem={fig.pool_end_avail_gb:.2f} GB")
     if scenario.precompile_s:
         precompile(log, clock, scenario.precompile_s, fig.pool_end_avail_gb)
+    while fault == "hang_in_graphs":
+        signal.pause()
     for b in reversed(bs):
         clock.sleep(2.4)
         log.raw(f"Capturing batches (bs={b} avail_mem={fig.pool_end_avail_gb - 0.1 * (len(bs) - b + 1):.2f} GB): "

@@ -60,6 +60,8 @@ SCENARIOS: dict[str, Scenario] = {
                        chatter_lines=30_000),
     "chatty-cuda-oom": Scenario("30,000 warnings mid-load, then CUDA out of memory while capturing CUDA graphs",
                                 fault="cuda_oom", chatter_lines=30_000),
+    "chatty-hang": Scenario("30,000 warnings mid-load, then a silent hang capturing CUDA graphs",
+                            fault="hang_in_graphs", chatter_lines=30_000),
 }
 
 if tuple(SCENARIOS) != SIM_SCENARIOS:  # the config's list names exactly these, in this order

@@ -321,3 +321,29 @@ def test_journalds_dropped_lines_record_is_counted_on_the_verdict(rig, units: Pa
     assert st["verdict"]["figures"]["journal_dropped_lines"] >= v["figures"]["journal_dropped_lines"], st
     rig.run(f"rm -rf /etc/systemd/system/{name}.service.d")
     sv(rig, units, "down", name)
+
+
+def test_a_phase_deadline_of_a_journal_missing_its_milestones_is_the_supervisors(rig, units: Path) -> None:
+    # journald keeps the first 1,000 lines of the burst and nothing after: the journal stays in the weight
+    # load, whose deadline passes 2 s or more before the supervisor's in cuda_graph, where the start really
+    # hangs (the load takes 2 s, and up to 5 s more while a loaded journald reads the burst)
+    timeouts = {p: 9 for p in ("starting", "loading_weights", "kv_cache", "mamba_cache", "cuda_graph", "scheduler", "http")}
+    name = config(units, unit_name("droptimeout"), "demo-smoke", simulate="chatty-hang", timeouts=timeouts)
+    assert sv(rig, units, "install", name).returncode == 0
+    rig.run(f"mkdir -p /etc/systemd/system/{name}.service.d && printf '[Service]\\nLogRateLimitIntervalSec=30s\\n"
+            f"LogRateLimitBurst=1000\\n' > /etc/systemd/system/{name}.service.d/limit.conf && systemctl daemon-reload")
+    p = sv(rig, units, "up", name, "--wait-ready", "--json")
+    v = verdict_of(p)
+    assert (v["verdict"], v["phase"], p.returncode) == ("timed_out", "cuda_graph", 3), (v["message"], v["figures"], v["evidence"])
+    assert v["figures"]["verdict_source"] == "supervisor" and "journald dropped" in v["message"], v
+    kept = rig.run(f"journalctl --no-pager -o cat -u {name}.service | grep -c 'Load weight end' || true").stdout
+    assert int(kept) == 0  # the journal itself never left the weight load
+    w = verdict_of(sv(rig, units, "wait", name, "--json"))
+    st = next(json.loads(ln) for ln in sv(rig, units, "status", name, "--json").stdout.decode().splitlines()
+              if ln.startswith("{"))["verdict"]
+    for said in (w, st):
+        assert (said["verdict"], said["phase"], said["figures"]["verdict_source"]) == ("timed_out", "cuda_graph", "supervisor"), said
+    row = next(r for r in (json.loads(ln) for ln in sv(rig, units, "top", "--json").stdout.decode().splitlines()
+                           if ln.startswith("{")) if r.get("name") == name)
+    assert (row["state"], row["phase"]) == ("timed_out", "cuda_graph"), row
+    rig.run(f"rm -rf /etc/systemd/system/{name}.service.d && systemctl daemon-reload")
