@@ -94,6 +94,20 @@ def test_max_total_num_tokens_mismatch_fails(serve) -> None:
     assert "/server_info reports max_total_num_tokens=12345" in v.message and str(TOKENS) in v.message
 
 
+def test_a_kv_pool_line_journald_dropped_is_not_compared_not_a_mismatch(serve) -> None:
+    # under load journald's rate limit can drop the KV pool's lines and keep the ready line after them: the
+    # supervisor, which read them, said READY=1; `up` must not call the server another one on that port
+    s = serve({"/ready": [(200, None)], "/server_info": [(200, info_0523())]})
+    lost = Verdict(ts=0.0, verdict="healthy", phase="ready", cause=None, message="the server is fired up",
+                   figures={"journal_dropped_lines": 24_005}, evidence=())
+    v = cross_check(lost, "127.0.0.1", s.port, 5.0)
+    assert v.verdict == "healthy", v.message
+    assert "not compared" in v.message and "journald dropped 24,005" in v.message
+    assert v.figures["http_max_total_num_tokens"] == TOKENS
+    kept = cross_check(lost.with_(figures={}), "127.0.0.1", s.port, 5.0)  # journald dropped nothing: a mismatch
+    assert (kept.verdict, kept.cause) == ("failed", "http_mismatch")
+
+
 def test_request_limit_and_capacity_mismatch_is_evidence_not_failure(serve) -> None:
     s = serve({"/ready": [(200, None)], "/server_info": [(200, info_0523(per_dp=2, capacity=600_000))]})
     v = cross_check(logged(), "127.0.0.1", s.port, 5.0)

@@ -303,22 +303,36 @@ def test_root_and_a_group_member_share_one_history(rig, units: Path) -> None:
 
 def test_journalds_dropped_lines_record_is_counted_on_the_verdict(rig, units: Path) -> None:
     # a 1 s window: journald writes its "Suppressed N messages" record with the unit's first line after
-    # the chatter's, mid-start, and the start's verdict (and status) says how many lines it lost
+    # the chatter's, mid-start, and the start's verdict (and status) says how many lines it lost. Under
+    # load journald reads the burst over several windows (several records), may lag seconds behind the
+    # supervisor's READY=1 (a record can then come after `up`'s verdict), and may drop the KV pool's lines
+    # while keeping the ready line: the verdict is healthy all the same
     name = config(units, unit_name("suppressed"), "demo-smoke", simulate="chatty")
     assert sv(rig, units, "install", name).returncode == 0
     rig.run(f"mkdir -p /etc/systemd/system/{name}.service.d && printf '[Service]\\nLogRateLimitIntervalSec=1s\\n"
             f"LogRateLimitBurst=1000\\n' > /etc/systemd/system/{name}.service.d/limit.conf && systemctl daemon-reload")
     p = sv(rig, units, "up", name, "--wait-ready", "--json")
     v = verdict_of(p)
-    said = rig.run(f"journalctl --no-pager -o json MESSAGE_ID={JOURNAL_DROPPED} OBJECT_SYSTEMD_UNIT={name}.service")
-    records = [json.loads(ln) for ln in said.stdout.decode().splitlines() if ln.strip()]
+    assert (v["verdict"], p.returncode) == ("healthy", 0), (v.get("cause"), v.get("message"), v.get("phase"), v.get("figures"))
+
+    def status_and_records() -> tuple[int, list[dict]]:
+        st = next(json.loads(ln) for ln in sv(rig, units, "status", name, "--json").stdout.decode().splitlines()
+                  if ln.startswith("{"))
+        said = rig.run(f"journalctl --no-pager -o json MESSAGE_ID={JOURNAL_DROPPED} OBJECT_SYSTEMD_UNIT={name}.service")
+        return st["verdict"]["figures"].get("journal_dropped_lines", 0), \
+            [json.loads(ln) for ln in said.stdout.decode().splitlines() if ln.strip()]
+
+    until = time.monotonic() + 15
+    counted, records = status_and_records()
+    while counted != sum(int(r["N_DROPPED"]) for r in records) and time.monotonic() < until:  # journald catching up
+        time.sleep(0.5)
+        counted, records = status_and_records()
     assert records, "journald wrote no record of the lines it dropped"
     assert records[0]["_SYSTEMD_UNIT"] == "systemd-journald.service" and "N_DROPPED" in records[0]
-    assert (v["verdict"], p.returncode) == ("healthy", 0), (v.get("cause"), v.get("message"), v.get("phase"), v.get("figures"))
-    assert v["figures"]["journal_dropped_lines"] == sum(int(r["N_DROPPED"]) for r in records), (v, records)
-    st = next(json.loads(ln) for ln in sv(rig, units, "status", name, "--json").stdout.decode().splitlines()
-              if ln.startswith("{"))
-    assert st["verdict"]["figures"]["journal_dropped_lines"] >= v["figures"]["journal_dropped_lines"], st
+    assert counted == sum(int(r["N_DROPPED"]) for r in records), (counted, records)
+    f = v["figures"]
+    assert f.get("journal_dropped_lines", 0) <= counted, (f, records)  # the records written before its verdict
+    assert f.get("journal_dropped_lines") or f.get("verdict_source") == "supervisor", f  # journald lagging behind READY=1
     rig.run(f"rm -rf /etc/systemd/system/{name}.service.d")
     sv(rig, units, "down", name)
 
