@@ -269,7 +269,8 @@ def test_a_failure_whose_lines_journald_dropped_is_the_supervisors(rig, units: P
             f"LogRateLimitBurst=1000\\n' > /etc/systemd/system/{name}.service.d/limit.conf && systemctl daemon-reload")
     p = sv(rig, units, "up", name, "--wait-ready", "--json")
     v = verdict_of(p)
-    assert (v["verdict"], v["cause"], p.returncode) == ("failed", "cuda_oom", 1), v  # not "exited": the supervisor saw it
+    assert (v["verdict"], v["cause"], p.returncode) == ("failed", "cuda_oom", 1), \
+        (v.get("message"), v.get("phase"), v.get("figures"), v.get("evidence"))  # not "exited": the supervisor saw it
     assert v["figures"]["verdict_source"] == "supervisor" and "journald dropped" in v["message"]
     assert verdict_of(sv(rig, units, "wait", name, "--json"))["cause"] == "cuda_oom"
     rig.run(f"rm -rf /etc/systemd/system/{name}.service.d && systemctl daemon-reload")
