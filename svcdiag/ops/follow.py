@@ -260,6 +260,9 @@ def follow(sd: Systemd, cfg: ServiceConfig | None, unit: str, props: UnitProps, 
         journal.close()
     if unread:  # the loop ended (a verdict) before the last signals' bodies were read
         result.props = tracked.props
+    if notify and judge.verdict is not None and judge.verdict.verdict != "healthy" and not result.lost:
+        now_props = sd.props(unit)  # the journal's exit line can come before the signal of the last STATUS=
+        result.props = now_props if now_props.invocation == invocation else result.props
     if notify:
         _whose_kill(judge, result.props)
         _supervisors_failure(judge, result.props)
