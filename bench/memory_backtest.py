@@ -82,7 +82,7 @@ def figures(lines: list[str]) -> dict[str, object]:
     judge = Judge()
     for line in lines:
         judge.line(line)
-    return judge.finish().figures
+    return judge.finish().figures.to_json()
 
 
 def rows() -> list[Row]:
