@@ -194,7 +194,7 @@ def _trial(d: Start, outcome: Any, seconds: float) -> Trial:
     v = outcome.verdict
     if v is None:
         return Trial(d.settings, "interrupted", None, {}, seconds, d.why)
-    figures = {k: v.figures[k] for k in TRIAL_FIGURES if v.figures.get(k) is not None}
+    figures = v.figures.pick(TRIAL_FIGURES)
     return Trial(d.settings, v.verdict, v.cause, figures, seconds, d.why, outcome.history_id)
 
 

@@ -131,6 +131,11 @@ class Figures:
     def items(self) -> Any:
         return self.to_json().items()
 
+    def pick(self, names: tuple[str, ...]) -> dict[str, Any]:
+        """The set figures among `names`, in `names`' order (a record's own order, kept on the wire)."""
+        out = self.to_json()
+        return {k: out[k] for k in names if k in out}
+
     def replace(self, **changes: Any) -> Figures:
         return dataclasses.replace(self, **changes)
 
