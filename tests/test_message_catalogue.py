@@ -162,7 +162,7 @@ def test_a_release_s_own_milestones_in_order_make_a_healthy_start(version: str) 
     assert (v.verdict, v.phase) == ("healthy", "ready"), (version, lines, v.message)
     assert {"loading_weights", "cuda_graph"} <= set(v.phase_seconds), v.phase_seconds
     if version not in OLDEST:
-        assert "kv_cache" in v.phase_seconds and v.figures.get("kv_tokens") == 4096
+        assert "kv_cache" in v.phase_seconds and v.figures.kv_tokens == 4096
 
 
 # ---------------------------------------------------------------- start-up fatals

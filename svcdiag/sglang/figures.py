@@ -111,30 +111,14 @@ class Figures:
     nodes: list[dict[str, Any]] | None = _f("", "each node's own verdict (JSON), by rank", "list")  # noqa: RUF009 (an immutable default: None)
     failed_node_rank: int | None = _f("", "the first node that failed", "int")
 
-    # transitional: string-key reads while readers move to attributes (removed once none is left)
-    def get(self, key: str, default: Any = None) -> Any:
-        v = getattr(self, key, None) if key in BY_NAME else None
-        return default if v is None else v
-
-    def __getitem__(self, key: str) -> Any:
-        v = getattr(self, key) if key in BY_NAME else None
-        if v is None:
-            raise KeyError(key)
-        return v
-
-    def __contains__(self, key: object) -> bool:
-        return isinstance(key, str) and key in BY_NAME and getattr(self, key) is not None
-
-    def keys(self) -> list[str]:
-        return list(self.to_json())
-
-    def items(self) -> Any:
-        return self.to_json().items()
-
     def pick(self, names: tuple[str, ...]) -> dict[str, Any]:
         """The set figures among `names`, in `names`' order (a record's own order, kept on the wire)."""
         out = self.to_json()
         return {k: out[k] for k in names if k in out}
+
+    def only(self, names: tuple[str, ...]) -> Figures:
+        """These figures, the rest unset (a misspelt name is a TypeError, not a figure silently lost)."""
+        return Figures(**{k: getattr(self, k, None) for k in names})
 
     def replace(self, **changes: Any) -> Figures:
         return dataclasses.replace(self, **changes)
