@@ -60,3 +60,27 @@ def test_every_figure_has_a_meaning_and_the_docs_list_each_once() -> None:
                   text, re.S)
     assert m is not None, "docs/events.md lost its figures table"
     assert m.group(1) == table(), "docs/events.md's figures table differs from svcdiag/sglang/figures.py: regenerate it"
+
+
+def test_figures_are_read_by_name_never_by_string_key() -> None:
+    """The string-key reads are gone: a reader that goes back to them fails at once, not with a silent None."""
+    f = Figures(kv_tokens=11893)
+    with pytest.raises(TypeError):
+        f["kv_tokens"]  # type: ignore[index]
+    with pytest.raises(TypeError):
+        "kv_tokens" in f  # type: ignore[operator]  # noqa: B015
+    with pytest.raises(AttributeError):
+        f.get("kv_tokens")  # type: ignore[attr-defined]
+    with pytest.raises(TypeError):
+        dict(f)  # type: ignore[call-overload]
+
+
+def test_a_records_chosen_figures_keep_their_own_order_on_the_wire() -> None:
+    """A snapshot, trial or campaign row lists its figures in its own order, as it always did."""
+    f = Figures(startup_s=60.0, context_len=32768, kv_tokens=11893)
+    assert list(f.pick(("kv_tokens", "max_running_requests", "context_len", "startup_s"))) == \
+        ["kv_tokens", "context_len", "startup_s"]
+    assert f.only(("kv_tokens", "startup_s")) == Figures(kv_tokens=11893, startup_s=60.0)
+    for misspelt in (f.only, f.pick):
+        with pytest.raises(TypeError):
+            misspelt(("kv_token",))

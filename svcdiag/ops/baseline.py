@@ -101,8 +101,8 @@ def compare(prev: dict[str, Any], cur: dict[str, Any]) -> list[dict[str, Any]]:
         out.append({"what": "phase", "before": None, "after": phase, "message": f"phase {phase} newly appears"})
     for phase in sorted(before - after):
         out.append({"what": "phase", "before": phase, "after": None, "message": f"phase {phase} vanished"})
-    for key in ("mamba_slots", "max_running_requests"):
-        a, b = getattr(pf, key), getattr(cf, key)
+    for key, a, b in (("mamba_slots", pf.mamba_slots, cf.mamba_slots),
+                      ("max_running_requests", pf.max_running_requests, cf.max_running_requests)):
         if a is not None and b is not None and a != b:
             out.append({"what": key, "before": a, "after": b, "message": f"{key} {a} → {b}"})
     return out

@@ -418,8 +418,9 @@ def drift(u: Usual, v: Verdict) -> list[dict[str, Any]]:
         return []
     before = Figures.from_json(u.last_healthy.get("figures"), f"the history of {u.config}")
     out = []
-    for key in ("kv_tokens", "max_running_requests"):
-        a, b = getattr(before, key), getattr(v.figures, key)
+    now = v.figures
+    for key, a, b in (("kv_tokens", before.kv_tokens, now.kv_tokens),
+                      ("max_running_requests", before.max_running_requests, now.max_running_requests)):
         if a is not None and b is not None and a != b:
             out.append({"what": key, "before": a, "after": b,
                         "message": f"{key} {a:,} → {b:,} (the last healthy start of {u.config}, "

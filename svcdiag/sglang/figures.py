@@ -112,7 +112,10 @@ class Figures:
     failed_node_rank: int | None = _f("", "the first node that failed", "int")
 
     def pick(self, names: tuple[str, ...]) -> dict[str, Any]:
-        """The set figures among `names`, in `names`' order (a record's own order, kept on the wire)."""
+        """The set figures among `names`, in `names`' order (a record's own order, kept on the wire);
+        a misspelt name is a TypeError."""
+        if unknown := [k for k in names if k not in BY_NAME]:
+            raise TypeError(f"not a figure: {', '.join(unknown)}")
         out = self.to_json()
         return {k: out[k] for k in names if k in out}
 
