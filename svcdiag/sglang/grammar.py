@@ -14,37 +14,18 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 
-from svcdiag.sglang import quiet
+from svcdiag.sglang import milestone_lines, quiet
 from svcdiag.sglang.events import (
     DEATH,
     ROOT,
     SUSPECT,
-    CudaGraph,
-    DistInit,
-    DraftRunner,
     Event,
     Failure,
-    HostPool,
-    KernelPrecompile,
-    KVBelowContext,
-    KVCache,
-    MambaCache,
-    MaxRunningLimited,
-    PoolEnd,
-    PortMoved,
     ProcessesGone,
-    ProgressBar,
     Ready,
     Recovered,
-    SchedulerInfo,
-    ServerArgs,
-    SlidingWindowPool,
-    StartupTimings,
     StopRequested,
-    UnifiedMemoryPool,
     Uvicorn,
-    WeightsBegin,
-    WeightsEnd,
 )
 from svcdiag.sglang.failures import CLASSIFY, Cause, classify
 from svcdiag.sglang.quiet import LEVEL_HEADS, LEVEL_RE
@@ -59,8 +40,6 @@ from svcdiag.sglang.traceback import (
     take,
 )
 from svcdiag.signals import signal_name
-
-_F = r"(-?\d+(?:\.\d+)?)"
 
 #: (cause, pattern) in priority order, matched on an exception's final line or a fatal line (failures.py's rows)
 CAUSES = CLASSIFY
@@ -159,95 +138,23 @@ NCCL_WARN_RE = re.compile(r"^\S+:\d+:\d+ \[\d+\] \S+ NCCL WARN (.+)$")
 #: heads of those keys that any program's line may start with (`Error response from daemon`, `FutureWarning`):
 #: without SGLang's prefix such a line is SGLang's only when it says what the handler looks for
 COMMON_HEADS = frozenset(("Error ", "Except", "Task e", "Future", "Prefil", "WARNIN"))
-#: ≤ 0.3.2 moved to a free port when --port was taken: `WARNING: Port 30000 is not available. Use port 30005 instead.`
-#: (0.1.x: `Use 10019 instead.`)
-PORT_MOVED_RE = re.compile(r"WARNING: Port (\d+) is not available\. Use (?:port )?(\d+) instead")
 #: sglang.utils.wait_for_server's note, printed once the server answered (docs notebooks)
 NOTEBOOK_READY = "NOTE: Typically, the server runs in a separate terminal"
-STARTUP_TIMINGS_RE = re.compile(r"(\w+)=(\{[^}]*\}|[\d.]+)")
-DICT_ARG_RE = re.compile(r"'(\w+)': ('(?:[^'\\]|\\.)*'|\"[^\"]*\"|[^,{}]+)")
-KV_BELOW_RE = re.compile(r"KV pool holds (\d+) tokens, fewer than --context-length (\d+)")
-POST_CAPTURE_MR_RE = re.compile(r"max_running_requests (\d+) -> (\d+)")
-UNIFIED_RE = re.compile(r"total_bytes=" + r"(-?\d+(?:\.\d+)?)" + r" GB")
 NOTHING: list[Event] = []  # shared and never appended to: the hot path allocates nothing
-
-
-def _num(pattern: str) -> re.Pattern[str]:
-    return re.compile(pattern)
-
-
-def _f(m: re.Match[str] | None, group: int | str = 1) -> float | None:
-    if m is None:
-        return None
-    v = m.group(group)
-    return float(v) if v is not None else None
-
-
-def _i(m: re.Match[str] | None, group: int | str = 1) -> int | None:
-    if m is None:
-        return None
-    v = m.group(group)
-    return int(v) if v is not None else None
-
-
-ELAPSED_RE = re.compile(r"elapsed=" + _F + r" s")
-AVAIL_RE = re.compile(r"avail mem=" + _F + r" ?GB")
-USAGE_RE = re.compile(r"mem usage=" + _F + r" ?GB")
-TYPE_RE = re.compile(r"type=([\w.]+)")
-DTYPE_RE = re.compile(r"dtype[=:] ?([\w.]+)")
-QUANT_RE = re.compile(r"quant=([\w.\-]+)")
-TOKENS_RE = re.compile(r"#tokens: (\d+)")
-K_RE = re.compile(r"(?<!\w)K size: " + _F + r" GB")
-V_RE = re.compile(r"(?<![\w])V size: " + _F + r" GB")  # not MLA's `KV size:` (K and V in one)
-KV_RE = re.compile(r"KV size: " + _F + r" GB")
-MAMBA_RE = re.compile(
-    r"max_mamba_cache_size: (\d+), conv_state size: " + _F + r" ?GB, ssm_state size: " + _F + r" ?GB"
-    r"(?: intermediate_ssm_state_cache size: " + _F + r" ?GB)?(?: intermediate_conv_window_cache size: " + _F + r" ?GB)?")
-SCHED_RE = re.compile(r"(\w+)=(-?[\d.]+)")
-CAPPED_RE = re.compile(r"capped to (\d+) by the mamba state cache \(max_mamba_cache_size=(\d+), (\d+) state slots")
-REDUCED_RE = re.compile(r"reduced from the requested (\d+) to (\d+)")
 #: sglang_router's Python logging (`[Router (Python)] 2025-03-07 10:00:01 - INFO - msg - launch_server.py:177`);
 #: its Rust side (≤ 0.1.x) wrote `[Router (Rust)] …` the same way
 ROUTER_LINE_RE = re.compile(
     r"^\[Router \((?:Python|Rust)\)\] (\d{4}-\d\d-\d\d \d\d:\d\d:\d\d) - ([A-Z]+) - (.*?)(?: - [\w.]+:\d+)?$")
-#: `Capture cuda graph begin`, 0.5.14+'s `Capture target decode CUDA graph begin`; on other devices (0.5.2+) the
-#: graph is the device's: `Capture cpu graph begin`, `Capture npu graph begin` (Ascend), `Capture target decode NPU graph`
-CAPTURE_NAME_RE = re.compile(r"^Capture (?:(target|draft) (?:(decode|verify|prefill|extend) )?)?"
-                             r"(?:CUDA|cuda|CPU|cpu|NPU|npu|XPU|xpu|HPU|hpu|MUSA|musa) graph")
 UVICORN_URL_RE = re.compile(r"running on (\S+)")
-#: DeepGEMM's JIT pre-compile session, a WARNING from 0.4.6 on (what follows varies: `It may takes`/`It may take`)
-PRECOMPILE_RE = re.compile(r"Entering DeepGEMM JIT Pre-?Compile session", re.I)
-#: ROCm's AITER building a JIT module it has no cache of: `[aiter] start build [module_mha_fwd] under /…/build/…`
-AITER_BUILD = "[aiter] start build ["
-SWA_POOL_RE = re.compile(r"Use sliding window memory pool\. full_layer_tokens=(\d+), swa_layer_tokens=(\d+)")
-HOST_POOL_RE = re.compile(r"Allocating " + _F + r" GB host memory for hierarchical KV cache")
 ROUTER_TIMEOUT_RE = re.compile(r"Timeout \d+s waiting for workers")
 #: sglang-router ≥ 0.2 (Rust `tracing`): `2025-11-04 10:05:37  ERROR sglang_router_rs::core::worker_manager: src/…rs:N: msg`
 ROUTER_RS_RE = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)(?:\.\d+)?Z? +(TRACE|DEBUG|INFO|WARN|ERROR) "
                           r"(?:sglang_router_rs|sgl_model_gateway|smg)\b[\w:]*: (?:[\w/.-]+\.rs:\d+: )?(.*)$")
-SERVER_ARG_RE = re.compile(r"(\w+)=('(?:[^'\\]|\\.)*'|\"[^\"]*\"|[^,()]+)")
 DIED_RE = re.compile(r"exit code: (-?\d+)|Exit code: (-?\d+)|crashed with exit code (-?\d+)")
-#: tqdm's bars (no time prefix; updates joined by \r in one journal message), optionally after a rank prefix:
-#: `Loading safetensors checkpoint shards:  25% Completed | 1/4 [00:04<00:12,  4.12s/it]` (SGLang's bar_format),
-#: `Capturing batches (bs=4 avail_mem=56.61 GB): 75%|███████▌  | 3/4 [00:01<00:00,  2.1it/s]` (tqdm's default)
 #: any tqdm bar in its default format (`Fetching 4 files:  50%|█████     | 2/4 [00:01<00:01,  1.52it/s]`): what
 #: follows it on the same line is another line, printed while the bar was drawn
 ANY_BAR_RE = re.compile(r"[^\r]*?\d+%\|[^|]*\|[^\[\r]*\[[^\]\r]*\]")
 PROGRESS_HEADS = ("Loading ", "Capturing ", "Multi-thread loading", "[")
-PROGRESS_RE = re.compile(
-    r"(?:\[(?:rank(?P<rank>\d+)\]:?|[^\]]*?\bTP(?P<tp>\d+)\b[^\]]*\])\s*)?"
-    r"(?P<label>Loading (?:\w+ )?checkpoint shards|Multi-thread loading shards|Capturing (?:batches|num tokens))"
-    r"(?: \([^)]*\))?:\s*\d+%(?: Completed \||\|[^|]*\|)\s*(?P<done>\d+)/(?P<total>\d+)"
-    r"(?: \[(?P<elapsed>[\d:]+)(?:<[\d:?]+)?(?:,\s*(?:(?P<rate>[\d.]+)(?P<unit>s/it|it/s)|\?it/s))?[^\]]*\])?")
-
-
-
-SERVER_ARG_TYPES: dict[str, Callable[[str], object]] = {
-    "model_path": str, "tp_size": int, "dp_size": int, "context_length": int, "mem_fraction_static": float,
-    "max_running_requests": int, "max_mamba_cache_size": int, "cuda_graph_max_bs": int,
-    "speculative_algorithm": str, "speculative_draft_model_path": str, "speculative_num_draft_tokens": int,
-    "port": int, "node_rank": int, "nnodes": int, "enable_torch_compile": lambda v: v.lower() == "true",
-}
 
 
 def parse_ts(text: str) -> float:
@@ -289,13 +196,16 @@ DIALECTS = (
 )
 
 
-#: a message's first six characters → the LineParser method that reads it (replay's fast path derives the
-#: quiet lines from these keys: LineParser.quiet_message)
-DISPATCH: dict[str, str] = {
+#: a message's reader: (message, ranks, time) → its event(s), or None when the message is not its line
+Reader = Callable[[str, str, float | None], Event | list[Event] | None]
+
+#: a message's first six characters → what reads it: a milestone reader, or the name of the LineParser method
+#: (replay's fast path derives the quiet lines from these keys: LineParser.quiet_message)
+DISPATCH: dict[str, str | Reader] = {
     "server": "_server_args",
-    "Init t": "_dist",
-    "Init n": "_dist",
-    "Load w": "_weights",
+    "Init t": milestone_lines.dist,
+    "Init n": milestone_lines.dist,
+    "Load w": milestone_lines.weights,
     "Loaded": "_fatal_line",
     "KV Cac": "_kv",
     "Full K": "_kv",
@@ -303,20 +213,20 @@ DISPATCH: dict[str, str] = {
     "Post-c": "_post_capture",
     "KV poo": "_kv_below_context",
     "Engine": "_startup_timings",
-    "[unifi": "_unified_memory",
+    "[unifi": milestone_lines.unified_memory,
     "retry(": "_recovered",
     "Retryi": "_recovered",
     "DataPa": "_handler_exception",
     "TpMode": "_handler_exception",
     "Detoke": "_handler_exception",
     "Child ": "_died",
-    "Mamba ": "_mamba",
-    "Memory": "_pool_end",
-    "max_ru": "_max_running",
-    "max_to": "_scheduler",
-    "Captur": "_capture",
+    "Mamba ": milestone_lines.mamba,
+    "Memory": milestone_lines.pool_end,
+    "max_ru": milestone_lines.max_running,
+    "max_to": milestone_lines.scheduler,
+    "Captur": milestone_lines.capture,
     "Initia": "_initialized",
-    "DFLASH": "_draft_ready",
+    "DFLASH": milestone_lines.draft_ready,
     "The se": "_ready",
     "INFO: ": "_uvicorn",
     "ERROR:": "_uvicorn_error",
@@ -335,11 +245,11 @@ DISPATCH: dict[str, str] = {
     "Future": "_logs_exception",
     "Prefil": "_pd_warmup",
     "Hybrid": "_fatal_line",
-    "Enteri": "_precompile",
-    "Alloca": "_host_pool",
-    "Use sl": "_sliding_window",
-    "[aiter": "_precompile",
-    "WARNIN": "_port_moved",
+    "Enteri": milestone_lines.precompile,
+    "Alloca": milestone_lines.host_pool,
+    "Use sl": milestone_lines.sliding_window,
+    "[aiter": milestone_lines.precompile,
+    "WARNIN": milestone_lines.port_moved,
     **{f"Rank {d}": "_died" for d in range(10)},  # ≤ 0.1.16's `Rank 0: …`, and `Rank 0 scheduler is dead`
 }
 
@@ -367,8 +277,8 @@ class LineParser:
         self.nccl_warn: str | None = None
         #: C++'s `terminate called after throwing …` (its line, the exception's type), until its what() line
         self._terminate: tuple[str, str] | None = None
-        self._dispatch: dict[str, Callable[[str, str, float | None], Event | list[Event] | None]] = {
-            key: getattr(self, name) for key, name in DISPATCH.items()}
+        self._dispatch: dict[str, Reader] = {
+            key: getattr(self, read) if isinstance(read, str) else read for key, read in DISPATCH.items()}
 
     # ------------------------------------------------------------ chunk-level helpers (replay's fast path)
 
@@ -668,12 +578,12 @@ class LineParser:
         was drawn) is read as a line, and so is what follows the last `\\r` when it is no bar."""
         segs = text.split("\r") if "\r" in text else [text]
         for i in range(len(segs) - 1, -1, -1):
-            m = PROGRESS_RE.match(segs[i])
+            m = milestone_lines.PROGRESS_RE.match(segs[i])
             if m is not None:
                 glued = [segs[i][m.end():].lstrip()]
                 if i < len(segs) - 1 and not segs[-1].startswith(PROGRESS_HEADS):
                     glued.append(segs[-1].strip())
-                out: list[Event] = [self._bar(m, segs[i], ts)]
+                out: list[Event] = [milestone_lines.bar(m, segs[i], ts)]
                 for line in glued:
                     if line:
                         out += self.feed_line(line, ts)
@@ -686,22 +596,6 @@ class LineParser:
         b = ANY_BAR_RE.match(text)
         rest = text[b.end():].lstrip() if b is not None else ""
         return self.feed_line(rest, given) if rest else None
-
-    @staticmethod
-    def _bar(m: re.Match[str], seg: str, ts: float | None) -> ProgressBar:
-        rate = float(m["rate"]) if m["rate"] else None
-        if rate is not None and m["unit"] == "s/it":
-            rate = 1.0 / rate if rate > 0 else None
-        elapsed = None
-        if m["elapsed"]:
-            elapsed = 0.0
-            for part in m["elapsed"].split(":"):
-                elapsed = elapsed * 60 + int(part or 0)
-        rank = m["rank"] or m["tp"]
-        label = m["label"]
-        return ProgressBar(ts=ts, ranks=f"TP{rank}" if rank is not None else "", line=seg[:m.end()], label=label,
-                           what="cuda_graph" if label.startswith("Capturing") else "shards",
-                           done=int(m["done"]), total=int(m["total"]), elapsed_s=elapsed, rate=rate)
 
     @staticmethod
     def _is_own_line(text: str) -> bool:
@@ -764,126 +658,18 @@ class LineParser:
         return NOTHING
 
     def _server_args(self, msg: str, ranks: str, ts: float | None) -> Event | None:
-        if msg.startswith(("server_args=ServerArgs(", "server_args={")):
+        args = milestone_lines.server_args(msg, ranks, ts)
+        if args is not None:
             self.server_args_lines += 1
-        if msg.startswith("server_args=ServerArgs("):
-            pairs = SERVER_ARG_RE.findall(msg[len("server_args=ServerArgs("):])
-        elif msg.startswith("server_args={"):  # 0.5.23 logs a dict
-            pairs = DICT_ARG_RE.findall(msg[len("server_args={"):])
-            self.version_hint = ">= 0.5.15"
-        else:
-            return None
-        kw: dict[str, object] = {}
-        for key, raw in pairs:
-            conv = SERVER_ARG_TYPES.get(key)
-            if conv is None or key in kw:
-                continue
-            value = raw.strip()
-            if value == "None":
-                continue
-            try:
-                kw[key] = conv(value.strip("'\"")) if conv is not str else value.strip("'\"")
-            except ValueError:
-                continue
-        return ServerArgs(ts=ts, ranks=ranks, line=msg, **kw)  # type: ignore[arg-type]
-
-    def _dist(self, msg: str, ranks: str, ts: float | None) -> Event | None:
-        if msg.startswith(("Init torch distributed begin", "Init nccl begin")):  # the latter ≤ 0.3.0
-            return DistInit(ts=ts, ranks=ranks, line=msg, stage="begin")
-        if msg.startswith("Init torch distributed ends"):
-            return DistInit(ts=ts, ranks=ranks, line=msg, stage="end", elapsed_s=_f(ELAPSED_RE.search(msg)),
-                            mem_usage_gb=_f(USAGE_RE.search(msg)))
-        return None
-
-    def _weights(self, msg: str, ranks: str, ts: float | None) -> Event | None:
-        if msg.startswith("Load weight begin"):
-            avail = _f(AVAIL_RE.search(msg))
-            return WeightsBegin(ts=ts, ranks=ranks, line=msg, avail_gb=avail if avail is not None else -1.0)
-        if msg.startswith("Load weight end"):
-            t = TYPE_RE.search(msg)
-            committed = "Committed real weights" in msg
-            return WeightsEnd(
-                ts=ts, ranks=ranks, line=msg, model_type=t.group(1) if t else None,
-                elapsed_s=_f(ELAPSED_RE.search(msg)) or _f(re.search(r"capture in " + _F + " s", msg)) if committed
-                else _f(ELAPSED_RE.search(msg)),
-                dtype=(m.group(1) if (m := DTYPE_RE.search(msg)) else None),
-                quant=(m.group(1) if (m := QUANT_RE.search(msg)) else None),
-                avail_gb=_f(AVAIL_RE.search(msg)), mem_usage_gb=_f(USAGE_RE.search(msg)))
-        return None
+            if msg.startswith("server_args={"):
+                self.version_hint = ">= 0.5.15"
+        return args
 
     def _kv(self, msg: str, ranks: str, ts: float | None) -> Event | None:
-        tokens = TOKENS_RE.search(msg)  # none before 0.4.6, nor on some EAGLE pools: the summary says it then
-        post = msg.startswith("Post-capture KV sizing:")
-        body = msg.split(": ", 1)[1] if post else msg
-        head = body.split(".", 1)[0]  # "KV Cache is allocated", "Full KV Cache is allocated", ...
-        upper = "VA upper bound" in head
-        if not upper and "is allocated" not in head and "allocated" not in head:
-            return None
-        label = head.split(" KV Cache")[0] if not head.startswith(("KV Cache", "draft", "KV cache")) else None
-        draft = head.startswith("draft")
-        dtype = DTYPE_RE.search(msg)
-        if not (upper or draft or (self.version_hint and self.version_hint.startswith(">= 0.5.2"))):
-            self.version_hint = ">= 0.5.14" if "dtype: " in msg else "0.4.6 – 0.5.11" if tokens else "0.4.3 – 0.4.5"
-        return KVCache(ts=ts, ranks=ranks, line=msg, tokens=int(tokens.group(1)) if tokens else None,
-                       dtype=dtype.group(1) if dtype else None, k_gb=_f(K_RE.search(msg)),
-                       v_gb=_f(V_RE.search(msg)), kv_gb=_f(KV_RE.search(msg)), label=label,
-                       upper_bound=upper, draft=draft, post_capture=post)
-
-    def _mamba(self, msg: str, ranks: str, ts: float | None) -> Event | None:
-        m = MAMBA_RE.search(msg)
-        if not msg.startswith("Mamba Cache is allocated") or m is None:
-            return None
-        return MambaCache(ts=ts, ranks=ranks, line=msg, slots=int(m.group(1)), conv_gb=_f(m, 2),
-                          ssm_gb=_f(m, 3), intermediate_ssm_gb=_f(m, 4), intermediate_conv_gb=_f(m, 5))
-
-    def _pool_end(self, msg: str, ranks: str, ts: float | None) -> Event | None:
-        if msg.startswith("Memory pool end"):
-            avail = _f(AVAIL_RE.search(msg))
-            return PoolEnd(ts=ts, ranks=ranks, line=msg, avail_gb=avail if avail is not None else -1.0)
-        return None
-
-    def _max_running(self, msg: str, ranks: str, ts: float | None) -> Event | None:
-        if (m := CAPPED_RE.search(msg)) is not None:
-            return MaxRunningLimited(ts=ts, ranks=ranks, line=msg, value=int(m.group(1)), by="mamba",
-                                     mamba_slots=int(m.group(2)), slots_per_req=int(m.group(3)))
-        if (m := REDUCED_RE.search(msg)) is not None:
-            return MaxRunningLimited(ts=ts, ranks=ranks, line=msg, value=int(m.group(2)), by="kv",
-                                     requested=int(m.group(1)))
-        return None
-
-    def _scheduler(self, msg: str, ranks: str, ts: float | None) -> Event | None:
-        kv = dict(SCHED_RE.findall(msg))
-        total = kv.get("max_total_num_tokens") or kv.get("max_total_num_token")  # ≤ 0.1.16: singular
-        if total is None or ("max_running_requests" not in kv and "context_len" not in kv):
-            return None
-        try:  # ≤ 0.1.20 the summary has no max_running_requests
-            return SchedulerInfo(
-                ts=ts, ranks=ranks, line=msg, max_total_num_tokens=int(total),
-                max_running_requests=int(kv["max_running_requests"]) if "max_running_requests" in kv else None,
-                chunked_prefill_size=int(kv["chunked_prefill_size"]) if "chunked_prefill_size" in kv else None,
-                max_prefill_tokens=int(kv["max_prefill_tokens"]) if "max_prefill_tokens" in kv else None,
-                context_len=int(kv["context_len"]) if "context_len" in kv else None,
-                available_gpu_mem_gb=float(kv["available_gpu_mem"]) if "available_gpu_mem" in kv
-                else float(kv["available_cpu_mem"]) if "available_cpu_mem" in kv else None)
-        except ValueError:
-            return None
-
-    def _capture(self, msg: str, ranks: str, ts: float | None) -> Event | None:
-        if msg.startswith("Capture cuda graph failed"):
-            cause = classify(msg) or "exception"
-            return Failure(ts=ts, ranks=ranks, line=msg, cause=cause, message=msg, evidence=(msg,))
-        m = CAPTURE_NAME_RE.match(msg)
-        if m is None:
-            return None
-        name = f"{m.group(1)} {m.group(2) or 'decode'}" if m.group(1) else "target decode"  # ≤ 0.5.x: `Capture draft cuda graph`
-        rest = msg[m.end():]
-        if rest.startswith(" begin"):
-            return CudaGraph(ts=ts, ranks=ranks, line=msg, stage="begin", name=name, avail_gb=_f(AVAIL_RE.search(msg)))
-        if rest.startswith(" end"):
-            elapsed = ELAPSED_RE.search(msg) or re.search(r"Time elapsed: " + _F + " s", msg)
-            return CudaGraph(ts=ts, ranks=ranks, line=msg, stage="end", name=name, elapsed_s=_f(elapsed),
-                             mem_usage_gb=_f(USAGE_RE.search(msg)), avail_gb=_f(AVAIL_RE.search(msg)))
-        return None
+        kv = milestone_lines.kv(msg, ranks, ts)
+        if kv is not None and not (self.version_hint or "").startswith(">= 0.5.2"):
+            self.version_hint = milestone_lines.kv_releases(kv) or self.version_hint
+        return kv
 
     def _initialized(self, msg: str, ranks: str, ts: float | None) -> Event | None:
         if msg.endswith(INIT_OK):  # 0.1.17-0.2.13: the process that did start says so after the one that failed
@@ -895,17 +681,7 @@ class LineParser:
                 return None
             cause = "warmup_failed" if warmup else classify(msg) or "exception"
             return Failure(ts=ts, ranks=ranks, line=msg, cause=cause, message=msg, evidence=(msg,))
-        m = re.match(r"Initialized (\w+) draft runner\. ?(.*)", msg)
-        if m:
-            return DraftRunner(ts=ts, ranks=ranks, line=msg, algorithm=m.group(1), stage="initialized",
-                               details=m.group(2))
-        return None
-
-    def _draft_ready(self, msg: str, ranks: str, ts: float | None) -> Event | None:
-        m = re.match(r"(\w+) draft runner ready\. ?(.*)", msg)
-        if m:
-            return DraftRunner(ts=ts, ranks=ranks, line=msg, algorithm=m.group(1), stage="ready", details=m.group(2))
-        return None
+        return milestone_lines.draft_initialized(msg, ranks, ts)
 
     def _ready(self, msg: str, ranks: str, ts: float | None) -> Event | None:
         if msg.startswith("The server is fired up and ready to roll"):
@@ -1031,28 +807,6 @@ class LineParser:
                 "address already in use")
         return Failure(ts=ts, ranks=ranks, line=msg, cause="port_in_use", message=said, evidence=(msg,))
 
-    def _sliding_window(self, msg: str, ranks: str, ts: float | None) -> Event | None:
-        m = SWA_POOL_RE.match(msg)
-        return SlidingWindowPool(ts=ts, ranks=ranks, line=msg, full_tokens=int(m.group(1)),
-                                 swa_tokens=int(m.group(2))) if m else None
-
-    def _host_pool(self, msg: str, ranks: str, ts: float | None) -> Event | None:
-        m = HOST_POOL_RE.match(msg)
-        return HostPool(ts=ts, ranks=ranks, line=msg, gb=float(m.group(1))) if m else None
-
-    def _port_moved(self, msg: str, ranks: str, ts: float | None) -> Event | None:
-        m = PORT_MOVED_RE.match(msg)
-        return PortMoved(ts=ts, line=msg, requested=int(m.group(1)), port=int(m.group(2))) if m else None
-
-    def _precompile(self, msg: str, ranks: str, ts: float | None) -> Event | None:
-        """`Entering DeepGEMM JIT Pre-Compile session. It may take a long time (typically 10-20 mins) if you
-        have not run `sglang.compile_deep_gemm`…`: printed for each new kernel shape, on a first start."""
-        if msg.startswith(AITER_BUILD):  # ROCm's AITER JIT-builds a module on a fresh container (minutes each)
-            return KernelPrecompile(ts=ts, ranks=ranks, line=msg, what="AITER")
-        if PRECOMPILE_RE.match(msg) is None:
-            return None
-        return KernelPrecompile(ts=ts, ranks=ranks, line=msg, what="DeepGEMM")
-
     def _pd_warmup(self, msg: str, ranks: str, ts: float | None) -> Event | None:
         """`Prefill disaggregation mode warm Up Failed, status code: 400`: SGLang still says it is ready, but
         marks itself unhealthy (/health answers 503, a router never registers it). `Prefill instance failed to
@@ -1077,36 +831,20 @@ class LineParser:
         return Recovered(ts=ts, ranks=ranks, line=msg)
 
     def _kv_below_context(self, msg: str, ranks: str, ts: float | None) -> Event | None:
-        m = KV_BELOW_RE.match(msg)
-        if m is None:
-            return None
-        self.version_hint = ">= 0.5.23"
-        return KVBelowContext(ts=ts, ranks=ranks, line=msg, tokens=int(m.group(1)), context_length=int(m.group(2)))
+        below = milestone_lines.kv_below_context(msg, ranks, ts)
+        if below is not None:
+            self.version_hint = ">= 0.5.23"
+        return below
 
     def _post_capture(self, msg: str, ranks: str, ts: float | None) -> Event | None:
         """0.5.23's post-capture sizing: the real KV pool, or a lowered request cap."""
-        if (m := POST_CAPTURE_MR_RE.search(msg)) is not None:
-            return MaxRunningLimited(ts=ts, ranks=ranks, line=msg, value=int(m.group(2)), by="post_capture",
-                                     requested=int(m.group(1)))
-        return self._kv(msg, ranks, ts)
+        return milestone_lines.post_capture_limit(msg, ranks, ts) or self._kv(msg, ranks, ts)
 
     def _startup_timings(self, msg: str, ranks: str, ts: float | None) -> Event | None:
-        if not msg.startswith("Engine startup timings"):
-            return None
-        self.version_hint = ">= 0.5.23"
-        seconds: dict[str, float] = {}
-        for key, raw in STARTUP_TIMINGS_RE.findall(msg.split(":", 1)[-1]):
-            if raw.startswith("{"):
-                inner = dict(STARTUP_TIMINGS_RE.findall(raw[1:-1]))
-                seconds[key] = round(sum(float(v) for v in inner.values() if not v.startswith("{")), 3)
-            else:
-                seconds[key] = float(raw)
-        return StartupTimings(ts=ts, ranks=ranks, line=msg, seconds=seconds)
-
-    def _unified_memory(self, msg: str, ranks: str, ts: float | None) -> Event | None:
-        if not msg.startswith("[unified-memory-pool] UnifiedKVPool"):
-            return None
-        return UnifiedMemoryPool(ts=ts, ranks=ranks, line=msg, total_gb=_f(UNIFIED_RE.search(msg)))
+        timings = milestone_lines.startup_timings(msg, ranks, ts)
+        if timings is not None:
+            self.version_hint = ">= 0.5.23"
+        return timings
 
 
 def _wraps(text: str, at: int) -> bool:
