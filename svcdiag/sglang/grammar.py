@@ -14,14 +14,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 
-from svcdiag.sglang import milestone_lines, quiet
+from svcdiag.sglang import endings, milestone_lines, quiet
 from svcdiag.sglang.events import (
     DEATH,
     ROOT,
     SUSPECT,
     Event,
     Failure,
-    ProcessesGone,
     Ready,
     Recovered,
     StopRequested,
@@ -36,10 +35,8 @@ from svcdiag.sglang.traceback import (
     Took,
     Traceback,
     close,
-    exit_cause,
     take,
 )
-from svcdiag.signals import signal_name
 
 #: (cause, pattern) in priority order, matched on an exception's final line or a fatal line (failures.py's rows)
 CAUSES = CLASSIFY
@@ -52,58 +49,8 @@ IGNORED = "Exception ignored in"
 #: router), `[00:19:29] `, `[00:19:29 TP0] ` (0.2.14-0.3.2)
 OLD_PREFIX_RE = re.compile(r"\[(?:(?:gpu_id|gpu|rank)=(\d+)|(\d\d:\d\d:\d\d)(?: ([^\]]*))?)\] ")
 OLD_PREFIX_DATE = "2000-01-01"  # a time of day alone: the phases' durations are right, the date is not known
-#: what a shell prints when its child dies of a signal: alone (`Killed`, `Segmentation fault (core dumped)`),
-#: from a script (`./serve.sh: line 7: 48211 Killed    python3 -m sglang…`), or in zh_CN (`已杀死`, `段错误 (核心已转储)`);
-#: not `Terminated`: a shell says it too when systemd stops the unit on purpose
-SHELL_SIGNALS = {"Killed": "KILL", "已杀死": "KILL", "Segmentation fault": "SEGV", "段错误": "SEGV", "Aborted": "ABRT",
-                 "已放弃": "ABRT", "Bus error": "BUS", "Illegal instruction": "ILL", "Floating point exception": "FPE"}
-#: (a script's line keeps its command after one space where a console squeezed the padding: `… 28 Killed python3 …`)
-SHELL_SIGNAL_RE = re.compile(r"^(?P<script>\S+: line \d+: +\d+ )?(" + "|".join(map(re.escape, SHELL_SIGNALS)) + r")"
-                             r"(?: ?[(（](?:core dumped|核心已转储)[)）])?(?:(?(script) +| {2,})\S.*)?$")
-#: faulthandler's report of the signal that is killing the interpreter (it prints the threads' stacks after it)
-FAULTHANDLER_SIGNALS = {"Segmentation fault": "SEGV", "Bus error": "BUS", "Aborted": "ABRT",
-                        "Floating point exception": "FPE", "Illegal instruction": "ILL"}
-FATAL_PYTHON = "Fatal Python error: "
-#: what a native runtime prints as it kills the process with a signal, other than faulthandler: absl's handler
-#: (`*** SIGSEGV received at time=…`), torch's (`!!!!!!! Segfault encountered !!!!!!!`), C++'s terminate with no
-#: exception, glibc's heap checks and stack protector (each then abort()s)
-NATIVE_SIGNAL_RE = re.compile(
-    r"\*\*\* SIG(?P<sig>[A-Z]+) received at time=|!+ Segfault encountered !+"
-    r"|(?P<abrt>terminate called (?:without an active exception|recursively)|\*\*\* stack smashing detected \*\*\*"
-    r"|(?:free\(\)|malloc\(\)|munmap_chunk\(\)|realloc\(\)): [\w ]+$|double free or corruption\b"
-    r"|corrupted (?:size vs\. prev_size|double-linked list))")
 #: a library's own line at a level that says it carries on (NCCL INFO, glog's I/W lines): never fatal alone
 CHATTER_RE = re.compile(r"\b(?:INFO|DEBUG|TRACE)\b|^[IWD]\d{4} ")
-#: C++'s std::terminate on an uncaught exception (`terminate called after throwing an instance of 'c10::Error'`),
-#: then its `  what():  …` line: the process aborts (SIGABRT) right after
-TERMINATE_RE = re.compile(r"terminate called after throwing an instance of '([^']+)'")
-#: a kernel library's own check, printed then exit(1) (sgl-kernel's CUDACHECK/NCCLCHECK: `Failed: Cuda error
-#: /…/custom_all_reduce.cuh:411 'an illegal memory access was encountered'`)
-KERNEL_CHECK_RE = re.compile(r"Failed: (Cuda|CUDA|HIP|NCCL) error (\S+:\d+) '([^']*)'")
-#: what a native runtime prints just before it aborts the process: C++'s terminate, ROCm's HSA fault
-NATIVE_ABORTS = ("terminate called after throwing", "Memory access fault by GPU")
-#: a traceback SGLang (or the hub) goes on after, in the words of the line that closes it, wherever that line's words
-#: begin: `retry() failed once … Will delay 0.84s and retry`, the caller giving up on retry() and carrying on (`Failed to
-#: check hf_quant_config.json: … retry() exceed maximum number of retries.`), huggingface_hub's `Retrying in 1s [Retry 1/5].`,
-#: SGLang's own `…; retrying`, `retrying without trust_remote_code` (not `… after retrying 3 times`: that gave up)
-RETRY_SAID_RE = re.compile(r"retry\(\) failed once|retry\(\) exceed maximum number of retries\.? *$|\[Retry \d+/\d+\]"
-                           r"|Will delay [\d.]+ ?s and retry"
-                           r"|(?<!after )[Rr]etrying\b(?!.*\b(?:after|times|exhausted|exceeded|giving up|gave up)\b)")
-#: the multiprocessing resource tracker's notice at its own exit, under any Python's path and line:
-#: `/usr/lib/python3.10/multiprocessing/resource_tracker.py:224: UserWarning: resource_tracker: There appear to be 8
-#: leaked semaphore objects to clean up at shutdown` (semaphore, shared_memory, folder; Python ≤ 3.7: semaphore_tracker)
-TRACKER_NOTICE_RE = re.compile(r"(?:resource|semaphore)_tracker: There appear to be \d+ leaked \w+")
-#: a launcher's word that its child (the whole server) exited: docker compose's `sglang-1 exited with code 137`
-#: (v1: `sglang_server_1 exited with code 137`), kubectl's `command terminated with exit code 137`, Slurm's
-#: `srun: error: node-06: task 1: Exited with exit code 1` / `srun: error: node-06: tasks 0-3: Killed`, Open MPI's
-#: `mpirun noticed that process rank 7 with PID 0 on node n1 exited on signal 9 (Killed).`
-LAUNCHER_EXIT_RE = re.compile(r"^(?:[\w.-]+ exited|command terminated) with (?:exit )?code (\d+)$"
-                              r"|^srun: error: \S+: tasks? [\d,-]+: (?:Exited with exit code (\d+)|(\w[\w ]*\w))$"
-                              r"|^mpirun noticed that process rank \d+ with PID \d+ on node \S+ exited on signal (\d+)\b")
-#: docker compose's word that it stops its services: `docker compose up`'s Ctrl-C, `--abort-on-container-exit`
-COMPOSE_STOPS = ("Gracefully stopping... (press Ctrl+C again to force)", "Aborting on container exit...")
-#: Slurm's own account of the kernel's OOM killer in a job step
-SLURM_OOM_RE = re.compile(r"^slurmstepd: error: Detected \d+ oom[-_]kill events? in ")
 #: NVSHMEM's error lines (DeepEP), unprefixed, each a source path: `/sgl-workspace/nvshmem/src/…: non-zero status: 7 …`
 NVSHMEM_MARK = "nvshmem/src/"
 ANSI_RE = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
@@ -116,7 +63,6 @@ ARGPARSE_RE = re.compile(r"^(?:[\w.-]+\.py|sglang(?: [\w-]+)?|launch_server|pyth
 WARMUP_OK_RE = re.compile(r'"POST /generate HTTP/1\.[01]" 200')
 #: ≤ 0.1.16's only prefix, `Rank 0: ` (`Rank 0: load weight begin.`, `Rank 0: max_total_num_token=38103, …`)
 RANK_COLON_RE = re.compile(r"Rank (\d+): (.+)")
-WAIT_STATUS_RE = re.compile(r"Child process unexpectedly failed with (?:an exit code |exitcode=)(\d+)")
 #: a log record that carries its exception's traceback on the lines after it (`logger.exception`, exc_info):
 #: a request that failed (SGLang's serving code, uvicorn, asyncio), the server goes on serving
 LOGGED_EXC_RE = re.compile(r"(?:ERROR: +)?(?:Error in request|Exception in (?:ASGI application|callback)"
@@ -150,7 +96,6 @@ ROUTER_TIMEOUT_RE = re.compile(r"Timeout \d+s waiting for workers")
 #: sglang-router ≥ 0.2 (Rust `tracing`): `2025-11-04 10:05:37  ERROR sglang_router_rs::core::worker_manager: src/…rs:N: msg`
 ROUTER_RS_RE = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)(?:\.\d+)?Z? +(TRACE|DEBUG|INFO|WARN|ERROR) "
                           r"(?:sglang_router_rs|sgl_model_gateway|smg)\b[\w:]*: (?:[\w/.-]+\.rs:\d+: )?(.*)$")
-DIED_RE = re.compile(r"exit code: (-?\d+)|Exit code: (-?\d+)|crashed with exit code (-?\d+)")
 #: any tqdm bar in its default format (`Fetching 4 files:  50%|█████     | 2/4 [00:01<00:01,  1.52it/s]`): what
 #: follows it on the same line is another line, printed while the bar was drawn
 ANY_BAR_RE = re.compile(r"[^\r]*?\d+%\|[^|]*\|[^\[\r]*\[[^\]\r]*\]")
@@ -214,12 +159,12 @@ DISPATCH: dict[str, str | Reader] = {
     "KV poo": "_kv_below_context",
     "Engine": "_startup_timings",
     "[unifi": milestone_lines.unified_memory,
-    "retry(": "_recovered",
-    "Retryi": "_recovered",
+    "retry(": endings.recovered,
+    "Retryi": endings.recovered,
     "DataPa": "_handler_exception",
     "TpMode": "_handler_exception",
     "Detoke": "_handler_exception",
-    "Child ": "_died",
+    "Child ": endings.died,
     "Mamba ": milestone_lines.mamba,
     "Memory": milestone_lines.pool_end,
     "max_ru": milestone_lines.max_running,
@@ -232,12 +177,12 @@ DISPATCH: dict[str, str | Reader] = {
     "ERROR:": "_uvicorn_error",
     "Schedu": "_handler_exception",
     "Server": "_bootstrap_bind",
-    "Receiv": "_sigquit",
-    "SIGTER": "_sigterm",
+    "Receiv": endings.sigquit,
+    "SIGTER": endings.sigterm,
     "Watchd": "_watchdog",  # ≤ 0.4.x: `Watchdog timeout (self.watchdog_timeout=300)`
     "Tokeni": "_watchdog",  # `TokenizerManager watchdog timeout (…)`
-    "Exit c": "_died",
-    "Subpro": "_died",
+    "Exit c": endings.died,
+    "Subpro": endings.died,
     "Not en": "_fatal_line",
     "Error ": "_logs_exception",
     "Except": "_logs_exception",
@@ -338,7 +283,7 @@ class LineParser:
         """What follows a prefix SGLang printed (its ranks, its time): a traceback a line closes, then
         the message's handler."""
         done = self._end_traceback() if self._tb is not None and self._tb.final else NOTHING
-        if done and RETRY_SAID_RE.search(msg) is not None:  # the traceback it closes was retried, or given up on
+        if done and endings.RETRY_SAID_RE.search(msg) is not None:  # the traceback it closes was retried, or given up on
             return [*done, Recovered(ts=ts, ranks=ranks, line=msg)]
         out = self._said(msg, ranks, ts)
         return done + out if done and out else done or out
@@ -394,7 +339,8 @@ class LineParser:
             if bar is not None:
                 return bar
         if self._terminate is not None and text.lstrip().startswith("what():"):
-            return self._what(text.strip(), ts)
+            (head, kind), self._terminate = self._terminate, None
+            return endings.terminate_what(head, kind, text.strip(), ts)
         if self._tb is not None:
             return self._traceback_line(text, ts)
         return self._alone(text, ts, given)
@@ -432,9 +378,9 @@ class LineParser:
         in any format) closes it as recovered, the resource tracker's notice cuts it (the processes ended)."""
         tb = self._tb
         assert tb is not None
-        if tb.final and RETRY_SAID_RE.search(text) is not None and FINAL_EXC_RE.match(text) is None:
+        if tb.final and endings.RETRY_SAID_RE.search(text) is not None and FINAL_EXC_RE.match(text) is None:
             return [*self._end_traceback(), Recovered(ts=ts, line=text)]
-        if not tb.final and "_tracker: There appear" in text:
+        if not tb.final and endings.TRACKER_MARK in text:
             return self._end_traceback() + self._unprefixed(text, ts)
         took = take(tb, text, self._is_own_line)
         if took is Took.TAKEN:
@@ -457,19 +403,8 @@ class LineParser:
             while rest.startswith("^C"):  # pressed more than once
                 rest = rest[2:]
             return [StopRequested(ts=ts, line=text, by="Ctrl-C"), *(self.feed_line(rest, ts) if rest else NOTHING)]
-        if text.startswith(COMPOSE_STOPS):  # docker compose stops its services (Ctrl-C, another one exited)
-            return [StopRequested(ts=ts, line=text, by="docker compose")]
-        if "_tracker: There appear" in text and TRACKER_NOTICE_RE.search(text) is not None:
-            return [ProcessesGone(ts=ts, line=text)]
-        if text.startswith(("srun: error: ", "slurmstepd: error: ", "mpirun noticed")) or text[-1].isdigit():
-            if (x := LAUNCHER_EXIT_RE.match(text)) is not None:
-                code = x.group(1) or x.group(2) or (str(128 + int(x.group(4))) if x.group(4) else None)
-                sig = SHELL_SIGNALS.get(x.group(3) or "")  # srun's words for the signal: `Killed`, `Segmentation fault`
-                if code is not None or sig is not None:
-                    return self._launcher_exit(text, int(code) if code is not None else None, sig, ts)
-            if SLURM_OOM_RE.match(text) is not None:
-                return [Failure(ts=ts, line=text, cause="host_oom", signal="KILL", evidence=(text,), role=DEATH,
-                                message=f"Slurm says the kernel's OOM killer ended a task of this step: {text}")]
+        if (outside := endings.from_outside(text, ts)) is not None:  # compose, the tracker, a launcher
+            return outside
         if text.startswith(IGNORED):  # Python's own word that the traceback after it changed nothing
             self._open_traceback(Traceback(text, "", ts, role=None))
             return NOTHING
@@ -506,25 +441,13 @@ class LineParser:
         return NOTHING
 
     def _fatal_alone(self, text: str, ts: float | None) -> list[Event] | None:
-        """A line that is fatal on its own: faulthandler's, the shell's word for a signal, argparse's, NVSHMEM's,
-        a C++ abort's, a kernel library's check."""
-        if text.startswith(FATAL_PYTHON):
-            what = text[len(FATAL_PYTHON):]
-            sig = next((s for name, s in FAULTHANDLER_SIGNALS.items() if what.startswith(name)), None)
-            return [Failure(ts=ts, line=text, cause="killed_by_signal" if sig else "exception", message=text,
-                            evidence=(text,), signal=sig, role=DEATH)]
-        if (n := NATIVE_SIGNAL_RE.match(text)) is not None:
-            sig = n.group("sig") or ("ABRT" if n.group("abrt") else "SEGV")
-            return [Failure(ts=ts, line=text, cause="killed_by_signal", message=f"the process died of SIG{sig}: {text}",
-                            evidence=(text,), signal=sig, role=DEATH)]
-        if (sh := SHELL_SIGNAL_RE.match(text)) is not None:  # the shell's word for the signal that ended it
-            sig = SHELL_SIGNALS[sh.group(2)]
-            if sig == "KILL":  # the kernel's OOM killer, most often
-                return [Failure(ts=ts, line=text, cause="host_oom", message="the process was killed (SIGKILL) without "
-                                "a word of its own: most often the kernel's OOM killer (host RAM)", evidence=(text,),
-                                signal="KILL", role=DEATH)]
-            return [Failure(ts=ts, line=text, cause="killed_by_signal", message=f"the process died of SIG{sig}: {text}",
-                            evidence=(text,), signal=sig, role=DEATH)]
+        """A line that is fatal on its own: a process's last words (endings.last_words), argparse's, NVSHMEM's;
+        C++'s terminate, whose what() on the next line says why."""
+        if (term := endings.TERMINATE_RE.match(text)) is not None:
+            self._terminate = (text, term.group(1))
+            return NOTHING
+        if (ended := endings.last_words(text, ts)) is not None:
+            return ended
         if ARGPARSE_RE.match(text) is not None:
             if not text.startswith("error:"):
                 self.version_hint = ">= 0.5.10" if text.startswith("sglang serve") else "<= 0.5.9"
@@ -532,32 +455,7 @@ class LineParser:
         if text[0] == "/" and NVSHMEM_MARK in text and classify(text) == "nvshmem_failed":
             # a suspect: the first line names the step that failed; the rank's exit is the consequence
             return [Failure(ts=ts, line=text, cause="nvshmem_failed", message=text, evidence=(text,), role=SUSPECT)]
-        if (k := KERNEL_CHECK_RE.match(text)) is not None:  # then exit(1): the cause, ahead of the launcher's EOF
-            lib, what = k.group(1).upper(), k.group(3)
-            cause = classify(f"{lib} error: {what}") or ("nccl_error" if lib == "NCCL" else "cuda_error")
-            return [Failure(ts=ts, line=text, cause=cause, message=text, evidence=(text,))]
-        if (term := TERMINATE_RE.match(text)) is not None:
-            self._terminate = (text, term.group(1))  # its what() on the next line says why
-            return NOTHING
-        if text.startswith(NATIVE_ABORTS):
-            cause = classify(text)  # ROCm's runtime on a bad address (then SIGABRT)
-            return [Failure(ts=ts, line=text, cause=cause, message=text, evidence=(text,), role=SUSPECT)] if cause \
-                else NOTHING
         return None
-
-    def _what(self, text: str, ts: float | None) -> list[Event]:
-        """C++'s terminate: what() names the root cause (a device out of memory, a CUDA error) or, when it
-        names none, the process is aborted for it (SIGABRT)."""
-        assert self._terminate is not None
-        head, kind = self._terminate
-        self._terminate = None
-        what = text.removeprefix("what():").strip()
-        cause = classify(what)
-        if cause is not None:
-            return [Failure(ts=ts, line=text, cause=cause, message=f"{what} (C++ {kind}, then abort)",
-                            evidence=(head, text))]
-        return [Failure(ts=ts, line=text, cause="killed_by_signal", signal="ABRT", role=DEATH, evidence=(head, text),
-                        message=f"an uncaught C++ {kind} aborted the process (SIGABRT): what(): {what}")]
 
     def _old_prefixed(self, m: re.Match[str], text: str, ts: float | None) -> list[Event]:
         """A line of a release before the dated prefix: `[gpu_id=0] …` (0.2), `[00:19:29 TP0] …` (0.3.0):
@@ -603,8 +501,7 @@ class LineParser:
         abort's, a kernel check's), not part of a message's tail."""
         return text.startswith(("INFO:", "ERROR:", "WARNING:", "Fatal Python error", "[rank", "Initialization failed",
                                 "terminate called")) \
-            or SHELL_SIGNAL_RE.match(text) is not None or text.endswith(INIT_OK) or "_tracker: There appear" in text \
-            or NATIVE_SIGNAL_RE.match(text) is not None or KERNEL_CHECK_RE.match(text) is not None
+            or text.endswith(INIT_OK) or endings.is_last_words(text)
 
     def _end_traceback(self) -> list[Event]:
         tb, self._tb = self._tb, None
@@ -624,7 +521,7 @@ class LineParser:
                                        "(`Scheduler debug info:`): a hang")
             if "atchdog timeout" in msg[:40]:  # 0.5.x: `Scheduler watchdog timeout (self.watchdog_timeout=300, …)`
                 return self._watchdog(msg, ranks, ts)
-            return self._died(msg, ranks, ts) if "terminated with" in msg else None
+            return endings.died(msg, ranks, ts) if "terminated with" in msg else None
         head = f"[{ranks}] {msg}" if ranks else msg
         if msg.endswith(TRACEBACK_OPEN):
             self._open_traceback(Traceback(head, ranks, ts, role=ROOT))
@@ -735,60 +632,13 @@ class LineParser:
             return None
         return Failure(ts=ts, ranks=ranks, line=msg, cause="watchdog_timeout", message=msg, evidence=(msg,))
 
-    def _sigquit(self, msg: str, ranks: str, ts: float | None) -> Event | None:
-        if msg.startswith("Received sigquit from a child proces"):  # 0.4.3 spells it "proces"
-            return Failure(ts=ts, ranks=ranks, line=msg, cause="exception", message=msg, evidence=(msg,), role=DEATH)
-        return None
-
-    @staticmethod
-    def _sigterm(msg: str, ranks: str, ts: float | None) -> Event | None:
-        """0.5.x's tokenizer manager: `SIGTERM received. signum=None frame=None. Draining requests and shutting down...`"""
-        return StopRequested(ts=ts, ranks=ranks, line=msg, by="SIGTERM") if msg.startswith("SIGTERM received") else None
-
-    @staticmethod
-    def _launcher_exit(text: str, code: int | None, sig: str | None, ts: float | None) -> list[Event]:
-        """A launcher's word for how the server's process ended (an exit code, 128 + N for signal N, or the signal's
-        name), the server having said nothing: a consequence, as the shell's `Killed` is."""
-        if code is not None and code > 128:
-            sig = signal_name(code - 128)
-        if sig is not None:
-            if sig == "KILL":
-                return [Failure(ts=ts, line=text, cause="host_oom", signal=sig, evidence=(text,), role=DEATH,
-                                message=f"the server's process was killed (SIGKILL, {text!r}) without a word of its own: "
-                                        "most often the kernel's OOM killer (host RAM, or the container's memory limit)")]
-            return [Failure(ts=ts, line=text, cause="killed_by_signal", message=f"the process died of SIG{sig}: {text}",
-                            evidence=(text,), signal=sig, role=DEATH)]
-        return [Failure(ts=ts, line=text, cause="exited", message=text, evidence=(text,), status=code, role=DEATH)] \
-            if code else NOTHING
-
     def _died(self, msg: str, ranks: str, ts: float | None) -> Event | list[Event] | None:
-        """A process's end as SGLang reports it: always the consequence of something said elsewhere."""
+        """`Rank 0 …`: ≤ 0.1.16's prefix before any message, or a rank's end as SGLang reports it (endings.died)."""
         if (r := RANK_COLON_RE.match(msg)) is not None:  # ≤ 0.1.16: `Rank 0: load weight begin.`, not a death
             rest = r.group(2)
             return self._message("L" + rest[1:] if rest.startswith("load weight") else rest, f"TP{r.group(1)}", ts) \
                 or None
-        if (w := WAIT_STATUS_RE.match(msg)) is not None:
-            return self._child_status(msg, ranks, ts, int(w.group(1)))
-        m = DIED_RE.search(msg)
-        if m is None:
-            return Failure(ts=ts, ranks=ranks, line=msg, cause="exception", message=msg, evidence=(msg,),
-                           role=DEATH) if msg.startswith(("Rank ", "Scheduler or")) and " dead" in msg else None
-        code = int(next(g for g in m.groups() if g is not None))
-        cause, sig = exit_cause(code)
-        return Failure(ts=ts, ranks=ranks, line=msg, cause=cause, message=msg, evidence=(msg,), signal=sig,
-                       status=None if sig else code, role=DEATH)
-
-    @staticmethod
-    def _child_status(msg: str, ranks: str, ts: float | None, status: int) -> Event | None:
-        """SGLang's SIGCHLD handler prints os.waitpid's raw status (≥ 0.4): `exit code 256` is exit 1, `9` is
-        SIGKILL, `139` SIGSEGV with a core. An exit code says little (a JIT compiler child fails and the start
-        goes on), a signal names what killed a rank: a suspect, cleared if the start goes on."""
-        sig = status & 0x7F
-        if sig in (0, 0x7F):  # exited, or stopped: no signal killed it
-            return None
-        name = signal_name(sig)
-        return Failure(ts=ts, ranks=ranks, line=msg, cause="killed_by_signal", message=f"{msg} (SIG{name})",
-                       evidence=(msg,), signal=name, role=SUSPECT)
+        return endings.died(msg, ranks, ts)
 
     def _logs_exception(self, msg: str, ranks: str, ts: float | None) -> Event | None:
         """`Error in request: …`, `Exception in ASGI application`: a request failed and was answered with an
@@ -823,12 +673,6 @@ class LineParser:
         if cause is None:
             return None
         return Failure(ts=ts, ranks=ranks, line=msg, cause=cause, message=msg, evidence=(msg,))
-
-    def _recovered(self, msg: str, ranks: str, ts: float | None) -> Event | None:
-        """`retry() failed once … Will delay … and retry`, `Retrying in 1s [Retry 1/5].`"""
-        if msg.startswith("retry() exceed"):
-            return None
-        return Recovered(ts=ts, ranks=ranks, line=msg)
 
     def _kv_below_context(self, msg: str, ranks: str, ts: float | None) -> Event | None:
         below = milestone_lines.kv_below_context(msg, ranks, ts)
