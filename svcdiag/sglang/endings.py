@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 
 from svcdiag.sglang.events import DEATH, SUSPECT, Event, Failure, ProcessesGone, Recovered, StopRequested
-from svcdiag.sglang.failures import classify
+from svcdiag.sglang.failures import Cause, classify, own_line
 from svcdiag.sglang.traceback import exit_cause
 from svcdiag.signals import signal_name
 
@@ -63,8 +63,8 @@ LAUNCHER_EXIT_RE = re.compile(r"^(?:[\w.-]+ exited|command terminated) with (?:e
                               r"|^mpirun noticed that process rank \d+ with PID \d+ on node \S+ exited on signal (\d+)\b")
 #: docker compose's word that it stops its services: `docker compose up`'s Ctrl-C, `--abort-on-container-exit`
 COMPOSE_STOPS = ("Gracefully stopping... (press Ctrl+C again to force)", "Aborting on container exit...")
-#: Slurm's own account of the kernel's OOM killer in a job step
-SLURM_OOM_RE = re.compile(r"^slurmstepd: error: Detected \d+ oom[-_]kill events? in ")
+#: Slurm's own account of the kernel's OOM killer in a job step (host_oom's row keeps its words)
+SLURM_OOM_RE = own_line(Cause.HOST_OOM)
 WAIT_STATUS_RE = re.compile(r"Child process unexpectedly failed with (?:an exit code |exitcode=)(\d+)")
 DIED_RE = re.compile(r"exit code: (-?\d+)|Exit code: (-?\d+)|crashed with exit code (-?\d+)")
 #: the words of the resource tracker's notice a quick test finds (TRACKER_NOTICE_RE reads it)

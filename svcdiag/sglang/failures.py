@@ -3,7 +3,8 @@
 A row holds the patterns that recognise it, each named by where it matches (`line`: an
 exception's final line or a lone fatal line, which names the cause; `said`: the failure's record,
 its message first and then its evidence, one per line, which picks the sub-case: `\\A.*` anchors
-on the message, `^File ` on a traceback's frame; `read`: what else a picked row captures), its
+on the message, `^File ` on a traceback's frame; `read`: what else a picked row captures; `alone`: a
+line of its own that names the cause only where the grammar finds it, as argparse's last word), its
 role, the releases it applies to, its explanation (templates over the captures, or a function
 in the same slot where a sentence depends on them, as pystemd keeps a lambda in a data slot)
 and its fixes. The grammar asks `classify` for a line's cause (rows in priority order: the first
@@ -81,6 +82,9 @@ class FailureClass:
     line: re.Pattern[str] | None = None  # an exception's final line or a lone fatal line: names the cause
     said: re.Pattern[str] | None = None  # the failure's message and evidence: picks the sub-case
     read: tuple[re.Pattern[str], ...] = ()  # more of what a picked sub-case captures (each first match's groups)
+    #: a line of its own that names this cause where the grammar reads it (matched at the line's start): not
+    #: classify's, since its words name the cause only there (an argparse line, a launcher's, a PD server's)
+    alone: re.Pattern[str] | None = None
     role: Role = Role.ROOT
     releases: str = ""  # the SGLang releases whose words these are, when not all ("<= 0.4.3", ">= 0.5.10")
     explain: Explain = None
@@ -146,7 +150,8 @@ _CAUSES: tuple[FailureClass, ...] = (
             "graph begin` is a capture); `Exception: Capture cuda graph failed: CUDA out of memory …` "
             "(with its `Possible solutions:` list); after the target's capture, while a speculative draft"
             " loads or captures (`Capture draft cuda graph begin`), the diagnosis says it is the draft's"),
-    FailureClass(Cause.HOST_OOM, line=re.compile(r"\[Errno 12\] Cannot allocate memory|Out of memory: Killed process|oom-kill"
+    FailureClass(Cause.HOST_OOM, alone=re.compile(r"^slurmstepd: error: Detected \d+ oom[-_]kill events? in "),
+                 line=re.compile(r"\[Errno 12\] Cannot allocate memory|Out of memory: Killed process|oom-kill"
                             r"|DefaultCPUAllocator: can't allocate memory"  # torch's CPU allocator (--device cpu, offload)
                             # --enable-hierarchical-cache: its host pool (--hicache-ratio × the KV pool, or --hicache-size)
                             # larger than the host RAM free; not `… for request X`, a PD decode server's runtime note
@@ -502,6 +507,11 @@ _CAUSES: tuple[FailureClass, ...] = (
             "--enable-unified-memory only supports hybrid Mamba …`: the diagnosis quotes it and says to change "
             "what it names); a flag's value the release does not know, in its own words (`Invalid quantization "
             "choice: …`, `Unsupported kv_cache_dtype: …`, `Not supported device type: …`)",
+        # argparse's last word: `launch_server.py: error: …` (≤ 0.5.9) or `sglang serve: error: …` (0.5.10+)
+        alone=re.compile(r"^(?:[\w.-]+\.py|sglang(?: [\w-]+)?|launch_server|python3? -m [\w.]+): error: (.+)$"
+                         # `sglang serve` of a diffusion model (0.5.1x+) and other entry points: no program name
+                         r"|^error: ((?:unrecognized arguments|the following arguments are required|argument -"
+                         r"|ambiguous option|invalid choice|expected one argument).*)$"),
         explain=("SGLang refused its arguments: {message}",)),
     FailureClass(Cause.WARMUP_FAILED,
         doc="`Initialization failed. warmup error: Traceback …` ending in `AssertionError: res=<Response "
@@ -509,13 +519,13 @@ _CAUSES: tuple[FailureClass, ...] = (
             "Failed, status code: 500` (it prints ready after it, but is UnHealthy: `/health` 503)",
         explain=("The server loaded and listened, then its own warmup request to itself failed, and SGLang shut down "
                  "(`Initialization failed. warmup error`).", "It said: {message}")),
-    FailureClass(Cause.ROUTER_FAILED,
+    FailureClass(Cause.ROUTER_FAILED, alone=re.compile(r"Failed to start router|Error starting router|Failed to create router"),
         doc="`sglang_router.launch_server` gave up and killed its workers: `[Router (Python)] … - ERROR -"
             " Failed to start router: Timeout 300s waiting for workers [...] to become healthy. Please "
             "set --router-worker-startup-timeout-secs …`",
         explain=("sglang_router could not start, and killed its workers: {message}",
                  "Its words name the router argument to change (the --router-* flags).")),
-    FailureClass(Cause.PD_BOOTSTRAP_FAILED,
+    FailureClass(Cause.PD_BOOTSTRAP_FAILED, alone=re.compile(r"Prefill instance failed to register to bootstrap server"),
         doc="a PD prefill server could not register with its bootstrap server (`Prefill instance failed "
             "to register to bootstrap server: …`): it says ready, but no decode server finds it"),
     FailureClass(Cause.KILLED_BY_SIGNAL, role=Role.CONSEQUENCE,
@@ -903,7 +913,7 @@ def _internal_port(w: Mapping[str, str]) -> tuple[str, ...]:
             "--port) at least 100 away from any other server's.")
 
 _WARMUP = (
-    FailureClass(Cause.WARMUP_FAILED, "pd_warmup",
+    FailureClass(Cause.WARMUP_FAILED, "pd_warmup", alone=re.compile(r"Prefill disaggregation mode warm Up Failed"),
                  said=_said(r"disaggregation mode warm Up Failed(?:.*?status code: (?P<status>\d+))?"),
                  doc="Prefill disaggregation mode warm Up Failed, status code: 400"),
     FailureClass(Cause.WARMUP_FAILED, "proxy", said=_said(r"Response \[(?P<status>502|503|403|407)\]"),
@@ -975,6 +985,8 @@ _HOST_OOM = (
 
 _PORT_IN_USE = (
     FailureClass(Cause.PORT_IN_USE, "pd_bootstrap", said=_said(r"\A.*PD bootstrap server"),
+                 # the bootstrap server's thread, its address and port: the grammar words the message above
+                 alone=re.compile(r"Server error: \[Errno 98\] error while attempting to bind on address \('([^']*)', (\d+)\)"),
                  doc="the PD bootstrap server could not bind 0.0.0.0:8998 (--disaggregation-bootstrap-port): address "
                      "already in use",
                  explain=_pd_bootstrap_port),
@@ -1334,6 +1346,22 @@ def _read(row: FailureClass, said: str, have: dict[str, str]) -> dict[str, str]:
         if (r := pat.search(said)) is not None:
             out.update((k, v) for k, v in r.groupdict().items() if v is not None and k not in have and k not in out)
     return out
+
+
+def own_line(cause: Cause, detail: str = "") -> re.Pattern[str]:
+    """A row's `alone` pattern, for the grammar to match where such a line stands."""
+    pattern = BY_KEY[(cause, detail)].alone
+    if pattern is None:
+        raise KeyError(f"the row {cause}/{detail} has no line of its own")
+    return pattern
+
+
+def row_said(cause: Cause, detail: str) -> re.Pattern[str]:
+    """A sub-case's `said` pattern, for the grammar where the words that pick the sub-case also name the cause."""
+    pattern = BY_KEY[(cause, detail)].said
+    if pattern is None:
+        raise KeyError(f"the row {cause}/{detail} has no words of its own")
+    return pattern
 
 
 def row(cause: str, detail: str = "") -> FailureClass | None:

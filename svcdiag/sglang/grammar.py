@@ -26,7 +26,7 @@ from svcdiag.sglang.events import (
     StopRequested,
     Uvicorn,
 )
-from svcdiag.sglang.failures import CLASSIFY, Cause, classify
+from svcdiag.sglang.failures import CLASSIFY, Cause, classify, own_line, row_said
 from svcdiag.sglang.quiet import LEVEL_HEADS, LEVEL_RE
 from svcdiag.sglang.traceback import (
     CHAIN_LINES,
@@ -54,11 +54,6 @@ CHATTER_RE = re.compile(r"\b(?:INFO|DEBUG|TRACE)\b|^[IWD]\d{4} ")
 #: NVSHMEM's error lines (DeepEP), unprefixed, each a source path: `/sgl-workspace/nvshmem/src/…: non-zero status: 7 …`
 NVSHMEM_MARK = "nvshmem/src/"
 ANSI_RE = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
-#: argparse's last word: `launch_server.py: error: …` (≤ 0.5.9) or `sglang serve: error: …` (0.5.10+)
-ARGPARSE_RE = re.compile(r"^(?:[\w.-]+\.py|sglang(?: [\w-]+)?|launch_server|python3? -m [\w.]+): error: (.+)$"
-                         # `sglang serve` of a diffusion model (0.5.1x+) and other entry points: no program name
-                         r"|^error: ((?:unrecognized arguments|the following arguments are required|argument -"
-                         r"|ambiguous option|invalid choice|expected one argument).*)$")
 #: the warmup request `_wait_and_warmup` sends, answered: ≤ 0.1.17's only word that the server is up
 WARMUP_OK_RE = re.compile(r'"POST /generate HTTP/1\.[01]" 200')
 #: ≤ 0.1.16's only prefix, `Rank 0: ` (`Rank 0: load weight begin.`, `Rank 0: max_total_num_token=38103, …`)
@@ -67,11 +62,15 @@ RANK_COLON_RE = re.compile(r"Rank (\d+): (.+)")
 #: a request that failed (SGLang's serving code, uvicorn, asyncio), the server goes on serving
 LOGGED_EXC_RE = re.compile(r"(?:ERROR: +)?(?:Error in request|Exception in (?:ASGI application|callback)"
                            r"|(?:Task|Future) exception was never retrieved)")
-#: a PD server's warmup (--disaggregation-mode, 0.4.6+): a failed one leaves it up but unhealthy (/health 503)
-PD_WARMUP_FAILED = "Prefill disaggregation mode warm Up Failed"
-PD_REGISTER_FAILED = "Prefill instance failed to register to bootstrap server"
-#: a PD prefill's bootstrap server (a thread) could not bind --disaggregation-bootstrap-port; the server goes on
-BOOTSTRAP_BIND_RE = re.compile(r"Server error: \[Errno 98\] error while attempting to bind on address \('([^']*)', (\d+)\)")
+#: lines of their own that name a cause where they stand (failures.py's rows keep their words): argparse's last
+#: word; a PD server's failed warmup (--disaggregation-mode, 0.4.6+: it stays up but unhealthy, /health 503), its
+#: failed registration, its bootstrap server's failed bind (a thread: the server goes on); the router's own failure
+ARGPARSE_RE = own_line(Cause.BAD_ARGUMENTS)
+PD_WARMUP_RE = own_line(Cause.WARMUP_FAILED, "pd_warmup")
+PD_REGISTER_RE = own_line(Cause.PD_BOOTSTRAP_FAILED)
+BOOTSTRAP_BIND_RE = own_line(Cause.PORT_IN_USE, "pd_bootstrap")
+ROUTER_FAILED_RE = own_line(Cause.ROUTER_FAILED)
+ROUTER_TIMEOUT_RE = row_said(Cause.ROUTER_FAILED, "worker_timeout")
 #: a time and a level before the message, another formatter's than SGLang's: SGLANG_LOGGING_CONFIG_PATH's as
 #: SGLang's docs show it (`2025-04-13 15:34:02 INFO 228 [file.py:301] msg`), Python's (`… - INFO - msg`, `… - name -
 #: INFO - msg`), loguru's (`… | INFO     | module:fn:12 - msg`), a bare `<time> INFO msg`
@@ -92,7 +91,6 @@ NOTHING: list[Event] = []  # shared and never appended to: the hot path allocate
 ROUTER_LINE_RE = re.compile(
     r"^\[Router \((?:Python|Rust)\)\] (\d{4}-\d\d-\d\d \d\d:\d\d:\d\d) - ([A-Z]+) - (.*?)(?: - [\w.]+:\d+)?$")
 UVICORN_URL_RE = re.compile(r"running on (\S+)")
-ROUTER_TIMEOUT_RE = re.compile(r"Timeout \d+s waiting for workers")
 #: sglang-router ≥ 0.2 (Rust `tracing`): `2025-11-04 10:05:37  ERROR sglang_router_rs::core::worker_manager: src/…rs:N: msg`
 ROUTER_RS_RE = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)(?:\.\d+)?Z? +(TRACE|DEBUG|INFO|WARN|ERROR) "
                           r"(?:sglang_router_rs|sgl_model_gateway|smg)\b[\w:]*: (?:[\w/.-]+\.rs:\d+: )?(.*)$")
@@ -415,7 +413,7 @@ class LineParser:
             return glued
         handler = self._dispatch.get(text[:6])
         if handler is not None and (text[:6] not in COMMON_HEADS or LOGGED_EXC_RE.match(text) is not None
-                                    or text.startswith((PD_WARMUP_FAILED, "WARNING: Port "))):
+                                    or PD_WARMUP_RE.match(text) is not None or text.startswith("WARNING: Port ")):
             self.sglang_lines += 1
             result = handler(text, "", ts)
             if result is not None:
@@ -548,8 +546,7 @@ class LineParser:
     def _router_said(self, text: str, msg: str, ts: float | None) -> list[Event]:
         """The router's own failure to start (it then kills every worker): the Python launcher's words, or
         the Rust router's own (`Timeout 1800s waiting for workers [...] to become healthy`)."""
-        if msg.startswith(("Failed to start router", "Error starting router", "Failed to create router")) \
-                or ROUTER_TIMEOUT_RE.search(msg):
+        if ROUTER_FAILED_RE.match(msg) or ROUTER_TIMEOUT_RE.search(msg):
             cause = classify(msg) or "router_failed"
             return [Failure(ts=ts, line=text, cause=cause, message=msg, evidence=(text,))]
         return NOTHING
@@ -662,9 +659,9 @@ class LineParser:
         marks itself unhealthy (/health answers 503, a router never registers it). `Prefill instance failed to
         register to bootstrap server: …` (after its retries, where a release has them): the decode side never
         finds this prefill, though it too says it is ready."""
-        if msg.startswith(PD_REGISTER_FAILED):
+        if PD_REGISTER_RE.match(msg) is not None:
             return Failure(ts=ts, ranks=ranks, line=msg, cause="pd_bootstrap_failed", message=msg, evidence=(msg,))
-        if not msg.startswith(PD_WARMUP_FAILED):
+        if PD_WARMUP_RE.match(msg) is None:
             return None
         return Failure(ts=ts, ranks=ranks, line=msg, cause="warmup_failed", message=msg, evidence=(msg,))
 
