@@ -38,6 +38,10 @@ from svcdiag.sglang.failures import classify
 
 _F = r"(-?\d+(?:\.\d+)?)"
 ELAPSED_RE = re.compile(r"elapsed=" + _F + r" s")
+CAPTURE_IN_RE = re.compile(r"capture in " + _F + " s")  # `Load weight end … Committed real weights …`
+TIME_ELAPSED_RE = re.compile(r"Time elapsed: " + _F + " s")  # a capture's end, in other words
+DRAFT_INITIALIZED_RE = re.compile(r"Initialized (\w+) draft runner\. ?(.*)")
+DRAFT_READY_RE = re.compile(r"(\w+) draft runner ready\. ?(.*)")
 AVAIL_RE = re.compile(r"avail mem=" + _F + r" ?GB")
 USAGE_RE = re.compile(r"mem usage=" + _F + r" ?GB")
 TYPE_RE = re.compile(r"type=([\w.]+)")
@@ -71,7 +75,7 @@ SERVER_ARG_RE = re.compile(r"(\w+)=('(?:[^'\\]|\\.)*'|\"[^\"]*\"|[^,()]+)")
 DICT_ARG_RE = re.compile(r"'(\w+)': ('(?:[^'\\]|\\.)*'|\"[^\"]*\"|[^,{}]+)")
 KV_BELOW_RE = re.compile(r"KV pool holds (\d+) tokens, fewer than --context-length (\d+)")
 POST_CAPTURE_MR_RE = re.compile(r"max_running_requests (\d+) -> (\d+)")
-UNIFIED_RE = re.compile(r"total_bytes=" + r"(-?\d+(?:\.\d+)?)" + r" GB")
+UNIFIED_RE = re.compile(r"total_bytes=" + _F + r" GB")
 #: tqdm's bars (no time prefix; updates joined by \r in one journal message), optionally after a rank prefix:
 #: `Loading safetensors checkpoint shards:  25% Completed | 1/4 [00:04<00:12,  4.12s/it]` (SGLang's bar_format),
 #: `Capturing batches (bs=4 avail_mem=56.61 GB): 75%|███████▌  | 3/4 [00:01<00:00,  2.1it/s]` (tqdm's default)
@@ -137,7 +141,7 @@ def weights(msg: str, ranks: str, ts: float | None) -> Event | None:
         committed = "Committed real weights" in msg
         return WeightsEnd(
             ts=ts, ranks=ranks, line=msg, model_type=t.group(1) if t else None,
-            elapsed_s=_f(ELAPSED_RE.search(msg)) or _f(re.search(r"capture in " + _F + " s", msg)) if committed
+            elapsed_s=_f(ELAPSED_RE.search(msg)) or _f(CAPTURE_IN_RE.search(msg)) if committed
             else _f(ELAPSED_RE.search(msg)),
             dtype=(m.group(1) if (m := DTYPE_RE.search(msg)) else None),
             quant=(m.group(1) if (m := QUANT_RE.search(msg)) else None),
@@ -225,14 +229,14 @@ def capture(msg: str, ranks: str, ts: float | None) -> Event | None:
     if rest.startswith(" begin"):
         return CudaGraph(ts=ts, ranks=ranks, line=msg, stage="begin", name=name, avail_gb=_f(AVAIL_RE.search(msg)))
     if rest.startswith(" end"):
-        elapsed = ELAPSED_RE.search(msg) or re.search(r"Time elapsed: " + _F + " s", msg)
+        elapsed = ELAPSED_RE.search(msg) or TIME_ELAPSED_RE.search(msg)
         return CudaGraph(ts=ts, ranks=ranks, line=msg, stage="end", name=name, elapsed_s=_f(elapsed),
                          mem_usage_gb=_f(USAGE_RE.search(msg)), avail_gb=_f(AVAIL_RE.search(msg)))
     return None
 
 
 def draft_initialized(msg: str, ranks: str, ts: float | None) -> Event | None:
-    m = re.match(r"Initialized (\w+) draft runner\. ?(.*)", msg)
+    m = DRAFT_INITIALIZED_RE.match(msg)
     if m:
         return DraftRunner(ts=ts, ranks=ranks, line=msg, algorithm=m.group(1), stage="initialized",
                            details=m.group(2))
@@ -240,7 +244,7 @@ def draft_initialized(msg: str, ranks: str, ts: float | None) -> Event | None:
 
 
 def draft_ready(msg: str, ranks: str, ts: float | None) -> Event | None:
-    m = re.match(r"(\w+) draft runner ready\. ?(.*)", msg)
+    m = DRAFT_READY_RE.match(msg)
     if m:
         return DraftRunner(ts=ts, ranks=ranks, line=msg, algorithm=m.group(1), stage="ready", details=m.group(2))
     return None
