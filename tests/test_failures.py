@@ -69,6 +69,7 @@ _ALONE_LINES = {
                            "launch_server.py:177",
     ("pd_bootstrap_failed", ""): "[2025-03-07 10:00:01] Prefill instance failed to register to bootstrap server: 503",
     ("warmup_failed", "pd_warmup"): "[2025-03-07 10:00:01] Prefill disaggregation mode warm Up Failed, status code: 400",
+    ("watchdog_timeout", ""): "[2025-03-07 10:00:01 TP0] Scheduler debug info: running_reqs=1, waiting_reqs=0",
     ("port_in_use", "pd_bootstrap"): "[2025-03-07 10:00:01] Server error: [Errno 98] error while attempting to bind on "
                                      "address ('0.0.0.0', 8998): address already in use",
 }

@@ -118,6 +118,7 @@ _CAUSES: tuple[FailureClass, ...] = (
         doc="`AssertionError: max_running_request is zero`"),
     # SGLang's own watchdog: a forward pass (or the tokenizer) made no progress for --watchdog-timeout s
     FailureClass(Cause.WATCHDOG_TIMEOUT, line=re.compile(r"[Ww]atchdog timeout \(self\.watchdog_timeout="),
+        alone=re.compile(r"Scheduler debug info:"),  # the watchdog's dump of the scheduler, before its timeout line
         doc="SGLang's own watchdog found a batch stuck and SIGQUIT the server: `Watchdog timeout "
             "(self.watchdog_timeout=300)` (≤ 0.4), `Scheduler watchdog timeout "
             "(self.watchdog_timeout=300, self.soft=False)` (0.5); the `Received sigquit …` after it is "

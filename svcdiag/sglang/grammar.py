@@ -26,7 +26,7 @@ from svcdiag.sglang.events import (
     StopRequested,
     Uvicorn,
 )
-from svcdiag.sglang.failures import CLASSIFY, Cause, classify, own_line, row_said
+from svcdiag.sglang.failures import Cause, classify, own_line, row_said
 from svcdiag.sglang.quiet import LEVEL_HEADS, LEVEL_RE
 from svcdiag.sglang.traceback import (
     CHAIN_LINES,
@@ -38,8 +38,6 @@ from svcdiag.sglang.traceback import (
     take,
 )
 
-#: (cause, pattern) in priority order, matched on an exception's final line or a fatal line (failures.py's rows)
-CAUSES = CLASSIFY
 #: ≤ 0.2.13: `Initialization failed. detoken_init_state: init ok`, `detoken init state: init ok` (≤ 0.1.16): a
 #: process that started, said after the traceback of the one that did not
 INIT_OK = ("init_state: init ok", "init state: init ok")
@@ -64,13 +62,15 @@ LOGGED_EXC_RE = re.compile(r"(?:ERROR: +)?(?:Error in request|Exception in (?:AS
                            r"|(?:Task|Future) exception was never retrieved)")
 #: lines of their own that name a cause where they stand (failures.py's rows keep their words): argparse's last
 #: word; a PD server's failed warmup (--disaggregation-mode, 0.4.6+: it stays up but unhealthy, /health 503), its
-#: failed registration, its bootstrap server's failed bind (a thread: the server goes on); the router's own failure
+#: failed registration, its bootstrap server's failed bind (a thread: the server goes on); the router's own failure;
+#: the watchdog's dump of a stuck scheduler
 ARGPARSE_RE = own_line(Cause.BAD_ARGUMENTS)
 PD_WARMUP_RE = own_line(Cause.WARMUP_FAILED, "pd_warmup")
 PD_REGISTER_RE = own_line(Cause.PD_BOOTSTRAP_FAILED)
 BOOTSTRAP_BIND_RE = own_line(Cause.PORT_IN_USE, "pd_bootstrap")
 ROUTER_FAILED_RE = own_line(Cause.ROUTER_FAILED)
 ROUTER_TIMEOUT_RE = row_said(Cause.ROUTER_FAILED, "worker_timeout")
+WATCHDOG_DUMP_RE = own_line(Cause.WATCHDOG_TIMEOUT)
 #: a time and a level before the message, another formatter's than SGLang's: SGLANG_LOGGING_CONFIG_PATH's as
 #: SGLang's docs show it (`2025-04-13 15:34:02 INFO 228 [file.py:301] msg`), Python's (`… - INFO - msg`, `… - name -
 #: INFO - msg`), loguru's (`… | INFO     | module:fn:12 - msg`), a bare `<time> INFO msg`
@@ -513,7 +513,7 @@ class LineParser:
     def _handler_exception(self, msg: str, ranks: str, ts: float | None) -> Event | None:
         """`Scheduler hit an exception: Traceback …` and its kin: SGLang's handler then kills the server."""
         if " hit an exception" not in msg[:40]:
-            if msg.startswith("Scheduler debug info:"):  # the watchdog's dump, before its py-spy and timeout lines
+            if WATCHDOG_DUMP_RE.match(msg) is not None:  # the watchdog's dump, before its py-spy and timeout lines
                 return Failure(ts=ts, ranks=ranks, line=msg, cause="watchdog_timeout", evidence=(msg,),
                                message="SGLang's watchdog saw no progress and dumped the scheduler's state "
                                        "(`Scheduler debug info:`): a hang")
