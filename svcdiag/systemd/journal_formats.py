@@ -36,7 +36,8 @@ MONTHS = {m: i for i, m in enumerate(("Jan", "Feb", "Mar", "Apr", "May", "Jun", 
 #: console puts the severity before the stamp (`ERROR 2025-04-05T00:01:19.509514570Z `)
 CONTAINER_RE = re.compile(
     r"^(?:[\w.-]+\s*\| ?|(?:(?:DEFAULT|DEBUG|INFO|NOTICE|WARNING|ERROR|CRITICAL|ALERT|EMERGENCY) )?"
-    r"\[?(?P<stamp>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z)\]?(?: +(?:TRACE|DEBUG|INFO|WARN|ERROR) +(?:[A-Za-z_]\w*\.)+\w+:)? |\[pod/[\w.-]+/[\w.-]+\] |\d{1,4}: "
+    r"\[?(?P<stamp>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z)\]?(?: +(?:TRACE|DEBUG|INFO|WARN|ERROR) +(?:[A-Za-z_]\w*\.)+\w+:)? "
+    r"|\[pod/[\w.-]+/[\w.-]+\] |\d{1,4}: "
     r"|(?:\x1b\[[\d;]*m)?\((?:[\w.:-]+,? )?(?:rank=\d+, )?pid=\d+(?:, ip=[\d.]+)?\)(?:\x1b\[[\d;]*m)? ?"
     r"|\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:,\d{3} - [\w.<>-]+ - [A-Z]+ - | \| [A-Z]+ \| [\w.<>-]+ \| ))")
 #: Ray's note that it folded the same line of several workers into one
