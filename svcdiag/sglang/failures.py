@@ -261,7 +261,7 @@ _CAUSES: tuple[FailureClass, ...] = (
                  "mirror; or download the model where the hub is reachable and point model_path at the folder."),
         fixes=(({"env.HF_HUB_OFFLINE": "1"}, "once the model is in the unit's HF cache: ask the hub nothing"),)),
     FailureClass(Cause.UNSUPPORTED_HARDWARE, line=re.compile(
-        r"not supported for the current GPU|Minimum capability: \d+|[Cc]ompute capability"
+        r"not supported for the current GPU|Minimum capability: \d+|[Cc]ompute capability(?!: \d+\s*$)"
         # ptxas on a kernel written for another architecture; FA4's own check (`Only SM 10.x and 11.x are supported`)
         r"|not supported on \.target '?sm_\d+|Only SM [\d.x]+(?:(?:,| and| or) [\d.x]+)* (?:are|is) supported"
         r"|requires (?:an? )?(?:sm_?|SM)\d+|requires (?:an? )?(?:Blackwell|Hopper|Ada)\b"
@@ -1308,10 +1308,38 @@ _MEMORY = (
                  doc="torch.OutOfMemoryError: HIP out of memory. Tried to allocate 1.00 GiB."),
 )
 
+# -- audit R11 (issue #28 §3, held-out public logs of 2026 releases: GB10/DGX Spark, hybrid Mamba, PD, Ascend):
+# the classes these logs defeated, one row per (cause, sub-case); kept together so merges stay easy
+_AUDIT_R11 = (
+    # a hybrid Mamba model's state pool out of free slots (the ping-pong buffers of MambaRadixCache v2, or a
+    # request's own state): SGLang asserts, the scheduler dies; it names a flag, but no flag was refused
+    FailureClass(Cause.MAMBA_CACHE_TOO_SMALL, "slots_exhausted",
+                 line=re.compile(r"Not enough space for mamba|Can not alloc mamba cache"),
+                 said=_said(r"Not enough space for mamba|Can not alloc mamba cache"),
+                 doc="AssertionError: Not enough space for mamba ping pong idx, try to increase "
+                     "--mamba-full-memory-ratio.",
+                 explain=("The Mamba state pool had no free slot for a request (its state, or the two ping-pong "
+                          "buffers MambaRadixCache keeps per request), and the scheduler died on it: {message}",
+                          "The pool was sized for fewer requests than were admitted (prefix-cache hits and "
+                          "speculative decoding hold extra slots). Give Mamba states a larger share of the pool "
+                          "(--mamba-full-memory-ratio, extra_args, as SGLang says), or a larger max_mamba_cache_size, "
+                          "or admit fewer at once (max_running_requests).")),
+    # gloo's TCP pair saw the other end close (`pair.cc:534] Connection closed by peer`) after the ranks had met:
+    # a rank died (OOM, a crash), and this one's failure is the consequence; not a rendezvous that never happened
+    FailureClass(Cause.RENDEZVOUS_FAILED, "peer_closed", said=_said(r"gloo/transport/tcp/pair\.cc:\d+\] Connection closed by peer"),
+                 doc="Exception: Capture cuda graph failed: [../third_party/gloo/gloo/transport/tcp/pair.cc:534] "
+                     "Connection closed by peer [10.0.0.2]:60086",
+                 explain=("Another rank closed its gloo (torch's CPU collectives) connection to this one in phase "
+                          "{phase}: that rank died, most often of its own error (an OOM, a crash) or was killed, and "
+                          "this rank failed because of it: {short}",
+                          "Look for the first error of the other ranks (the other node's log, or above in this one); "
+                          "the ranks had met, so dist_init_addr and the network are not in question.")),
+)
+
 FAILURES: tuple[FailureClass, ...] = (*_CAUSES, *_GPU_UNAVAILABLE, *_NCCL, *_UNSUPPORTED_HARDWARE, *_UNSUPPORTED_MODEL,
                                      *_HUB_UNREACHABLE, *_CUDA_ERROR, *_DISK_FULL, *_WATCHDOG, *_ROUTER, *_WARMUP,
                                      *_TRANSPORTS, *_BAD_CHECKPOINT, *_HOST_OOM, *_PORT_IN_USE, *_ACCESS_DENIED,
-                                     *_BAD_ARGUMENTS, *_MODEL_NOT_FOUND, *_BROKEN_INSTALL, *_MEMORY)
+                                     *_BAD_ARGUMENTS, *_MODEL_NOT_FOUND, *_BROKEN_INSTALL, *_MEMORY, *_AUDIT_R11)
 
 #: the causes a line names, in priority order
 CLASSIFY: tuple[tuple[Cause, re.Pattern[str]], ...] = tuple((r.cause, r.line) for r in FAILURES if r.line is not None)
