@@ -401,10 +401,11 @@ PLAIN = [c for c in JUDGED if c["verdict"] != "no_start" and c.get("format", "pl
                                     "\x1b[36m(WorkerDict pid=616, ip=10.0.0.5)\x1b[0m ",
                                     "2025-03-14 10:22:31,531 - __main__ - INFO - ",
                                     "2025-03-14 10:22:31 | INFO | stdout | ", "[pod/sglang-0/server] ", "0: ",
-                                    "ERROR 2025-03-14T10:22:31.123456789Z "],
+                                    "ERROR 2025-03-14T10:22:31.123456789Z ",
+                                    "2025-03-14T10:22:31.123456Z  INFO scheduler.run_scheduler_process: "],
                          ids=["compose", "compose-coloured", "compose-underscore", "kubectl-timestamps", "jenkins-timestamper", "ray-actor",
                               "ray-actor-coloured", "logging-formatter", "fastchat-logger", "kubectl-prefix",
-                              "srun-label", "gcp-cloud-logging"])
+                              "srun-label", "gcp-cloud-logging", "dynamo-tracing"])
 @pytest.mark.parametrize("case", PLAIN, ids=[c["file"].removesuffix(".log") for c in PLAIN])
 def test_container_runtime_prefixes_change_nothing(case: dict, prefix: str) -> None:
     """What `docker compose logs`, `kubectl logs --timestamps`, a CI's timestamper, Ray and a launcher's

@@ -746,6 +746,8 @@ _BY_DETAIL = {
     ("bad_checkpoint", "shape_mismatch"): _shape_mismatch,
     ("access_denied", "bind_port"): _bind_port,
     ("gpu_unavailable", "invalid_ordinal"): _invalid_ordinal,
+    # the pool ran out while serving, not at sizing: the registry's words, not the sizing arithmetic
+    ("mamba_cache_too_small", "slots_exhausted"): lambda v, cfg, _: _template(v, cfg) or ([v.message], []),
 }
 
 _BY_CAUSE = {

@@ -3,7 +3,8 @@
 A row holds the patterns that recognise it, each named by where it matches (`line`: an
 exception's final line or a lone fatal line, which names the cause; `said`: the failure's record,
 its message first and then its evidence, one per line, which picks the sub-case: `\\A.*` anchors
-on the message, `^File ` on a traceback's frame; `read`: what else a picked row captures), its
+on the message, `^File ` on a traceback's frame; `read`: what else a picked row captures; `alone`: a
+line of its own that names the cause only where the grammar finds it, as argparse's last word), its
 role, the releases it applies to, its explanation (templates over the captures, or a function
 in the same slot where a sentence depends on them, as pystemd keeps a lambda in a data slot)
 and its fixes. The grammar asks `classify` for a line's cause (rows in priority order: the first
@@ -81,6 +82,9 @@ class FailureClass:
     line: re.Pattern[str] | None = None  # an exception's final line or a lone fatal line: names the cause
     said: re.Pattern[str] | None = None  # the failure's message and evidence: picks the sub-case
     read: tuple[re.Pattern[str], ...] = ()  # more of what a picked sub-case captures (each first match's groups)
+    #: a line of its own that names this cause where the grammar reads it (matched at the line's start): not
+    #: classify's, since its words name the cause only there (an argparse line, a launcher's, a PD server's)
+    alone: re.Pattern[str] | None = None
     role: Role = Role.ROOT
     releases: str = ""  # the SGLang releases whose words these are, when not all ("<= 0.4.3", ">= 0.5.10")
     explain: Explain = None
@@ -114,6 +118,7 @@ _CAUSES: tuple[FailureClass, ...] = (
         doc="`AssertionError: max_running_request is zero`"),
     # SGLang's own watchdog: a forward pass (or the tokenizer) made no progress for --watchdog-timeout s
     FailureClass(Cause.WATCHDOG_TIMEOUT, line=re.compile(r"[Ww]atchdog timeout \(self\.watchdog_timeout="),
+        alone=re.compile(r"Scheduler debug info:"),  # the watchdog's dump of the scheduler, before its timeout line
         doc="SGLang's own watchdog found a batch stuck and SIGQUIT the server: `Watchdog timeout "
             "(self.watchdog_timeout=300)` (≤ 0.4), `Scheduler watchdog timeout "
             "(self.watchdog_timeout=300, self.soft=False)` (0.5); the `Received sigquit …` after it is "
@@ -146,7 +151,8 @@ _CAUSES: tuple[FailureClass, ...] = (
             "graph begin` is a capture); `Exception: Capture cuda graph failed: CUDA out of memory …` "
             "(with its `Possible solutions:` list); after the target's capture, while a speculative draft"
             " loads or captures (`Capture draft cuda graph begin`), the diagnosis says it is the draft's"),
-    FailureClass(Cause.HOST_OOM, line=re.compile(r"\[Errno 12\] Cannot allocate memory|Out of memory: Killed process|oom-kill"
+    FailureClass(Cause.HOST_OOM, alone=re.compile(r"^slurmstepd: error: Detected \d+ oom[-_]kill events? in "),
+                 line=re.compile(r"\[Errno 12\] Cannot allocate memory|Out of memory: Killed process|oom-kill"
                             r"|DefaultCPUAllocator: can't allocate memory"  # torch's CPU allocator (--device cpu, offload)
                             # --enable-hierarchical-cache: its host pool (--hicache-ratio × the KV pool, or --hicache-size)
                             # larger than the host RAM free; not `… for request X`, a PD decode server's runtime note
@@ -255,7 +261,7 @@ _CAUSES: tuple[FailureClass, ...] = (
                  "mirror; or download the model where the hub is reachable and point model_path at the folder."),
         fixes=(({"env.HF_HUB_OFFLINE": "1"}, "once the model is in the unit's HF cache: ask the hub nothing"),)),
     FailureClass(Cause.UNSUPPORTED_HARDWARE, line=re.compile(
-        r"not supported for the current GPU|Minimum capability: \d+|[Cc]ompute capability"
+        r"not supported for the current GPU|Minimum capability: \d+|[Cc]ompute capability(?!: \d+\s*$)"
         # ptxas on a kernel written for another architecture; FA4's own check (`Only SM 10.x and 11.x are supported`)
         r"|not supported on \.target '?sm_\d+|Only SM [\d.x]+(?:(?:,| and| or) [\d.x]+)* (?:are|is) supported"
         r"|requires (?:an? )?(?:sm_?|SM)\d+|requires (?:an? )?(?:Blackwell|Hopper|Ada)\b"
@@ -502,6 +508,11 @@ _CAUSES: tuple[FailureClass, ...] = (
             "--enable-unified-memory only supports hybrid Mamba …`: the diagnosis quotes it and says to change "
             "what it names); a flag's value the release does not know, in its own words (`Invalid quantization "
             "choice: …`, `Unsupported kv_cache_dtype: …`, `Not supported device type: …`)",
+        # argparse's last word: `launch_server.py: error: …` (≤ 0.5.9) or `sglang serve: error: …` (0.5.10+)
+        alone=re.compile(r"^(?:[\w.-]+\.py|sglang(?: [\w-]+)?|launch_server|python3? -m [\w.]+): error: (.+)$"
+                         # `sglang serve` of a diffusion model (0.5.1x+) and other entry points: no program name
+                         r"|^error: ((?:unrecognized arguments|the following arguments are required|argument -"
+                         r"|ambiguous option|invalid choice|expected one argument).*)$"),
         explain=("SGLang refused its arguments: {message}",)),
     FailureClass(Cause.WARMUP_FAILED,
         doc="`Initialization failed. warmup error: Traceback …` ending in `AssertionError: res=<Response "
@@ -509,13 +520,13 @@ _CAUSES: tuple[FailureClass, ...] = (
             "Failed, status code: 500` (it prints ready after it, but is UnHealthy: `/health` 503)",
         explain=("The server loaded and listened, then its own warmup request to itself failed, and SGLang shut down "
                  "(`Initialization failed. warmup error`).", "It said: {message}")),
-    FailureClass(Cause.ROUTER_FAILED,
+    FailureClass(Cause.ROUTER_FAILED, alone=re.compile(r"Failed to start router|Error starting router|Failed to create router"),
         doc="`sglang_router.launch_server` gave up and killed its workers: `[Router (Python)] … - ERROR -"
             " Failed to start router: Timeout 300s waiting for workers [...] to become healthy. Please "
             "set --router-worker-startup-timeout-secs …`",
         explain=("sglang_router could not start, and killed its workers: {message}",
                  "Its words name the router argument to change (the --router-* flags).")),
-    FailureClass(Cause.PD_BOOTSTRAP_FAILED,
+    FailureClass(Cause.PD_BOOTSTRAP_FAILED, alone=re.compile(r"Prefill instance failed to register to bootstrap server"),
         doc="a PD prefill server could not register with its bootstrap server (`Prefill instance failed "
             "to register to bootstrap server: …`): it says ready, but no decode server finds it"),
     FailureClass(Cause.KILLED_BY_SIGNAL, role=Role.CONSEQUENCE,
@@ -903,7 +914,7 @@ def _internal_port(w: Mapping[str, str]) -> tuple[str, ...]:
             "--port) at least 100 away from any other server's.")
 
 _WARMUP = (
-    FailureClass(Cause.WARMUP_FAILED, "pd_warmup",
+    FailureClass(Cause.WARMUP_FAILED, "pd_warmup", alone=re.compile(r"Prefill disaggregation mode warm Up Failed"),
                  said=_said(r"disaggregation mode warm Up Failed(?:.*?status code: (?P<status>\d+))?"),
                  doc="Prefill disaggregation mode warm Up Failed, status code: 400"),
     FailureClass(Cause.WARMUP_FAILED, "proxy", said=_said(r"Response \[(?P<status>502|503|403|407)\]"),
@@ -975,6 +986,8 @@ _HOST_OOM = (
 
 _PORT_IN_USE = (
     FailureClass(Cause.PORT_IN_USE, "pd_bootstrap", said=_said(r"\A.*PD bootstrap server"),
+                 # the bootstrap server's thread, its address and port: the grammar words the message above
+                 alone=re.compile(r"Server error: \[Errno 98\] error while attempting to bind on address \('([^']*)', (\d+)\)"),
                  doc="the PD bootstrap server could not bind 0.0.0.0:8998 (--disaggregation-bootstrap-port): address "
                      "already in use",
                  explain=_pd_bootstrap_port),
@@ -1295,10 +1308,38 @@ _MEMORY = (
                  doc="torch.OutOfMemoryError: HIP out of memory. Tried to allocate 1.00 GiB."),
 )
 
+# -- audit R11 (issue #28 §3, held-out public logs of 2026 releases: GB10/DGX Spark, hybrid Mamba, PD, Ascend):
+# the classes these logs defeated, one row per (cause, sub-case); kept together so merges stay easy
+_AUDIT_R11 = (
+    # a hybrid Mamba model's state pool out of free slots (the ping-pong buffers of MambaRadixCache v2, or a
+    # request's own state): SGLang asserts, the scheduler dies; it names a flag, but no flag was refused
+    FailureClass(Cause.MAMBA_CACHE_TOO_SMALL, "slots_exhausted",
+                 line=re.compile(r"Not enough space for mamba|Can not alloc mamba cache"),
+                 said=_said(r"Not enough space for mamba|Can not alloc mamba cache"),
+                 doc="AssertionError: Not enough space for mamba ping pong idx, try to increase "
+                     "--mamba-full-memory-ratio.",
+                 explain=("The Mamba state pool had no free slot for a request (its state, or the two ping-pong "
+                          "buffers MambaRadixCache keeps per request), and the scheduler died on it: {message}",
+                          "The pool was sized for fewer requests than were admitted (prefix-cache hits and "
+                          "speculative decoding hold extra slots). Give Mamba states a larger share of the pool "
+                          "(--mamba-full-memory-ratio, extra_args, as SGLang says), or a larger max_mamba_cache_size, "
+                          "or admit fewer at once (max_running_requests).")),
+    # gloo's TCP pair saw the other end close (`pair.cc:534] Connection closed by peer`) after the ranks had met:
+    # a rank died (OOM, a crash), and this one's failure is the consequence; not a rendezvous that never happened
+    FailureClass(Cause.RENDEZVOUS_FAILED, "peer_closed", said=_said(r"gloo/transport/tcp/pair\.cc:\d+\] Connection closed by peer"),
+                 doc="Exception: Capture cuda graph failed: [../third_party/gloo/gloo/transport/tcp/pair.cc:534] "
+                     "Connection closed by peer [10.0.0.2]:60086",
+                 explain=("Another rank closed its gloo (torch's CPU collectives) connection to this one in phase "
+                          "{phase}: that rank died, most often of its own error (an OOM, a crash) or was killed, and "
+                          "this rank failed because of it: {short}",
+                          "Look for the first error of the other ranks (the other node's log, or above in this one); "
+                          "the ranks had met, so dist_init_addr and the network are not in question.")),
+)
+
 FAILURES: tuple[FailureClass, ...] = (*_CAUSES, *_GPU_UNAVAILABLE, *_NCCL, *_UNSUPPORTED_HARDWARE, *_UNSUPPORTED_MODEL,
                                      *_HUB_UNREACHABLE, *_CUDA_ERROR, *_DISK_FULL, *_WATCHDOG, *_ROUTER, *_WARMUP,
                                      *_TRANSPORTS, *_BAD_CHECKPOINT, *_HOST_OOM, *_PORT_IN_USE, *_ACCESS_DENIED,
-                                     *_BAD_ARGUMENTS, *_MODEL_NOT_FOUND, *_BROKEN_INSTALL, *_MEMORY)
+                                     *_BAD_ARGUMENTS, *_MODEL_NOT_FOUND, *_BROKEN_INSTALL, *_MEMORY, *_AUDIT_R11)
 
 #: the causes a line names, in priority order
 CLASSIFY: tuple[tuple[Cause, re.Pattern[str]], ...] = tuple((r.cause, r.line) for r in FAILURES if r.line is not None)
@@ -1334,6 +1375,22 @@ def _read(row: FailureClass, said: str, have: dict[str, str]) -> dict[str, str]:
         if (r := pat.search(said)) is not None:
             out.update((k, v) for k, v in r.groupdict().items() if v is not None and k not in have and k not in out)
     return out
+
+
+def own_line(cause: Cause, detail: str = "") -> re.Pattern[str]:
+    """A row's `alone` pattern, for the grammar to match where such a line stands."""
+    pattern = BY_KEY[(cause, detail)].alone
+    if pattern is None:
+        raise KeyError(f"the row {cause}/{detail} has no line of its own")
+    return pattern
+
+
+def row_said(cause: Cause, detail: str) -> re.Pattern[str]:
+    """A sub-case's `said` pattern, for the grammar where the words that pick the sub-case also name the cause."""
+    pattern = BY_KEY[(cause, detail)].said
+    if pattern is None:
+        raise KeyError(f"the row {cause}/{detail} has no words of its own")
+    return pattern
 
 
 def row(cause: str, detail: str = "") -> FailureClass | None:
