@@ -121,7 +121,7 @@ def from_figures(f: Figures, settings: dict[str, Any], before: Costs) -> Costs:
         pad = 1 if memory.family(s.version).mamba == "joint_padded" else 0
         changes["mamba_per_req_bytes"] = int(state * GB / (slots + pad))
     tokens = f.kv_tokens or 0
-    kv_gb = f.kv_gb if f.kv_gb is not None else (f.kv_k_gb or 0.0) + (f.kv_v_gb or 0.0)
+    kv_gb = f.kv_pool_gb
     if tokens and kv_gb:
         changes["kv_cell_bytes"] = round(kv_gb * GB / tokens)
     if not changes:

@@ -111,6 +111,11 @@ class Figures:
     nodes: list[dict[str, Any]] | None = _f("", "each node's own verdict (JSON), by rank", "list")  # noqa: RUF009 (an immutable default: None)
     failed_node_rank: int | None = _f("", "the first node that failed", "int")
 
+    @property
+    def kv_pool_gb(self) -> float:
+        """The target's KV pool in GB: MLA's one `KV size`, else K + V (0 when the log gave neither)."""
+        return self.kv_gb if self.kv_gb is not None else (self.kv_k_gb or 0.0) + (self.kv_v_gb or 0.0)
+
     def pick(self, names: tuple[str, ...]) -> dict[str, Any]:
         """The set figures among `names`, in `names`' order (a record's own order, kept on the wire);
         a misspelt name is a TypeError."""

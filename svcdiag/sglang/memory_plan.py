@@ -55,10 +55,9 @@ def read(figures: Figures, cfg: ServiceConfig | None) -> Logged | None:
     if inp is None:
         return None
     f = figures
-    kv = f.kv_gb or ((f.kv_k_gb or 0) + (f.kv_v_gb or 0))
     mamba = sum(x or 0 for x in (f.mamba_conv_gb, f.mamba_ssm_gb, f.mamba_intermediate_ssm_gb,
                                  f.mamba_intermediate_conv_gb))
-    return Logged(inp, memory.predict(inp), float(kv) + float(f.draft_kv_gb or 0), float(mamba),
+    return Logged(inp, memory.predict(inp), f.kv_pool_gb + float(f.draft_kv_gb or 0), float(mamba),
                   f.mamba_slots, f.cuda_graph_gb)
 
 
