@@ -312,3 +312,16 @@ def test_a_qualified_exception_not_named_error_ends_its_traceback(final: str) ->
     evs = [e for ln in lines for e in p.feed_line(ln)] + p.close()
     fail = next(e for e in evs if isinstance(e, Failure))
     assert fail.message == final
+
+
+@given(rank=st.sampled_from(["", "[rank:3]:"]), pid=st.sampled_from(["", "[1537] "]),
+       level=st.sampled_from(["DEBUG", "INFO", "WARNING"]))
+def test_torch_npu_logger_lines_are_read_at_error_and_chatter_below(rank: str, pid: str, level: str) -> None:
+    """torch_npu's own logger (`[… :mmm] torch_npu.memory: [ERROR] [pid] msg`): its ERROR line says the failure,
+    its lower levels say nothing, and either one ends a traceback past its final line."""
+    stamp = f"{rank}[2026-05-29 16:30:21:955] torch_npu.memory: "
+    (oom,) = failures([f"{stamp}[ERROR] {pid}NPU out of memory. Tried to allocate 450.00 MiB (NPU 0; 61.27 GiB total)"])
+    assert oom.cause == "cuda_oom" and oom.message.startswith("NPU out of memory")
+    assert failures([f"{stamp}[{level}] {pid}NPU out of memory, retrying after freeing the cache"]) == []
+    (exc,) = failures([*scheduler_tb("ValueError: bad shape"), f"{stamp}[{level}] {pid}a later line of its own"])
+    assert exc.message == "ValueError: bad shape"

@@ -96,6 +96,10 @@ ROUTER_RS_RE = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)(?:\.\d+)?Z? +(TRAC
                           r"(?:sglang_router_rs|sgl_model_gateway|smg)\b[\w:]*: (?:[\w/.-]+\.rs:\d+: )?(.*)$")
 #: any tqdm bar in its default format (`Fetching 4 files:  50%|█████     | 2/4 [00:01<00:01,  1.52it/s]`): what
 #: follows it on the same line is another line, printed while the bar was drawn
+#: torch_npu's own C++ logger (Ascend): `[2026-05-29 16:30:21:955] torch_npu.memory: [ERROR] [1537] msg`, a colon
+#: before the milliseconds, `[rank:N]:` before it when the rank is known, the `[pid]` only in later releases
+TORCH_NPU_RE = re.compile(r"^(?:\[rank:\d+\]:)?\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d):\d{3}\] [\w.]+: "
+                          r"\[(DEBUG|INFO|WARNING|ERROR|CRITICAL)\] (?:\[\d+\] )?(.*)$")
 ANY_BAR_RE = re.compile(r"[^\r]*?\d+%\|[^|]*\|[^\[\r]*\[[^\]\r]*\]")
 PROGRESS_HEADS = ("Loading ", "Capturing ", "Multi-thread loading", "[")
 
@@ -136,6 +140,7 @@ DIALECTS = (
             in_traceback=False),
     Dialect("a time and a level (SGLANG_LOGGING_CONFIG_PATH, Python, loguru)", "", ("20",), CUSTOM_PREFIX_RE,
             "_logger_prefixed"),
+    Dialect("torch_npu's own logger (Ascend)", "torch_npu", ("[2", "[rank:"), TORCH_NPU_RE, "_npu_logger"),
 )
 
 
@@ -366,6 +371,19 @@ class LineParser:
             self.sglang_lines -= 1
             return self.feed_line(msg, ts)
         return self._message(msg, "", at)
+
+    def _npu_logger(self, m: re.Match[str], text: str, ts: float | None) -> list[Event]:
+        """A line of torch_npu's logger: a library's line, not SGLang's, and a line of its own (it ends a traceback
+        past its final line). At ERROR or CRITICAL its message is read as a lone line (`NPU out of memory. …`);
+        below that it is chatter."""
+        if ts is None:
+            self._clock(m.group(1))
+        at = self._last_ts if ts is None else ts
+        done = self._end_traceback() if self._tb is not None and self._tb.final else NOTHING
+        if m.group(2) not in ("ERROR", "CRITICAL") or self._tb is not None or not m.group(3):
+            return done  # (a traceback still in its frames: another thread's line between them)
+        out = self._alone(m.group(3), at, ts)
+        return done + out if done and out else done or out
 
     def _router_rs(self, r: re.Match[str], text: str, ts: float | None) -> list[Event]:
         return self._router_said(text, r.group(3), parse_ts(r.group(1)) if ts is None else ts)
