@@ -325,3 +325,29 @@ def test_torch_npu_logger_lines_are_read_at_error_and_chatter_below(rank: str, p
     assert failures([f"{stamp}[{level}] {pid}NPU out of memory, retrying after freeing the cache"]) == []
     (exc,) = failures([*scheduler_tb("ValueError: bad shape"), f"{stamp}[{level}] {pid}a later line of its own"])
     assert exc.message == "ValueError: bad shape"
+
+
+CAPTURE_FRAMES = [
+    '  File "/sgl/python/sglang/srt/model_executor/model_runner.py", line 1825, in init_device_graphs',
+    "    self.graph_runner = graph_runners[self.device](self)",
+    '  File "/sgl/python/sglang/srt/model_executor/cuda_graph_runner.py", line 393, in __init__',
+    "    raise Exception(",
+]
+
+
+@pytest.mark.parametrize("final", ["Exception: Capture cuda graph failed: ", "_remote.<locals>.Derived: boom"])
+def test_a_traceback_cut_at_its_top_speaks_before_a_bare_head(final: str) -> None:
+    """A paste that starts among a traceback's frames: they open it, its first unindented line is its final one
+    (whatever its class looks like), its frames say the phase, and a later bare handler head only confirms it."""
+    got = failures([*CAPTURE_FRAMES, final, "Possible solutions:", "",
+                    "[2025-10-04 02:29:36 DP7 TP7] Scheduler hit an exception:"])
+    assert [(f.role, f.message.split(" Possible")[0].rstrip()) for f in got] == [
+        ("suspect", final.rstrip()), ("death", "Scheduler hit an exception:")]
+    assert got[0].raised_in == "cuda_graph" and got[1].raised_in == ""
+
+
+def test_frames_alone_are_no_failure_and_other_frames_say_no_phase() -> None:
+    """A stack printed, not raised (`traceback.print_stack`, logging's stack_info), ends with no exception line."""
+    assert failures([*CAPTURE_FRAMES, "[2025-10-04 02:29:36] Load weight begin. avail mem=70.00 GB"]) == []
+    (f,) = failures(scheduler_tb("ValueError: bad shape"))
+    assert f.raised_in == ""

@@ -31,6 +31,7 @@ from svcdiag.sglang.quiet import LEVEL_HEADS, LEVEL_RE
 from svcdiag.sglang.traceback import (
     CHAIN_LINES,
     FINAL_EXC_RE,
+    FRAME_RE,
     TRACEBACK_OPEN,
     Took,
     Traceback,
@@ -414,6 +415,9 @@ class LineParser:
             return NOTHING
         if not text:
             return NOTHING
+        if text[0] in " \t" and FRAME_RE.match(text) is not None:  # a traceback cut at its top: a suspect
+            self._tb = Traceback("", "", ts, role=SUSPECT, lines=[text], headless=True)
+            return NOTHING
         if text.startswith("^C"):  # the terminal echoed the operator's Ctrl-C; what follows is a line of its own
             rest = text
             while rest.startswith("^C"):  # pressed more than once
@@ -542,7 +546,11 @@ class LineParser:
         if msg.endswith(TRACEBACK_OPEN):
             self._open_traceback(Traceback(head, ranks, ts, role=ROOT))
             return None
-        return Failure(ts=ts, ranks=ranks, line=msg, cause=classify(msg) or "exception", message=msg, evidence=(msg,))
+        # a bare head (its traceback cut off, another rank's): it says only that a handler caught something, so
+        # the traceback before it, if any, says what
+        bare = msg.rstrip().endswith(" hit an exception:")
+        return Failure(ts=ts, ranks=ranks, line=msg, cause=classify(msg) or "exception", message=msg, evidence=(msg,),
+                       role=DEATH if bare else ROOT)
 
     # ------------------------------------------------------------ milestones
 
