@@ -348,6 +348,7 @@ def test_a_traceback_cut_at_its_top_speaks_before_a_bare_head(final: str) -> Non
 
 def test_frames_alone_are_no_failure_and_other_frames_say_no_phase() -> None:
     """A stack printed, not raised (`traceback.print_stack`, logging's stack_info), ends with no exception line."""
-    assert failures([*CAPTURE_FRAMES, "[2025-10-04 02:29:36] Load weight begin. avail mem=70.00 GB"]) == []
+    for then in ("[2025-10-04 02:29:36] Load weight begin. avail mem=70.00 GB", "INFO:     Started server process [7]"):
+        assert failures([*CAPTURE_FRAMES, then, "a later line of its own"]) == []
     (f,) = failures(scheduler_tb("ValueError: bad shape"))
     assert f.raised_in == ""

@@ -286,7 +286,8 @@ class LineParser:
     def _message(self, msg: str, ranks: str, ts: float | None) -> list[Event]:
         """What follows a prefix SGLang printed (its ranks, its time): a traceback a line closes, then
         the message's handler."""
-        done = self._end_traceback() if self._tb is not None and self._tb.final else NOTHING
+        # (a traceback cut at its top ends at SGLang's next line even before its final one: frames alone say nothing)
+        done = self._end_traceback() if self._tb is not None and (self._tb.final or self._tb.headless) else NOTHING
         if done and endings.RETRY_SAID_RE.search(msg) is not None:  # the traceback it closes was retried, or given up on
             return [*done, Recovered(ts=ts, ranks=ranks, line=msg)]
         out = self._said(msg, ranks, ts)

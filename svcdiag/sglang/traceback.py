@@ -119,6 +119,8 @@ def take(tb: Traceback, text: str, own_line: Callable[[str], bool]) -> Took:
             tb.tail.append(text)  # "Possible solutions:", a wrapped message
             return Took.TAKEN
         return Took.NOT_MINE
+    if tb.headless and text and text[0] not in " \t" and own_line(text):
+        return Took.NOT_MINE  # frames, then a line of its own: a stack printed, no exception
     if not text or text[0] in " \t" or text.startswith(CHAIN_LINES) or text.startswith(TRACEBACK_OPEN) \
             or not (FINAL_EXC_RE.match(text) or tb.headless):  # (cut at its top: its first line after the frames)
         if len(tb.lines) < MAX_TRACEBACK_LINES:
