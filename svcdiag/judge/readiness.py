@@ -556,6 +556,17 @@ class Readiness:
         return out
 
     def _on_Failure(self, ev: Failure) -> list[Event]:
+        """A failure whose frames say a later phase than the lines before it did (a log cut at its top) had
+        reached that phase; then it is weighed."""
+        moved: list[Event] = []
+        if ev.raised_in:
+            suspect = self._suspect
+            moved = self._advance(ev.raised_in, ev.ts)
+            self._suspect = suspect  # (it is no milestone: what looked like a cause still may be one)
+        self._weigh(ev)
+        return moved
+
+    def _weigh(self, ev: Failure) -> None:
         """Root cause before consequence: a death waits (briefly) for its cause, a suspect for
         its confirmation; the first root line names the failure."""
         if ev.role == SUSPECT:
@@ -563,7 +574,7 @@ class Readiness:
                 self._suspect = ev
             if self._death is not None:
                 self._fail_pending(ev.ts)
-            return []
+            return
         if ev.role == DEATH:
             if self._death is None or (self._death.cause == "exception" and ev.cause != "exception"):
                 if self._death is not None:  # `Exit code: -9` says more than `Rank 0 scheduler is dead`
@@ -572,9 +583,8 @@ class Readiness:
                 self._death = ev
             if self._suspect is not None:
                 self._fail_pending(ev.ts)
-            return []
+            return
         self._fail(ev, ev.ts, also=self._death)
-        return []
 
     def _fail(self, root: Failure, ts: float | None, also: Failure | None = None) -> None:
         for line in root.evidence:

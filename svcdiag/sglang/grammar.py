@@ -31,6 +31,7 @@ from svcdiag.sglang.quiet import LEVEL_HEADS, LEVEL_RE
 from svcdiag.sglang.traceback import (
     CHAIN_LINES,
     FINAL_EXC_RE,
+    FRAME_RE,
     TRACEBACK_OPEN,
     Took,
     Traceback,
@@ -96,6 +97,10 @@ ROUTER_RS_RE = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)(?:\.\d+)?Z? +(TRAC
                           r"(?:sglang_router_rs|sgl_model_gateway|smg)\b[\w:]*: (?:[\w/.-]+\.rs:\d+: )?(.*)$")
 #: any tqdm bar in its default format (`Fetching 4 files:  50%|█████     | 2/4 [00:01<00:01,  1.52it/s]`): what
 #: follows it on the same line is another line, printed while the bar was drawn
+#: torch_npu's own C++ logger (Ascend): `[2026-05-29 16:30:21:955] torch_npu.memory: [ERROR] [1537] msg`, a colon
+#: before the milliseconds, `[rank:N]:` before it when the rank is known, the `[pid]` only in later releases
+TORCH_NPU_RE = re.compile(r"^(?:\[rank:\d+\]:)?\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d):\d{3}\] [\w.]+: "
+                          r"\[(DEBUG|INFO|WARNING|ERROR|CRITICAL)\] (?:\[\d+\] )?(.*)$")
 ANY_BAR_RE = re.compile(r"[^\r]*?\d+%\|[^|]*\|[^\[\r]*\[[^\]\r]*\]")
 PROGRESS_HEADS = ("Loading ", "Capturing ", "Multi-thread loading", "[")
 
@@ -136,6 +141,7 @@ DIALECTS = (
             in_traceback=False),
     Dialect("a time and a level (SGLANG_LOGGING_CONFIG_PATH, Python, loguru)", "", ("20",), CUSTOM_PREFIX_RE,
             "_logger_prefixed"),
+    Dialect("torch_npu's own logger (Ascend)", "torch_npu", ("[2", "[rank:"), TORCH_NPU_RE, "_npu_logger"),
 )
 
 
@@ -280,7 +286,8 @@ class LineParser:
     def _message(self, msg: str, ranks: str, ts: float | None) -> list[Event]:
         """What follows a prefix SGLang printed (its ranks, its time): a traceback a line closes, then
         the message's handler."""
-        done = self._end_traceback() if self._tb is not None and self._tb.final else NOTHING
+        # (a traceback cut at its top ends at SGLang's next line even before its final one: frames alone say nothing)
+        done = self._end_traceback() if self._tb is not None and (self._tb.final or self._tb.headless) else NOTHING
         if done and endings.RETRY_SAID_RE.search(msg) is not None:  # the traceback it closes was retried, or given up on
             return [*done, Recovered(ts=ts, ranks=ranks, line=msg)]
         out = self._said(msg, ranks, ts)
@@ -367,6 +374,19 @@ class LineParser:
             return self.feed_line(msg, ts)
         return self._message(msg, "", at)
 
+    def _npu_logger(self, m: re.Match[str], text: str, ts: float | None) -> list[Event]:
+        """A line of torch_npu's logger: a library's line, not SGLang's, and a line of its own (it ends a traceback
+        past its final line). At ERROR or CRITICAL its message is read as a lone line (`NPU out of memory. …`);
+        below that it is chatter."""
+        if ts is None:
+            self._clock(m.group(1))
+        at = self._last_ts if ts is None else ts
+        done = self._end_traceback() if self._tb is not None and self._tb.final else NOTHING
+        if m.group(2) not in ("ERROR", "CRITICAL") or self._tb is not None or not m.group(3):
+            return done  # (a traceback still in its frames: another thread's line between them)
+        out = self._alone(m.group(3), at, ts)
+        return done + out if done and out else done or out
+
     def _router_rs(self, r: re.Match[str], text: str, ts: float | None) -> list[Event]:
         return self._router_said(text, r.group(3), parse_ts(r.group(1)) if ts is None else ts)
 
@@ -395,6 +415,9 @@ class LineParser:
             self._open_traceback(Traceback("", "", ts, role=None if logged else SUSPECT))
             return NOTHING
         if not text:
+            return NOTHING
+        if text[0] in " \t" and FRAME_RE.match(text) is not None:  # a traceback cut at its top: a suspect
+            self._tb = Traceback("", "", ts, role=SUSPECT, lines=[text], headless=True)
             return NOTHING
         if text.startswith("^C"):  # the terminal echoed the operator's Ctrl-C; what follows is a line of its own
             rest = text
@@ -524,7 +547,11 @@ class LineParser:
         if msg.endswith(TRACEBACK_OPEN):
             self._open_traceback(Traceback(head, ranks, ts, role=ROOT))
             return None
-        return Failure(ts=ts, ranks=ranks, line=msg, cause=classify(msg) or "exception", message=msg, evidence=(msg,))
+        # a bare head (its traceback cut off, another rank's): it says only that a handler caught something, so
+        # the traceback before it, if any, says what
+        bare = msg.rstrip().endswith(" hit an exception:")
+        return Failure(ts=ts, ranks=ranks, line=msg, cause=classify(msg) or "exception", message=msg, evidence=(msg,),
+                       role=DEATH if bare else ROOT)
 
     # ------------------------------------------------------------ milestones
 
