@@ -1336,10 +1336,41 @@ _AUDIT_R11 = (
                           "the ranks had met, so dist_init_addr and the network are not in question.")),
 )
 
+# -- audit R12 (issue #28 §3, held-out public logs: speculative, Blackwell/sm120, DeepEP/EP, Ray and collector
+# prefixes, pastes that begin in service): the classes these logs defeated, one row per (cause, sub-case)
+_AUDIT_R12 = (
+    # torch's kernel-side assertion, printed by the GPU before the `device-side assert triggered` error (which a paste
+    # may not reach): `…/TensorCompare.cu:112: _assert_async_cuda_kernel: block: [0,0,0], thread: [0,0,0] Assertion
+    # `probability tensor contains either `inf`, `nan` or element < 0` failed.`; sampling's is NaN logits
+    FailureClass(Cause.CUDA_ERROR, "nan_probabilities",
+                 said=_said(r"probability tensor contains either .inf., .nan. or element < 0"),
+                 doc="/pytorch/aten/src/ATen/native/cuda/TensorCompare.cu:112: _assert_async_cuda_kernel: block: "
+                     "[0,0,0], thread: [0,0,0] Assertion `probability tensor contains either `inf`, `nan` or element "
+                     "< 0` failed.",
+                 explain=("The sampler found NaN or infinite probabilities in phase {phase}: the model's logits went "
+                          "bad on the GPU, and torch's kernel assertion stopped the process: {message}",
+                          "That is numerics, not memory: an fp16 overflow (run the model in bfloat16, `dtype`), a "
+                          "quantized checkpoint or KV cache dtype (fp8) this model does not tolerate, or a kernel bug "
+                          "of one attention or MoE backend, DP attention or context parallel: start without the "
+                          "newest of those, or try another attention_backend, and see whether it goes away.")),
+    FailureClass(Cause.CUDA_ERROR, "device_assert",
+                 line=re.compile(r"\.cu:\d+: (?:\S.*?: )?block: \[\d+,\d+,\d+\], thread: \[\d+,\d+,\d+\] Assertion "),
+                 said=_said(r"\.cu:\d+: (?:\S.*?: )?block: \[\d+,\d+,\d+\], thread: \[\d+,\d+,\d+\] Assertion "
+                            r"`(?P<assertion>.*)` failed"),
+                 doc="/pytorch/aten/src/ATen/native/cuda/IndexKernel.cu:93: operator(): block: [0,0,0], thread: "
+                     "[0,0,0] Assertion `-sizes[i] <= index && index < sizes[i] && \"index out of bounds\"` failed.",
+                 explain=("A GPU kernel's own assertion failed in phase {phase} ({assertion}), and CUDA stops the "
+                          "process on it (`device-side assert triggered`): {message}",
+                          "An index out of bounds is most often a token id or an expert id past its table: a "
+                          "tokenizer or chat template that does not match the model, or a kernel bug of one backend; "
+                          "CUDA_LAUNCH_BLOCKING=1 names the kernel.")),
+)
+
 FAILURES: tuple[FailureClass, ...] = (*_CAUSES, *_GPU_UNAVAILABLE, *_NCCL, *_UNSUPPORTED_HARDWARE, *_UNSUPPORTED_MODEL,
                                      *_HUB_UNREACHABLE, *_CUDA_ERROR, *_DISK_FULL, *_WATCHDOG, *_ROUTER, *_WARMUP,
                                      *_TRANSPORTS, *_BAD_CHECKPOINT, *_HOST_OOM, *_PORT_IN_USE, *_ACCESS_DENIED,
-                                     *_BAD_ARGUMENTS, *_MODEL_NOT_FOUND, *_BROKEN_INSTALL, *_MEMORY, *_AUDIT_R11)
+                                     *_BAD_ARGUMENTS, *_MODEL_NOT_FOUND, *_BROKEN_INSTALL, *_MEMORY, *_AUDIT_R11,
+                                     *_AUDIT_R12)
 
 #: the causes a line names, in priority order
 CLASSIFY: tuple[tuple[Cause, re.Pattern[str]], ...] = tuple((r.cause, r.line) for r in FAILURES if r.line is not None)

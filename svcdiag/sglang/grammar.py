@@ -73,11 +73,12 @@ ROUTER_TIMEOUT_RE = row_said(Cause.ROUTER_FAILED, "worker_timeout")
 WATCHDOG_DUMP_RE = own_line(Cause.WATCHDOG_TIMEOUT)
 #: a time and a level before the message, another formatter's than SGLang's: SGLANG_LOGGING_CONFIG_PATH's as
 #: SGLang's docs show it (`2025-04-13 15:34:02 INFO 228 [file.py:301] msg`), Python's (`… - INFO - msg`, `… - name -
-#: INFO - msg`), loguru's (`… | INFO     | module:fn:12 - msg`), a bare `<time> INFO msg`
+#: INFO - msg`), loguru's (`… | INFO     | module:fn:12 - msg`), a bare `<time> INFO msg`; the first with the
+#: scheduler's ranks before the file (`2026-03-18 11:22:05.874 INFO 120984 [ TP0 scheduler.py:3190] msg`, group 2)
 CUSTOM_PREFIX_RE = re.compile(
     r"^(\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d)(?:[.,]\d+)?Z? *(?:[|-] *)?(?:[\w.]+ +- +)?"
     r"\[?(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|FATAL)\]?"
-    r"(?: +\d+ \[[\w.]+:\d+\]| *[|:-] *(?:[\w.]+(?::[\w<>.]+)*(?::\d+)? +[|:-] +)?| +) *(.*)$")
+    r"(?: +\d+ \[ ?((?:[A-Z][A-Z_]*\d+ )*)[\w.]+:\d+\]| *[|:-] *(?:[\w.]+(?::[\w<>.]+)*(?::\d+)? +[|:-] +)?| +) *(.*)$")
 #: NCCL's own account of what failed (`node5:240:240 [6] misc/socket.cc:533 NCCL WARN socketPollConnect: …`)
 NCCL_WARN_RE = re.compile(r"^\S+:\d+:\d+ \[\d+\] \S+ NCCL WARN (.+)$")
 #: heads of those keys that any program's line may start with (`Error response from daemon`, `FutureWarning`):
@@ -357,7 +358,7 @@ class LineParser:
         self.sglang_lines += 1
         if ts is None:
             self._clock(c.group(1))
-        msg = c.group(2)
+        msg = c.group(3)
         at = self._last_ts if ts is None else ts
         if msg.startswith(TRACEBACK_OPEN) or (self._tb is not None and (
                 not msg.strip() or msg[0] in " \t" or msg.startswith(CHAIN_LINES) or FINAL_EXC_RE.match(msg))):
@@ -365,7 +366,7 @@ class LineParser:
         if prefix_stamp(msg) is not None:  # a launcher that logs SGLang's own lines through its logger
             self.sglang_lines -= 1
             return self.feed_line(msg, ts)
-        return self._message(msg, "", at)
+        return self._message(msg, (c.group(2) or "").strip(), at)
 
     def _router_rs(self, r: re.Match[str], text: str, ts: float | None) -> list[Event]:
         return self._router_said(text, r.group(3), parse_ts(r.group(1)) if ts is None else ts)
