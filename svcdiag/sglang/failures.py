@@ -1339,6 +1339,21 @@ _AUDIT_R11 = (
 # -- audit R12 (issue #28 §3, held-out public logs: speculative, Blackwell/sm120, DeepEP/EP, Ray and collector
 # prefixes, pastes that begin in service): the classes these logs defeated, one row per (cause, sub-case)
 _AUDIT_R12 = (
+    # a PD decode server that could not reach the prefill's bootstrap server when a request came (0.4.6-0.5.x:
+    # `Error fetching prefill parallel info from bootstrap: …`), then its scheduler died on the request; the
+    # bootstrap address is the request's (the router's), so port None is a request that named none
+    FailureClass(Cause.PD_BOOTSTRAP_FAILED, "decode_fetch",
+                 said=_said(r"Error fetching prefill parallel info from bootstrap: "),
+                 doc="Error fetching prefill parallel info from bootstrap: Failed to parse: "
+                     "http://192.168.80.184:None/route?engine_rank=-1&target_dp_group=-1",
+                 explain=("The PD decode server could not get the prefill server's parallel info from its bootstrap "
+                          "server when a request came, and its scheduler died on it: {message}",
+                          "Each request carries the prefill's bootstrap address from the PD router: a port of None "
+                          "is a request that named none (sent to the decode server directly, /health_generate "
+                          "included, or a router not given the prefill's bootstrap port: `--prefill URL "
+                          "BOOTSTRAP_PORT`); a refused or timed-out connection is a port other than the prefill's "
+                          "--disaggregation-bootstrap-port, a prefill server that is down, or the network between "
+                          "them.")),
     # torch's kernel-side assertion, printed by the GPU before the `device-side assert triggered` error (which a paste
     # may not reach): `…/TensorCompare.cu:112: _assert_async_cuda_kernel: block: [0,0,0], thread: [0,0,0] Assertion
     # `probability tensor contains either `inf`, `nan` or element < 0` failed.`; sampling's is NaN logits

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 
 from svcdiag.sglang import endings, milestone_lines, quiet
@@ -83,6 +83,8 @@ CUSTOM_PREFIX_RE = re.compile(
 NCCL_WARN_RE = re.compile(r"^\S+:\d+:\d+ \[\d+\] \S+ NCCL WARN (.+)$")
 #: heads of those keys that any program's line may start with (`Error response from daemon`, `FutureWarning`):
 #: without SGLang's prefix such a line is SGLang's only when it says what the handler looks for
+#: a PD decode server's word that the prefill's bootstrap server did not answer a request's query (audit R12)
+PD_FETCH = "Error fetching prefill parallel info from bootstrap"
 COMMON_HEADS = frozenset(("Error ", "Except", "Task e", "Future", "Prefil", "WARNIN"))
 #: sglang.utils.wait_for_server's note, printed once the server answered (docs notebooks)
 NOTEBOOK_READY = "NOTE: Typically, the server runs in a separate terminal"
@@ -219,6 +221,9 @@ class LineParser:
         self._ready_by_warmup = False
         #: NCCL's last `NCCL WARN` (what failed); an nccl_error says it
         self.nccl_warn: str | None = None
+        #: a PD decode server's `Error fetching prefill parallel info from bootstrap: …` (audit R12): the scheduler's
+        #: exception after it, cut or generic, is that failure
+        self._pd_fetch: str | None = None
         #: C++'s `terminate called after throwing …` (its line, the exception's type), until its what() line
         self._terminate: tuple[str, str] | None = None
         self._dispatch: dict[str, Reader] = {
@@ -505,7 +510,12 @@ class LineParser:
     def _end_traceback(self) -> list[Event]:
         tb, self._tb = self._tb, None
         assert tb is not None
-        return close(tb, self.nccl_warn) or NOTHING  # type: ignore[return-value]
+        failures = close(tb, self.nccl_warn)
+        if self._pd_fetch and failures and failures[0].cause == "exception":
+            said = self._pd_fetch
+            failures = [replace(failures[0], cause="pd_bootstrap_failed", message=said,
+                                evidence=(said, *failures[0].evidence)), *failures[1:]]
+        return failures or NOTHING  # type: ignore[return-value]
 
     def _open_traceback(self, tb: Traceback) -> None:
         if self._tb is None:  # other ranks' tracebacks interleave: the first one speaks
@@ -641,7 +651,9 @@ class LineParser:
     def _logs_exception(self, msg: str, ranks: str, ts: float | None) -> Event | None:
         """`Error in request: …`, `Exception in ASGI application`: a request failed and was answered with an
         error; the traceback on the next lines is this record's, not a process dying."""
-        if msg.endswith(TRACEBACK_OPEN):  # any handler's message that holds its traceback: logged, carried on
+        if msg.startswith(PD_FETCH):
+            self._pd_fetch = msg
+        elif msg.endswith(TRACEBACK_OPEN):  # any handler's message that holds its traceback: logged, carried on
             self._open_traceback(Traceback(msg, ranks, ts, role=None))
         elif LOGGED_EXC_RE.match(msg) is not None:
             self._logged_at = self.sglang_lines
