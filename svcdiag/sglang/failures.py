@@ -1357,6 +1357,19 @@ _AUDIT_R12 = (
     # torch's kernel-side assertion, printed by the GPU before the `device-side assert triggered` error (which a paste
     # may not reach): `…/TensorCompare.cu:112: _assert_async_cuda_kernel: block: [0,0,0], thread: [0,0,0] Assertion
     # `probability tensor contains either `inf`, `nan` or element < 0` failed.`; sampling's is NaN logits
+    # SGLang registers its own config classes with transformers at import (`AutoImageProcessor.register(…)`); a
+    # transformers that already ships one of them refuses: the installed transformers is newer than the release pins
+    FailureClass(Cause.BROKEN_INSTALL, "transformers_version",
+                 line=re.compile(r"is already used by a Transformers model"),
+                 said=_said(r"'<class '(?P<config>[\w.]+)'>' is already used by a Transformers model"),
+                 doc="ValueError: '<class 'sglang.srt.configs.qwen2_5_vl_config.Qwen2_5_VLConfig'>' is already used "
+                     "by a Transformers model.",
+                 explain=("SGLang could not register its own model config ({config}) with transformers: the installed "
+                          "transformers already has one by that name, so it is newer than this SGLang release was "
+                          "written for: {message}",
+                          "Install the transformers version the SGLang release pins into the unit's interpreter "
+                          "(`pip install \"sglang[all]==X\"` brings it), or upgrade SGLang to a release made for this "
+                          "transformers.")),
     FailureClass(Cause.CUDA_ERROR, "nan_probabilities",
                  said=_said(r"probability tensor contains either .inf., .nan. or element < 0"),
                  doc="/pytorch/aten/src/ATen/native/cuda/TensorCompare.cu:112: _assert_async_cuda_kernel: block: "
