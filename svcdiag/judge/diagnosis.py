@@ -748,6 +748,7 @@ _BY_DETAIL = {
     ("gpu_unavailable", "invalid_ordinal"): _invalid_ordinal,
     # the pool ran out while serving, not at sizing: the registry's words, not the sizing arithmetic
     ("mamba_cache_too_small", "slots_exhausted"): lambda v, cfg, _: _template(v, cfg) or ([v.message], []),
+    ("pd_bootstrap_failed", "decode_fetch"): lambda v, cfg, _: _template(v, cfg) or ([v.message], []),
 }
 
 _BY_CAUSE = {

@@ -1336,10 +1336,69 @@ _AUDIT_R11 = (
                           "the ranks had met, so dist_init_addr and the network are not in question.")),
 )
 
+# -- audit R12 (issue #28 §3, held-out public logs: speculative, Blackwell/sm120, DeepEP/EP, Ray and collector
+# prefixes, pastes that begin in service): the classes these logs defeated, one row per (cause, sub-case)
+_AUDIT_R12 = (
+    # a PD decode server that could not reach the prefill's bootstrap server when a request came (0.4.6-0.5.x:
+    # `Error fetching prefill parallel info from bootstrap: …`), then its scheduler died on the request; the
+    # bootstrap address is the request's (the router's), so port None is a request that named none
+    FailureClass(Cause.PD_BOOTSTRAP_FAILED, "decode_fetch",
+                 said=_said(r"Error fetching prefill parallel info from bootstrap: "),
+                 doc="Error fetching prefill parallel info from bootstrap: Failed to parse: "
+                     "http://192.168.80.184:None/route?engine_rank=-1&target_dp_group=-1",
+                 explain=("The PD decode server could not get the prefill server's parallel info from its bootstrap "
+                          "server when a request came, and its scheduler died on it: {message}",
+                          "Each request carries the prefill's bootstrap address from the PD router: a port of None "
+                          "is a request that named none (sent to the decode server directly, /health_generate "
+                          "included, or a router not given the prefill's bootstrap port: `--prefill URL "
+                          "BOOTSTRAP_PORT`); a refused or timed-out connection is a port other than the prefill's "
+                          "--disaggregation-bootstrap-port, a prefill server that is down, or the network between "
+                          "them.")),
+    # torch's kernel-side assertion, printed by the GPU before the `device-side assert triggered` error (which a paste
+    # may not reach): `…/TensorCompare.cu:112: _assert_async_cuda_kernel: block: [0,0,0], thread: [0,0,0] Assertion
+    # `probability tensor contains either `inf`, `nan` or element < 0` failed.`; sampling's is NaN logits
+    # SGLang registers its own config classes with transformers at import (`AutoImageProcessor.register(…)`); a
+    # transformers that already ships one of them refuses: the installed transformers is newer than the release pins
+    FailureClass(Cause.BROKEN_INSTALL, "transformers_version",
+                 line=re.compile(r"is already used by a Transformers model"),
+                 said=_said(r"'<class '(?P<config>[\w.]+)'>' is already used by a Transformers model"),
+                 doc="ValueError: '<class 'sglang.srt.configs.qwen2_5_vl_config.Qwen2_5_VLConfig'>' is already used "
+                     "by a Transformers model.",
+                 explain=("SGLang could not register its own model config ({config}) with transformers: the installed "
+                          "transformers already has one by that name, so it is newer than this SGLang release was "
+                          "written for: {message}",
+                          "Install the transformers version the SGLang release pins into the unit's interpreter "
+                          "(`pip install \"sglang[all]==X\"` brings it), or upgrade SGLang to a release made for this "
+                          "transformers.")),
+    FailureClass(Cause.CUDA_ERROR, "nan_probabilities",
+                 said=_said(r"probability tensor contains either .inf., .nan. or element < 0"),
+                 doc="/pytorch/aten/src/ATen/native/cuda/TensorCompare.cu:112: _assert_async_cuda_kernel: block: "
+                     "[0,0,0], thread: [0,0,0] Assertion `probability tensor contains either `inf`, `nan` or element "
+                     "< 0` failed.",
+                 explain=("The sampler found NaN or infinite probabilities in phase {phase}: the model's logits went "
+                          "bad on the GPU, and torch's kernel assertion stopped the process: {message}",
+                          "That is numerics, not memory: an fp16 overflow (run the model in bfloat16, `dtype`), a "
+                          "quantized checkpoint or KV cache dtype (fp8) this model does not tolerate, or a kernel bug "
+                          "of one attention or MoE backend, DP attention or context parallel: start without the "
+                          "newest of those, or try another attention_backend, and see whether it goes away.")),
+    FailureClass(Cause.CUDA_ERROR, "device_assert",
+                 line=re.compile(r"\.cu:\d+: (?:\S.*?: )?block: \[\d+,\d+,\d+\], thread: \[\d+,\d+,\d+\] Assertion "),
+                 said=_said(r"\.cu:\d+: (?:\S.*?: )?block: \[\d+,\d+,\d+\], thread: \[\d+,\d+,\d+\] Assertion "
+                            r"`(?P<assertion>.*)` failed"),
+                 doc="/pytorch/aten/src/ATen/native/cuda/IndexKernel.cu:93: operator(): block: [0,0,0], thread: "
+                     "[0,0,0] Assertion `-sizes[i] <= index && index < sizes[i] && \"index out of bounds\"` failed.",
+                 explain=("A GPU kernel's own assertion failed in phase {phase} ({assertion}), and CUDA stops the "
+                          "process on it (`device-side assert triggered`): {message}",
+                          "An index out of bounds is most often a token id or an expert id past its table: a "
+                          "tokenizer or chat template that does not match the model, or a kernel bug of one backend; "
+                          "CUDA_LAUNCH_BLOCKING=1 names the kernel.")),
+)
+
 FAILURES: tuple[FailureClass, ...] = (*_CAUSES, *_GPU_UNAVAILABLE, *_NCCL, *_UNSUPPORTED_HARDWARE, *_UNSUPPORTED_MODEL,
                                      *_HUB_UNREACHABLE, *_CUDA_ERROR, *_DISK_FULL, *_WATCHDOG, *_ROUTER, *_WARMUP,
                                      *_TRANSPORTS, *_BAD_CHECKPOINT, *_HOST_OOM, *_PORT_IN_USE, *_ACCESS_DENIED,
-                                     *_BAD_ARGUMENTS, *_MODEL_NOT_FOUND, *_BROKEN_INSTALL, *_MEMORY, *_AUDIT_R11)
+                                     *_BAD_ARGUMENTS, *_MODEL_NOT_FOUND, *_BROKEN_INSTALL, *_MEMORY, *_AUDIT_R11,
+                                     *_AUDIT_R12)
 
 #: the causes a line names, in priority order
 CLASSIFY: tuple[tuple[Cause, re.Pattern[str]], ...] = tuple((r.cause, r.line) for r in FAILURES if r.line is not None)

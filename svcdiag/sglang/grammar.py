@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 
 from svcdiag.sglang import endings, milestone_lines, quiet
@@ -74,15 +74,18 @@ ROUTER_TIMEOUT_RE = row_said(Cause.ROUTER_FAILED, "worker_timeout")
 WATCHDOG_DUMP_RE = own_line(Cause.WATCHDOG_TIMEOUT)
 #: a time and a level before the message, another formatter's than SGLang's: SGLANG_LOGGING_CONFIG_PATH's as
 #: SGLang's docs show it (`2025-04-13 15:34:02 INFO 228 [file.py:301] msg`), Python's (`… - INFO - msg`, `… - name -
-#: INFO - msg`), loguru's (`… | INFO     | module:fn:12 - msg`), a bare `<time> INFO msg`
+#: INFO - msg`), loguru's (`… | INFO     | module:fn:12 - msg`), a bare `<time> INFO msg`; the first with the
+#: scheduler's ranks before the file (`2026-03-18 11:22:05.874 INFO 120984 [ TP0 scheduler.py:3190] msg`, group 2)
 CUSTOM_PREFIX_RE = re.compile(
     r"^(\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d)(?:[.,]\d+)?Z? *(?:[|-] *)?(?:[\w.]+ +- +)?"
     r"\[?(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|FATAL)\]?"
-    r"(?: +\d+ \[[\w.]+:\d+\]| *[|:-] *(?:[\w.]+(?::[\w<>.]+)*(?::\d+)? +[|:-] +)?| +) *(.*)$")
+    r"(?: +\d+ \[ ?((?:[A-Z][A-Z_]*\d+ )*)[\w.]+:\d+\]| *[|:-] *(?:[\w.]+(?::[\w<>.]+)*(?::\d+)? +[|:-] +)?| +) *(.*)$")
 #: NCCL's own account of what failed (`node5:240:240 [6] misc/socket.cc:533 NCCL WARN socketPollConnect: …`)
 NCCL_WARN_RE = re.compile(r"^\S+:\d+:\d+ \[\d+\] \S+ NCCL WARN (.+)$")
 #: heads of those keys that any program's line may start with (`Error response from daemon`, `FutureWarning`):
 #: without SGLang's prefix such a line is SGLang's only when it says what the handler looks for
+#: a PD decode server's word that the prefill's bootstrap server did not answer a request's query (audit R12)
+PD_FETCH = "Error fetching prefill parallel info from bootstrap"
 COMMON_HEADS = frozenset(("Error ", "Except", "Task e", "Future", "Prefil", "WARNIN"))
 #: sglang.utils.wait_for_server's note, printed once the server answered (docs notebooks)
 NOTEBOOK_READY = "NOTE: Typically, the server runs in a separate terminal"
@@ -224,6 +227,9 @@ class LineParser:
         self._ready_by_warmup = False
         #: NCCL's last `NCCL WARN` (what failed); an nccl_error says it
         self.nccl_warn: str | None = None
+        #: a PD decode server's `Error fetching prefill parallel info from bootstrap: …` (audit R12): the scheduler's
+        #: exception after it, cut or generic, is that failure
+        self._pd_fetch: str | None = None
         #: C++'s `terminate called after throwing …` (its line, the exception's type), until its what() line
         self._terminate: tuple[str, str] | None = None
         self._dispatch: dict[str, Reader] = {
@@ -364,7 +370,7 @@ class LineParser:
         self.sglang_lines += 1
         if ts is None:
             self._clock(c.group(1))
-        msg = c.group(2)
+        msg = c.group(3)
         at = self._last_ts if ts is None else ts
         if msg.startswith(TRACEBACK_OPEN) or (self._tb is not None and (
                 not msg.strip() or msg[0] in " \t" or msg.startswith(CHAIN_LINES) or FINAL_EXC_RE.match(msg))):
@@ -372,7 +378,7 @@ class LineParser:
         if prefix_stamp(msg) is not None:  # a launcher that logs SGLang's own lines through its logger
             self.sglang_lines -= 1
             return self.feed_line(msg, ts)
-        return self._message(msg, "", at)
+        return self._message(msg, (c.group(2) or "").strip(), at)
 
     def _npu_logger(self, m: re.Match[str], text: str, ts: float | None) -> list[Event]:
         """A line of torch_npu's logger: a library's line, not SGLang's, and a line of its own (it ends a traceback
@@ -527,7 +533,12 @@ class LineParser:
     def _end_traceback(self) -> list[Event]:
         tb, self._tb = self._tb, None
         assert tb is not None
-        return close(tb, self.nccl_warn) or NOTHING  # type: ignore[return-value]
+        failures = close(tb, self.nccl_warn)
+        if self._pd_fetch and failures and failures[0].cause == "exception":
+            said = self._pd_fetch
+            failures = [replace(failures[0], cause="pd_bootstrap_failed", message=said,
+                                evidence=(said, *failures[0].evidence)), *failures[1:]]
+        return failures or NOTHING  # type: ignore[return-value]
 
     def _open_traceback(self, tb: Traceback) -> None:
         if self._tb is None:  # other ranks' tracebacks interleave: the first one speaks
@@ -667,7 +678,9 @@ class LineParser:
     def _logs_exception(self, msg: str, ranks: str, ts: float | None) -> Event | None:
         """`Error in request: …`, `Exception in ASGI application`: a request failed and was answered with an
         error; the traceback on the next lines is this record's, not a process dying."""
-        if msg.endswith(TRACEBACK_OPEN):  # any handler's message that holds its traceback: logged, carried on
+        if msg.startswith(PD_FETCH):
+            self._pd_fetch = msg
+        elif msg.endswith(TRACEBACK_OPEN):  # any handler's message that holds its traceback: logged, carried on
             self._open_traceback(Traceback(msg, ranks, ts, role=None))
         elif LOGGED_EXC_RE.match(msg) is not None:
             self._logged_at = self.sglang_lines

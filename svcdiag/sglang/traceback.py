@@ -41,6 +41,9 @@ LOCAL_CLIENT_RE = re.compile(
     r"^(?:requests\.exceptions\.ConnectionError|urllib3\.exceptions\.\w+|aiohttp\.client_exceptions\.\w+"
     r"|httpx\.ConnectError|openai\.APIConnectionError|ConnectionRefusedError)\b"
     r".*(?:host='(?:localhost|127\.0\.0\.1|0\.0\.0\.0)'|to host (?:localhost|127\.0\.0\.1|0\.0\.0\.0):)")
+#: the outermost frame of a request's traceback: uvicorn's ASGI runner (audit R12b: pasted without the
+#: `Exception in ASGI application` head that says so, it is still a request's error, which the server survives)
+REQUEST_FRAME_RE = re.compile(r'File "[^"]*/uvicorn/protocols/http/\w+\.py", line \d+, in run_asgi$')
 #: NCCL's word that the other end went away (ncclRemoteError): on one node most often another rank that died,
 #: whose own error may come after this one's
 PEER_GONE_RE = re.compile(r"remote process exited or there was a network error|Connection closed by remote peer")
@@ -154,6 +157,8 @@ def close(tb: Traceback, nccl_warn: str | None) -> list[Failure]:
     final = finals[-1]
     if tb.role == SUSPECT and not tb.head and LOCAL_CLIENT_RE.match(final):
         return []  # another process's: a client refused by this server, not yet listening
+    if tb.role == SUSPECT and not tb.head and tb.lines and REQUEST_FRAME_RE.search(tb.lines[0].strip()):
+        return []  # a request's error, logged by uvicorn above the paste's first line: the server went on
     said = [x for x in tb.tail if not DYNAMO_ADVICE_RE.search(x)]  # torch.compile's advice, not what failed
     if len(said) > 4:  # a tool's output (ninja, a compiler): the lines that say what failed, not its commands
         said = [x for x in said if ERRORISH_RE.search(x)] or said
