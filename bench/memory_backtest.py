@@ -17,10 +17,10 @@ import sys
 import tomllib
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
 
 from svcdiag.judge.pipeline import Judge
 from svcdiag.sglang import memory
+from svcdiag.sglang.figures import Figures
 from svcdiag.sglang.modelinfo import public_shape
 
 FIXTURES = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "sglang"
@@ -31,7 +31,6 @@ REQUESTED = frozenset({"max_running_requests", "max_mamba_cache_size", "max_tota
 GB = memory.GB
 #: the free-memory and pool figures are logged to 0.01 GB: what rounding alone can move
 ROUNDING_GB = 0.05
-MAMBA_GB = ("mamba_conv_gb", "mamba_ssm_gb", "mamba_intermediate_ssm_gb", "mamba_intermediate_conv_gb")
 
 
 #: logs whose figures are one start's but whose logged max_running_requests is not what
@@ -78,7 +77,7 @@ def release_of(case: dict[str, object]) -> str | None:
     return m.group(0) if m else None
 
 
-def figures(lines: list[str]) -> dict[str, object]:
+def figures(lines: list[str]) -> Figures:
     judge = Judge()
     for line in lines:
         judge.line(line)
@@ -96,11 +95,11 @@ def real_rows() -> list[Row]:
     out: list[Row] = []
     for entry in tomllib.loads((REAL / "index.toml").read_text())["log"]:
         lines = [ln for ln in (REAL / entry["file"]).read_text().splitlines() if not ln.startswith("#")]
-        f = figures(lines)
-        for key, value in entry.get("logged", {}).items():
-            f.setdefault(key, value)
-        for key, value in entry.get("flags", {}).items():  # server_args names; the judge's 'requested_' ones
-            f.setdefault(f"requested_{key}" if key in REQUESTED else key, value)
+        # what the excerpt logged wins, then index.toml's logged figures, then its flags (server_args names;
+        # the judge's 'requested_' ones)
+        flags = {f"requested_{key}" if key in REQUESTED else key: v for key, v in entry.get("flags", {}).items()}
+        f = Figures.from_json({**flags, **entry.get("logged", {}), **figures(lines).to_json()},
+                              f"{REAL / 'index.toml'}: {entry['file']}")
         row = predict_row(entry["file"], f, entry["release"], entry["model"], source=entry["source"])
         if row is None:
             raise ValueError(f"{REAL / 'index.toml'}: {entry['file']}: its inputs are not all known")
@@ -113,69 +112,72 @@ def fixture_rows() -> list[Row]:
     out: list[Row] = []
     for path in sorted(FIXTURES.glob("*.log")):
         f = figures(path.read_text(errors="replace").splitlines())
-        row = predict_row(path.name, f, release_of(cases.get(path.name, {})), str(f.get("model_path") or ""))
+        row = predict_row(path.name, f, release_of(cases.get(path.name, {})), f.model_path or "")
         if row is not None:
             out.append(row)
     return out
 
 
-def predict_row(name: str, f: dict[str, Any], release: str | None, model: str, *,
+def predict_row(name: str, f: Figures, release: str | None, model: str, *,
                 source: str | None = None) -> Row | None:
     """The model's prediction for one log's inputs, beside what SGLang logged; None when an
     input is unknown. Free memory before loading is the logged one, else (an excerpt that
     starts at 'Load weight end') free after loading + the weights' 'mem usage', SGLang's own sum."""
     shape = public_shape(model)
-    if f.get("avail_before_load_gb") is None and f.get("avail_after_load_gb") is not None and f.get("weights_gb"):
-        f = {**f, "avail_before_load_gb": round(f["avail_after_load_gb"] + f["weights_gb"], 2)}
-    need = ("kv_tokens", "avail_before_load_gb", "avail_after_load_gb", "mem_fraction_static")
-    if shape is None or any(f.get(k) is None for k in need) or not f["kv_tokens"]:
+    if f.avail_before_load_gb is None and f.avail_after_load_gb is not None and f.weights_gb:
+        f = f.replace(avail_before_load_gb=round(f.avail_after_load_gb + f.weights_gb, 2))
+    if shape is None or f.avail_before_load_gb is None or f.avail_after_load_gb is None \
+            or f.mem_fraction_static is None or not f.kv_tokens:
         return None  # the inputs are not all known: not back-tested
-    tp = int(f.get("tp_size") or 1)
-    spec = f.get("draft_model_type")
+    tp = int(f.tp_size or 1)
+    spec = f.draft_model_type
     algo = ("EAGLE" if "Eagle" in str(spec) else "NEXTN" if "NextN" in str(spec) or "MTP" in str(spec)
             else "DFLASH" if spec else None)
     hybrid = shape.kind == "hybrid"
     inp = memory.SizingInputs(
-        free_before_gb=f["avail_before_load_gb"], weights_gb=f.get("weights_gb") or 0.0,
-        free_after_load_gb=f["avail_after_load_gb"], kv_cell_bytes=shape.kv_bytes_per_token(tp),
-        context_len=int(f.get("context_len") or shape.max_position_embeddings or 0),
-        attention_layers=shape.attention_layers, mem_fraction_static=f["mem_fraction_static"],
+        free_before_gb=f.avail_before_load_gb, weights_gb=f.weights_gb or 0.0,
+        free_after_load_gb=f.avail_after_load_gb, kv_cell_bytes=shape.kv_bytes_per_token(tp),
+        context_len=int(f.context_len or shape.max_position_embeddings or 0),
+        attention_layers=shape.attention_layers, mem_fraction_static=f.mem_fraction_static,
         mamba_per_req_bytes=sum(shape.mamba_bytes_per_slot(tp)) if hybrid else None,
-        max_mamba_cache_size=f.get("requested_max_mamba_cache_size"),
-        max_running_requests=f.get("requested_max_running_requests"),
+        max_mamba_cache_size=f.requested_max_mamba_cache_size,
+        max_running_requests=f.requested_max_running_requests,
         speculative_algorithm=algo, draft_layers=1 if algo in ("EAGLE", "NEXTN") else None,
-        slots_per_request=f.get("mamba_slots_per_request"), tp_size=tp, version=release)
+        slots_per_request=f.mamba_slots_per_request, tp_size=tp, version=release)
     p = memory.predict(inp)
     own = None
-    mamba_gb = sum(float(f.get(k) or 0) for k in MAMBA_GB)
-    kv_gb = f.get("kv_gb") or ((f.get("kv_k_gb") or 0) + (f.get("kv_v_gb") or 0))
+    mamba_gb = mamba_pools_gb(f)
+    kv_gb = f.kv_gb or ((f.kv_k_gb or 0) + (f.kv_v_gb or 0))
     if hybrid and mamba_gb and kv_gb:  # SGLang measured its budget after 'Load weight end': take it from its pools
         budget = inp.free_after_load_gb - inp.free_before_gb * (1 - inp.mem_fraction_static)  # type: ignore[operator]
         gap = budget - (float(kv_gb) + mamba_gb)
         own = memory.predict(replace(inp, free_after_load_gb=inp.free_after_load_gb - gap)).mamba_slots  # type: ignore[operator]
-    cap = memory.max_running(inp, int(f["kv_tokens"]), f.get("mamba_slots"))[0] \
-        if f.get("max_running_requests") is not None else None
-    return Row(name, model, release or "?", p.family, int(f["kv_tokens"]), p.kv_tokens,
-               f.get("max_running_requests"), p.max_running_requests, f.get("mamba_slots"), p.mamba_slots, cap,
+    cap = memory.max_running(inp, f.kv_tokens, f.mamba_slots)[0] if f.max_running_requests is not None else None
+    return Row(name, model, release or "?", p.family, f.kv_tokens, p.kv_tokens,
+               f.max_running_requests, p.max_running_requests, f.mamba_slots, p.mamba_slots, cap,
                inconsistency(f, inp), source, own)
 
 
-def inconsistency(f: dict[str, object], inp: memory.SizingInputs) -> str | None:
+def mamba_pools_gb(f: Figures) -> float:
+    """The Mamba pools the log gave: conv + SSM state, and speculative decoding's intermediate state."""
+    return sum(float(x or 0) for x in (f.mamba_conv_gb, f.mamba_ssm_gb, f.mamba_intermediate_ssm_gb,
+                                       f.mamba_intermediate_conv_gb))
+
+
+def inconsistency(f: Figures, inp: memory.SizingInputs) -> str | None:
     """Why this log's own figures cannot be one start SGLang sized, or None. Two checks that use
     the log alone: its KV line's bytes per token against the model's cell at its tp (a different
     model's line, an fp8 cache); and its pools against its own budget, free after loading −
     free before × (1 − mem_fraction_static), SGLang's identity in every release."""
-    tokens = int(f["kv_tokens"])  # type: ignore[call-overload]
-    kv_gb = f.get("kv_gb") or ((f.get("kv_k_gb") or 0) + (f.get("kv_v_gb") or 0))  # type: ignore[operator]
+    tokens = f.kv_tokens or 0
+    kv_gb = f.kv_gb or ((f.kv_k_gb or 0) + (f.kv_v_gb or 0))
     if kv_gb and tokens:
-        logged_cell = float(kv_gb) * GB / tokens  # type: ignore[arg-type]
+        logged_cell = float(kv_gb) * GB / tokens
         if abs(logged_cell - inp.kv_cell_bytes) > max(0.01 * inp.kv_cell_bytes, 0.006 * GB / tokens):
             return (f"its KV line is {logged_cell:,.0f} bytes per token, the model's cell at tp {inp.tp_size} is "
                     f"{inp.kv_cell_bytes:,}: another model's line, or another KV dtype")
     budget = float(inp.free_after_load_gb or 0) - inp.free_before_gb * (1 - float(inp.mem_fraction_static or 0))
-    mamba = sum(float(f.get(k) or 0) for k in ("mamba_conv_gb", "mamba_ssm_gb",  # type: ignore[arg-type]
-                                               "mamba_intermediate_ssm_gb", "mamba_intermediate_conv_gb"))
-    pools = float(kv_gb or tokens * inp.kv_cell_bytes / GB) + mamba  # type: ignore[arg-type]
+    pools = float(kv_gb or tokens * inp.kv_cell_bytes / GB) + mamba_pools_gb(f)
     if abs(pools - budget) > max(ROUNDING_GB, 0.005 * pools):
         return (f"its pools ({pools:.2f} GB) are not its own budget, {inp.free_after_load_gb} − "
                 f"{inp.free_before_gb} × (1 − {inp.mem_fraction_static}) = {budget:.2f} GB")

@@ -26,6 +26,16 @@ for _var in ("COLUMNS", "LINES"):
     os.environ.pop(_var, None)
 
 
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """--dist loadgroup with the groups of tests/xdist_groups.py (xdist's own marks are lost under pytest 9)."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from .xdist_groups import make_scheduler
+
+    return make_scheduler(config, log)
+
+
 @pytest.fixture
 def units(tmp_path: Path) -> Path:
     """A private copy of the shipped units folder, free to add bad configs to."""

@@ -100,7 +100,7 @@ def test_a_journal_missing_milestones_waits_for_the_supervisors_timed_out_and_ta
     assert [v.verdict for v in tick(j, due + 3601, supervised=True, status=SUPERVISOR_TIMED_OUT)] == ["timed_out"]
     _supervisors_failure(j, SimpleNamespace(status_text=SUPERVISOR_TIMED_OUT))
     v = j.verdict
-    assert v is not None and (v.verdict, v.phase, v.cause, v.figures["verdict_source"]) == \
+    assert v is not None and (v.verdict, v.phase, v.cause, v.figures.verdict_source) == \
         ("timed_out", "cuda_graph", None, "supervisor")
     assert "journald dropped" in v.message and v.evidence[-1] == f"STATUS={SUPERVISOR_TIMED_OUT}"
 

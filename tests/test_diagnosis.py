@@ -53,12 +53,12 @@ def test_seed_failure_reads_like_an_expert_wrote_it() -> None:
     fix = d["fixes"][0]["set"]
     assert fix["max_running_requests"] == 1 and fix["max_mamba_cache_size"] == 5
     # the fix, applied to the same GPU (69.67 GB free), through SGLang's formula, serves a request
-    fig = compute(HYBRID_27B, Scenario("same GPU", gpu_free_gb=v.figures["avail_before_load_gb"]), tp=1,
+    fig = compute(HYBRID_27B, Scenario("same GPU", gpu_free_gb=v.figures.avail_before_load_gb), tp=1,
                   mem_fraction_static=fix["mem_fraction_static"], max_mamba_cache_size=fix["max_mamba_cache_size"],
                   max_running_requests=fix["max_running_requests"], context_length=32768, speculative=True)
     assert fig.max_running >= 1 and fig.kv_tokens >= 32768
     # and one step less memory would not have been enough
-    short = compute(HYBRID_27B, Scenario("same GPU", gpu_free_gb=v.figures["avail_before_load_gb"]), tp=1,
+    short = compute(HYBRID_27B, Scenario("same GPU", gpu_free_gb=v.figures.avail_before_load_gb), tp=1,
                     mem_fraction_static=fix["mem_fraction_static"] - 0.02, max_mamba_cache_size=5,
                     max_running_requests=1, context_length=32768, speculative=True)
     assert short.max_running == 0
@@ -72,9 +72,9 @@ def test_kv_only_shortfall_offers_a_shorter_context_that_fits() -> None:
     text = " ".join(d["explanation"])
     assert "11,893 tokens" in text and "24 slots" in text
     ctx_fix = next(f["set"] for f in d["fixes"] if "context_length" in f["set"])
-    assert ctx_fix["context_length"] <= v.figures["kv_tokens"] // ctx_fix.get("max_running_requests", 4)
+    assert ctx_fix["context_length"] <= v.figures.kv_tokens // ctx_fix.get("max_running_requests", 4)
     mfs_fix = next(f["set"] for f in d["fixes"] if "mem_fraction_static" in f["set"] and "max_running_requests" not in f["set"])
-    fig = compute(HYBRID_27B, Scenario("same GPU", gpu_free_gb=v.figures["avail_before_load_gb"]), tp=1,
+    fig = compute(HYBRID_27B, Scenario("same GPU", gpu_free_gb=v.figures.avail_before_load_gb), tp=1,
                   mem_fraction_static=mfs_fix["mem_fraction_static"], max_mamba_cache_size=24, max_running_requests=4,
                   context_length=32768, speculative=True)
     assert fig.max_running == 4
@@ -177,7 +177,7 @@ def test_a_healthy_start_that_ended_while_serving_is_judged_as_it_ended(result: 
     assert healthy.verdict == "healthy"
     v = ended_after_ready(healthy, result, exit_line, healthy.ts + 60)
     assert (v.verdict, v.cause, v.phase, v.ts) == ("failed", "died_after_ready", "ready", healthy.ts + 60)
-    assert says in v.message and v.figures["kv_tokens"] == healthy.figures["kv_tokens"]  # the start's figures kept
+    assert says in v.message and v.figures.kv_tokens == healthy.figures.kv_tokens  # the start's figures kept
     d = diagnose(v, U.load("dflash-smoke"))
     assert d["cause"] == "died_after_ready" and "svcdiag logs dflash-smoke" in " ".join(d["explanation"])
     assert ("/ready stopped answering" in " ".join(d["explanation"])) == (result == "watchdog")
@@ -188,7 +188,7 @@ def test_a_healthy_start_stopped_cleanly_stays_healthy() -> None:
 
     healthy, _ = judged("dflash-smoke", "healthy-hybrid-dflash")
     assert ended_after_ready(healthy, "success", "Main process exited, code=exited, status=0/SUCCESS", None) is healthy
-    stopped = healthy.with_(figures={**healthy.figures, "stopped_after_ready_by": "systemd"})  # its log said so
+    stopped = healthy.with_(figures=healthy.figures.replace(stopped_after_ready_by="systemd"))  # its log said so
     assert ended_after_ready(stopped, "signal", "Main process exited, code=killed, status=9/KILL", None) is stopped
 
 

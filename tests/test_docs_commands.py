@@ -130,7 +130,9 @@ def test_each_command_is_one_the_cli_takes(shown: Shown) -> None:
                         assert f in opts, f"{shown.id}: {argv[0]} takes no {f}"
         if synopsis:
             continue
-        ctx = click.Context(group, info_name="svcdiag", obj={"units_opt": str(UNITS)})
+        # the group's own context settings (-h): a context without them makes click cache a
+        # command's help option as `--help` alone for the rest of the process
+        ctx = click.Context(group, info_name="svcdiag", obj={"units_opt": str(UNITS)}, **group.context_settings)
         with ctx:
             sub = cmd.make_context(argv[0], list(argv[1:]), parent=ctx)
         for p in cmd.params:

@@ -136,7 +136,7 @@ def test_a_child_ended_by_a_stop_signal_after_ready_is_a_stop(death: str, signum
     t = READY_AT + later
     v = judge([*start(), death.format(t=at(t), n=signum)])
     assert (v.verdict, v.cause) == ("healthy", None), v.message
-    assert v.figures["stopped_after_ready_by"] == {15: "SIGTERM", 2: "SIGINT", 1: "SIGHUP"}[signum]
+    assert v.figures.stopped_after_ready_by == {15: "SIGTERM", 2: "SIGINT", 1: "SIGHUP"}[signum]
 
 
 @SLOW
@@ -145,7 +145,7 @@ def test_after_a_stop_every_death_is_the_stops(stop: str, death: str, later: flo
     t = READY_AT + later
     v = judge([*start(), stop.format(t=at(t)), death.format(t=at(t + 1), n=9)])
     assert (v.verdict, v.cause) == ("healthy", None), v.message
-    assert v.figures["stopped_after_ready_by"] in ("SIGTERM", "uvicorn", "Ctrl-C", "docker compose")
+    assert v.figures.stopped_after_ready_by in ("SIGTERM", "uvicorn", "Ctrl-C", "docker compose")
 
 
 @SLOW
@@ -175,7 +175,7 @@ def test_systemd_stopping_the_unit_after_ready_keeps_it_healthy() -> None:
                    "Triggering SIGQUIT for cleanup...")
     j.systemd_line("Main process exited, code=killed, status=9/KILL", end + 2)
     v = j.finish()
-    assert (v.verdict, v.figures["stopped_after_ready_by"]) == ("healthy", "systemd")
+    assert (v.verdict, v.figures.stopped_after_ready_by) == ("healthy", "systemd")
     assert "Stopping demo.service - SGLang..." in v.evidence
 
 
@@ -231,7 +231,7 @@ def test_a_cause_said_before_the_notice_still_wins() -> None:
              "/usr/lib/python3.10/multiprocessing/resource_tracker.py:224: UserWarning: resource_tracker: There appear to "
              "be 1 leaked semaphore objects to clean up at shutdown"]
     v = judge(lines)
-    assert (v.verdict, v.cause, v.figures.get("signal")) == ("failed", "killed_by_signal", "KILL")
+    assert (v.verdict, v.cause, v.figures.signal) == ("failed", "killed_by_signal", "KILL")
 
 
 @SLOW
@@ -243,7 +243,7 @@ def test_a_launchers_word_for_its_childs_exit_ends_the_start(line: str, end: tup
                                                             phase: str) -> None:
     code, cause, sig = end
     v = judge([*start()[:CUTS[phase]], line.format(c=code)])
-    assert (v.verdict, v.cause, v.phase, v.figures.get("signal")) == ("failed", cause, phase, sig), v.message
+    assert (v.verdict, v.cause, v.phase, v.figures.signal) == ("failed", cause, phase, sig), v.message
 
 
 @SLOW
@@ -259,7 +259,7 @@ def test_a_launchers_word_for_its_childs_exit_ends_the_start(line: str, end: tup
 def test_slurms_and_mpiruns_word_for_a_tasks_end_ends_the_start(said: tuple[str, str, str | None], phase: str) -> None:
     line, cause, sig = said
     v = judge([*start()[:CUTS[phase]], line])
-    assert (v.verdict, v.cause, v.phase, v.figures.get("signal")) == ("failed", cause, phase, sig), v.message
+    assert (v.verdict, v.cause, v.phase, v.figures.signal) == ("failed", cause, phase, sig), v.message
 
 
 # ---------------------------------------------------------------- §3.9 stopped long after a deadline

@@ -60,11 +60,11 @@ def test_every_fitting_plan_is_a_fix_the_recheck_keeps_as_it_is(before: float, m
     """On other GPUs, fractions and settings of the seed's start: each plan the explanation says
     fits is a fix with that very fraction (unless it changes nothing), and no fix has to be
     raised by the re-check."""
-    f = dict(SEED_VERDICT.figures)
-    after = round(before - f["weights_gb"], 2)
-    f.update(avail_before_load_gb=round(before, 2), avail_after_load_gb=after, mem_fraction_static=mfs / 100,
-             mamba_slots=slots, mamba_conv_gb=0.0, mamba_ssm_gb=round((slots + 1) * 0.1, 2),
-             requested_max_mamba_cache_size=slots, requested_max_running_requests=asked)
+    f = SEED_VERDICT.figures
+    after = round(before - f.weights_gb, 2)
+    f = f.replace(avail_before_load_gb=round(before, 2), avail_after_load_gb=after, mem_fraction_static=mfs / 100,
+                  mamba_slots=slots, mamba_conv_gb=0.0, mamba_ssm_gb=round((slots + 1) * 0.1, 2),
+                  requested_max_mamba_cache_size=slots, requested_max_running_requests=asked)
     cfg = dataclasses.replace(SEED, mem_fraction_static=mfs / 100, max_mamba_cache_size=slots, max_running_requests=asked)
     d = diagnose(dataclasses.replace(SEED_VERDICT, figures=f), cfg)
     fractions = {fix["set"]["mem_fraction_static"] for fix in d["fixes"] if "mem_fraction_static" in fix["set"]}
@@ -76,7 +76,7 @@ def test_every_fitting_plan_is_a_fix_the_recheck_keeps_as_it_is(before: float, m
 
 def test_a_log_the_model_cannot_read_still_states_its_facts() -> None:
     """No free memory before loading: the logged pools are said, no plan and no fix is invented."""
-    f = {k: v for k, v in SEED_VERDICT.figures.items() if k != "avail_before_load_gb"}
+    f = SEED_VERDICT.figures.replace(avail_before_load_gb=None)
     d = diagnose(dataclasses.replace(SEED_VERDICT, figures=f), dataclasses.replace(SEED, mem_fraction_static=None))
     assert d["explanation"][0].startswith("The KV cache holds 11,893 tokens")
     assert "2 slots and each request takes 5" in d["explanation"][1]
@@ -94,7 +94,7 @@ def test_a_kv_pool_below_the_context_offers_no_fix_that_changes_nothing() -> Non
     d = diagnose(v, cfg)
     assert d["cause"] == "degraded" and d["fixes"]
     for fix in d["fixes"]:
-        assert fix["set"].get("mem_fraction_static") != v.figures["mem_fraction_static"], fix
+        assert fix["set"].get("mem_fraction_static") != v.figures.mem_fraction_static, fix
         assert ", not " not in fix["reason"], fix
 
 
@@ -102,5 +102,5 @@ def test_a_replay_without_its_config_reads_the_speculative_start_from_the_log() 
     """server_args' speculative algorithm is the log's own: without --config the seed's start is
     still a DFlash start (its draft tokens' state counted), and its fix the same."""
     bare = replay(io.BytesIO((EXAMPLES / "max-running-zero.log").read_bytes()), "x").verdict
-    assert bare.figures["speculative_algorithm"] == "DFLASH"
+    assert bare.figures.speculative_algorithm == "DFLASH"
     assert diagnose(bare)["fixes"] == diagnose(SEED_VERDICT, SEED)["fixes"]

@@ -96,7 +96,7 @@ def test_faulthandler_names_the_signal(what: str, sig: str) -> None:
     v = judge(f"[{TS}] Load weight begin. avail mem=78.21 GB\nFatal Python error: {what}\n\n"
               "Current thread 0x00007f2d5c5b6480 (most recent call first):\n"
               '  File "/x/sglang/srt/model_loader/weight_utils.py", line 456 in safetensors_weights_iterator\n')
-    assert (v.verdict, v.cause, v.figures.get("signal")) == ("failed", "killed_by_signal", sig), v.message
+    assert (v.verdict, v.cause, v.figures.signal) == ("failed", "killed_by_signal", sig), v.message
 
 
 @pytest.mark.parametrize(("what", "cause"), [
@@ -117,7 +117,7 @@ def test_a_cpp_abort_is_judged_by_what_it_says(what: str, cause: str) -> None:
 def test_a_cpp_abort_that_names_no_cause_is_sigabrt() -> None:
     v = judge(f"[{TS}] Load weight begin. avail mem=78.21 GB\n"
               "terminate called after throwing an instance of 'std::runtime_error'\n  what():  basic_string::_M_create\n")
-    assert (v.verdict, v.cause, v.figures.get("signal")) == ("failed", "killed_by_signal", "ABRT"), v.message
+    assert (v.verdict, v.cause, v.figures.signal) == ("failed", "killed_by_signal", "ABRT"), v.message
     assert "what(): basic_string::_M_create" in v.message
 
 
@@ -183,7 +183,7 @@ def test_a_librarys_info_line_is_never_fatal_alone(chatter: str) -> None:
 ])
 def test_a_native_runtimes_word_for_its_signal_names_it(line: str, sig: str) -> None:
     v = judge(f"[{TS}] Load weight begin. avail mem=78.21 GB\n{line}\n")
-    assert (v.verdict, v.cause, v.figures.get("signal")) == ("failed", "killed_by_signal", sig), v.message
+    assert (v.verdict, v.cause, v.figures.signal) == ("failed", "killed_by_signal", sig), v.message
 
 
 @pytest.mark.parametrize(("fragment", "cause", "detail"), [

@@ -19,6 +19,7 @@ from svcdiag.judge.pipeline import Judge
 from svcdiag.ops.baseline import estimate
 from svcdiag.ops.replay import replay
 from svcdiag.sglang import memory
+from svcdiag.sglang.figures import Figures
 from svcdiag.sglang.preflight import FIX_FIELDS, estimate_candidate, logged_sizing, recheck_fixes
 
 from .conftest import UNITS
@@ -28,14 +29,14 @@ U = UnitsDir(UNITS, "t")
 H100_LOG = Path(__file__).parent / "fixtures" / "memory-backtest" / "otel-h100-qwen3.8-27b-fp8-0.5.18.log"
 
 
-def h100() -> tuple[dict, object]:
+def h100() -> tuple[Figures, object]:
     """The real Qwen3.8-27B-FP8 start on one H100 (SGLang 0.5.18), and its config."""
     judge = Judge()
     for line in H100_LOG.read_text().splitlines():
         if not line.startswith("#"):
             judge.line(line)
-    figures = dict(judge.finish().figures)
-    figures["avail_before_load_gb"] = figures["avail_after_load_gb"] + figures["weights_gb"]
+    f = judge.finish().figures
+    figures = f.replace(avail_before_load_gb=f.avail_after_load_gb + f.weights_gb)
     cfg = dataclasses.replace(U.load("nospec-tp1"), mem_fraction_static=0.85, max_running_requests=32,
                               max_mamba_cache_size=None, context_length=262144, sglang_version="0.5.18",
                               speculative=None, extra_args=())
@@ -93,7 +94,7 @@ def test_a_fix_that_serves_no_request_is_not_offered_and_others_pass_as_given() 
     other = {"set": {"timeouts.loading_weights": 1200}, "reason": "a slow disk"}
     assert recheck_fixes([nothing, other], figures, cfg) == [other]
     # a log with no KV pool cannot be re-checked: its fixes pass as given
-    assert recheck_fixes([nothing], {"avail_before_load_gb": 78.48}, cfg) == [nothing]
+    assert recheck_fixes([nothing], Figures(avail_before_load_gb=78.48), cfg) == [nothing]
 
 
 def test_the_logged_start_is_what_the_model_reads_back() -> None:
@@ -101,15 +102,15 @@ def test_the_logged_start_is_what_the_model_reads_back() -> None:
     figures, cfg = h100()
     p = memory.predict(logged_sizing(figures, cfg))
     assert p.family == "0.5.18"
-    assert p.kv_tokens == pytest.approx(figures["kv_tokens"], rel=0.01)
-    assert abs(p.mamba_slots - figures["mamba_slots"]) <= 1 and p.max_running_requests in (24, 25)
+    assert p.kv_tokens == pytest.approx(figures.kv_tokens, rel=0.01)
+    assert abs(p.mamba_slots - figures.mamba_slots) <= 1 and p.max_running_requests in (24, 25)
 
 
 def test_baseline_checks_estimate_is_sglangs_arithmetic_for_the_candidate() -> None:
     figures, base = h100()
     same = estimate({"figures": figures}, base, base)
     assert same is not None and same["sizing_family"] == "0.5.18" and same["cause"] is None
-    assert same["kv_tokens"] == pytest.approx(figures["kv_tokens"], rel=0.01)
+    assert same["kv_tokens"] == pytest.approx(figures.kv_tokens, rel=0.01)
     starved = estimate({"figures": figures}, base, dataclasses.replace(base, max_mamba_cache_size=4))
     assert starved["cause"] == "mamba_cache_too_small" and starved["max_running_requests"] == 0
     other_tp = estimate({"figures": figures}, base, dataclasses.replace(base, tp_size=2))

@@ -312,3 +312,43 @@ def test_a_qualified_exception_not_named_error_ends_its_traceback(final: str) ->
     evs = [e for ln in lines for e in p.feed_line(ln)] + p.close()
     fail = next(e for e in evs if isinstance(e, Failure))
     assert fail.message == final
+
+
+@given(rank=st.sampled_from(["", "[rank:3]:"]), pid=st.sampled_from(["", "[1537] "]),
+       level=st.sampled_from(["DEBUG", "INFO", "WARNING"]))
+def test_torch_npu_logger_lines_are_read_at_error_and_chatter_below(rank: str, pid: str, level: str) -> None:
+    """torch_npu's own logger (`[… :mmm] torch_npu.memory: [ERROR] [pid] msg`): its ERROR line says the failure,
+    its lower levels say nothing, and either one ends a traceback past its final line."""
+    stamp = f"{rank}[2026-05-29 16:30:21:955] torch_npu.memory: "
+    (oom,) = failures([f"{stamp}[ERROR] {pid}NPU out of memory. Tried to allocate 450.00 MiB (NPU 0; 61.27 GiB total)"])
+    assert oom.cause == "cuda_oom" and oom.message.startswith("NPU out of memory")
+    assert failures([f"{stamp}[{level}] {pid}NPU out of memory, retrying after freeing the cache"]) == []
+    (exc,) = failures([*scheduler_tb("ValueError: bad shape"), f"{stamp}[{level}] {pid}a later line of its own"])
+    assert exc.message == "ValueError: bad shape"
+
+
+CAPTURE_FRAMES = [
+    '  File "/sgl/python/sglang/srt/model_executor/model_runner.py", line 1825, in init_device_graphs',
+    "    self.graph_runner = graph_runners[self.device](self)",
+    '  File "/sgl/python/sglang/srt/model_executor/cuda_graph_runner.py", line 393, in __init__',
+    "    raise Exception(",
+]
+
+
+@pytest.mark.parametrize("final", ["Exception: Capture cuda graph failed: ", "_remote.<locals>.Derived: boom"])
+def test_a_traceback_cut_at_its_top_speaks_before_a_bare_head(final: str) -> None:
+    """A paste that starts among a traceback's frames: they open it, its first unindented line is its final one
+    (whatever its class looks like), its frames say the phase, and a later bare handler head only confirms it."""
+    got = failures([*CAPTURE_FRAMES, final, "Possible solutions:", "",
+                    "[2025-10-04 02:29:36 DP7 TP7] Scheduler hit an exception:"])
+    assert [(f.role, f.message.split(" Possible")[0].rstrip()) for f in got] == [
+        ("suspect", final.rstrip()), ("death", "Scheduler hit an exception:")]
+    assert got[0].raised_in == "cuda_graph" and got[1].raised_in == ""
+
+
+def test_frames_alone_are_no_failure_and_other_frames_say_no_phase() -> None:
+    """A stack printed, not raised (`traceback.print_stack`, logging's stack_info), ends with no exception line."""
+    for then in ("[2025-10-04 02:29:36] Load weight begin. avail mem=70.00 GB", "INFO:     Started server process [7]"):
+        assert failures([*CAPTURE_FRAMES, then, "a later line of its own"]) == []
+    (f,) = failures(scheduler_tb("ValueError: bad shape"))
+    assert f.raised_in == ""

@@ -57,6 +57,26 @@ def test_every_start_is_a_row_and_history_prints_it(cli, tmp_path: Path, cfg) ->
     assert_one_line_error(cli("history", "--state-dir", str(tmp_path), "--since", "soonish"), "soonish")
 
 
+def test_rows_recorded_before_typed_figures_still_print_and_drift_is_measured_against_them(
+        cli, tmp_path: Path, cfg) -> None:
+    """A history written by an earlier svcdiag (its figures a plain JSON object, one of them a figure
+    this release does not know) prints as it was stored, and a new start's drift reads it."""
+    h.record_start(cfg, verdict(40.0), "up", state=str(tmp_path))
+    old = {"kv_tokens": 94126, "max_running_requests": 4, "startup_s": 60.0, "sglang_version": "0.5.23",
+           "figure_dropped_since": 7}
+    db = sqlite3.connect(h.db_path(str(tmp_path)))
+    with db:
+        db.execute("UPDATE starts SET figures = ?", (json.dumps(old),))
+    db.close()
+    [row] = [json.loads(ln) for ln in
+             cli("history", "demo-smoke", "--state-dir", str(tmp_path), "--json").output.splitlines()]
+    assert row["figures"] == old  # --json passes a row's figures through, not re-written
+    table = cli("history", "--state-dir", str(tmp_path)).output
+    assert "94126" in table.splitlines()[1]
+    d = h.drift(h.load_usual(cfg, "0.5.23", str(tmp_path)), verdict(41.0, kv=90000))
+    assert [x["what"] for x in d] == ["kv_tokens"] and "94,126 → 90,000" in d[0]["message"]
+
+
 def test_learned_deadlines_slow_phase_and_drift_follow_from_three_healthy_starts(tmp_path: Path, cfg) -> None:
     for w in (40.0, 42.0, 44.0):
         h.record_start(cfg, verdict(w), "up", state=str(tmp_path))

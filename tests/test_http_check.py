@@ -55,8 +55,8 @@ def test_0_5_23_server_ready_and_server_info(serve) -> None:
     assert any("effective_max_running_requests_per_dp=4, as logged" in e for e in v.evidence)
     assert any("token_capacity=649789, as logged" in e for e in v.evidence)
     f = v.figures
-    assert f["sglang_version"] == "0.5.23" and f["sglang_version_source"] == "server_info"
-    assert f["http_max_running_requests"] == 4 and f["http_token_capacity"] == TOKENS
+    assert f.sglang_version == "0.5.23" and f.sglang_version_source == "server_info"
+    assert f.http_max_running_requests == 4 and f.http_token_capacity == TOKENS
     assert "/ready" in v.message and "/server_info agrees" in v.message
 
 
@@ -70,7 +70,7 @@ def test_old_server_falls_back(serve) -> None:
     assert f"GET {base}/health_generate → 200" in v.evidence
     assert f"GET {base}/get_server_info → max_total_num_tokens={TOKENS}" in v.evidence
     assert not any(f"{base}/ready" in e or f"{base}/server_info" in e for e in v.evidence)
-    assert v.figures["sglang_version"] == "0.4.6.post1" and "http_max_running_requests" not in v.figures
+    assert v.figures.sglang_version == "0.4.6.post1" and v.figures.http_max_running_requests is None
 
 
 def test_oldest_server_has_only_health(serve) -> None:
@@ -103,7 +103,7 @@ def test_a_kv_pool_line_journald_dropped_is_not_compared_not_a_mismatch(serve) -
     v = cross_check(lost, "127.0.0.1", s.port, 5.0)
     assert v.verdict == "healthy", v.message
     assert "not compared" in v.message and "journald dropped 24,005" in v.message
-    assert v.figures["http_max_total_num_tokens"] == TOKENS
+    assert v.figures.http_max_total_num_tokens == TOKENS
     kept = cross_check(lost.with_(figures={}), "127.0.0.1", s.port, 5.0)  # journald dropped nothing: a mismatch
     assert (kept.verdict, kept.cause) == ("failed", "http_mismatch")
 
@@ -112,8 +112,8 @@ def test_request_limit_and_capacity_mismatch_is_evidence_not_failure(serve) -> N
     s = serve({"/ready": [(200, None)], "/server_info": [(200, info_0523(per_dp=2, capacity=600_000))]})
     v = cross_check(logged(), "127.0.0.1", s.port, 5.0)
     assert v.verdict == "healthy", v.message
-    assert v.figures["http_max_running_requests"] == 2 and v.figures["http_max_running_requests_mismatch"]
-    assert v.figures["http_token_capacity"] == 600_000 and v.figures["http_token_capacity_mismatch"]
+    assert v.figures.http_max_running_requests == 2 and v.figures.http_max_running_requests_mismatch
+    assert v.figures.http_token_capacity == 600_000 and v.figures.http_token_capacity_mismatch
     assert any("effective_max_running_requests_per_dp=2, but the log says max_running_requests=4" in e
                for e in v.evidence)
     assert any("token_capacity=600000, but the log says KV tokens=649789" in e for e in v.evidence)
@@ -122,7 +122,7 @@ def test_request_limit_and_capacity_mismatch_is_evidence_not_failure(serve) -> N
 def test_server_version_differing_from_the_rendered_one_is_evidence(serve) -> None:
     s = serve({"/ready": [(200, None)], "/server_info": [(200, info_0523())]})
     v = cross_check(logged(sglang_version="0.5.12", sglang_version_source="config"), "127.0.0.1", s.port, 5.0)
-    assert v.figures["sglang_version"] == "0.5.23" and v.figures["rendered_sglang_version"] == "0.5.12"
+    assert v.figures.sglang_version == "0.5.23" and v.figures.rendered_sglang_version == "0.5.12"
     assert any("reports sglang 0.5.23; the flags were rendered for sglang 0.5.12 (config)" in e for e in v.evidence)
 
 

@@ -49,16 +49,16 @@ def test_the_count_is_on_the_verdict_before_or_after_it() -> None:
     j.journal_dropped(1000)
     j.service_line("[2026-12-02 18:41:23.950] INFO:     Started server process [84]", 10.0)
     v = j.finish()
-    assert v.figures["journal_dropped_lines"] == 1000
+    assert v.figures.journal_dropped_lines == 1000
     j.journal_dropped(24)  # journald writes it with the unit's next line: after the verdict, too
-    assert j.verdict is not None and j.verdict.figures["journal_dropped_lines"] == 1024
+    assert j.verdict is not None and j.verdict.figures.journal_dropped_lines == 1024
 
 
 def test_the_supervisors_verdict_says_how_many_lines_journald_dropped() -> None:
     j = Judge(unit="p1.service", invocation=INV)
     j.journal_dropped(20_039)
     v = j.supervisor_ready("ready: 40,179 KV tokens", 12.0)
-    assert (v.verdict, v.figures["verdict_source"], v.figures["journal_dropped_lines"]) == ("healthy", "supervisor",
+    assert (v.verdict, v.figures.verdict_source, v.figures.journal_dropped_lines) == ("healthy", "supervisor",
                                                                                           20_039)
     assert "journald dropped 20,039 of this start's lines" in v.message
 
@@ -67,8 +67,8 @@ def test_replay_of_a_journal_with_journalds_record_counts_it_on_its_start() -> N
     data = (EXAMPLES / "two-starts-json.json").read_bytes()
     extra = json.dumps(dropped_fields(20_039)).encode() + b"\n"
     res = replay(io.BytesIO(data + extra), "two-starts-json.json")
-    assert res.verdict.verdict == "healthy" and res.verdict.figures["journal_dropped_lines"] == 20_039
-    assert "journal_dropped_lines" not in res.starts[0].verdict.figures  # the earlier start lost nothing
+    assert res.verdict.verdict == "healthy" and res.verdict.figures.journal_dropped_lines == 20_039
+    assert res.starts[0].verdict.figures.journal_dropped_lines is None  # the earlier start lost nothing
 
 
 def _port_in_use() -> Judge:
@@ -92,8 +92,8 @@ def test_where_journald_dropped_lines_the_supervisors_failure_stands_over_the_jo
     lost.journal_dropped(5_000)
     _supervisors_failure(lost, said)
     v = lost.verdict
-    assert v is not None and (v.verdict, v.cause, v.figures["verdict_source"]) == ("failed", "cuda_oom", "supervisor")
-    assert v.figures["journal_dropped_lines"] == 5_000 and v.evidence[-1].startswith("STATUS=failed [cuda_oom]")
+    assert v is not None and (v.verdict, v.cause, v.figures.verdict_source) == ("failed", "cuda_oom", "supervisor")
+    assert v.figures.journal_dropped_lines == 5_000 and v.evidence[-1].startswith("STATUS=failed [cuda_oom]")
 
 
 def test_status_says_how_many_lines_journald_dropped() -> None:

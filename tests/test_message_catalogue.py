@@ -40,7 +40,7 @@ EVENT_OF = {
     "kv_below_context": "kv_below_context", "unified_memory_pool": "unified_memory_pool",
     "kernel_precompile": "kernel_precompile",
 }
-#: capture lines the grammar does not read yet (grammar.CAPTURE_NAME_RE): the phase stays `capture`
+#: capture lines the grammar does not read yet (milestone_lines.CAPTURE_NAME_RE): the phase stays `capture`
 #: through them, so a start is judged the same; listed for issue #28's grammar work
 UNREAD = {
     "Capture piecewise CUDA graph begin. avail mem={0:.2f} GB": "0.5.6's piecewise graphs (--enable-piecewise-cuda-graph)",
@@ -162,7 +162,7 @@ def test_a_release_s_own_milestones_in_order_make_a_healthy_start(version: str) 
     assert (v.verdict, v.phase) == ("healthy", "ready"), (version, lines, v.message)
     assert {"loading_weights", "cuda_graph"} <= set(v.phase_seconds), v.phase_seconds
     if version not in OLDEST:
-        assert "kv_cache" in v.phase_seconds and v.figures.get("kv_tokens") == 4096
+        assert "kv_cache" in v.phase_seconds and v.figures.kv_tokens == 4096
 
 
 # ---------------------------------------------------------------- start-up fatals

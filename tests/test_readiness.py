@@ -142,10 +142,10 @@ def test_phases_in_order_with_the_seconds_spent_in_each_then_healthy_with_startu
     v = r.verdict
     assert isinstance(v, Verdict) and out[-1] is v  # the verdict is the last thing the operator sees
     assert (v.verdict, v.phase, v.cause) == ("healthy", "ready", None)
-    assert v.figures["startup_s"] == 62.5
+    assert v.figures.startup_s == 62.5
     assert v.phase_seconds == expected_seconds
-    assert (v.figures["kv_tokens"], v.figures["mamba_slots"], v.figures["max_running_requests"]) == (11893, 24, 4)
-    assert v.figures["weights_gb"] == 51.52
+    assert (v.figures.kv_tokens, v.figures.mamba_slots, v.figures.max_running_requests) == (11893, 24, 4)
+    assert v.figures.weights_gb == 51.52
     assert r.next_deadline() is None  # nothing left to time out
     assert r.finish() is v
 
@@ -167,7 +167,7 @@ def test_a_drafts_kv_line_in_the_targets_shape_is_the_drafts_not_the_targets() -
                  WeightsBegin(ts=T0 + 4, avail_gb=3.98), WeightsEnd(ts=T0 + 5, mem_usage_gb=0.8, avail_gb=3.18),
                  KVCache(ts=T0 + 6, tokens=452802, k_gb=0.86, v_gb=0.86, line=kv.format(0.86))])
     f = r.figures
-    assert (f["kv_k_gb"], f["kv_v_gb"], f["draft_kv_gb"], f["draft_kv_tokens"]) == (27.64, 27.64, 1.72, 452802)
+    assert (f.kv_k_gb, f.kv_v_gb, f.draft_kv_gb, f.draft_kv_tokens) == (27.64, 27.64, 1.72, 452802)
     assert kv.format(0.86) not in r.evidence  # the target's pool is the evidence of its memory, not the draft's
 
 
@@ -179,7 +179,7 @@ def test_a_sliding_window_models_two_unnamed_kv_lines_are_told_apart_by_the_anno
                  SlidingWindowPool(ts=T0 + 3, full_tokens=375360, swa_tokens=300288)])
     pools = [KVCache(ts=T0 + 3, tokens=300288, k_gb=8.38, v_gb=5.59), KVCache(ts=T0 + 3, tokens=375360, k_gb=1.07, v_gb=0.72)]
     feed_all(r, pools if full_last else pools[::-1])
-    assert (r.figures["kv_tokens"], r.figures["swa_kv_tokens"], r.figures["kv_k_gb"]) == (375360, 300288, 1.07)
+    assert (r.figures.kv_tokens, r.figures.swa_kv_tokens, r.figures.kv_k_gb) == (375360, 300288, 1.07)
     assert r.phase == "cuda_graph"
 
 
@@ -208,7 +208,7 @@ def test_hybrid_unknown_is_learned_from_the_server_args_line() -> None:
                       line="server_args=ServerArgs(...)"))
     feed_all(r, [weights_begin(T0 + 1), weights_end(T0 + 2), kv_cache(T0 + 3)])
     assert r.phase == "mamba_cache"
-    assert r.figures["requested_max_mamba_cache_size"] == 24
+    assert r.figures.requested_max_mamba_cache_size == 24
 
 
 # ---------------------------------------------------------------- deadlines
@@ -258,7 +258,7 @@ def test_a_milestone_after_its_deadline_ends_the_phase_as_slow_not_stuck() -> No
     assert PhaseChange in [type(e) for e in out] and r.verdict is None and r.phase == "kv_cache"
     feed_all(r, [kv_cache(T0 + 13), graph(T0 + 13, "end"), scheduler(T0 + 13), ready(T0 + 14)])
     v = r.verdict
-    assert v is not None and v.verdict == "healthy" and v.figures["overran_deadlines_s"] == {"loading_weights": 10}
+    assert v is not None and v.verdict == "healthy" and v.figures.overran_deadlines_s == {"loading_weights": 10}
     assert "phase loading_weights took 11 s, past its 10 s deadline" in v.message and "timeouts.loading_weights" in v.message
 
 
@@ -327,8 +327,8 @@ def test_max_running_zero_fails_in_scheduler_with_a_zero_max_running_requests_fi
     v = r.verdict
     assert v is not None
     assert (v.verdict, v.cause, v.phase, v.message) == ("failed", "max_running_zero", "scheduler", MRZ)
-    assert v.figures["max_running_requests"] == 0 and r.figures["max_running_requests"] == 0
-    assert v.figures["kv_tokens"] == 11893
+    assert v.figures.max_running_requests == 0 and r.figures.max_running_requests == 0
+    assert v.figures.kv_tokens == 11893
     assert v.phase_seconds["scheduler"] == 3.0
 
 
@@ -338,7 +338,7 @@ def test_systemd_exit_before_any_log_line_says_why_is_a_failure() -> None:
     r.feed(exited(T0 + 3))
     v = r.verdict
     assert v is not None and (v.verdict, v.cause, v.phase) == ("failed", "exited", "kv_cache")
-    assert v.figures["exit_status"] == 1
+    assert v.figures.exit_status == 1
 
 
 # ---------------------------------------------------------------- end of input, and stickiness
@@ -370,7 +370,7 @@ def test_verdict_is_sticky_but_systemd_exit_lines_add_evidence() -> None:
                         failure(T0 + 59, "cuda_oom", "torch.OutOfMemoryError: CUDA out of memory.")]) == []
     assert r.tick(T0 + 10_000) is None and r.next_deadline() is None
     assert (r.verdict.verdict, r.verdict.cause, r.verdict.phase) == ("failed", "max_running_zero", "scheduler")
-    assert r.phase == "scheduler" and r.figures["max_running_requests"] == 0
+    assert r.phase == "scheduler" and r.figures.max_running_requests == 0
     # systemd's account of the exit that follows is kept as evidence, without changing the verdict
     r.feed(exited(T0 + 60))
     v = r.verdict
@@ -393,11 +393,11 @@ def test_a_log_that_shows_the_server_dying_after_ready_says_so() -> None:
     # is the verdict, as `wait` judges a unit that ended since: failed, died_after_ready, the figures kept
     r = machine(hybrid=False)
     feed_all(r, [make(T0 + i) for i, (make, _) in enumerate(DENSE_START, start=1)])
-    kv = r.verdict.figures["kv_tokens"]
+    kv = r.verdict.figures.kv_tokens
     r.feed(failure(T0 + 101, "cuda_oom", "torch.OutOfMemoryError: CUDA out of memory."))
     v = r.verdict
-    assert (v.verdict, v.phase, v.cause, v.figures["died_of"]) == ("failed", "ready", "died_after_ready", "cuda_oom")
-    assert v.figures["kv_tokens"] == kv and "CUDA out of memory" in v.message
+    assert (v.verdict, v.phase, v.cause, v.figures.died_of) == ("failed", "ready", "died_after_ready", "cuda_oom")
+    assert v.figures.kv_tokens == kv and "CUDA out of memory" in v.message
 
 
 # ---------------------------------------------------------------- properties

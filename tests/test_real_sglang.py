@@ -62,11 +62,11 @@ def _check_case(case: dict) -> None:
     v = judge(data, case["file"])
     assert (v.verdict, v.cause) == (case["verdict"], case.get("cause")), (v.message, v.evidence)
     if "kv_tokens" in case:
-        assert v.figures.get("kv_tokens") == case["kv_tokens"], v.figures
+        assert v.figures.kv_tokens == case["kv_tokens"], v.figures
     if "max_running_requests" in case:
-        assert v.figures.get("max_running_requests") == case["max_running_requests"], v.figures
+        assert v.figures.max_running_requests == case["max_running_requests"], v.figures
     if "context_len" in case:
-        assert v.figures.get("context_len") == case["context_len"], v.figures
+        assert v.figures.context_len == case["context_len"], v.figures
     if "phase" in case:
         assert v.phase == case["phase"], (v.phase, v.message)
     if "detail" in case:  # the cause's sub-case in the registry ("" for the cause's own row)
@@ -74,15 +74,15 @@ def _check_case(case: dict) -> None:
     if "fixes" in case:  # the settings the diagnosis's fixes change, in order
         assert [k for f in diagnose(v)["fixes"] for k in f["set"]] == case["fixes"], diagnose(v)["fixes"]
     # a phase that ran past its deadline is named; one within it (an allowance SGLang announced) is not
-    assert sorted(v.figures.get("overran_deadlines_s") or {}) == case.get("overran", []), v.figures
+    assert sorted(v.figures.overran_deadlines_s or {}) == case.get("overran", []), v.figures
     for name in case.get("absent", []):  # a figure the start does not have (a router's second worker is no draft)
-        assert name not in v.figures, (name, v.figures[name])
+        assert getattr(v.figures, name) is None, (name, getattr(v.figures, name))
     if case.get("evidence") and v.verdict == "failed":
         said = [v.message, *v.evidence[:4]]
         assert any(case["evidence"] in s for s in said), said
     assert sorted(d["reason"] for d in v.degraded) == sorted(case.get("degraded", [])), v.degraded
     if "signal" in case:  # the signal that ended it, named (BUS, FPE, KILL)
-        assert v.figures.get("signal") == case["signal"], v.figures
+        assert v.figures.signal == case["signal"], v.figures
     if "diagnosis" in case:  # words the diagnosis must say (the fix, where to look)
         d = diagnose(v)
         assert d is not None and any(case["diagnosis"] in line for line in d["explanation"]), d
@@ -321,7 +321,7 @@ def test_a_death_waits_for_its_cause_and_the_cause_is_the_root() -> None:
 def test_a_death_alone_is_a_failure_with_its_own_cause_once_its_grace_is_over() -> None:
     lines = SMOKE[:MIDDLE[0] + 1] + ["[2026-05-23 09:42:45] Exit code: -9", "[2026-05-23 09:42:49] Killed"]
     v = judge("\n".join(lines) + "\n")
-    assert (v.verdict, v.cause, v.figures.get("signal")) == ("failed", "killed_by_signal", "KILL")
+    assert (v.verdict, v.cause, v.figures.signal) == ("failed", "killed_by_signal", "KILL")
 
 
 def test_a_suspect_is_cleared_when_the_start_goes_on() -> None:
@@ -360,7 +360,7 @@ def test_systemds_own_start_timeout_is_told_apart_from_ours() -> None:
     from svcdiag.judge.diagnosis import diagnose
 
     v = judge(SYSTEMD_TIMEOUT)
-    assert (v.verdict, v.phase, v.figures.get("systemd_timeout_s")) == ("timed_out", "loading_weights", 90.0)
+    assert (v.verdict, v.phase, v.figures.systemd_timeout_s) == ("timed_out", "loading_weights", 90.0)
     assert "TimeoutStartSec" in v.message
     d = diagnose(v)
     assert d is not None and "TimeoutStartSec=" in d["explanation"][0] and "900" not in " ".join(d["explanation"])
@@ -401,18 +401,19 @@ PLAIN = [c for c in JUDGED if c["verdict"] != "no_start" and c.get("format", "pl
                                     "\x1b[36m(WorkerDict pid=616, ip=10.0.0.5)\x1b[0m ",
                                     "2025-03-14 10:22:31,531 - __main__ - INFO - ",
                                     "2025-03-14 10:22:31 | INFO | stdout | ", "[pod/sglang-0/server] ", "0: ",
-                                    "ERROR 2025-03-14T10:22:31.123456789Z "],
+                                    "ERROR 2025-03-14T10:22:31.123456789Z ",
+                                    "2025-03-14T10:22:31.123456Z  INFO scheduler.run_scheduler_process: "],
                          ids=["compose", "compose-coloured", "compose-underscore", "kubectl-timestamps", "jenkins-timestamper", "ray-actor",
                               "ray-actor-coloured", "logging-formatter", "fastchat-logger", "kubectl-prefix",
-                              "srun-label", "gcp-cloud-logging"])
+                              "srun-label", "gcp-cloud-logging", "dynamo-tracing"])
 @pytest.mark.parametrize("case", PLAIN, ids=[c["file"].removesuffix(".log") for c in PLAIN])
 def test_container_runtime_prefixes_change_nothing(case: dict, prefix: str) -> None:
     """What `docker compose logs`, `kubectl logs --timestamps`, a CI's timestamper, Ray and a launcher's
     logger put before each line: the same start, the same verdict."""
     text = (FIXTURES / case["file"]).read_text(errors="replace")
     plain, wrapped = judge(text), judge("".join(prefix + ln + "\n" for ln in text.splitlines()))
-    assert (wrapped.verdict, wrapped.cause, wrapped.figures.get("kv_tokens")) == \
-        (plain.verdict, plain.cause, plain.figures.get("kv_tokens"))
+    assert (wrapped.verdict, wrapped.cause, wrapped.figures.kv_tokens) == \
+        (plain.verdict, plain.cause, plain.figures.kv_tokens)
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -428,8 +429,8 @@ def test_a_console_copy_newest_line_first_is_read_in_print_order(case: dict, sev
     if len(lines) > 1 and (10**8 + (len(lines) - 1) * step) >= 10**9:
         return  # the made-up stamps wrapped around: no longer one clock
     plain, copied = judge(text), judge("\n".join(reversed(stamped)) + "\n")
-    assert (copied.verdict, copied.cause, copied.figures.get("kv_tokens")) == \
-        (plain.verdict, plain.cause, plain.figures.get("kv_tokens"))
+    assert (copied.verdict, copied.cause, copied.figures.kv_tokens) == \
+        (plain.verdict, plain.cause, plain.figures.kv_tokens)
 
 
 @pytest.mark.parametrize("case", [c for c in JUDGED if c["verdict"] != "no_start"],
@@ -439,8 +440,8 @@ def test_colour_codes_change_nothing(case: dict) -> None:
     text = (FIXTURES / case["file"]).read_text(errors="replace")
     coloured = text.replace("INFO:", "\x1b[32mINFO\x1b[0m:").replace("ERROR:", "\x1b[31mERROR\x1b[0m:")
     plain, wrapped = judge(text), judge(coloured)
-    assert (wrapped.verdict, wrapped.cause, wrapped.figures.get("kv_tokens")) == \
-        (plain.verdict, plain.cause, plain.figures.get("kv_tokens"))
+    assert (wrapped.verdict, wrapped.cause, wrapped.figures.kv_tokens) == \
+        (plain.verdict, plain.cause, plain.figures.kv_tokens)
 
 
 def test_a_coloured_port_in_use_line_is_still_port_in_use() -> None:
@@ -538,7 +539,7 @@ def test_a_healthy_start_with_any_mix_of_harmless_noise_and_a_slow_warmup_stays_
     longer than a suspect's grace: a request refused meanwhile, and its logged traceback, fail nothing."""
     late = [ln.replace("[2026-05-23 09:43:", "[2026-05-23 09:44:") for ln in SMOKE[UP + 1:]]
     v = judge("\n".join(SMOKE[:UP + 1] + [ln for b in blocks for ln in b] + late) + "\n")
-    assert (v.verdict, v.figures.get("kv_tokens")) == ("healthy", 649789), (v.message, v.evidence)
+    assert (v.verdict, v.figures.kv_tokens) == ("healthy", 649789), (v.message, v.evidence)
 
 
 def test_a_bare_traceback_in_the_same_place_is_still_a_suspect() -> None:
@@ -621,8 +622,8 @@ def test_a_phase_far_past_its_deadline_that_then_ends_is_slow_not_stuck(at: int,
     first_late = next(i for i in range(at, len(lines)) if lines[i].startswith("[2026-"))
     v = judge("\n".join(lines) + "\n")
     assert v.verdict == "healthy", v.message
-    assert len(v.figures["overran_deadlines_s"]) == 1 and "past its" in v.message
-    (phase, limit), = v.figures["overran_deadlines_s"].items()
+    assert len(v.figures.overran_deadlines_s) == 1 and "past its" in v.message
+    (phase, limit), = v.figures.overran_deadlines_s.items()
     assert v.phase_seconds[phase] > limit
     before = judge("\n".join(lines[:first_late]) + "\n")  # the last line before the gap: still going
     cut = judge("\n".join(lines[:first_late] + ["[2026-05-24 23:59:59] a line, not a milestone"]) + "\n")
@@ -666,8 +667,8 @@ def test_journalctl_shapes_change_nothing(case: dict, shape: str) -> None:
     paste leaves it) and `-o json`: the same start, the same verdict."""
     text = (FIXTURES / case["file"]).read_text(errors="replace")
     plain, wrapped = judge(text), judge(_journal_shape(text, shape))
-    assert (wrapped.verdict, wrapped.cause, wrapped.figures.get("kv_tokens")) == \
-        (plain.verdict, plain.cause, plain.figures.get("kv_tokens"))
+    assert (wrapped.verdict, wrapped.cause, wrapped.figures.kv_tokens) == \
+        (plain.verdict, plain.cause, plain.figures.kv_tokens)
 
 
 ONE_START = [c for c in UNWRAPPED if c["verdict"] in ("healthy", "failed") and "other_starts" not in c]

@@ -33,10 +33,10 @@ def test_healthy_start_has_its_figures_and_phase_times() -> None:
     v = judge_lines(SMOKE)
     assert v.verdict == "healthy" and v.cause is None and v.phase == "ready"
     f = v.figures
-    assert f["kv_tokens"] == f["max_total_num_tokens"] and f["kv_tokens"] > 100_000
-    assert (f["max_running_requests"], f["context_len"], f["mamba_slots"]) == (4, 32768, 24)
-    assert (f["mamba_conv_gb"], f["mamba_ssm_gb"], f["mamba_intermediate_ssm_gb"]) == (0.07, 3.52, 11.25)
-    assert f["weights_gb"] == 50.29 and f["avail_before_load_gb"] == 139.72
+    assert f.kv_tokens == f.max_total_num_tokens and f.kv_tokens > 100_000
+    assert (f.max_running_requests, f.context_len, f.mamba_slots) == (4, 32768, 24)
+    assert (f.mamba_conv_gb, f.mamba_ssm_gb, f.mamba_intermediate_ssm_gb) == (0.07, 3.52, 11.25)
+    assert f.weights_gb == 50.29 and f.avail_before_load_gb == 139.72
     assert v.phase_seconds["loading_weights"] == pytest.approx(42, abs=1)
     assert set(v.phase_seconds) >= {"starting", "loading_weights", "kv_cache", "cuda_graph", "scheduler", "http"}
 
@@ -44,7 +44,7 @@ def test_healthy_start_has_its_figures_and_phase_times() -> None:
 def test_seed_failure_has_cause_and_figures() -> None:
     v = judge_lines(ZERO)
     assert (v.verdict, v.cause) == ("failed", "max_running_zero")
-    assert (v.figures["kv_tokens"], v.figures["context_len"], v.figures["max_running_requests"]) == (11893, 32768, 0)
+    assert (v.figures.kv_tokens, v.figures.context_len, v.figures.max_running_requests) == (11893, 32768, 0)
     assert "AssertionError: max_running_request is zero" in v.evidence
 
 
@@ -120,7 +120,7 @@ def test_segfault_seen_only_in_systemd_lines() -> None:
     j.systemd_line("Main process exited, code=dumped, status=11/SEGV", T0 + 20)
     j.systemd_line("Failed with result 'core-dump'.", T0 + 20)
     v = j.finish()
-    assert (v.verdict, v.cause, v.phase, v.figures["signal"]) == ("failed", "killed_by_signal", "loading_weights", "SEGV")
+    assert (v.verdict, v.cause, v.phase, v.figures.signal) == ("failed", "killed_by_signal", "loading_weights", "SEGV")
     assert "core dumped" in v.message
     assert "Failed with result 'core-dump'." in v.evidence
 
@@ -275,13 +275,13 @@ def test_real_journalctl_captures_from_the_rig(name: str) -> None:
     assert len(res.starts) == 2
     assert res.verdict.verdict == "healthy"
     first = res.starts[0].verdict
-    assert (first.cause, first.figures["kv_tokens"]) == ("max_running_zero", 11893)
+    assert (first.cause, first.figures.kv_tokens) == ("max_running_zero", 11893)
     assert "Main process exited, code=killed, status=9/KILL" in first.evidence
 
 
 def test_real_short_capture_of_a_segfault() -> None:
     v = replay(io.BytesIO((EXAMPLES / "segfault.short").read_bytes()), "x").verdict
-    assert (v.cause, v.figures["signal"], v.phase, v.unit) == ("killed_by_signal", "SEGV", "loading_weights",
+    assert (v.cause, v.figures.signal, v.phase, v.unit) == ("killed_by_signal", "SEGV", "loading_weights",
                                                               "demo-segfault.service")
 
 

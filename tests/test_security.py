@@ -245,8 +245,10 @@ def test_state_is_written_private_and_the_textfile_world_readable(tmp_path: Path
 
     from types import SimpleNamespace as NS
 
+    from svcdiag.sglang.figures import Figures
+
     Calibration(tmp_path / "cal").record(NS(name="c", config_hash="h"), NS(kv_tokens=100, verdict="ok"),  # type: ignore[arg-type]
-                                         NS(figures={"kv_tokens": 100}, invocation="i", verdict="healthy"))
+                                         NS(figures=Figures(kv_tokens=100), invocation="i", verdict="healthy"))
     f = tmp_path / "cal" / "c" / Calibration.FILE
     assert stat.S_IMODE(f.stat().st_mode) == 0o600 and stat.S_IMODE(f.parent.stat().st_mode) == 0o700
 

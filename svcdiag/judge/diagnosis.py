@@ -62,10 +62,10 @@ def _template(v: Verdict, cfg: ServiceConfig | None, **more: str) -> tuple[list[
     row = sub if sub is not None and sub.explain is not None else failures.row(v.cause or "")
     if row is None or row.explain is None:
         return None
-    model = cfg.model_path if cfg else v.figures.get("model_path")
+    model = cfg.model_path if cfg else v.figures.model_path
     words = _Words({"message": v.message, "short": _short(v.message), "phase": v.phase, "name": cfg.name if cfg else "NAME",
                     "unit": v.unit or (cfg.unit if cfg else "UNIT"), "model": repr(model) if model else "the model",
-                    "model_type": v.figures.get("model_type") or "the target model", **v.captures, **more})
+                    "model_type": v.figures.model_type or "the target model", **v.captures, **more})
     lines = row.explain(words) if callable(row.explain) else [line.format_map(words) for line in row.explain]
     return list(lines), \
         [_fix({k: val.format_map(words) if isinstance(val, str) else val for k, val in change.items()}, why.format_map(words))
@@ -78,11 +78,11 @@ def _template(v: Verdict, cfg: ServiceConfig | None, **more: str) -> tuple[list[
 def _max_running_zero(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
     f = v.figures
     logged = memory_plan.read(f, cfg)
-    tokens = int(f.get("kv_tokens") or 0)
-    ctx = f.get("context_len") or (cfg.context_length if cfg else None)
-    asked = f.get("requested_max_running_requests") or (cfg.max_running_requests if cfg else None)
+    tokens = int(f.kv_tokens or 0)
+    ctx = f.context_len or (cfg.context_length if cfg else None)
+    asked = f.requested_max_running_requests or (cfg.max_running_requests if cfg else None)
     req = asked or 1
-    slots = f.get("mamba_slots")
+    slots = f.mamba_slots
     spr = memory_plan.slots_per_request(f, cfg)
     say: list[str] = []
     if tokens and ctx:
@@ -112,11 +112,11 @@ def _max_running_zero(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tu
 def _per_request(v: Verdict, logged: memory_plan.Logged, ctx: int) -> list[str]:
     """What one request costs: its KV per token (the draft's included) and its Mamba state."""
     f, cell = v.figures, logged.now.cell_bytes
-    k, vv = f.get("kv_k_gb"), f.get("kv_v_gb")
-    parts = f"K {_gb(k)} + V {_gb(vv)}" if k is not None and vv is not None else _gb(f.get("kv_gb") or 0)
+    k, vv = f.kv_k_gb, f.kv_v_gb
+    parts = f"K {_gb(k)} + V {_gb(vv)}" if k is not None and vv is not None else _gb(f.kv_gb or 0)
     own = logged.inputs.kv_cell_bytes
     draft = f", and the draft's KV adds {(cell - own) / 1024:.1f} KiB" if cell > own else ""
-    say = [f"Each token costs about {cell / 1024:.1f} KiB of KV cache ({parts} over {_n(f.get('kv_tokens') or 0)} "
+    say = [f"Each token costs about {cell / 1024:.1f} KiB of KV cache ({parts} over {_n(f.kv_tokens or 0)} "
            f"tokens{draft}); one {_n(ctx)}-token request needs {_gb(ctx * cell / GB)}."]
     spr = logged.now.slots_per_request
     if spr and logged.slot_gb:
@@ -191,10 +191,10 @@ def _not_enough_memory(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> t
     floor = v.captures.get("floor")
     rest = memory_plan.cache_budget(f, cfg)
     if rest is not None:
-        before = f["avail_before_load_gb"]
-        mfs = f.get("mem_fraction_static") or (cfg.mem_fraction_static if cfg else None)
+        before = f.avail_before_load_gb
+        mfs = f.mem_fraction_static or (cfg.mem_fraction_static if cfg else None)
         say.append(f"mem_fraction_static={mfs} of the {_gb(before)} free before loading is "
-                   f"{_gb(before * mfs)} for weights and caches; the weights alone take {_gb(f['weights_gb'])}, "
+                   f"{_gb(before * mfs)} for weights and caches; the weights alone take {_gb(f.weights_gb)}, "
                    f"leaving {_gb(rest)} for the caches.")
         need = next((s / 100 for s in range(1, 100) if (memory_plan.cache_budget(f, cfg, s / 100) or 0)
                      >= ACTIVATION_HEADROOM_GB), MAX_MEM_FRACTION)
@@ -217,14 +217,14 @@ def _device(v: Verdict) -> str:
 
 def _cuda_oom(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
     f = v.figures
-    mfs = f.get("mem_fraction_static") or (cfg.mem_fraction_static if cfg else None)
+    mfs = f.mem_fraction_static or (cfg.mem_fraction_static if cfg else None)
     dev = _device(v)
     if v.phase == "cuda_graph":
         graphs = "CUDA" if dev in ("CUDA", "HIP") else dev[4:]
         say = [f"{dev} ran out of memory while capturing {graphs} graphs, after the KV cache"
-               + (f" ({_n(f['kv_tokens'])} tokens)" if f.get("kv_tokens") else "") + " had taken its share.",
+               + (f" ({_n(f.kv_tokens)} tokens)" if f.kv_tokens else "") + " had taken its share.",
                f"{graphs} graphs and activations live in the 1 − mem_fraction_static reserve"
-               + (f": {_gb(f['pool_end_avail_gb'])} were free when capture began." if f.get("pool_end_avail_gb") else ".")]
+               + (f": {_gb(f.pool_end_avail_gb)} were free when capture began." if f.pool_end_avail_gb else ".")]
         fixes = []
         bs = cfg.cuda_graph_max_bs if cfg else None
         if bs and bs > 1:
@@ -233,15 +233,15 @@ def _cuda_oom(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list
             fixes.append(_fix({"mem_fraction_static": round(mfs - 0.05, 2)}, "moves 5 % of the GPU from the KV cache to the reserve"))
         return say, fixes
     if v.phase == "loading_weights":
-        tp = cfg.tp_size if cfg else f.get("tp_size")
+        tp = cfg.tp_size if cfg else f.tp_size
         say = [f"{dev} ran out of memory while loading the weights: the model does not fit on "
                f"{tp or '?'} {'GPU' if dev in ('CUDA', 'HIP') else dev[4:]}(s)"
-               + (f" with {_gb(f['avail_before_load_gb'])} free each" if f.get("avail_before_load_gb") else "") + "."]
+               + (f" with {_gb(f.avail_before_load_gb)} free each" if f.avail_before_load_gb else "") + "."]
         return say, [_fix({"tp_size": (tp or 1) * 2}, "splits the weights over twice as many devices")]
-    if v.phase == "scheduler" and "draft_avail_before_load_gb" in f:
+    if v.phase == "scheduler" and f.draft_avail_before_load_gb is not None:
         return _draft_oom(v, cfg, mfs)
     if v.phase == "kv_cache":
-        say = [f"{dev} ran out of memory while allocating the KV cache" + (" and the Mamba state" if "mamba_slots" in f
+        say = [f"{dev} ran out of memory while allocating the KV cache" + (" and the Mamba state" if f.mamba_slots is not None
                                                                          else "")
                + ": SGLang sized it from mem_fraction_static" + (f"={mfs}" if mfs else "")
                + " of the memory it measured before loading, and that much was no longer free (another process on "
@@ -262,7 +262,7 @@ def _draft_oom(v: Verdict, cfg: ServiceConfig | None, mfs: float | None) -> tupl
     what = "capturing the draft model's CUDA graphs" if capture else "setting up the speculative draft model"
     say = [f"{_device(v)} ran out of memory while {what}, after the target model's KV cache and CUDA graphs: the draft "
            "(its weights, its KV pool, its graphs) gets only what they left"
-           + (f", {_gb(f['draft_avail_before_load_gb'])} when it began loading." if f.get("draft_avail_before_load_gb")
+           + (f", {_gb(f.draft_avail_before_load_gb)} when it began loading." if f.draft_avail_before_load_gb
               is not None else ".")]
     fixes = []
     bs = cfg.cuda_graph_max_bs if cfg else None
@@ -278,9 +278,9 @@ def _draft_oom(v: Verdict, cfg: ServiceConfig | None, mfs: float | None) -> tupl
 
 
 def _killed(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
-    sig = v.figures.get("signal", "")
+    sig = v.figures.signal or ""
     unit = v.unit or (cfg.unit if cfg else "UNIT")
-    if sig == "KILL" and v.figures.get("killed") == "supervisor":
+    if sig == "KILL" and v.figures.killed == "supervisor":
         return [f"svcdiag supervise, the unit's main process, was killed by SIGKILL in phase {v.phase} (`kill -9`, "
                 "`systemctl kill`), and SGLang, its child, stopped with it: the server itself did not fail.",
                 f"Find who sent it (`journalctl -u {unit}`, your automation); `svcdiag up {cfg.name if cfg else 'NAME'} "
@@ -325,7 +325,7 @@ SYSTEMD_STEPS = {
 
 
 def _exited(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
-    status = v.figures.get("exit_status")
+    status = v.figures.exit_status
     name = cfg.name if cfg else "NAME"
     if status in SYSTEMD_STEPS:
         step, key, what = SYSTEMD_STEPS[status]
@@ -339,7 +339,7 @@ def _exited(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[s
 
 def _port_in_use(v: Verdict, cfg: ServiceConfig | None, owners: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
     """uvicorn's own port (the sub-cases, SGLang's other ports, are the registry's)."""
-    port = cfg.port if cfg else v.figures.get("port")
+    port = cfg.port if cfg else v.figures.port
     say = [f"Everything loaded, then uvicorn could not bind port {port}: another process listens there."]
     if owners:
         say.append(f"Our unit(s) configured for port {port} and running: {', '.join(owners)}.")
@@ -351,7 +351,7 @@ def _port_in_use(v: Verdict, cfg: ServiceConfig | None, owners: list[str]) -> tu
 def _store_port_in_use(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
     """torch.distributed's TCP store, not the HTTP port: --nccl-port on one node, dist_init_addr's port on several."""
     port = v.captures.get("port") or v.captures.get("errno_port")
-    multi = (v.figures.get("nnodes") or 1) > 1
+    multi = (v.figures.nnodes or 1) > 1
     whose = "dist_init_addr's port (the ranks' rendezvous on node 0)" if multi else "the NCCL port (--nccl-port)"
     say = [f"The ranks' rendezvous (torch.distributed's TCP store) could not listen on port {port or '?'}: it is in use. "
            f"That is {whose}, not the HTTP port: the start stopped before loading anything.",
@@ -364,10 +364,10 @@ def _store_port_in_use(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> t
 def _model_not_found(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
     """The registry's words, unless the path SGLang could not open is not model_path but another flag's."""
     named = next((v.captures[k] for k in ("hub_id", "path_id", "repo_id", "file") if k in v.captures), None)
-    model = cfg.model_path if cfg else v.figures.get("model_path")
+    model = cfg.model_path if cfg else v.figures.model_path
     if named and model and model.rstrip("/") not in named:  # the missing path is another flag's
         draft = (cfg.speculative.draft_model_path if cfg and cfg.speculative else None) \
-            or v.figures.get("draft_model_path")
+            or v.figures.draft_model_path
         whose = "the speculative draft model (speculative_draft_model_path)" if draft and draft.rstrip("/") in \
             named else "a LoRA adapter (lora_paths), tokenizer_path or another path in the flags"
         return [f"SGLang cannot open {named!r}: not model_path ({model!r}) but {whose}; it is "
@@ -388,7 +388,7 @@ def _bind_address(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[
 
 
 def _quantization_blocks(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
-    tp = cfg.tp_size if cfg else v.figures.get("tp_size")
+    tp = cfg.tp_size if cfg else v.figures.tp_size
     say = [f"Tensor parallelism{f' over {tp} GPUs' if tp else ''} cuts a quantized weight across its "
            f"quantization blocks: {v.message}",
            "Each GPU's slice of every weight must be whole blocks (fp8 block 128, AWQ/GPTQ groups): use a smaller "
@@ -418,9 +418,9 @@ def _context_length(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tupl
 
 
 def _not_an_eagle_draft(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
-    draft = v.figures.get("draft_model_path")
+    draft = v.figures.draft_model_path
     return [f"The speculative draft model ({draft if draft else 'none given: SGLang loaded the target itself'}"
-            f"{', class ' + str(v.figures['draft_model_type']) if v.figures.get('draft_model_type') else ''}) "
+            f"{', class ' + str(v.figures.draft_model_type) if v.figures.draft_model_type else ''}) "
             "is not an EAGLE draft: it lacks the draft's methods ({}).".format(v.message.split(": ", 1)[-1]),
             "Set speculative_draft_model_path to a draft trained for this target (an EAGLE3 draft's class is "
             "…ForCausalLMEagle3); only a model with its own MTP layers (DeepSeek, Qwen3-Next) runs "
@@ -428,7 +428,7 @@ def _not_an_eagle_draft(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> 
 
 
 def _tp_split(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
-    tp = cfg.tp_size if cfg else v.figures.get("tp_size")
+    tp = cfg.tp_size if cfg else v.figures.tp_size
     say = [f"tp_size {tp if tp else '(the one given)'} does not divide the model's attention heads, so the "
            "weights cannot be split evenly over the GPUs (SGLang asserts it while building the model).",
            "Use a tp_size that divides the number of attention (and KV) heads in config.json: 1, 2, 4 or 8 "
@@ -440,7 +440,7 @@ def _pd_warmup(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[lis
     status = v.captures.get("status", "?")
     say = [f"The PD server's own warmup request failed (HTTP {status}). SGLang prints 'ready' all the same, but "
            "marks itself unhealthy: /health answers 503, so a router never registers it or sends it a request."]
-    model = f"{v.figures.get('model_type')} {v.figures.get('model_path')}"
+    model = f"{v.figures.model_type} {v.figures.model_path}"
     if status in ("400", "422") and ("ForConditionalGeneration" in model or "VL" in model):
         say.append("A 400/422 on /v1/chat/completions is SGLang's own bug for a multimodal model in PD mode "
                    "(the warmup sends a /generate payload there: sgl-project/sglang#22871): a release with the "
@@ -481,7 +481,7 @@ def _pd_bootstrap_failed(v: Verdict, cfg: ServiceConfig | None, _: list[str]) ->
 
 
 def _invalid_ordinal(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
-    tp = v.figures.get("tp_size") or (cfg.tp_size if cfg else None)
+    tp = v.figures.tp_size or (cfg.tp_size if cfg else None)
     return ["A rank asked for a GPU this process cannot see (CUDA: invalid device ordinal): tp_size"
             + (f" {tp}" if tp else "") + " × dp_size (+ base_gpu_id) is more GPUs than are visible to it.",
             "`nvidia-smi -L` lists the host's GPUs; CUDA_VISIBLE_DEVICES (the config's gpus) and the unit's "
@@ -492,7 +492,7 @@ def _invalid_ordinal(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tup
 
 
 def _rendezvous(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
-    node = v.figures.get("node_rank")
+    node = v.figures.node_rank
     say = [f"The ranks of a multi-node start never all met at dist_init_addr: {v.message}"]
     if v.detail == "clients_missing":
         say.append(f"Only {v.captures['joined']} of {v.captures['total']} ranks joined: the other node(s) were not started with "
@@ -541,8 +541,8 @@ def _nvshmem_failed(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tupl
 
 
 def _shape_mismatch(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
-    draft = v.figures.get("draft_model_path")
-    if draft and v.figures.get("weights_gb") is not None:  # the target had loaded: this is the draft's
+    draft = v.figures.draft_model_path
+    if draft and v.figures.weights_gb is not None:  # the target had loaded: this is the draft's
         return [f"The draft model {draft!r} does not fit the target: a tensor of its checkpoint has another shape "
                 f"than the draft layer built for this target ({v.message}).",
                 "An EAGLE/EAGLE3/MTP draft is trained for one target model (its hidden size and vocabulary): "
@@ -599,23 +599,15 @@ def _access_denied(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple
 
 def _mamba_small(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
     spr = memory_plan.slots_per_request(v.figures, cfg)
-    req = v.figures.get("requested_max_running_requests") or (cfg.max_running_requests if cfg else None) or 1
+    req = v.figures.requested_max_running_requests or (cfg.max_running_requests if cfg else None) or 1
     return [v.message, f"Each request takes {spr} Mamba state slots."], \
         [_fix({"max_mamba_cache_size": req * spr}, f"{req} request(s) × {spr} slots")]
-
-
-
-
-#: the time a phase gets beyond its deadline for what the log announced in it (readiness._allow): figure, why
-ALLOWANCES = (("precompile_extra_s", "the kernel compile SGLang announced"),
-              ("draft_extra_s", "the speculative draft's load and capture"),
-              ("pool_extra_s", "pinning the hierarchical cache's host pool"))
 
 
 def _timed_out(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
     limit = cfg.timeout.get(v.phase) if cfg else None
     name = cfg.name if cfg else "NAME"
-    if (total := v.figures.get("systemd_timeout_s")) is not None:
+    if (total := v.figures.systemd_timeout_s) is not None:
         unit = v.unit or (cfg.unit if cfg else "UNIT")
         return [f"systemd stopped the start after {total:.0f} s, in phase {v.phase}, before svcdiag's deadline for "
                 f"it: the unit's TimeoutStartSec= (`systemctl show -p TimeoutStartUSec {unit}`) ran out; SGLang "
@@ -626,11 +618,15 @@ def _timed_out(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[lis
                 f"start's deadlines; re-render this one (`svcdiag install {name}`) while none of its starts runs, or "
                 f"raise TimeoutStartSec= in {unit} by hand. `svcdiag history {name} --advise` says what the "
                 "recorded starts need."], []
-    extra = (v.figures.get("precompile_extra_s") or {}).get(v.phase)
-    more = [f" + {s:.0f} s for {why}" for figure, why in ALLOWANCES
-            if (s := (v.figures.get(figure) or {}).get(v.phase))]
+    extra = (v.figures.precompile_extra_s or {}).get(v.phase)
+    f = v.figures
+    # the time a phase gets beyond its deadline for what the log announced in it (readiness._allow)
+    allowances = ((f.precompile_extra_s, "the kernel compile SGLang announced"),
+                  (f.draft_extra_s, "the speculative draft's load and capture"),
+                  (f.pool_extra_s, "pinning the hierarchical cache's host pool"))
+    more = [f" + {s:.0f} s for {why}" for granted, why in allowances if (s := (granted or {}).get(v.phase))]
     allowed = f" (its deadline is {limit:.0f} s{''.join(more)})" if limit else ""
-    stop = v.figures.get("stopped_after_s")
+    stop = v.figures.stopped_after_s
     if stop is not None:
         left = f"it was then stopped from outside, {stop:.0f} s into the phase (a start given up on as stuck)"
     elif cfg is not None and cfg.readiness == "notify":
@@ -682,7 +678,7 @@ def _degraded(v: Verdict, cfg: ServiceConfig | None) -> dict[str, Any]:
 
 def _at_rendezvous(v: Verdict) -> bool:
     """A multi-node start whose last line is its ranks meeting at dist_init_addr: waiting for a node."""
-    return v.phase == "starting" and (v.figures.get("nnodes") or 1) > 1 and v.last_line is not None \
+    return v.phase == "starting" and (v.figures.nnodes or 1) > 1 and v.last_line is not None \
         and stalls.at_rendezvous(v.last_line)
 
 
@@ -715,7 +711,7 @@ def _died_after_ready(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tu
     say = [f"{v.message[:1].upper()}{v.message[1:]}.",
            f"What it printed last is in `svcdiag logs {name}` (this invocation only); `svcdiag up {name} --wait-ready` "
            "starts it afresh and judges the new start."]
-    if v.figures.get("unit_result") == "watchdog":
+    if v.figures.unit_result == "watchdog":
         limit = f" ({cfg.watchdog_s:g} s)" if cfg is not None and cfg.watchdog_s else ""
         say.insert(1, f"/ready stopped answering for longer than watchdog_s{limit}: the server hung or stopped "
                       "serving (a stuck scheduler, a dead rank, NCCL waiting on a peer).")
@@ -750,6 +746,9 @@ _BY_DETAIL = {
     ("bad_checkpoint", "shape_mismatch"): _shape_mismatch,
     ("access_denied", "bind_port"): _bind_port,
     ("gpu_unavailable", "invalid_ordinal"): _invalid_ordinal,
+    # the pool ran out while serving, not at sizing: the registry's words, not the sizing arithmetic
+    ("mamba_cache_too_small", "slots_exhausted"): lambda v, cfg, _: _template(v, cfg) or ([v.message], []),
+    ("pd_bootstrap_failed", "decode_fetch"): lambda v, cfg, _: _template(v, cfg) or ([v.message], []),
 }
 
 _BY_CAUSE = {

@@ -66,9 +66,8 @@ class Judge:
             out += r.feed(ev)
         if self.parser.version_hint != self._hint:
             self._hint = self.parser.version_hint
-            r.figures.setdefault("sglang_version_source", "inferred from line shapes")
-            if r.figures["sglang_version_source"] == "inferred from line shapes":
-                r.figures["sglang_version"] = self._hint
+            if r.figures.sglang_version_source in (None, "inferred from line shapes"):
+                r.set_figures(sglang_version_source="inferred from line shapes", sglang_version=self._hint)
         return out
 
     def skip(self, n: int, ts_text: str | None, last_line: str, ts: float | None = None) -> None:
@@ -125,15 +124,15 @@ class Judge:
         """journald's rate limit dropped `n` of this start's lines (its "Suppressed N messages" record):
         `figures.journal_dropped_lines` on the verdict, whenever the record comes (it may follow it)."""
         r = self.readiness
-        total = int(r.figures.get("journal_dropped_lines", 0)) + n
-        r.figures["journal_dropped_lines"] = total
+        total = (r.figures.journal_dropped_lines or 0) + n
+        r.set_figures(journal_dropped_lines=total)
         if r.verdict is not None:
-            r.verdict = r.verdict.with_(figures={**r.verdict.figures, "journal_dropped_lines": total})
+            r.verdict = r.verdict.with_(figures=r.verdict.figures.replace(journal_dropped_lines=total))
 
     @property
     def dropped(self) -> int:
         """How many of this start's lines journald said it dropped (0: none said)."""
-        return int(self.readiness.figures.get("journal_dropped_lines", 0))
+        return self.readiness.figures.journal_dropped_lines or 0
 
     def supervisor_ready(self, status: str, ts: float) -> Verdict:
         """A notify unit is active (its supervisor said READY=1 once it judged the start healthy and
@@ -141,7 +140,7 @@ class Judge:
         limit, a unit written before svcdiag set one). The supervisor saw every line: its word stands."""
         r = self.readiness
         if r.verdict is None:
-            r.figures["verdict_source"] = "supervisor"
+            r.set_figures(verdict_source="supervisor")
             r.evidence.append(f"STATUS={status}")
             how_many = (f"journald dropped {self.dropped:,} of this start's lines (its rate limit: "
                         f"`journalctl MESSAGE_ID={JOURNAL_DROPPED}`)" if self.dropped else

@@ -42,6 +42,7 @@ from svcdiag.sglang.events import (
     WeightsBegin,
     WeightsEnd,
 )
+from svcdiag.sglang.figures import Figures
 from svcdiag.sglang.grammar import tp_rank
 
 _INDEX = {p: i for i, p in enumerate(PHASES)}
@@ -91,7 +92,9 @@ class Readiness:
         self.unit, self.invocation = unit, invocation
         self.total_timeout = total_timeout
         self.phase = "starting"
-        self.figures: dict[str, Any] = {}
+        self.figures = Figures()
+        #: the speculative draft's load has begun: the KV and pool lines from here on are the draft's
+        self._drafting = False
         self.phase_seconds: dict[str, float] = {}
         self.evidence: list[str] = []
         self.verdict: Verdict | None = None
@@ -193,10 +196,9 @@ class Readiness:
         self.last_line = o.last_line
         self._conclude("timed_out", None, o.message, o.at, stalled_s=o.stalled)
 
-    @property
-    def _drafting(self) -> bool:
-        """The speculative draft's load has begun: the KV and pool lines from here on are the draft's."""
-        return "draft_avail_before_load_gb" in self.figures
+    def set_figures(self, **figures: Any) -> None:
+        """Figures known from outside the log's events (the release its line shapes suggest, journald's drops)."""
+        self.figures = self.figures.replace(**figures)
 
     @property
     def overrun(self) -> bool:
@@ -263,7 +265,7 @@ class Readiness:
                 self.verdict = healthy.with_(
                     verdict="failed", phase="ready", cause="died_after_ready", ts=ev.ts or healthy.ts,
                     message=f"the start was healthy, then the server died while serving: {ev.message}",
-                    figures={**healthy.figures, "died_of": ev.cause},
+                    figures=healthy.figures.replace(died_of=ev.cause),
                     evidence=(*healthy.evidence, *ev.evidence[:4]))
                 return [ev]
             return []
@@ -305,7 +307,7 @@ class Readiness:
         by = ev.by if isinstance(ev, StopRequested) else f"SIG{ev.signal}" if isinstance(ev, Failure) else "systemd"
         self.verdict = self.verdict.with_(evidence=tuple(self.evidence), message=f"{self.verdict.message}; later "
                                           f"stopped from outside ({by}), a clean stop",
-                                          figures={**self.verdict.figures, "stopped_after_ready_by": by})
+                                          figures=self.verdict.figures.replace(stopped_after_ready_by=by))
 
     def _advance(self, target: str, ts: float | None) -> list[Event]:
         if _INDEX[target] <= _INDEX[self.phase]:
@@ -336,17 +338,15 @@ class Readiness:
         return "cuda_graph"
 
     def _on_ServerArgs(self, ev: ServerArgs) -> list[Event]:
-        f = self.figures
-        for key, val in (("mem_fraction_static", ev.mem_fraction_static), ("tp_size", ev.tp_size),
-                         ("requested_max_running_requests", ev.max_running_requests),
-                         ("requested_max_mamba_cache_size", ev.max_mamba_cache_size),
-                         ("context_length", ev.context_length), ("node_rank", ev.node_rank),
-                         ("model_path", ev.model_path), ("draft_model_path", ev.speculative_draft_model_path),
-                         ("nnodes", ev.nnodes), ("speculative_algorithm", ev.speculative_algorithm)):
-            if val is not None:
-                f[key] = val
-        if ev.context_length is not None:
-            f.setdefault("context_len", ev.context_length)
+        given = {"mem_fraction_static": ev.mem_fraction_static, "tp_size": ev.tp_size,
+                 "requested_max_running_requests": ev.max_running_requests,
+                 "requested_max_mamba_cache_size": ev.max_mamba_cache_size,
+                 "context_length": ev.context_length, "node_rank": ev.node_rank,
+                 "model_path": ev.model_path, "draft_model_path": ev.speculative_draft_model_path,
+                 "nnodes": ev.nnodes, "speculative_algorithm": ev.speculative_algorithm}
+        self.set_figures(**{k: v for k, v in given.items() if v is not None})
+        if ev.context_length is not None and self.figures.context_len is None:
+            self.set_figures(context_len=ev.context_length)
         if ev.max_mamba_cache_size is not None and self.hybrid is None:
             self.hybrid = True
         self._speculative = ev.speculative_algorithm is not None
@@ -356,52 +356,47 @@ class Readiness:
     def _on_WeightsBegin(self, ev: WeightsBegin) -> list[Event]:
         if "weights_begin" in self._seen:
             if "weights_end" in self._seen and self._speculative is not False:  # not a router's next worker
-                self.figures["draft_avail_before_load_gb"] = ev.avail_gb
+                self.set_figures(draft_avail_before_load_gb=ev.avail_gb)
+                self._drafting = True
                 # the draft's load and its graphs come in this phase (scheduler): they get what a load and a capture do
                 self._allow("draft_extra_s", "draft", self.timeouts["loading_weights"] + self.timeouts["cuda_graph"])
             return []
         self._seen.add("weights_begin")
         if ev.avail_gb >= 0:
-            self.figures["avail_before_load_gb"] = ev.avail_gb
+            self.set_figures(avail_before_load_gb=ev.avail_gb)
         return self._advance("loading_weights", ev.ts)
 
     def _on_WeightsEnd(self, ev: WeightsEnd) -> list[Event]:
-        f = self.figures
         if "weights_end" in self._seen:
             if self._speculative is not False:
-                f["draft_weights_gb"] = ev.mem_usage_gb
-                f["draft_model_type"] = ev.model_type
+                self.set_figures(draft_weights_gb=ev.mem_usage_gb, draft_model_type=ev.model_type)
             return []
         self._seen.add("weights_end")
         self._seen.add("weights_begin")
-        f.update(weights_gb=ev.mem_usage_gb, avail_after_load_gb=ev.avail_gb, model_type=ev.model_type)
-        before = f.get("avail_before_load_gb")
+        self.set_figures(weights_gb=ev.mem_usage_gb, avail_after_load_gb=ev.avail_gb, model_type=ev.model_type)
+        before = self.figures.avail_before_load_gb
         if ev.mem_usage_gb is None and ev.avail_gb is not None and before is not None and before >= ev.avail_gb:
-            f["weights_gb"] = round(before - ev.avail_gb, 2)  # ≤ 0.4.2 says no `mem usage=`: what the load took
+            self.set_figures(weights_gb=round(before - ev.avail_gb, 2))  # ≤ 0.4.2 says no `mem usage=`: what the load took
         if ev.elapsed_s is not None:
-            f["weight_load_s"] = ev.elapsed_s
+            self.set_figures(weight_load_s=ev.elapsed_s)
         return self._advance(self._after_pools(), ev.ts)
 
     def _on_KVCache(self, ev: KVCache) -> list[Event]:
-        f = self.figures
         if ev.upper_bound:
-            f["kv_tokens_upper_bound"] = ev.tokens
+            self.set_figures(kv_tokens_upper_bound=ev.tokens)
             return []
         if ev.draft or ("kv" in self._seen and self._drafting):
             # 0.5.23 names the draft's pool; before, its line looks like the target's, after the draft's weights
-            f["draft_kv_tokens"] = ev.tokens
+            self.set_figures(draft_kv_tokens=ev.tokens)
             if ev.k_gb is not None or ev.kv_gb is not None:  # K + V, or MLA's one `KV size:`
-                f["draft_kv_gb"] = round(ev.kv_gb if ev.k_gb is None else ev.k_gb + (ev.v_gb or 0.0), 2)
+                self.set_figures(draft_kv_gb=round(ev.kv_gb if ev.k_gb is None else ev.k_gb + (ev.v_gb or 0.0), 2))
             return []
         full, swa = self._sliding_window
         if ev.label == "SWA" or (swa is not None and ev.tokens == swa and ev.tokens != full):
-            f["swa_kv_tokens"] = ev.tokens  # the sliding-window layers' pool, named or (before 0.5.23) announced
+            self.set_figures(swa_kv_tokens=ev.tokens)  # the sliding-window layers' pool, named or (before 0.5.23) announced
             return []
-        if ev.tokens is not None:
-            f["kv_tokens"] = ev.tokens
-        for key, val in (("kv_k_gb", ev.k_gb), ("kv_v_gb", ev.v_gb), ("kv_gb", ev.kv_gb), ("kv_dtype", ev.dtype)):
-            if val is not None:
-                f[key] = val
+        pool = {"kv_tokens": ev.tokens, "kv_k_gb": ev.k_gb, "kv_v_gb": ev.v_gb, "kv_gb": ev.kv_gb, "kv_dtype": ev.dtype}
+        self.set_figures(**{k: v for k, v in pool.items() if v is not None})
         self._add_evidence(ev.line)
         self._seen.add("kv")
         return self._advance(self._after_pools(), ev.ts) if "weights_end" in self._seen else []
@@ -414,40 +409,38 @@ class Readiness:
         return []
 
     def _allow(self, figure: str, why: str, extra: float) -> bool:
-        """The current phase's deadline grows by `extra`, once a phase for each `why`; `figures[figure]`
+        """The current phase's deadline grows by `extra`, once a phase for each `why`; `figures.<figure>`
         says which phase got how much (phase → seconds)."""
         key = f"{why}:{self.phase}"
         if key in self._seen or self._deadline is None:
             return False
         self._seen.add(key)
         self._deadline = Deadline(self._deadline.limit + extra, self._deadline.since)
-        self.figures.setdefault(figure, {})[self.phase] = extra
+        self.set_figures(**{figure: {**(getattr(self.figures, figure) or {}), self.phase: extra}})
         return True
 
     def _on_MambaCache(self, ev: MambaCache) -> list[Event]:
         self.hybrid = True
         self._seen.add("mamba")
-        self.figures.update(mamba_slots=ev.slots, mamba_conv_gb=ev.conv_gb, mamba_ssm_gb=ev.ssm_gb)
+        self.set_figures(mamba_slots=ev.slots, mamba_conv_gb=ev.conv_gb, mamba_ssm_gb=ev.ssm_gb)
         if ev.intermediate_ssm_gb is not None:
-            self.figures["mamba_intermediate_ssm_gb"] = ev.intermediate_ssm_gb
-            self.figures["mamba_intermediate_conv_gb"] = ev.intermediate_conv_gb
+            self.set_figures(mamba_intermediate_ssm_gb=ev.intermediate_ssm_gb, mamba_intermediate_conv_gb=ev.intermediate_conv_gb)
         self._add_evidence(ev.line)
         return self._advance(self._after_pools(), ev.ts) if "weights_end" in self._seen else []
 
     def _on_PoolEnd(self, ev: PoolEnd) -> list[Event]:
         if self._drafting:  # the draft's pools, after the target's
-            self.figures["draft_pool_end_avail_gb"] = ev.avail_gb
+            self.set_figures(draft_pool_end_avail_gb=ev.avail_gb)
             return []
-        self.figures["pool_end_avail_gb"] = ev.avail_gb
+        self.set_figures(pool_end_avail_gb=ev.avail_gb)
         return self._advance("cuda_graph", ev.ts)
 
     def _on_MaxRunningLimited(self, ev: MaxRunningLimited) -> list[Event]:
-        self.figures["max_running_capped_to"] = ev.value
-        self.figures["max_running_capped_by"] = ev.by
+        self.set_figures(max_running_capped_to=ev.value, max_running_capped_by=ev.by)
         if ev.slots_per_req is not None:
-            self.figures["mamba_slots_per_request"] = ev.slots_per_req
+            self.set_figures(mamba_slots_per_request=ev.slots_per_req)
         self._add_evidence(ev.line)
-        requested = ev.requested or self.figures.get("requested_max_running_requests")
+        requested = ev.requested or self.figures.requested_max_running_requests
         if requested is None or ev.value < requested:
             self._degrade("max_running_reduced", f"max_running_requests lowered to {ev.value}"
                           + (f" from the {requested} requested" if requested else "") + f" (by {ev.by})",
@@ -455,7 +448,8 @@ class Readiness:
         return []
 
     def _on_KVBelowContext(self, ev: KVBelowContext) -> list[Event]:
-        self.figures.setdefault("kv_tokens", ev.tokens)
+        if self.figures.kv_tokens is None:
+            self.set_figures(kv_tokens=ev.tokens)
         self._add_evidence(ev.line)
         self._degrade("kv_below_context", f"the KV pool holds {ev.tokens:,} tokens, fewer than one "
                       f"{ev.context_length:,}-token request: long requests will be refused or truncated",
@@ -463,12 +457,12 @@ class Readiness:
         return []
 
     def _on_StartupTimings(self, ev: StartupTimings) -> list[Event]:
-        self.figures["sglang_phase_seconds"] = dict(ev.seconds)
+        self.set_figures(sglang_phase_seconds=dict(ev.seconds))
         return []
 
     def _on_UnifiedMemoryPool(self, ev: UnifiedMemoryPool) -> list[Event]:
         self._seen.update(("kv", "mamba"))
-        self.figures["unified_memory_pool_gb"] = ev.total_gb
+        self.set_figures(unified_memory_pool_gb=ev.total_gb)
         self._degrade("unified_memory", "--enable-unified-memory: KV tokens and Mamba slots are split at run time, "
                       "not fixed at start; the figures are capacities, not allocations", {"total_gb": ev.total_gb})
         return self._advance(self._after_pools(), ev.ts) if "weights_end" in self._seen else []
@@ -490,7 +484,7 @@ class Readiness:
         if self._overrun is not None:
             o = self._overrun
             if ev.ts is not None and self._deadline is not None:
-                self.figures["stopped_after_s"] = round(ev.ts - self._deadline.since, 3)
+                self.set_figures(stopped_after_s=round(ev.ts - self._deadline.since, 3))
             self._time_out(_Overrun(o.phase, o.limit, o.at, o.stalled, o.last_line, f"{o.message}; then {message}"))
             return
         self._conclude("failed", "stopped", message, ev.ts)
@@ -506,7 +500,7 @@ class Readiness:
             return None
         since = self.phase_since if self.phase_since is not None else ts
         total = ts - self.started if self.started is not None else ts - since
-        self.figures["systemd_timeout_s"] = round(total, 3)
+        self.set_figures(systemd_timeout_s=round(total, 3))
         self._conclude("timed_out", None, f"systemd's start timeout (TimeoutStartSec=) ended the start after "
                        f"{total:.0f} s, {ts - since:.0f} s into phase {self.phase}, before svcdiag's deadline for it", ts,
                        stalled_s=ts - since)
@@ -520,29 +514,25 @@ class Readiness:
         if not ev.name.startswith("target"):
             return []
         if ev.stage == "begin":
-            if ev.avail_gb is not None:
-                self.figures.setdefault("cuda_graph_avail_before_gb", ev.avail_gb)
+            if ev.avail_gb is not None and self.figures.cuda_graph_avail_before_gb is None:
+                self.set_figures(cuda_graph_avail_before_gb=ev.avail_gb)
             return self._advance("cuda_graph", ev.ts)
         if ev.mem_usage_gb is not None:
-            self.figures["cuda_graph_gb"] = round(self.figures.get("cuda_graph_gb", 0.0) + ev.mem_usage_gb, 2)
-        if (self.figures.get("node_rank") or 0) >= 1:  # a worker node: no summary, no HTTP; its log says it is up
+            self.set_figures(cuda_graph_gb=round((self.figures.cuda_graph_gb or 0.0) + ev.mem_usage_gb, 2))
+        if (self.figures.node_rank or 0) >= 1:  # a worker node: no summary, no HTTP; its log says it is up
             out = self._advance("ready", ev.ts)
-            self._conclude("healthy", None, f"worker node {self.figures['node_rank']}: its schedulers are up "
+            self._conclude("healthy", None, f"worker node {self.figures.node_rank}: its schedulers are up "
                            "(node 0 serves the API; this node answers only /health on its --port)", ev.ts)
             return out
         return self._advance("scheduler", ev.ts)
 
     def _on_SchedulerInfo(self, ev: SchedulerInfo) -> list[Event]:
-        f = self.figures
-        f["max_total_num_tokens"] = ev.max_total_num_tokens
-        f.setdefault("kv_tokens", ev.max_total_num_tokens)  # older releases say the pool only here
-        f["max_running_requests"] = ev.max_running_requests
-        if ev.context_len is not None:
-            f["context_len"] = ev.context_len
-        if ev.available_gpu_mem_gb is not None:
-            f["available_gpu_mem_gb"] = ev.available_gpu_mem_gb
-        if ev.chunked_prefill_size is not None:
-            f["chunked_prefill_size"] = ev.chunked_prefill_size
+        self.set_figures(max_total_num_tokens=ev.max_total_num_tokens, max_running_requests=ev.max_running_requests)
+        if self.figures.kv_tokens is None:  # older releases say the pool only here
+            self.set_figures(kv_tokens=ev.max_total_num_tokens)
+        summary = {"context_len": ev.context_len, "available_gpu_mem_gb": ev.available_gpu_mem_gb,
+                   "chunked_prefill_size": ev.chunked_prefill_size}
+        self.set_figures(**{k: v for k, v in summary.items() if v is not None})
         self._add_evidence(ev.line)
         return self._advance("http", ev.ts)
 
@@ -553,12 +543,12 @@ class Readiness:
     def _on_HostPool(self, ev: HostPool) -> list[Event]:
         """The hierarchical cache's host pool (per rank, counted once): pinning hundreds of GB takes minutes,
         in the phase after the summary; that phase gets what allocating a pool does (timeouts.kv_cache)."""
-        self.figures["hicache_host_gb"] = ev.gb
+        self.set_figures(hicache_host_gb=ev.gb)
         self._allow("pool_extra_s", "host_pool", self.timeouts["kv_cache"])
         return []
 
     def _on_PortMoved(self, ev: PortMoved) -> list[Event]:
-        self.figures["port"] = ev.port
+        self.set_figures(port=ev.port)
         self._degrade("port_moved", f"port {ev.requested} was taken, so SGLang listens on {ev.port} instead: a "
                       f"client or health check of {ev.requested} reaches whatever holds it",
                       {"requested_port": ev.requested, "port": ev.port})
@@ -576,6 +566,17 @@ class Readiness:
         return out
 
     def _on_Failure(self, ev: Failure) -> list[Event]:
+        """A failure whose frames say a later phase than the lines before it did (a log cut at its top) had
+        reached that phase; then it is weighed."""
+        moved: list[Event] = []
+        if ev.raised_in:
+            suspect = self._suspect
+            moved = self._advance(ev.raised_in, ev.ts)
+            self._suspect = suspect  # (it is no milestone: what looked like a cause still may be one)
+        self._weigh(ev)
+        return moved
+
+    def _weigh(self, ev: Failure) -> None:
         """Root cause before consequence: a death waits (briefly) for its cause, a suspect for
         its confirmation; the first root line names the failure."""
         if ev.role == SUSPECT:
@@ -583,7 +584,7 @@ class Readiness:
                 self._suspect = ev
             if self._death is not None:
                 self._fail_pending(ev.ts)
-            return []
+            return
         if ev.role == DEATH:
             if self._death is None or (self._death.cause == "exception" and ev.cause != "exception"):
                 if self._death is not None:  # `Exit code: -9` says more than `Rank 0 scheduler is dead`
@@ -592,9 +593,8 @@ class Readiness:
                 self._death = ev
             if self._suspect is not None:
                 self._fail_pending(ev.ts)
-            return []
+            return
         self._fail(ev, ev.ts, also=self._death)
-        return []
 
     def _fail(self, root: Failure, ts: float | None, also: Failure | None = None) -> None:
         for line in root.evidence:
@@ -603,7 +603,7 @@ class Readiness:
             for line in also.evidence:
                 self._add_evidence(line)
         if root.cause == "max_running_zero":
-            self.figures["max_running_requests"] = 0
+            self.set_figures(max_running_requests=0)
         self._conclude("failed", root.cause, root.message, ts, signal=root.signal or (also.signal if also else None),
                        status=root.status, detail=root.detail, captures=root.captures)
 
@@ -663,15 +663,15 @@ class Readiness:
         seconds = dict(self.phase_seconds)
         if now is not None and self._deadline is not None and self.phase != "ready":
             seconds[self.phase] = round(now - self._deadline.since, 3)
-        figures = {k: v for k, v in self.figures.items() if v is not None}
+        figures = self.figures
         if signal:
-            figures["signal"] = signal
+            figures = figures.replace(signal=signal)
         if status is not None:
-            figures["exit_status"] = status
+            figures = figures.replace(exit_status=status)
         if now is not None and self.started is not None:
-            figures["startup_s"] = round(now - self.started, 3)
+            figures = figures.replace(startup_s=round(now - self.started, 3))
         if verdict == "healthy" and self.overran:
-            figures["overran_deadlines_s"] = dict(self.overran)
+            figures = figures.replace(overran_deadlines_s=dict(self.overran))
             message += "; " + "; ".join(
                 f"phase {p} took {seconds.get(p, 0):.0f} s, past its {limit:.0f} s deadline (a live wait calls that "
                 f"timed_out and a notify unit is stopped there: raise timeouts.{p})" for p, limit in self.overran.items())

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from svcdiag.sglang.events import Event
+from svcdiag.sglang.figures import Figures
 
 # ---------------------------------------------------------------- systemd's lines about the unit
 
@@ -45,7 +46,7 @@ class Verdict(Event):
     message: str
     detail: str = ""  # the cause's sub-case (sglang/failures.py), "" for the cause's own row
     captures: dict[str, str] = field(default_factory=dict)  # what the sub-case's pattern read off the failure
-    figures: dict[str, Any] = field(default_factory=dict)
+    figures: Figures = field(default_factory=Figures)
     evidence: tuple[str, ...] = ()
     phase_seconds: dict[str, float] = field(default_factory=dict)
     last_line: str | None = None
@@ -56,12 +57,17 @@ class Verdict(Event):
     #: healthy, but short of what was asked: [{reason, message, figures}] (docs/replay.md#degraded)
     degraded: tuple[dict[str, Any], ...] = ()
 
+    def __post_init__(self) -> None:
+        if isinstance(self.figures, dict):  # a record read back, or a test's literal
+            object.__setattr__(self, "figures", Figures(**self.figures))
+
     def with_(self, **changes: Any) -> Verdict:
         return dataclasses.replace(self, **changes)
 
     def to_json(self) -> dict[str, Any]:
         out = Event.to_json(self)
         out.pop("line", None)
+        out["figures"] = self.figures.to_json()
         return out
 
 
@@ -80,12 +86,12 @@ def ended_after_ready(v: Verdict, result: str, exit_line: str | None, ended_at: 
     figures kept. Its HTTP cross-check cannot run: nothing serves. A unit the log shows stopped from outside
     (`Stopping …`, `SIGTERM received`) was stopped, whatever result SGLang's own shutdown left (its main process
     SIGKILLs itself after a child's -15: result `signal`)."""
-    if result == "success" or v.figures.get("stopped_after_ready_by"):
+    if result == "success" or v.figures.stopped_after_ready_by:
         return v
     what = _ENDS.get(result) or (f"{exit_line} (systemd result {result})" if exit_line else f"systemd result {result}")
     return v.with_(verdict="failed", phase="ready", cause="died_after_ready", ts=ended_at or v.ts,
                    message=f"the start was healthy, then the unit ended while serving: {what}",
-                   figures={**v.figures, "unit_result": result},
+                   figures=v.figures.replace(unit_result=result),
                    evidence=(*v.evidence, *([exit_line] if exit_line else []), f"systemd: Result={result}"))
 
 

@@ -19,6 +19,7 @@ from svcdiag.judge.verdict import Verdict
 from svcdiag.ops.follow import follow, unit_lock
 from svcdiag.ops.start import calibrate, conclude, diagnoser, ensure_started, judge_start, quiet_plan, remember
 from svcdiag.output.publish import Publisher
+from svcdiag.sglang.figures import Figures
 from svcdiag.sglang.preflight import estimate_candidate
 from svcdiag.systemd.dbus import Systemd
 
@@ -78,7 +79,7 @@ def make_snapshot(cfg: ServiceConfig, v: Verdict, state_before: str) -> dict[str
     return {
         "name": cfg.name, "unit": cfg.unit, "config_hash": cfg.config_hash, "invocation": v.invocation,
         "ts": v.ts or time.time(), "healthy": v.verdict == "healthy", "verdict": v.verdict, "cause": v.cause,
-        "phase": v.phase, "figures": {k: v.figures[k] for k in SNAPSHOT_FIGURES if k in v.figures},
+        "phase": v.phase, "figures": v.figures.pick(SNAPSHOT_FIGURES),
         "phase_seconds": v.phase_seconds, "state_before": state_before,
     }
 
@@ -86,12 +87,12 @@ def make_snapshot(cfg: ServiceConfig, v: Verdict, state_before: str) -> dict[str
 def compare(prev: dict[str, Any], cur: dict[str, Any]) -> list[dict[str, Any]]:
     """Drift of this healthy start against the last good one, beyond the thresholds."""
     out: list[dict[str, Any]] = []
-    pf, cf = prev.get("figures", {}), cur.get("figures", {})
-    a, b = pf.get("kv_tokens"), cf.get("kv_tokens")
+    pf, cf = Figures.from_json(prev.get("figures"), "the last good snapshot"), Figures.from_json(cur.get("figures"))
+    a, b = pf.kv_tokens, cf.kv_tokens
     if a and b is not None and b < a * (1 - KV_DROP):
         out.append({"what": "kv_tokens", "before": a, "after": b,
                     "message": f"KV cache down {100 * (a - b) / a:.1f} % ({a:,} → {b:,} tokens; threshold {KV_DROP:.0%})"})
-    a, b = pf.get("startup_s"), cf.get("startup_s")
+    a, b = pf.startup_s, cf.startup_s
     if a and b is not None and b > a * (1 + SLOWER):
         out.append({"what": "startup_s", "before": a, "after": b,
                     "message": f"start-up {100 * (b - a) / a:.0f} % slower ({a:.1f} s → {b:.1f} s; threshold {SLOWER:.0%})"})
@@ -100,9 +101,10 @@ def compare(prev: dict[str, Any], cur: dict[str, Any]) -> list[dict[str, Any]]:
         out.append({"what": "phase", "before": None, "after": phase, "message": f"phase {phase} newly appears"})
     for phase in sorted(before - after):
         out.append({"what": "phase", "before": phase, "after": None, "message": f"phase {phase} vanished"})
-    for key in ("mamba_slots", "max_running_requests", "max_total_num_tokens"):
-        if key != "max_total_num_tokens" and pf.get(key) is not None and cf.get(key) is not None and pf[key] != cf[key]:
-            out.append({"what": key, "before": pf[key], "after": cf[key], "message": f"{key} {pf[key]} → {cf[key]}"})
+    for key, a, b in (("mamba_slots", pf.mamba_slots, cf.mamba_slots),
+                      ("max_running_requests", pf.max_running_requests, cf.max_running_requests)):
+        if a is not None and b is not None and a != b:
+            out.append({"what": key, "before": a, "after": b, "message": f"{key} {a} → {b}"})
     return out
 
 
@@ -122,7 +124,7 @@ def estimate(snapshot: dict[str, Any], base: ServiceConfig, cand: ServiceConfig)
     baseline's measured figures (same tp only; across tp sizes the model's split is unknown)."""
     if cand.tp_size != base.tp_size:
         return None
-    return estimate_candidate(snapshot.get("figures", {}), base, cand)
+    return estimate_candidate(Figures.from_json(snapshot.get("figures"), "the baseline snapshot"), base, cand)
 
 
 def explain_candidate(base: ServiceConfig, cand: ServiceConfig, cand_verdict: Verdict | None,

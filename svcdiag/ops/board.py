@@ -25,6 +25,7 @@ from svcdiag.judge.pipeline import Judge
 from svcdiag.judge.progress import PhaseProgress
 from svcdiag.ops import deadline_owner
 from svcdiag.ops.follow import _supervisors_failure
+from svcdiag.sglang.figures import Figures
 from svcdiag.systemd.dbus import Systemd, UnitProps
 from svcdiag.systemd.journal import EventReader
 
@@ -195,10 +196,10 @@ class Board:
             phase_elapsed_s=now - since if in_progress and since is not None else None,
             usual_s=usual.get("startup_s"), usual_phase_s=(usual.get("phase_seconds") or {}).get(phase),
             uptime_s=now - props.active_enter_ts if props.running and props.active_enter_ts and not in_progress else None,
-            kv_tokens=figures.get("kv_tokens"), max_running=figures.get("max_running_requests"),
-            max_running_requested=figures.get("requested_max_running_requests"), degraded=degraded,
+            kv_tokens=figures.kv_tokens, max_running=figures.max_running_requests,
+            max_running_requested=figures.requested_max_running_requests, degraded=degraded,
             verdict=v.verdict if v is not None else None, cause=v.cause if v is not None else None,
-            message=v.message if v is not None else None, figures=dict(figures))
+            message=v.message if v is not None else None, figures=figures.to_json())
 
     def close(self) -> None:
         for s in self.starts.values():
@@ -215,7 +216,7 @@ def usual_times(names: list[str]) -> dict[str, dict[str, Any]]:
         return out
     for rec in reader.read():
         if rec.event == "verdict" and rec.verdict == "healthy" and rec.config:
-            out[rec.config] = {"startup_s": rec.figures.get("startup_s"),
+            out[rec.config] = {"startup_s": Figures.from_json(rec.figures, "the journal's verdict record").startup_s,
                                "phase_seconds": rec.data.get("phase_seconds") or {}}
     return out
 

@@ -340,8 +340,8 @@ class Runner:
                 bench = None
                 if v.verdict == "healthy" and phase.benchmark and not self.stop.is_set():
                     bench = self._bench(phase.benchmark, cfg, pub, sd)
-                figures = {k: v.figures[k] for k in ("kv_tokens", "max_running_requests", "context_len", "startup_s",
-                                                     "sglang_version") if k in v.figures}
+                figures = v.figures.pick(("kv_tokens", "max_running_requests", "context_len", "startup_s",
+                                          "sglang_version"))
                 return RunRow(**base, status=status, verdict=v.verdict, cause=v.cause, message=v.message,
                               phase_seconds=dict(v.phase_seconds), figures=figures,
                               degraded=tuple(d.get("reason") for d in v.degraded), diagnosis=v.diagnosis,

@@ -234,8 +234,8 @@ class ContainerSupervisor(Supervisor):
         if v is None or v is self._published:
             return
         if self.cfg.sglang_version:  # the release named (SVCDIAG_CONFIG, --sglang-version): as `up` has it, not guessed
-            v = self.verdict = v.with_(figures={**v.figures, "sglang_version": self.cfg.sglang_version,
-                                                "sglang_version_source": "config"})
+            v = self.verdict = v.with_(figures=v.figures.replace(sglang_version=self.cfg.sglang_version,
+                                                                  sglang_version_source="config"))
         if (v.verdict != "healthy" or v.degraded) and v.diagnosis is None and self._diagnose is not None:
             v = self.verdict = v.with_(diagnosis=self._diagnose(v))
         self._published = v

@@ -277,7 +277,7 @@ def _supervisors_failure(judge: Judge, props: UnitProps) -> None:
     journald said it dropped, or that the supervisor places in a phase the journal never reached."""
     v, status = judge.verdict, props.status_text or ""
     m = FAILED_STATUS.match(status)
-    if v is None or m is None or v.figures.get("killed") == "supervisor":
+    if v is None or m is None or v.figures.killed == "supervisor":
         return
     only_the_end = v.cause in ("exited", "killed_by_signal") and (m.group(2) not in (None, v.cause) or m.group(1) == "timed_out")
     phase = status_phase(status)
@@ -289,7 +289,7 @@ def _supervisors_failure(judge: Judge, props: UnitProps) -> None:
     kept = "the server's end" if only_the_end else f"phase {v.phase}"
     judge.readiness.verdict = v.with_(
         verdict=m.group(1), cause=m.group(2) or (v.cause if m.group(1) == v.verdict else None), phase=phase or v.phase,
-        figures={**v.figures, "verdict_source": "supervisor"}, evidence=(*v.evidence, f"STATUS={status}"),
+        figures=v.figures.replace(verdict_source="supervisor"), evidence=(*v.evidence, f"STATUS={status}"),
         message=f"{status[m.end():]} (svcdiag supervise's verdict: the journal kept only {kept}, so "
                 "journald dropped the lines that show it)")
 
@@ -300,11 +300,11 @@ def _whose_kill(judge: Judge, props: UnitProps) -> None:
     the death). Any other last word: the supervisor itself was killed (`kill -9`, `systemctl kill`), and
     SGLang was stopped with it; not the OOM killer's doing, whatever the journal's exit line suggests."""
     v = judge.verdict
-    if v is None or v.cause != "killed_by_signal" or v.figures.get("signal") != "KILL" \
+    if v is None or v.cause != "killed_by_signal" or v.figures.signal != "KILL" \
             or any("OOM killer" in e for e in v.evidence) or (props.status_text or "").startswith("failed"):
         return
     judge.readiness.verdict = v.with_(
-        figures={**v.figures, "killed": "supervisor"},
+        figures=v.figures.replace(killed="supervisor"),
         message=f"svcdiag supervise, the unit's main process, was killed by SIGKILL in phase {v.phase}; SGLang, "
                 "its child, was stopped with it")
 

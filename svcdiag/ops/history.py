@@ -31,6 +31,7 @@ from svcdiag.config.service import DEFAULT_TIMEOUTS, PHASE_TIMEOUTS, ServiceConf
 from svcdiag.errors import SvcdiagError
 from svcdiag.files import PRIVATE_FILE, SHARED_FILE, SHARED_GROUP, private_dir, shared, state_dir
 from svcdiag.judge.verdict import Verdict
+from svcdiag.sglang.figures import Figures
 
 DB_NAME = "history.sqlite3"
 #: healthy starts needed before history speaks (slow_phase, ETA, learned deadlines, --advise)
@@ -254,10 +255,10 @@ def start_row(cfg: ServiceConfig, v: Verdict, command: str, *, campaign: str | N
     return {
         "ts": v.ts or time.time(), "host": socket.gethostname(), "unit": v.unit or cfg.unit, "config": cfg.name,
         "config_hash": cfg.config_hash, "invocation": v.invocation, "command": command,
-        "mode": getattr(cfg, "readiness", None) or "live", "sglang_version": f.get("sglang_version"),
-        "verdict": v.verdict, "cause": v.cause, "phase": v.phase, "startup_s": f.get("startup_s"),
-        "phase_seconds": dict(v.phase_seconds), "sglang_phase_seconds": f.get("sglang_phase_seconds") or {},
-        "figures": {k: val for k, val in f.items() if k != "sglang_phase_seconds"},
+        "mode": getattr(cfg, "readiness", None) or "live", "sglang_version": f.sglang_version,
+        "verdict": v.verdict, "cause": v.cause, "phase": v.phase, "startup_s": f.startup_s,
+        "phase_seconds": dict(v.phase_seconds), "sglang_phase_seconds": f.sglang_phase_seconds or {},
+        "figures": f.replace(sglang_phase_seconds=None).to_json(),
         "degraded": [d.get("reason") for d in v.degraded], "diagnosis": v.diagnosis, "campaign": campaign,
     }
 
@@ -415,10 +416,11 @@ def drift(u: Usual, v: Verdict) -> list[dict[str, Any]]:
     """KV tokens or max_running_requests unlike the config's last healthy start."""
     if u.last_healthy is None or v.verdict != "healthy":
         return []
-    before = u.last_healthy.get("figures") or {}
+    before = Figures.from_json(u.last_healthy.get("figures"), f"the history of {u.config}")
     out = []
-    for key in ("kv_tokens", "max_running_requests"):
-        a, b = before.get(key), v.figures.get(key)
+    now = v.figures
+    for key, a, b in (("kv_tokens", before.kv_tokens, now.kv_tokens),
+                      ("max_running_requests", before.max_running_requests, now.max_running_requests)):
         if a is not None and b is not None and a != b:
             out.append({"what": key, "before": a, "after": b,
                         "message": f"{key} {a:,} → {b:,} (the last healthy start of {u.config}, "

@@ -24,6 +24,7 @@ from typing import Any
 from tenacity import RetryError, Retrying, retry_if_exception_type, stop_after_delay, wait_exponential
 
 from svcdiag.judge.verdict import Verdict
+from svcdiag.sglang.figures import Figures
 
 READY_PATHS = ("/ready", "/health_generate", "/health")
 INFO_PATHS = ("/server_info", "/get_server_info")
@@ -89,13 +90,13 @@ def cross_check(v: Verdict, host: str, port: int, deadline_s: float) -> Verdict:
         return v.with_(verdict="failed", phase="http", cause="http_unreachable",
                        message=f"the log says ready, but {base} did not answer within {deadline_s:.0f} s ({why})")
     served = _tokens(info)
-    logged = v.figures.get("max_total_num_tokens", v.figures.get("kv_tokens"))
-    figures = {**v.figures, "http_max_total_num_tokens": served}
+    f = v.figures
+    logged = f.max_total_num_tokens if f.max_total_num_tokens is not None else f.kv_tokens
     evidence = [*v.evidence, f"GET {base}{health} → 200",
                 f"GET {base}{info_path} → max_total_num_tokens={served}"]
-    _version(info, info_path, figures, evidence)
-    _states(info, info_path, figures, evidence)
-    lost = v.figures.get("journal_dropped_lines")
+    figures = f.replace(http_max_total_num_tokens=served, **_version(info, info_path, f, evidence),
+                        **_states(info, info_path, f, evidence))
+    lost = f.journal_dropped_lines
     if logged is None and served is not None and lost:  # journald dropped the pool's line: nothing to compare with
         return v.with_(figures=figures, evidence=tuple(evidence),
                        message=f"{v.message}; HTTP {base}{health} answers and {info_path} reports "
@@ -110,44 +111,46 @@ def cross_check(v: Verdict, host: str, port: int, deadline_s: float) -> Verdict:
                            f"(max_total_num_tokens={served:,})")
 
 
-def _version(info: Any, path: str, figures: dict[str, Any], evidence: list[str]) -> None:
+def _version(info: Any, path: str, f: Figures, evidence: list[str]) -> dict[str, Any]:
     """The server's own version wins; one that differs from the release the flags were
-    rendered for is evidence."""
+    rendered for is evidence. The figures it changes."""
     if not isinstance(info, dict) or not info.get("version"):
-        return
+        return {}
     served = str(info["version"])
-    rendered, source = figures.get("sglang_version"), figures.get("sglang_version_source")
+    rendered, source = f.sglang_version, f.sglang_version_source
+    changes: dict[str, Any] = {"sglang_version": served, "sglang_version_source": "server_info"}
     if rendered and source != "server_info" and str(rendered) != served:
-        figures["rendered_sglang_version"] = rendered
+        changes["rendered_sglang_version"] = rendered
         evidence.append(f"{path} reports sglang {served}; the flags were rendered for sglang {rendered} ({source})")
-    figures["sglang_version"] = served
-    figures["sglang_version_source"] = "server_info"
+    return changes
 
 
-def _states(info: Any, path: str, figures: dict[str, Any], evidence: list[str]) -> None:
+def _states(info: Any, path: str, f: Figures, evidence: list[str]) -> dict[str, Any]:
     """internal_states[]: the effective per-DP request limit and the KV token capacity, each
-    against the log's; a disagreement is evidence and a figure."""
+    against the log's; a disagreement is evidence and a figure. The figures it sets."""
+    changes: dict[str, Any] = {}
     states = [s for s in (info.get("internal_states") or []) if isinstance(s, dict)] if isinstance(info, dict) else []
     checks = (
         ("effective_max_running_requests_per_dp", lambda s: s.get("effective_max_running_requests_per_dp"),
-         "http_max_running_requests", figures.get("max_running_requests"), "max_running_requests"),
+         "http_max_running_requests", f.max_running_requests, "max_running_requests"),
         ("memory_usage.token_capacity",
          lambda s: s.get("memory_usage", {}).get("token_capacity") if isinstance(s.get("memory_usage"), dict) else None,
-         "http_token_capacity", figures.get("kv_tokens", figures.get("max_total_num_tokens")), "KV tokens"),
+         "http_token_capacity", f.kv_tokens if f.kv_tokens is not None else f.max_total_num_tokens, "KV tokens"),
     )
     for field, get, key, logged, logged_name in checks:
         values = [x for x in (get(s) for s in states) if isinstance(x, int) and not isinstance(x, bool)]
         if not values:
             continue
-        figures[key] = values[0] if len(set(values)) == 1 else values
+        changes[key] = values[0] if len(set(values)) == 1 else values
         shown = ",".join(str(x) for x in values)
         if logged is None:
             evidence.append(f"{path} → internal_states[].{field}={shown} (the log gave no {logged_name})")
         elif any(x != logged for x in values):
-            figures[f"{key}_mismatch"] = True
+            changes[f"{key}_mismatch"] = True
             evidence.append(f"{path} → internal_states[].{field}={shown}, but the log says {logged_name}={logged}")
         else:
             evidence.append(f"{path} → internal_states[].{field}={shown}, as logged")
+    return changes
 
 
 def _tokens(info: Any) -> int | None:

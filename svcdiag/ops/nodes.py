@@ -115,7 +115,7 @@ def node_label(hosts: Hosts, cfg: ServiceConfig) -> str:
 def combine(hosts: Hosts, cfg: ServiceConfig, verdicts: dict[int, Verdict], nodes: list[ServiceConfig],
             first_bad: int | None) -> Verdict:
     """The start's verdict: the first node that was not healthy, named; else rank 0's, healthy.
-    It carries each node's own verdict in figures["nodes"]."""
+    It carries each node's own verdict in figures.nodes."""
     by_rank = {n.node_rank or 0: n for n in nodes}
     each = [{"node_rank": r, "host": where(hosts, by_rank[r]), "unit": by_rank[r].unit,
              "verdict": v.verdict, "phase": v.phase, "cause": v.cause, "message": v.message}
@@ -123,10 +123,10 @@ def combine(hosts: Hosts, cfg: ServiceConfig, verdicts: dict[int, Verdict], node
     if first_bad is None:
         base = verdicts[0]
         msg = f"all {len(nodes)} nodes healthy; node 0: {base.message}"
-        return base.with_(unit=cfg.unit, message=msg, figures={**base.figures, "nodes": each}, diagnosis=None)
+        return base.with_(unit=cfg.unit, message=msg, figures=base.figures.replace(nodes=each), diagnosis=None)
     bad = verdicts[first_bad]
     msg = f"{node_label(hosts, by_rank[first_bad])} {bad.verdict.replace('_', ' ')} in phase {bad.phase}: {bad.message}"
-    return bad.with_(unit=cfg.unit, message=msg, figures={**bad.figures, "nodes": each, "failed_node_rank": first_bad})
+    return bad.with_(unit=cfg.unit, message=msg, figures=bad.figures.replace(nodes=each, failed_node_rank=first_bad))
 
 
 def up(hosts: Hosts, cfg: ServiceConfig, units: UnitsDir, pub: Publisher, *, wait: bool, restart: bool,

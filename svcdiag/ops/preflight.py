@@ -238,7 +238,7 @@ class Calibration:
         self.root = root
 
     def record(self, cfg: ServiceConfig, p: Prediction, verdict: Any) -> dict[str, Any] | None:
-        logged = verdict.figures.get("kv_tokens")
+        logged = verdict.figures.kv_tokens
         if not isinstance(logged, int):
             return None  # the start died before the KV pool: nothing to compare
         row = {"ts": round(time.time(), 3), "config": cfg.name, "invocation": verdict.invocation,

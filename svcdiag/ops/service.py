@@ -58,8 +58,8 @@ def status(sd: Systemd, configs: list[ServiceConfig], units: UnitsDir) -> list[d
             v = res.verdict
             if v is not None and v.verdict != "healthy":
                 v = v.with_(diagnosis=diagnoser(cfg, units, sd)(v))
-            row.update(phase=r.phase, kv_tokens=r.figures.get("kv_tokens"),
-                       max_running_requests=r.figures.get("max_running_requests"),
+            row.update(phase=r.phase, kv_tokens=r.figures.kv_tokens,
+                       max_running_requests=r.figures.max_running_requests,
                        verdict=verdict_record(v, cfg.name).to_json() if v else None)
             if props.running and props.active_enter_ts:
                 row["uptime_s"] = round(time.time() - props.active_enter_ts, 1)

@@ -64,12 +64,13 @@ def judge_start(sd: Systemd, cfg: ServiceConfig, props: UnitProps, pub: Publishe
                       batch=pub.terminal_first)
     verdict, end = followed.verdict, followed.props
     assert verdict is not None
-    verdict = verdict.with_(figures={**verdict.figures, **sglang.figures()})
+    verdict = verdict.with_(figures=verdict.figures.replace(sglang_version=sglang.version,
+                                                            sglang_version_source=sglang.source))
     if verdict.verdict == "healthy" and end.invocation == props.invocation and not end.running:
         if end.result == "success":
             pub.note(f"{cfg.unit} was stopped cleanly after this healthy start: it serves nothing now")
         return ended_after_ready(verdict, end.result, end.exit_line, end.state_change_ts)  # no HTTP to check
-    if verdict.figures.get("verdict_source") == "supervisor":
+    if verdict.figures.verdict_source == "supervisor":
         return verdict  # the supervisor said READY=1 only once HTTP agreed; the journal lacks the figures to compare
     if verdict.verdict == "healthy" and not cfg.node_rank:  # a worker node (rank ≥ 1) serves no HTTP
         host, port = cfg.host, cfg.port
@@ -214,7 +215,7 @@ def remember(cfg: ServiceConfig, v: Verdict, pub: Publisher, command: str, *, st
     """History's part of a verdict: drift against the config's last healthy start, then the row (its id)."""
     note = once(pub.note)
     if drift:
-        for d in history.drift(history.load_usual(cfg, v.figures.get("sglang_version"), state, warn=note), v):
+        for d in history.drift(history.load_usual(cfg, v.figures.sglang_version, state, warn=note), v):
             pub.publish(pub.record("drift", ts=v.ts, message=d["message"], data=d))
     row_id, why = history.record_start(cfg, v, command, state=state, campaign=campaign)
     if why:

@@ -42,10 +42,10 @@ def status_text(judge: Judge, news: str | None, now: float, phase_since: float |
     since = phase_since if phase_since is not None else r.started
     parts = [f"{r.phase.replace('_', ' ')} {now - since:.0f} s" if since is not None else r.phase]
     f = r.figures
-    if f.get("kv_tokens"):
-        parts.append(f"KV {f['kv_tokens']:,} tokens")
-    if f.get("max_running_requests") is not None and r.phase in ("http", "ready"):
-        parts.append(f"max_running {f['max_running_requests']}")
+    if f.kv_tokens:
+        parts.append(f"KV {f.kv_tokens:,} tokens")
+    if f.max_running_requests is not None and r.phase in ("http", "ready"):
+        parts.append(f"max_running {f.max_running_requests}")
     if news:
         parts.append(news)
     return SEP.join(parts)
@@ -54,8 +54,8 @@ def status_text(judge: Judge, news: str | None, now: float, phase_since: float |
 def verdict_status(v: Verdict) -> str:
     if v.verdict == "healthy":
         f = v.figures
-        kv = f"{SEP}KV {f['kv_tokens']:,} tokens" if f.get("kv_tokens") else ""
-        mr = f"{SEP}max_running {f['max_running_requests']}" if f.get("max_running_requests") is not None else ""
+        kv = f"{SEP}KV {f.kv_tokens:,} tokens" if f.kv_tokens else ""
+        mr = f"{SEP}max_running {f.max_running_requests}" if f.max_running_requests is not None else ""
         return f"ready{kv}{mr}{SEP}HTTP agrees"
     cause = f" [{v.cause}]" if v.cause else ""
     return f"{v.verdict}{cause}: {v.message}"

@@ -26,15 +26,11 @@ from svcdiag.ops import gpu_hygiene
 from svcdiag.ops.follow import unit_lock
 from svcdiag.ops.start import ensure_started, flag_check, quiet_plan, wait_verdict
 from svcdiag.ops.tune_model import blank, from_inputs
-from svcdiag.ops.tune_search import CAPACITY_KEYS, DRAFT_KEY, Problem, Start, Stop, Target, Trial, grid_starts, step
+from svcdiag.ops.tune_search import CAPACITY_KEYS, DRAFT_KEY, TRIAL_FIGURES, Problem, Start, Stop, Target, Trial, grid_starts, step
 from svcdiag.output.publish import Publisher
+from svcdiag.sglang.figures import Figures
 from svcdiag.systemd.dbus import Systemd
 
-#: the figures a start's row keeps: what the search reads, and what the evidence table shows
-TRIAL_FIGURES = ("kv_tokens", "kv_gb", "kv_k_gb", "kv_v_gb", "draft_kv_gb", "mamba_slots", "mamba_conv_gb",
-                 "mamba_ssm_gb", "mamba_intermediate_ssm_gb", "mamba_intermediate_conv_gb", "mamba_slots_per_request",
-                 "avail_before_load_gb", "weights_gb", "cuda_graph_gb", "draft_weights_gb", "max_running_requests",
-                 "context_len", "available_gpu_mem_gb", "startup_s")
 TARGET_KEYS = {"max_running": "requests", "max_running_requests": "requests", "context": "context",
                "context_length": "context"}
 STOP_TIMEOUT_S = 90.0
@@ -193,8 +189,8 @@ class TuneResult:
 def _trial(d: Start, outcome: Any, seconds: float) -> Trial:
     v = outcome.verdict
     if v is None:
-        return Trial(d.settings, "interrupted", None, {}, seconds, d.why)
-    figures = {k: v.figures[k] for k in TRIAL_FIGURES if v.figures.get(k) is not None}
+        return Trial(d.settings, "interrupted", None, Figures(), seconds, d.why)
+    figures = v.figures.only(TRIAL_FIGURES)
     return Trial(d.settings, v.verdict, v.cause, figures, seconds, d.why, outcome.history_id)
 
 

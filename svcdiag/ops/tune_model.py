@@ -13,6 +13,7 @@ from typing import Any
 
 from svcdiag.config.service import ServiceConfig
 from svcdiag.sglang import memory
+from svcdiag.sglang.figures import Figures
 from svcdiag.sglang.memory import ACTIVATION_HEADROOM_GB, GB, MAX_MEM_FRACTION, SizingInputs
 from svcdiag.sglang.preflight import Inputs, sizing_inputs
 
@@ -100,32 +101,32 @@ def blank(cfg: ServiceConfig) -> Costs:
     return Costs(sizing_inputs(cfg, inp), source="none")
 
 
-def from_figures(f: dict[str, Any], settings: dict[str, Any], before: Costs) -> Costs:
+def from_figures(f: Figures, settings: dict[str, Any], before: Costs) -> Costs:
     """`before` with every cost the start logged replacing its estimate: free memory, the
     weights, the draft, the Mamba state of a slot, the KV cell; then the cell recalibrated so
     the model gives the KV tokens the start got (what neither knew, such as a draft's own KV)."""
     s = before.sizing
     changes: dict[str, Any] = {}
-    if f.get("avail_before_load_gb"):
-        changes["free_before_gb"] = float(f["avail_before_load_gb"])
-    if f.get("weights_gb") is not None:
-        changes["weights_gb"] = float(f["weights_gb"])
-    if f.get("draft_weights_gb") is not None:
-        changes["draft_weights_gb"] = float(f["draft_weights_gb"])
-    if f.get("mamba_slots_per_request"):
-        changes["slots_per_request"] = int(f["mamba_slots_per_request"])
-    slots = f.get("mamba_slots")
-    state = (f.get("mamba_conv_gb") or 0.0) + (f.get("mamba_ssm_gb") or 0.0)
+    if f.avail_before_load_gb:
+        changes["free_before_gb"] = float(f.avail_before_load_gb)
+    if f.weights_gb is not None:
+        changes["weights_gb"] = float(f.weights_gb)
+    if f.draft_weights_gb is not None:
+        changes["draft_weights_gb"] = float(f.draft_weights_gb)
+    if f.mamba_slots_per_request:
+        changes["slots_per_request"] = int(f.mamba_slots_per_request)
+    slots = f.mamba_slots
+    state = (f.mamba_conv_gb or 0.0) + (f.mamba_ssm_gb or 0.0)
     if slots and state:
         pad = 1 if memory.family(s.version).mamba == "joint_padded" else 0
         changes["mamba_per_req_bytes"] = int(state * GB / (slots + pad))
-    tokens = f.get("kv_tokens") or 0
-    kv_gb = f.get("kv_gb") if f.get("kv_gb") is not None else (f.get("kv_k_gb") or 0.0) + (f.get("kv_v_gb") or 0.0)
+    tokens = f.kv_tokens or 0
+    kv_gb = f.kv_pool_gb
     if tokens and kv_gb:
         changes["kv_cell_bytes"] = round(kv_gb * GB / tokens)
     if not changes:
         return before
-    c = Costs(replace(s, **changes), "measured", float(f.get("cuda_graph_gb") or before.graph_gb))
+    c = Costs(replace(s, **changes), "measured", float(f.cuda_graph_gb or before.graph_gb))
     if not (tokens and c.known and settings.get("mem_fraction_static")):
         return c
     p = memory.predict(c.at(fraction=settings["mem_fraction_static"], mamba_slots=settings.get("max_mamba_cache_size"),

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from svcdiag.ops.tune_model import MAX_MEM_FRACTION, Capacity, Costs, capacity, down_to, from_figures, up_to
+from svcdiag.sglang.figures import Figures
 
 #: the keys that decide capacity, as the config spells them
 CAPACITY_KEYS = ("mem_fraction_static", "max_mamba_cache_size", "max_running_requests", "context_length",
@@ -31,6 +32,13 @@ MIN_CHUNKED_PREFILL = 2048
 STEP = 0.01
 
 
+#: the figures a start's row keeps: what the search reads, and what the evidence table shows
+TRIAL_FIGURES = ("kv_tokens", "kv_gb", "kv_k_gb", "kv_v_gb", "draft_kv_gb", "mamba_slots", "mamba_conv_gb",
+                 "mamba_ssm_gb", "mamba_intermediate_ssm_gb", "mamba_intermediate_conv_gb", "mamba_slots_per_request",
+                 "avail_before_load_gb", "weights_gb", "cuda_graph_gb", "draft_weights_gb", "max_running_requests",
+                 "context_len", "available_gpu_mem_gb", "startup_s")
+
+
 @dataclass(frozen=True, slots=True)
 class Target:
     requests: int
@@ -39,11 +47,11 @@ class Target:
     def __str__(self) -> str:
         return f"{self.requests} × {self.context:,}"
 
-    def met_by(self, f: dict[str, Any]) -> bool:
+    def met_by(self, f: Figures) -> bool:
         """Whether a start's figures serve it: R at once, each of C tokens, all in the KV pool."""
-        ctx = f.get("context_len") or self.context
-        return ((f.get("max_running_requests") or 0) >= self.requests and ctx >= self.context
-                and (f.get("kv_tokens") or 0) >= self.requests * self.context)
+        ctx = f.context_len or self.context
+        return ((f.max_running_requests or 0) >= self.requests and ctx >= self.context
+                and (f.kv_tokens or 0) >= self.requests * self.context)
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,18 +74,24 @@ class Trial:
     settings: dict[str, Any]
     verdict: str
     cause: str | None
-    figures: dict[str, Any]
+    figures: Figures
     seconds: float = 0.0
     why: str = ""
     history_id: int | None = None
 
+    def __post_init__(self) -> None:
+        if not isinstance(self.figures, Figures):  # a test's literal
+            object.__setattr__(self, "figures", Figures.from_json(self.figures, "a trial"))
+
     def to_json(self) -> dict[str, Any]:
-        return {"settings": self.settings, "verdict": self.verdict, "cause": self.cause, "figures": self.figures,
+        # TRIAL_FIGURES' order first: the order tune's state and --json always had
+        figures = {**self.figures.pick(TRIAL_FIGURES), **self.figures.to_json()}
+        return {"settings": self.settings, "verdict": self.verdict, "cause": self.cause, "figures": figures,
                 "seconds": round(self.seconds, 1), "why": self.why, "history_id": self.history_id}
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> Trial:
-        return cls(dict(d["settings"]), d["verdict"], d.get("cause"), dict(d.get("figures") or {}),
+        return cls(dict(d["settings"]), d["verdict"], d.get("cause"), Figures.from_json(d.get("figures"), "a tune trial"),
                    float(d.get("seconds") or 0), d.get("why", ""), d.get("history_id"))
 
 
@@ -235,9 +249,9 @@ def best_of(trials: list[Trial], target: Target) -> Trial | None:
     """The met start with the most headroom (the least static memory), else the one that served most."""
     met = [t for t in trials if meets(t, target)]
     if met:
-        return min(met, key=lambda t: (t.settings["mem_fraction_static"], -t.figures.get("kv_tokens", 0)))
+        return min(met, key=lambda t: (t.settings["mem_fraction_static"], -(t.figures.kv_tokens or 0)))
     healthy = [t for t in trials if t.verdict == "healthy"]
-    return max(healthy, key=lambda t: (t.figures.get("max_running_requests") or 0, t.figures.get("kv_tokens") or 0),
+    return max(healthy, key=lambda t: (t.figures.max_running_requests or 0, t.figures.kv_tokens or 0),
                default=None)
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from svcdiag.config.service import PHASES
+from svcdiag.sglang.figures import Figures
 
 INSTALL_PLOT = "chart skipped: matplotlib is not installed; pip install 'svcdiag[plot]' to get results as PNG and SVG"
 
@@ -34,11 +35,11 @@ def table(rows: list[dict[str, Any]]) -> tuple[list[str], list[list[Any]]]:
             "degraded", "bench_exit", *bench]
     body = []
     for r in rows:
-        f, b = r.get("figures") or {}, r.get("benchmark") or {}
+        f, b = Figures.from_json(r.get("figures"), f"campaign row {r['config']}"), r.get("benchmark") or {}
         ps = r.get("phase_seconds") or {}
         body.append([r["config"], r["status"] + (" (recorded)" if r.get("skipped") else ""), r.get("cause") or "",
-                     *[_num(ps.get(p)) for p in phases], _num(f.get("startup_s")), f.get("kv_tokens", ""),
-                     f.get("max_running_requests", ""), ",".join(r.get("degraded") or ()),
+                     *[_num(ps.get(p)) for p in phases], _num(f.startup_s), _num(f.kv_tokens),
+                     _num(f.max_running_requests), ",".join(r.get("degraded") or ()),
                      "" if b.get("exit_code") is None else b["exit_code"],
                      *[_num((b.get("figures") or {}).get(k)) for k in bench]])
     return head, body
@@ -124,7 +125,8 @@ def summary(outcome: Any) -> str:
         lines.append(f"baseline {b['config']}: {b['verdict']}" + (f" ({b['cause']})" if b.get("cause") else ""))
     for r in outcome.rows:
         extra = f" ({r.cause})" if r.cause else ""
-        took = f" {r.figures['startup_s']:.1f} s" if r.figures.get("startup_s") is not None else ""
+        startup_s = Figures.from_json(r.figures, f"campaign row {r.config}").startup_s
+        took = f" {startup_s:.1f} s" if startup_s is not None else ""
         rec = " [recorded earlier]" if r.skipped else ""
         bench = f", benchmark exit {r.benchmark['exit_code']}" if r.benchmark else ""
         lines.append(f"  {r.phase}/{r.config}: {r.status}{extra}{took}{bench}{rec}")

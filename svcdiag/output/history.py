@@ -5,6 +5,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from svcdiag.sglang.figures import Figures
+
 _SHORT = {"starting": "start", "loading_weights": "weights", "kv_cache": "kv", "mamba_cache": "mamba",
           "cuda_graph": "graphs", "scheduler": "sched", "http": "http"}
 
@@ -17,6 +19,10 @@ def _s(v: Any) -> str:
     return f"{v:.1f}" if isinstance(v, int | float) else "-"
 
 
+def _blank(v: Any) -> str:
+    return "" if v is None else str(v)
+
+
 def render_history(rows: list[dict[str, Any]]) -> str:
     if not rows:
         return "no recorded starts\n"
@@ -24,10 +30,10 @@ def render_history(rows: list[dict[str, Any]]) -> str:
             *_SHORT.values(), "kv_tokens", "max_run", "degraded", "invocation"]
     body = []
     for r in rows:
-        f, ps = r.get("figures") or {}, r.get("phase_seconds") or {}
+        f, ps = Figures.from_json(r.get("figures"), f"a history row of {r['config']}"), r.get("phase_seconds") or {}
         body.append([_when(r.get("ts")), r["config"], r.get("command") or "", r.get("sglang_version") or "",
                      r["verdict"], r.get("cause") or "", _s(r.get("startup_s")), *[_s(ps.get(p)) for p in _SHORT],
-                     str(f.get("kv_tokens", "")), str(f.get("max_running_requests", "")),
+                     _blank(f.kv_tokens), _blank(f.max_running_requests),
                      ",".join(x for x in (r.get("degraded") or []) if x), (r.get("invocation") or "")[:12]])
     widths = [max(len(str(x)) for x in col) for col in zip(head, *body, strict=True)]
     lines = ["  ".join(str(c).ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in [head, *body]]

@@ -83,7 +83,7 @@ def figures_of(ev: Event) -> dict[str, Any]:
 def verdict_record(v: Verdict, config: str | None = None) -> ReadinessEvent:
     return ReadinessEvent(
         event="verdict", ts=v.ts, unit=v.unit, invocation=v.invocation, config=config, phase=v.phase,
-        verdict=v.verdict, cause=v.cause, message=v.message, figures=dict(v.figures),
+        verdict=v.verdict, cause=v.cause, message=v.message, figures=v.figures.to_json(),
         data={"evidence": list(v.evidence), "phase_seconds": dict(v.phase_seconds), "last_line": v.last_line,
               "stalled_s": v.stalled_s, "diagnosis": v.diagnosis, "degraded": [dict(d) for d in v.degraded]})
 
@@ -193,8 +193,8 @@ class Publisher:
             # every failed start still carries one failure record
             self._failure_sent = True
             self.publish(self.record("failure", ts=v.ts, phase=v.phase, cause=v.cause, message=v.message,
-                                     data={"evidence": list(v.evidence[-3:]), "signal": v.figures.get("signal"),
-                                           "status": v.figures.get("exit_status")}))
+                                     data={"evidence": list(v.evidence[-3:]), "signal": v.figures.signal,
+                                           "status": v.figures.exit_status}))
         if v.diagnosis:
             d = v.diagnosis
             self.publish(self.record("diagnosis", ts=v.ts, phase=v.phase, cause=d.get("cause"),

@@ -30,6 +30,7 @@ from svcdiag.sglang.events import (
     WeightsBegin,
     WeightsEnd,
 )
+from svcdiag.sglang.figures import Figures
 
 KEY_FIGURES = ("kv_tokens", "max_total_num_tokens", "max_running_requests", "context_len", "mamba_slots",
                "weights_gb", "avail_before_load_gb", "available_gpu_mem_gb", "startup_s")
@@ -170,13 +171,13 @@ def render_verdict(v: dict[str, Any]) -> str:
     head = HEADS.get(v["verdict"], v["verdict"].upper())
     cause = f" [{v['cause']}]" if v.get("cause") else ""
     who = f"{v['unit']}: " if v.get("unit") else ""
-    figures = v.get("figures") or {}
-    took = f" after {figures['startup_s']:.1f} s" if "startup_s" in figures else ""
+    figures = Figures.from_json(v.get("figures"), "the verdict record")
+    took = f" after {figures.startup_s:.1f} s" if figures.startup_s is not None else ""
     degraded = v.get("degraded") or []
     head += " (DEGRADED)" if degraded else ""
     lines = [f"\n{who}{head}{cause} in phase {v.get('phase')}{took}: {v.get('message')}"]
     lines += [f"  degraded: {d['reason']}: {d['message']}" for d in degraded]
-    figs = [f"{k}={_n(figures[k])}" for k in KEY_FIGURES if k in figures and k != "startup_s"]
+    figs = [f"{k}={_n(val)}" for k, val in figures.pick(KEY_FIGURES).items() if k != "startup_s"]
     if figs:
         lines.append("  figures: " + ", ".join(figs))
     if v.get("phase_seconds"):
@@ -281,10 +282,9 @@ def render_status(row: dict[str, Any]) -> str:
            f"kv_tokens {'-' if kv is None else kv:<10} max_running {'-' if mr is None else mr:<5} {verdict}{up_for}\n")
     if v and v.get("diagnosis"):
         out += "".join(f"    {sentence}\n" for sentence in v["diagnosis"]["explanation"][:2])
-    lost = ((v or {}).get("figures") or {}).get("journal_dropped_lines")
-    if lost:  # journald's "Suppressed N messages" record: the journal is not the whole story
-        whose = "; the verdict is svcdiag supervise's, which read them all" \
-            if v["figures"].get("verdict_source") == "supervisor" else ""
+    f = Figures.from_json((v or {}).get("figures"), f"{row['name']}'s verdict")
+    if lost := f.journal_dropped_lines:  # journald's "Suppressed N messages" record: the journal is not the whole story
+        whose = "; the verdict is svcdiag supervise's, which read them all" if f.verdict_source == "supervisor" else ""
         out += f"    journald dropped {lost:,} of this start's lines (its rate limit){whose}\n"
     return out
 
@@ -352,15 +352,15 @@ def render_tune(result: dict[str, Any]) -> str:
     rows = [("#", "MEM_FRAC", "MAMBA", "MAX_RUN", "GRAPH_BS", "CHUNK", "DRAFT", "VERDICT", "KV TOKENS", "RUNNING",
              "TARGET", "WHY")]
     for i, tr in enumerate(result["trials"], 1):
-        s, f = tr["settings"], tr["figures"]
+        s, f = tr["settings"], Figures.from_json(tr["figures"], f"tune's start #{i}")
         verdict = tr["verdict"] + (f" ({tr['cause']})" if tr.get("cause") else "")
-        running = "-" if f.get("max_running_requests") is None else f"{f['max_running_requests']}"
-        met = (tr["verdict"] == "healthy" and (f.get("max_running_requests") or 0) >= t["max_running"]
-               and (f.get("kv_tokens") or 0) >= need and (f.get("context_len") or t["context"]) >= t["context"])
+        running = "-" if f.max_running_requests is None else f"{f.max_running_requests}"
+        met = (tr["verdict"] == "healthy" and (f.max_running_requests or 0) >= t["max_running"]
+               and (f.kv_tokens or 0) >= need and (f.context_len or t["context"]) >= t["context"])
         rows.append((str(i), f"{s['mem_fraction_static']:.2f}", _n(s.get("max_mamba_cache_size") or "-"),
                      _n(s.get("max_running_requests") or "-"), _n(s.get("cuda_graph_max_bs") or "-"),
                      _n(s.get("chunked_prefill_size") or "-"), _n(s.get("speculative.num_draft_tokens") or "-"),
-                     verdict, _n(f.get("kv_tokens", "-")), running,
+                     verdict, _n(f.kv_tokens if f.kv_tokens is not None else "-"), running,
                      "met" if met else "short" if tr["verdict"] == "healthy" else "-", tr["why"]))
     if len(rows) > 1:
         out.append("  " + table(rows).rstrip("\n").replace("\n", "\n  "))

@@ -19,6 +19,7 @@ from svcdiag.config.service import PHASES
 from svcdiag.errors import SvcdiagError
 from svcdiag.files import write_atomic
 from svcdiag.output.schema import ReadinessEvent
+from svcdiag.sglang.figures import Figures
 
 VERDICTS = ("pending", "healthy", "failed", "timed_out", "incomplete")
 STATE_MARK = "# svcdiag_state "
@@ -118,7 +119,7 @@ def apply(state: dict[str, Any] | None, rec: ReadinessEvent) -> dict[str, Any]:
         state["cause"] = rec.cause
     elif rec.event == "verdict":
         state.update(verdict=rec.verdict, cause=rec.cause, phase_seconds=rec.data.get("phase_seconds") or {})
-        state["figures"].update({k: v for k, v in rec.figures.items() if k in GAUGES})
+        state["figures"].update(Figures.from_json(rec.figures, f"{rec.unit}'s verdict record").pick(tuple(GAUGES)))
     return state
 
 

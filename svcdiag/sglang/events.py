@@ -181,6 +181,9 @@ class Failure(Event):
     #: words once, here, so that nothing downstream matches text again
     detail: str = ""
     captures: dict[str, str] = field(default_factory=dict)
+    #: the phase its traceback's frames say it was raised in (`init_device_graphs`: cuda_graph), "" when they do not
+    #: say: a log that lost the milestone lines before it (a paste cut at its top) still fails in the right phase
+    raised_in: str = ""
 
     def __post_init__(self) -> None:
         if not self.detail:

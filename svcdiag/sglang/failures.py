@@ -3,7 +3,8 @@
 A row holds the patterns that recognise it, each named by where it matches (`line`: an
 exception's final line or a lone fatal line, which names the cause; `said`: the failure's record,
 its message first and then its evidence, one per line, which picks the sub-case: `\\A.*` anchors
-on the message, `^File ` on a traceback's frame; `read`: what else a picked row captures), its
+on the message, `^File ` on a traceback's frame; `read`: what else a picked row captures; `alone`: a
+line of its own that names the cause only where the grammar finds it, as argparse's last word), its
 role, the releases it applies to, its explanation (templates over the captures, or a function
 in the same slot where a sentence depends on them, as pystemd keeps a lambda in a data slot)
 and its fixes. The grammar asks `classify` for a line's cause (rows in priority order: the first
@@ -81,6 +82,9 @@ class FailureClass:
     line: re.Pattern[str] | None = None  # an exception's final line or a lone fatal line: names the cause
     said: re.Pattern[str] | None = None  # the failure's message and evidence: picks the sub-case
     read: tuple[re.Pattern[str], ...] = ()  # more of what a picked sub-case captures (each first match's groups)
+    #: a line of its own that names this cause where the grammar reads it (matched at the line's start): not
+    #: classify's, since its words name the cause only there (an argparse line, a launcher's, a PD server's)
+    alone: re.Pattern[str] | None = None
     role: Role = Role.ROOT
     releases: str = ""  # the SGLang releases whose words these are, when not all ("<= 0.4.3", ">= 0.5.10")
     explain: Explain = None
@@ -114,6 +118,7 @@ _CAUSES: tuple[FailureClass, ...] = (
         doc="`AssertionError: max_running_request is zero`"),
     # SGLang's own watchdog: a forward pass (or the tokenizer) made no progress for --watchdog-timeout s
     FailureClass(Cause.WATCHDOG_TIMEOUT, line=re.compile(r"[Ww]atchdog timeout \(self\.watchdog_timeout="),
+        alone=re.compile(r"Scheduler debug info:"),  # the watchdog's dump of the scheduler, before its timeout line
         doc="SGLang's own watchdog found a batch stuck and SIGQUIT the server: `Watchdog timeout "
             "(self.watchdog_timeout=300)` (≤ 0.4), `Scheduler watchdog timeout "
             "(self.watchdog_timeout=300, self.soft=False)` (0.5); the `Received sigquit …` after it is "
@@ -146,7 +151,8 @@ _CAUSES: tuple[FailureClass, ...] = (
             "graph begin` is a capture); `Exception: Capture cuda graph failed: CUDA out of memory …` "
             "(with its `Possible solutions:` list); after the target's capture, while a speculative draft"
             " loads or captures (`Capture draft cuda graph begin`), the diagnosis says it is the draft's"),
-    FailureClass(Cause.HOST_OOM, line=re.compile(r"\[Errno 12\] Cannot allocate memory|Out of memory: Killed process|oom-kill"
+    FailureClass(Cause.HOST_OOM, alone=re.compile(r"^slurmstepd: error: Detected \d+ oom[-_]kill events? in "),
+                 line=re.compile(r"\[Errno 12\] Cannot allocate memory|Out of memory: Killed process|oom-kill"
                             r"|DefaultCPUAllocator: can't allocate memory"  # torch's CPU allocator (--device cpu, offload)
                             # --enable-hierarchical-cache: its host pool (--hicache-ratio × the KV pool, or --hicache-size)
                             # larger than the host RAM free; not `… for request X`, a PD decode server's runtime note
@@ -255,7 +261,7 @@ _CAUSES: tuple[FailureClass, ...] = (
                  "mirror; or download the model where the hub is reachable and point model_path at the folder."),
         fixes=(({"env.HF_HUB_OFFLINE": "1"}, "once the model is in the unit's HF cache: ask the hub nothing"),)),
     FailureClass(Cause.UNSUPPORTED_HARDWARE, line=re.compile(
-        r"not supported for the current GPU|Minimum capability: \d+|[Cc]ompute capability"
+        r"not supported for the current GPU|Minimum capability: \d+|[Cc]ompute capability(?!: \d+\s*$)"
         # ptxas on a kernel written for another architecture; FA4's own check (`Only SM 10.x and 11.x are supported`)
         r"|not supported on \.target '?sm_\d+|Only SM [\d.x]+(?:(?:,| and| or) [\d.x]+)* (?:are|is) supported"
         r"|requires (?:an? )?(?:sm_?|SM)\d+|requires (?:an? )?(?:Blackwell|Hopper|Ada)\b"
@@ -502,6 +508,11 @@ _CAUSES: tuple[FailureClass, ...] = (
             "--enable-unified-memory only supports hybrid Mamba …`: the diagnosis quotes it and says to change "
             "what it names); a flag's value the release does not know, in its own words (`Invalid quantization "
             "choice: …`, `Unsupported kv_cache_dtype: …`, `Not supported device type: …`)",
+        # argparse's last word: `launch_server.py: error: …` (≤ 0.5.9) or `sglang serve: error: …` (0.5.10+)
+        alone=re.compile(r"^(?:[\w.-]+\.py|sglang(?: [\w-]+)?|launch_server|python3? -m [\w.]+): error: (.+)$"
+                         # `sglang serve` of a diffusion model (0.5.1x+) and other entry points: no program name
+                         r"|^error: ((?:unrecognized arguments|the following arguments are required|argument -"
+                         r"|ambiguous option|invalid choice|expected one argument).*)$"),
         explain=("SGLang refused its arguments: {message}",)),
     FailureClass(Cause.WARMUP_FAILED,
         doc="`Initialization failed. warmup error: Traceback …` ending in `AssertionError: res=<Response "
@@ -509,13 +520,13 @@ _CAUSES: tuple[FailureClass, ...] = (
             "Failed, status code: 500` (it prints ready after it, but is UnHealthy: `/health` 503)",
         explain=("The server loaded and listened, then its own warmup request to itself failed, and SGLang shut down "
                  "(`Initialization failed. warmup error`).", "It said: {message}")),
-    FailureClass(Cause.ROUTER_FAILED,
+    FailureClass(Cause.ROUTER_FAILED, alone=re.compile(r"Failed to start router|Error starting router|Failed to create router"),
         doc="`sglang_router.launch_server` gave up and killed its workers: `[Router (Python)] … - ERROR -"
             " Failed to start router: Timeout 300s waiting for workers [...] to become healthy. Please "
             "set --router-worker-startup-timeout-secs …`",
         explain=("sglang_router could not start, and killed its workers: {message}",
                  "Its words name the router argument to change (the --router-* flags).")),
-    FailureClass(Cause.PD_BOOTSTRAP_FAILED,
+    FailureClass(Cause.PD_BOOTSTRAP_FAILED, alone=re.compile(r"Prefill instance failed to register to bootstrap server"),
         doc="a PD prefill server could not register with its bootstrap server (`Prefill instance failed "
             "to register to bootstrap server: …`): it says ready, but no decode server finds it"),
     FailureClass(Cause.KILLED_BY_SIGNAL, role=Role.CONSEQUENCE,
@@ -903,7 +914,7 @@ def _internal_port(w: Mapping[str, str]) -> tuple[str, ...]:
             "--port) at least 100 away from any other server's.")
 
 _WARMUP = (
-    FailureClass(Cause.WARMUP_FAILED, "pd_warmup",
+    FailureClass(Cause.WARMUP_FAILED, "pd_warmup", alone=re.compile(r"Prefill disaggregation mode warm Up Failed"),
                  said=_said(r"disaggregation mode warm Up Failed(?:.*?status code: (?P<status>\d+))?"),
                  doc="Prefill disaggregation mode warm Up Failed, status code: 400"),
     FailureClass(Cause.WARMUP_FAILED, "proxy", said=_said(r"Response \[(?P<status>502|503|403|407)\]"),
@@ -975,6 +986,8 @@ _HOST_OOM = (
 
 _PORT_IN_USE = (
     FailureClass(Cause.PORT_IN_USE, "pd_bootstrap", said=_said(r"\A.*PD bootstrap server"),
+                 # the bootstrap server's thread, its address and port: the grammar words the message above
+                 alone=re.compile(r"Server error: \[Errno 98\] error while attempting to bind on address \('([^']*)', (\d+)\)"),
                  doc="the PD bootstrap server could not bind 0.0.0.0:8998 (--disaggregation-bootstrap-port): address "
                      "already in use",
                  explain=_pd_bootstrap_port),
@@ -1295,10 +1308,97 @@ _MEMORY = (
                  doc="torch.OutOfMemoryError: HIP out of memory. Tried to allocate 1.00 GiB."),
 )
 
+# -- audit R11 (issue #28 §3, held-out public logs of 2026 releases: GB10/DGX Spark, hybrid Mamba, PD, Ascend):
+# the classes these logs defeated, one row per (cause, sub-case); kept together so merges stay easy
+_AUDIT_R11 = (
+    # a hybrid Mamba model's state pool out of free slots (the ping-pong buffers of MambaRadixCache v2, or a
+    # request's own state): SGLang asserts, the scheduler dies; it names a flag, but no flag was refused
+    FailureClass(Cause.MAMBA_CACHE_TOO_SMALL, "slots_exhausted",
+                 line=re.compile(r"Not enough space for mamba|Can not alloc mamba cache"),
+                 said=_said(r"Not enough space for mamba|Can not alloc mamba cache"),
+                 doc="AssertionError: Not enough space for mamba ping pong idx, try to increase "
+                     "--mamba-full-memory-ratio.",
+                 explain=("The Mamba state pool had no free slot for a request (its state, or the two ping-pong "
+                          "buffers MambaRadixCache keeps per request), and the scheduler died on it: {message}",
+                          "The pool was sized for fewer requests than were admitted (prefix-cache hits and "
+                          "speculative decoding hold extra slots). Give Mamba states a larger share of the pool "
+                          "(--mamba-full-memory-ratio, extra_args, as SGLang says), or a larger max_mamba_cache_size, "
+                          "or admit fewer at once (max_running_requests).")),
+    # gloo's TCP pair saw the other end close (`pair.cc:534] Connection closed by peer`) after the ranks had met:
+    # a rank died (OOM, a crash), and this one's failure is the consequence; not a rendezvous that never happened
+    FailureClass(Cause.RENDEZVOUS_FAILED, "peer_closed", said=_said(r"gloo/transport/tcp/pair\.cc:\d+\] Connection closed by peer"),
+                 doc="Exception: Capture cuda graph failed: [../third_party/gloo/gloo/transport/tcp/pair.cc:534] "
+                     "Connection closed by peer [10.0.0.2]:60086",
+                 explain=("Another rank closed its gloo (torch's CPU collectives) connection to this one in phase "
+                          "{phase}: that rank died, most often of its own error (an OOM, a crash) or was killed, and "
+                          "this rank failed because of it: {short}",
+                          "Look for the first error of the other ranks (the other node's log, or above in this one); "
+                          "the ranks had met, so dist_init_addr and the network are not in question.")),
+)
+
+# -- audit R12 (issue #28 §3, held-out public logs: speculative, Blackwell/sm120, DeepEP/EP, Ray and collector
+# prefixes, pastes that begin in service): the classes these logs defeated, one row per (cause, sub-case)
+_AUDIT_R12 = (
+    # a PD decode server that could not reach the prefill's bootstrap server when a request came (0.4.6-0.5.x:
+    # `Error fetching prefill parallel info from bootstrap: …`), then its scheduler died on the request; the
+    # bootstrap address is the request's (the router's), so port None is a request that named none
+    FailureClass(Cause.PD_BOOTSTRAP_FAILED, "decode_fetch",
+                 said=_said(r"Error fetching prefill parallel info from bootstrap: "),
+                 doc="Error fetching prefill parallel info from bootstrap: Failed to parse: "
+                     "http://192.168.80.184:None/route?engine_rank=-1&target_dp_group=-1",
+                 explain=("The PD decode server could not get the prefill server's parallel info from its bootstrap "
+                          "server when a request came, and its scheduler died on it: {message}",
+                          "Each request carries the prefill's bootstrap address from the PD router: a port of None "
+                          "is a request that named none (sent to the decode server directly, /health_generate "
+                          "included, or a router not given the prefill's bootstrap port: `--prefill URL "
+                          "BOOTSTRAP_PORT`); a refused or timed-out connection is a port other than the prefill's "
+                          "--disaggregation-bootstrap-port, a prefill server that is down, or the network between "
+                          "them.")),
+    # torch's kernel-side assertion, printed by the GPU before the `device-side assert triggered` error (which a paste
+    # may not reach): `…/TensorCompare.cu:112: _assert_async_cuda_kernel: block: [0,0,0], thread: [0,0,0] Assertion
+    # `probability tensor contains either `inf`, `nan` or element < 0` failed.`; sampling's is NaN logits
+    # SGLang registers its own config classes with transformers at import (`AutoImageProcessor.register(…)`); a
+    # transformers that already ships one of them refuses: the installed transformers is newer than the release pins
+    FailureClass(Cause.BROKEN_INSTALL, "transformers_version",
+                 line=re.compile(r"is already used by a Transformers model"),
+                 said=_said(r"'<class '(?P<config>[\w.]+)'>' is already used by a Transformers model"),
+                 doc="ValueError: '<class 'sglang.srt.configs.qwen2_5_vl_config.Qwen2_5_VLConfig'>' is already used "
+                     "by a Transformers model.",
+                 explain=("SGLang could not register its own model config ({config}) with transformers: the installed "
+                          "transformers already has one by that name, so it is newer than this SGLang release was "
+                          "written for: {message}",
+                          "Install the transformers version the SGLang release pins into the unit's interpreter "
+                          "(`pip install \"sglang[all]==X\"` brings it), or upgrade SGLang to a release made for this "
+                          "transformers.")),
+    FailureClass(Cause.CUDA_ERROR, "nan_probabilities",
+                 said=_said(r"probability tensor contains either .inf., .nan. or element < 0"),
+                 doc="/pytorch/aten/src/ATen/native/cuda/TensorCompare.cu:112: _assert_async_cuda_kernel: block: "
+                     "[0,0,0], thread: [0,0,0] Assertion `probability tensor contains either `inf`, `nan` or element "
+                     "< 0` failed.",
+                 explain=("The sampler found NaN or infinite probabilities in phase {phase}: the model's logits went "
+                          "bad on the GPU, and torch's kernel assertion stopped the process: {message}",
+                          "That is numerics, not memory: an fp16 overflow (run the model in bfloat16, `dtype`), a "
+                          "quantized checkpoint or KV cache dtype (fp8) this model does not tolerate, or a kernel bug "
+                          "of one attention or MoE backend, DP attention or context parallel: start without the "
+                          "newest of those, or try another attention_backend, and see whether it goes away.")),
+    FailureClass(Cause.CUDA_ERROR, "device_assert",
+                 line=re.compile(r"\.cu:\d+: (?:\S.*?: )?block: \[\d+,\d+,\d+\], thread: \[\d+,\d+,\d+\] Assertion "),
+                 said=_said(r"\.cu:\d+: (?:\S.*?: )?block: \[\d+,\d+,\d+\], thread: \[\d+,\d+,\d+\] Assertion "
+                            r"`(?P<assertion>.*)` failed"),
+                 doc="/pytorch/aten/src/ATen/native/cuda/IndexKernel.cu:93: operator(): block: [0,0,0], thread: "
+                     "[0,0,0] Assertion `-sizes[i] <= index && index < sizes[i] && \"index out of bounds\"` failed.",
+                 explain=("A GPU kernel's own assertion failed in phase {phase} ({assertion}), and CUDA stops the "
+                          "process on it (`device-side assert triggered`): {message}",
+                          "An index out of bounds is most often a token id or an expert id past its table: a "
+                          "tokenizer or chat template that does not match the model, or a kernel bug of one backend; "
+                          "CUDA_LAUNCH_BLOCKING=1 names the kernel.")),
+)
+
 FAILURES: tuple[FailureClass, ...] = (*_CAUSES, *_GPU_UNAVAILABLE, *_NCCL, *_UNSUPPORTED_HARDWARE, *_UNSUPPORTED_MODEL,
                                      *_HUB_UNREACHABLE, *_CUDA_ERROR, *_DISK_FULL, *_WATCHDOG, *_ROUTER, *_WARMUP,
                                      *_TRANSPORTS, *_BAD_CHECKPOINT, *_HOST_OOM, *_PORT_IN_USE, *_ACCESS_DENIED,
-                                     *_BAD_ARGUMENTS, *_MODEL_NOT_FOUND, *_BROKEN_INSTALL, *_MEMORY)
+                                     *_BAD_ARGUMENTS, *_MODEL_NOT_FOUND, *_BROKEN_INSTALL, *_MEMORY, *_AUDIT_R11,
+                                     *_AUDIT_R12)
 
 #: the causes a line names, in priority order
 CLASSIFY: tuple[tuple[Cause, re.Pattern[str]], ...] = tuple((r.cause, r.line) for r in FAILURES if r.line is not None)
@@ -1334,6 +1434,22 @@ def _read(row: FailureClass, said: str, have: dict[str, str]) -> dict[str, str]:
         if (r := pat.search(said)) is not None:
             out.update((k, v) for k, v in r.groupdict().items() if v is not None and k not in have and k not in out)
     return out
+
+
+def own_line(cause: Cause, detail: str = "") -> re.Pattern[str]:
+    """A row's `alone` pattern, for the grammar to match where such a line stands."""
+    pattern = BY_KEY[(cause, detail)].alone
+    if pattern is None:
+        raise KeyError(f"the row {cause}/{detail} has no line of its own")
+    return pattern
+
+
+def row_said(cause: Cause, detail: str) -> re.Pattern[str]:
+    """A sub-case's `said` pattern, for the grammar where the words that pick the sub-case also name the cause."""
+    pattern = BY_KEY[(cause, detail)].said
+    if pattern is None:
+        raise KeyError(f"the row {cause}/{detail} has no words of its own")
+    return pattern
 
 
 def row(cause: str, detail: str = "") -> FailureClass | None:

@@ -340,40 +340,50 @@ class FlagTable:
                     i += 1  # the unknown flag's value(s)
                 continue
 
-            values: list[str] = []
-            if not spec.takes_value:
-                if eq:
-                    problems.append(FlagProblem(flag, "error",
-                                                f"{flag} takes no value in {self.label}, but got {inline!r}",
-                                                (), "unexpected-value"))
-            elif eq:
-                values = [inline]
-            else:
-                values, i = self.take_values(spec, argv, i)
-                nargs = spec.nargs
-                need = 1 if nargs in (None, "+") else (nargs if isinstance(nargs, int) else 0)
-                if len(values) < need:
-                    what = "a value" if need == 1 else f"{need} values"
-                    problems.append(FlagProblem(flag, "error",
-                                                f"{flag} expects {what} in {self.label}, got none",
-                                                (), "missing-value"))
-            for v in values:
-                problem = self._check_value(flag, spec, v)
-                if problem is not None:
-                    problems.append(problem)
-
-            removed = None if self.exact else self._removed(flag)
-            if removed is not None:  # in the stand-in table, but gone by the release asked for
-                problems.append(removed)
-            elif spec.error:
-                problems.append(FlagProblem(flag, "error",
-                                            f"{flag} stops the launch in {self.label}: {spec.error}",
-                                            _replacement(spec.deprecated), "rejected"))
-            elif spec.deprecated:
-                repl = _replacement(spec.deprecated)
-                msg = f"{flag} is deprecated in {self.label} (accepted, with a warning); {spec.deprecated}"
-                problems.append(FlagProblem(flag, "warning", msg, repl, "deprecated"))
+            found, i = self._check_given(flag, spec, eq, inline, argv, i)
+            problems += found
         return problems
+
+    def _check_given(self, flag: str, spec: FlagSpec, eq: str, inline: str, argv: list[str],
+                     i: int) -> tuple[list[FlagProblem], int]:
+        """One flag of the table as given (`eq` and `inline`: `=value` when written so): its value(s), taken from
+        `argv` at `i` when not inline, then its standing in the release (removed, rejected, deprecated); the
+        problems, and where the next argument starts."""
+        problems: list[FlagProblem] = []
+        values: list[str] = []
+        if not spec.takes_value:
+            if eq:
+                problems.append(FlagProblem(flag, "error",
+                                            f"{flag} takes no value in {self.label}, but got {inline!r}",
+                                            (), "unexpected-value"))
+        elif eq:
+            values = [inline]
+        else:
+            values, i = self.take_values(spec, argv, i)
+            nargs = spec.nargs
+            need = 1 if nargs in (None, "+") else (nargs if isinstance(nargs, int) else 0)
+            if len(values) < need:
+                what = "a value" if need == 1 else f"{need} values"
+                problems.append(FlagProblem(flag, "error",
+                                            f"{flag} expects {what} in {self.label}, got none",
+                                            (), "missing-value"))
+        for v in values:
+            problem = self._check_value(flag, spec, v)
+            if problem is not None:
+                problems.append(problem)
+
+        removed = None if self.exact else self._removed(flag)
+        if removed is not None:  # in the stand-in table, but gone by the release asked for
+            problems.append(removed)
+        elif spec.error:
+            problems.append(FlagProblem(flag, "error",
+                                        f"{flag} stops the launch in {self.label}: {spec.error}",
+                                        _replacement(spec.deprecated), "rejected"))
+        elif spec.deprecated:
+            repl = _replacement(spec.deprecated)
+            msg = f"{flag} is deprecated in {self.label} (accepted, with a warning); {spec.deprecated}"
+            problems.append(FlagProblem(flag, "warning", msg, repl, "deprecated"))
+        return problems, i
 
     def _check_value(self, flag: str, spec: FlagSpec, value: str) -> FlagProblem | None:
         try:

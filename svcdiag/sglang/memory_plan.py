@@ -9,12 +9,11 @@ start's release family, so the explanation and the fixes under it (recheck_fixes
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from typing import Any
 
 from svcdiag.config.service import ServiceConfig
 from svcdiag.sglang import memory
+from svcdiag.sglang.figures import Figures
 from svcdiag.sglang.memory import ACTIVATION_HEADROOM_GB, GB, MAX_MEM_FRACTION, SizingInputs
 from svcdiag.sglang.preflight import fewest_slots_per_request, logged_sizing
 
@@ -50,23 +49,22 @@ class Logged:
         return memory.draft_tokens(self.inputs) if self.inputs.speculative_algorithm else 0
 
 
-def read(figures: Mapping[str, Any], cfg: ServiceConfig | None) -> Logged | None:
+def read(figures: Figures, cfg: ServiceConfig | None) -> Logged | None:
     """The logged start, or None when its log lacks the KV pool, free memory or mem_fraction_static."""
     inp = logged_sizing(figures, cfg)
     if inp is None:
         return None
     f = figures
-    kv = f.get("kv_gb") or ((f.get("kv_k_gb") or 0) + (f.get("kv_v_gb") or 0))
-    mamba = sum(f.get(k) or 0 for k in ("mamba_conv_gb", "mamba_ssm_gb", "mamba_intermediate_ssm_gb",
-                                        "mamba_intermediate_conv_gb"))
-    return Logged(inp, memory.predict(inp), float(kv) + float(f.get("draft_kv_gb") or 0), float(mamba),
-                  f.get("mamba_slots"), f.get("cuda_graph_gb"))
+    mamba = sum(x or 0 for x in (f.mamba_conv_gb, f.mamba_ssm_gb, f.mamba_intermediate_ssm_gb,
+                                 f.mamba_intermediate_conv_gb))
+    return Logged(inp, memory.predict(inp), f.kv_pool_gb + float(f.draft_kv_gb or 0), float(mamba),
+                  f.mamba_slots, f.cuda_graph_gb)
 
 
-def slots_per_request(figures: Mapping[str, Any], cfg: ServiceConfig | None) -> int:
+def slots_per_request(figures: Figures, cfg: ServiceConfig | None) -> int:
     """Mamba state slots one request takes: as logged, else the model's for the start's flags and release."""
-    if figures.get("mamba_slots_per_request"):
-        return int(figures["mamba_slots_per_request"])
+    if figures.mamba_slots_per_request:
+        return int(figures.mamba_slots_per_request)
     logged = read(figures, cfg)
     if logged is not None and logged.now.slots_per_request:
         return logged.now.slots_per_request
@@ -131,17 +129,17 @@ def shorter_context(logged: Logged, requests: int) -> tuple[int, int | None] | N
     return limit, slots
 
 
-def cache_budget(figures: Mapping[str, Any], cfg: ServiceConfig | None,
+def cache_budget(figures: Figures, cfg: ServiceConfig | None,
                  fraction: float | None = None) -> float | None:
     """GiB the caches share after the weights (SGLang's rest: free after loading − the
     1 − mem_fraction_static reserve), at the logged fraction or `fraction`; None when the log
     lacks the free memory before loading, the weights or the fraction."""
     f = figures
-    mfs = fraction or f.get("mem_fraction_static") or (cfg.mem_fraction_static if cfg else None)
-    before, weights = f.get("avail_before_load_gb"), f.get("weights_gb")
+    mfs = fraction or f.mem_fraction_static or (cfg.mem_fraction_static if cfg else None)
+    before, weights = f.avail_before_load_gb, f.weights_gb
     if not (before and mfs) or weights is None:
         return None
-    after = f.get("avail_after_load_gb")
+    after = f.avail_after_load_gb
     inp = SizingInputs(free_before_gb=float(before), weights_gb=float(weights), kv_cell_bytes=1, context_len=1,
                        free_after_load_gb=float(after) if after is not None else None,
                        mem_fraction_static=float(mfs), version=cfg.sglang_version if cfg else None)

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from svcdiag.config.service import ServiceConfig
 from svcdiag.sglang import memory
+from svcdiag.sglang.figures import Figures
 from svcdiag.sglang.memory import ACTIVATION_HEADROOM_GB, GB, MAX_MEM_FRACTION, SizingInputs
 from svcdiag.sglang.modelinfo import DTYPE_BYTES, ModelShape
 
@@ -339,46 +339,46 @@ FIX_FIELDS = {"mem_fraction_static": "mem_fraction_static", "max_mamba_cache_siz
 _PLAIN_VERSION = re.compile(r"^\d+\.\d+(?:\.\d+)?$")
 
 
-def logged_sizing(figures: Mapping[str, Any], cfg: ServiceConfig | None) -> SizingInputs | None:
+def logged_sizing(figures: Figures, cfg: ServiceConfig | None) -> SizingInputs | None:
     """A logged start as the memory model's inputs, so that a change to its settings can be
     predicted for its release: free memory before and after loading as logged, the KV cell and
     the state per slot from its own pools, the flags from the config. None when the log has no
     KV pool, free memory or mem_fraction_static."""
     f = figures
-    tokens = int(f.get("kv_tokens") or 0)
-    kv_gb = f.get("kv_gb") or ((f.get("kv_k_gb") or 0) + (f.get("kv_v_gb") or 0))
-    before, after = f.get("avail_before_load_gb"), f.get("avail_after_load_gb")
-    mfs = f.get("mem_fraction_static") or (cfg.mem_fraction_static if cfg else None)
+    tokens = int(f.kv_tokens or 0)
+    kv_gb = f.kv_gb or ((f.kv_k_gb or 0) + (f.kv_v_gb or 0))
+    before, after = f.avail_before_load_gb, f.avail_after_load_gb
+    mfs = f.mem_fraction_static or (cfg.mem_fraction_static if cfg else None)
     if not (tokens and kv_gb and before and mfs):
         return None
-    logged = str(f.get("sglang_version") or "")
+    logged = str(f.sglang_version or "")
     version = (cfg.sglang_version if cfg and cfg.sglang_version else None) or \
         (logged if _PLAIN_VERSION.match(logged) else None)
     fam = memory.family(version)
-    slots = f.get("mamba_slots")
-    state_gb = (f.get("mamba_conv_gb") or 0) + (f.get("mamba_ssm_gb") or 0)
+    slots = f.mamba_slots
+    state_gb = (f.mamba_conv_gb or 0) + (f.mamba_ssm_gb or 0)
     pad = 1 if fam.mamba == "joint_padded" else 0
     per_req = int(state_gb * GB / (slots + pad)) if slots and state_gb else None
-    draft_tokens, draft_gb = f.get("draft_kv_tokens"), f.get("draft_kv_gb") or 0
+    draft_tokens, draft_gb = f.draft_kv_tokens, f.draft_kv_gb or 0
     if after is None:  # what its pools add up to, with the reserve
         after = float(kv_gb) + state_gb + draft_gb + float(before) * (1 - float(mfs)) + sum(
-            f.get(k) or 0 for k in ("mamba_intermediate_ssm_gb", "mamba_intermediate_conv_gb"))
+            x or 0 for x in (f.mamba_intermediate_ssm_gb, f.mamba_intermediate_conv_gb))
     flags = sizing_flags(cfg.extra_args if cfg else ())
-    algo, d = speculative_steps(cfg, flags, f.get("speculative_algorithm"))
+    algo, d = speculative_steps(cfg, flags, f.speculative_algorithm)
     return SizingInputs(
-        free_before_gb=float(before), weights_gb=float(f.get("weights_gb") or 0), free_after_load_gb=float(after),
+        free_before_gb=float(before), weights_gb=float(f.weights_gb or 0), free_after_load_gb=float(after),
         kv_cell_bytes=round(float(kv_gb) * GB / tokens),
-        context_len=int(f.get("context_len") or (cfg.context_length if cfg else 0) or 0),
+        context_len=int(f.context_len or (cfg.context_length if cfg else 0) or 0),
         mem_fraction_static=float(mfs), mamba_per_req_bytes=per_req,
-        max_mamba_cache_size=f.get("requested_max_mamba_cache_size") or (cfg.max_mamba_cache_size if cfg else None),
-        max_running_requests=f.get("requested_max_running_requests") or (cfg.max_running_requests if cfg else None),
+        max_mamba_cache_size=f.requested_max_mamba_cache_size or (cfg.max_mamba_cache_size if cfg else None),
+        max_running_requests=f.requested_max_running_requests or (cfg.max_running_requests if cfg else None),
         max_total_tokens=flags.max_total_tokens, speculative_algorithm=algo, num_draft_tokens=d,
         draft_cell_bytes=round(draft_gb * GB / draft_tokens) if draft_tokens and draft_gb else None,
         disable_radix_cache=flags.disable_radix_cache, mamba_scheduler_strategy=flags.mamba_scheduler_strategy,
         disable_overlap_schedule=flags.disable_overlap_schedule, mamba_full_memory_ratio=flags.mamba_full_memory_ratio,
         dp_size=cfg.dp_size if cfg and flags.enable_dp_attention else 1, page_size=flags.page_size,
-        tp_size=cfg.tp_size if cfg else int(f.get("tp_size") or 1),
-        slots_per_request=f.get("mamba_slots_per_request"), version=version)
+        tp_size=cfg.tp_size if cfg else int(f.tp_size or 1),
+        slots_per_request=f.mamba_slots_per_request, version=version)
 
 
 def _serves(inp: SizingInputs, want: int, reserve_gb: float) -> memory.Prediction | None:
@@ -389,7 +389,7 @@ def _serves(inp: SizingInputs, want: int, reserve_gb: float) -> memory.Predictio
     return p if ok and inp.free_before_gb * (1 - p.mem_fraction_static) >= reserve_gb else None
 
 
-def recheck_fixes(fixes: list[dict[str, Any]], figures: Mapping[str, Any],
+def recheck_fixes(fixes: list[dict[str, Any]], figures: Figures,
                   cfg: ServiceConfig | None) -> list[dict[str, Any]]:
     """Every memory fix ({"set": changes, "reason": why}) predicted through SGLang's own
     arithmetic for the start's release before it is printed. One that serves what it is for
@@ -401,7 +401,7 @@ def recheck_fixes(fixes: list[dict[str, Any]], figures: Mapping[str, Any],
     base = logged_sizing(figures, cfg)
     if base is None:
         return list(fixes)
-    reserve = float(figures.get("cuda_graph_gb") or 0) + ACTIVATION_HEADROOM_GB
+    reserve = float(figures.cuda_graph_gb or 0) + ACTIVATION_HEADROOM_GB
     out: list[dict[str, Any]] = []
     for fix in fixes:
         change = {FIX_FIELDS[k]: v for k, v in fix["set"].items() if k in FIX_FIELDS}
@@ -433,7 +433,7 @@ def recheck_fixes(fixes: list[dict[str, Any]], figures: Mapping[str, Any],
     return out
 
 
-def estimate_candidate(figures: Mapping[str, Any], base: ServiceConfig, cand: ServiceConfig) -> dict[str, Any] | None:
+def estimate_candidate(figures: Figures, base: ServiceConfig, cand: ServiceConfig) -> dict[str, Any] | None:
     """A candidate config on the baseline's GPU and model: the baseline's logged start with the
     candidate's memory settings and flags, through SGLang's arithmetic for the candidate's
     release (baseline-check's estimate when the candidate never ran). None when the baseline's

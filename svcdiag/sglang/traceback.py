@@ -19,6 +19,14 @@ FINAL_EXC_RE = re.compile(
     r"|^(?:[a-z_]\w*\.)+[A-Z]\w*: ")  # a qualified class named otherwise: `triton.runtime.errors.OutOfResources: …`
 CHAIN_LINES = ("During handling of the above exception", "The above exception was the direct cause")
 TRACEBACK_OPEN = "Traceback (most recent call last):"
+#: a frame as Python's traceback prints it (faulthandler's and py-spy's lack the comma before `in`)
+FRAME_RE = re.compile(r'^[ \t]+File "[^"]+", line \d+, in \S')
+#: the phase a frame of SGLang's places the traceback in: graph capture (`init_device_graphs`, ≤ 0.4.x's
+#: `init_cuda_graphs`, a graph runner built or capturing: cuda_graph_runner.py, npu_graph_runner.py, a draft's)
+PHASE_FRAMES = (
+    ("cuda_graph", re.compile(r'_graph_runner\.py", line \d+, in (?:__init__|capture\w*)$'
+                              r'| in init_(?:device|cuda|piecewise_cuda)_graphs$')),
+)
 BARE_FINAL_RE = re.compile(r"^(?:[\w.]+\.)?\w+(?:Error|Exception)$")  # `AssertionError` alone: the code line says why
 MAX_TRACEBACK_LINES = 400
 MAX_TAIL_LINES = 12
@@ -33,6 +41,9 @@ LOCAL_CLIENT_RE = re.compile(
     r"^(?:requests\.exceptions\.ConnectionError|urllib3\.exceptions\.\w+|aiohttp\.client_exceptions\.\w+"
     r"|httpx\.ConnectError|openai\.APIConnectionError|ConnectionRefusedError)\b"
     r".*(?:host='(?:localhost|127\.0\.0\.1|0\.0\.0\.0)'|to host (?:localhost|127\.0\.0\.1|0\.0\.0\.0):)")
+#: the outermost frame of a request's traceback: uvicorn's ASGI runner (audit R12b: pasted without the
+#: `Exception in ASGI application` head that says so, it is still a request's error, which the server survives)
+REQUEST_FRAME_RE = re.compile(r'File "[^"]*/uvicorn/protocols/http/\w+\.py", line \d+, in run_asgi$')
 #: NCCL's word that the other end went away (ncclRemoteError): on one node most often another rank that died,
 #: whose own error may come after this one's
 PEER_GONE_RE = re.compile(r"remote process exited or there was a network error|Connection closed by remote peer")
@@ -61,6 +72,7 @@ class Traceback:
     finals: list[str] = field(default_factory=list)  # each exception of a chain, innermost first
     final: str = ""  # the latest final line, while the traceback may still be chained
     tail: list[str] = field(default_factory=list)  # lines after the final one: "Possible solutions:", a wrapped message
+    headless: bool = False  # cut at its top (a paste, a collector's window): it opened at a frame
 
 
 def _code_line(lines: list[str]) -> str | None:
@@ -110,8 +122,10 @@ def take(tb: Traceback, text: str, own_line: Callable[[str], bool]) -> Took:
             tb.tail.append(text)  # "Possible solutions:", a wrapped message
             return Took.TAKEN
         return Took.NOT_MINE
+    if tb.headless and text and text[0] not in " \t" and own_line(text):
+        return Took.NOT_MINE  # frames, then a line of its own: a stack printed, no exception
     if not text or text[0] in " \t" or text.startswith(CHAIN_LINES) or text.startswith(TRACEBACK_OPEN) \
-            or not FINAL_EXC_RE.match(text):
+            or not (FINAL_EXC_RE.match(text) or tb.headless):  # (cut at its top: its first line after the frames)
         if len(tb.lines) < MAX_TRACEBACK_LINES:
             tb.lines.append(text)
         return Took.TAKEN
@@ -135,17 +149,22 @@ def close(tb: Traceback, nccl_warn: str | None) -> list[Failure]:
     another process's client refused."""
     if tb.role is None:  # logged by a handler that carries on (a warning): not a failure
         return []
+    if tb.headless and not tb.finals:  # frames alone (a stack printed, not raised): nothing failed that they say
+        return []
     # cut off before its final line: the last line only if it is no frame, code or `^^^^` marker under it
     finals = tb.finals or [ln for ln in tb.lines[-1:] if ln.strip() and ln[0] not in " \t"] \
         or ["traceback (cut off)"]
     final = finals[-1]
     if tb.role == SUSPECT and not tb.head and LOCAL_CLIENT_RE.match(final):
         return []  # another process's: a client refused by this server, not yet listening
+    if tb.role == SUSPECT and not tb.head and tb.lines and REQUEST_FRAME_RE.search(tb.lines[0].strip()):
+        return []  # a request's error, logged by uvicorn above the paste's first line: the server went on
     said = [x for x in tb.tail if not DYNAMO_ADVICE_RE.search(x)]  # torch.compile's advice, not what failed
     if len(said) > 4:  # a tool's output (ninja, a compiler): the lines that say what failed, not its commands
         said = [x for x in said if ERRORISH_RE.search(x)] or said
     tail = " ".join(x.strip() for x in said[:4])
-    where = next((ln.strip() for ln in reversed(tb.lines) if ln.strip().startswith("File ")), None)
+    frames = [ln.strip() for ln in tb.lines if ln.strip().startswith("File ")]
+    where = frames[-1] if frames else None
     code = _code_line(tb.lines)
     # a runtime's own report under the exception (Ascend's CANN prints a dozen lines): the one that names the
     # cause may come after the four the message keeps, and is then kept as evidence
@@ -179,10 +198,11 @@ def close(tb: Traceback, nccl_warn: str | None) -> list[Failure]:
     # chained exceptions (a wrapper's `Capture cuda graph failed`): SGLang's own frame the first was raised under
     inner = next((ln.strip() for ln in reversed(tb.lines[:chain]) if "/sglang/" in ln and ln.strip().startswith(
         "File ")), None) if chain else None
+    raised_in = next((phase for phase, frame in PHASE_FRAMES if any(frame.search(f) for f in frames)), "")
     evidence = tuple(x for x in (tb.head, where, code if final.endswith(("AssertionError", "Error")) else None,
                                  *finals[:-1][-1:], final, late, *said[:4], inner if inner != where else None) if x)
     return [Failure(ts=tb.ts, ranks=tb.ranks, line=final, cause=cause, message=message, evidence=evidence,
-                    role=role)]
+                    role=role, raised_in=raised_in)]
 
 def _elastic_summary(tb: Traceback, final: str) -> list[Failure]:
     """torchrun's ChildFailedError: a consequence, its `Root Cause` block says which rank ended and how (a

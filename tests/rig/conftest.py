@@ -28,6 +28,54 @@ def rig():
     r.down()
 
 
+RUNNING = ("active", "activating", "deactivating", "reloading")
+#: the distribution's own services (D-Bus activated on demand: polkit, hostnamed, ...), never a test's
+DISTRO_UNIT_DIRS = ("/usr/lib/systemd/", "/lib/systemd/")
+
+
+def running_services(rig) -> set[str]:
+    out = rig.run(["systemctl", "list-units", "--type=service", "--all", "--plain", "--no-legend", "--no-pager",
+                   f"--state={','.join(RUNNING)}"], check=False).stdout.decode()
+    return {line.split()[0] for line in out.splitlines() if line.strip()}
+
+
+def started_by_tests(rig, units: list[str]) -> list[str]:
+    """Those of `units` a test or svcdiag made (in /etc, /run: installed or systemd-run), not the distribution's."""
+    def fragment(unit: str) -> str:
+        return rig.run(["systemctl", "show", "-P", "FragmentPath", unit], check=False).stdout.decode().strip()
+
+    return [u for u in units if not fragment(u).startswith(DISTRO_UNIT_DIRS)]
+
+
+_booted_with: dict[str, set[str]] = {}
+
+
+@pytest.fixture(autouse=True)
+def no_unit_left_running(request):
+    """A unit a test leaves running keeps its port into later tests (CI once saw test_rig_remote's
+    journal start fail on port_in_use, a leftover holding it). After each test, every rig it used
+    is checked against the services it had when first seen: any more are stopped, and the test
+    errors naming them."""
+    rigs = []
+    if "rig" in request.fixturenames:
+        rigs.append(request.getfixturevalue("rig"))
+    if "test_hosts" in request.fixturenames:
+        rigs += [h.rig for h in request.getfixturevalue("test_hosts")]
+    for r in rigs:
+        _booted_with.setdefault(r.name, running_services(r))
+    yield
+    left = {}
+    for r in rigs:
+        extra = sorted(running_services(r) - _booted_with[r.name])
+        extra = extra and started_by_tests(r, extra)
+        if extra:
+            r.run(["systemctl", "stop", *extra], check=False)
+            left[r.name] = extra
+    if left:
+        pytest.fail("left running after the test (now stopped): "
+                    + "; ".join(f"{name}: {', '.join(units)}" for name, units in left.items()), pytrace=False)
+
+
 @pytest.fixture
 def rig_units(rig):
     """A units folder inside the project (the rig sees the project at the same path)."""

@@ -3,6 +3,7 @@ config with those extra_args, let systemd itself run it, and print the argv the 
 actually received. The probe stands in for sglang.launch_server and prints its sys.argv."""
 
 import json
+import subprocess
 import sys
 import tempfile
 import time
@@ -45,6 +46,7 @@ with Systemd.connect() as sd:
             time.sleep(0.01)
             journal.on_fd_event()  # a journal file that appeared meanwhile
         out.append({"load_state": sd.props(unit).load_state, "argv": argv})
+subprocess.run(["systemctl", "stop", *units], check=True)  # the probes sleep after printing: none left running
 for unit in units:
     Path(f"/etc/systemd/system/{unit}").unlink()
 json.dump(out, sys.stdout)

@@ -15,7 +15,8 @@ from ..conftest import ROOT
 from ..ports import free_port
 from .helpers import unit_name
 
-pytestmark = [pytest.mark.rig, pytest.mark.xdist_group("hosts")]
+#: on the worker that boots gpu-a and gpu-b (the "hosts" group, tests/xdist_groups.py)
+pytestmark = pytest.mark.rig
 PLAYBOOK = ROOT / ".venv" / "bin" / "ansible-playbook"
 SVCDIAG = str(ROOT / ".venv" / "bin" / "svcdiag")
 ROLLOUT = ROOT / "ansible_collections" / "svcdiag" / "sglang" / "playbooks" / "rollout.yml"
@@ -79,7 +80,7 @@ def test_started_is_idempotent_check_mode_says_what_it_would_do_and_stopped_stop
                                                                                     test_hosts) -> None:
     gpu_a = test_hosts[0]
     name = unit_name("ans-ok")
-    (units / f"{name}.toml").write_text(f'extends = "demo-smoke"\nport = {free_port()}\nsim_time_scale = 0.05\n')
+    (units / f"{name}.toml").write_text(f'extends = "demo-smoke"\nport = {free_port()}\nsim_time_scale = 0.02\n')
     try:
         first = play(ansible, [gpu_a], task(ansible, units, name, "started"))
         assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-2000:]
@@ -135,9 +136,9 @@ def test_the_rollout_of_a_healthy_config_reaches_every_host_in_turn(ansible: Pat
     for host in ("gpu-a", "gpu-b"):  # the test hosts share one network (and other runs): a free port each
         files[host] = ansible / host / f"{name}.toml"
         files[host].parent.mkdir()
-        files[host].write_text(f'extends = "demo-smoke"\nport = {free_port()}\nsim_time_scale = 0.05\n')
+        files[host].write_text(f'extends = "demo-smoke"\nport = {free_port()}\nsim_time_scale = 0.02\n')
         baseline = f"{name}-baseline-{host}"  # each host's known-good config, checked on both hosts at once
-        (units / f"{baseline}.toml").write_text(f'extends = "demo-smoke"\nport = {free_port()}\nsim_time_scale = 0.05\n')
+        (units / f"{baseline}.toml").write_text(f'extends = "demo-smoke"\nport = {free_port()}\nsim_time_scale = 0.02\n')
         host_vars[host] = f"config_file={files[host]} baseline={baseline}"
     try:
         r = play(ansible, list(test_hosts), ROLLOUT, "-e", f"config={name}", "-e", f"units_dir={units}",

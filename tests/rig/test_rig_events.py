@@ -162,3 +162,4 @@ def test_up_on_a_terminal_shows_a_live_line_that_moves(rig, units: Path) -> None
     checked = on_pty(rig, units, "baseline-check", name, "--state-dir", str(units / "state"))
     assert checked.returncode == 0 and "left on the deadline" in checked.stdout.decode()
     assert "baseline " + name + " holds" in _SGR.sub("", checked.stdout.decode())
+    sv(rig, units, "down", name)  # the check left it running, as it found it

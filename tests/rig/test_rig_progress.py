@@ -62,11 +62,15 @@ def test_top_shows_every_unit_starting_failed_and_healthy(rig, units: Path) -> N
     waiting = rig.popen(["svcdiag", "--units", str(units), "up", slow, "--wait-ready", "--json"],
                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     wait_for_phase(waiting, slow, "loading_weights", timeout=30)
-    time.sleep(6)  # two shards in (one each 2.5 s)
 
-    # piped, --json: one object per config in the folder, failing first
-    snap = json_lines(sv(rig, units, "top", "--json"))
-    by = {r["name"]: r for r in snap}
+    # piped, --json: one object per config in the folder, failing first; asked until a shard is in (one each 2.5 s)
+    deadline = time.monotonic() + 20
+    while True:
+        snap = json_lines(sv(rig, units, "top", "--json"))
+        by = {r["name"]: r for r in snap}
+        if (by.get(slow, {}).get("progress") or {}).get("done", 0) >= 1 or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
     assert set(by) == {p.stem for p in units.glob("*.toml")}
     assert (by[ok]["state"], by[bad]["state"], by[slow]["state"]) == ("healthy", "failed", "starting")
     assert by[bad]["cause"] == "killed_by_signal" and by[slow]["phase"] == "loading_weights"

@@ -219,7 +219,9 @@ def test_the_client_killed_then_reattached_and_down_mid_start(rig, units: Path) 
     first = rig.popen(["svcdiag", "--units", str(units), "up", name, "--wait-ready", "--json"],
                       stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     wait_for_phase(first, name, "loading_weights")
-    first.kill()  # the operator's terminal died: the start goes on
+    # the operator's terminal died: svcdiag itself killed (killing nsenter, `first`, would leave it
+    # waiting for the start, and communicate() with it), and the start goes on
+    rig.run(f"pkill -KILL -f '[b]in/svcdiag --units {units} up {name} '")
     first.communicate(timeout=10)
     again = sv(rig, units, "wait", name, "--json")
     assert (verdict_of(again)["verdict"], again.returncode) == ("healthy", 0)

@@ -23,8 +23,8 @@ import pytest
 from ..conftest import ROOT
 from .helpers import json_lines, next_port, sv, unit_name, verdict_of, wait_for_phase
 
-#: one worker boots gpu-a and gpu-b (their loopback addresses are fixed): every test of theirs runs there
-pytestmark = [pytest.mark.rig, pytest.mark.xdist_group("hosts")]
+#: one worker boots gpu-a and gpu-b and runs every test of theirs (the "hosts" group, tests/xdist_groups.py)
+pytestmark = pytest.mark.rig
 SVCDIAG = str(ROOT / ".venv" / "bin" / "svcdiag")
 
 
@@ -56,9 +56,10 @@ def write(units: Path, name: str, text: str) -> str:
     return name
 
 
-def variant(units: Path, prefix: str, base: str, scale: float = 0.05, *, readiness: str | None = None,
+def variant(units: Path, prefix: str, base: str, scale: float = 0.02, *, readiness: str | None = None,
             extra: str = "") -> str:
-    """A config extending `base` on a port of its own; `readiness` unset: the default mode."""
+    """A config extending `base` on a port of its own; `readiness` unset: the default mode. The
+    stand-in at 0.02 starts in ~1.3 s of its own; a test that acts during the start sets its scale."""
     name = unit_name(prefix)
     mode = f'readiness = "{readiness}"\n' if readiness else ""
     return write(units, name, f'extends = "{base}"\nport = {next_port()}\nsim_time_scale = {scale}\n{mode}{extra}')
@@ -196,7 +197,7 @@ def test_unreachable_and_auth_refused_are_one_line(units: Path, sshd) -> None:
 
 @pytest.mark.parametrize("readiness", ["notify", "journal"])
 def test_sshd_killed_mid_wait_is_incomplete_then_wait_reattaches(units: Path, sshd, readiness: str) -> None:
-    name = variant(units, "remote-cut", "demo-smoke", scale=0.25, readiness=readiness)
+    name = variant(units, "remote-cut", "demo-smoke", scale=0.12, readiness=readiness)  # 5 s of weight load to cut it in
     proc = subprocess.Popen([SVCDIAG, "--units", str(units), "up", name, "--wait-ready", "--json", "--host", sshd.target],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=host_env(sshd, units))
     try:
@@ -313,7 +314,7 @@ def test_a_failing_or_hanging_worker_node_on_gpu_b_is_named_and_node_0_stopped(
 def test_events_merges_two_hosts_journals_by_time(units: Path, sshd, gpu_b) -> None:
     """svcdiag's records in gpu-a's and in gpu-b's journal (each written by an `up` run on that
     host, the two starts at the same time): one stream, ordered by time, each record with its host."""
-    a, b = variant(units, "ev-a", "demo-smoke"), variant(units, "ev-b", "demo-smoke")
+    a, b = (variant(units, p, "demo-smoke", 0.05) for p in ("ev-a", "ev-b"))  # ~3 s each: long enough to overlap
     on = {sshd.target: f"{a}.service", gpu_b.target: f"{b}.service"}
     hosts = ["--host", sshd.target, "--host", gpu_b.target]
     follower = subprocess.Popen([SVCDIAG, "--units", str(units), "events", "-f", "--json", "-u", a, "-u", b, *hosts],

@@ -28,8 +28,8 @@ from .test_rig_remote import SVCDIAG, host_env, is_active, on_host, sshd, varian
 
 # ruff: noqa: F811 -- `sshd`, the imported fixture, is every test's argument
 
-#: one worker boots gpu-a and gpu-b (their loopback addresses are fixed): every test of theirs runs there
-pytestmark = [pytest.mark.rig, pytest.mark.xdist_group("hosts")]
+#: one worker boots gpu-a and gpu-b and runs every test of theirs (the "hosts" group, tests/xdist_groups.py)
+pytestmark = pytest.mark.rig
 
 #: what the fake nvidia-smi reports: one 80 GB GPU, 1 MiB in use (free: 81,558 MiB = 79.65 GiB)
 SMI_TOTAL_MIB, SMI_USED_MIB = 81559, 1
