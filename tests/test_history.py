@@ -102,7 +102,12 @@ def test_learned_deadlines_slow_phase_and_drift_follow_from_three_healthy_starts
         def publish(self, rec):
             published.append(rec)
 
-    w = h.PhaseWatch(cfg, u, Pub())
+    assert cfg.readiness == "notify"  # its supervisor enforces the configured deadlines: the reader keeps them
+    notify = h.PhaseWatch(cfg, u, Pub())
+    assert notify.cfg.timeout["loading_weights"] == cfg.timeout["loading_weights"] != 88
+    assert "history advises deadlines" in published[0][1] and "loading_weights 88 s" in published[0][1]
+    published.clear()
+    w = h.PhaseWatch(cfg.__class__(**{**cfg.__dict__, "readiness": "journal"}), u, Pub())
     assert w.cfg.timeout["loading_weights"] == 88 and "learned deadlines" in published[0][1]
     t0 = 1000.0
     assert w.tick("loading_weights", t0) == (t0, 42.0)

@@ -460,14 +460,22 @@ class PhaseWatch:
 
     def __init__(self, cfg: ServiceConfig, u: Usual, pub: Any):
         self.usual, self.pub = u, pub
-        self.cfg = with_learned(cfg, u)
         self.phase: str | None = None
         self.since: float | None = None
         self.flagged: set[str] = set()
         learned = learned_timeouts(cfg, u)
-        if learned:
-            pub.note("learned deadlines (2 × p99 of the last " f"{u.healthy} healthy starts): "
-                     + ", ".join(f"{p} {s:.0f} s" for p, s in learned.items()))
+        said = ", ".join(f"{p} {s:.0f} s" for p, s in learned.items())
+        if cfg.readiness == "notify":
+            # its supervisor enforces the configured deadlines: a reader with shorter ones would call
+            # timed_out a start that goes on (and may serve); history advises, the config decides
+            self.cfg = cfg
+            if learned:
+                pub.note(f"history advises deadlines (2 × p99 of the last {u.healthy} healthy starts): {said}; "
+                         f"this notify unit's supervisor enforces its configured ones (set them under [timeout])")
+        else:
+            self.cfg = with_learned(cfg, u)
+            if learned:
+                pub.note(f"learned deadlines (2 × p99 of the last {u.healthy} healthy starts): {said}")
 
     def tick(self, phase: str, now: float) -> tuple[float | None, float | None]:
         """(when this phase began, its usual seconds): for the live line's ETA."""
