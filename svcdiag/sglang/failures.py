@@ -1394,11 +1394,31 @@ _AUDIT_R12 = (
                           "CUDA_LAUNCH_BLOCKING=1 names the kernel.")),
 )
 
+# -- audit R13 (issue #28 §3, held-out public logs: hangs and stalls, stops after ready, newer healthy shapes, cut
+# scheduler tracebacks after a lone exception line, quantized MoE backends): the classes these logs defeated
+_AUDIT_R13 = (
+    # FlashInfer's TRT-LLM batched GEMM runner (the MoE runner backend flashinfer_trtllm, FP4/FP8 GEMMs) checks its
+    # own launch and raises `Error in function 'run' at …/trtllm_batched_gemm_runner.cu:N: Error occurred when
+    # running GEMM! (numBatches: …, GemmMNK: …, Kernel: …)`: a kernel that cannot run this shape on this GPU
+    FailureClass(Cause.CUDA_ERROR, "flashinfer_gemm",
+                 line=re.compile(r"Error occurred when running GEMM!"),
+                 said=_said(r"Error occurred when running GEMM!(?:.*?Kernel:\s+(?P<kernel>\S+))?"),
+                 doc="RuntimeError: Error in function 'run' at /workspace/csrc/trtllm_batched_gemm_runner.cu:258: Error "
+                     "occurred when running GEMM! (numBatches:  256 , GemmMNK:  2   512   7168 , Kernel:  bmm_E2m1_…_sm100f )",
+                 explain=("FlashInfer's TRT-LLM batched GEMM (the MoE runner or the FP4/FP8 GEMM backend) could not run "
+                          "a kernel in phase {phase}, and the scheduler died on it: {message}",
+                          "That is a kernel bug or a shape this FlashInfer build has no kernel for on this GPU (a batch "
+                          "size reached under load, a speculative draft's), not memory: start with another MoE runner "
+                          "(--moe-runner-backend triton or cutlass, extra_args) or --fp4-gemm-backend, or the FlashInfer "
+                          "version the SGLang release pins; an empty FlashInfer cubin cache that could not be filled "
+                          "(offline, a lock) is worth ruling out too.")),
+)
+
 FAILURES: tuple[FailureClass, ...] = (*_CAUSES, *_GPU_UNAVAILABLE, *_NCCL, *_UNSUPPORTED_HARDWARE, *_UNSUPPORTED_MODEL,
                                      *_HUB_UNREACHABLE, *_CUDA_ERROR, *_DISK_FULL, *_WATCHDOG, *_ROUTER, *_WARMUP,
                                      *_TRANSPORTS, *_BAD_CHECKPOINT, *_HOST_OOM, *_PORT_IN_USE, *_ACCESS_DENIED,
                                      *_BAD_ARGUMENTS, *_MODEL_NOT_FOUND, *_BROKEN_INSTALL, *_MEMORY, *_AUDIT_R11,
-                                     *_AUDIT_R12)
+                                     *_AUDIT_R12, *_AUDIT_R13)
 
 #: the causes a line names, in priority order
 CLASSIFY: tuple[tuple[Cause, re.Pattern[str]], ...] = tuple((r.cause, r.line) for r in FAILURES if r.line is not None)

@@ -30,6 +30,7 @@ from svcdiag.sglang.failures import Cause, classify, own_line, row_said
 from svcdiag.sglang.quiet import LEVEL_HEADS, LEVEL_RE
 from svcdiag.sglang.traceback import (
     CHAIN_LINES,
+    CUT_OFF,
     FINAL_EXC_RE,
     FRAME_RE,
     TRACEBACK_OPEN,
@@ -230,6 +231,10 @@ class LineParser:
         #: a PD decode server's `Error fetching prefill parallel info from bootstrap: …` (audit R12): the scheduler's
         #: exception after it, cut or generic, is that failure
         self._pd_fetch: str | None = None
+        #: the last lone exception line (no traceback around it: a pasted tail, a library's own report) and the count
+        #: of SGLang's lines then; a scheduler's traceback cut off right after it failed of it (audit R13)
+        self._lone: tuple[str, int] | None = None
+        self._lone_before_tb: str | None = None  # that line, when the open traceback followed it at once
         #: C++'s `terminate called after throwing …` (its line, the exception's type), until its what() line
         self._terminate: tuple[str, str] | None = None
         self._dispatch: dict[str, Reader] = {
@@ -462,6 +467,10 @@ class LineParser:
             tb.final = text
             tb.finals.append(text)
             self._tb = tb
+            self._lone = (text.strip(), self.sglang_lines)
+            return NOTHING
+        if text[0] not in " \t[" and FINAL_EXC_RE.match(text) is not None and CHATTER_RE.search(text) is None:
+            self._lone = (text.strip(), self.sglang_lines)  # no cause of its own: it speaks for a cut traceback only
             return NOTHING
         if text.lstrip().startswith(NOTEBOOK_READY):
             return [Ready(ts=ts, line=text.strip())]
@@ -538,11 +547,18 @@ class LineParser:
             said = self._pd_fetch
             failures = [replace(failures[0], cause="pd_bootstrap_failed", message=said,
                                 evidence=(said, *failures[0].evidence)), *failures[1:]]
+        lone, self._lone_before_tb = self._lone_before_tb, None
+        if lone and failures and failures[0].cause == "exception" and CUT_OFF in failures[0].evidence:
+            # the lone exception line just above says what the cut traceback would have ended in (audit R13)
+            failures = [replace(failures[0], cause=classify(lone) or "exception", message=lone,
+                                evidence=(lone, *failures[0].evidence)), *failures[1:]]
         return failures or NOTHING  # type: ignore[return-value]
 
     def _open_traceback(self, tb: Traceback) -> None:
         if self._tb is None:  # other ranks' tracebacks interleave: the first one speaks
             self._tb = tb
+            lone, self._lone = self._lone, None
+            self._lone_before_tb = lone[0] if lone is not None and self.sglang_lines - lone[1] <= 1 else None
 
     def _handler_exception(self, msg: str, ranks: str, ts: float | None) -> Event | None:
         """`Scheduler hit an exception: Traceback …` and its kin: SGLang's handler then kills the server."""
