@@ -105,6 +105,9 @@ ROUTER_RS_RE = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)(?:\.\d+)?Z? +(TRAC
 #: before the milliseconds, `[rank:N]:` before it when the rank is known, the `[pid]` only in later releases
 TORCH_NPU_RE = re.compile(r"^(?:\[rank:\d+\]:)?\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d):\d{3}\] [\w.]+: "
                           r"\[(DEBUG|INFO|WARNING|ERROR|CRITICAL)\] (?:\[\d+\] )?(.*)$")
+#: SGLang's dated prefix glued after another process's unfinished line (two writers on one stream: faulthandler's
+#: `Extension modules: …` while another rank logs `[2026-02-23 23:52:47 TP5] Scheduler hit an exception: …`, audit R13)
+GLUED_PREFIX_RE = re.compile(r"\[20\d\d-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?(?: [^\]]*)?\] ")
 ANY_BAR_RE = re.compile(r"[^\r]*?\d+%\|[^|]*\|[^\[\r]*\[[^\]\r]*\]")
 PROGRESS_HEADS = ("Loading ", "Capturing ", "Multi-thread loading", "[")
 
@@ -435,6 +438,9 @@ class LineParser:
             while rest.startswith("^C"):  # pressed more than once
                 rest = rest[2:]
             return [StopRequested(ts=ts, line=text, by="Ctrl-C"), *(self.feed_line(rest, ts) if rest else NOTHING)]
+        if (at := text.find("[20", 1)) > 0 and (g := GLUED_PREFIX_RE.search(text, at)) is not None \
+                and text[:g.start()].strip():  # a line of SGLang's glued after another writer's unfinished one
+            return self._alone(text[:g.start()].rstrip(), ts, given) + self.feed_line(text[g.start():], given)
         if (outside := endings.from_outside(text, ts)) is not None:  # compose, the tracker, a launcher
             return outside
         if text.startswith(IGNORED):  # Python's own word that the traceback after it changed nothing
