@@ -1412,6 +1412,19 @@ _AUDIT_R13 = (
                           "(--moe-runner-backend triton or cutlass, extra_args) or --fp4-gemm-backend, or the FlashInfer "
                           "version the SGLang release pins; an empty FlashInfer cubin cache that could not be filled "
                           "(offline, a lock) is worth ruling out too.")),
+    # a layer the checkpoint's quantization config gives no method (`get_quant_method` returned None: AWQ or GPTQ
+    # of a MoE model's fused experts before moe_wna16, 0.4.0's FusedMoE), and SGLang's bare assertion on it
+    FailureClass(Cause.UNSUPPORTED_MODEL, "quantized_layer",
+                 line=re.compile(r"^assert self\.quant_method is not None"),
+                 said=_said(r"assert self\.quant_method is not None"),
+                 doc="AssertionError (at `assert self.quant_method is not None` in fused_moe_triton/layer.py's "
+                     "FusedMoE.__init__)",
+                 explain=("The checkpoint's quantization has no method for one of this model's layers in this SGLang "
+                          "release (its quantization config gave the layer none, and SGLang asserts on it): {message}",
+                          "Most often an AWQ or GPTQ checkpoint of a MoE model, whose fused experts the release cannot "
+                          "run in that format: use a newer release whose quantization covers MoE layers (its "
+                          "`--quantization moe_wna16` for AWQ/GPTQ MoE), or a checkpoint quantized in a format it runs for "
+                          "MoE (fp8, or the unquantized model).")),
 )
 
 FAILURES: tuple[FailureClass, ...] = (*_CAUSES, *_GPU_UNAVAILABLE, *_NCCL, *_UNSUPPORTED_HARDWARE, *_UNSUPPORTED_MODEL,
