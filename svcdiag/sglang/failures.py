@@ -1425,6 +1425,20 @@ _AUDIT_R13 = (
                           "run in that format: use a newer release whose quantization covers MoE layers (its "
                           "`--quantization moe_wna16` for AWQ/GPTQ MoE), or a checkpoint quantized in a format it runs for "
                           "MoE (fp8, or the unquantized model).")),
+    # torch's c10d store client: connected to the rendezvous at dist_init_addr, then no answer for the store's
+    # timeout (`[rank1]:[W623 15:37:01.82 socket.cpp:485] [c10d] waitForInput: socket SocketImpl(…) timed out after
+    # 1800000ms`), printed by every rank just before its scheduler's exception
+    FailureClass(Cause.RENDEZVOUS_FAILED, "store_wait",
+                 line=re.compile(r"\[c10d\] waitForInput: socket .* timed out after \d+ms"),
+                 said=_said(r"\[c10d\] waitForInput: socket .*?remote=(?P<store>\S+?)\) timed out after (?P<ms>\d+)ms"),
+                 doc="[rank1]:[W623 15:37:01.824135523 socket.cpp:485] [c10d] waitForInput: socket SocketImpl(fd=100, "
+                     "addr=[node-0]:43590, remote=[node-0]:20000) timed out after 1800000ms",
+                 explain=("This rank reached the rendezvous store ({store}, dist_init_addr) but waited {ms} ms for an "
+                          "answer that never came, and its scheduler died of it: {message}",
+                          "The ranks never all met: another node not started or stuck before it joined (its own log "
+                          "says why), a different --nnodes or dist_init_addr on some node, or a network that resolves "
+                          "or routes the nodes' names differently (IPv6 names, a firewall between the nodes); "
+                          "`getent hosts` of the store's name on every node should give one address.")),
 )
 
 FAILURES: tuple[FailureClass, ...] = (*_CAUSES, *_GPU_UNAVAILABLE, *_NCCL, *_UNSUPPORTED_HARDWARE, *_UNSUPPORTED_MODEL,

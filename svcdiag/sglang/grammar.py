@@ -462,10 +462,14 @@ class LineParser:
             return self.feed_line(text[lv.end():], given)  # another formatter's level before a line of SGLang's
         if handler is not None:
             return NOTHING
-        if text[0] == "[" and text.startswith("[rank") and "]:[E" in text[:16]:
+        if text[0] == "[" and text.startswith("[rank") and ("]:[E" in text[:16] or "]:[W" in text[:16]):
             cause = classify(text)  # torch's C++ error lines: "[rank9]:[E917 ...] ... Watchdog caught ..."
-            return [Failure(ts=ts, line=text, cause=cause, message=text, evidence=(text,), role=SUSPECT)] if cause \
-                else NOTHING
+            if cause is None:
+                return NOTHING
+            self._lone = (text, self.sglang_lines)  # it speaks for a cut traceback right after it, too
+            if "]:[W" in text[:16]:  # a warning (c10d's store wait timed out): only for that traceback
+                return NOTHING
+            return [Failure(ts=ts, line=text, cause=cause, message=text, evidence=(text,), role=SUSPECT)]
         if text[0] not in " \t[" and classify(text) is not None and CHATTER_RE.search(text) is None:
             # a lone exception line (a pasted tail) or a library's fatal words (the hub's, the driver's) with no
             # exception around them: a suspect, cleared if the start goes on; its wrapped lines may follow
