@@ -93,7 +93,7 @@ def _raised_in(final: str, lines: list[str]) -> str | None:
     arg_groups/), a KeyError in a model's load_weights is a checkpoint tensor the model class does
     not have; last, a message that names a --flag or an SGLANG_* variable is a check refusing them."""
     frames = [ln.strip() for ln in lines if ln.strip().startswith("File ")]
-    if frames and FLAG_CHECK_FRAME_RE.search(frames[-1]):
+    if frames and final != CUT_OFF and FLAG_CHECK_FRAME_RE.search(frames[-1]):  # (cut off: not the raising frame)
         return "bad_arguments"
     if final.startswith("KeyError") and any(f.endswith(" in load_weights") for f in frames[-3:]):
         return "bad_checkpoint"
