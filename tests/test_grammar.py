@@ -352,3 +352,27 @@ def test_frames_alone_are_no_failure_and_other_frames_say_no_phase() -> None:
         assert failures([*CAPTURE_FRAMES, then, "a later line of its own"]) == []
     (f,) = failures(scheduler_tb("ValueError: bad shape"))
     assert f.raised_in == ""
+
+
+@pytest.mark.parametrize("lone,cause", [("RuntimeError: Error occurred when running GEMM! (numBatches: 256)", "cuda_error"),
+                                        ("ValueError: shapes do not match", "exception"),
+                                        ("CUDA Error: an illegal memory access was encountered (700)", "cuda_error")])
+def test_a_lone_exception_line_speaks_for_the_cut_traceback_right_after_it(lone: str, cause: str) -> None:
+    """Audit R13a: another rank's final line pasted alone, then a scheduler's traceback cut before its own: the
+    lone line is what it failed of; a complete traceback, or one a SGLang line later, keeps its own words."""
+    cut = scheduler_tb("")[:3]
+    got = failures([lone, "", *cut])
+    assert got[-1].cause == cause and got[-1].message == lone
+    later = failures([lone, "[2026-05-28 05:58:39 TP0] Load weight begin. avail mem=70.00 GB", *cut])
+    assert later[-1].cause == "exception" and later[-1].message.endswith("its traceback cut off")
+    whole = failures([lone, *scheduler_tb("KeyError: 'k_scale'")])
+    assert whole[-1].message.startswith("KeyError: 'k_scale'")
+
+
+@given(st.text(alphabet="abcdefghij:,._ ", min_size=1, max_size=40).filter(str.strip))
+@settings(max_examples=50, deadline=None)
+def test_sglang_prefix_glued_after_another_writers_line_is_read(head: str) -> None:
+    """Audit R13c: two writers on one stream leave SGLang's dated line glued to another's unfinished one."""
+    got = failures([head + "[2026-02-23 23:52:47 TP5] Scheduler hit an exception: Traceback (most recent call last):",
+                    '  File "/x/sglang/srt/managers/scheduler.py", line 3160, in run_scheduler_process'])
+    assert [f.message for f in got] == ["[TP5] Scheduler hit an exception: its traceback cut off"]

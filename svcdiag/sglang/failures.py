@@ -1394,11 +1394,58 @@ _AUDIT_R12 = (
                           "CUDA_LAUNCH_BLOCKING=1 names the kernel.")),
 )
 
+# -- audit R13 (issue #28 §3, held-out public logs: hangs and stalls, stops after ready, newer healthy shapes, cut
+# scheduler tracebacks after a lone exception line, quantized MoE backends): the classes these logs defeated
+_AUDIT_R13 = (
+    # FlashInfer's TRT-LLM batched GEMM runner (the MoE runner backend flashinfer_trtllm, FP4/FP8 GEMMs) checks its
+    # own launch and raises `Error in function 'run' at …/trtllm_batched_gemm_runner.cu:N: Error occurred when
+    # running GEMM! (numBatches: …, GemmMNK: …, Kernel: …)`: a kernel that cannot run this shape on this GPU
+    FailureClass(Cause.CUDA_ERROR, "flashinfer_gemm",
+                 line=re.compile(r"Error occurred when running GEMM!"),
+                 said=_said(r"Error occurred when running GEMM!(?:.*?Kernel:\s+(?P<kernel>\S+))?"),
+                 doc="RuntimeError: Error in function 'run' at /workspace/csrc/trtllm_batched_gemm_runner.cu:258: Error "
+                     "occurred when running GEMM! (numBatches:  256 , GemmMNK:  2   512   7168 , Kernel:  bmm_E2m1_…_sm100f )",
+                 explain=("FlashInfer's TRT-LLM batched GEMM (the MoE runner or the FP4/FP8 GEMM backend) could not run "
+                          "a kernel in phase {phase}, and the scheduler died on it: {message}",
+                          "That is a kernel bug or a shape this FlashInfer build has no kernel for on this GPU (a batch "
+                          "size reached under load, a speculative draft's), not memory: start with another MoE runner "
+                          "(--moe-runner-backend triton or cutlass, extra_args) or --fp4-gemm-backend, or the FlashInfer "
+                          "version the SGLang release pins; an empty FlashInfer cubin cache that could not be filled "
+                          "(offline, a lock) is worth ruling out too.")),
+    # a layer the checkpoint's quantization config gives no method (`get_quant_method` returned None: AWQ or GPTQ
+    # of a MoE model's fused experts before moe_wna16, 0.4.0's FusedMoE), and SGLang's bare assertion on it
+    FailureClass(Cause.UNSUPPORTED_MODEL, "quantized_layer",
+                 line=re.compile(r"^assert self\.quant_method is not None"),
+                 said=_said(r"assert self\.quant_method is not None"),
+                 doc="AssertionError (at `assert self.quant_method is not None` in fused_moe_triton/layer.py's "
+                     "FusedMoE.__init__)",
+                 explain=("The checkpoint's quantization has no method for one of this model's layers in this SGLang "
+                          "release (its quantization config gave the layer none, and SGLang asserts on it): {message}",
+                          "Most often an AWQ or GPTQ checkpoint of a MoE model, whose fused experts the release cannot "
+                          "run in that format: use a newer release whose quantization covers MoE layers (its "
+                          "`--quantization moe_wna16` for AWQ/GPTQ MoE), or a checkpoint quantized in a format it runs for "
+                          "MoE (fp8, or the unquantized model).")),
+    # torch's c10d store client: connected to the rendezvous at dist_init_addr, then no answer for the store's
+    # timeout (`[rank1]:[W623 15:37:01.82 socket.cpp:485] [c10d] waitForInput: socket SocketImpl(…) timed out after
+    # 1800000ms`), printed by every rank just before its scheduler's exception
+    FailureClass(Cause.RENDEZVOUS_FAILED, "store_wait",
+                 line=re.compile(r"\[c10d\] waitForInput: socket .* timed out after \d+ms"),
+                 said=_said(r"\[c10d\] waitForInput: socket .*?remote=(?P<store>\S+?)\) timed out after (?P<ms>\d+)ms"),
+                 doc="[rank1]:[W623 15:37:01.824135523 socket.cpp:485] [c10d] waitForInput: socket SocketImpl(fd=100, "
+                     "addr=[node-0]:43590, remote=[node-0]:20000) timed out after 1800000ms",
+                 explain=("This rank reached the rendezvous store ({store}, dist_init_addr) but waited {ms} ms for an "
+                          "answer that never came, and its scheduler died of it: {message}",
+                          "The ranks never all met: another node not started or stuck before it joined (its own log "
+                          "says why), a different --nnodes or dist_init_addr on some node, or a network that resolves "
+                          "or routes the nodes' names differently (IPv6 names, a firewall between the nodes); "
+                          "`getent hosts` of the store's name on every node should give one address.")),
+)
+
 FAILURES: tuple[FailureClass, ...] = (*_CAUSES, *_GPU_UNAVAILABLE, *_NCCL, *_UNSUPPORTED_HARDWARE, *_UNSUPPORTED_MODEL,
                                      *_HUB_UNREACHABLE, *_CUDA_ERROR, *_DISK_FULL, *_WATCHDOG, *_ROUTER, *_WARMUP,
                                      *_TRANSPORTS, *_BAD_CHECKPOINT, *_HOST_OOM, *_PORT_IN_USE, *_ACCESS_DENIED,
                                      *_BAD_ARGUMENTS, *_MODEL_NOT_FOUND, *_BROKEN_INSTALL, *_MEMORY, *_AUDIT_R11,
-                                     *_AUDIT_R12)
+                                     *_AUDIT_R12, *_AUDIT_R13)
 
 #: the causes a line names, in priority order
 CLASSIFY: tuple[tuple[Cause, re.Pattern[str]], ...] = tuple((r.cause, r.line) for r in FAILURES if r.line is not None)

@@ -30,6 +30,7 @@ from svcdiag.sglang.failures import Cause, classify, own_line, row_said
 from svcdiag.sglang.quiet import LEVEL_HEADS, LEVEL_RE
 from svcdiag.sglang.traceback import (
     CHAIN_LINES,
+    CUT_OFF,
     FINAL_EXC_RE,
     FRAME_RE,
     TRACEBACK_OPEN,
@@ -104,6 +105,9 @@ ROUTER_RS_RE = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)(?:\.\d+)?Z? +(TRAC
 #: before the milliseconds, `[rank:N]:` before it when the rank is known, the `[pid]` only in later releases
 TORCH_NPU_RE = re.compile(r"^(?:\[rank:\d+\]:)?\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d):\d{3}\] [\w.]+: "
                           r"\[(DEBUG|INFO|WARNING|ERROR|CRITICAL)\] (?:\[\d+\] )?(.*)$")
+#: SGLang's dated prefix glued after another process's unfinished line (two writers on one stream: faulthandler's
+#: `Extension modules: …` while another rank logs `[2026-02-23 23:52:47 TP5] Scheduler hit an exception: …`, audit R13)
+GLUED_PREFIX_RE = re.compile(r"\[20\d\d-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?(?: [^\]]*)?\] ")
 ANY_BAR_RE = re.compile(r"[^\r]*?\d+%\|[^|]*\|[^\[\r]*\[[^\]\r]*\]")
 PROGRESS_HEADS = ("Loading ", "Capturing ", "Multi-thread loading", "[")
 
@@ -230,6 +234,10 @@ class LineParser:
         #: a PD decode server's `Error fetching prefill parallel info from bootstrap: …` (audit R12): the scheduler's
         #: exception after it, cut or generic, is that failure
         self._pd_fetch: str | None = None
+        #: the last lone exception line (no traceback around it: a pasted tail, a library's own report) and the count
+        #: of SGLang's lines then; a scheduler's traceback cut off right after it failed of it (audit R13)
+        self._lone: tuple[str, int] | None = None
+        self._lone_before_tb: str | None = None  # that line, when the open traceback followed it at once
         #: C++'s `terminate called after throwing …` (its line, the exception's type), until its what() line
         self._terminate: tuple[str, str] | None = None
         self._dispatch: dict[str, Reader] = {
@@ -430,6 +438,9 @@ class LineParser:
             while rest.startswith("^C"):  # pressed more than once
                 rest = rest[2:]
             return [StopRequested(ts=ts, line=text, by="Ctrl-C"), *(self.feed_line(rest, ts) if rest else NOTHING)]
+        if (at := text.find("[20", 1)) > 0 and (g := GLUED_PREFIX_RE.search(text, at)) is not None \
+                and text[:g.start()].strip():  # a line of SGLang's glued after another writer's unfinished one
+            return self._alone(text[:g.start()].rstrip(), ts, given) + self.feed_line(text[g.start():], given)
         if (outside := endings.from_outside(text, ts)) is not None:  # compose, the tracker, a launcher
             return outside
         if text.startswith(IGNORED):  # Python's own word that the traceback after it changed nothing
@@ -451,10 +462,14 @@ class LineParser:
             return self.feed_line(text[lv.end():], given)  # another formatter's level before a line of SGLang's
         if handler is not None:
             return NOTHING
-        if text[0] == "[" and text.startswith("[rank") and "]:[E" in text[:16]:
+        if text[0] == "[" and text.startswith("[rank") and ("]:[E" in text[:16] or "]:[W" in text[:16]):
             cause = classify(text)  # torch's C++ error lines: "[rank9]:[E917 ...] ... Watchdog caught ..."
-            return [Failure(ts=ts, line=text, cause=cause, message=text, evidence=(text,), role=SUSPECT)] if cause \
-                else NOTHING
+            if cause is None:
+                return NOTHING
+            self._lone = (text, self.sglang_lines)  # it speaks for a cut traceback right after it, too
+            if "]:[W" in text[:16]:  # a warning (c10d's store wait timed out): only for that traceback
+                return NOTHING
+            return [Failure(ts=ts, line=text, cause=cause, message=text, evidence=(text,), role=SUSPECT)]
         if text[0] not in " \t[" and classify(text) is not None and CHATTER_RE.search(text) is None:
             # a lone exception line (a pasted tail) or a library's fatal words (the hub's, the driver's) with no
             # exception around them: a suspect, cleared if the start goes on; its wrapped lines may follow
@@ -462,6 +477,10 @@ class LineParser:
             tb.final = text
             tb.finals.append(text)
             self._tb = tb
+            self._lone = (text.strip(), self.sglang_lines)
+            return NOTHING
+        if text[0] not in " \t[" and FINAL_EXC_RE.match(text) is not None and CHATTER_RE.search(text) is None:
+            self._lone = (text.strip(), self.sglang_lines)  # no cause of its own: it speaks for a cut traceback only
             return NOTHING
         if text.lstrip().startswith(NOTEBOOK_READY):
             return [Ready(ts=ts, line=text.strip())]
@@ -538,11 +557,18 @@ class LineParser:
             said = self._pd_fetch
             failures = [replace(failures[0], cause="pd_bootstrap_failed", message=said,
                                 evidence=(said, *failures[0].evidence)), *failures[1:]]
+        lone, self._lone_before_tb = self._lone_before_tb, None
+        if lone and failures and failures[0].cause == "exception" and CUT_OFF in failures[0].evidence:
+            # the lone exception line just above says what the cut traceback would have ended in (audit R13)
+            failures = [replace(failures[0], cause=classify(lone) or "exception", message=lone,
+                                evidence=(lone, *failures[0].evidence)), *failures[1:]]
         return failures or NOTHING  # type: ignore[return-value]
 
     def _open_traceback(self, tb: Traceback) -> None:
         if self._tb is None:  # other ranks' tracebacks interleave: the first one speaks
             self._tb = tb
+            lone, self._lone = self._lone, None
+            self._lone_before_tb = lone[0] if lone is not None and self.sglang_lines - lone[1] <= 1 else None
 
     def _handler_exception(self, msg: str, ranks: str, ts: float | None) -> Event | None:
         """`Scheduler hit an exception: Traceback …` and its kin: SGLang's handler then kills the server."""

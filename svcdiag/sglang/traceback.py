@@ -19,6 +19,8 @@ FINAL_EXC_RE = re.compile(
     r"|^(?:[a-z_]\w*\.)+[A-Z]\w*: ")  # a qualified class named otherwise: `triton.runtime.errors.OutOfResources: …`
 CHAIN_LINES = ("During handling of the above exception", "The above exception was the direct cause")
 TRACEBACK_OPEN = "Traceback (most recent call last):"
+#: what a traceback cut off before its final line says in its stead
+CUT_OFF = "traceback (cut off)"
 #: a frame as Python's traceback prints it (faulthandler's and py-spy's lack the comma before `in`)
 FRAME_RE = re.compile(r'^[ \t]+File "[^"]+", line \d+, in \S')
 #: the phase a frame of SGLang's places the traceback in: graph capture (`init_device_graphs`, ≤ 0.4.x's
@@ -91,7 +93,7 @@ def _raised_in(final: str, lines: list[str]) -> str | None:
     arg_groups/), a KeyError in a model's load_weights is a checkpoint tensor the model class does
     not have; last, a message that names a --flag or an SGLANG_* variable is a check refusing them."""
     frames = [ln.strip() for ln in lines if ln.strip().startswith("File ")]
-    if frames and FLAG_CHECK_FRAME_RE.search(frames[-1]):
+    if frames and final != CUT_OFF and FLAG_CHECK_FRAME_RE.search(frames[-1]):  # (cut off: not the raising frame)
         return "bad_arguments"
     if final.startswith("KeyError") and any(f.endswith(" in load_weights") for f in frames[-3:]):
         return "bad_checkpoint"
@@ -153,7 +155,7 @@ def close(tb: Traceback, nccl_warn: str | None) -> list[Failure]:
         return []
     # cut off before its final line: the last line only if it is no frame, code or `^^^^` marker under it
     finals = tb.finals or [ln for ln in tb.lines[-1:] if ln.strip() and ln[0] not in " \t"] \
-        or ["traceback (cut off)"]
+        or [CUT_OFF]
     final = finals[-1]
     if tb.role == SUSPECT and not tb.head and LOCAL_CLIENT_RE.match(final):
         return []  # another process's: a client refused by this server, not yet listening
@@ -186,7 +188,7 @@ def close(tb: Traceback, nccl_warn: str | None) -> list[Failure]:
                         message="a scheduler process died without a word of its own (the launcher read EOF from "
                                 "its pipe): a signal killed it")]
     message = f"{final} {tail}".strip() if tail else final
-    if not tb.finals and tb.head and final == "traceback (cut off)":  # say whose: `Scheduler hit an exception`
+    if not tb.finals and tb.head and final == CUT_OFF:  # say whose: `Scheduler hit an exception`
         message = f"{tb.head.removesuffix(TRACEBACK_OPEN).rstrip(': ')}: its traceback cut off"
     if cause == "nccl_error" and nccl_warn and nccl_warn not in message:
         message = f"{message} (NCCL WARN {nccl_warn})"

@@ -27,7 +27,8 @@ SHORT_RE = re.compile(
     r"|(?P<unix>1\d{9}\.\d{6}))"
     r" (?P<host>\S+) (?P<ident>[^\s\[:]+)(?:\[(?P<pid>\d+)\])?: (?P<msg>.*)$", re.S)
 MONTHS = {m: i for i, m in enumerate(("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"), 1)}
-#: what a runtime or wrapper puts before each line SGLang printed: compose's `service-1  | `, an RFC 3339
+#: what a runtime or wrapper puts before each line SGLang printed: compose's `service-1  | ` (podman-compose's
+#: `[service]     | `, audit R13), an RFC 3339
 #: UTC stamp (kubectl, docker -t; in brackets: Jenkins' timestamper; with a tracing subscriber's level and target
 #: after it, `…Z  INFO model_runner.load_model: `: NVIDIA Dynamo's SGLang workers), Ray's `(Actor pid=N, ip=…) ` (SkyPilot's
 #: `(worker1, rank=1, pid=N, ip=…) `; behind one space as a paste may indent it, audit R12a), a
@@ -35,7 +36,7 @@ MONTHS = {m: i for i, m in enumerate(("Jan", "Feb", "Mar", "Apr", "May", "Jun", 
 #: `kubectl logs --prefix` (`[pod/sglang-0/server] `), Slurm's `srun --label` (`0: `); Google Cloud Logging's
 #: console puts the severity before the stamp (`ERROR 2025-04-05T00:01:19.509514570Z `)
 CONTAINER_RE = re.compile(
-    r"^(?:[\w.-]+\s*\| ?|(?:(?:DEFAULT|DEBUG|INFO|NOTICE|WARNING|ERROR|CRITICAL|ALERT|EMERGENCY) )?"
+    r"^(?:(?:[\w.-]+|\[[\w.-]+\])\s*\| ?|(?:(?:DEFAULT|DEBUG|INFO|NOTICE|WARNING|ERROR|CRITICAL|ALERT|EMERGENCY) )?"
     r"\[?(?P<stamp>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z)\]?(?: +(?:TRACE|DEBUG|INFO|WARN|ERROR) +(?:[A-Za-z_]\w*\.)+\w+:)? "
     r"|\[pod/[\w.-]+/[\w.-]+\] |\d{1,4}: "
     r"| ?(?:\x1b\[[\d;]*m)?\((?:[\w.:-]+,? )?(?:rank=\d+, )?pid=\d+(?:, ip=[\d.]+)?\)(?:\x1b\[[\d;]*m)? ?"
