@@ -48,6 +48,9 @@ IGNORED = "Exception ignored in"
 #: the prefixes before the dated one: `[gpu_id=0] ` (0.1.17-0.2.5), `[gpu=0] ` (0.2.7-0.2.13), `[rank=0] ` (0.1.17's
 #: router), `[00:19:29] `, `[00:19:29 TP0] ` (0.2.14-0.3.2)
 OLD_PREFIX_RE = re.compile(r"\[(?:(?:gpu_id|gpu|rank)=(\d+)|(\d\d:\d\d:\d\d)(?: ([^\]]*))?)\] ")
+#: SGLang's diffusion runtime (`sglang generate`, `sglang serve` of a diffusion model, multimodal_gen, 0.5.6+): a
+#: month, a day and a time, no year (`[12-16 14:27:08] Exit code: -9`, audit R14)
+DIFFUSION_PREFIX_RE = re.compile(r"\[([01]\d-[0-3]\d) (\d\d:\d\d:\d\d)\] ")
 OLD_PREFIX_DATE = "2000-01-01"  # a time of day alone: the phases' durations are right, the date is not known
 #: a library's own line at a level that says it carries on (NCCL INFO, glog's I/W lines): never fatal alone
 CHATTER_RE = re.compile(r"\b(?:INFO|DEBUG|TRACE)\b|^[IWD]\d{4} ")
@@ -148,6 +151,8 @@ DIALECTS = (
             in_traceback=False),
     Dialect("a time and a level (SGLANG_LOGGING_CONFIG_PATH, Python, loguru)", "", ("20",), CUSTOM_PREFIX_RE,
             "_logger_prefixed"),
+    Dialect("SGLang's diffusion runtime (multimodal_gen)", "0.5.6+", ("[0", "[1"), DIFFUSION_PREFIX_RE,
+            "_diffusion_prefixed"),
     Dialect("torch_npu's own logger (Ascend)", "torch_npu", ("[2", "[rank:"), TORCH_NPU_RE, "_npu_logger"),
 )
 
@@ -515,6 +520,19 @@ class LineParser:
             self._last_ts = self.last_ts = ts
         ranks = f"TP{gpu}" if gpu is not None else ranks or ""
         return self._message(text[m.end():], ranks, ts if ts is not None else self._last_ts)
+
+    def _diffusion_prefixed(self, m: re.Match[str], text: str, ts: float | None) -> list[Event]:
+        """A line of the diffusion runtime's (`[12-16 14:27:08] …`): its messages are read as the LLM server's
+        are (`Exit code: -9`); its month and day are put on a fixed year."""
+        self.sglang_lines += 1
+        if ts is None:
+            try:
+                ts = datetime.fromisoformat(f"{OLD_PREFIX_DATE[:4]}-{m.group(1)} {m.group(2)}").timestamp()
+            except ValueError:
+                ts = self._last_ts
+            else:
+                self._last_ts = self.last_ts = ts
+        return self._message(text[m.end():], "", ts if ts is not None else self._last_ts)
 
     def _progress(self, text: str, ts: float | None) -> list[Event] | None:
         """A tqdm bar: of the updates `\\r` joins in one message, the last complete one (a cut-off

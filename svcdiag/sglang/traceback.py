@@ -25,6 +25,12 @@ CUT_OFF = "traceback (cut off)"
 FRAME_RE = re.compile(r'^[ \t]+File "[^"]+", line \d+, in \S')
 #: the phase a frame of SGLang's places the traceback in: graph capture (`init_device_graphs`, ≤ 0.4.x's
 #: `init_cuda_graphs`, a graph runner built or capturing: cuda_graph_runner.py, npu_graph_runner.py, a draft's)
+#: frames of the process that launched the schedulers and waits on them (the `sglang` CLI, launch_server, the
+#: engine's launcher, the diffusion runtime's entrypoints): a traceback cut off in these alone says nothing of
+#: its own, the child's death the launcher reported above it is the cause (audit R14)
+LAUNCHER_FRAME_RE = re.compile(r'^File "(?:[^"]*/sglang/(?:cli/|launch_server\.py|srt/entrypoints/(?:http_server|engine)'
+                               r'\.py|multimodal_gen/runtime/(?:entrypoints|launch))|[^"]*/(?:runpy|multiprocessing/[\w/]+)'
+                               r'\.py|[^"]*/bin/sglang)[^"]*"')
 PHASE_FRAMES = (
     ("cuda_graph", re.compile(r'_graph_runner\.py", line \d+, in (?:__init__|capture\w*)$'
                               r'| in init_(?:device|cuda|piecewise_cuda)_graphs$')),
@@ -194,6 +200,8 @@ def close(tb: Traceback, nccl_warn: str | None) -> list[Failure]:
         message = f"{message} (NCCL WARN {nccl_warn})"
         said = [f"NCCL WARN {nccl_warn}", *said]
     role = tb.role
+    if role in (ROOT, SUSPECT) and final == CUT_OFF and not tb.head and frames and all(LAUNCHER_FRAME_RE.match(f) for f in frames):
+        role = DEATH  # the launcher's wait on a child, cut: a consequence of the death it reported (audit R14)
     if role == ROOT and cause == "nccl_error" and PEER_GONE_RE.search(message):
         role = DEATH  # a consequence: it waits for the dead rank's own cause, and stands without one
     chain = next((i for i, ln in enumerate(tb.lines) if ln.startswith(CHAIN_LINES)), None)
