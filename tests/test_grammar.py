@@ -376,3 +376,24 @@ def test_sglang_prefix_glued_after_another_writers_line_is_read(head: str) -> No
     got = failures([head + "[2026-02-23 23:52:47 TP5] Scheduler hit an exception: Traceback (most recent call last):",
                     '  File "/x/sglang/srt/managers/scheduler.py", line 3160, in run_scheduler_process'])
     assert [f.message for f in got] == ["[TP5] Scheduler hit an exception: its traceback cut off"]
+
+
+@pytest.mark.parametrize("lines", [
+    ["RuntimeError: Error in function 'run' at /workspace/csrc/trtllm_batched_gemm_runner.cu:276:",
+     "Error occurred when running GEMM! (numBatches: 256)"],
+    ["Exception: Capture cuda graph failed: Error in function 'run' at",
+     "  /workspace/csrc/trtllm_batched_gemm_runner.cu:276:", "  Error occurred when running GEMM! (numBatches: 256,"]])
+def test_a_lone_message_over_several_lines_is_read_with_its_continuation(lines: list[str]) -> None:
+    """Audit R14c: a kernel library's message wrapped over physical lines, pasted alone: the words that name the
+    cause are on a continuation line (indented, or after a line left unfinished)."""
+    (f,) = failures(lines)
+    assert (f.role, f.cause) == ("suspect", "cuda_error") and "Error occurred when running GEMM!" in f.message
+    cut = scheduler_tb("")[:3]  # and it speaks, whole, for a scheduler's traceback cut right after it
+    assert failures([*lines, *cut])[-1].cause == "cuda_error"
+
+
+def test_a_lone_line_without_a_cause_takes_no_unrelated_line() -> None:
+    """A finished lone line, then another unindented line: each is read on its own, not their words together."""
+    assert failures(["ValueError: shapes do not match.", "Error occurred when running GEMM! (x)"])[0].message \
+        == "Error occurred when running GEMM! (x)"
+    assert failures(["ValueError: shapes do not match.", "some other line"]) == []

@@ -465,7 +465,7 @@ class LineParser:
                 return result if isinstance(result, list) else [result]
         if text[:1] in LEVEL_HEADS and (lv := LEVEL_RE.match(text)) is not None and _wraps(text, lv.end()):
             return self.feed_line(text[lv.end():], given)  # another formatter's level before a line of SGLang's
-        if handler is not None:
+        if handler is not None and text[:6] not in COMMON_HEADS:  # (`Exception: …` alone: a lone line, R14)
             return NOTHING
         if text[0] == "[" and text.startswith("[rank") and ("]:[E" in text[:16] or "]:[W" in text[:16]):
             cause = classify(text)  # torch's C++ error lines: "[rank9]:[E917 ...] ... Watchdog caught ..."
@@ -485,7 +485,13 @@ class LineParser:
             self._lone = (text.strip(), self.sglang_lines)
             return NOTHING
         if text[0] not in " \t[" and FINAL_EXC_RE.match(text) is not None and CHATTER_RE.search(text) is None:
-            self._lone = (text.strip(), self.sglang_lines)  # no cause of its own: it speaks for a cut traceback only
+            # no cause of its own: its continuation lines may name one (a kernel library's message over several
+            # lines, audit R14); else it speaks for a cut traceback only
+            tb = Traceback("", "", ts, role=SUSPECT, lone=True)
+            tb.final = text
+            tb.finals.append(text)
+            self._tb = tb
+            self._lone = (text.strip(), self.sglang_lines)
             return NOTHING
         if text.lstrip().startswith(NOTEBOOK_READY):
             return [Ready(ts=ts, line=text.strip())]
@@ -571,6 +577,8 @@ class LineParser:
         tb, self._tb = self._tb, None
         assert tb is not None
         failures = close(tb, self.nccl_warn)
+        if tb.lone and tb.tail and self._lone is not None:  # the message with its continuation lines
+            self._lone = (" ".join(x.strip() for x in (tb.final, *tb.tail) if x.strip()), self._lone[1])
         if self._pd_fetch and failures and failures[0].cause == "exception":
             said = self._pd_fetch
             failures = [replace(failures[0], cause="pd_bootstrap_failed", message=said,

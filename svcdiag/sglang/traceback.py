@@ -31,6 +31,9 @@ FRAME_RE = re.compile(r'^[ \t]+File "[^"]+", line \d+, in \S')
 LAUNCHER_FRAME_RE = re.compile(r'^File "(?:[^"]*/sglang/(?:cli/|launch_server\.py|srt/entrypoints/(?:http_server|engine)'
                                r'\.py|multimodal_gen/runtime/(?:entrypoints|launch))|[^"]*/(?:runpy|multiprocessing/[\w/]+)'
                                r'\.py|[^"]*/bin/sglang)[^"]*"')
+#: how a physical line ends when its message goes on on the next (a kernel library's message wrapped at `… at`,
+#: `…cu:276:`, an open parenthesis or a comma)
+UNFINISHED = (":", " at", ",", "(", "-", "=")
 PHASE_FRAMES = (
     ("cuda_graph", re.compile(r'_graph_runner\.py", line \d+, in (?:__init__|capture\w*)$'
                               r'| in init_(?:device|cuda|piecewise_cuda)_graphs$')),
@@ -81,6 +84,7 @@ class Traceback:
     final: str = ""  # the latest final line, while the traceback may still be chained
     tail: list[str] = field(default_factory=list)  # lines after the final one: "Possible solutions:", a wrapped message
     headless: bool = False  # cut at its top (a paste, a collector's window): it opened at a frame
+    lone: bool = False  # a lone exception line with no cause of its own, open for its continuation lines (R14)
 
 
 def _code_line(lines: list[str]) -> str | None:
@@ -126,6 +130,9 @@ def take(tb: Traceback, text: str, own_line: Callable[[str], bool]) -> Took:
             tb.final = ""
             tb.lines.append(text)
             return Took.TAKEN
+        if tb.lone and text[0] not in " \t" and not (tb.tail[-1] if tb.tail else tb.final).rstrip().endswith(
+                UNFINISHED):
+            return Took.NOT_MINE  # a lone line's message goes on only indented or after a line left unfinished
         if not text.startswith(TRACEBACK_OPEN) and not own_line(text) and len(tb.tail) < MAX_TAIL_LINES:
             tb.tail.append(text)  # "Possible solutions:", a wrapped message
             return Took.TAKEN
@@ -181,6 +188,8 @@ def close(tb: Traceback, nccl_warn: str | None) -> list[Failure]:
         or classify(f"{final} {tail}") or (classify(late) if late else None) or classify(tb.head) \
         or (classify(code) if code and BARE_FINAL_RE.match(final) else None) or _raised_in(final, tb.lines) \
         or "exception"
+    if tb.lone and cause == "exception":
+        return []  # its continuation lines named no cause either: it speaks for a cut traceback only
     m = SCHEDULER_DIED_RE.search(final)
     if m is not None and tb.cause is None:  # 0.5.10+: the engine's consequence, the cause is elsewhere
         status = int(m.group(1))
