@@ -314,3 +314,20 @@ def test_a_restart_loop_cut_while_loading_names_the_failures_before_it() -> None
     assert res.verdict.verdict == "incomplete" and len(res.starts) == 3
     note = res.describe()
     assert "other starts: 2 failed (max_running_zero)" in note and "--start 2" in note, note
+
+
+@pytest.mark.parametrize("margin", ["    ", "  ", "\t"])
+def test_a_paste_indented_as_one_block_reads_as_the_plain_log(margin: str) -> None:
+    """Audit R14d: a notebook's output in Markdown indents every line: the verdict is the unindented log's."""
+    plain = replay(io.BytesIO("\n".join(SMOKE).encode()), "plain.log").chosen.verdict
+    text = "\n".join(margin + ln if ln.strip() else ln for ln in SMOKE)
+    got = replay(io.BytesIO(text.encode()), "indented.log")
+    assert got.format == "indented"
+    v = got.chosen.verdict
+    assert (v.verdict, v.phase, v.figures.kv_tokens) == (plain.verdict, plain.phase, plain.figures.kv_tokens)
+
+
+def test_a_traceback_pasted_alone_is_no_indented_block() -> None:
+    """Frames indent most lines of a traceback; its first line is no dated SGLang line, so no margin is taken."""
+    tb = 'Traceback (most recent call last):\n  File "/x/sglang/launch_server.py", line 1, in <module>\n    main()\n'
+    assert replay(io.BytesIO((tb + "ValueError: bad\n").encode()), "tb.log").format == "plain"

@@ -493,7 +493,7 @@ class LineParser:
             self._tb = tb
             self._lone = (text.strip(), self.sglang_lines)
             return NOTHING
-        if text.lstrip().startswith(NOTEBOOK_READY):
+        if text.lstrip().startswith(NOTEBOOK_READY) or (text[0] == "<" and NOTEBOOK_READY in text):  # (its HTML)
             return [Ready(ts=ts, line=text.strip())]
         return NOTHING
 

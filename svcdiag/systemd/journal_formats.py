@@ -77,9 +77,25 @@ def detect(head: bytes) -> str:
     if first.startswith("-- ") or SHORT_RE.match(first):
         return "short"
     lines = [ln for ln in text.splitlines()[:40] if ln.strip()]
+    if _margin(lines):
+        return "indented"
     if lines and sum(1 for ln in lines if CONTAINER_RE.match(_uncoloured(ln))) >= 0.5 * len(lines):
         return "container"
     return "plain"
+
+
+#: a paste indented as one block (a notebook's output rendered to Markdown, a code block in a list, audit R14):
+#: the margin before its first line, which is SGLang's dated one
+MARGIN_RE = re.compile(r"^( {2,8}|\t)\[20\d\d-\d\d-\d\d ")
+
+
+def _margin(lines: list[str]) -> str:
+    """The margin the whole paste is indented by (its first line is SGLang's, and most lines share it), or ''."""
+    m = MARGIN_RE.match(lines[0]) if lines else None
+    if m is None:
+        return ""
+    margin = m.group(1)
+    return margin if sum(ln.startswith(margin) for ln in lines) >= 0.8 * len(lines) else ""
 
 
 def _uncoloured(line: str) -> str:
@@ -94,7 +110,8 @@ def _uncoloured(line: str) -> str:
 
 def records(fmt: str, head: bytes, stream: BinaryIO, name: str) -> Iterator[Record]:
     """Records of a stream whose first bytes (`head`, already read) said it is `fmt`."""
-    reader = {"plain": _plain, "short": _short, "json": _json, "export": _export, "container": _container}[fmt]
+    reader = {"plain": _plain, "short": _short, "json": _json, "export": _export, "container": _container,
+              "indented": _indented}[fmt]
     return reader(head, stream, name)
 
 
@@ -150,6 +167,14 @@ def _newest_first(lines: list[str]) -> bool:
             down += a > b
             up += a < b
     return down > 0 and up == 0
+
+
+def _indented(head: bytes, stream: BinaryIO, name: str) -> Iterator[Record]:
+    """A plain log indented as one block: each line without the margin (deeper indentation, a traceback's, kept)."""
+    margin = _margin([ln for ln in head.decode("utf-8", "replace").lstrip("\ufeff").splitlines()[:40] if ln.strip()])
+    cut = len(margin)
+    for line in _lines(head, stream):
+        yield Record(line[cut:] if line.startswith(margin) else line)
 
 
 def _plain(head: bytes, stream: BinaryIO, name: str) -> Iterator[Record]:
