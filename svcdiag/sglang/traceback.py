@@ -167,8 +167,9 @@ def close(tb: Traceback, nccl_warn: str | None) -> list[Failure]:
     if tb.headless and not tb.finals:  # frames alone (a stack printed, not raised): nothing failed that they say
         return []
     # cut off before its final line: the last line only if it is no frame, code or `^^^^` marker under it
-    finals = tb.finals or [ln for ln in tb.lines[-1:] if ln.strip() and ln[0] not in " \t"] \
-        or [CUT_OFF]
+    # (nor a frame whose indentation a paste lost: `File "…", line N, in f` at its margin, audit R14)
+    finals = tb.finals or [ln for ln in tb.lines[-1:] if ln.strip() and ln[0] not in " \t"
+                           and not ln.startswith('File "')] or [CUT_OFF]
     final = finals[-1]
     if tb.role == SUSPECT and not tb.head and LOCAL_CLIENT_RE.match(final):
         return []  # another process's: a client refused by this server, not yet listening
