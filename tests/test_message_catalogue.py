@@ -43,9 +43,6 @@ EVENT_OF = {
 #: capture lines the grammar does not read yet (milestone_lines.CAPTURE_NAME_RE): the phase stays `capture`
 #: through them, so a start is judged the same; listed for issue #28's grammar work
 UNREAD = {
-    "Capture piecewise CUDA graph begin. avail mem={0:.2f} GB": "0.5.6's piecewise graphs (--enable-piecewise-cuda-graph)",
-    "Capture piecewise CUDA graph end. Time elapsed: {0:.2f} s. mem usage={1:.2f} GB. avail mem={2:.2f} GB.":
-        "0.5.6's piecewise graphs",
     "Capture Frozen-KV MTP draft cuda graph begin.": "a Frozen-KV MTP draft (0.5.12+)",
     "Capture Frozen-KV MTP draft cuda graph end.": "a Frozen-KV MTP draft (0.5.12+)",
     "Capture UNO tree draft CUDA graph begin. num_tokens_per_req={0}, avail mem={1:.2f} GB": "the UNO draft (0.5.20+)",

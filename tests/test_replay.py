@@ -331,3 +331,23 @@ def test_a_traceback_pasted_alone_is_no_indented_block() -> None:
     """Frames indent most lines of a traceback; its first line is no dated SGLang line, so no margin is taken."""
     tb = 'Traceback (most recent call last):\n  File "/x/sglang/launch_server.py", line 1, in <module>\n    main()\n'
     assert replay(io.BytesIO((tb + "ValueError: bad\n").encode()), "tb.log").format == "plain"
+
+
+def test_piecewise_capture_after_the_decode_graphs_gets_a_capture_s_time() -> None:
+    """Audit R14f: 0.5.x captures its piecewise graphs after `Capture cuda graph end`, compiling for minutes: the
+    phase after the decode graphs gets the capture's allowance, not only the scheduler's."""
+    lines = [f"[{stamp(0)}] Capture cuda graph begin. This can take up to several minutes. avail mem=11.64 GB",
+             f"[{stamp(20)}] Capture cuda graph end. Time elapsed: 20.00 s. mem usage=0.83 GB. avail mem=10.81 GB.",
+             f"[{stamp(20)}] Capture piecewise CUDA graph begin. avail mem=10.81 GB",
+             f"[{stamp(420)}] Compiling a graph for dynamic shape takes 3.38 s"]
+    j = Judge()
+    j.readiness.timeouts.update(scheduler=300, cuda_graph=600)
+    for line in lines:
+        j.service_line(line)
+    v = j.finish()
+    assert (v.verdict, v.figures.precompile_extra_s) == ("incomplete", {"scheduler": 600})
+    j = Judge()
+    j.readiness.timeouts.update(scheduler=300, cuda_graph=600)
+    for line in lines[:2] + lines[3:]:  # no piecewise capture: 400 s after the decode graphs is a stall
+        j.service_line(line)
+    assert j.finish().verdict == "timed_out"

@@ -513,6 +513,11 @@ class Readiness:
     def _on_CudaGraph(self, ev: CudaGraph) -> list[Event]:
         if not ev.name.startswith("target"):
             return []
+        if ev.name == "target piecewise" and ev.stage == "begin" and self.phase == "scheduler":
+            # after the decode graphs' end (0.5.x): compiling and capturing again, as long as a capture (audit R14)
+            if self._allow("precompile_extra_s", "piecewise", self.timeouts["cuda_graph"]):
+                self._add_evidence(ev.line)
+            return []
         if ev.stage == "begin":
             if ev.avail_gb is not None and self.figures.cuda_graph_avail_before_gb is None:
                 self.set_figures(cuda_graph_avail_before_gb=ev.avail_gb)

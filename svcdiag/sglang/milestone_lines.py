@@ -59,7 +59,7 @@ CAPPED_RE = re.compile(r"capped to (\d+) by the mamba state cache \(max_mamba_ca
 REDUCED_RE = re.compile(r"reduced from the requested (\d+) to (\d+)")
 #: `Capture cuda graph begin`, 0.5.14+'s `Capture target decode CUDA graph begin`; on other devices (0.5.2+) the
 #: graph is the device's: `Capture cpu graph begin`, `Capture npu graph begin` (Ascend), `Capture target decode NPU graph`
-CAPTURE_NAME_RE = re.compile(r"^Capture (?:(target|draft) (?:(decode|verify|prefill|extend) )?)?"
+CAPTURE_NAME_RE = re.compile(r"^Capture (?:(target|draft) (?:(decode|verify|prefill|extend) )?|(piecewise) )?"
                              r"(?:CUDA|cuda|CPU|cpu|NPU|npu|XPU|xpu|HPU|hpu|MUSA|musa) graph")
 #: DeepGEMM's JIT pre-compile session, a WARNING from 0.4.6 on (what follows varies: `It may takes`/`It may take`)
 PRECOMPILE_RE = re.compile(r"Entering DeepGEMM JIT Pre-?Compile session", re.I)
@@ -224,7 +224,9 @@ def capture(msg: str, ranks: str, ts: float | None) -> Event | None:
     m = CAPTURE_NAME_RE.match(msg)
     if m is None:
         return None
-    name = f"{m.group(1)} {m.group(2) or 'decode'}" if m.group(1) else "target decode"  # ≤ 0.5.x: `Capture draft cuda graph`
+    # ≤ 0.5.x: `Capture draft cuda graph`; 0.5.6+'s piecewise graphs (torch.compile'd prefill), after the decode ones
+    name = f"{m.group(1)} {m.group(2) or 'decode'}" if m.group(1) else "target piecewise" if m.group(3) \
+        else "target decode"
     rest = msg[m.end():]
     if rest.startswith(" begin"):
         return CudaGraph(ts=ts, ranks=ranks, line=msg, stage="begin", name=name, avail_gb=_f(AVAIL_RE.search(msg)))
