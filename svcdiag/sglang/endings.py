@@ -184,7 +184,10 @@ def child_status(msg: str, ranks: str, ts: float | None, status: int) -> Event |
 
 
 def sigquit(msg: str, ranks: str, ts: float | None) -> Event | None:
-    if msg.startswith("Received sigquit from a child proces"):  # 0.4.3 spells it "proces"
+    """The tokenizer manager's SIGQUIT handler, told by a child that failed: `Received sigquit from a child
+    process. …` (0.4.x-0.5.x), `SIGQUIT received. signum=…, frame=…. It usually means one child failed.` (0.5.1x)."""
+    if msg.startswith("Received sigquit from a child proces") or (  # 0.4.3 spells it "proces"
+            msg.startswith("SIGQUIT received") and msg.endswith("child failed.")):
         return Failure(ts=ts, ranks=ranks, line=msg, cause="exception", message=msg, evidence=(msg,), role=DEATH)
     return None
 

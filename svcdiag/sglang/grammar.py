@@ -194,6 +194,7 @@ DISPATCH: dict[str, str | Reader] = {
     "Schedu": "_handler_exception",
     "Server": "_bootstrap_bind",
     "Receiv": endings.sigquit,
+    "SIGQUI": endings.sigquit,
     "SIGTER": endings.sigterm,
     "Watchd": "_watchdog",  # ≤ 0.4.x: `Watchdog timeout (self.watchdog_timeout=300)`
     "Tokeni": "_watchdog",  # `TokenizerManager watchdog timeout (…)`
