@@ -60,6 +60,24 @@ def cli(units: Path) -> Cli:
     return Cli(units)
 
 
+def build_dist(out: Path, *flags: str) -> subprocess.CompletedProcess:
+    """`python -m build FLAGS --outdir OUT` of a private copy of the checkout: setuptools stages an
+    sdist (svcdiag-VERSION/) and writes build/ and *.egg-info in the tree it builds, so two
+    workers building the checkout itself at once break each other's build."""
+    import shutil
+    import tempfile
+
+    src = Path(tempfile.mkdtemp(prefix="svcdiag-src-", dir=out.parent))
+    junk = shutil.ignore_patterns(".git", ".venv", ".rig-tmp", "build", "dist", "*.egg-info", "__pycache__",
+                                  ".hypothesis", ".pytest_cache", ".ruff_cache", "svcdiag-*")
+    try:
+        shutil.copytree(ROOT, src / "svcdiag", ignore=junk, symlinks=True)
+        return subprocess.run([sys.executable, "-m", "build", *flags, "--outdir", str(out), str(src / "svcdiag")],
+                              capture_output=True, text=True, timeout=600, check=False)
+    finally:
+        shutil.rmtree(src, ignore_errors=True)
+
+
 def run_svcdiag(*args: str, input: bytes | None = None, cwd: Path = ROOT) -> subprocess.CompletedProcess:
     """The real console entry point in a subprocess: what an operator's shell sees."""
     return subprocess.run([sys.executable, "-m", "svcdiag", *args], input=input, capture_output=True,

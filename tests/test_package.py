@@ -3,15 +3,13 @@ everything a unit and the CLI read at run time (templates, flag tables, examples
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import tarfile
 import zipfile
 from pathlib import Path
 
 import pytest
 
-from .conftest import ROOT, run_svcdiag
+from .conftest import build_dist, run_svcdiag
 
 pytest.importorskip("build")
 
@@ -19,8 +17,7 @@ pytest.importorskip("build")
 @pytest.fixture(scope="module")
 def dist(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("dist")
-    r = subprocess.run([sys.executable, "-m", "build", "--outdir", str(out), str(ROOT)], capture_output=True, text=True,
-                       timeout=600, check=False)
+    r = build_dist(out)
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
     return out
 

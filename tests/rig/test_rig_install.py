@@ -12,15 +12,13 @@ venv's interpreter does), with a stub `sglang` package that says its release.
 from __future__ import annotations
 
 import shutil
-import subprocess
-import sys
 import sysconfig
 import uuid
 from pathlib import Path
 
 import pytest
 
-from ..conftest import ROOT
+from ..conftest import ROOT, build_dist
 from ..model_fixtures import DENSE_QWEN3_8B, model_dir
 from .helpers import json_lines, next_port
 
@@ -62,8 +60,8 @@ def wheel():
     """The wheel `python -m build` makes, in a folder the rig sees (the checkout's .rig-tmp)."""
     pytest.importorskip("build")
     out = ROOT / ".rig-tmp" / f"dist-{uuid.uuid4().hex[:6]}"
-    r = subprocess.run([sys.executable, "-m", "build", "--wheel", "--outdir", str(out), str(ROOT)],
-                       capture_output=True, text=True, timeout=600, check=False)
+    out.mkdir(parents=True)
+    r = build_dist(out, "--wheel")
     assert r.returncode == 0, r.stderr[-2000:]
     yield next(out.glob("svcdiag-*.whl"))
     shutil.rmtree(out, ignore_errors=True)
