@@ -468,6 +468,10 @@ class LineParser:
             return self.feed_line(text[lv.end():], given)  # another formatter's level before a line of SGLang's
         if handler is not None and text[:6] not in COMMON_HEADS:  # (`Exception: …` alone: a lone line, R14)
             return NOTHING
+        return self._lone_line(text, ts)
+
+    def _lone_line(self, text: str, ts: float | None) -> list[Event]:
+        """A line no handler took: torch's C++ error lines, a lone exception line, the notebook's ready note."""
         if text[0] == "[" and text.startswith("[rank") and ("]:[E" in text[:16] or "]:[W" in text[:16]):
             cause = classify(text)  # torch's C++ error lines: "[rank9]:[E917 ...] ... Watchdog caught ..."
             if cause is None:
@@ -476,26 +480,25 @@ class LineParser:
             if "]:[W" in text[:16]:  # a warning (c10d's store wait timed out): only for that traceback
                 return NOTHING
             return [Failure(ts=ts, line=text, cause=cause, message=text, evidence=(text,), role=SUSPECT)]
-        if text[0] not in " \t[" and classify(text) is not None and CHATTER_RE.search(text) is None:
-            # a lone exception line (a pasted tail) or a library's fatal words (the hub's, the driver's) with no
-            # exception around them: a suspect, cleared if the start goes on; its wrapped lines may follow
-            tb = Traceback("", "", ts, role=SUSPECT)
-            tb.final = text
-            tb.finals.append(text)
-            self._tb = tb
-            self._lone = (text.strip(), self.sglang_lines)
-            return NOTHING
-        if text[0] not in " \t[" and FINAL_EXC_RE.match(text) is not None and CHATTER_RE.search(text) is None:
-            # no cause of its own: its continuation lines may name one (a kernel library's message over several
-            # lines, audit R14); else it speaks for a cut traceback only
-            tb = Traceback("", "", ts, role=SUSPECT, lone=True)
-            tb.final = text
-            tb.finals.append(text)
-            self._tb = tb
-            self._lone = (text.strip(), self.sglang_lines)
-            return NOTHING
+        if text[0] not in " \t[" and CHATTER_RE.search(text) is None:
+            if classify(text) is not None:
+                # a lone exception line (a pasted tail) or a library's fatal words (the hub's, the driver's) with no
+                # exception around them: a suspect, cleared if the start goes on; its wrapped lines may follow
+                return self._lone_suspect(text, ts, lone=False)
+            if FINAL_EXC_RE.match(text) is not None:
+                # no cause of its own: its continuation lines may name one (a kernel library's message over several
+                # lines, audit R14); else it speaks for a cut traceback only
+                return self._lone_suspect(text, ts, lone=True)
         if text.lstrip().startswith(NOTEBOOK_READY) or (text[0] == "<" and NOTEBOOK_READY in text):  # (its HTML)
             return [Ready(ts=ts, line=text.strip())]
+        return NOTHING
+
+    def _lone_suspect(self, text: str, ts: float | None, *, lone: bool) -> list[Event]:
+        tb = Traceback("", "", ts, role=SUSPECT, lone=lone)
+        tb.final = text
+        tb.finals.append(text)
+        self._tb = tb
+        self._lone = (text.strip(), self.sglang_lines)
         return NOTHING
 
     def _fatal_alone(self, text: str, ts: float | None) -> list[Event] | None:
