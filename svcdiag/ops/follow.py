@@ -219,6 +219,11 @@ def follow(sd: Systemd, cfg: ServiceConfig | None, unit: str, props: UnitProps, 
                             emit(ev)
                     break
             if not keep_following:
+                if notify and judge.verdict is None and FAILED_STATUS.match(status or ""):
+                    # the supervisor stopped the start at its deadline and is stopping the server: its word,
+                    # in the phase both read, is the verdict now (status, top), not "starting" until the end
+                    for ev in deadline_owner.tick(judge, time.time(), supervised=True, status=status):
+                        emit(ev)
                 break
             now = time.time()
             supervised = notify and died_at is None and result.props.running  # its phase deadlines are the supervisor's
