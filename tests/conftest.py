@@ -5,6 +5,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -64,9 +65,6 @@ def build_dist(out: Path, *flags: str) -> subprocess.CompletedProcess:
     """`python -m build FLAGS --outdir OUT` of a private copy of the checkout: setuptools stages an
     sdist (svcdiag-VERSION/) and writes build/ and *.egg-info in the tree it builds, so two
     workers building the checkout itself at once break each other's build."""
-    import shutil
-    import tempfile
-
     src = Path(tempfile.mkdtemp(prefix="svcdiag-src-", dir=out.parent))
     junk = shutil.ignore_patterns(".git", ".venv", ".rig-tmp", "build", "dist", "*.egg-info", "__pycache__",
                                   ".hypothesis", ".pytest_cache", ".ruff_cache", "svcdiag-*")
