@@ -4,10 +4,12 @@ tests/fixtures/memory-backtest (public sources, index.toml), and every log in te
 whose inputs are known (the free memory before and after loading, mem_fraction_static, and a model
 whose shape is a public config.json fact in svcdiag.sglang.modelinfo), predict KV tokens,
 Mamba slots and max_running_requests with svcdiag.sglang.memory.predict for the log's release
-and compare with what SGLang logged. Prints the table and the error distribution
-(docs/preflight.md#back-test); tests/test_memory_backtest.py holds the goal.
+and compare with what SGLang logged. Prints the table, the error distribution, the real logs'
+classes (release, speculative, hybrid, tp > 1, dp-attention, ROCm) against the back-test's
+requirement and its goal (docs/preflight.md#back-test); tests/test_memory_backtest.py holds them,
+and checks that docs/preflight.md shows this output as printed (`--write-docs` rewrites it there).
 
-    .venv/bin/python bench/memory_backtest.py [--markdown]
+    .venv/bin/python bench/memory_backtest.py [--markdown] [--write-docs]
 """
 
 from __future__ import annotations
@@ -21,10 +23,17 @@ from pathlib import Path
 from svcdiag.judge.pipeline import Judge
 from svcdiag.sglang import memory
 from svcdiag.sglang.figures import Figures
-from svcdiag.sglang.modelinfo import public_shape
+from svcdiag.sglang.modelinfo import ModelShape, public_shape, shape_from_config
 
 FIXTURES = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "sglang"
 REAL = FIXTURES.parent / "memory-backtest"
+DOCS = Path(__file__).resolve().parent.parent / "docs" / "preflight.md"
+#: the block of docs/preflight.md that shows `--markdown`'s output, between these two lines
+DOCS_BEGIN, DOCS_END = "<!-- memory_backtest.py --markdown: begin -->", "<!-- memory_backtest.py --markdown: end -->"
+
+#: issue 38's requirement on the real logs: how many of each class, and the goal (share of rows)
+REQUIRED = {"rows": 20, "releases": 6, "speculative": 4, "hybrid": 4, "tp > 1": 4, "dp-attention": 2, "ROCm": 2}
+GOAL = 0.9
 #: server_args fields the judge files as what was asked for, beside the figure SGLang resolved
 REQUESTED = frozenset({"max_running_requests", "max_mamba_cache_size", "max_total_tokens"})
 
@@ -66,6 +75,19 @@ class Row:
     outlier: str | None  # why the log's own figures cannot test the model (None: they can)
     source: str | None = None  # a real log's public source (None: a grammar fixture)
     slots_on_logged_budget: int | None = None  # the slot solve on the budget the log's own pools add up to
+    speculative: str | None = None  # the speculative algorithm (EAGLE, NEXTN, DFLASH), None without
+    hybrid: bool = False
+    tp: int = 1
+    dp_attention: bool = False
+    rocm: bool = False
+
+    @property
+    def classes(self) -> str:
+        """The row's classes, as the table's 'classes' column shows them."""
+        out = [f"tp{self.tp}"] if self.tp > 1 else []
+        out += [c for c, on in ((self.speculative or "", bool(self.speculative)), ("hybrid", self.hybrid),
+                                ("dp-attn", self.dp_attention), ("ROCm", self.rocm)) if on]
+        return ", ".join(out) or "–"
 
     @property
     def error_pct(self) -> float:
@@ -98,12 +120,16 @@ def real_rows() -> list[Row]:
         # what the excerpt logged wins, then index.toml's logged figures, then its flags (server_args names;
         # the judge's 'requested_' ones)
         flags = {f"requested_{key}" if key in REQUESTED else key: v for key, v in entry.get("flags", {}).items()}
-        f = Figures.from_json({**flags, **entry.get("logged", {}), **figures(lines).to_json()},
-                              f"{REAL / 'index.toml'}: {entry['file']}")
-        row = predict_row(entry["file"], f, entry["release"], entry["model"], source=entry["source"])
+        where = f"{REAL / 'index.toml'}: {entry['file']}"
+        f = Figures.from_json({**flags, **entry.get("logged", {}), **figures(lines).to_json()}, where)
+        shape = shape_from_config(entry["config"], REAL / "index.toml") if "config" in entry else None
+        row = predict_row(entry["file"], f, entry["release"], entry["model"], source=entry["source"], shape=shape)
         if row is None:
-            raise ValueError(f"{REAL / 'index.toml'}: {entry['file']}: its inputs are not all known")
-        out.append(row)
+            raise ValueError(f"{where}: its inputs are not all known")
+        platform = entry.get("platform", "cuda")
+        if platform not in ("cuda", "rocm"):
+            raise ValueError(f"{where}: platform {platform!r} is not cuda or rocm")
+        out.append(replace(row, dp_attention=bool(entry.get("dp_attention", False)), rocm=platform == "rocm"))
     return out
 
 
@@ -119,11 +145,12 @@ def fixture_rows() -> list[Row]:
 
 
 def predict_row(name: str, f: Figures, release: str | None, model: str, *,
-                source: str | None = None) -> Row | None:
+                source: str | None = None, shape: ModelShape | None = None) -> Row | None:
     """The model's prediction for one log's inputs, beside what SGLang logged; None when an
     input is unknown. Free memory before loading is the logged one, else (an excerpt that
-    starts at 'Load weight end') free after loading + the weights' 'mem usage', SGLang's own sum."""
-    shape = public_shape(model)
+    starts at 'Load weight end') free after loading + the weights' 'mem usage', SGLang's own sum.
+    The model's shape is `shape` (a real log's config facts in index.toml), else its public one by name."""
+    shape = shape or public_shape(model)
     if f.avail_before_load_gb is None and f.avail_after_load_gb is not None and f.weights_gb:
         f = f.replace(avail_before_load_gb=round(f.avail_after_load_gb + f.weights_gb, 2))
     if shape is None or f.avail_before_load_gb is None or f.avail_after_load_gb is None \
@@ -155,7 +182,7 @@ def predict_row(name: str, f: Figures, release: str | None, model: str, *,
     cap = memory.max_running(inp, f.kv_tokens, f.mamba_slots)[0] if f.max_running_requests is not None else None
     return Row(name, model, release or "?", p.family, f.kv_tokens, p.kv_tokens,
                f.max_running_requests, p.max_running_requests, f.mamba_slots, p.mamba_slots, cap,
-               inconsistency(f, inp), source, own)
+               inconsistency(f, inp), source, own, algo or (f.speculative_algorithm or "").upper() or None, hybrid, tp)
 
 
 def mamba_pools_gb(f: Figures) -> float:
@@ -191,8 +218,8 @@ def distribution(table: list[Row]) -> dict[str, int]:
 
 
 def render(table: list[Row], markdown: bool = False) -> str:
-    head = ("log", "release", "family", "KV logged", "KV predicted", "error", "max_running logged / on the logged "
-            "pools", "Mamba slots logged / predicted")
+    head = ("log", "release", "family", "classes", "KV logged", "KV predicted", "error",
+            "max_running logged / on the logged pools", "Mamba slots logged / predicted")
     lines = []
     if markdown:
         lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
@@ -202,7 +229,7 @@ def render(table: list[Row], markdown: bool = False) -> str:
         if r.logged_slots is not None and r.slots_on_logged_budget not in (None, r.predicted_slots):
             slots += f" ({r.slots_on_logged_budget} ³)"
         name = r.file.removesuffix(".log") + (" †" if r.source else "") + (" ¹" if r.outlier else "")
-        cells = (name, r.release, r.family, f"{r.logged_kv:,}",
+        cells = (name, r.release, r.family, r.classes, f"{r.logged_kv:,}",
                  f"{r.predicted_kv:,}", f"{r.error_pct:+.2f} %", mr, slots)
         lines.append("| " + " | ".join(cells) + " |" if markdown else "  ".join(cells))
     lines.append("")
@@ -219,23 +246,78 @@ def render(table: list[Row], markdown: bool = False) -> str:
                  f" of {len(with_mr)}; Mamba slots predicted = logged {sum(r.predicted_slots == r.logged_slots for r in with_slots)}"
                  f" of {len(with_slots)}, on the budget the log's pools add up to ³ "
                  f"{sum(r.slots_on_logged_budget == r.logged_slots for r in with_slots)} of {len(with_slots)}")
+    lines += requirement(real)
     return "\n".join(lines) + "\n"
+
+
+def class_counts(real: list[Row]) -> dict[str, int]:
+    """How many real logs of each class issue 38 asks for (a row counts in every class it has)."""
+    return {"rows": len(real), "releases": len({r.release for r in real}),
+            "speculative": sum(bool(r.speculative) for r in real), "hybrid": sum(r.hybrid for r in real),
+            "tp > 1": sum(r.tp > 1 for r in real), "dp-attention": sum(r.dp_attention for r in real),
+            "ROCm": sum(r.rocm for r in real)}
+
+
+def goal(real: list[Row]) -> dict[str, tuple[int, int]]:
+    """(met, of) per goal on the real logs: KV within 1 %; max_running and Mamba slots exact."""
+    with_mr = [r for r in real if r.logged_mr is not None]
+    with_slots = [r for r in real if r.logged_slots is not None]
+    return {"KV within 1 %": (sum(abs(r.error_pct) <= 1 for r in real), len(real)),
+            "max_running exact": (sum(r.predicted_mr == r.logged_mr for r in with_mr), len(with_mr)),
+            "Mamba slots exact": (sum(r.predicted_slots == r.logged_slots for r in with_slots), len(with_slots))}
+
+
+def requirement(real: list[Row]) -> list[str]:
+    """The real logs' classes against issue 38's requirement, and the goal's shares."""
+    counts = class_counts(real)
+    have = ", ".join(f"{k} {counts[k]} of {need}" + ("" if counts[k] >= need else " (short)")
+                     for k, need in REQUIRED.items())
+    shares = ", ".join(f"{k} {met} of {of} ({100 * met / of:.0f} %)" if of else f"{k} – (none logged)"
+                       for k, (met, of) in goal(real).items())
+    return [f"real logs †, classes against the requirement: {have}",
+            f"real logs †, goal (≥ {GOAL:.0%} each): {shares}"]
+
+
+def report(table: list[Row], markdown: bool = False) -> str:
+    """Everything the script prints: the table, its distributions and classes, then the notes."""
+    item = "- " if markdown else ""
+    notes = [f"{item}¹ {r.file.removesuffix('.log')}: {r.outlier}" for r in table if r.outlier]
+    notes += [f"{item}² {name.removesuffix('.log')}: {why}" for name, why in MAX_RUNNING_NOTES.items()]
+    notes += [f"{item}† {r.file.removesuffix('.log')}: {r.source}" for r in table if r.source]
+    notes.append(f"{item}³ the slot solve on the budget the log's own KV and Mamba pools add up to, where that "
+                 "differs from free after loading − free before × (1 − mem_fraction_static): SGLang measures free "
+                 "memory again when it sizes the pools, after 'Load weight end'")
+    text = render(table, markdown)
+    if markdown:  # the summary lines as a list, so that Markdown keeps them apart
+        head, _, tail = text.partition("\n\n")
+        text = head + "\n\n" + "".join(f"- {line}\n" for line in tail.splitlines() if line)
+    return text + "\n".join(notes) + "\n"
+
+
+def docs_block(text: str | None = None) -> str:
+    """What docs/preflight.md shows between DOCS_BEGIN and DOCS_END."""
+    text = DOCS.read_text() if text is None else text
+    begin, end = text.find(DOCS_BEGIN), text.find(DOCS_END)
+    if begin < 0 or end < begin:
+        raise ValueError(f"{DOCS}: no {DOCS_BEGIN} … {DOCS_END} block")
+    return text[begin + len(DOCS_BEGIN):end].strip("\n") + "\n"
+
+
+def write_docs(table: list[Row]) -> None:
+    """Rewrite the docs' block with this run's `--markdown` output."""
+    text = DOCS.read_text()
+    docs_block(text)  # both markers are there, in order
+    begin, end = text.find(DOCS_BEGIN) + len(DOCS_BEGIN), text.find(DOCS_END)
+    DOCS.write_text(text[:begin] + "\n" + report(table, markdown=True) + text[end:])
 
 
 def main() -> None:
     table = rows()
-    print(render(table, "--markdown" in sys.argv), end="")
-    for r in table:
-        if r.outlier:
-            print(f"¹ {r.file.removesuffix('.log')}: {r.outlier}")
-    for name, why in MAX_RUNNING_NOTES.items():
-        print(f"² {name.removesuffix('.log')}: {why}")
-    for r in table:
-        if r.source:
-            print(f"† {r.file.removesuffix('.log')}: {r.source}")
-    print("³ the slot solve on the budget the log's own KV and Mamba pools add up to, where that differs from "
-          "free after loading − free before × (1 − mem_fraction_static): SGLang measures free memory again when it "
-          "sizes the pools, after 'Load weight end'")
+    if "--write-docs" in sys.argv:
+        write_docs(table)
+        print(f"{DOCS}: the back-test's table rewritten ({len(table)} rows)")
+        return
+    print(report(table, "--markdown" in sys.argv), end="")
 
 
 if __name__ == "__main__":
