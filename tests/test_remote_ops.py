@@ -87,7 +87,10 @@ def test_remote_gpu_memory_is_that_hosts_nvidia_smi_or_a_one_line_ask(units: Pat
     assert "\n" not in str(e.value)
     p = plan(cfg, remote=ShConn({"memory.total": SMI_CSV}))
     assert p.to_json()["sources"]["shape"] == f"root@gpu-x:2222:{d}/config.json (Qwen3ForCausalLM, dense)"
-    assert p.inputs.gpu_free_gb == 79.65
+    # what SGLang will see: the 79.65 GB read less its CUDA context and the driver's reserve (no
+    # figure for an unnamed GPU: the default row, 0.5 + 0.5 GiB, 0.5–1.35 GiB with its allocator slack)
+    assert (p.inputs.gpu_free_gb, p.inputs.gpu_free_range_gb) == (78.65, (78.3, 79.15))
+    assert p.to_json()["sources"]["gpu_reading"].startswith("79.65 GB read, less SGLang's CUDA context and the driver's")
     with pytest.raises(SvcdiagError, match=r"^root@gpu-x:2222:.*config.json: no such file"):
         plan(_cfg(units, "r2", f'model_path = "{tmp_path}/nowhere"\n'), gpu_memory=80, remote=ShConn())
 

@@ -9,6 +9,11 @@ The GPUs are the ones SGLang will see: the config's `gpus` as CUDA_VISIBLE_DEVIC
 or UUIDs); the smallest of them counts, as SGLang takes the minimum over ranks. A GPU in MIG
 mode is named, never read as if whole. For a remote host (`--host`) only that host's
 nvidia-smi counts, run over the SSH connection.
+
+A driver's reading is not what SGLang will see: its own process takes a CUDA context (and NCCL's
+buffers with tp > 1), and nvidia-smi's total − used still counts the driver's reserve.
+`sglang_sees` takes those off, per GPU and driver as measured (CONTEXT_FIGURES), and says how
+far off the result may be (docs/preflight.md#the-gpu-reading-what-sglang-will-see).
 """
 
 from __future__ import annotations
@@ -39,6 +44,7 @@ class Device:
     used: int = 0
     mig: bool = False  # MIG mode on: its memory belongs to instances, not to one CUDA device
     processes: tuple[tuple[int, int], ...] = field(default=())  # (pid, bytes used) of its compute processes
+    name: str = ""  # the product name ("NVIDIA H200"), where the reader gives it
 
 
 class Nvml(Protocol):
@@ -52,6 +58,19 @@ class PynvmlReader:
 
     def __init__(self, nvml: Any):
         self.nvml = nvml
+
+    def driver_version(self) -> str | None:
+        n = self.nvml
+        if not hasattr(n, "nvmlSystemGetDriverVersion"):
+            return None
+        n.nvmlInit()
+        try:
+            v = n.nvmlSystemGetDriverVersion()
+            return v if isinstance(v, str) else v.decode()
+        except n.NVMLError:
+            return None
+        finally:
+            n.nvmlShutdown()
 
     def devices(self) -> list[Device]:
         n = self.nvml
@@ -67,8 +86,12 @@ class PynvmlReader:
                 except n.NVMLError:  # not a MIG-capable GPU
                     mig = False
                 procs = tuple((p.pid, p.usedGpuMemory or 0) for p in n.nvmlDeviceGetComputeRunningProcesses(h))
+                try:
+                    name = n.nvmlDeviceGetName(h) if hasattr(n, "nvmlDeviceGetName") else ""
+                except n.NVMLError:
+                    name = ""
                 out.append(Device(i, uuid if isinstance(uuid, str) else uuid.decode(), mem.total, mem.free, mem.used,
-                                  mig, procs))
+                                  mig, procs, name if isinstance(name, str) else name.decode()))
             return out
         finally:
             n.nvmlShutdown()
@@ -262,3 +285,114 @@ def gpu_free_gb(cfg: ServiceConfig, option: float | None, remote: Any = None, *,
     raise SvcdiagError("no GPU memory figure: no --gpu-memory, no gpu_memory_gb in the config, no NVML, no "
                        "nvidia-smi, no torch with CUDA in the unit's python; pass --gpu-memory GB (free per GPU "
                        "before loading)")
+
+
+# ---------------------------------------------------------------- what SGLang itself will see
+
+
+@dataclass(frozen=True, slots=True)
+class ContextFigure:
+    """What SGLang's own process takes on one GPU before its first 'avail mem' (GiB): its CUDA
+    context, and the driver's reserve that nvidia-smi's total − used still counts. Each figure
+    is (low, nominal, high); a row applies to the GPUs whose name contains `gpu` on drivers of
+    `driver_major` or newer (the first row that matches wins; the last matches every GPU)."""
+
+    gpu: str
+    driver_major: int
+    context_gib: tuple[float, float, float]
+    reserve_gib: tuple[float, float, float]
+    source: str
+
+
+#: measured figures (docs/preflight.md#the-gpu-reading-what-sglang-will-see); a GPU or driver not
+#: listed gets the last row, whose range is wide enough for every real log read so far
+CONTEXT_FIGURES = (
+    ContextFigure("H200", 570, (0.48, 0.506, 0.55), (0.59, 0.602, 0.62),
+                  "H200, driver 580.159.04, CUDA 13.0, torch 2.11 (tests/fixtures/nvidia-smi-h200): a torch process's "
+                  "context 518 MiB, the driver's reserve 616 MiB; torch's own free 139.29 GiB = 140.40 − 0.51 − 0.60"),
+    ContextFigure("", 0, (0.25, 0.5, 0.65), (0.25, 0.5, 0.65),
+                  "no measurement for this GPU and driver: context and reserve of 0.5–1.3 GiB together, the span of "
+                  "real logs' card total − SGLang's first 'avail mem' (0.73–1.17 GiB)"),
+)
+#: NCCL's and torch.distributed's buffers before 'Load weight begin' with more than one rank (GiB):
+#: 'Init torch distributed ends. mem usage=0.13 GB' (tp 4, 4 × L4, tests/fixtures/memory-backtest)
+DIST_INIT_GIB = (0.0, 0.13, 0.25)
+
+
+@dataclass(frozen=True, slots=True)
+class SglangView:
+    """The free memory SGLang's first 'avail mem' will show (GiB), from a reading, and how far
+    off it may be: SGLang may see anything from `low` to `high`."""
+
+    nominal: float
+    low: float
+    high: float
+    taken_off: str  # what was subtracted, in words
+    source: str  # where the figures for this GPU come from
+
+
+def context_figure(gpu_name: str | None, driver_major: int | None) -> ContextFigure:
+    name = (gpu_name or "").upper()
+    for row in CONTEXT_FIGURES:
+        if row.gpu.upper() in name and (driver_major or 0) >= row.driver_major:
+            return row
+    return CONTEXT_FIGURES[-1]
+
+
+def sglang_sees(reading_gb: float, kind: str, *, gpu_name: str | None = None, driver_major: int | None = None,
+                ranks_: int = 1) -> SglangView:
+    """What SGLang will see of `reading_gb` read by `kind`: "nvidia-smi" (total − used: it still
+    counts SGLang's context and the driver's reserve), "nvml" (NVML's free: the reserve is out,
+    SGLang's context is not; the low end also allows for a driver whose NVML counts the reserve
+    as free), "torch" (a probe's own context is already out), anything else as given."""
+    row = context_figure(gpu_name, driver_major)
+    dist = DIST_INIT_GIB if ranks_ > 1 else (0.0, 0.0, 0.05)
+    c, r = row.context_gib, row.reserve_gib
+    if kind == "nvidia-smi":
+        lo, nom, hi = (c[i] + r[i] + dist[i] for i in range(3))
+        what = "SGLang's CUDA context and the driver's reserve"
+    elif kind == "nvml":
+        lo, nom, hi = c[0] + dist[0], c[1] + dist[1], c[2] + r[2] + dist[2]
+        what = "SGLang's CUDA context"
+    elif kind == "torch":
+        lo, nom, hi = dist[0], dist[1], dist[2] + 0.05
+        what = "what a second CUDA context may take beside the probe's"
+    else:
+        return SglangView(reading_gb, reading_gb, reading_gb, "nothing (taken as SGLang's own figure)", "as given")
+    if ranks_ > 1:
+        what += " and NCCL's buffers"
+    return SglangView(round(reading_gb - nom, 2), round(reading_gb - hi, 2), round(reading_gb - lo, 2),
+                      f"{what}, {nom:.2f} GiB ({lo:.2f}–{hi:.2f})", row.source)
+
+
+def reading_kind(source: str) -> str:
+    """The kind of a gpu_free_gb source, for sglang_sees."""
+    if source.startswith("NVML"):
+        return "nvml"
+    if source.startswith("nvidia-smi"):
+        return "nvidia-smi"
+    if source.startswith("torch in"):
+        return "torch"
+    return "given"
+
+
+def gpu_identity(cfg: ServiceConfig, remote: Any = None, *,
+                 nvml: Callable[[], Nvml | None] = local_nvml) -> tuple[str | None, int | None]:
+    """(the name of the first GPU the unit uses, the driver's major version), each None where
+    neither NVML nor nvidia-smi says: which row of CONTEXT_FIGURES applies."""
+    reader = nvml() if remote is None else None
+    if reader is not None:
+        devs = visible(cuda_visible(cfg), reader.devices())[: ranks(cfg)]
+        version = getattr(reader, "driver_version", lambda: None)()
+        return (devs[0].name or None) if devs else None, _major(version)
+    out = (remote_smi(remote) if remote is not None else local_smi)(
+        ["--query-gpu=name,driver_version", "--format=csv,noheader"])
+    gpus = list(cfg.gpus) if cfg.gpus else [0]
+    rows = [ln.split(",") for ln in (out or "").strip().splitlines()]
+    row = rows[gpus[0]] if gpus[0] < len(rows) and len(rows[gpus[0]]) == 2 else None
+    return (row[0].strip(), _major(row[1])) if row else (None, None)
+
+
+def _major(version: str | None) -> int | None:
+    head = (version or "").strip().split(".")[0]
+    return int(head) if head.isdigit() else None

@@ -16,14 +16,14 @@ import shlex
 import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path, PurePosixPath
 from typing import Any
 
 from svcdiag.config.service import ServiceConfig
 from svcdiag.errors import SvcdiagError
 from svcdiag.files import private_dir
-from svcdiag.ops.gpumem import gpu_free_gb, gpu_total_gb
+from svcdiag.ops.gpumem import gpu_free_gb, gpu_identity, gpu_total_gb, ranks, reading_kind, sglang_sees
 from svcdiag.sglang.memory import AUTO_MEM_FRACTION, GB
 from svcdiag.sglang.modelinfo import (
     LOCAL,
@@ -167,6 +167,9 @@ def plan(cfg: ServiceConfig, *, gpu_memory: float | None = None, kv_bytes_per_to
             raise SvcdiagError(f"{at}{e}; pass --weights-gb") from None
         sources["weights"] = f"{at}{where} (safetensors)"
     draft, draft_shape = 0, None
+    uncertain: list[str] = []
+    if shape is None and cfg.hybrid:
+        uncertain.append("config.json unread: the Mamba state left out, the KV figure an upper bound")
     spec = cfg.speculative
     if spec is not None and spec.draft_model_path:
         try:
@@ -174,6 +177,7 @@ def plan(cfg: ServiceConfig, *, gpu_memory: float | None = None, kv_bytes_per_to
             sources["draft"] = f"{at}{spec.draft_model_path} (safetensors)"
         except SvcdiagError as e:
             notes.append(f"draft model size unknown ({e}); its weights are left out")
+            uncertain.append("the draft's weights unread: the KV figure an upper bound")
         try:
             draft_shape = read_shape(spec.draft_model_path, files)
         except SvcdiagError:
@@ -191,12 +195,31 @@ def plan(cfg: ServiceConfig, *, gpu_memory: float | None = None, kv_bytes_per_to
             sources["gpu_total"] = f"{total:.2f} GB per GPU, for SGLang's automatic mem_fraction_static"
         else:
             notes.append(f"no GPU capacity read: mem_fraction_static unset is taken as {AUTO_MEM_FRACTION}")
+    free, span = sglang_view(cfg, free, source, sources, remote)
     inp = inputs_from_shape(cfg, shape, gpu_free_gb=free, gpu_source=source, weights_bytes=weights,
                             draft_bytes=draft, draft_shape=draft_shape, kv_bytes_per_token=kv_bytes_per_token,
                             sources=sources, gpu_total_gb=total)
+    if span is not None or uncertain:
+        inp = replace(inp, gpu_free_range_gb=span, upper_bound=bool(uncertain), uncertainty=tuple(
+            ([f"{sources['gpu_reading']}"] if span is not None else []) + uncertain))
     if inp.context_len is None:
         notes.append("no context_length in the config and none in config.json: the one-request check is skipped")
     return Plan(inp, predict(cfg, inp), tuple(notes))
+
+
+def sglang_view(cfg: ServiceConfig, free: float, source: str, sources: dict[str, str],
+                remote: Any = None) -> tuple[float, tuple[float, float] | None]:
+    """The free memory SGLang's first 'avail mem' will show, from a driver's reading: its own CUDA
+    context and the driver's reserve taken off (svcdiag.ops.gpumem.sglang_sees), with the range it
+    may lie in; a figure given (--gpu-memory, gpu_memory_gb) is SGLang's own and stays as it is."""
+    kind = reading_kind(source)
+    if kind == "given":
+        return free, None
+    name, driver = gpu_identity(cfg, remote)
+    view = sglang_sees(free, kind, gpu_name=name, driver_major=driver, ranks_=ranks(cfg))
+    sources["gpu_reading"] = (f"{free:.2f} GB read, less {view.taken_off}: {view.nominal:.2f} GB "
+                              f"({view.low:.2f}–{view.high:.2f}); {view.source}")
+    return view.nominal, (view.low, view.high)
 
 
 @contextmanager

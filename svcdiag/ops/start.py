@@ -157,8 +157,11 @@ def preflight_gate(cfg: ServiceConfig, pub: Publisher, *, force: bool, gpu_memor
     if p_.inputs is None:
         pub.note(f"preflight: {p.verdict} from the config's own limits: {'; '.join(p.reasons)}")
     else:
-        pub.note(f"preflight: {p.verdict}: {p.kv_tokens:,} KV tokens predicted, max_running_requests "
+        spread = f" ± {p.interval['kv_pct']} %" if p.interval and p.interval.get("kv_pct") is not None else ""
+        pub.note(f"preflight: {p.verdict}: {p.kv_tokens:,} KV tokens predicted{spread}, max_running_requests "
                  f"{p.max_running_requests} ({p_.inputs.gpu_free_gb:.2f} GB free from {p_.inputs.gpu_source})")
+    if p.verdict == "tight":  # not certain to fail: it starts, and the verdict decides
+        pub.note("preflight: tight, starting; the verdict decides: " + "; ".join(p.reasons))
     if p.verdict != "cannot_serve":
         return p_, False
     pub.publish(pub.record("diagnosis", ts=time.time(), phase=None, cause=predicted_cause(p),

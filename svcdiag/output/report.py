@@ -206,7 +206,8 @@ def render_preflight(name: str, plan: dict[str, Any]) -> str:
     """A preflight plan (memplan.Plan.to_json()) as the budget an operator reads."""
     b = plan["budget_gb"]
     head = {"ok": "OK", "tight": "TIGHT", "cannot_serve": "CANNOT SERVE"}[plan["verdict"]]
-    pool = f"{plan['kv_tokens']:,} KV tokens predicted, " if b else "from the config's own limits: "
+    pool = f"{plan['kv_tokens']:,} KV tokens predicted{_spread(plan.get('interval'))}, " if b \
+        else "from the config's own limits: "
     lines = [f"{name}: preflight {head}: {pool}max_running_requests {plan['max_running_requests']}, "
              f"context_len {_n(plan['context_len'])}"
              + (f" (SGLang {plan['sizing_family']}'s arithmetic)" if plan.get("sizing_family") else "")]
@@ -227,10 +228,32 @@ def render_preflight(name: str, plan: dict[str, Any]) -> str:
                   f"    draft model    {b['draft']:8.2f} GB"]
     lines.append("  limits on max_running_requests: " + ", ".join(f"{k} {v:,}" for k, v in plan["limits"].items())
                  + (f" (binding: {plan['binding']})" if plan.get("binding") else ""))
+    if plan.get("interval"):
+        lines.append("  " + interval_line(plan["interval"]))
     lines += [f"  - {r}" for r in plan["reasons"]]
     lines += [f"  note: {n}" for n in plan["notes"]]
     lines += _fix_lines(plan["fixes"])
     return "\n".join(lines) + "\n"
+
+
+def _spread(interval: dict[str, Any] | None) -> str:
+    """' ± 1.5 %' after a predicted KV figure (' at most' when only its upper bound is known)."""
+    if not interval:
+        return ""
+    if interval["kv_tokens"][0] is None:
+        return " at most"
+    return f" ± {interval['kv_pct']} %" if interval.get("kv_pct") is not None else ""
+
+
+def interval_line(interval: dict[str, Any]) -> str:
+    """The prediction at the ends of the inputs' uncertainty, and why they are uncertain."""
+    lo, hi = interval["kv_tokens"]
+    mlo, mhi = interval["max_running_requests"]
+    glo, ghi = interval["gpu_free_gb"]
+    free = f"{glo:.2f}–{ghi:.2f} GB free" if glo is not None else f"at most {ghi:.2f} GB free"
+    kv = f"{lo:,}–{hi:,}" if lo is not None else f"at most {hi:,}"
+    mr = f"{mlo}–{mhi}" if mlo is not None else f"at most {mhi}"
+    return f"uncertainty: {kv} KV tokens, max_running_requests {mr} ({free}; " + "; ".join(interval["why"]) + ")"
 
 
 # ---------------------------------------------------------------- tables of the other commands

@@ -93,6 +93,10 @@ class Inputs:
     draft_kv_bytes_per_token: int | None = None  # a DFlash draft's own KV, on one GPU
     gpu_total_gb: float | None = None  # for SGLang's automatic mem_fraction_static
     model_kind: str | None = None  # dense | hybrid | mla; None: config.json unread (--kv-bytes-per-token)
+    #: the free memory SGLang may see, (low, high) around gpu_free_gb; None: the figure is SGLang's own
+    gpu_free_range_gb: tuple[float, float] | None = None
+    upper_bound: bool = False  # a model file unread (the Mamba state, the draft): the prediction is at most this
+    uncertainty: tuple[str, ...] = ()  # why the figures may be off, in words
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,9 +114,13 @@ class Prediction:
     failure: str | None = None  # what SGLang would fail with
     family: str = memory.NEWEST.name  # the release family whose arithmetic this is
     slots_per_request: int | None = None
+    #: the prediction at the ends of the inputs' uncertainty: kv_tokens, max_running_requests and
+    #: gpu_free_gb as [low, high] (low None: a model file unread, no lower bound), kv_pct, why
+    interval: dict[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {"verdict": self.verdict, "kv_tokens": self.kv_tokens, "max_running_requests": self.max_running_requests,
+        return {"verdict": self.verdict, "interval": self.interval,
+                "kv_tokens": self.kv_tokens, "max_running_requests": self.max_running_requests,
                 "context_len": self.context_len, "mamba_slots": self.mamba_slots,
                 "slots_per_request": self.slots_per_request,
                 "budget_gb": {k: round(v, 3) for k, v in self.budget.items()}, "limits": self.limits,
@@ -218,6 +226,41 @@ def from_config_alone(cfg: ServiceConfig) -> Prediction | None:
 
 
 def predict(cfg: ServiceConfig, inp: Inputs, *, with_fixes: bool = True) -> Prediction:
+    """The prediction for `cfg` on `inp`, judged over the inputs' uncertainty: CANNOT SERVE only
+    when no reading within it would serve (the model is monotone in free memory, so its high end
+    decides); a nominal failure that the high end serves, or a nominal OK that the low end does
+    not keep, is TIGHT: the start decides. Fixes are the nominal reading's."""
+    if inp.gpu_free_range_gb is None and not inp.upper_bound:
+        return predict_at(cfg, inp, with_fixes=with_fixes)
+    nominal = predict_at(cfg, inp, with_fixes=False)
+    low_gb, high_gb = inp.gpu_free_range_gb or (inp.gpu_free_gb, inp.gpu_free_gb)
+    high = predict_at(cfg, replace(inp, gpu_free_gb=high_gb), with_fixes=False) if high_gb != inp.gpu_free_gb \
+        else nominal
+    low = None if inp.upper_bound else predict_at(cfg, replace(inp, gpu_free_gb=low_gb), with_fixes=False) \
+        if low_gb != inp.gpu_free_gb else nominal
+    why = "; ".join(inp.uncertainty) or "the free-memory reading"
+    spread = max(high.kv_tokens - nominal.kv_tokens, nominal.kv_tokens - (low.kv_tokens if low else nominal.kv_tokens))
+    interval = {"kv_tokens": [low.kv_tokens if low else None, high.kv_tokens],
+                "max_running_requests": [low.max_running_requests if low else None, high.max_running_requests],
+                "gpu_free_gb": [None if inp.upper_bound else low_gb, high_gb],
+                "kv_pct": round(100 * spread / nominal.kv_tokens, 1) if nominal.kv_tokens else None,
+                "why": list(inp.uncertainty)}
+    verdict, reasons = nominal.verdict, list(nominal.reasons)
+    if nominal.verdict == "cannot_serve" and high.verdict != "cannot_serve":
+        verdict = "tight"
+        reasons = [f"at {inp.gpu_free_gb:.2f} GB free: {r}" for r in nominal.reasons] + [
+            f"but within the reading's uncertainty ({why}) it serves: up to {high.kv_tokens:,} KV tokens, "
+            f"max_running_requests {high.max_running_requests} at {high_gb:.2f} GB free; not certain, the start decides"]
+    elif nominal.verdict == "ok" and low is not None and low.verdict != "ok":
+        verdict = "tight"
+        said = "it cannot serve" if low.verdict == "cannot_serve" else "it is tight"
+        reasons.append(f"at the low end of the reading ({low_gb:.2f} GB free, {why}) {said}: " + "; ".join(low.reasons))
+    fixes = tuple(find_fixes(cfg, inp, nominal.kv_tokens)) if with_fixes and verdict == "cannot_serve" else ()
+    return replace(nominal, verdict=verdict, reasons=tuple(reasons), fixes=fixes, interval=interval)
+
+
+def predict_at(cfg: ServiceConfig, inp: Inputs, *, with_fixes: bool = True) -> Prediction:
+    """The prediction at `inp`'s nominal free memory, its uncertainty left out."""
     m = memory.predict(sizing_inputs(cfg, inp))
     mfs = m.mem_fraction_static
     pre = inp.gpu_free_gb
@@ -274,8 +317,9 @@ def predict(cfg: ServiceConfig, inp: Inputs, *, with_fixes: bool = True) -> Pred
 
 
 def _serving(cfg: ServiceConfig, inp: Inputs, want: int) -> Prediction | None:
-    """The prediction when `cfg` serves `want` requests and leaves the reserve its due, else None."""
-    p = predict(cfg, inp, with_fixes=False)
+    """The prediction when `cfg` serves `want` requests and leaves the reserve its due, else None
+    (at the nominal reading: a fix is offered only where it serves there)."""
+    p = predict_at(cfg, inp, with_fixes=False)
     if p.verdict != "cannot_serve" and p.max_running_requests >= want and \
             p.budget["reserve"] >= p.budget["draft"] + ACTIVATION_HEADROOM_GB:
         return p
