@@ -68,3 +68,41 @@ def test_a_config_preflight_cannot_read_still_starts_and_says_why(rig, units: Pa
     assert p.returncode == 0
     assert "preflight skipped: /dev/shm/Qwen3.6-27B/config.json: no such file" in p.stdout.decode()
     sv_state(rig, units, "down", name)
+
+
+TIGHT_SMI = """#!/bin/sh
+case "$*" in
+  *query-gpu=index,uuid*) echo "0, GPU-aaaa" ;;
+  *query-compute-apps*) ;;
+  *query-gpu=memory*) echo "memory.total [MiB], memory.used [MiB]"; echo "23552 MiB, 0 MiB" ;;
+  *) echo "fake nvidia-smi" ;;
+esac
+"""
+
+
+def test_a_config_that_fails_only_at_the_nominal_reading_is_tight_and_up_starts_it(rig, units: Path) -> None:
+    """nvidia-smi reads 23.00 GB free; less SGLang's context and the driver's reserve, 22.00 GB
+    (21.65–22.50). Qwen3-8B's 16 GB at 0.85 holds 19,660 KV tokens there, below its 20,480
+    context, and 22,755 at the high end: not certain to fail, so up warns and starts it."""
+    import shlex
+
+    from ..model_fixtures import DENSE_QWEN3_8B, model_dir
+
+    model = model_dir(units / "models", "Qwen3-8B", DENSE_QWEN3_8B, 16.0)
+    name = config(units, unit_name("tight"), "demo-dense", model_path=str(model), context_length=20480)
+    bindir = units / "fakebin"
+    bindir.mkdir()
+    (bindir / "nvidia-smi").write_text(TIGHT_SMI)
+    (bindir / "nvidia-smi").chmod(0o755)
+    env = f"PATH={shlex.quote(str(bindir))}:$PATH SVCDIAG_STATE_DIR={shlex.quote(str(units))}/state"
+    pre = rig.run(f"{env} svcdiag --units {shlex.quote(str(units))} preflight {name} --json", check=False)
+    out = json.loads(pre.stdout.decode())
+    assert pre.returncode == 0 and out["verdict"] == "tight", pre.stdout.decode() + pre.stderr.decode()
+    assert out["kv_tokens"] < 20480 <= out["interval"]["kv_tokens"][1]
+    up = rig.run(f"{env} svcdiag --units {shlex.quote(str(units))} up {name} --wait-ready --json", check=False,
+                 timeout=180)
+    notes = [e["message"] for e in json_lines(up) if e["event"] == "note"]
+    assert any(n.startswith("preflight: tight, starting; the verdict decides:") for n in notes), notes
+    assert rig.run(f"systemctl show -P InvocationID {name}.service").stdout.strip() != b""  # started
+    assert up.returncode == 0 and verdict_of(up)["verdict"] == "healthy", up.stdout.decode()[-2000:]
+    rig.run(f"{env} svcdiag --units {shlex.quote(str(units))} down {name}", check=False)
