@@ -144,8 +144,10 @@ def real_rows() -> list[Row]:
         where = f"{REAL / 'index.toml'}: {entry['file']}"
         f = Figures.from_json({**flags, **entry.get("logged", {}), **figures(lines).to_json()}, where)
         shape = shape_from_config(entry["config"], REAL / "index.toml") if "config" in entry else None
+        args = sizing_args(lines, entry.get("flags", {}))
         row = predict_row(entry["file"], f, entry["release"], entry["model"], source=entry["source"], shape=shape,
-                          kv_bytes=kv_dtype_bytes(lines), mamba_state_tp=entry.get("mamba_state_tp"))
+                          kv_bytes=kv_dtype_bytes(lines), mamba_state_tp=entry.get("mamba_state_tp"), args=args,
+                          draft=entry.get("draft_config"))
         if row is None:
             raise ValueError(f"{where}: its inputs are not all known")
         platform = entry.get("platform", "cuda")
@@ -170,6 +172,35 @@ def fixture_rows() -> list[Row]:
 FP8_KV = re.compile(r"kv_cache_dtype='fp8|dtype: torch\.float8|Using KV cache dtype: torch\.float8")
 
 
+#: server_args fields that size the pools beyond those the judge files: a real log's own server_args line
+#: gives them, else index.toml's flags (the source's command line)
+SIZING_ARGS = ("speculative_num_draft_tokens", "speculative_dflash_block_size", "mamba_scheduler_strategy",
+               "mamba_radix_cache_strategy", "disable_overlap_schedule", "disable_radix_cache", "page_size",
+               "dp_size", "enable_dp_attention")
+
+
+def _literal(text: str) -> object:
+    text = text.strip()
+    if text in ("None", "True", "False"):
+        return {"None": None, "True": True, "False": False}[text]
+    if re.fullmatch(r"-?\d+", text):
+        return int(text)
+    return text.strip("'\"")
+
+
+def sizing_args(lines: list[str], flags: dict[str, object]) -> dict[str, object]:
+    """SIZING_ARGS as the start was given them: index.toml's flags, overridden by the log's own server_args line."""
+    out = {k: flags[k] for k in SIZING_ARGS if k in flags}
+    for line in lines:
+        m = re.search(r"server_args=ServerArgs\((.*)\)", line)
+        if m:
+            for key in SIZING_ARGS:
+                v = re.search(rf"(?:^|, ){key}=([^,()\[\]]*)", m.group(1))
+                if v:
+                    out[key] = _literal(v.group(1))
+    return out
+
+
 def kv_dtype_bytes(lines: list[str]) -> int | None:
     """The KV cache's bytes per element where the log says it is not the model's dtype (an fp8 cache: 1)."""
     return 1 if any(FP8_KV.search(line) for line in lines) else None
@@ -177,13 +208,15 @@ def kv_dtype_bytes(lines: list[str]) -> int | None:
 
 def predict_row(name: str, f: Figures, release: str | None, model: str, *,
                 source: str | None = None, shape: ModelShape | None = None,
-                kv_bytes: int | None = None, mamba_state_tp: int | None = None) -> Row | None:
+                kv_bytes: int | None = None, mamba_state_tp: int | None = None,
+                args: dict[str, object] | None = None, draft: dict[str, int] | None = None) -> Row | None:
     """The model's prediction for one log's inputs, beside what SGLang logged; None when an
     input is unknown. Free memory before loading is the logged one, else (an excerpt that
     starts at 'Load weight end') free after loading + the weights' 'mem usage', SGLang's own sum.
     The model's shape is `shape` (a real log's config facts in index.toml), else its public one by name;
     `kv_bytes` an fp8 cache's 1 byte; `mamba_state_tp` the split of the linear-attention state where the
-    source's build does not split it by tp (index.toml says why)."""
+    source's build does not split it by tp (index.toml says why); `args` the start's other sizing flags
+    (SIZING_ARGS); `draft` a DFlash draft's KV shape (index.toml's draft_config: its own layers, KV heads, head_dim)."""
     shape = shape or public_shape(model)
     if shape is not None and kv_bytes is not None:
         shape = replace(shape, kv_dtype_bytes=kv_bytes)
@@ -197,16 +230,34 @@ def predict_row(name: str, f: Figures, release: str | None, model: str, *,
     algo = ("EAGLE" if "Eagle" in str(spec) else "NEXTN" if "NextN" in str(spec) or "MTP" in str(spec)
             else "DFLASH" if spec else None)
     hybrid = shape.kind == "hybrid"
+    args = args or {}
+    draft_gb = float(f.draft_weights_gb or 0.0)
+    after = f.avail_after_load_gb
+    if draft_gb and memory.family(release).draft_weights_counted:  # the draft loads before the pool is sized
+        after = (round(f.draft_avail_before_load_gb - draft_gb, 2) if f.draft_avail_before_load_gb is not None
+                 else round(after - draft_gb, 2))
+    draft_cell = None
+    if draft:
+        draft_cell = (int(draft["num_hidden_layers"]) * max(1, int(draft["num_key_value_heads"]) // tp)
+                      * int(draft["head_dim"]) * 2 * shape.kv_dtype_bytes)
+    dp = int(args.get("dp_size") or 1) if args.get("enable_dp_attention") else 1
     inp = memory.SizingInputs(
         free_before_gb=f.avail_before_load_gb, weights_gb=f.weights_gb or 0.0,
-        free_after_load_gb=f.avail_after_load_gb, kv_cell_bytes=shape.kv_bytes_per_token(tp),
+        free_after_load_gb=after, kv_cell_bytes=shape.kv_bytes_per_token(tp), draft_weights_gb=draft_gb,
         context_len=int(f.context_len or shape.max_position_embeddings or 0),
         attention_layers=shape.attention_layers, mem_fraction_static=f.mem_fraction_static,
         mamba_per_req_bytes=sum(shape.mamba_bytes_per_slot(mamba_state_tp or tp)) if hybrid else None,
         max_mamba_cache_size=f.requested_max_mamba_cache_size,
         max_running_requests=f.requested_max_running_requests,
-        speculative_algorithm=algo, draft_layers=1 if algo in ("EAGLE", "NEXTN") else None,
-        slots_per_request=f.mamba_slots_per_request, tp_size=tp, version=release)
+        speculative_algorithm=algo,
+        draft_layers=1 if algo in ("EAGLE", "NEXTN") else int(draft["num_hidden_layers"]) if draft else None,
+        num_draft_tokens=args.get("speculative_num_draft_tokens") or args.get("speculative_dflash_block_size"),  # type: ignore[arg-type]
+        draft_cell_bytes=draft_cell,
+        mamba_scheduler_strategy=str(args.get("mamba_scheduler_strategy") or args.get("mamba_radix_cache_strategy")
+                                     or "auto"),
+        disable_overlap_schedule=bool(args.get("disable_overlap_schedule")),
+        disable_radix_cache=bool(args.get("disable_radix_cache")), page_size=int(args.get("page_size") or 1),  # type: ignore[arg-type]
+        dp_size=dp, slots_per_request=f.mamba_slots_per_request, tp_size=tp, version=release)
     p = memory.predict(inp)
     own = None
     mamba_gb = mamba_pools_gb(f)
@@ -218,7 +269,7 @@ def predict_row(name: str, f: Figures, release: str | None, model: str, *,
     cap = memory.max_running(inp, f.kv_tokens, f.mamba_slots)[0] if f.max_running_requests is not None else None
     return Row(name, model, release or "?", p.family, f.kv_tokens, p.kv_tokens,
                f.max_running_requests, p.max_running_requests, f.mamba_slots, p.mamba_slots, cap,
-               inconsistency(f, inp), source, own, algo or (f.speculative_algorithm or "").upper() or None, hybrid, tp)
+               inconsistency(f, inp, draft_in_budget=p.cell_bytes > inp.kv_cell_bytes), source, own, algo or (f.speculative_algorithm or "").upper() or None, hybrid, tp)
 
 
 def mamba_pools_gb(f: Figures) -> float:
@@ -227,11 +278,12 @@ def mamba_pools_gb(f: Figures) -> float:
                                        f.mamba_intermediate_conv_gb))
 
 
-def inconsistency(f: Figures, inp: memory.SizingInputs) -> str | None:
+def inconsistency(f: Figures, inp: memory.SizingInputs, draft_in_budget: bool = False) -> str | None:
     """Why this log's own figures cannot be one start SGLang sized, or None. Two checks that use
     the log alone: its KV line's bytes per token against the model's cell at its tp (a different
     model's line, an fp8 cache); and its pools against its own budget, free after loading −
-    free before × (1 − mem_fraction_static), SGLang's identity in every release."""
+    free before × (1 − mem_fraction_static), SGLang's identity in every release (the draft's KV pool
+    among them where the release sizes it from the same budget: `draft_in_budget`)."""
     tokens = f.kv_tokens or 0
     kv_gb = f.kv_gb or ((f.kv_k_gb or 0) + (f.kv_v_gb or 0))
     if kv_gb and tokens:
@@ -241,6 +293,8 @@ def inconsistency(f: Figures, inp: memory.SizingInputs) -> str | None:
                     f"{inp.kv_cell_bytes:,}: another model's line, or another KV dtype")
     budget = float(inp.free_after_load_gb or 0) - inp.free_before_gb * (1 - float(inp.mem_fraction_static or 0))
     pools = float(kv_gb or tokens * inp.kv_cell_bytes / GB) + mamba_pools_gb(f)
+    if draft_in_budget:
+        pools += float(f.draft_kv_gb or 0)
     if abs(pools - budget) > max(ROUNDING_GB, 0.005 * pools):
         return (f"its pools ({pools:.2f} GB) are not its own budget, {inp.free_after_load_gb} − "
                 f"{inp.free_before_gb} × (1 − {inp.mem_fraction_static}) = {budget:.2f} GB")
