@@ -115,3 +115,39 @@ def test_the_printed_table_marks_the_real_logs(backtest, table) -> None:
     text = backtest.render(table)
     real = sum(1 for r in table if r.source)
     assert "otel-h100-qwen3.8-27b-fp8-0.5.18 †" in text and f"real logs †: rows {real}," in text
+
+
+def test_a_multi_rank_excerpt_is_sized_on_its_least_rank(backtest) -> None:
+    """SGLang sizes every rank on the least free memory over the ranks: so does the back-test."""
+    from svcdiag.sglang.figures import Figures
+
+    lines = ["[2026-05-25 17:30:01 TP0] Load weight begin. avail mem=31.49 GB",
+             "[2026-05-25 17:30:01 TP1] Load weight begin. avail mem=31.40 GB",
+             "[2026-05-25 17:30:11 TP1] Load weight end. elapsed=9.84 s, type=X, avail mem=16.98 GB, mem usage=14.51 GB.",
+             "[2026-05-25 17:30:11 TP0] Load weight end. elapsed=9.84 s, type=X, avail mem=17.04 GB, mem usage=14.45 GB.",
+             "[2026-05-25 17:31:11 TP0] Load weight end. elapsed=0.40 s, type=Draft, avail mem=9.00 GB, mem usage=8.0 GB."]
+    f = Figures(avail_before_load_gb=31.49, avail_after_load_gb=17.04)
+    assert backtest.least_over_ranks(lines, f) == {"avail_before_load_gb": 31.40, "avail_after_load_gb": 16.98}
+    assert backtest.least_over_ranks(lines[:1] + lines[3:4], f) == {}  # one rank: its own figures
+    assert [ln[21:24] for ln in backtest.first_rank(lines)] == ["TP0", "TP0", "TP0"]
+
+
+def test_a_start_s_sizing_flags_come_from_its_server_args_over_the_index(backtest) -> None:
+    line = ("[2026-05-25 17:29:48] server_args=ServerArgs(model_path='/m', page_size=64, disable_radix_cache=True, "
+            "mamba_scheduler_strategy='no_buffer', speculative_num_draft_tokens=None, dp_size=2, "
+            "enable_dp_attention=True, cuda_graph_bs=[1, 2])")
+    args = backtest.sizing_args([line], {"page_size": 1, "speculative_num_draft_tokens": 4})
+    assert args["page_size"] == 64 and args["disable_radix_cache"] is True and args["dp_size"] == 2
+    assert args["mamba_scheduler_strategy"] == "no_buffer" and args["speculative_num_draft_tokens"] is None
+    assert backtest.sizing_args([], {"page_size": 16}) == {"page_size": 16}
+    assert backtest.kv_dtype_bytes([line.replace("page_size=64", "kv_cache_dtype='fp8_e4m3'")]) == 1
+    assert backtest.kv_dtype_bytes([line]) is None
+
+
+def test_the_real_dflash_start_is_predicted(table) -> None:
+    """A hybrid target with a DFlash draft: the draft's weights before the pools, its own KV cell, the
+    intermediate state; KV within 1 %, the Mamba slots and the request cap exact."""
+    row = next(r for r in table if r.file.startswith("jhgoodwin-rtxpro6000"))
+    assert row.speculative == "DFLASH" and row.hybrid and row.outlier is None
+    assert abs(row.error_pct) < 1 and row.predicted_slots == row.logged_slots == 8
+    assert row.predicted_mr == row.logged_mr == 2
