@@ -17,7 +17,7 @@ from typing import Any
 
 from svcdiag.config.service import PHASES
 from svcdiag.errors import SvcdiagError
-from svcdiag.files import write_atomic
+from svcdiag.files import open_lock, write_atomic
 from svcdiag.output.schema import ReadinessEvent
 from svcdiag.sglang.figures import Figures
 
@@ -145,7 +145,7 @@ class Textfile:
         self.update(rec)
 
     def update(self, rec: ReadinessEvent) -> None:
-        lock = os.open(self.path.with_name(f".{self.path.name}.lock"), os.O_RDWR | os.O_CREAT, 0o644)
+        lock = open_lock(self.path.with_name(f".{self.path.name}.lock"))  # a planted symlink is refused
         try:
             fcntl.flock(lock, fcntl.LOCK_EX)
             try:
