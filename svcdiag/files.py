@@ -288,22 +288,27 @@ def _sync_dir(dfd: int) -> None:
 # ---------------------------------------------------------------- reading what others may have put there
 
 
-def read_regular(path: Path, limit: int) -> bytes:
+class NotRegular(UnsafePath):
+    """A file that is not one to read: `why` says what it is (the message: PATH: why)."""
+
+    def __init__(self, path: Path | str, why: str):
+        self.path, self.why = path, why
+        super().__init__(f"{path}: {why}")
+
+
+def read_regular(path: Path | str, limit: int) -> bytes:
     """The bytes of `path` if it is a regular file of at most `limit` bytes. A FIFO, a device, a
     symlink to one (/dev/zero) is refused without blocking on it (O_NONBLOCK, then fstat), a larger
-    file without reading it: UnsafePath, naming the file."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY)
-    except OSError as e:
-        raise UnsafePath(f"{path}: cannot read: {e.strerror}") from None
+    file without reading it all: NotRegular, naming the file. OSError as open raises it."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY)
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
             kind = "a FIFO" if stat.S_ISFIFO(st.st_mode) else "a device" if stat.S_ISCHR(st.st_mode) or \
                 stat.S_ISBLK(st.st_mode) else "a socket" if stat.S_ISSOCK(st.st_mode) else "not a regular file"
-            raise UnsafePath(f"{path}: {kind}, not a regular file: not read")
+            raise NotRegular(path, f"{kind}, not a regular file: not read")
         if st.st_size > limit:
-            raise UnsafePath(f"{path}: {st.st_size} bytes, more than the {limit} a file here may hold: not read")
+            raise NotRegular(path, f"{st.st_size} bytes, more than the {limit} a file here may hold: not read")
         chunks, total = [], 0
         while True:
             chunk = os.read(fd, 1 << 16)
@@ -311,7 +316,7 @@ def read_regular(path: Path, limit: int) -> bytes:
                 break
             total += len(chunk)
             if total > limit:
-                raise UnsafePath(f"{path}: more than the {limit} bytes a file here may hold: not read")
+                raise NotRegular(path, f"more than the {limit} bytes a file here may hold: not read")
             chunks.append(chunk)
         return b"".join(chunks)
     finally:

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from svcdiag.errors import ConfigError, SvcdiagError
+from svcdiag.files import NotRegular, read_regular
 
 
 class _Pattern:
@@ -610,11 +611,19 @@ def check_raw(path: Path, raw: dict[str, Any]) -> None:
             raise ConfigError(path, f"nodes[{i}].node_rank", "is required in each [[nodes]] table")
 
 
+#: the most a config (or a campaign plan) may hold: the shipped ones are under 2 KB
+CONFIG_MAX_BYTES = 1024 * 1024
+
+
 def read_toml(path: Path) -> dict[str, Any]:
+    """A regular file's TOML: a FIFO or a link to /dev/zero in the config folder is one line, never
+    a `list` that hangs (files.read_regular)."""
     try:
-        data = path.read_bytes()
+        data = read_regular(path, CONFIG_MAX_BYTES)
     except FileNotFoundError:
         raise ConfigError(path, None, "no such config file") from None
+    except NotRegular as e:
+        raise ConfigError(path, None, e.why) from None
     except OSError as e:
         raise ConfigError(path, None, f"cannot read: {e.strerror}") from None
     try:
