@@ -274,9 +274,9 @@ WITHOUT = "this start is judged without the recorded starts and is not recorded"
 
 
 #: how a user who cannot use the shared store gets to use it, or keeps one of their own
+OWN = "or keep a store of your own (--state-dir, or SVCDIAG_STATE_DIR=~/.local/state/svcdiag)"
 JOIN = (f"join group {SHARED_GROUP} (`sudo usermod -aG {SHARED_GROUP} $USER`, then log in again; `svcdiag setup` "
-        "shares the store with it), or keep a store of your own (--state-dir, or "
-        "SVCDIAG_STATE_DIR=~/.local/state/svcdiag)")
+        f"shares the store with it), {OWN}")
 
 
 def cause(path: Path, e: BaseException) -> tuple[str, str]:
@@ -284,9 +284,9 @@ def cause(path: Path, e: BaseException) -> tuple[str, str]:
     fix; a full disk, a corrupt file or a planted name each say their own remedy."""
     text = " ".join(str(e).split())
     low = text.lower()
-    if isinstance(e, UnsafePath):
-        return text, "nothing was written there"
-    if (isinstance(e, OSError) and e.errno == errno.ENOSPC) or "disk is full" in low or "database or disk is full" in low:
+    if isinstance(e, UnsafePath):  # a planted symlink, a hard link, a folder: nothing was written through it
+        return text, OWN  # its message ends "remove it"
+    if (isinstance(e, OSError) and e.errno == errno.ENOSPC) or "disk is full" in low or _full(path.parent):
         return "the disk is full", f"free space on the file system holding {path.parent} (df -h {path.parent})"
     if isinstance(e, sqlite3.DatabaseError) and ("not a database" in low or "malformed" in low or "corrupt" in low):
         return (f"the file is corrupt ({text})", f"move it aside (mv {path} {path}.corrupt; `sqlite3 {path}.corrupt "
@@ -298,12 +298,24 @@ def cause(path: Path, e: BaseException) -> tuple[str, str]:
     return (e.strerror if isinstance(e, OSError) and e.strerror else text), f"check {path}"
 
 
+def _full(folder: Path) -> bool:
+    """Whether the file system holding `folder` has no room left (SQLite says only "disk I/O error"
+    when a write to its -wal or -shm meets ENOSPC)."""
+    try:
+        st = os.statvfs(folder)
+    except OSError:
+        return False
+    return st.f_bavail * st.f_frsize < FULL_BELOW_BYTES or (st.f_files > 0 and st.f_favail == 0)
+
+
+#: less room than this on the store's file system is a full disk (a row with its WAL frame is ~8 KB)
+FULL_BELOW_BYTES = 64 * 1024
+
+
 def unusable(path: Path, e: BaseException, consequence: str = WITHOUT) -> str:
     """A store this user cannot read or write (root's 0700 /var/lib/svcdiag, a full disk, a corrupt
     file), in one line that says the real cause."""
     why, todo = cause(path, e)
-    if isinstance(e, UnsafePath):
-        return f"history: refused: {why}{': ' + consequence if consequence else ''}; {todo}"
     return f"history: cannot use {path} ({why}){': ' + consequence if consequence else ''}; {todo}"
 
 
@@ -396,10 +408,30 @@ def read_rows(state: str | None, config: str | None = None, *, since: float | No
     try:
         if not path.exists():
             return []
-        with History(path, read_only=not writable(path)) as h:
+        with _reader(path) as (h, _):
             return h.rows(config, since=since)
     except (OSError, sqlite3.Error, UnsafePath) as e:
         raise SvcdiagError(unusable(path, e, "")) from None
+
+
+@contextmanager
+def _reader(path: Path) -> Iterator[tuple[History, bool]]:
+    """The store opened to read: as a writer where this user may write (WAL recovery, the schema),
+    else, or where that fails for want of space, read-only. (History, opened read-only)."""
+    ro = not writable(path)
+    if not ro:
+        try:
+            h = History(path)
+        except (OSError, sqlite3.OperationalError) as e:
+            if cause(path, e)[0] != "the disk is full":
+                raise
+            ro = True  # a full disk: what was recorded is still there to read
+    if ro:
+        h = History(path, read_only=True)
+    try:
+        yield h, ro
+    finally:
+        h.close()
 
 
 def load_usual(cfg: ServiceConfig, sglang_version: str | None, state: str | None = None,
@@ -410,10 +442,9 @@ def load_usual(cfg: ServiceConfig, sglang_version: str | None, state: str | None
     try:
         if not path.exists():  # PermissionError where the folder is another user's 0700
             return usual([], cfg.name, sglang_version)
-        ro = not writable(path)
-        with History(path, read_only=ro) as h:
+        with _reader(path) as (h, ro):
             out = usual(h.healthy(cfg.name, sglang_version), cfg.name, sglang_version)
-        if ro and warn is not None:
+        if ro and warn is not None and not writable(path):
             warn(read_only(path))
         return out
     except (OSError, sqlite3.Error, UnsafePath) as e:
