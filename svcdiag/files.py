@@ -118,7 +118,7 @@ def open_dir(path: Path | str, *, make: int | None = None) -> int:
                     raise
                 st = os.stat(name, dir_fd=fd, follow_symlinks=False)
                 if not stat.S_ISLNK(st.st_mode):
-                    raise UnsafePath(f"{here}: not a directory") from None
+                    raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), str(here)) from None
                 parent = os.fstat(fd)
                 why = (f"owned by uid {st.st_uid}" if not _trusted(st.st_uid) else
                        f"in a folder owned by uid {parent.st_uid}" if not _trusted(parent.st_uid) else
