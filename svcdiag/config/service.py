@@ -85,6 +85,8 @@ MULTINODE_READINESS = "notify"
 LEGACY_READINESS = "journal"
 #: An [env] name that looks like this holds a secret: refused, it belongs in [secrets] (docs/security.md).
 SECRET_NAME_RE = _Pattern(r"TOKEN|KEY|SECRET|PASSWORD|CREDENTIAL", re.I)
+#: systemd's Restart= values (systemd.service(5))
+RESTART_POLICIES = ("no", "on-success", "on-failure", "on-abnormal", "on-watchdog", "on-abort", "always")
 #: The unit's sandbox (docs/security.md#hardening): "strict" (the default) or "off".
 HARDENING_MODES = ("strict", "off")
 DEFAULT_HARDENING = "strict"
@@ -184,6 +186,10 @@ class ServiceConfig:
     secrets: tuple[tuple[str, str], ...] = ()
     #: "strict" | "off" (HARDENING_MODES), and what a strict unit may also write and open
     hardening: str = DEFAULT_HARDENING
+    #: systemd's Restart= ("no": a crash loop would bury the first failure's evidence) and RestartSec=:
+    #: an imported unit's own policy is kept here (`svcdiag import`)
+    restart: str = "no"
+    restart_sec: float | None = None
     read_write_paths: tuple[str, ...] = ()
     devices: tuple[str, ...] = ()
     #: the GPU host this service runs on, over SSH ([user@]HOST[:port]; docs/remote.md); None: here
@@ -234,6 +240,7 @@ class ServiceConfig:
                 continue
             if (f.name, getattr(self, f.name)) in (("watchdog_s", None),
                                                    ("hardening", DEFAULT_HARDENING), ("secrets", ()),
+                                                   ("restart", "no"), ("restart_sec", None),
                                                    ("read_write_paths", ()), ("devices", ()),
                                                    ("remote_host", None), ("nnodes", 1), ("nodes", ()),
                                                    ("node_rank", None), ("dist_init_addr", None)):
@@ -524,6 +531,9 @@ TOP_LEVEL: dict[str, Callable[[Any], str | None]] = {
     "readiness": _readiness,
     "watchdog_s": _positive_number,
     "hardening": _hardening,
+    "restart": lambda v: None if v in RESTART_POLICIES else f"must be one of {', '.join(RESTART_POLICIES)} "
+    f"(systemd's Restart=), got {v!r}",
+    "restart_sec": _positive_number,
     "read_write_paths": _rw_paths,
     "devices": _devices,
     "remote_host": remote_host_error,
@@ -781,7 +791,7 @@ def _build(name: str, path: Path, raw: dict[str, Any]) -> ServiceConfig:
         kw["mem_fraction_static"] = float(kw["mem_fraction_static"])
     if "sglang_version" in kw:
         kw["sglang_version"] = kw["sglang_version"].strip()
-    for key in ("sim_time_scale", "gpu_memory_gb", "watchdog_s"):
+    for key in ("sim_time_scale", "gpu_memory_gb", "watchdog_s", "restart_sec"):
         if key in kw:
             kw[key] = float(kw[key])
     kw.setdefault("readiness", default_readiness(kw.get("nnodes", 1)))
