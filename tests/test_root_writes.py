@@ -326,3 +326,20 @@ def test_the_history_database_is_not_followed_by_sqlite_either(store: Path, vict
         history.History(store / history.DB_NAME)
     with pytest.raises(sqlite3.DatabaseError):
         sqlite3.connect(victim).execute("SELECT * FROM starts").fetchall()
+
+
+def test_setup_never_chmods_through_a_members_symlink_in_the_store(tmp_path: Path, victim: Path) -> None:
+    """setup makes the history group-writable (chown, chmod 660): through a planted
+    history.sqlite3-wal -> /etc/shadow it would have handed the group /etc/shadow."""
+    from svcdiag.ops.setup import Setup
+
+    from .test_setup import FakeHost, configs
+
+    store = tmp_path / "var/lib/svcdiag"
+    store.mkdir(parents=True)
+    os.chmod(victim, 0o600)
+    (store / f"{history.DB_NAME}-wal").symlink_to(victim)
+    steps = Setup(configs(), dry_run=False, **FakeHost().kw(tmp_path)).run_all()
+    step = next(s for s in steps if s.what.startswith(f"directory {store} "))
+    assert step.status == "failed" and f"{history.DB_NAME}-wal: a symbolic link" in step.detail, step
+    assert stat.S_IMODE(victim.stat().st_mode) == 0o600 and victim.read_text() == VICTIM

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from svcdiag.config.service import ServiceConfig
-from svcdiag.files import DEFAULT_STATE_DIR, SHARED_DIR, SHARED_FILE, SHARED_GROUP, write_atomic
+from svcdiag.files import DEFAULT_STATE_DIR, SHARED_DIR, SHARED_FILE, SHARED_GROUP, UnsafePath, write_atomic
 from svcdiag.ops.gpumem import local_smi
 from svcdiag.ops.history import DB_NAME
 from svcdiag.ops.sglang_version import probe
@@ -72,6 +72,27 @@ def _mode(path: Path) -> int | None:
     except OSError:
         return None
     return stat.S_IMODE(st.st_mode) if stat.S_ISDIR(st.st_mode) else None
+
+
+def _share_file(path: Path, gid: int) -> None:
+    """The history file at `path` made the group's (SHARED_FILE) through its own descriptor: a
+    symlink or hard link a member planted in the shared store is refused (files.UnsafePath), never
+    chowned or chmodded through."""
+    from svcdiag.files import check_existing
+
+    check_existing(path)  # a symlink, hard link, or another user's file: refused, naming it
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1:
+            raise OSError(f"{path}: not a regular file with one name: refused")
+        if gid >= 0:
+            os.fchown(fd, -1, gid)
+        os.fchmod(fd, SHARED_FILE)  # after chown
+        if stat.S_IMODE(os.fstat(fd).st_mode) != SHARED_FILE:
+            raise OSError(f"{path} is {oct(stat.S_IMODE(os.fstat(fd).st_mode))[2:]} after chmod 660")
+    finally:
+        os.close(fd)
 
 
 def _verify(path: Path, mode: int) -> None:
@@ -128,7 +149,7 @@ class Setup:
         else:
             try:
                 do()
-            except OSError as e:
+            except (OSError, UnsafePath) as e:  # a planted symlink in the shared store: refused, the step failed
                 self.steps.append(Step(what, "failed", str(e)))
                 return
             self.steps.append(Step(what, "done", detail))
@@ -176,11 +197,11 @@ class Setup:
         group-writable, so that root's starts and an operator's are one history; a folder an earlier
         root `up` made 0700 is converted, the database, -wal and -shm with it."""
         path = self._path(DEFAULT_STATE_DIR)
-        files = [f for f in (path / DB_NAME, path / f"{DB_NAME}-wal", path / f"{DB_NAME}-shm") if f.exists()]
+        files = [f for f in (path / DB_NAME, path / f"{DB_NAME}-wal", path / f"{DB_NAME}-shm") if os.path.lexists(f)]
         real = self.root == Path("/")
 
         def ours(p: Path, mode: int) -> bool:
-            st = p.stat()
+            st = p.lstat()  # a member's symlink is not "present": make() refuses it
             return stat.S_IMODE(st.st_mode) == mode and (not real or _group_of(st.st_gid) == GROUP)
 
         present = path.is_dir() and ours(path, SHARED_DIR) and all(ours(f, SHARED_FILE) for f in files)
@@ -188,11 +209,12 @@ class Setup:
         def make() -> None:
             self._parents(path)
             path.mkdir(mode=0o700, exist_ok=True)
-            for p, mode in ((path, SHARED_DIR), *((f, SHARED_FILE) for f in files)):
-                if real:
-                    shutil.chown(p, group=GROUP)
-                os.chmod(p, mode)  # after chown, which clears setgid
-                _verify(p, mode)
+            if real:
+                shutil.chown(path, group=GROUP)
+            os.chmod(path, SHARED_DIR)  # after chown, which clears setgid
+            _verify(path, SHARED_DIR)
+            for f in files:  # on a descriptor opened O_NOFOLLOW: a member's symlink to /etc/shadow is refused
+                _share_file(f, grp.getgrnam(GROUP).gr_gid if real else -1)
 
         self._change(f"directory {path} (2770, group {GROUP}: one history for root and the group's operators)",
                      present, make, "made shared: " + ", ".join(f.name for f in files) if files and path.is_dir()
