@@ -288,12 +288,22 @@ def _sync_dir(dfd: int) -> None:
 # ---------------------------------------------------------------- reading what others may have put there
 
 
-class NotRegular(UnsafePath):
-    """A file that is not one to read: `why` says what it is (the message: PATH: why)."""
+class NotRegular(UnsafePath, OSError):
+    """A file that is not one to read: `why` says what it is (the message: PATH: why). Also an
+    OSError, so a reader that treats an unreadable file as missing (a cache) does so here too."""
 
     def __init__(self, path: Path | str, why: str):
         self.path, self.why = path, why
         super().__init__(f"{path}: {why}")
+
+
+#: the most a state file svcdiag reads back may hold (a tune run's, a snapshot, the version cache)
+STATE_MAX_BYTES = 64 * 1024 * 1024
+
+
+def read_text(path: Path | str, limit: int = STATE_MAX_BYTES, errors: str = "strict") -> str:
+    """read_regular's bytes as UTF-8: a state file a member may have replaced with a FIFO never hangs."""
+    return read_regular(path, limit).decode("utf-8", errors)
 
 
 def read_regular(path: Path | str, limit: int) -> bytes:

@@ -343,3 +343,36 @@ def test_setup_never_chmods_through_a_members_symlink_in_the_store(tmp_path: Pat
     step = next(s for s in steps if s.what.startswith(f"directory {store} "))
     assert step.status == "failed" and f"{history.DB_NAME}-wal: a symbolic link" in step.detail, step
     assert stat.S_IMODE(victim.stat().st_mode) == 0o600 and victim.read_text() == VICTIM
+
+
+def test_a_fifo_planted_where_root_reads_its_state_back_never_hangs(store: Path) -> None:
+    """A member's FIFO as the version cache, a snapshot, a calibration file, a tune run: each read
+    is of regular files only (files.read_regular), so root's check, baseline-check, preflight
+    --calibration and tune go on instead of blocking forever on the FIFO."""
+    import signal
+
+    from svcdiag.ops import sglang_version
+    from svcdiag.ops.baseline import SnapshotStore
+    from svcdiag.ops.tune import _unfinished
+
+    os.mkfifo(store / sglang_version.CACHE_FILE)
+    d = member_folder(store, "demo-smoke")
+    os.mkfifo(d / "20260101T000000Z-aaaaaaaa.json")
+    os.mkfifo(d / "calibration.jsonl")
+    (store / "tune").mkdir()
+    os.mkfifo(store / "tune" / "demo-smoke.json")
+
+    def hung(*_):
+        raise AssertionError("blocked on a FIFO")
+
+    old = signal.signal(signal.SIGALRM, hung)
+    signal.alarm(20)
+    try:
+        assert sglang_version._read_cache(store / sglang_version.CACHE_FILE) == {}
+        snaps = SnapshotStore(store, "demo-smoke")
+        assert snaps.history() == [] and "a FIFO, not a regular file" in snaps.problems[0]
+        assert Calibration(store).rows() == []
+        assert _unfinished(store / "tune" / "demo-smoke.json") is False
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)

@@ -22,7 +22,7 @@ from typing import Any
 
 from svcdiag.config.service import ServiceConfig
 from svcdiag.errors import SvcdiagError
-from svcdiag.files import open_append
+from svcdiag.files import open_append, read_text
 from svcdiag.ops.gpumem import gpu_free_gb, gpu_total_gb
 from svcdiag.sglang.memory import AUTO_MEM_FRACTION, GB
 from svcdiag.sglang.modelinfo import (
@@ -254,7 +254,11 @@ class Calibration:
     def rows(self) -> list[dict[str, Any]]:
         out: list[dict[str, Any]] = []
         for f in sorted(self.root.glob(f"*/{self.FILE}")):
-            for line in f.read_text(errors="replace").splitlines():
+            try:
+                text = read_text(f, errors="replace")
+            except OSError:
+                continue  # a FIFO a member put there, a file that vanished: the others stand
+            for line in text.splitlines():
                 try:
                     row = json.loads(line)
                 except ValueError:

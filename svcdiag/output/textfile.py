@@ -17,7 +17,7 @@ from typing import Any
 
 from svcdiag.config.service import PHASES
 from svcdiag.errors import SvcdiagError
-from svcdiag.files import open_lock, write_atomic
+from svcdiag.files import open_lock, read_text, write_atomic
 from svcdiag.output.schema import ReadinessEvent
 from svcdiag.sglang.figures import Figures
 
@@ -149,7 +149,7 @@ class Textfile:
         try:
             fcntl.flock(lock, fcntl.LOCK_EX)
             try:
-                states = read_states(self.path.read_text())
+                states = read_states(read_text(self.path))
             except FileNotFoundError:
                 states = {}
             except (OSError, UnicodeDecodeError) as e:
