@@ -102,7 +102,8 @@ class CheckResult:
     def notes(self) -> list[str]:
         """How the release was found, and why SGLang's parser was not asked (when it was not)."""
         out = [f"{self.name}: flags rendered for {self.sglang.describe()}"]
-        if self.parser.status in ("unavailable", "skipped", "no_sglang"):
+        if self.parser.status in ("unavailable", "skipped") or (self.parser.status == "no_sglang"
+                                                                and not self.require_sglang):  # else said as such
             out.append(f"{self.name}: SGLang's own parser not run ({self.parser.detail}); the flag table alone judged")
         return out
 
