@@ -400,12 +400,9 @@ def unit_lock(name: str, note: Callable[[str], None]) -> Iterator[None]:
     path = LOCK_DIR / f"{name}.lock"
     try:
         fd = open_lock(path)  # read-only where it is root's and we are not: a read-only descriptor locks too
-    except PermissionError:  # an operator who is not root (docs/polkit.md) and no lock file yet
-        try:
-            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
-        except OSError:
-            yield  # no lock file yet and none may be made here: systemd's job queue still orders the starts
-            return
+    except (PermissionError, FileNotFoundError):  # an operator who is not root (docs/polkit.md), no lock file yet
+        yield  # none may be made here: systemd's job queue still orders the starts
+        return
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
