@@ -238,6 +238,12 @@ def write_version_cache(path: Path) -> None:
     sglang_version.probe(str(py), state=str(path.parent))
 
 
+def write_new_config(path: Path) -> None:
+    from svcdiag.ops.adopt import new_config
+
+    new_config(path.stem, UnitsDir(path.parent, "t"), model="/m", force=True)  # `svcdiag new NAME --force`
+
+
 def write_campaign_results(path: Path) -> None:
     files.write_atomic(path, "| config |\n", mode=0o644)  # what Runner._results and the chart write
 
@@ -249,6 +255,7 @@ REWRITTEN = {
     "unit file (/etc/systemd/system)": (write_unit, "demo-smoke.service"),
     "sglang-versions cache (STATE/sglang-versions.json)": (write_version_cache, "sglang-versions.json"),
     "campaign results (results.md/csv/json, the chart)": (write_campaign_results, "results.md"),
+    "a config in the units folder (new, import, tune)": (write_new_config, "fresh.toml"),
 }
 
 
