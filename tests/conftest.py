@@ -93,3 +93,15 @@ def assert_one_line_error(result, *needles: str, code: int = 2) -> None:
     assert "Traceback" not in out
     for n in needles:
         assert n in lines[0], (n, lines[0])
+
+
+def sglang_here(units: Path, tmp_path: Path) -> Path:
+    """The copied units' dflash-smoke (and what extends it) run an interpreter that has sglang 0.5.23
+    (a stub): `install` and `up` refuse a unit whose interpreter is missing here and whose release
+    is not pinned (issue 39), as `check` does."""
+    from .test_check import fake_sglang
+
+    py = fake_sglang(tmp_path / "sglang-here", srt=False)  # its parser not run: the flag table judges
+    cfg = units / "dflash-smoke.toml"
+    cfg.write_text(cfg.read_text().replace('python = "/opt/sglang/.venv/bin/python"', f'python = "{py}"'))
+    return py

@@ -91,8 +91,11 @@ def test_a_hand_written_unit_becomes_a_config_that_starts_the_same_sglang_comman
     assert "hf_secret123" not in rendered and "LoadCredential=HF_TOKEN:" in rendered
     # the diff of the old unit and the new one, and what was not carried over
     assert "-Type=simple" in r.output and "+Type=notify" in r.output and "+X-SvcdiagConfig=sglang-dflash-smoke" in r.output
-    assert "TimeoutStartSec=900: svcdiag gives each phase" in r.output and "Restart=, Type=" in r.output
-    assert cli("check", "sglang-dflash-smoke", "--sglang-version", "0.5.23").exit_code == 2  # no /opt/sglang here
+    assert "TimeoutStartSec=900: svcdiag gives each phase" in r.output and "carried over (svcdiag renders its own, " \
+        "docs/config.md#the-rendered-unit): Type=" in r.output
+    assert cfg.restart == "on-failure"  # the operator's restart policy is config (issue 39)
+    pinned = cli("check", "sglang-dflash-smoke", "--sglang-version", "0.5.23")  # no /opt/sglang here: a warning
+    assert pinned.exit_code == 0 and "/opt/sglang/.venv/bin/python does not exist here" in pinned.output
 
 
 def test_a_launch_script_is_imported_with_what_it_exports(cli, units: Path, tmp_path: Path, secrets: Path) -> None:
@@ -191,3 +194,71 @@ def test_new_extends_a_base(cli, units: Path, secrets: Path) -> None:
 def test_new_dry_run_writes_nothing(cli, units: Path) -> None:
     r = cli("new", "dry", "--model", "/m", "--dry-run")
     assert r.exit_code == 0 and 'model_path = "/m"' in r.output and not (units / "dry.toml").exists()
+
+
+def test_the_operators_restart_policy_is_kept_as_config(cli, units: Path, tmp_path: Path, secrets: Path) -> None:
+    """Restart=always became Restart=no with a warning; now it is `restart` in the config, rendered back."""
+    src = tmp_path / "always.service"
+    src.write_text(HAND_WRITTEN.replace("Restart=on-failure", "Restart=always\nRestartSec=1min 30s"))
+    r = cli("import", str(src))
+    assert r.exit_code == 0, r.output
+    cfg = UnitsDir(units, "t").load("always")
+    assert (cfg.restart, cfg.restart_sec) == ("always", 90.0)
+    unit = cli("render", "always").output
+    assert "\nRestart=always\n" in unit and "\nRestartSec=90\n" in unit and "Restart=no" not in unit
+    assert "Restart=" not in next(ln for ln in r.output.splitlines() if "not carried over" in ln)
+    assert "-Restart=always" not in r.output  # the diff: kept, not lost
+    default = cli("render", "dflash-smoke").output  # a config that sets none keeps Restart=no (and its hash)
+    assert "\nRestart=no\n" in default and "RestartSec" not in default
+    (units / "bad.toml").write_text('extends = "dflash-smoke"\nrestart = "sometimes"\n')
+    assert_one_line_error(cli("render", "bad"), "bad.toml: restart", "on-failure")
+
+
+def test_a_scripts_pipe_to_tee_is_not_extra_args(cli, units: Path, tmp_path: Path, secrets: Path) -> None:
+    script = tmp_path / "run.sh"
+    script.write_text("#!/bin/sh\nexec /opt/sglang/.venv/bin/python -m sglang.launch_server --model-path /m "
+                      "--port 30400 --enable-metrics 2>&1 | tee /var/log/sglang.log\n")
+    r = cli("import", str(script))
+    assert r.exit_code == 0, r.output
+    cfg = UnitsDir(units, "t").load("run")
+    assert cfg.extra_args == ("--enable-metrics",) and cfg.port == 30400
+    note = next(ln for ln in r.output.splitlines() if "tee" in ln)
+    assert "`2>&1 | tee /var/log/sglang.log`" in note and "journald" in note and "svcdiag logs run" in note
+    for tail in ("> /var/log/x.log 2>&1", ">>/var/log/x.log", "&", "; echo done", "|& tee x"):
+        line = f"python3 -m sglang.launch_server --model-path /m --port 30500 {tail}\n"
+        out = cli("import", "-", "--name", "t", "--dry-run", input=line)
+        assert out.exit_code == 0 and "extra_args" not in out.output, (tail, out.output)
+    quoted = 'python3 -m sglang.launch_server --model-path /m --stop "<|im_end|>"\n'  # a quoted | is a value
+    out = cli("import", "-", "--name", "q", "--dry-run", input=quoted)
+    assert 'extra_args = ["--stop", "<|im_end|>"]' in out.output, out.output
+
+
+def test_import_dry_run_works_before_setup_made_the_units_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from .conftest import Cli
+
+    monkeypatch.chdir(tmp_path)  # no ./units here, and /etc/svcdiag/units is not made on this machine
+    monkeypatch.delenv("SVCDIAG_UNITS", raising=False)
+    monkeypatch.setenv("SVCDIAG_STATE_DIR", str(tmp_path / "state"))
+    from svcdiag.config.service import DEFAULT_UNITS_DIRS
+
+    if any(Path(d).is_dir() for d in DEFAULT_UNITS_DIRS):
+        pytest.skip("this machine has a units folder")
+    line = "/opt/sglang/.venv/bin/python -m sglang.launch_server --model-path /m --port 30600\n"
+    r = Cli(None)("import", "-", "--name", "first", "--dry-run", input=line)
+    assert r.exit_code == 0, r.output
+    assert 'model_path = "/m"' in r.output and "would write /etc/svcdiag/units/first.toml" in r.output
+    assert not Path("/etc/svcdiag/units").exists()
+    assert_one_line_error(Cli(None)("import", "-", "--name", "first", input=line), "no units folder")
+
+
+def test_new_extends_a_base_that_leaves_a_key_unset_and_a_taken_name_says_what_to_do(cli, units: Path,
+                                                                                      secrets: Path) -> None:
+    (units / "a.toml").write_text('model_path = "/models/a"\nport = 31000\n')  # no mem_fraction_static etc.
+    r = cli("new", "b", "--model", "/m", "--extends", "a")
+    assert r.exit_code == 0, r.output
+    text = (units / "b.toml").read_text()
+    assert "None" not in text and "# mem_fraction_static = …" in text and "unset in a: SGLang's default" in text
+    assert UnitsDir(units, "t").load("b").model_path == "/m"
+    taken = cli("new", "a", "--model", "/m")
+    assert_one_line_error(taken, "a.toml exists", "svcdiag new OTHER-NAME --model /m", "--force")
+    assert "--name" not in taken.output

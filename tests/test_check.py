@@ -17,7 +17,7 @@ from svcdiag.ops.check import FlagCheckError, check, parse_with_sglang
 from svcdiag.sglang.flag_tables import known_versions, table_for, version_key
 from svcdiag.sglang.flags import sglang_args
 
-from .conftest import UNITS, assert_one_line_error
+from .conftest import UNITS, assert_one_line_error, sglang_here
 
 OLD_FLAG = 'extra_args = ["--cuda-graph-max-bs", "4"]'
 
@@ -139,23 +139,49 @@ def test_no_server_args_module_is_one_note_and_the_table_judges(cli, units: Path
 
 
 def test_an_interpreter_without_sglang_is_refused_not_ok(cli, units: Path, tmp_path: Path) -> None:
-    """`python` unset runs /usr/bin/python3, which has no sglang: the unit could not start, so
-    `check` says so (exit 2) instead of OK; install and up only note it (the start's verdict tells)."""
+    """`python` unset runs /usr/bin/python3, which has no sglang: the unit could not start, and no
+    release is known to check the flags against: `check`, `install` and `up` refuse it alike (exit 2,
+    one line; they used to disagree: check refused, install went on)."""
     bare = tmp_path / "bare-python"
     bare.write_text(f'#!/bin/sh\nPYTHONPATH= exec {sys.executable} -I "$@"\n')
     bare.chmod(0o755)
-    variant(units, "nosg", 'sglang_version = "0.5.23"', f'python = "{bare}"')
-    assert_one_line_error(cli("check", "nosg"), "nosg:", f"{bare} cannot import sglang", "set python =")
+    variant(units, "nosg", f'python = "{bare}"')
+    variant(units, "gone", 'python = "/nonexistent/bin/python"')
+    for name, said in (("nosg", f"{bare} cannot import sglang"), ("gone", "/nonexistent/bin/python does not exist here")):
+        for argv in (["check", name], ["install", name, "--unit-dir", str(tmp_path / "u")]):
+            assert_one_line_error(cli(*argv), f"{name}:", said, "set python =", "pin sglang_version")
+        assert not (tmp_path / "u").exists()
+        from svcdiag.ops.start import flag_check
+
+        with pytest.raises(FlagCheckError, match=said):  # up, tune, baseline-check: before anything starts
+            flag_check(UnitsDir(units, "t").load(name), lambda _: None)
+
+
+def test_a_pinned_release_is_checked_without_the_interpreter(cli, units: Path, tmp_path: Path) -> None:
+    """A config repository's CI has no SGLang: with sglang_version (or --sglang-version) the flags
+    are judged by that release's table, and the missing interpreter is a warning, alike in check and install."""
     variant(units, "gone", 'sglang_version = "0.5.23"', 'python = "/nonexistent/bin/python"')
-    assert_one_line_error(cli("check", "gone"), "/nonexistent/bin/python does not exist here")
-    r = cli("install", "nosg", "--unit-dir", str(tmp_path / "u"))
-    assert r.exit_code == 0 and "own parser not run" in r.output, r.output
+    r = cli("check", "gone")
+    assert r.exit_code == 0 and "gone: OK for sglang 0.5.23 (config" in r.output, r.output
+    warned = [ln for ln in r.output.splitlines() if ln.startswith("svcdiag: warning:")]
+    assert len(warned) == 1 and "/nonexistent/bin/python does not exist here" in warned[0], r.output
+    assert "against sglang 0.5.23's table" in warned[0]
+    r = cli("install", "gone", "--unit-dir", str(tmp_path / "u"))
+    assert r.exit_code == 0 and "/nonexistent/bin/python does not exist here" in r.output, r.output
+    variant(units, "old", 'sglang_version = "0.5.23"', 'python = "/nonexistent/bin/python"', OLD_FLAG)
+    assert_one_line_error(cli("check", "old"), "--cuda-graph-max-bs-decode")  # the table still judges
+    unpinned = cli("check", "dflash-smoke", "--sglang-version", "0.5.12")  # the option pins it too
+    assert unpinned.exit_code == 0 and "does not exist here" in unpinned.output, unpinned.output
 
 
 def test_the_hint_for_more_errors_keeps_the_version_asked_for(cli, units: Path, tmp_path: Path) -> None:
+    """From install or up the hint is the check to run; from check itself, not the command just run."""
     variant(units, "here", f'python = "{fake_sglang(tmp_path, srt=False)}"')
     r = cli("check", "here", "--sglang-version", "0.4.0")
-    assert r.exit_code == 2 and "more: svcdiag check here --sglang-version 0.4.0)" in r.output, r.output
+    assert r.exit_code == 2 and "more: each is in svcdiag check here --sglang-version 0.4.0 --json)" in r.output, r.output
+    variant(units, "old", 'sglang_version = "0.4.0"', f'python = "{fake_sglang(tmp_path / "b", srt=False)}"')
+    r = cli("install", "old", "--unit-dir", str(tmp_path / "u"))
+    assert r.exit_code == 2 and "more: svcdiag check old)" in r.output, r.output
 
 
 def test_parser_not_run_for_a_missing_interpreter() -> None:
@@ -166,6 +192,7 @@ def test_parser_not_run_for_a_missing_interpreter() -> None:
 # ------------------------------------------------------------------ install and up refuse
 
 def test_install_refuses_and_writes_nothing(cli, units: Path, tmp_path: Path) -> None:
+    sglang_here(units, tmp_path)
     variant(units, "old", 'sglang_version = "0.5.23"', OLD_FLAG)
     unit_dir = tmp_path / "systemd"
     assert_one_line_error(cli("install", "dflash-smoke", "old", "--unit-dir", str(unit_dir)),
@@ -174,6 +201,7 @@ def test_install_refuses_and_writes_nothing(cli, units: Path, tmp_path: Path) ->
 
 
 def test_install_writes_the_flags_of_the_release(cli, units: Path, tmp_path: Path) -> None:
+    sglang_here(units, tmp_path)
     variant(units, "old", 'sglang_version = "0.5.12"')
     unit_dir = tmp_path / "systemd"
     r = cli("install", "old", "dflash-smoke", "--unit-dir", str(unit_dir))

@@ -199,3 +199,25 @@ def test_multinode_defaults_to_notify_each_node_supervised_by_rank(cli, units: P
         assert f"--node-rank {node.node_rank} -- " in text
     write(units, "mn", 'extends = "demo-multinode"\nreadiness = "journal"\n')
     assert all("Type=exec" in r for r in cli("render", "mn").output.split("# node ")[1:])  # journal, when asked
+
+
+def test_a_fifo_or_a_link_to_dev_zero_in_the_config_folder_is_named_and_the_others_still_list(units: Path) -> None:
+    """`list` read a FIFO named x.toml (blocked forever) and a link to /dev/zero (read until memory
+    ran out). Only regular files are read, each at most 1 MiB: one line per such file, the rest listed."""
+    import os
+    import subprocess
+    import sys
+
+    os.mkfifo(units / "pipe.toml")
+    (units / "zero.toml").symlink_to("/dev/zero")
+    (units / "huge.toml").write_bytes(b"# " + b"x" * (1024 * 1024) + b"\n")
+    r = subprocess.run([sys.executable, "-m", "svcdiag", "--units", str(units), "list"], capture_output=True,
+                       text=True, timeout=30, check=False)  # a hang fails here, not at the suite's timeout
+    assert r.returncode == 2 and "dflash-smoke" in r.stdout and "demo-smoke" in r.stdout, r
+    errors = r.stderr.splitlines()
+    assert sorted(errors) == sorted([
+        f"svcdiag: error: {units}/huge.toml: {1024 * 1024 + 3} bytes, more than the 1048576 a file here may hold: not read",
+        f"svcdiag: error: {units}/pipe.toml: a FIFO, not a regular file: not read",
+        f"svcdiag: error: {units}/zero.toml: a device, not a regular file: not read"]), r.stderr
+    with pytest.raises(ConfigError, match=r"pipe\.toml: a FIFO"):
+        UnitsDir(units, "t").load("pipe")

@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from .conftest import ROOT, Cli, assert_one_line_error
+from .conftest import ROOT, Cli, assert_one_line_error, sglang_here
 
 
 def test_replay_start_and_invocation_are_two_options(cli: Cli) -> None:
@@ -82,6 +82,7 @@ def test_a_campaign_with_no_systemd_writes_nothing_beside_its_plan(cli: Cli, tmp
 
 
 def test_install_with_no_name_leaves_the_stand_in_demos_out(cli: Cli, tmp_path) -> None:
+    sglang_here(cli.units, tmp_path)
     r = cli("install", "--unit-dir", str(tmp_path / "u"))
     assert r.exit_code == 0, r.output
     written = sorted(p.name for p in (tmp_path / "u").iterdir())

@@ -17,7 +17,7 @@ from svcdiag.sglang.flags import exec_argv
 from svcdiag.systemd.install import drift, install_units
 from svcdiag.systemd.render import installed_hash, render_unit, supervise_argv
 
-from .conftest import UNITS
+from .conftest import UNITS, sglang_here
 from .systemd_quoting import split_exec
 
 OWNED_FLAGS = {"--port", "--host", "--model-path", "--model", "--tp-size", "--tp", "--tensor-parallel-size",
@@ -98,7 +98,8 @@ def test_install_of_a_bad_set_writes_nothing(cli, units: Path, tmp_path: Path) -
     assert not out.exists() or not any(out.iterdir())
 
 
-def test_install_cli_json(cli, tmp_path: Path) -> None:
+def test_install_cli_json(cli, units: Path, tmp_path: Path) -> None:
+    sglang_here(units, tmp_path)
     r = cli("install", "dflash-smoke", "nospec-tp1", "--unit-dir", str(tmp_path), "--json")
     assert r.exit_code == 0, r.output
     data = json.loads(r.output)
@@ -143,9 +144,10 @@ def test_exec_start_is_exactly_the_configured_argv(args: list[str], served: str,
     assert split_exec(env_line[len("Environment="):].replace("$", "$$")) == [f"SVCDIAG_T={env_value}"]
 
 
-def test_install_never_replaces_a_unit_it_did_not_write(cli, tmp_path: Path) -> None:
+def test_install_never_replaces_a_unit_it_did_not_write(cli, units: Path, tmp_path: Path) -> None:
     from .conftest import assert_one_line_error
 
+    sglang_here(units, tmp_path / "py")
     theirs = tmp_path / "dflash-smoke.service"
     theirs.write_text("[Service]\nExecStart=/usr/bin/true\n")
     assert_one_line_error(cli("install", "dflash-smoke", "nospec-tp1", "--unit-dir", str(tmp_path)),

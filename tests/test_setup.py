@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import stat
 from pathlib import Path
 
 from svcdiag.config.service import UnitsDir
@@ -120,3 +122,31 @@ def test_setup_cli_dry_run_json(cli) -> None:
     rows = [json.loads(ln) for ln in r.output.splitlines() if ln.startswith("{")]
     assert rows and all(x["event"] == "setup" and x["schema"] == 1 for x in rows)
     assert r.exit_code == 1  # here: a checkout, no /opt/sglang, no GPU
+
+
+def test_setup_under_umask_077_leaves_the_modes_it_says(tmp_path: Path) -> None:
+    """Under umask 077 mkdir -p made /etc/svcdiag 0700 while setup said "(755)": members could not
+    list the units. Each folder's mode is set and read back; an existing wrong one is put right."""
+    (tmp_path / "etc" / "polkit-1").mkdir(parents=True)
+    old = os.umask(0o077)
+    try:
+        steps = Setup(configs(), dry_run=False, **FakeHost().kw(tmp_path)).run_all()
+    finally:
+        os.umask(old)
+    mode = {p: stat.S_IMODE((tmp_path / p).stat().st_mode) for p in
+            ("etc/svcdiag", "etc/svcdiag/units", "etc/svcdiag/secrets", "var/lib/svcdiag", "var/lib",
+             "etc/polkit-1/rules.d", "etc/polkit-1/rules.d/50-svcdiag.rules")}
+    assert mode == {"etc/svcdiag": 0o755, "etc/svcdiag/units": 0o755, "etc/svcdiag/secrets": 0o700,
+                    "var/lib/svcdiag": 0o2770, "var/lib": 0o755, "etc/polkit-1/rules.d": 0o755,
+                    "etc/polkit-1/rules.d/50-svcdiag.rules": 0o644}, steps
+    assert not [s for s in steps if s.bad and s.what.startswith("directory")], steps
+    # a units folder an earlier run left 0700 (and its parent) is named and put right, not "present"
+    os.chmod(tmp_path / "etc/svcdiag/units", 0o700)
+    again = Setup(configs(), dry_run=False, **FakeHost().kw(tmp_path)).run_all()
+    units = next(s for s in again if s.what.startswith(f"directory {tmp_path}/etc/svcdiag/units"))
+    assert (units.status, units.detail) == ("done", "was 700")
+    assert stat.S_IMODE((tmp_path / "etc/svcdiag/units").stat().st_mode) == 0o755
+    os.chmod(tmp_path / "etc/svcdiag", 0o700)
+    third = Setup(configs(), dry_run=False, **FakeHost().kw(tmp_path)).run_all()
+    blocked = [s for s in third if s.bad and s.what == f"directory {tmp_path}/etc/svcdiag/units"]
+    assert blocked and f"{tmp_path}/etc/svcdiag is 700" in blocked[0].detail and "chmod 755" in blocked[0].detail

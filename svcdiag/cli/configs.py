@@ -109,7 +109,7 @@ def check_cmd(ctx: click.Context, name: str, sglang_version: str | None, state_d
     """Check NAME's rendered SGLang arguments against the release that will run them (exit 2: refused)."""
     from svcdiag.ops.check import check, require_ok
 
-    result = check(c.load(ctx, name), override=sglang_version, state=state_dir, require_sglang=True)
+    result = check(c.load(ctx, name), override=sglang_version, state=state_dir, checked_by="check")
     if as_json:
         c.emit_json(c.tagged("check", result.to_json()))
     else:

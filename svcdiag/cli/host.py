@@ -67,9 +67,10 @@ def import_cmd(ctx: click.Context, source: str, name: str | None, sglang_version
     """Turn a hand-written unit (a file, or a unit name) or a launch script / command line ('-': stdin)
     into a config: flags as config keys, the rest in extra_args, secrets from Environment= moved to
     [secrets]; then show the diff of the old unit and the one svcdiag renders."""
-    from svcdiag.ops.adopt import import_config
+    from svcdiag.ops.adopt import import_config, units_to_be
 
-    result = import_config(source, c.units_dir(ctx), name=name, version=sglang_version, dry_run=dry_run, force=force)
+    units = units_to_be(c.units_opt(ctx)) if dry_run else c.units_dir(ctx)  # --dry-run: before setup made it
+    result = import_config(source, units, name=name, version=sglang_version, dry_run=dry_run, force=force)
     _adopted(result, as_json, show_diff=True)
 
 

@@ -30,7 +30,7 @@ def history(ctx: click.Context, name: str | None, since: float | None, advise: b
         if not name:
             raise SvcdiagError("history --advise: name a config")
         cfg = c.load(ctx, name)
-        a = h.advise(cfg, h.load_usual(cfg, None, state_dir))
+        a = h.advise(cfg, h.load_usual(cfg, None, state_dir, strict=True))  # unread is not "0 starts"
         if fmt == "kubernetes" and not as_json:
             from svcdiag.output.history import render_kubernetes
 

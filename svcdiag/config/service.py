@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from svcdiag.errors import ConfigError, SvcdiagError
+from svcdiag.files import NotRegular, read_regular
 
 
 class _Pattern:
@@ -84,6 +85,8 @@ MULTINODE_READINESS = "notify"
 LEGACY_READINESS = "journal"
 #: An [env] name that looks like this holds a secret: refused, it belongs in [secrets] (docs/security.md).
 SECRET_NAME_RE = _Pattern(r"TOKEN|KEY|SECRET|PASSWORD|CREDENTIAL", re.I)
+#: systemd's Restart= values (systemd.service(5))
+RESTART_POLICIES = ("no", "on-success", "on-failure", "on-abnormal", "on-watchdog", "on-abort", "always")
 #: The unit's sandbox (docs/security.md#hardening): "strict" (the default) or "off".
 HARDENING_MODES = ("strict", "off")
 DEFAULT_HARDENING = "strict"
@@ -183,6 +186,10 @@ class ServiceConfig:
     secrets: tuple[tuple[str, str], ...] = ()
     #: "strict" | "off" (HARDENING_MODES), and what a strict unit may also write and open
     hardening: str = DEFAULT_HARDENING
+    #: systemd's Restart= ("no": a crash loop would bury the first failure's evidence) and RestartSec=:
+    #: an imported unit's own policy is kept here (`svcdiag import`)
+    restart: str = "no"
+    restart_sec: float | None = None
     read_write_paths: tuple[str, ...] = ()
     devices: tuple[str, ...] = ()
     #: the GPU host this service runs on, over SSH ([user@]HOST[:port]; docs/remote.md); None: here
@@ -233,6 +240,7 @@ class ServiceConfig:
                 continue
             if (f.name, getattr(self, f.name)) in (("watchdog_s", None),
                                                    ("hardening", DEFAULT_HARDENING), ("secrets", ()),
+                                                   ("restart", "no"), ("restart_sec", None),
                                                    ("read_write_paths", ()), ("devices", ()),
                                                    ("remote_host", None), ("nnodes", 1), ("nodes", ()),
                                                    ("node_rank", None), ("dist_init_addr", None)):
@@ -523,6 +531,9 @@ TOP_LEVEL: dict[str, Callable[[Any], str | None]] = {
     "readiness": _readiness,
     "watchdog_s": _positive_number,
     "hardening": _hardening,
+    "restart": lambda v: None if v in RESTART_POLICIES else f"must be one of {', '.join(RESTART_POLICIES)} "
+    f"(systemd's Restart=), got {v!r}",
+    "restart_sec": _positive_number,
     "read_write_paths": _rw_paths,
     "devices": _devices,
     "remote_host": remote_host_error,
@@ -610,11 +621,19 @@ def check_raw(path: Path, raw: dict[str, Any]) -> None:
             raise ConfigError(path, f"nodes[{i}].node_rank", "is required in each [[nodes]] table")
 
 
+#: the most a config (or a campaign plan) may hold: the shipped ones are under 2 KB
+CONFIG_MAX_BYTES = 1024 * 1024
+
+
 def read_toml(path: Path) -> dict[str, Any]:
+    """A regular file's TOML: a FIFO or a link to /dev/zero in the config folder is one line, never
+    a `list` that hangs (files.read_regular)."""
     try:
-        data = path.read_bytes()
+        data = read_regular(path, CONFIG_MAX_BYTES)
     except FileNotFoundError:
         raise ConfigError(path, None, "no such config file") from None
+    except NotRegular as e:
+        raise ConfigError(path, None, e.why) from None
     except OSError as e:
         raise ConfigError(path, None, f"cannot read: {e.strerror}") from None
     try:
@@ -772,7 +791,7 @@ def _build(name: str, path: Path, raw: dict[str, Any]) -> ServiceConfig:
         kw["mem_fraction_static"] = float(kw["mem_fraction_static"])
     if "sglang_version" in kw:
         kw["sglang_version"] = kw["sglang_version"].strip()
-    for key in ("sim_time_scale", "gpu_memory_gb", "watchdog_s"):
+    for key in ("sim_time_scale", "gpu_memory_gb", "watchdog_s", "restart_sec"):
         if key in kw:
             kw[key] = float(kw[key])
     kw.setdefault("readiness", default_readiness(kw.get("nnodes", 1)))

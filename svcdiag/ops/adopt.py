@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import os
 import re
 import shutil
 import tempfile
@@ -31,8 +32,12 @@ from svcdiag.systemd.unit_file import UnitFile, environment, exec_words, parse_u
 
 UNIT_DIRS = ("/etc/systemd/system", "/run/systemd/system", "/usr/lib/systemd/system", "/lib/systemd/system")
 #: settings svcdiag renders itself: an imported unit's own are not carried over, and say so
-DROPPED = ("ExecStartPre", "ExecStartPost", "ExecStop", "ExecReload", "Restart", "RestartSec", "EnvironmentFile",
+DROPPED = ("ExecStartPre", "ExecStartPost", "ExecStop", "ExecReload", "EnvironmentFile",
            "LimitNOFILE", "LimitMEMLOCK", "KillMode", "Type", "TimeoutStopSec")
+#: systemd's time spans as RestartSec= takes them ("5", "5s", "1min 30s", "500ms")
+_SPAN = re.compile(r"(\d+(?:\.\d+)?)\s*(minutes?|min|msec|ms|m|seconds?|sec|s|hours?|hr|h)?")
+_SPAN_S = {"ms": 0.001, "msec": 0.001, "m": 60, "min": 60, "minute": 60, "minutes": 60, "h": 3600, "hr": 3600,
+           "hour": 3600, "hours": 3600}
 NAME_RE = re.compile(r"^[A-Za-z0-9:_.\-]+$")
 
 
@@ -95,8 +100,34 @@ def read_source(source: str) -> tuple[str, str, str]:
     return kind, text, where
 
 
-def _script_command(text: str) -> tuple[list[str], dict[str, str]]:
-    """A launch script's (or a pasted line's) SGLang command, and what it exported before it."""
+def shell_tail(line: str) -> tuple[str, str]:
+    """(the command, what follows it): a line cut at its first unquoted `|`, `;`, `&`, `<` or `>`
+    (and a file descriptor's digits before one: `2>&1`), so `… 2>&1 | tee /var/log/x.log` is no flag."""
+    quote: str | None = None
+    i = 0
+    while i < len(line):
+        ch = line[i]
+        if ch == "\\" and quote != "'":
+            i += 2
+            continue
+        if quote:
+            quote = None if ch == quote else quote
+        elif ch in "'\"":
+            quote = ch
+        elif ch in "|;&<>":
+            j = i
+            while j > 0 and line[j - 1].isdigit():
+                j -= 1
+            if j < i and (j == 0 or line[j - 1].isspace()):
+                i = j  # 2>&1: the digits are the redirection's
+            return line[:i].rstrip(), line[i:].strip()
+        i += 1
+    return line, ""
+
+
+def _script_command(text: str) -> tuple[list[str], dict[str, str], str]:
+    """A launch script's (or a pasted line's) SGLang command, what it exported before it, and the
+    shell that follows the command on its line (a pipe to tee, a redirection)."""
     env: dict[str, str] = {}
     joined = re.sub(r"\\\n", " ", text)
     for line in joined.splitlines():
@@ -106,12 +137,13 @@ def _script_command(text: str) -> tuple[list[str], dict[str, str]]:
             words = split_shell(m.group(2)) or [""]
             env[m.group(1)] = words[0]
         elif "sglang" in s:
+            head, tail = shell_tail(s)
             try:
-                words = split_shell(s)
+                words = split_shell(head)
             except SvcdiagError:
                 continue  # an echo's unbalanced quote, say: not the launch line
             if find_launch(words) is not None:
-                return words, env
+                return words, env, tail
     raise SvcdiagError("no `python -m sglang.launch_server …` line found")
 
 
@@ -149,6 +181,7 @@ def _config_dict(cmd: Command, env: dict[str, str], unit: UnitFile | None, name:
             if value:
                 top[field] = value
         _timeouts(unit, warnings)
+        _restart(unit, top, warnings)
         dropped = [k for k in DROPPED if unit.all("Service", k)]
         if dropped:
             warnings.append(f"not carried over (svcdiag renders its own, docs/config.md#the-rendered-unit): "
@@ -161,6 +194,33 @@ def _config_dict(cmd: Command, env: dict[str, str], unit: UnitFile | None, name:
     if plain:
         top["env"] = plain
     return top, secrets
+
+
+def _restart(unit: UnitFile, top: dict[str, Any], warnings: list[str]) -> None:
+    """The operator's Restart= (and RestartSec=) kept as the config's `restart`, `restart_sec`."""
+    from svcdiag.config.service import RESTART_POLICIES
+
+    policy = unit.get("Service", "Restart")
+    if policy and policy != "no":
+        if policy in RESTART_POLICIES:
+            top["restart"] = policy
+        else:
+            warnings.append(f"Restart={policy}: not a policy systemd knows ({', '.join(RESTART_POLICIES)}); not kept")
+    sec = unit.get("Service", "RestartSec")
+    if sec and "restart" in top:
+        seconds = _seconds(sec)
+        if seconds is None or seconds <= 0:
+            warnings.append(f"RestartSec={sec}: not a time span svcdiag reads; systemd's default (100ms) applies")
+        else:
+            top["restart_sec"] = seconds
+
+
+def _seconds(span: str) -> float | None:
+    """A systemd time span in seconds, or None."""
+    parts = _SPAN.findall(span.strip())
+    if not parts or _SPAN.sub("", span).strip():
+        return None
+    return sum(float(n) * _SPAN_S.get(unit, 1.0) for n, unit in parts)
 
 
 def _timeouts(unit: UnitFile, warnings: list[str]) -> None:
@@ -186,12 +246,27 @@ def _validate(name: str, text: str, target: Path) -> ServiceConfig:
     return dataclasses.replace(cfg, path=target)
 
 
-def _target(units: UnitsDir, name: str, force: bool) -> Path:
+def units_to_be(option: str | None) -> UnitsDir:
+    """The units folder, or where `svcdiag setup` will make it (/etc/svcdiag/units) when there is
+    none yet: `import --dry-run` shows the config before the host is set up."""
+    from svcdiag.config.service import DEFAULT_UNITS_DIRS, find_units_dir
+
+    try:
+        return find_units_dir(option)
+    except SvcdiagError:
+        if option or os.environ.get("SVCDIAG_UNITS"):
+            raise
+        return UnitsDir(Path(DEFAULT_UNITS_DIRS[-1]), f"default {DEFAULT_UNITS_DIRS[-1]} (not made yet: svcdiag setup)")
+
+
+def _target(units: UnitsDir, name: str, force: bool, rename: str) -> Path:
+    """Where config NAME goes; `rename`: how this command names it otherwise (import: --name NAME;
+    new: its NAME argument)."""
     if not NAME_RE.match(name):
-        raise SvcdiagError(f"{name!r}: not a config name (letters, digits, ':', '_', '.', '-'); pass --name NAME")
+        raise SvcdiagError(f"{name!r}: not a config name (letters, digits, ':', '_', '.', '-'); {rename}")
     target = units.path / f"{name}.toml"
     if target.exists() and not force:
-        raise SvcdiagError(f"{target} exists; pick another --name, or --force to replace it")
+        raise SvcdiagError(f"{target} exists; {rename}, or --force to replace it")
     return target
 
 
@@ -202,6 +277,7 @@ def import_config(source: str, units: UnitsDir, *, name: str | None = None, vers
     warnings: list[str] = []
     unit = None
     env: dict[str, str] = {}
+    tail = ""
     if kind == "unit":
         unit = parse_unit(text, where)
         starts = [v for v in unit.all("Service", "ExecStart") if v]
@@ -213,12 +289,16 @@ def import_config(source: str, units: UnitsDir, *, name: str | None = None, vers
             warnings.append("ExecStart= uses $VARIABLES: they were imported as written; put their values in the config")
         default = Path(where).name.removesuffix(".service")
     else:
-        words, env = _script_command(text)
+        words, env, tail = _script_command(text)
         default = Path(where).stem if where != "<stdin>" else ""
     name = name or default
     if not name:
         raise SvcdiagError("import from stdin: pass --name NAME")
-    target = _target(units, name, force)
+    if kind != "unit" and tail:
+        warnings.append(f"`{tail}` after the command is the shell's, not SGLang's: not carried over; the unit's "
+                        f"output goes to journald (journalctl -u {name}.service, svcdiag logs {name}), where svcdiag "
+                        "reads it")
+    target = _target(units, name, force, "pass --name NAME")
     cmd = read_command(words, version, source=where)
     warnings += cmd.warnings
     top, secrets = _config_dict(cmd, env, unit, name, warnings)
@@ -258,7 +338,8 @@ def _free_port(configs: Iterable[ServiceConfig]) -> int:
 def new_config(name: str, units: UnitsDir, *, model: str, extends: str | None = None,
                force: bool = False, dry_run: bool = False) -> Adopted:
     """`svcdiag new`: a starter config for `model`, the keys an operator usually sets, commented."""
-    target = _target(units, name, force)
+    target = _target(units, name, force, f"give the new config another name (svcdiag new OTHER-NAME --model {model})"
+                     if NAME_RE.match(name) else "name it with letters, digits, ':', '_', '.', '-'")
     try:
         others = units.load_all()
     except SvcdiagError:
@@ -266,9 +347,10 @@ def new_config(name: str, units: UnitsDir, *, model: str, extends: str | None = 
     port = _free_port(others)
     if extends:
         base = units.load(extends)
-        text = _NEW_EXTENDS.format(name=name, base=extends, model=model, port=port, tp=base.tp_size,
-                                   mem=base.mem_fraction_static, mr=base.max_running_requests,
-                                   ctx=base.context_length)
+        text = _NEW_EXTENDS.format(name=name, base=extends, model=model, port=port, tp=base.tp_size)
+        text += "".join(_inherited(key, getattr(base, key), extends) for key in (
+            "mem_fraction_static", "max_running_requests", "context_length"))
+        text += _NEW_EXTENDS_TAIL.format(base=extends)
     else:
         text = _NEW.format(name=name, model=model, port=port)
     cfg = _validate(name, text, target)
@@ -317,8 +399,14 @@ description = "{model} on SGLang (from {base})"
 model_path = "{model}"
 port = {port}                         # its own port: it may run beside {base}
 # tp_size = {tp}                       # {base}'s; gpus must then list tp_size × dp_size GPUs
-# mem_fraction_static = {mem}
-# max_running_requests = {mr}
-# context_length = {ctx}
-# speculative = false               # drop {base}'s [speculative], if any
 '''
+_NEW_EXTENDS_TAIL = '''# speculative = false               # drop {base}'s [speculative], if any
+'''
+
+
+def _inherited(key: str, value: Any, base: str) -> str:
+    """A commented line showing what `key` is in the base; one it leaves unset says SGLang decides
+    (never `# key = None`, which is no TOML)."""
+    if value is None:
+        return f"# {key} = …{' ' * max(1, 26 - len(key))}# unset in {base}: SGLang's default\n"
+    return f"# {key} = {value!r}\n"

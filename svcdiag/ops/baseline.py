@@ -14,7 +14,7 @@ from typing import Any
 
 from svcdiag.config.diff import memory_diff
 from svcdiag.config.service import ServiceConfig, UnitsDir
-from svcdiag.files import state_dir, write_atomic
+from svcdiag.files import read_text, state_dir, write_atomic
 from svcdiag.judge.verdict import Verdict
 from svcdiag.ops.follow import follow, unit_lock
 from svcdiag.ops.start import calibrate, conclude, diagnoser, ensure_started, judge_start, quiet_plan, remember
@@ -45,7 +45,7 @@ class SnapshotStore:
         out = []
         for path in sorted(self.dir.glob("*.json")):
             try:
-                data = json.loads(path.read_text(encoding="utf-8"))
+                data = json.loads(read_text(path))
                 if not isinstance(data, dict) or "figures" not in data or "healthy" not in data:
                     raise ValueError("not a svcdiag snapshot")
             except (OSError, ValueError) as e:

@@ -31,6 +31,7 @@ from typing import Any, BinaryIO
 
 from svcdiag.config.service import ServiceConfig
 from svcdiag.errors import SvcdiagError
+from svcdiag.files import write_atomic
 from svcdiag.ops.conclude import diagnoser
 from svcdiag.ops.gpumem import remote_smi
 from svcdiag.ops.history import read_rows
@@ -295,15 +296,16 @@ def _version(dist: str) -> str | None:
 
 
 def _write_tar(target: Path, top: str, files: dict[str, bytes]) -> None:
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_name(f".{target.name}.tmp")
-    with tarfile.open(tmp, "w:gz") as tar:
-        for name, data in sorted(files.items()):
-            info = tarfile.TarInfo(f"{top}/{name}")
-            info.size, info.mtime, info.mode = len(data), int(time.time()), 0o600
-            tar.addfile(info, io.BytesIO(data))
-    tmp.chmod(0o600)
-    tmp.replace(target)
+    """0600, written as files.write_atomic writes (a planted symlink at the name is refused)."""
+
+    def write(f: BinaryIO) -> None:
+        with tarfile.open(fileobj=f, mode="w:gz") as tar:
+            for name, data in sorted(files.items()):
+                info = tarfile.TarInfo(f"{top}/{name}")
+                info.size, info.mtime, info.mode = len(data), int(time.time()), 0o600
+                tar.addfile(info, io.BytesIO(data))
+
+    write_atomic(target, write, mode=0o600)
 
 
 #: the most a bundle may hold, uncompressed, before its journal slice (what a bundle writes is a few

@@ -15,6 +15,7 @@ through the SSH connection. GPUs and ports of different hosts never clash.
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import subprocess
 import threading
@@ -27,6 +28,7 @@ from typing import IO, Any
 from svcdiag.config.campaign import Phase, Plan
 from svcdiag.config.service import ServiceConfig, UnitsDir
 from svcdiag.errors import SvcdiagError
+from svcdiag.files import open_append, write_atomic
 from svcdiag.ops import baseline as baseline_ops
 from svcdiag.ops import start
 from svcdiag.ops.gpu_hygiene import config_gpus
@@ -132,8 +134,8 @@ class Runner:
         configs = [*([self.plan.baseline] if self.plan.baseline else []), *(c for p in self.plan.phases for c in p.configs)]
         for cfg in configs:
             self.hosts.get(cfg)
-        self.plan.results_dir.mkdir(parents=True, exist_ok=True)
-        self.events = (self.plan.results_dir / "events.jsonl").open("a", encoding="utf-8")
+        with open_append(self.plan.results_dir / "events.jsonl", mode=0o644, make=0o755) as fd:  # no planted symlink
+            self.events = os.fdopen(os.dup(fd), "a", encoding="utf-8")
         from svcdiag.output.report import JsonLines
 
         self.sinks.append(LockedSink(JsonLines(self.events), self.lock))
@@ -374,7 +376,7 @@ class Runner:
             with self.lock:
                 self.benches.pop(cfg.name, None)
         log = logs / f"{cfg.name}.log"
-        log.write_text(output)
+        write_atomic(log, output, mode=0o644)
         figs = bench_figures(output, out_file if "{output_file}" in template else None)
         pub.note(f"benchmark exited {proc.returncode}" + (f": {len(figs)} figure(s)" if figs else ""))
         return {"command": shlex.join(argv), "exit_code": proc.returncode, "output": output[-BENCH_TAIL:],
@@ -385,10 +387,10 @@ class Runner:
 
         d = self.plan.results_dir
         rows = [r.to_json() for r in self.rows]
-        (d / "results.md").write_text(render.markdown(self.plan.name, base_result, rows))
-        (d / "results.csv").write_text(render.csv_text(rows))
-        (d / "results.json").write_text(json.dumps({"campaign": self.plan.name, "baseline": base_result, "rows": rows},
-                                                   indent=2, default=str) + "\n")
+        write_atomic(d / "results.md", render.markdown(self.plan.name, base_result, rows), mode=0o644)
+        write_atomic(d / "results.csv", render.csv_text(rows), mode=0o644)
+        write_atomic(d / "results.json", json.dumps({"campaign": self.plan.name, "baseline": base_result, "rows": rows},
+                                                    indent=2, default=str) + "\n", mode=0o644)
         files = ["results.md", "results.csv", "results.json", "events.jsonl"]
         chart = render.chart(rows, d / "startup")
         if isinstance(chart, str):

@@ -62,29 +62,48 @@ class CheckResult:
     argv: tuple[str, ...]
     problems: tuple[FlagProblem, ...]
     parser: ParserVerdict
-    #: `svcdiag check` of a unit run here: an interpreter with no sglang is an error, not a note
+    #: a unit run here (not a remote host's): an interpreter with no sglang matters
     require_sglang: bool = False
+    #: the command that asked: "check", or one that installs or starts
+    checked_by: str = "install"
+
+    @property
+    def pinned(self) -> bool:
+        """The release is known without the interpreter (the config's sglang_version, --sglang-version)."""
+        return self.sglang.source in ("option", "config")
+
+    def _no_sglang(self) -> str | None:
+        """The unit's interpreter cannot run SGLang here, said once for check, install, up, tune and
+        baseline-check alike (an error where the release is unknown, a warning where it is pinned)."""
+        if self.parser.status != "no_sglang" or not self.require_sglang:
+            return None
+        if self.pinned:
+            return (f"{self.parser.detail}: the unit cannot start SGLang on this machine; the flags were checked "
+                    f"against sglang {self.sglang.version}'s table ({self.sglang.detail})")
+        return (f"{self.parser.detail}: the unit cannot start SGLang; set python = to the interpreter of SGLang's "
+                "venv (or pin sglang_version to check the flags without it)")
 
     @property
     def errors(self) -> list[str]:
         out = [p.message for p in self.problems if p.severity == "error"]
         if self.parser.status == "rejected":
             out.append(self.parser.detail)
-        if self.parser.status == "no_sglang" and self.require_sglang:
-            out.append(f"{self.parser.detail}: the unit cannot start SGLang; set python = to the interpreter "
-                       "of SGLang's venv")
+        said = self._no_sglang()
+        if said is not None and not self.pinned:
+            out.append(said)
         return out
 
     @property
     def warnings(self) -> list[str]:
-        return [p.message for p in self.problems if p.severity == "warning"]
+        said = self._no_sglang()
+        return [p.message for p in self.problems if p.severity == "warning"] + ([said] if said and self.pinned else [])
 
     @property
     def notes(self) -> list[str]:
         """How the release was found, and why SGLang's parser was not asked (when it was not)."""
         out = [f"{self.name}: flags rendered for {self.sglang.describe()}"]
         if self.parser.status in ("unavailable", "skipped") or (self.parser.status == "no_sglang"
-                                                                and not self.require_sglang):
+                                                                and not self.require_sglang):  # else said as such
             out.append(f"{self.name}: SGLang's own parser not run ({self.parser.detail}); the flag table alone judged")
         return out
 
@@ -95,11 +114,19 @@ class CheckResult:
     def error_line(self) -> str:
         """The first error, in one line: the flag, the release, the replacement when known."""
         errors = self.errors
-        again = f" --sglang-version {self.sglang.version}" if self.sglang.source == "option" else ""
-        more = f" (and {len(errors) - 1} more: svcdiag check {self.name}{again})" if len(errors) > 1 else ""
+        more = f" (and {len(errors) - 1} more: {self.more_hint()})" if len(errors) > 1 else ""
         assumed = (f" [sglang {self.sglang.version} assumed: {self.sglang.detail}; set sglang_version or pass "
                    "--sglang-version]") if self.sglang.assumed else ""
         return f"{self.name}: {errors[0]}{more}{assumed}"
+
+    def more_hint(self) -> str:
+        """Where the other errors are: `svcdiag check NAME` from install or up; from check itself
+        (it printed the first only), its --json, never the command just run."""
+        if self.checked_by == "check":
+            again = f" --sglang-version {self.sglang.version}" if self.sglang.source == "option" else ""
+            return f"each is in svcdiag check {self.name}{again} --json"
+        again = f" --sglang-version {self.sglang.version}" if self.sglang.source == "option" else ""
+        return f"svcdiag check {self.name}{again}"
 
     def summary(self) -> str:
         verdict = "OK" if self.ok else "REFUSED"
@@ -120,9 +147,11 @@ class CheckResult:
 
 
 def check(cfg: ServiceConfig, *, override: str | None = None, state: str | None = None,
-          sglang: SglangVersion | None = None, own_parser: bool = True, require_sglang: bool = False) -> CheckResult:
-    """Render `cfg`'s SGLang arguments for the release it will run and judge them. `require_sglang`
-    (`svcdiag check`): a local unit's interpreter that cannot import sglang is an error."""
+          sglang: SglangVersion | None = None, own_parser: bool = True, require_sglang: bool = True,
+          checked_by: str = "install") -> CheckResult:
+    """Render `cfg`'s SGLang arguments for the release it will run and judge them. A local unit's
+    interpreter that cannot import sglang is an error, or a warning where the release is pinned
+    (CheckResult.errors): `check`, `install`, `up`, `tune` and `baseline-check` agree."""
     sglang = sglang or resolve(cfg, override=override, state=state)
     argv = sglang_args(cfg, sglang.version)
     table = table_for(sglang.version)
@@ -134,7 +163,7 @@ def check(cfg: ServiceConfig, *, override: str | None = None, state: str | None 
     else:
         parser = parse_with_sglang(cfg.python, argv, env=dict(cfg.env))
     return CheckResult(cfg.name, sglang, table.version, table.exact, tuple(argv), problems, parser,
-                       require_sglang=require_sglang and not cfg.remote_host)
+                       require_sglang=require_sglang and not cfg.remote_host, checked_by=checked_by)
 
 
 def require_ok(result: CheckResult) -> CheckResult:

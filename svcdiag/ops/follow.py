@@ -22,6 +22,7 @@ from pathlib import Path
 
 from svcdiag.config.service import ServiceConfig
 from svcdiag.errors import SvcdiagError
+from svcdiag.files import open_lock
 from svcdiag.judge.pipeline import TAIL_WAIT, Judge
 from svcdiag.judge.verdict import Verdict
 from svcdiag.ops import deadline_owner
@@ -398,14 +399,10 @@ def unit_lock(name: str, note: Callable[[str], None]) -> Iterator[None]:
     """One `up` per unit at a time; the second waits, then finds the unit active and attaches."""
     path = LOCK_DIR / f"{name}.lock"
     try:
-        LOCK_DIR.mkdir(parents=True, exist_ok=True)
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-    except PermissionError:  # an operator who is not root (docs/polkit.md): root's lock file, read-only, locks too
-        try:
-            fd = os.open(path, os.O_RDONLY)
-        except OSError:
-            yield  # no lock file yet and none may be made here: systemd's job queue still orders the starts
-            return
+        fd = open_lock(path)  # read-only where it is root's and we are not: a read-only descriptor locks too
+    except (PermissionError, FileNotFoundError):  # an operator who is not root (docs/polkit.md), no lock file yet
+        yield  # none may be made here: systemd's job queue still orders the starts
+        return
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)

@@ -15,6 +15,7 @@ is one warning line (docs/polkit.md).
 from __future__ import annotations
 
 import dataclasses
+import errno
 import json
 import math
 import os
@@ -29,11 +30,13 @@ from typing import Any
 
 from svcdiag.config.service import DEFAULT_TIMEOUTS, PHASE_TIMEOUTS, ServiceConfig
 from svcdiag.errors import SvcdiagError
-from svcdiag.files import PRIVATE_FILE, SHARED_FILE, SHARED_GROUP, private_dir, shared, state_dir
+from svcdiag.files import PRIVATE_FILE, SHARED_FILE, SHARED_GROUP, UnsafePath, check_existing, private_dir, shared, state_dir
 from svcdiag.judge.verdict import Verdict
 from svcdiag.sglang.figures import Figures
 
 DB_NAME = "history.sqlite3"
+#: the files SQLite makes beside the database, by name
+COMPANIONS = ("-wal", "-shm", "-journal")
 #: healthy starts needed before history speaks (slow_phase, ETA, learned deadlines, --advise)
 MIN_HEALTHY = 3
 #: how many of the latest healthy starts count
@@ -101,6 +104,9 @@ class History:
             self.db.row_factory = sqlite3.Row
             return
         private_dir(path.parent)
+        # SQLite opens -wal and -shm itself, by name (with O_NOFOLLOW: a symlink fails, unexplained);
+        # a planted symlink or hard link at any of the four names is refused here, naming it
+        check_existing(path, names=COMPANIONS)
         _create(path)
         self.db = sqlite3.connect(str(path), timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None)
         self.db.row_factory = sqlite3.Row
@@ -196,7 +202,7 @@ def _create(path: Path) -> None:
     (and, run as root, the same owner), so every member of the group can write all three."""
     mode = SHARED_FILE if shared(path.parent) else PRIVATE_FILE
     try:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, mode)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, mode)
     except FileExistsError:
         return
     try:
@@ -268,15 +274,49 @@ WITHOUT = "this start is judged without the recorded starts and is not recorded"
 
 
 #: how a user who cannot use the shared store gets to use it, or keeps one of their own
+OWN = "or keep a store of your own (--state-dir, or SVCDIAG_STATE_DIR=~/.local/state/svcdiag)"
 JOIN = (f"join group {SHARED_GROUP} (`sudo usermod -aG {SHARED_GROUP} $USER`, then log in again; `svcdiag setup` "
-        "shares the store with it), or keep a store of your own (--state-dir, or "
-        "SVCDIAG_STATE_DIR=~/.local/state/svcdiag)")
+        f"shares the store with it), {OWN}")
+
+
+def cause(path: Path, e: BaseException) -> tuple[str, str]:
+    """(what went wrong, what to do) for a store that failed: only a permission is the group's to
+    fix; a full disk, a corrupt file or a planted name each say their own remedy."""
+    text = " ".join(str(e).split())
+    low = text.lower()
+    if isinstance(e, UnsafePath):  # a planted symlink, a hard link, a folder: nothing was written through it
+        return text, OWN  # its message ends "remove it"
+    if (isinstance(e, OSError) and e.errno == errno.ENOSPC) or "disk is full" in low or _full(path.parent):
+        return "the disk is full", f"free space on the file system holding {path.parent} (df -h {path.parent})"
+    if isinstance(e, sqlite3.DatabaseError) and ("not a database" in low or "malformed" in low or "corrupt" in low):
+        return (f"the file is corrupt ({text})", f"move it aside (mv {path} {path}.corrupt; `sqlite3 {path}.corrupt "
+                ".recover` may save its rows): the next start makes a new one")
+    if isinstance(e, PermissionError) or "readonly database" in low or "unable to open database" in low \
+            or (isinstance(e, OSError) and e.errno in (errno.EACCES, errno.EPERM, errno.EROFS)):
+        why = e.strerror if isinstance(e, OSError) and e.strerror else text
+        return why, JOIN
+    return (e.strerror if isinstance(e, OSError) and e.strerror else text), f"check {path}"
+
+
+def _full(folder: Path) -> bool:
+    """Whether the file system holding `folder` has no room left (SQLite says only "disk I/O error"
+    when a write to its -wal or -shm meets ENOSPC)."""
+    try:
+        st = os.statvfs(folder)
+    except OSError:
+        return False
+    return st.f_bavail * st.f_frsize < FULL_BELOW_BYTES or (st.f_files > 0 and st.f_favail == 0)
+
+
+#: less room than this on the store's file system is a full disk (a row with its WAL frame is ~8 KB)
+FULL_BELOW_BYTES = 64 * 1024
 
 
 def unusable(path: Path, e: BaseException, consequence: str = WITHOUT) -> str:
-    """A store this user cannot read or write (root's 0700 /var/lib/svcdiag, a full disk), in one line."""
-    why = e.strerror if isinstance(e, OSError) and e.strerror else " ".join(str(e).split())
-    return f"history: cannot use {path} ({why}){': ' + consequence if consequence else ''}; {JOIN}"
+    """A store this user cannot read or write (root's 0700 /var/lib/svcdiag, a full disk, a corrupt
+    file), in one line that says the real cause."""
+    why, todo = cause(path, e)
+    return f"history: cannot use {path} ({why}){': ' + consequence if consequence else ''}; {todo}"
 
 
 def read_only(path: Path) -> str:
@@ -295,7 +335,7 @@ def record_start(cfg: ServiceConfig, v: Verdict, command: str, *, state: str | N
             return None, read_only(path)
         with History(path) as h:
             return h.record(start_row(cfg, v, command, campaign=campaign)), None
-    except (OSError, sqlite3.Error) as e:
+    except (OSError, sqlite3.Error, UnsafePath) as e:
         return None, unusable(path, e)
 
 
@@ -368,26 +408,48 @@ def read_rows(state: str | None, config: str | None = None, *, since: float | No
     try:
         if not path.exists():
             return []
-        with History(path, read_only=not writable(path)) as h:
+        with _reader(path) as (h, _):
             return h.rows(config, since=since)
-    except (OSError, sqlite3.Error) as e:
+    except (OSError, sqlite3.Error, UnsafePath) as e:
         raise SvcdiagError(unusable(path, e, "")) from None
 
 
+@contextmanager
+def _reader(path: Path) -> Iterator[tuple[History, bool]]:
+    """The store opened to read: as a writer where this user may write (WAL recovery, the schema),
+    else, or where that fails for want of space, read-only. (History, opened read-only)."""
+    ro = not writable(path)
+    if not ro:
+        try:
+            h = History(path)
+        except (OSError, sqlite3.OperationalError) as e:
+            if cause(path, e)[0] != "the disk is full":
+                raise
+            ro = True  # a full disk: what was recorded is still there to read
+    if ro:
+        h = History(path, read_only=True)
+    try:
+        yield h, ro
+    finally:
+        h.close()
+
+
 def load_usual(cfg: ServiceConfig, sglang_version: str | None, state: str | None = None,
-               warn: Callable[[str], None] | None = None) -> Usual:
-    """The config's usual start (empty when there is no database or it cannot be read: `warn` hears why)."""
+               warn: Callable[[str], None] | None = None, *, strict: bool = False) -> Usual:
+    """The config's usual start (empty when there is no database or it cannot be read: `warn` hears
+    why; `strict`: a store that cannot be read is SvcdiagError, never "0 recorded starts")."""
     path = db_path(state)
     try:
         if not path.exists():  # PermissionError where the folder is another user's 0700
             return usual([], cfg.name, sglang_version)
-        ro = not writable(path)
-        with History(path, read_only=ro) as h:
+        with _reader(path) as (h, ro):
             out = usual(h.healthy(cfg.name, sglang_version), cfg.name, sglang_version)
-        if ro and warn is not None:
+        if ro and warn is not None and not writable(path):
             warn(read_only(path))
         return out
-    except (OSError, sqlite3.Error) as e:
+    except (OSError, sqlite3.Error, UnsafePath) as e:
+        if strict:
+            raise SvcdiagError(unusable(path, e, "")) from None
         if warn is not None:
             warn(unusable(path, e))
         return usual([], cfg.name, sglang_version)

@@ -22,7 +22,7 @@ from typing import Any
 
 from svcdiag.config.service import ServiceConfig
 from svcdiag.errors import SvcdiagError
-from svcdiag.files import private_dir
+from svcdiag.files import open_append, read_text
 from svcdiag.ops.gpumem import gpu_free_gb, gpu_identity, gpu_total_gb, ranks, reading_kind, sglang_sees
 from svcdiag.sglang.memory import AUTO_MEM_FRACTION, GB
 from svcdiag.sglang.modelinfo import (
@@ -268,21 +268,20 @@ class Calibration:
                "config_hash": cfg.config_hash, "predicted_kv_tokens": p.kv_tokens, "logged_kv_tokens": logged,
                "error_pct": round(100 * (p.kv_tokens - logged) / logged, 2) if logged else None,
                "predicted": p.verdict, "verdict": verdict.verdict}
-        d = self.root / cfg.name
-        private_dir(d)
-        fd = os.open(d / self.FILE, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o600)
-        try:
+        with open_append(self.root / cfg.name / self.FILE) as fd:  # a member's planted symlink is refused
             size = os.fstat(fd).st_size
             torn = size > 0 and os.pread(fd, 1, size - 1) != b"\n"  # a crash mid-line: start a fresh one
             os.write(fd, (("\n" if torn else "") + json.dumps(row, separators=(",", ":")) + "\n").encode())
-        finally:
-            os.close(fd)
         return row
 
     def rows(self) -> list[dict[str, Any]]:
         out: list[dict[str, Any]] = []
         for f in sorted(self.root.glob(f"*/{self.FILE}")):
-            for line in f.read_text(errors="replace").splitlines():
+            try:
+                text = read_text(f, errors="replace")
+            except OSError:
+                continue  # a FIFO a member put there, a file that vanished: the others stand
+            for line in text.splitlines():
                 try:
                     row = json.loads(line)
                 except ValueError:

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from svcdiag.config.service import ServiceConfig
-from svcdiag.files import DEFAULT_STATE_DIR, SHARED_DIR, SHARED_FILE, SHARED_GROUP
+from svcdiag.files import DEFAULT_STATE_DIR, SHARED_DIR, SHARED_FILE, SHARED_GROUP, UnsafePath, write_atomic
 from svcdiag.ops.gpumem import local_smi
 from svcdiag.ops.history import DB_NAME
 from svcdiag.ops.sglang_version import probe
@@ -64,6 +64,42 @@ def _run(argv: list[str]) -> None:
     proc = subprocess.run(argv, capture_output=True, text=True, check=False)
     if proc.returncode != 0:
         raise OSError(f"{' '.join(argv)}: {(proc.stderr or proc.stdout).strip() or f'exit {proc.returncode}'}")
+
+
+def _mode(path: Path) -> int | None:
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return stat.S_IMODE(st.st_mode) if stat.S_ISDIR(st.st_mode) else None
+
+
+def _share_file(path: Path, gid: int) -> None:
+    """The history file at `path` made the group's (SHARED_FILE) through its own descriptor: a
+    symlink or hard link a member planted in the shared store is refused (files.UnsafePath), never
+    chowned or chmodded through."""
+    from svcdiag.files import check_existing
+
+    check_existing(path)  # a symlink, hard link, or another user's file: refused, naming it
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1:
+            raise OSError(f"{path}: not a regular file with one name: refused")
+        if gid >= 0:
+            os.fchown(fd, -1, gid)
+        os.fchmod(fd, SHARED_FILE)  # after chown
+        if stat.S_IMODE(os.fstat(fd).st_mode) != SHARED_FILE:
+            raise OSError(f"{path} is {oct(stat.S_IMODE(os.fstat(fd).st_mode))[2:]} after chmod 660")
+    finally:
+        os.close(fd)
+
+
+def _verify(path: Path, mode: int) -> None:
+    """Read the mode back: a step says done only when it is so (an OSError is the step's failure)."""
+    real = stat.S_IMODE(path.stat().st_mode)
+    if real != mode:
+        raise OSError(f"{path} is {oct(real)[2:]} after chmod {oct(mode)[2:]}")
 
 
 def _user_exists(name: str) -> bool:
@@ -113,42 +149,72 @@ class Setup:
         else:
             try:
                 do()
-            except OSError as e:
+            except (OSError, UnsafePath) as e:  # a planted symlink in the shared store: refused, the step failed
                 self.steps.append(Step(what, "failed", str(e)))
                 return
             self.steps.append(Step(what, "done", detail))
 
+    def _parents(self, path: Path) -> None:
+        """The missing folders above `path`, made 0755 whatever the umask (under umask 077 mkdir -p
+        leaves /etc/svcdiag 0700, and members cannot reach the units in it)."""
+        missing = []
+        for p in path.parents:
+            if p.is_dir():
+                break
+            missing.append(p)
+        for p in reversed(missing):
+            p.mkdir(mode=0o755, exist_ok=True)
+            os.chmod(p, 0o755)
+
     def _dir(self, rel: str, mode: int, owner: str | None = None) -> None:
+        """A folder of `mode` (set with chmod, then read back: the umask does not narrow it), and an
+        existing one of another mode put right."""
         path = self._path(rel)
+        real = self.root == Path("/")
 
         def make() -> None:
-            path.mkdir(mode=mode, parents=True, exist_ok=True)
-            os.chmod(path, mode)
-            if owner and self.root == Path("/"):
+            self._parents(path)
+            path.mkdir(mode=mode, exist_ok=True)
+            if owner and real:
                 shutil.chown(path, owner, owner)
+            os.chmod(path, mode)  # after chown, which clears setgid
+            _verify(path, mode)
 
-        self._change(f"directory {path} ({oct(mode)[2:]}{', ' + owner if owner else ''})", path.is_dir(), make)
+        was = _mode(path)
+        self._change(f"directory {path} ({oct(mode)[2:]}{', ' + owner if owner else ''})", was == mode, make,
+                     f"was {oct(was)[2:]}" if was is not None and was != mode else "")
+
+    def _reachable(self, rel: str, why: str) -> None:
+        """A folder members must read is reachable: each folder above it open to others (o+x)."""
+        path = self._path(rel)
+        blocked = unreachable(Path("/" + rel.lstrip("/")) / "x", self.root) if path.is_dir() else None
+        if blocked is not None:
+            self.steps.append(Step(f"directory {path}", "failed", f"{blocked} is {oct(_mode(blocked) or 0)[2:]}: {why}; "
+                                   f"chmod 755 {blocked}"))
 
     def _state_dir(self) -> None:
         """svcdiag's state, shared with group svcdiag (files.SHARED_DIR: setgid, 2770) and its history
         group-writable, so that root's starts and an operator's are one history; a folder an earlier
         root `up` made 0700 is converted, the database, -wal and -shm with it."""
         path = self._path(DEFAULT_STATE_DIR)
-        files = [f for f in (path / DB_NAME, path / f"{DB_NAME}-wal", path / f"{DB_NAME}-shm") if f.exists()]
+        files = [f for f in (path / DB_NAME, path / f"{DB_NAME}-wal", path / f"{DB_NAME}-shm") if os.path.lexists(f)]
         real = self.root == Path("/")
 
         def ours(p: Path, mode: int) -> bool:
-            st = p.stat()
+            st = p.lstat()  # a member's symlink is not "present": make() refuses it
             return stat.S_IMODE(st.st_mode) == mode and (not real or _group_of(st.st_gid) == GROUP)
 
         present = path.is_dir() and ours(path, SHARED_DIR) and all(ours(f, SHARED_FILE) for f in files)
 
         def make() -> None:
-            path.mkdir(mode=0o700, parents=True, exist_ok=True)
-            for p, mode in ((path, SHARED_DIR), *((f, SHARED_FILE) for f in files)):
-                if real:
-                    shutil.chown(p, group=GROUP)
-                os.chmod(p, mode)  # after chown, which clears setgid
+            self._parents(path)
+            path.mkdir(mode=0o700, exist_ok=True)
+            if real:
+                shutil.chown(path, group=GROUP)
+            os.chmod(path, SHARED_DIR)  # after chown, which clears setgid
+            _verify(path, SHARED_DIR)
+            for f in files:  # on a descriptor opened O_NOFOLLOW: a member's symlink to /etc/shadow is refused
+                _share_file(f, grp.getgrnam(GROUP).gr_gid if real else -1)
 
         self._change(f"directory {path} (2770, group {GROUP}: one history for root and the group's operators)",
                      present, make, "made shared: " + ", ".join(f.name for f in files) if files and path.is_dir()
@@ -168,6 +234,7 @@ class Setup:
             self._dir(home, 0o750, user)  # its state: the Hugging Face cache, torch's and Triton's caches
         self._state_dir()
         self._dir(UNITS_DIR, 0o755)
+        self._reachable(UNITS_DIR, "the group's operators and the units' users cannot read the configs in it")
         self._dir(SECRETS_DIR, 0o700)
         self._polkit()
         self._completion()
@@ -179,8 +246,7 @@ class Setup:
         current = target.read_text(encoding="utf-8") if target.exists() else None
 
         def write() -> None:
-            target.write_text(self.completion or "", encoding="utf-8")
-            os.chmod(target, 0o644)
+            write_atomic(target, self.completion or "", mode=0o644)
 
         self._change(f"bash completion {target} (commands, options, config names, hosts)",
                      current == self.completion, write)
@@ -195,9 +261,7 @@ class Setup:
         current = target.read_text(encoding="utf-8") if target.exists() else None
 
         def write() -> None:
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_text(rule, encoding="utf-8")
-            os.chmod(target, 0o644)
+            write_atomic(target, rule, mode=0o644)
 
         self._change(f"polkit rule {target}", current == rule, write,
                      "" if current in (None, rule) else "replacing an older copy")

@@ -15,7 +15,7 @@ from typing import Any
 
 from svcdiag.config.service import VERSION_RE, ServiceConfig
 from svcdiag.errors import SvcdiagError
-from svcdiag.files import state_dir, write_atomic
+from svcdiag.files import read_text, state_dir, write_atomic
 from svcdiag.sglang.flags import newest_version
 
 PROBE_TIMEOUT = 20.0
@@ -137,7 +137,7 @@ def _package_unchanged(entry: dict[str, Any]) -> bool:
 
 def _read_cache(path: Path) -> dict[str, Any]:
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(read_text(path))
     except (OSError, ValueError):
         return {}
     return data if isinstance(data, dict) else {}

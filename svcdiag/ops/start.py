@@ -16,7 +16,7 @@ from typing import Any
 
 from svcdiag.config.service import ServiceConfig, UnitsDir
 from svcdiag.errors import SvcdiagError
-from svcdiag.files import state_dir
+from svcdiag.files import UnsafePath, state_dir
 from svcdiag.judge.verdict import Verdict, ended_after_ready
 from svcdiag.ops import gpu_hygiene, history
 from svcdiag.ops.check import check, require_ok
@@ -179,7 +179,7 @@ def calibrate(cfg: ServiceConfig, plan_: Plan | None, verdict: Verdict, note: No
         return  # nothing predicted (no plan, or the config's own limits only)
     try:
         row = Calibration(state_dir(state)).record(cfg, plan_.prediction, verdict)
-    except OSError as e:
+    except (OSError, UnsafePath) as e:  # a planted symlink is refused (docs/security.md), the verdict stands
         note(f"calibration not recorded: {e}")
         return
     if row is not None:

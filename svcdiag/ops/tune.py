@@ -21,7 +21,7 @@ from typing import Any
 from svcdiag.config.diff import config_diff
 from svcdiag.config.service import ServiceConfig, UnitsDir
 from svcdiag.errors import SvcdiagError
-from svcdiag.files import state_dir, write_atomic
+from svcdiag.files import read_text, state_dir, write_atomic
 from svcdiag.ops import gpu_hygiene
 from svcdiag.ops.follow import unit_lock
 from svcdiag.ops.start import ensure_started, flag_check, quiet_plan, wait_verdict
@@ -131,7 +131,7 @@ class Run:
             stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
             return cls(path, f"tune-{cfg.name}-{stamp}-{secrets.token_hex(2)}", cfg.name, target, keep)
         try:
-            d = json.loads(path.read_text(encoding="utf-8"))
+            d = json.loads(read_text(path))
         except FileNotFoundError:
             raise SvcdiagError(f"--resume: no tune run of {cfg.name} to resume ({path} is missing)") from None
         except (OSError, ValueError) as e:
@@ -148,7 +148,7 @@ def earlier(state: str | None, units: UnitsDir, cfg: ServiceConfig, target: Targ
     campaign run again does not search again)."""
     path = state_dir(state) / "tune" / f"{cfg.name}.json"
     try:
-        d = json.loads(path.read_text(encoding="utf-8"))
+        d = json.loads(read_text(path))
         was = Target(d["target"]["max_running"], d["target"]["context"])
     except (OSError, ValueError, KeyError, TypeError):
         return None
@@ -261,7 +261,7 @@ def tune(sd: Systemd, cfg: ServiceConfig, units: UnitsDir, pub: Publisher, *, ta
 
 def _unfinished(path: Path) -> bool:
     try:
-        return json.loads(path.read_text(encoding="utf-8")).get("status") in ("running", "interrupted")
+        return json.loads(read_text(path)).get("status") in ("running", "interrupted")
     except (OSError, ValueError, AttributeError):
         return False
 

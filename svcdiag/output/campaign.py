@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from svcdiag.config.service import PHASES
+from svcdiag.files import write_atomic
 from svcdiag.sglang.figures import Figures
 
 INSTALL_PLOT = "chart skipped: matplotlib is not installed; pip install 'svcdiag[plot]' to get results as PNG and SVG"
@@ -112,7 +113,9 @@ def chart(rows: list[dict[str, Any]], stem: Path) -> list[Path] | str:
     fig.tight_layout()
     out = [stem.with_suffix(".png"), stem.with_suffix(".svg")]
     for path in out:
-        fig.savefig(path)
+        buf = io.BytesIO()
+        fig.savefig(buf, format=path.suffix[1:])
+        write_atomic(path, buf.getvalue(), mode=0o644)  # never through a planted symlink (docs/security.md)
     plt.close(fig)
     return out
 

@@ -17,7 +17,7 @@ from typing import Any
 
 from svcdiag.config.service import PHASES
 from svcdiag.errors import SvcdiagError
-from svcdiag.files import write_atomic
+from svcdiag.files import open_lock, read_text, write_atomic
 from svcdiag.output.schema import ReadinessEvent
 from svcdiag.sglang.figures import Figures
 
@@ -145,11 +145,11 @@ class Textfile:
         self.update(rec)
 
     def update(self, rec: ReadinessEvent) -> None:
-        lock = os.open(self.path.with_name(f".{self.path.name}.lock"), os.O_RDWR | os.O_CREAT, 0o644)
+        lock = open_lock(self.path.with_name(f".{self.path.name}.lock"))  # a planted symlink is refused
         try:
             fcntl.flock(lock, fcntl.LOCK_EX)
             try:
-                states = read_states(self.path.read_text())
+                states = read_states(read_text(self.path))
             except FileNotFoundError:
                 states = {}
             except (OSError, UnicodeDecodeError) as e:

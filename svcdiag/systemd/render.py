@@ -91,6 +91,8 @@ def render_unit(cfg: ServiceConfig, version: str | None = None) -> str:
         start_timeout=f"{start_limit_s(cfg.timeout):g}",
         watchdog=f"{cfg.watchdog_s:g}" if cfg.watchdog_s else None,
         hardening=hardening_lines(cfg),
+        restart=cfg.restart,
+        restart_sec=f"{cfg.restart_sec:g}" if cfg.restart_sec else None,
         credentials=credential_lines(cfg),
     )
 
