@@ -12,8 +12,10 @@ from hypothesis import strategies as st
 from svcdiag.config.from_argv import ARGV_SOURCE, config_name
 from svcdiag.config.service import DEFAULT_TIMEOUTS, ServiceConfig, Speculative
 from svcdiag.errors import ConfigError
-from svcdiag.ops.container import fix_words, from_argv
+from svcdiag.ops.container import PodConfig, fix_words, from_argv, read_argv, with_server_args
+from svcdiag.sglang.events import ServerArgs
 from svcdiag.sglang.flags import exec_argv, sglang_args
+from svcdiag.sglang.grammar import LineParser
 
 from .conftest import assert_one_line_error, run_svcdiag
 
@@ -75,20 +77,60 @@ def test_a_multi_node_pods_command_line_is_one_node_of_the_start() -> None:
 
 
 @pytest.mark.parametrize(("argv", "env", "where", "says"), [
-    (["--model-path", "/m", "--tp-size", "four"], {}, f"{ARGV_SOURCE}: --tp-size", "must be an integer, got 'four'"),
-    (["--model-path", "/m", "--port"], {}, f"{ARGV_SOURCE}: --port", "needs a value"),
-    (["--model-path", "/m", "--mem-fraction-static", "1.5"], {}, f"{ARGV_SOURCE}: mem_fraction_static",
-     "strictly between 0 and 1"),
     (["--model-path", "/m"], {"SVCDIAG_TIMEOUT_LOADING_WIEGHTS": "9"}, "environment: SVCDIAG_TIMEOUT_LOADING_WIEGHTS",
      "did you mean 'loading_weights'"),
     (["--model-path", "/m"], {"SVCDIAG_TIMEOUT_HTTP": "soon"}, "environment: SVCDIAG_TIMEOUT_HTTP",
      "must be seconds > 0, got 'soon'"),
+    (["bash", "-c", "sglang serve --tp $TP"], {"SVCDIAG_TIMEOUT_HTTP": "0"}, "environment: SVCDIAG_TIMEOUT_HTTP",
+     "must be seconds > 0, got '0'"),
 ])
-def test_a_bad_command_line_or_environment_is_one_error_naming_it(argv: list[str], env: dict[str, str],
-                                                                   where: str, says: str) -> None:
+def test_a_bad_svcdiag_setting_is_one_error_naming_it(argv: list[str], env: dict[str, str], where: str, says: str) -> None:
     with pytest.raises(ConfigError) as e:
         from_argv(argv, env)
     assert str(e.value).startswith(where) and says in str(e.value), str(e.value)
+
+
+@pytest.mark.parametrize(("argv", "says"), [
+    (["--model-path", "/m", "--tp-size", "four"], f"{ARGV_SOURCE}: --tp-size: must be an integer, got 'four'"),
+    (["--model-path", "/m", "--port"], f"{ARGV_SOURCE}: --port: needs a value"),
+    (["--model-path", "/m", "--mem-fraction-static", "1.5"], f"{ARGV_SOURCE}: mem_fraction_static: "),
+    (["bash", "-c", "python3 -m sglang.launch_server --model-path /m --tp $TP --port 31000; echo done"],
+     "bash -c: the shell expands its words"),
+    (["/bin/sh", "-ec", "exec sglang serve --model-path /m --port ${PORT}"], "sh -c: the shell expands its words"),
+    (["bash", "-c", "sglang serve --model-path '/m"], "cannot read the command line: No closing quotation"),
+])
+def test_sglang_arguments_that_do_not_read_leave_them_to_its_log_never_refusing_the_start(argv: list[str],
+                                                                                           says: str) -> None:
+    """#42 §5: a pod that refused to start on `--tp $TP` crash-looped; SGLang's own server_args line
+    says what the shell or SGLang made of them (SGLang judges a bad value itself, in its log)."""
+    pod = read_argv(argv, {"SVCDIAG_NAME": "wrapped"})
+    assert pod.from_log and pod.unread is not None and pod.unread.startswith(says), pod.unread
+    assert (pod.cfg.name, pod.cfg.model_path, pod.cfg.port, pod.cfg.tp_size) == ("wrapped", "unknown", 30000, 1)
+
+
+def test_a_launch_command_it_reads_is_not_second_guessed_by_the_log() -> None:
+    assert read_argv(["sglang", "serve", "--model-path", "/m", "--port", "31000"], {}) == \
+        PodConfig(from_argv(["sglang", "serve", "--model-path", "/m", "--port", "31000"], {}), None, False)
+    assert read_argv(["/entrypoint.sh", "--port", "31000"], {}).from_log  # what a wrapper script passes on may change
+
+
+_HOSTS = st.sampled_from(["127.0.0.1", "0.0.0.0", "::", "sglang-0.sglang.ns.svc"])
+
+
+@settings(max_examples=100, deadline=None)
+@given(_HOSTS, st.integers(1, 65535), st.integers(1, 16), st.integers(1, 4), st.booleans(),
+       st.sampled_from(["0.5.23", "0.5.12"]))
+def test_a_wrappers_config_takes_what_sglangs_server_args_line_says(host: str, port: int, tp: int, nnodes: int,
+                                                                    dict_form: bool, version: str) -> None:
+    fields = {"model_path": "/models/Qwen3-8B", "host": host, "port": port, "tp_size": tp, "context_length": 32768,
+              "mem_fraction_static": 0.83, "nnodes": nnodes, "node_rank": nnodes - 1}
+    body = ("{" + ", ".join(f"{k!r}: {v!r}" for k, v in fields.items()) + "}" if dict_form
+            else "ServerArgs(" + ", ".join(f"{k}={v!r}" for k, v in fields.items()) + ")")
+    (ev,) = [e for e in LineParser().feed_line(f"[2026-12-06 04:00:00] server_args={body}", None) if isinstance(e, ServerArgs)]
+    cfg = with_server_args(read_argv(["bash", "-c", "exec $SGLANG"], {}).cfg, ev)
+    assert (cfg.host, cfg.port, cfg.tp_size, cfg.model_path, cfg.context_length, cfg.mem_fraction_static) == \
+        (host, port, tp, "/models/Qwen3-8B", 32768, 0.83)
+    assert (cfg.nnodes, cfg.node_rank) == ((nnodes, nnodes - 1) if nnodes > 1 else (1, None))
 
 
 def test_a_mounted_config_says_which_file_and_key_are_wrong(tmp_path: Path) -> None:
@@ -101,9 +143,9 @@ def test_a_mounted_config_says_which_file_and_key_are_wrong(tmp_path: Path) -> N
         from_argv(["--model-path", "/m"], {"SVCDIAG_CONFIG": str(mounted)})
 
 
-def test_the_cli_reports_a_bad_command_line_in_one_line() -> None:
-    assert_one_line_error(run_svcdiag("supervise", "--", "sglang", "serve", "--model-path", "/m", "--tp-size", "x"),
-                          "--tp-size", "must be an integer")
+def test_the_cli_reports_a_command_that_does_not_run_in_one_line() -> None:
+    assert_one_line_error(run_svcdiag("supervise", "--", "no-such-sglang", "--model-path", "/m"),
+                          "cannot run 'no-such-sglang': No such file or directory")
 
 
 def test_a_fix_is_said_in_the_flags_and_variables_a_pod_spec_takes() -> None:

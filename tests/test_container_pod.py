@@ -236,3 +236,27 @@ def test_a_failed_start_that_leaves_sglang_running_is_stopped(tmp_path: Path) ->
     pod.end()
     assert pod.p.returncode == 1 and time.monotonic() - began < 30
     assert pod.term.read_text().startswith("FAILED [cuda_oom] in phase cuda_graph: ")
+
+
+def test_a_shell_wrappers_start_is_judged_with_sglangs_arguments_from_its_log(tmp_path: Path) -> None:
+    """#42 §5: `bash -c '… --port $PORT --tp-size $TP …; echo done'` once exited 2 (`--tp-size: must be an
+    integer, got '$TP'`), a crash-looping pod. Now SGLang's own server_args line says which port the HTTP
+    cross-check asks (not the default 30000), and SIGTERM reaches the server behind the shell."""
+    port = free_port()
+    script = f"{' '.join(SIM)} healthy-dense --time-scale 0.02 --model-path /dev/shm/Qwen3-8B --port $PORT --tp-size $TP; echo done"
+    pod = Pod(tmp_path, ["bash", "-c", script], probe_port=free_port(), env={"PORT": str(port), "TP": "2"})
+    try:
+        deadline = time.monotonic() + 60
+        while (startup := pod.probe("/startupz"))[0] != 200:
+            assert time.monotonic() < deadline and pod.p.poll() is None, startup
+            time.sleep(0.1)
+        pod.signal(signal.SIGTERM)
+        out, err = pod.end()
+    finally:
+        pod.p.kill()
+    assert startup[1].startswith("ready · KV ") and startup[1].endswith("HTTP agrees"), startup
+    assert "(bash -c: the shell expands its words): they are taken from its server_args= line" in err.decode()
+    assert out.endswith(b"done\n")  # the server heard SIGTERM and ended; the shell then ran its next command
+    assert pod.p.returncode == 0 and pod.term.read_text() == "STOPPED by SIGTERM after ready (status 0)\n"
+    (verdict,) = [r for r in pod.records() if r["event"] == "verdict"]
+    assert verdict["verdict"] == "healthy" and verdict["figures"]["tp_size"] == 2

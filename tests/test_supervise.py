@@ -212,3 +212,37 @@ def test_systemds_start_timeout_line_is_timed_out_in_the_phase_it_hit() -> None:
     assert (v.verdict, v.phase, v.cause) == ("timed_out", "loading_weights", None)
     j.systemd_line("Main process exited, code=killed, status=15/TERM", 1901.0)
     assert j.verdict is not None and j.verdict.verdict == "timed_out"  # not killed_by_signal
+
+
+@pytest.mark.parametrize("left_for", ["this-start", "an-earlier-start"])
+def test_a_stop_up_explains_is_said_and_ends_the_unit_failed(units: Path, tmp_path: Path, monkeypatch,
+                                                            left_for: str) -> None:
+    """#42 §5: `up` stops the other nodes of a multi-node start whose node 1 failed, leaving the reason
+    for this start (its INVOCATION_ID); the supervisor says it on SIGTERM and exits 1. A reason left for
+    another start is not taken: that stop is an operator's, the child's status stands."""
+    from svcdiag.systemd import stop_reason
+
+    monkeypatch.setattr(stop_reason, "STOP_DIR", tmp_path / "stopped")
+    write(units, "n", 'extends = "demo-dense"\nreadiness = "notify"\n')
+    why = "the multi-node start failed: node 1 (n-node1.service on gpu-b) failed in phase loading_weights: SIGSEGV"
+    stop_reason.leave("n.service", left_for, why)
+    sock = NotifySocket(tmp_path / "notify")
+    child = [sys.executable, "-c", "import signal, sys, time; signal.signal(signal.SIGTERM, lambda *a: sys.exit(0)); "
+                                   "print('up', flush=True); time.sleep(60)"]
+    env = {**os.environ, "NOTIFY_SOCKET": str(sock.path), "PYTHONUNBUFFERED": "1", "INVOCATION_ID": "this-start",
+           "SVCDIAG_STOP_DIR": str(tmp_path / "stopped")}
+    p = subprocess.Popen([sys.executable, "-m", "svcdiag", "--units", str(units), "supervise", "--config", "n", "--", *child],
+                         env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT)
+    try:
+        assert p.stdout is not None and p.stdout.readline() == b"up\n"
+        p.send_signal(signal.SIGTERM)
+        _, err = p.communicate(timeout=30)
+    finally:
+        p.kill()
+    sent = sock.drain()
+    if left_for == "this-start":
+        assert p.returncode == 1 and err.decode().splitlines()[-1] == f"svcdiag: {why}"
+        assert f"STATUS=stopping: {why}" in sent and sent[-1] == f"STATUS=failed: {why}"
+    else:
+        assert p.returncode == 0 and b"multi-node" not in err
+        assert not any("multi-node" in m for m in sent)

@@ -30,9 +30,10 @@ def list_cmd(ctx: click.Context, as_json: bool) -> None:
 def render(ctx: click.Context, name: str, as_json: bool) -> None:
     """Print the systemd unit rendered from config NAME (flags spelled for its SGLang release); --json:
     `exec_start` is the unit's ExecStart= (`svcdiag supervise … --` first in notify mode), `sglang_argv`
-    SGLang's own command."""
+    SGLang's own command, and this host's installed unit (`unit_file`, `installed_text`, `drift`)."""
     from svcdiag.ops.sglang_version import resolve
     from svcdiag.sglang.flags import exec_argv
+    from svcdiag.systemd.install import installed_unit
     from svcdiag.systemd.render import render_unit, unit_argv
 
     cfg = c.load(ctx, name)
@@ -41,7 +42,8 @@ def render(ctx: click.Context, name: str, as_json: bool) -> None:
         v = resolve(node).version
         rows.append(c.tagged("render", {"name": node.name, "unit": node.unit, "config_hash": node.config_hash,
                      "exec_start": unit_argv(node, v), "sglang_argv": exec_argv(node, v), "text": render_unit(node, v)}
-                    | ({"node_rank": node.node_rank, "host": node.remote_host or "localhost"} if cfg.multinode else {})))
+                    | ({"node_rank": node.node_rank, "host": node.remote_host or "localhost"} if cfg.multinode else {})
+                    | (installed_unit(node, v) if as_json and not node.remote_host else {})))
     c.emit_rows(rows, as_json, lambda r: (f"# node {r['node_rank']} on {r['host']}: {r['unit']}\n" if "node_rank" in r
                                           else "") + r["text"])
 

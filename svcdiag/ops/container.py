@@ -13,12 +13,17 @@ forwarded) with what systemd did for it done here instead:
   termination message file (/dev/termination-log, or `termination_log`), and as the last line
   of the container's stderr;
 - **probes** (svcdiag.ops.probes) on `probe_port`, and the judge's events as JSON Lines where
-  the operator asks (`events`: "stderr" or a file), never into SGLang's own stdout.
+  the operator asks (`events`: "stderr" or a file), never into SGLang's own stdout;
+- **a command line it cannot read** (a shell's `bash -c '… --tp $TP …'`, a wrapper script, a
+  flag whose value it cannot parse) never stops the start: SGLang's arguments are then taken
+  from its own `server_args=` line (the port the HTTP cross-check asks, a worker node's rank,
+  the model the diagnosis sizes), and the start is judged from the log as any other.
 """
 
 from __future__ import annotations
 
 import ctypes
+import dataclasses
 import json
 import os
 import signal
@@ -31,13 +36,14 @@ from typing import Any, TextIO
 
 from svcdiag.config.from_argv import ARGV_SOURCE, UNKNOWN_MODEL, from_keys
 from svcdiag.config.service import ServiceConfig
+from svcdiag.errors import ConfigError, SvcdiagError
 from svcdiag.judge.verdict import Verdict
 from svcdiag.ops.http_check import answers_ready
 from svcdiag.ops.probes import READY_TIMEOUT_S, Answer, ProbeServer
 from svcdiag.ops.status_line import verdict_status
 from svcdiag.ops.supervise import Supervised, Supervisor
-from svcdiag.sglang.command import FLAG_OF, find_launch, read_flags
-from svcdiag.sglang.events import Event
+from svcdiag.sglang.command import FLAG_OF, SHELLS, find_launch, read_flags
+from svcdiag.sglang.events import Event, ServerArgs
 from svcdiag.sglang.flags import SIM_MODULE
 
 PR_SET_CHILD_SUBREAPER = 36
@@ -60,6 +66,30 @@ class ContainerOptions:
     events: str | None = None  # "stderr", or a file path (JSON Lines, appended)
     termination_log: str | None = None  # None: /dev/termination-log where it exists
     grace_s: float = DEFAULT_GRACE_S
+
+
+@dataclass(frozen=True, slots=True)
+class PodConfig:
+    """A container's config, and why SGLang's arguments were not read from its command line (then
+    its `server_args=` line gives them: `from_log`)."""
+
+    cfg: ServiceConfig
+    unread: str | None = None
+    from_log: bool = False  # unread, or a wrapper script's argv (no launcher in it): the log says what SGLang got
+
+
+#: the config's fields SGLang's server_args line gives (svcdiag.sglang.events.ServerArgs), for a
+#: command line svcdiag could not read: the HTTP cross-check's host and port, the diagnosis's sizes
+LOGGED_FIELDS = ("model_path", "tp_size", "dp_size", "host", "port", "context_length", "mem_fraction_static",
+                 "max_running_requests", "max_mamba_cache_size", "cuda_graph_max_bs")
+
+
+def with_server_args(cfg: ServiceConfig, ev: ServerArgs) -> ServiceConfig:
+    """`cfg` with what SGLang says it was started with; a multi-node start's node as it logs it."""
+    given: dict[str, Any] = {k: v for k in LOGGED_FIELDS if (v := getattr(ev, k)) is not None}
+    if (ev.nnodes or 1) > 1:
+        given |= {"nnodes": ev.nnodes, "node_rank": ev.node_rank or 0}
+    return dataclasses.replace(cfg, **given)
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,9 +156,11 @@ def _how(returncode: int) -> str:
 class ContainerSupervisor(Supervisor):
     def __init__(self, cfg: ServiceConfig, argv: Sequence[str], opts: ContainerOptions, *,
                  environ: Mapping[str, str] | None = None, out_fd: int = 1,
-                 diagnose: Callable[[Verdict], dict[str, Any] | None] | None = None):
+                 diagnose: Callable[[Verdict], dict[str, Any] | None] | None = None, from_log: bool = False):
         super().__init__(cfg, argv, out_fd=out_fd, environ=environ)
         self.opts = opts
+        self.from_log = from_log  # SGLang's arguments come from its server_args line, not `argv`
+        self._args_logged = False
         self._diagnose = diagnose
         self._events_out: TextIO | None = None
         self._pub: Any = None
@@ -159,6 +191,12 @@ class ContainerSupervisor(Supervisor):
             if self._events_out is not None and self._events_out is not sys.stderr:
                 self._events_out.close()
 
+    def spawn(self) -> subprocess.Popen[bytes]:
+        try:
+            return super().spawn()
+        except OSError as e:  # no such command: one line, as for any bad input
+            raise SvcdiagError(f"supervise: cannot run {self.argv[0]!r}: {e.strerror}") from None
+
     def end(self, result: Supervised) -> ContainerEnd:
         """The termination message written (where there is a file for it), and said on stderr."""
         msg = termination_message(result.verdict, result.returncode, self._stopped_by)
@@ -176,13 +214,21 @@ class ContainerSupervisor(Supervisor):
     # ------------------------------------------------------------ hooks of the loop
 
     def _forward(self, child: subprocess.Popen[bytes], sig: int) -> None:
-        super()._forward(child, sig)
+        # a shell in front of SGLang (bash -c '…; echo done') passes no signal on, and would die of it
+        # at once: its children get it, and the shell ends when they have
+        if not (self.from_log and _signal_shells_children(child.pid, sig)):
+            super()._forward(child, sig)
         if sig in (signal.SIGTERM, signal.SIGINT) and self._kill_at is None:
             if not self._failed():  # a start that had already failed is still told as failed
                 self._stopped_by = sig
             self._kill_at = self.clock() + self.opts.grace_s
 
     def _on_events(self, events: list[Event], now: float) -> None:
+        if self.from_log and not self._args_logged:
+            for ev in events:
+                if isinstance(ev, ServerArgs):  # the first: a router's next worker logs its own
+                    self.cfg, self._args_logged = with_server_args(self.cfg, ev), True
+                    break
         super()._on_events(events, now)
         if self._pub is not None:
             for ev in events:
@@ -278,14 +324,49 @@ class ContainerSupervisor(Supervisor):
         return Answer(False, f"not serving: {self.cfg.host}:{self.cfg.port} /ready does not answer")
 
 
-def from_argv(argv: Sequence[str], environ: Mapping[str, str]) -> ServiceConfig:
+def read_argv(argv: Sequence[str], environ: Mapping[str, str]) -> PodConfig:
     """The config of the server `argv` starts (svcdiag.config.from_argv): SGLang's flags read by
     svcdiag.sglang.command, as one node's where they say so; a wrapper script's argv (no launcher
-    in it) is read whole, for whatever flags it passes on."""
-    launch = find_launch(argv)
-    args = launch.args if launch is not None else tuple(argv)
-    sim = launch is None or launch.module == SIM_MODULE  # the stand-in's flags, as a wrapper may pass them on
-    return from_keys(read_flags(args, source=ARGV_SOURCE, nodes=True, sim=sim).keys, environ)
+    in it) is read whole, for whatever flags it passes on. A shell's script, or flags that do not
+    read, leave SGLang's arguments to its server_args line (`unread` says why); only svcdiag's own
+    settings ($SVCDIAG_*, the mounted config) are errors."""
+    try:
+        launch = find_launch(argv)
+        if launch is not None and launch.shell:
+            return PodConfig(from_keys({}, environ), f"{os.path.basename(argv[0])} -c: the shell expands its words", True)
+        args = launch.args if launch is not None else tuple(argv)
+        sim = launch is None or launch.module == SIM_MODULE  # the stand-in's flags, as a wrapper may pass them on
+        keys = read_flags(args, source=ARGV_SOURCE, nodes=True, sim=sim).keys
+        return PodConfig(from_keys(keys, environ), None, launch is None)
+    except ConfigError as e:
+        if e.path != ARGV_SOURCE:
+            raise
+        unread = str(e)
+    except SvcdiagError as e:  # a shell line that does not split (an open quote)
+        unread = str(e)
+    return PodConfig(from_keys({}, environ), unread, True)
+
+
+def from_argv(argv: Sequence[str], environ: Mapping[str, str]) -> ServiceConfig:
+    """`read_argv`'s config."""
+    return read_argv(argv, environ).cfg
+
+
+def _signal_shells_children(pid: int, sig: int) -> bool:
+    """`sig` to each child of process `pid` if it is a shell (svcdiag.sglang.command.SHELLS) that
+    has any; whether it was."""
+    try:
+        if os.path.basename(os.readlink(f"/proc/{pid}/exe")) not in SHELLS:
+            return False
+        kids = [int(k) for k in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    except (OSError, ValueError):
+        return False
+    for kid in kids:
+        try:
+            os.kill(kid, sig)
+        except ProcessLookupError:
+            pass
+    return bool(kids)
 
 
 def supervise_container(argv: Sequence[str], opts: ContainerOptions,
@@ -294,10 +375,19 @@ def supervise_container(argv: Sequence[str], opts: ContainerOptions,
     from svcdiag.ops.conclude import diagnoser
 
     env = dict(os.environ if environ is None else environ)
-    cfg = from_argv(argv, env)
-    if cfg.model_path == UNKNOWN_MODEL:
+    pod = read_argv(argv, env)
+    cfg = pod.cfg
+    if pod.unread is not None:
+        print(f"svcdiag: warning: SGLang's arguments are not read from the command line after -- ({pod.unread}): "
+              "they are taken from its server_args= line, and the start judged from the log; name it with SVCDIAG_NAME",
+              file=sys.stderr, flush=True)
+    elif cfg.model_path == UNKNOWN_MODEL:
         print("svcdiag: warning: no --model-path on the command line after --: judged from the log alone, with "
               f"SGLang's defaults for the rest (HTTP on {cfg.host}:{cfg.port}); name it with SVCDIAG_NAME",
               file=sys.stderr, flush=True)
-    sup = ContainerSupervisor(cfg, argv, opts, environ=env, diagnose=diagnoser(cfg))
+
+    def diagnose(v: Verdict) -> dict[str, Any] | None:
+        return diagnoser(sup.cfg)(v)  # the config as the log has made it by then (its server_args line)
+
+    sup = ContainerSupervisor(cfg, argv, opts, environ=env, from_log=pod.from_log, diagnose=diagnose)
     return sup.end(sup.run())

@@ -112,6 +112,11 @@ def node_label(hosts: Hosts, cfg: ServiceConfig) -> str:
     return f"node {cfg.node_rank} ({cfg.unit} on {where(hosts, cfg)})"
 
 
+def failed_on(hosts: Hosts, node: ServiceConfig, v: Verdict) -> str:
+    """`node 1 (NAME-node1.service on HOST) timed out in phase loading_weights: …`"""
+    return f"{node_label(hosts, node)} {v.verdict.replace('_', ' ')} in phase {v.phase}: {v.message}"
+
+
 def combine(hosts: Hosts, cfg: ServiceConfig, verdicts: dict[int, Verdict], nodes: list[ServiceConfig],
             first_bad: int | None) -> Verdict:
     """The start's verdict: the first node that was not healthy, named; else rank 0's, healthy.
@@ -125,7 +130,7 @@ def combine(hosts: Hosts, cfg: ServiceConfig, verdicts: dict[int, Verdict], node
         msg = f"all {len(nodes)} nodes healthy; node 0: {base.message}"
         return base.with_(unit=cfg.unit, message=msg, figures=base.figures.replace(nodes=each), diagnosis=None)
     bad = verdicts[first_bad]
-    msg = f"{node_label(hosts, by_rank[first_bad])} {bad.verdict.replace('_', ' ')} in phase {bad.phase}: {bad.message}"
+    msg = failed_on(hosts, by_rank[first_bad], bad)
     return bad.with_(unit=cfg.unit, message=msg, figures=bad.figures.replace(nodes=each, failed_node_rank=first_bad))
 
 
@@ -180,7 +185,7 @@ def up(hosts: Hosts, cfg: ServiceConfig, units: UnitsDir, pub: Publisher, *, wai
                 verdicts[r] = v
                 if v.verdict != "healthy" and first_bad is None:
                     first_bad = r
-                    _stop_others(hosts, nodes, r, verdicts, pub.note)
+                    _stop_others(hosts, nodes, r, verdicts, started, pub.note)
         except KeyboardInterrupt:
             pub.note(f"interrupted: {cfg.name}'s nodes are left as they are; `svcdiag wait {cfg.name}` to resume")
             return StartOutcome(interrupted=True)
@@ -202,13 +207,24 @@ def _lost(n: ServiceConfig, props: Any, why: str) -> Verdict:
 
 
 def _stop_others(hosts: Hosts, nodes: list[ServiceConfig], bad: int, verdicts: dict[int, Verdict],
-                 note: Callable[[str], None]) -> None:
+                 started: dict[int, Any], note: Callable[[str], None]) -> None:
+    """Stop every node but the one that failed (left for its evidence), each told first why
+    (svcdiag.systemd.stop_reason): its supervisor says so and its unit ends failed, not stopped."""
+    from svcdiag.systemd import stop_reason
+
+    culprit = next(n for n in nodes if (n.node_rank or 0) == bad)
+    why = f"the multi-node start failed: {failed_on(hosts, culprit, verdicts[bad])}"
     for n in nodes:
         r = n.node_rank or 0
         if r == bad or (r in verdicts and verdicts[r].verdict != "healthy"):
             continue
+        sd = hosts.get(n)
         try:
-            hosts.get(n).stop(n.unit)
+            stop_reason.leave(n.unit, started[r].invocation, why, sd.remote)
+        except Exception as e:  # the stop matters more than its explanation
+            note(f"could not tell {node_label(hosts, n)} why it is stopped: {e}")
+        try:
+            sd.stop(n.unit)
             note(f"stopping {node_label(hosts, n)}: node {bad} did not start")
         except Exception as e:
             note(f"could not stop {node_label(hosts, n)}: {e}")

@@ -37,6 +37,7 @@ import os
 import select
 import signal
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -69,6 +70,8 @@ PR_SET_PDEATHSIG = 1
 STOP_GRACE_S = 60.0
 #: the supervisor's exit status when it stopped a start at a phase's deadline (`svcdiag up`'s for timed_out)
 EXIT_TIMED_OUT = 3
+#: ... when `up` stopped it because another node of its multi-node start failed (`svcdiag up`'s for failed)
+EXIT_STOPPED_FOR_ANOTHER = 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -203,7 +206,14 @@ class Supervisor:
         return self._ended(child.returncode)
 
     def _forward(self, child: subprocess.Popen[bytes], sig: int) -> None:
-        """A signal the supervisor got, passed on to the child."""
+        """A signal the supervisor got, passed on to the child; a SIGTERM that `up` sent with a
+        reason (another node of a multi-node start failed: svcdiag.systemd.stop_reason) is said."""
+        if sig == signal.SIGTERM and self._stopped_for is None:
+            from svcdiag.systemd import stop_reason
+
+            self._stopped_for = stop_reason.read(self.cfg.unit, self.environ.get("INVOCATION_ID"))
+            if self._stopped_for:
+                self.notify.status(f"stopping: {self._stopped_for}")
         try:
             os.kill(child.pid, sig)
         except ProcessLookupError:
@@ -405,6 +415,7 @@ class Supervisor:
                 self.notify.status(f"not serving: {self.cfg.host}:{self.cfg.port} /ready does not answer")
 
     _watchdog_next: float = 0.0
+    _stopped_for: str | None = None  # why `up` stopped this start (another node failed), when it said
     _phase_deadline: float | None = None
     _tail_due: float | None = None
     _phase_since: float | None = None
@@ -422,6 +433,10 @@ class Supervisor:
             self.judge.systemd_line(line, now)
         if self.verdict is None:
             self.verdict = self.judge.verdict
+        if self._stopped_for:  # a failed start, though this node's own was fine: systemd records it as one
+            self.notify.status(f"failed: {self._stopped_for}")
+            print(f"svcdiag: {self._stopped_for}", file=sys.stderr, flush=True)
+            return Supervised(self.verdict, EXIT_STOPPED_FOR_ANOTHER)
         if self.verdict is not None and self.verdict.verdict != "healthy":
             self.notify.status(verdict_status(self.verdict))
         elif self.verdict is not None:

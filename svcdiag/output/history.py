@@ -74,6 +74,12 @@ def probe_budget(deadlines: dict[str, float]) -> float:
     return sum(deadlines[p] for p in PHASE_TIMEOUTS) + deadlines["jit_compile"] + deadlines["http_check"]
 
 
+#: a kubelet probe's timeoutSeconds on the supervisor's probes (deploy/kubernetes/ too): `svcdiag probe`
+#: took 1.27 s at load 12.7 and /readyz asks SGLang's /ready (0.8 s at most); a probe timed out is a
+#: failed one, so the kubelet's default of 1 s would restart a healthy server on a busy node
+PROBE_TIMEOUT_S = 5
+
+
 def render_kubernetes(a: dict[str, Any], probe_port: int = 8081, period_s: int = 10) -> str:
     """`history --advise --format kubernetes`: the env and probe blocks of a container that runs
     this config under `svcdiag supervise` (docs/kubernetes.md), to paste into its spec."""
@@ -96,7 +102,10 @@ def render_kubernetes(a: dict[str, Any], probe_port: int = 8081, period_s: int =
             "# 200 once the start is judged healthy; a stuck start ends at its phase's deadline first",
             "startupProbe:", "  httpGet:", "    path: /startupz", "    port: probes", f"  periodSeconds: {period_s}",
             f"  failureThreshold: {threshold}   # {threshold} × {period_s} s ≥ {budget:g} s, the longest start allowed",
+            f"  timeoutSeconds: {PROBE_TIMEOUT_S}   # the kubelet's default 1 s is too short on a loaded node",
             "readinessProbe:", "  httpGet:", "    path: /readyz", "    port: probes", f"  periodSeconds: {period_s}",
-            "  timeoutSeconds: 2", "livenessProbe:", "  httpGet:", "    path: /livez", "    port: probes",
-            "  periodSeconds: 30", "  timeoutSeconds: 2", "terminationMessagePolicy: File"]
+            f"  timeoutSeconds: {PROBE_TIMEOUT_S}", "livenessProbe:", "  httpGet:", "    path: /livez", "    port: probes",
+            "  periodSeconds: 30", f"  timeoutSeconds: {PROBE_TIMEOUT_S}",
+            "# the supervisor's message; the log's last lines where it could write none",
+            "terminationMessagePolicy: FallbackToLogsOnError"]
     return "\n".join(out) + "\n"

@@ -11,6 +11,7 @@ shell line, a container's argv)."""
 from __future__ import annotations
 
 import os
+import re
 import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -52,6 +53,9 @@ FLAG_OF: dict[str, str] = {key: flag for flag, (key, _) in reversed({**FIELDS, *
 #: the keys of one node of a multi-node start: a pod's own (nodes=True), else refused (a config of [[nodes]])
 NODE_KEYS = ("nnodes", "node_rank", "dist_init_addr")
 LAUNCHERS = (SGLANG_MODULE, SIM_MODULE)
+#: shells whose `-c SCRIPT` is looked into (`-c`, `-lc`, `-ec`: the script is the next word)
+SHELLS = ("sh", "bash", "dash", "ash", "zsh", "ksh")
+SHELL_C = re.compile(r"-[a-z]*c")
 
 
 @dataclass
@@ -73,6 +77,7 @@ class Launch:
     module: str         # SGLANG_MODULE or SIM_MODULE
     args: tuple[str, ...]
     env: tuple[tuple[str, str], ...] = ()
+    shell: bool = False  # found in a shell's script (`bash -c '…'`): its words are what the shell will expand
 
 
 def split_shell(line: str) -> list[str]:
@@ -86,9 +91,10 @@ def split_shell(line: str) -> list[str]:
 def find_launch(words: Sequence[str]) -> Launch | None:
     """`[env K=V…] python -m sglang.launch_server FLAGS` (or `sglang serve FLAGS`, or the
     stand-in's `python -m svcdiag.sim SCENARIO FLAGS`), also behind `svcdiag supervise … --`,
-    `exec` and `bash -c '…'`; None when `words` start no SGLang server (a wrapper script)."""
+    `exec` and `bash -c '…'` (then `shell`); None when `words` start no SGLang server (a wrapper script)."""
     env: dict[str, str] = {}
     w = list(words)
+    shell = False
     while w:
         head = os.path.basename(w[0])
         if "--" in w and (head == "svcdiag" or w[1:3] == ["-m", "svcdiag"]):
@@ -98,19 +104,19 @@ def find_launch(words: Sequence[str]) -> Launch | None:
             while w and "=" in w[0] and not w[0].startswith("-"):
                 k, v = w.pop(0).split("=", 1)
                 env[k] = v
-        elif head in ("bash", "sh") and len(w) >= 3 and w[1] == "-c":
-            w = split_shell(w[2])
+        elif head in SHELLS and len(w) >= 3 and SHELL_C.fullmatch(w[1]):
+            w, shell = split_shell(w[2]), True
         elif head == "exec":
             w = w[1:]
         else:
             break
     if w and os.path.basename(w[0]) == "sglang" and w[1:2] == ["serve"]:  # the console script beside its python
         python = os.path.join(os.path.dirname(w[0]), "python") if os.path.dirname(w[0]) else None
-        return Launch(python, SGLANG_MODULE, tuple(w[2:]), tuple(env.items()))
+        return Launch(python, SGLANG_MODULE, tuple(w[2:]), tuple(env.items()), shell)
     for i in range(len(w) - 1):
         if w[i] == "-m" and w[i + 1] in LAUNCHERS:
             skip = 3 if w[i + 1] == SIM_MODULE else 2  # the stand-in's scenario
-            return Launch(w[i - 1] if i >= 1 else None, w[i + 1], tuple(w[i + skip:]), tuple(env.items()))
+            return Launch(w[i - 1] if i >= 1 else None, w[i + 1], tuple(w[i + skip:]), tuple(env.items()), shell)
     return None
 
 

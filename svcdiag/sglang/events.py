@@ -47,6 +47,7 @@ class ServerArgs(Event):
     speculative_algorithm: str | None = None
     speculative_draft_model_path: str | None = None
     speculative_num_draft_tokens: int | None = None
+    host: str | None = None
     port: int | None = None
     node_rank: int | None = None
     nnodes: int | None = None

@@ -89,7 +89,7 @@ SERVER_ARG_TYPES: dict[str, Callable[[str], object]] = {
     "model_path": str, "tp_size": int, "dp_size": int, "context_length": int, "mem_fraction_static": float,
     "max_running_requests": int, "max_mamba_cache_size": int, "cuda_graph_max_bs": int,
     "speculative_algorithm": str, "speculative_draft_model_path": str, "speculative_num_draft_tokens": int,
-    "port": int, "node_rank": int, "nnodes": int, "enable_torch_compile": lambda v: v.lower() == "true",
+    "host": str, "port": int, "node_rank": int, "nnodes": int, "enable_torch_compile": lambda v: v.lower() == "true",
 }
 
 

@@ -49,6 +49,18 @@ def drift(cfg: ServiceConfig, unit_dir: Path = SYSTEM_UNIT_DIR, version: str | N
     return "installed unit was edited by hand, or rendered for another SGLang release"
 
 
+def installed_unit(cfg: ServiceConfig, version: str | None = None, unit_dir: Path = SYSTEM_UNIT_DIR) -> dict[str, Any]:
+    """This host's installed unit beside what `cfg` renders to: `unit_file`, `installed_text` (None:
+    not installed) and `drift` (why `up` would install it again, or None): what `render --json`
+    adds for a caller that must say what `up` would change (Ansible's check and diff modes)."""
+    path = unit_path(cfg, unit_dir)
+    try:
+        text: str | None = path.read_text(encoding="utf-8", errors="replace")
+    except FileNotFoundError:
+        text = None
+    return {"unit_file": str(path), "installed_text": text, "drift": drift(cfg, unit_dir, version)}
+
+
 def install_units(configs: list[ServiceConfig], unit_dir: Path, *, reload: bool = True,
                   force: bool = False, versions: Mapping[str, str | None] | None = None) -> dict[str, Any]:
     """Write each config's unit; `versions` (config name → SGLang release) spells the flags."""

@@ -99,6 +99,19 @@ def test_started_is_idempotent_check_mode_says_what_it_would_do_and_stopped_stop
         active = gpu_a.rig.run(["systemctl", "is-active", f"{name}.service"], check=False).stdout.decode().strip()
         assert active == "active"  # check mode changed nothing
 
+        # #42 §5: the config edited since its start. Check mode once said "left alone" while the real run
+        # restarted it: now both restart it, and --diff shows the unit file's change
+        (units / f"{name}.toml").write_text(f'extends = "demo-smoke"\nport = {free_port()}\nsim_time_scale = 0.02\n')
+        edited = play(ansible, [gpu_a], task(ansible, units, name, "started"), "--check", "--diff")
+        assert edited.returncode == 0 and recap(edited.stdout)["gpu-a"]["changed"] == 1, edited.stdout[-3000:]
+        assert f"would restart {name}.service, its unit not its config's" in edited.stdout
+        assert f"--- before: /etc/systemd/system/{name}.service" in edited.stdout
+        assert re.search(r"^\+.*--port \d+", edited.stdout, re.M), edited.stdout[-3000:]
+        restarted = play(ansible, [gpu_a], task(ansible, units, name, "started"), "--diff")
+        assert restarted.returncode == 0 and recap(restarted.stdout)["gpu-a"]["changed"] == 1, restarted.stdout[-3000:]
+        assert f"--- before: /etc/systemd/system/{name}.service" in restarted.stdout
+        assert "verdict=healthy" in restarted.stdout
+
         stop = play(ansible, [gpu_a], task(ansible, units, name, "stopped"))
         assert stop.returncode == 0 and recap(stop.stdout)["gpu-a"]["changed"] == 1, stop.stdout[-3000:]
         stop2 = play(ansible, [gpu_a], task(ansible, units, name, "stopped"))

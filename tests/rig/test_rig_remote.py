@@ -268,6 +268,27 @@ def test_two_node_start_is_healthy_when_both_nodes_are(rig, units: Path, readine
     assert d.returncode == 0
 
 
+def test_a_node_stopped_because_another_failed_says_so_and_ends_failed(rig, units: Path) -> None:
+    """#42 §5: node 1 fails; `up` stops node 0, whose unit was then Result=success with an empty status,
+    as after an operator's stop. Its supervisor now says where the start failed and why, and exits 1."""
+    name = multinode(units, "mn-why", 'simulate = "segfault"\n')
+    p = sv(rig, units, "up", name, "--wait-ready", "--json")
+    v = verdict_of(p)
+    assert p.returncode == 1 and v["figures"]["failed_node_rank"] == 1, p.stdout.decode()[-2500:] + p.stderr.decode()
+    node0 = f"{name}-node0.service"
+    deadline = time.monotonic() + 60
+    while is_active(rig, node0) not in ("inactive", "failed"):
+        assert time.monotonic() < deadline, is_active(rig, node0)
+        time.sleep(0.2)
+    why = f"the multi-node start failed: {v['message']}"  # node 1 (NAME-node1.service on localhost) failed in phase …
+    assert v["message"].startswith(f"node 1 ({name}-node1.service on localhost) failed in phase ")
+    assert (show(rig, node0, "Result"), show(rig, node0, "ExecMainStatus")) == ("exit-code", "1")
+    assert show(rig, node0, "StatusText") == f"failed: {why}"
+    log = rig.run(["journalctl", "--no-pager", "-o", "cat", "-u", node0]).stdout.decode()
+    assert f"svcdiag: {why}\n" in log, log[-2000:]
+    sv(rig, units, "down", name)
+
+
 def test_two_node_start_over_ssh_on_two_hosts(units: Path, sshd, gpu_b) -> None:
     name = multinode(units, "mn-ssh", hosts=(sshd.target, gpu_b.target))
     p = on_host(sshd, units, "up", name, "--wait-ready", "--json")
@@ -303,6 +324,14 @@ def test_a_failing_or_hanging_worker_node_on_gpu_b_is_named_and_node_0_stopped(
     assert nodes_of(v)[1]["verdict"] == verdict and nodes_of(v)[1]["host"] == gpu_b.target
     # node 0 is stopped on gpu-a; the failing node is left as it is on gpu-b, for its evidence
     assert is_active(sshd.rig, f"{name}-node0.service") in ("inactive", "failed", "deactivating")
+    # ... and node 0's own systemd says why, told over SSH before the stop (#42 §5)
+    deadline = time.monotonic() + 60
+    while is_active(sshd.rig, f"{name}-node0.service") == "deactivating":
+        assert time.monotonic() < deadline
+        time.sleep(0.2)
+    assert show(sshd.rig, f"{name}-node0.service", "Result") == "exit-code"
+    said, meant = show(sshd.rig, f"{name}-node0.service", "StatusText"), f"failed: the multi-node start failed: {v['message']}"
+    assert said == meant or (said.endswith("…") and meant.startswith(said[:-1])), said  # STATUS= is kept short
     assert any(f"stopping node 0 ({name}-node0.service on {sshd.target})" in e.get("message", "")
                for e in json_lines(p) if e["event"] == "note")
     on_host(sshd, units, "down", name)

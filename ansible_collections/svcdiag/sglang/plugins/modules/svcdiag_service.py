@@ -1,4 +1,6 @@
 #!/usr/bin/python
+# Copyright (c) svcdiag contributors
+# SPDX-License-Identifier: MIT (the collection's license, galaxy.yml; see tests/sanity/ignore-*.txt)
 """svcdiag_service: an SGLang server under svcdiag on a systemd host, judged (docs/ansible.md)."""
 
 from __future__ import annotations
@@ -6,13 +8,19 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 module: svcdiag_service
 short_description: Start, stop or baseline-check an SGLang server that svcdiag runs, with its verdict
+author:
+  - svcdiag contributors (!UNKNOWN)
 description:
   - Runs C(svcdiag) on the managed host (C(up), C(down), C(status), C(baseline-check), C(preflight),
     all with C(--json)) and returns the verdict of the start it judged.
   - Idempotent. C(state=started) leaves a unit that is already running the config it was installed
     from alone (C(changed=false)); a running unit that differs from its config is restarted.
   - A start that svcdiag judges failed or timed out fails the task, with the diagnosis as C(msg).
-  - In check mode it runs svcdiag's preflight and says what it would do.
+  - In check mode it starts and stops nothing; it reads what the real run would read (the unit's
+    state and verdict, the installed unit against what the config renders, preflight) and says what
+    that run would do, C(changed) included.
+  - In diff mode (C(--diff)) it returns the unit file as installed and as the config renders it,
+    where C(svcdiag up) installs it again (a new or edited config).
 options:
   name:
     description: The svcdiag config (its TOML in the units folder).
@@ -63,40 +71,58 @@ EXAMPLES = r"""
 
 RETURN = r"""
 verdict:
-  description: healthy, failed, timed_out or incomplete (none without wait_ready, or when nothing was judged).
+  description: healthy, failed, timed_out or incomplete; refused when preflight kept the start from happening.
   type: str
-  returned: when a start was judged
+  returned: when a start was judged (not with wait_ready=false, not for state=stopped, not in check mode)
 cause:
   description: svcdiag's failure cause (docs/replay.md#failure-causes-stable-ids), e.g. max_running_zero.
   type: str
+  returned: when a start was judged (null when healthy)
 phase:
   description: The phase the start reached (ready when healthy).
   type: str
+  returned: when a start was judged
 figures:
   description: The start's figures (kv_tokens, max_running_requests, phase seconds, ...).
   type: dict
+  returned: when a start was judged
 diagnosis:
   description: Why, in sentences.
   type: list
+  elements: str
+  returned: when a start was judged (empty when healthy)
 fixes:
   description: What to set, each {set, reason}.
   type: list
+  elements: dict
+  returned: when a start was judged (empty when healthy)
 message:
   description: The verdict's message.
   type: str
+  returned: when a start was judged
 notes:
   description: What svcdiag said along the way (installed, started, attaching, ...).
   type: list
+  elements: str
+  returned: when svcdiag up or baseline-check ran
 drift:
   description: How this start's figures differ from the last healthy one's (a baseline check that
     drifted fails its task with them).
   type: list
+  elements: str
+  returned: when a start was judged
 record:
   description: The verdict record as svcdiag printed it (docs/events.md).
   type: dict
+  returned: when a start was judged
 ansible_facts:
   description: svcdiag_verdict, the same verdict record, for later tasks of the play.
   type: dict
+  returned: when a start was judged
+preflight:
+  description: svcdiag preflight's record (verdict fits or cannot_serve, its reasons), in check mode.
+  type: dict
+  returned: in check mode, when a start would happen and preflight could run
 """
 
 import json  # noqa: E402
@@ -167,8 +193,9 @@ def why(result):
     return text
 
 
-def judged(sv, rc, recs, err, *, changed):
-    """Exit the module with what a waiting command judged."""
+def judged(sv, rc, recs, err, *, changed, extra=None):
+    """Exit the module with what a waiting command judged (`extra`: more of the result, a diff)."""
+    extra = extra or {}
     notes = [r.get("message") for r in recs if r.get("event") == "note"]
     verdicts = [r for r in recs if r.get("event") == "verdict"]
     if not verdicts:
@@ -181,8 +208,8 @@ def judged(sv, rc, recs, err, *, changed):
             sv.fail(f"NOT STARTED [{rec.get('cause')}]: {rec.get('message')}"
                     + (f"; fix: {fix_text(result['fixes'][0])}" if result["fixes"] else "")
                     + " (or force: true to start anyway)", changed=changed, rc=rc, **result)
-        sv.fail(f"svcdiag said no verdict: {err or f'exit status {rc}'}", changed=changed, notes=notes, rc=rc)
-    result = verdict_result(verdicts[-1], notes)
+        sv.fail(f"svcdiag said no verdict: {err or f'exit status {rc}'}", changed=changed, notes=notes, rc=rc, **extra)
+    result = {**verdict_result(verdicts[-1], notes), **extra}
     result["drift"] = [r.get("message") for r in recs if r.get("event") == "drift"]
     if result["verdict"] != "healthy":
         sv.fail(why(result), changed=changed, rc=rc, **result)
@@ -200,23 +227,56 @@ def drifted(notes):
     return any("differs from its config" in n for n in notes)
 
 
+def rendered_units(sv):
+    """This host's units of the config (`svcdiag render --json`): each as installed
+    (`installed_text`, null when not), as the config renders it (`text`), and why `up` would
+    install it again (`drift`, null when it would not)."""
+    rc, recs, err = sv.run("render", sv.name, "--json")
+    rows = [r for r in recs if r.get("event") == "render" and "unit_file" in r]
+    if rc != 0 or not rows:
+        sv.fail(f"svcdiag render: {err or f'exit status {rc}'}")
+    return rows
+
+
+def unit_diff(units):
+    """Ansible's diff of each unit that `up` installs again: the file before, and after."""
+    return [{"before_header": r["unit_file"] + ("" if r.get("installed_text") is not None else " (not installed)"),
+             "after_header": f"{r['unit_file']} (as {r['name']} renders it)",
+             "before": r.get("installed_text") or "", "after": r["text"]} for r in units if r.get("drift")]
+
+
 def check_mode(sv, state, row):
+    """Exit with what the real run would do, read without changing anything: the unit's state
+    and verdict (status), its unit file against the config's (render), preflight."""
+    unit = row.get("unit")
     running = row.get("active_state") in ("active", "activating", "reloading", "deactivating")
     if state == "stopped":
-        sv.module.exit_json(changed=running, msg=f"would stop {row.get('unit')}" if running else "not running")
+        sv.module.exit_json(changed=running, msg=f"would stop {unit}" if running else "not running")
     if state == "baseline_checked":
         sv.module.exit_json(changed=False, msg="would run baseline-check (the unit is put back as it was)")
-    healthy = running and (row.get("verdict") or {}).get("verdict") == "healthy"
+    units = rendered_units(sv)
+    drift = [f"{r['unit']}: {r['drift']}" for r in units if r.get("drift")]
+    # the real run: `up`, which attaches to a running unit; then `up --restart` when that unit is not its config's
+    restart = running and (state == "restarted" or bool(drift))
+    diff = {"diff": unit_diff(units)} if sv.module._diff and (restart or not running) and drift else {}
+    if running and not restart:
+        verdict = (row.get("verdict") or {}).get("verdict")
+        if verdict == "healthy":
+            sv.module.exit_json(changed=False, msg=f"{unit} runs healthy: left alone (its unit is its config's)")
+        if verdict is not None:
+            sv.fail(f"{unit} runs its config, but its current start was judged {verdict}: the real run would fail "
+                    "with that verdict (state: restarted starts it afresh)", changed=False, record=row.get("verdict"))
+        sv.module.exit_json(changed=False, msg=f"{unit} is {row.get('active_state')}, its start in progress: left alone "
+                                               "(the real run waits for its verdict)")
     rc, recs, err = sv.run("preflight", sv.name, "--json")
     pre = next((r for r in recs if "verdict" in r), None)
     said = (f"preflight: {pre.get('verdict')}" + (f" ({'; '.join(pre['reasons'])})" if pre.get("reasons") else "")
             if pre else f"preflight could not run: {err.splitlines()[-1] if err else f'exit status {rc}'}")
-    if pre and pre.get("verdict") == "cannot_serve" and not sv.module.params["force"] and (state == "restarted" or not healthy):
-        sv.fail(f"would refuse to start: {said}", changed=False, preflight=pre)
-    if state == "started" and healthy:
-        sv.module.exit_json(changed=False, msg=f"{row.get('unit')} runs healthy: left alone ({said})", preflight=pre)
-    verb = "restart" if running else "start"
-    sv.module.exit_json(changed=True, msg=f"would {verb} {row.get('unit')} ({said})", preflight=pre)
+    if pre and pre.get("verdict") == "cannot_serve" and not sv.module.params["force"]:
+        sv.fail(f"would refuse to start: {said}", changed=False, preflight=pre, **diff)
+    why = f", its unit not its config's ({'; '.join(drift)})" if restart and state == "started" else ""
+    sv.module.exit_json(changed=True, msg=f"would {'restart' if running else 'start'} {unit}{why} ({said})",
+                        preflight=pre, **diff)
 
 
 def main():
@@ -254,6 +314,7 @@ def main():
         judged(sv, rc, recs, err, changed=False)
     extra = (["--force"] if p["force"] else []) + deadline
     wait = ["--wait-ready"] if p["wait_ready"] else []
+    units = rendered_units(sv) if module._diff else []  # before up: the unit as installed now
     rc, recs, err = sv.run("up", sv.name, "--json", *wait, *extra, *(["--restart"] if state == "restarted" else []))
     notes = [r.get("message") for r in recs if r.get("event") == "note"]
     if state == "started" and drifted(notes) and not started(notes):  # the running unit is not this config's
@@ -261,14 +322,15 @@ def main():
         recs = [r for r in recs if r.get("event") == "note"] + recs2
         notes = [r.get("message") for r in recs if r.get("event") == "note"]
     changed = started(notes)
+    diff = {"diff": unit_diff(units)} if changed and unit_diff(units) else {}  # up installed the unit again, then started it
     if rc == EXIT_BAD_INPUT:
         sv.fail(f"svcdiag up: {err}", changed=changed, notes=notes, rc=rc)
     if not p["wait_ready"]:
         if rc != 0:
             refused = [r.get("message") for r in recs if r.get("event") == "diagnosis"]
-            sv.fail(refused[-1] if refused else err or f"svcdiag up: exit status {rc}", changed=changed, notes=notes)
-        module.exit_json(changed=changed, notes=notes)
-    judged(sv, rc, recs, err, changed=changed)
+            sv.fail(refused[-1] if refused else err or f"svcdiag up: exit status {rc}", changed=changed, notes=notes, **diff)
+        module.exit_json(changed=changed, notes=notes, **diff)
+    judged(sv, rc, recs, err, changed=changed, extra=diff)
 
 
 if __name__ == "__main__":
