@@ -84,15 +84,15 @@ def test_systemctl_start_blocks_until_ready_and_after_means_ready(rig, units: Pa
 def test_a_hang_is_stopped_by_the_supervisor_at_the_phase_deadline(rig, units: Path) -> None:
     name = config(units, unit_name("nhang"), "demo-hang", readiness="notify", timeouts={"loading_weights": 4})
     unit = install(rig, units, name)
-    t0 = time.time()
     p = sv(rig, units, "up", name, "--wait-ready", "--json")
     v = verdict_of(p)
     assert p.returncode == 3 and (v["verdict"], v["phase"]) == ("timed_out", "loading_weights"), v
     got = until(rig, unit, "ActiveState", lambda s: s in ("failed", "inactive"), timeout=30)
     # the supervisor enforced the phase's deadline: the server stopped, the supervisor exited 3
     assert (got["Result"], show(rig, unit, "ExecMainStatus")["ExecMainStatus"]) == ("exit-code", "3"), got
+    # killed at 4 s in the phase by the supervisor (exit 3, its STATUS=), not by systemd's whole-start timeout
+    # (that would be Result=timeout): the machinery, not a wall-clock ceiling
     assert got["StatusText"].startswith("timed_out") and "loading_weights" in got["StatusText"]
-    assert time.time() - t0 < 25  # killed at 4 s in the phase, not at a whole-start timeout
     export = rig.run(["journalctl", "--no-pager", "-o", "export", "-u", unit]).stdout
     r = verdict_of(rig.run(["svcdiag", "--units", str(units), "replay", "-", "--config", name, "--json"],
                            input=export, check=False))
@@ -125,10 +125,10 @@ def test_sigterm_during_the_load_and_sigkill_of_the_supervisor(rig, units: Path)
         procs = [main, *rig.run(["cat", f"/proc/{main}/task/{main}/children"]).stdout.decode().split()]
         assert len(procs) == 2  # the supervisor and the server
         if how == "stop":
-            t0 = time.monotonic()
-            rig.run(["systemctl", "stop", unit], timeout=60)
-            assert time.monotonic() - t0 < 10  # forwarded SIGTERM: the server stopped at once
-            assert show(rig, unit, "ActiveState")["ActiveState"] in ("inactive", "failed")
+            rig.run(["systemctl", "stop", unit], timeout=120)
+            # forwarded SIGTERM: the server stopped on it, not SIGKILLed at TimeoutStopSec (Result=timeout)
+            got = show(rig, unit, "ActiveState", "Result")
+            assert got["ActiveState"] in ("inactive", "failed") and got["Result"] != "timeout", got
         else:
             rig.run(["systemctl", "kill", "--kill-whom=main", "--signal=SIGKILL", unit])
             until(rig, unit, "ActiveState", lambda s: s in ("inactive", "failed"), timeout=15)
