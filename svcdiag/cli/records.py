@@ -41,7 +41,24 @@ def history(ctx: click.Context, name: str | None, since: float | None, advise: b
     if fmt != "text":
         raise SvcdiagError("history --format kubernetes: only with --advise NAME")
     rows = h.read_rows(state_dir, name, since=since)
+    if name and not rows and since is None:
+        _known_name(ctx, name, h.read_rows(state_dir))
     c.emit_rows(rows, True, str) if as_json else click.echo(render_history(rows), nl=False)
+
+
+def _known_name(ctx: click.Context, name: str, every: list[dict]) -> None:
+    """`history NAME` of no config and no recorded start is a typo: one line with the name meant, exit 2,
+    as every other command says it (a config with no start yet is "no recorded starts")."""
+    from svcdiag.config.service import did_you_mean
+    from svcdiag.errors import SvcdiagError
+
+    try:
+        configs = c.units_dir(ctx).names()
+    except SvcdiagError:
+        configs = []
+    known = set(configs) | {str(r.get("config")) for r in every}
+    if name not in known:
+        raise SvcdiagError(f"history: no config and no recorded start named {name!r}{did_you_mean(name, sorted(known))}")
 
 
 @main.command()
