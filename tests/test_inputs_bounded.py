@@ -63,14 +63,14 @@ def test_a_300_mb_line_inside_a_log_is_cut_and_the_start_still_judged() -> None:
     assert r["rss_mb"] < RSS_LIMIT_MB, r
 
 
-def _gzip_bomb_tar(path: Path, name: str, size: int) -> Path:
-    """A .tar.gz whose member `name` holds `size` zero bytes, made in well under a second: concatenated
-    gzip members are one stream to gzip's reader, so one compressed MiB of zeros is repeated."""
+def _gzip_bomb_tar(path: Path, name: str, size: int, kind: bytes = tarfile.REGTYPE) -> Path:
+    """A .tar.gz whose member `name` (of type `kind`) holds `size` zero bytes, made in well under a second:
+    concatenated gzip members are one stream to gzip's reader, so one compressed MiB of zeros is repeated."""
     mib = gzip.compress(bytes(1 << 20), compresslevel=9)
     header = tarfile.TarInfo(name)
-    header.size = size
+    header.size, header.type = size, kind
     with path.open("wb") as f:
-        f.write(gzip.compress(header.tobuf(format=tarfile.GNU_FORMAT)))
+        f.write(gzip.compress(header.tobuf(format=tarfile.USTAR_FORMAT)))
         for _ in range(size >> 20):
             f.write(mib)
         f.write(gzip.compress(bytes(size & ((1 << 20) - 1)) + bytes(-size % 512) + bytes(1024)))
@@ -145,3 +145,12 @@ def test_line_bound_cuts_every_long_line_and_keeps_the_rest_byte_for_byte() -> N
             out += part
         assert out.split(b"\n")[:-1] == [ln[:100] for ln in lines], chunk
         assert (bound.cut.lines, bound.cut.skipped) == (1, 150), chunk
+
+
+@pytest.mark.parametrize("kind", [tarfile.XHDTYPE, tarfile.GNUTYPE_LONGNAME])
+def test_a_bundle_whose_extended_header_is_a_bomb_is_refused_before_it_is_read(tmp_path, cli, kind) -> None:
+    # tarfile reads a pax header or a GNU long name whole, before the member: a 512 MiB one took 544 MB and 30 s
+    path = _gzip_bomb_tar(tmp_path / "hdr.tar.gz", "b/././@PaxHeader", 64 << 20, kind)
+    r = cli("replay", str(path))
+    assert r.exit_code == 2 and r.output.count("\n") == 1, r.output
+    assert "refused: a member's extended header would unpack to 67,108,864 bytes, more than 1,048,576" in r.output
