@@ -609,3 +609,12 @@ def test_ctrl_c_during_a_candidate_says_stopped_not_left_as_it_is(world, monkeyp
     monkeypatch.setattr(ops_tune, "wait_verdict", lambda *a, **k: seen.append(k.get("left_running")) or waited(*a, **k))
     _tune(world)
     assert seen and set(seen) == {False}
+
+
+def test_a_target_no_start_could_even_measure_says_what_to_try_instead(world) -> None:
+    # max_running=1000: each start died allocating its Mamba state, before logging a pool: no costs, no fallbacks
+    res, _ = _tune_target(world, ["max_running=1000"])
+    assert res.status == "impossible" and res.fallbacks == () and res.starts == 2
+    assert all(t.figures.kv_tokens is None for t in res.trials)
+    assert ("no start logged its memory pools, so nothing measured says what would serve instead: try a smaller "
+            "--target max_running (the config's own is 8)") in res.message

@@ -300,6 +300,14 @@ def tune(sd: Systemd, cfg: ServiceConfig, units: UnitsDir, pub: Publisher, *, ta
     written, diff = None, ()
     serves = decision.best is not None and meets(decision.best, target)
     message = decision.message
+    if decision.status == "impossible" and not decision.fallbacks and run.trials \
+            and all(t.figures.kv_tokens is None for t in run.trials):
+        # every start died before logging its pools (max_running=1000: the Mamba state alone did not fit),
+        # so nothing measured says what would serve: say how to learn it, not nothing
+        own = cfg.max_running_requests
+        message += ("; no start logged its memory pools, so nothing measured says what would serve instead: try a "
+                    "smaller --target max_running" + (f" (the config's own is {own})" if own else "")
+                    + ", or give preflight the model's files (its config.json) for a prior")
     if decision.best is not None and not serves and earlier_met is not None:
         # a run that serves nothing never replaces a file that served (a later short run destroyed it)
         _restore(units, cfg, earlier_met)
