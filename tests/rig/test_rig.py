@@ -109,7 +109,8 @@ def test_hang_times_out_naming_the_phase(rig, units: Path, readiness: str) -> No
     p = sv(rig, units, "up", name, "--wait-ready", "--json")
     v = verdict_of(p)
     assert p.returncode == 3 and (v["verdict"], v["phase"]) == ("timed_out", "loading_weights")
-    assert 3 <= v["stalled_s"] < 4.5 and "Loading safetensors" in v["last_line"]
+    # the phase's 3 s deadline fired (not an earlier one, nor the whole start's): no ceiling on when it was read
+    assert v["stalled_s"] >= 3 and "(deadline 3 s)" in v["message"] and "Loading safetensors" in v["last_line"], v
     st_ = json_lines(sv(rig, units, "status", name, "--json"))[0]
     if readiness == "journal":
         assert st_["active_state"] == "active"  # left as it is: only svcdiag judged the deadline

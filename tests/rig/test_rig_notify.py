@@ -286,7 +286,8 @@ def test_a_silent_hang_is_called_slow_before_its_deadline_with_no_timer(rig, uni
     slow = [r for r in recs if r["event"] == "slow_phase"]
     # nothing is printed after the third shard: only the follower's own wake-up can say it
     assert [r["phase"] for r in slow] == ["loading_weights"], recs
-    assert 5.0 <= slow[0]["seconds"] < 7.0 and slow[0]["seconds"] > slow[0]["threshold_s"], slow
+    # said past the usual time (its threshold) and before the 12 s deadline: the follower's own wake-up fired
+    assert slow[0]["threshold_s"] < slow[0]["seconds"] < 12 and slow[0]["seconds"] >= 5.0, slow
     assert (recs[-1]["verdict"], recs[-1]["phase"]) == ("timed_out", "loading_weights")
     assert time.monotonic() - t0 > 12  # said ~6 s before the deadline, not at it
     sv(rig, units, "down", name)
