@@ -60,14 +60,15 @@ _NO_BUS = textwrap.dedent("""
         except BaseException as e:  # svcdiag's one-line error: SystemExit(2) after printing it
             err.write(str(e))
     said = err.getvalue()
-    heavy = sorted(m for m in ("svcdiag.ops.start", "svcdiag.ops.tune", "svcdiag.ops.baseline", "tenacity")
+    heavy = sorted(m for m in ("svcdiag.ops.start", "svcdiag.ops.tune", "svcdiag.ops.baseline", "svcdiag.ops.bundle",
+                               "tenacity")
                    if m in sys.modules)
     print(json.dumps({"said": said, "heavy": heavy}))
 """)
 
 
 @pytest.mark.parametrize("argv", [["up", "demo-smoke"], ["wait", "demo-smoke"], ["baseline-check", "demo-smoke"],
-                                  ["tune", "demo-smoke", "--target", "max_running=4"]])
+                                  ["tune", "demo-smoke", "--target", "max_running=4"], ["bundle", "demo-smoke"]])
 def test_no_system_bus_is_said_before_the_commands_work(argv, units) -> None:
     p = subprocess.run([sys.executable, "-c", _NO_BUS, "--units", str(units), *argv], capture_output=True,
                        text=True, cwd=ROOT, check=True)
