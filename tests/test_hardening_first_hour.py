@@ -34,6 +34,9 @@ def test_events_with_no_journal_on_the_host_says_so(cli, tmp_path, monkeypatch) 
     r = cli("events")
     assert r.exit_code == 2 and r.output.count("\n") == 1, r.output
     assert "events: no journal on this host: no journal file in" in r.output and str(empty[1]) in r.output
+    # a machine's folder is a journal, even one this user may not list (no_access then says how to get in)
+    (empty[1] / "04ea31f94b2e43a7a0eeee430753ba64").mkdir(mode=0o700)
+    assert journal.no_journal() is None
 
 
 def test_a_top_level_benchmark_false_is_taken_as_a_phase_takes_it(tmp_path, units) -> None:
