@@ -145,3 +145,8 @@ def test_doubtful_figures_only_where_lines_were_dropped() -> None:
     assert spec.replace(journal_dropped_lines=5, draft_weights_gb=1.66).doubtful() == {}  # both loads kept
     assert Figures(model_path="/m", weights_gb=50.3, journal_dropped_lines=5).doubtful() == {}  # no draft to mistake
     assert "server_args line was dropped" in Figures(weights_gb=50.3, journal_dropped_lines=5).doubtful()["weights_gb"]
+    eagle = Figures(speculative_algorithm="EAGLE3", model_path="/m", weights_gb=50.3, draft_weights_gb=1.2,
+                    kv_tokens=9000, journal_dropped_lines=5)
+    assert set(eagle.doubtful()) == {"kv_tokens"}  # its draft's KV line may be the one kept
+    assert eagle.replace(draft_kv_tokens=9000).doubtful() == {}
+    assert eagle.replace(http_max_total_num_tokens=9000).doubtful() == {}  # the server itself agreed

@@ -24,6 +24,10 @@ def _f(unit: str, doc: str, kind: str = "num") -> Any:
 PhaseMap = dict[str, float]
 
 
+#: speculative algorithms whose draft has a KV pool of its own, logged as a second KV line
+DRAFT_KV_ALGORITHMS = frozenset({"EAGLE", "EAGLE3", "NEXTN", "STANDALONE"})
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Figures:
     # ---- the launch's own arguments (server_args)
@@ -135,6 +139,12 @@ class Figures:
                 out["weights_gb"] = why
                 if self.avail_before_load_gb is not None:
                     out["avail_before_load_gb"] = why
+        # a draft with a KV pool of its own prints a second KV line (before 0.5.23, shaped as the target's):
+        # with one kept, it may be the draft's, unless /server_info agreed with it
+        if (self.kv_tokens is not None and self.draft_kv_tokens is None
+                and (self.speculative_algorithm or "").upper() in DRAFT_KV_ALGORITHMS
+                and self.http_max_total_num_tokens != self.kv_tokens):
+            out["kv_tokens"] = "one KV pool line kept of the two a draft with its own pool prints: it may be the draft's"
         return out
 
     def pick(self, names: tuple[str, ...]) -> dict[str, Any]:
