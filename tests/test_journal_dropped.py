@@ -106,3 +106,47 @@ def test_status_says_how_many_lines_journald_dropped() -> None:
     assert "journald dropped 20,039 of this start's lines" in said and "svcdiag supervise's" in said
     row["verdict"]["figures"] = {}
     assert "journald" not in render_status(row)
+
+
+def _healthy_start_without_the_targets_weight_lines(tmp_path, n: int = 99_722):
+    """two-starts-json.json's DFlash start as journald's rate limit left it: the target's `Load weight`
+    lines dropped, the draft's kept, and journald's record of how many it dropped."""
+    out = []
+    for line in (EXAMPLES / "two-starts-json.json").read_text().splitlines():
+        d = json.loads(line)
+        msg = str(d.get("MESSAGE"))
+        if d.get("_SYSTEMD_INVOCATION_ID") == INV and "Load weight" in msg and "DFlash" not in msg:
+            continue
+        out.append(line)
+    out.append(json.dumps(dropped_fields(n)))
+    path = tmp_path / "limited.json"
+    path.write_text("\n".join(out) + "\n")
+    return path
+
+
+def test_the_human_verdict_says_lines_were_dropped_and_marks_the_figures_that_may_be_wrong(tmp_path, cli) -> None:
+    # issue 39 item 6: the draft's 1.66 GB was shown as the model's weights, and nothing said 99,722 lines were lost
+    r = cli("replay", str(_healthy_start_without_the_targets_weight_lines(tmp_path)))
+    assert r.exit_code == 0, r.output
+    assert "weights_gb=1.66?" in r.output and "kv_tokens=649,789," in r.output  # only the doubtful one marked
+    assert ("journald dropped 99,722 of this start's lines (its rate limit): the figures and phases are read from "
+            "the lines it kept, and those marked ? may be wrong") in r.output
+    assert "weights_gb?: one weight load kept of the two a speculative start prints: it may be the draft's" in r.output
+    whole = cli("replay", str(EXAMPLES / "two-starts-json.json"))
+    assert "journald dropped" not in whole.output and "?" not in whole.output.split("figures:")[1].splitlines()[0]
+
+
+def test_doubtful_figures_only_where_lines_were_dropped() -> None:
+    from svcdiag.sglang.figures import Figures
+
+    spec = Figures(speculative_algorithm="DFLASH", model_path="/m", weights_gb=1.66)
+    assert spec.doubtful() == {}  # nothing dropped: the figures are the log's
+    assert set(spec.replace(journal_dropped_lines=5).doubtful()) == {"weights_gb"}
+    assert spec.replace(journal_dropped_lines=5, draft_weights_gb=1.66).doubtful() == {}  # both loads kept
+    assert Figures(model_path="/m", weights_gb=50.3, journal_dropped_lines=5).doubtful() == {}  # no draft to mistake
+    assert "server_args line was dropped" in Figures(weights_gb=50.3, journal_dropped_lines=5).doubtful()["weights_gb"]
+    eagle = Figures(speculative_algorithm="EAGLE3", model_path="/m", weights_gb=50.3, draft_weights_gb=1.2,
+                    kv_tokens=9000, journal_dropped_lines=5)
+    assert set(eagle.doubtful()) == {"kv_tokens"}  # its draft's KV line may be the one kept
+    assert eagle.replace(draft_kv_tokens=9000).doubtful() == {}
+    assert eagle.replace(http_max_total_num_tokens=9000).doubtful() == {}  # the server itself agreed

@@ -245,6 +245,8 @@ from svcdiag.ops.start import StartOutcome  # noqa: E402
 from svcdiag.output.publish import Publisher  # noqa: E402
 from svcdiag.output.report import render_tune  # noqa: E402
 
+_REQUIRE_SGLANG = getattr(ops_tune, "require_sglang", None)  # the world fixture stubs it; one test puts it back
+
 
 class Props:
     def __init__(self, running: bool = False):
@@ -287,6 +289,7 @@ def world(tmp_path, monkeypatch):
     monkeypatch.setattr(ops_tune, "quiet_plan", lambda cfg, gpu_memory=None, remote=None: None)
     monkeypatch.setattr(ops_tune.gpu_hygiene, "gate", lambda *a, **k: [])
     monkeypatch.setattr(ops_tune, "flag_check", lambda cfg, note: None)
+    monkeypatch.setattr(ops_tune, "require_sglang", lambda cfg: None, raising=False)
     monkeypatch.setattr(ops_tune, "unit_lock", lambda name, note: __import__("contextlib").nullcontext())
 
     def started(sd_, cfg, note, *, restart, sglang):
@@ -503,3 +506,115 @@ def test_a_new_run_says_it_replaces_an_unfinished_one(world) -> None:
     world[2].clear()
     res, notes = _tune(world)
     assert res.status == "met" and any("held an unfinished run of seed; this run replaces it" in n for n in notes)
+
+
+# ---------------------------------------------------------------- issue 39 item 8: what a newcomer met
+
+
+def _tune_target(world, items: list[str], name: str = "seed", **kw):
+    units, sd, _, state = world
+    cfg = units.load(name)
+    notes: list[str] = []
+    pub = Publisher([], config=name)
+    pub.note = notes.append  # type: ignore[method-assign]
+    return ops_tune.tune(sd, cfg, units, pub, target=ops_tune.parse_target(items, cfg), state=str(state), **kw), notes
+
+
+def test_a_later_run_that_serves_nothing_never_replaces_a_tuned_file_that_served(world) -> None:
+    units = world[0]
+    first, _ = _tune(world)
+    assert first.status == "met"
+    good = (units.path / "seed-tuned.toml").read_text()
+    short, _ = _tune(world, max_starts=1)  # its one start measures, and does not serve
+    assert short.status == "budget" and short.best is not None and short.best.verdict == "healthy"
+    assert (units.path / "seed-tuned.toml").read_text() == good  # the earlier result, as it was
+    assert "kept as it was (an earlier run's settings, which met its target)" in short.message
+    assert short.written is None
+
+
+def test_a_budget_stop_whose_best_start_serves_does_not_say_it_does_not_serve(world) -> None:
+    units = world[0]
+    (units.path / "roomy.toml").write_text('extends = "seed"\nmem_fraction_static = 0.9\n')
+    res, _ = _tune_target(world, ["max_running=8"], "roomy", max_starts=1)
+    assert res.status == "budget" and res.starts == 1 and res.best is not None
+    text = (units.path / "roomy-tuned.toml").read_text()
+    assert "does not serve" not in text and "The best start so far serves 8 × 32,768" in text, text
+    assert "the best start serves 8 × 32,768 (written)" in res.message
+
+
+def test_a_context_longer_than_the_model_takes_is_refused_before_any_start(world, tmp_path) -> None:
+    units, sd, _, _ = world
+    with pytest.raises(SvcdiagError, match=r"context=10000000: longer than seed's context_length \(32,768\)"):
+        _tune_target(world, ["max_running=8", "context=10000000"])
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "config.json").write_text('{"architectures": ["Qwen3ForCausalLM"], "num_hidden_layers": 36, '
+                                       '"num_attention_heads": 32, "num_key_value_heads": 8, "head_dim": 128, '
+                                       '"max_position_embeddings": 40960}')
+    (units.path / "known.toml").write_text(f'extends = "seed"\nmodel_path = "{model}"\n')
+    with pytest.raises(SvcdiagError, match=r"context=65536: longer than the model's longest context, 40,960 "
+                                           r"\(max_position_embeddings, .*config.json\)"):
+        _tune_target(world, ["max_running=8", "context=65536"], "known")
+    assert sd.stopped == [] and not (units.path / "seed-tuned.toml").exists()  # nothing started, nothing written
+
+
+def test_resume_of_another_target_is_refused_before_anything_else(world, monkeypatch) -> None:
+    world[2].append(2)
+    _tune(world)  # interrupted at its second start: a run to resume, for 8 × 32,768
+    world[2].clear()
+
+    def never(*a, **k):
+        raise AssertionError("preflight ran before --resume was checked")
+
+    monkeypatch.setattr(ops_tune, "quiet_plan", never)
+    with pytest.raises(SvcdiagError, match=r"--resume: .* is a run for 8 × 32,768, not 4 × 32,768"):
+        _tune_target(world, ["max_running=4"], resume=True)
+
+
+def test_a_target_given_twice_is_refused(world) -> None:
+    cfg = world[0].load("seed")
+    with pytest.raises(SvcdiagError, match=r"--target max_running given twice \(max_running=8 and max_running=4\)"):
+        ops_tune.parse_target(["max_running=8", "max_running=4"], cfg)
+    with pytest.raises(SvcdiagError, match="--target context given twice"):
+        ops_tune.parse_target(["max_running=8", "context=32768", "context_length=8192"], cfg)
+
+
+def test_an_interpreter_without_sglang_is_refused_before_any_unit_starts(world, monkeypatch) -> None:
+    units, sd, _, _ = world
+    monkeypatch.setattr(ops_tune, "require_sglang", _REQUIRE_SGLANG)
+    (units.path / "nosglang.toml").write_text('extends = "seed"\npython = "/nonexistent/venv/bin/python"\n')
+    with pytest.raises(SvcdiagError, match=r"/nonexistent/venv/bin/python does not exist here: the unit cannot "
+                                           r"start SGLang"):
+        _tune_target(world, ["max_running=8"], "nosglang")
+    assert sd.stopped == [] and sd.active == set()
+
+
+def test_ctrl_c_during_a_candidate_says_stopped_not_left_as_it_is(world, monkeypatch) -> None:
+    from svcdiag.ops import start
+
+    def hit(*a, **k):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(start, "judge_start", hit)
+    notes: list[str] = []
+    pub = Publisher([], config="seed")
+    pub.note = notes.append  # type: ignore[method-assign]
+    cfg = world[0].load("seed")
+    out = start.wait_verdict(world[1], cfg, world[0], Props(True), pub, None, left_running=False)
+    assert out.interrupted and notes == []  # tune stops the unit and says so itself
+    out = start.wait_verdict(world[1], cfg, world[0], Props(True), pub, None)
+    assert out.interrupted and "is left as it is" in notes[0]  # up and wait leave it running, as they say
+    seen: list[object] = []
+    waited = ops_tune.wait_verdict
+    monkeypatch.setattr(ops_tune, "wait_verdict", lambda *a, **k: seen.append(k.get("left_running")) or waited(*a, **k))
+    _tune(world)
+    assert seen and set(seen) == {False}
+
+
+def test_a_target_no_start_could_even_measure_says_what_to_try_instead(world) -> None:
+    # max_running=1000: each start died allocating its Mamba state, before logging a pool: no costs, no fallbacks
+    res, _ = _tune_target(world, ["max_running=1000"])
+    assert res.status == "impossible" and res.fallbacks == () and res.starts == 2
+    assert all(t.figures.kv_tokens is None for t in res.trials)
+    assert ("no start logged its memory pools, so nothing measured says what would serve instead: try a smaller "
+            "--target max_running (the config's own is 8)") in res.message

@@ -60,6 +60,19 @@ def load(ctx: click.Context, name: str) -> ServiceConfig:
     return plain.load(units_opt(ctx), name)
 
 
+def require_bus(host: str | None, cfg: ServiceConfig | None) -> None:
+    """Say "no system bus" at once, before the command's imports and checks, when its systemd is this
+    host's and this host has none (a command that needs one took 4-7 s to say so under load)."""
+    from svcdiag.systemd.dbus import NO_BUS, no_local_bus
+    from svcdiag.systemd.remote import is_local
+
+    local = is_local(host) and (cfg is None or (is_local(cfg.remote_host) and not cfg.multinode))
+    if local and no_local_bus():
+        from svcdiag.errors import SvcdiagError
+
+        raise SvcdiagError(NO_BUS)
+
+
 def load_many(ctx: click.Context, names: tuple[str, ...]) -> list[ServiceConfig]:
     """The named configs, or every config when none is named (all of them: a command that acts on
     them, `install`, stops at the first that does not load; `list`, `status`, `top` show the rest)."""

@@ -118,6 +118,10 @@ def events(ctx: click.Context, follow_: bool, names: tuple[str, ...], since: flo
             ctx.exit(c.INTERRUPTED)
         return
 
+    from svcdiag.systemd.journal import no_journal
+
+    if why := no_journal():
+        raise SvcdiagError(f"events: {why}")
     reader = EventReader(units=names, since=since)
     sink = JsonLines(sys.stdout) if as_json else Lines(sys.stdout, with_unit=True)
     try:

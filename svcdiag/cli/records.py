@@ -41,7 +41,24 @@ def history(ctx: click.Context, name: str | None, since: float | None, advise: b
     if fmt != "text":
         raise SvcdiagError("history --format kubernetes: only with --advise NAME")
     rows = h.read_rows(state_dir, name, since=since)
+    if name and not rows and since is None:
+        _known_name(ctx, name, h.read_rows(state_dir))
     c.emit_rows(rows, True, str) if as_json else click.echo(render_history(rows), nl=False)
+
+
+def _known_name(ctx: click.Context, name: str, every: list[dict]) -> None:
+    """`history NAME` of no config and no recorded start is a typo: one line with the name meant, exit 2,
+    as every other command says it (a config with no start yet is "no recorded starts")."""
+    from svcdiag.config.service import did_you_mean
+    from svcdiag.errors import SvcdiagError
+
+    try:
+        configs = c.units_dir(ctx).names()
+    except SvcdiagError:
+        configs = []
+    known = set(configs) | {str(r.get("config")) for r in every}
+    if name not in known:
+        raise SvcdiagError(f"history: no config and no recorded start named {name!r}{did_you_mean(name, sorted(known))}")
 
 
 @main.command()
@@ -69,9 +86,10 @@ def campaign(ctx: click.Context, plan_path: str, rerun: bool, force: bool, host:
     outcome = run(plan, units, pub, rerun=rerun, force=force, state=state_dir, host=host)
     pub.close()
     if as_json:
-        c.emit_json({"event": "campaign_result", "name": outcome.name, "baseline": outcome.baseline,
-                     "interrupted": outcome.interrupted, "stopped_by_baseline": outcome.stopped_by_baseline,
-                     "results": list(outcome.files), "rows": [r.to_json() for r in outcome.rows]})
+        c.emit_json(c.tagged("campaign_result", {
+            "name": outcome.name, "baseline": outcome.baseline, "interrupted": outcome.interrupted,
+            "stopped_by_baseline": outcome.stopped_by_baseline, "results": list(outcome.files),
+            "rows": [r.to_json() for r in outcome.rows]}))
     else:
         click.echo(summary(outcome), nl=False)
     ctx.exit(c.INTERRUPTED if outcome.interrupted else 0 if outcome.ok else 1)
@@ -89,13 +107,14 @@ def bundle(ctx: click.Context, name: str, invocation: str | None, out: str | Non
            state_dir: str | None, as_json: bool) -> None:
     """A post-mortem of one start, secrets redacted: `svcdiag replay FILE.tar.gz` judges it again.
     With --host (or the config's remote_host): that host's journal, unit file and status, over SSH."""
+    cfg = c.load(ctx, name)
+    c.require_bus(host, cfg)  # no systemd here: no unit's journal to bundle either
     from svcdiag.ops.bundle import bundle as make
 
-    cfg = c.load(ctx, name)
     with c.hosts(host) as hosts:
         sd = hosts.get(cfg) if hosts.key(cfg) != "local" else None
         r = make(cfg, invocation=invocation, out=out, state=state_dir, sd=sd)
-    row = {"event": "bundle", "path": str(r.path), "invocation": r.invocation, "files": list(r.files),
-           "redacted": list(r.redacted), "verdict": (r.verdict or {}).get("verdict")}
+    row = c.tagged("bundle", {"path": str(r.path), "invocation": r.invocation, "files": list(r.files),
+                              "redacted": list(r.redacted), "verdict": (r.verdict or {}).get("verdict")})
     c.emit_rows([row], as_json, lambda x: f"{x['path']}: invocation {x['invocation']}, {len(x['files'])} files, "
                 f"verdict {x['verdict']}; redacted: {', '.join(d['what'] for d in x['redacted']) or 'nothing'}\n")

@@ -45,9 +45,10 @@ def up(ctx: click.Context, name: str, wait_ready: bool, restart: bool, force: bo
        progress: bool) -> None:
     """Preflight, install (if missing or drifted) and start NAME; with --wait-ready, report its verdict.
     A multi-node config (nnodes > 1): every node's unit, on its host, judged together."""
+    cfg = c.load(ctx, name)
+    c.require_bus(host, cfg)
     from svcdiag.ops import nodes, start
 
-    cfg = c.load(ctx, name)
     with c.hosts(host) as hosts:
         pub = c.publisher(as_json, cfg, textfile=textfile, progress=progress, journal_sink=hosts.key(cfg) == "local")
         if cfg.multinode:
@@ -68,9 +69,10 @@ def up(ctx: click.Context, name: str, wait_ready: bool, restart: bool, force: bo
 def wait(ctx: click.Context, name: str, host: str | None, timeout: float | None, as_json: bool, strict: bool,
          textfile: str | None, progress: bool) -> None:
     """Attach to NAME's current start and wait for its verdict, restarting nothing."""
+    cfg = c.load(ctx, name)
+    c.require_bus(host, cfg)
     from svcdiag.ops import nodes, start
 
-    cfg = c.load(ctx, name)
     with c.hosts(host) as hosts:
         pub = c.publisher(as_json, cfg, textfile=textfile, progress=progress, journal_sink=hosts.key(cfg) == "local")
         if cfg.multinode:
@@ -146,11 +148,12 @@ def baseline_check(ctx: click.Context, name: str | None, candidate: str | None, 
                    textfile: str | None, progress: bool) -> None:
     """Start the known-good baseline afresh, snapshot its figures, compare with the last good run,
     and put it back the way it was. NAME defaults to the config marked `baseline = true`."""
-    from svcdiag.ops.baseline import check
-
     units = c.units_dir(ctx)
     cfg = c.load(ctx, name) if name else units.baseline()
     cand = c.load(ctx, candidate) if candidate else None
+    c.require_bus(host, cfg)
+    from svcdiag.ops.baseline import check
+
     with c.hosts(host) as hosts:
         pub = c.publisher(as_json, cfg, textfile=textfile, progress=progress, journal_sink=hosts.key(cfg) == "local")
         outcome = check(hosts.get(cfg), cfg, units, pub, candidate=cand, keep_running=keep_running, state=state_dir,
@@ -195,9 +198,10 @@ def tune(ctx: click.Context, name: str, targets: tuple[str, ...], keep: tuple[st
     write them as units/NAME-tuned.toml (extends NAME). Exit 0 served, 1 impossible, 3 budget spent."""
     from pathlib import Path
 
+    cfg = c.load(ctx, name)
+    c.require_bus(host, cfg)
     from svcdiag.ops import tune as t
 
-    cfg = c.load(ctx, name)
     target, kept, budget_s = t.parse_target(targets, cfg), t.parse_keep(keep), t.parse_budget(budget)
     allowed = t.parse_keep(allow, "--allow")
     with c.hosts(host) as hosts:
@@ -208,7 +212,7 @@ def tune(ctx: click.Context, name: str, targets: tuple[str, ...], keep: tuple[st
                         resume=resume, gpu_memory=gpu_memory, timeout=timeout, state=state_dir)
     pub.close()
     if as_json:
-        c.emit_json(result.to_json())
+        c.emit_json(c.tagged("tune_result", result.to_json()))
     else:
         click.echo(c.report().render_tune(result.to_json()), nl=False)
     ctx.exit(TUNE_EXIT.get(result.status, 1))
@@ -236,7 +240,7 @@ def top(ctx: click.Context, host: str | None, as_json: bool) -> None:
             if snapshot:
                 b.refresh()
                 rows = b.rows()
-                return c.emit_rows([r.to_json() for r in rows], True, str) if as_json \
+                return c.emit_rows([c.tagged("board", r.to_json()) for r in rows], True, str) if as_json \
                     else click.echo(view.render_text(rows), nl=False)
             with view.Screen() as screen:
                 watch(b, screen.draw, keys_fd=screen.keys_fd, on_key=screen.key)

@@ -66,7 +66,7 @@ TOP = {
     "name": _phase_name,
     "description": _nonempty_str,
     "baseline": lambda v: None if v is False else _unit_name_ref(v),
-    "benchmark": _template,
+    "benchmark": lambda v: None if v is False else _template(v),  # false: no benchmark, as a phase may say
     "benchmark_timeout": _positive_number,
     "results_dir": _nonempty_str,
     "phase": lambda v: None if isinstance(v, list) else f"must be an array of [[phase]] tables, not {_tname(v)}",

@@ -349,8 +349,10 @@ class Runner:
                               degraded=tuple(d.get("reason") for d in v.degraded), diagnosis=v.diagnosis,
                               benchmark=bench, ended=time.time(), invocation=v.invocation, start_id=out.history_id)
             finally:
-                if not self.stop.is_set():
-                    sd.wait_job(sd.stop(cfg.unit), 90.0)  # taken down before the next
+                if not self.stop.is_set():  # taken down before the next; a refused config's unit, never
+                    from svcdiag.ops.service import down  # installed, is not loaded: nothing to stop, not an error
+
+                    down(sd, [cfg])
 
     def _bench(self, template: str, cfg: ServiceConfig, pub: Publisher, sd: Systemd) -> dict[str, Any]:
         logs = self.plan.results_dir / "bench"

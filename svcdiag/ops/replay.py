@@ -22,7 +22,9 @@ from svcdiag.judge.verdict import Verdict
 from svcdiag.sglang.events import Event
 from svcdiag.sglang.grammar import parse_ts, prefix_stamp
 from svcdiag.systemd.journal_formats import (
+    Cut,
     ExportReader,
+    LineBound,
     Record,
     detect,
     json_record,
@@ -86,11 +88,13 @@ class ReplayResult:
     starts: list[Start]
     chosen: Start
     events: list[Event] = field(default_factory=list)
+    cut: Cut = field(default_factory=Cut)  # lines longer than LINE_MAX, cut where they were read
 
     def describe(self) -> str:
         """Which start of how many, in what format: the note replay prints first."""
         inv = f", invocation {self.chosen.invocation}" if self.chosen.invocation else ""
-        return f"{self.format} format, start {self.chosen.index} of {len(self.starts)}{inv}{self._others()}"
+        cut = f"; {self.cut.note()}" if self.cut.lines else ""
+        return f"{self.format} format, start {self.chosen.index} of {len(self.starts)}{inv}{cut}{self._others()}"
 
     def _others(self) -> str:
         """What the log's other starts came to, so a restart loop's failures are not hidden behind
@@ -399,7 +403,8 @@ class _JournalInput:
     checked: bool = False  # a journal JSON record was read: a bad line is skipped from now on
 
 
-def _journal_fast(seg: _Segments, fmt: str, head: bytes, stream: BinaryIO, name: str, size: int) -> None:
+def _journal_fast(seg: _Segments, fmt: str, head: bytes, stream: BinaryIO, name: str, size: int,
+                  cut: Cut | None = None) -> None:
     """`-o json` and `-o export` a chunk at a time, decoding only the records that may matter.
 
     As the plain path, with the MESSAGE field in place of the line: one pattern
@@ -411,7 +416,7 @@ def _journal_fast(seg: _Segments, fmt: str, head: bytes, stream: BinaryIO, name:
     """
     src = _JournalInput(fmt, name, checked=fmt == "export")  # export has no first line to check
     if fmt == "export":
-        reader = ExportReader(head, stream, size)
+        reader = ExportReader(head, stream, size, cut)
         while True:
             block = reader.text_block()
             if block is not None:
@@ -584,6 +589,11 @@ def replay(stream: BinaryIO, name: str, cfg: ServiceConfig | None = None,
     the fast paths are tested against); `chunk` overrides the fast paths' chunk size."""
     head = stream.read(64 * 1024)
     fmt = detect(head)
+    cut = Cut()
+    if fmt != "export":  # a line is cut to LINE_MAX as it is read (export's reader cuts its own fields)
+        bounded = LineBound(stream, head)
+        cut, stream = bounded.cut, bounded  # type: ignore[assignment]
+        head = bounded.read(64 * 1024)
     seg = _Segments(cfg, invocation, start)
     if fmt == "plain" and fast:
         seg.new()
@@ -595,18 +605,19 @@ def replay(stream: BinaryIO, name: str, cfg: ServiceConfig | None = None,
             for line in lines:
                 _plain_line(seg, line, starts)
     elif fast and fmt in ("json", "export"):
-        _journal_fast(seg, fmt, head, stream, name, chunk or CHUNK)
+        _journal_fast(seg, fmt, head, stream, name, chunk or CHUNK, cut)
     else:
-        for rec in records(fmt, head, stream, name):
+        for rec in records(fmt, head, stream, name, cut):
             _record(seg, rec, fmt)
     if not seg.starts:
         seg.new()
     seg.close()
     if not seg.recognized and all(s.verdict is None or s.verdict.verdict == "incomplete" for s in seg.starts):
+        cut_note = f" ({cut.note()})" if cut.lines else ""
         raise NoStartFound(f"no SGLang start found in {name}: no line of it is one SGLang or systemd prints "
-                           "about a start")
+                           f"about a start{cut_note}")
     chosen = _choose(seg, name)
-    return ReplayResult(fmt, seg.starts, chosen, seg.kept.get(chosen.index, []))
+    return ReplayResult(fmt, seg.starts, chosen, seg.kept.get(chosen.index, []), cut)
 
 
 def _record(seg: _Segments, rec: Record, fmt: str) -> None:

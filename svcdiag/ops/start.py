@@ -197,11 +197,12 @@ def interrupted(name: str, pub: Publisher) -> StartOutcome:
 def wait_verdict(sd: Systemd, cfg: ServiceConfig, units: UnitsDir, props: UnitProps, pub: Publisher,
                  timeout: float | None, plan_: Plan | None = None, *, started: bool = False,
                  sglang: SglangVersion | None = None, command: str = "wait",
-                 campaign: str | None = None) -> StartOutcome:
+                 campaign: str | None = None, left_running: bool = True) -> StartOutcome:
+    """`left_running=False`: the caller stops the unit on Ctrl-C (tune), so "left as it is" is not said."""
     try:
         verdict = judge_start(sd, cfg, props, pub, timeout, sglang)
     except KeyboardInterrupt:
-        return interrupted(cfg.name, pub)
+        return interrupted(cfg.name, pub) if left_running else StartOutcome(interrupted=True)
     calibrate(cfg, plan_, verdict, pub.note)  # before the verdict, which stays the last line
     row: list[int | None] = [None]
 

@@ -23,10 +23,23 @@ from svcdiag.config.service import ServiceConfig, UnitsDir
 from svcdiag.errors import SvcdiagError
 from svcdiag.files import read_text, state_dir, write_atomic
 from svcdiag.ops import gpu_hygiene
+from svcdiag.ops.check import check, require_ok
 from svcdiag.ops.follow import unit_lock
 from svcdiag.ops.start import ensure_started, flag_check, quiet_plan, wait_verdict
 from svcdiag.ops.tune_model import blank, from_inputs
-from svcdiag.ops.tune_search import CAPACITY_KEYS, DRAFT_KEY, TRIAL_FIGURES, Problem, Start, Stop, Target, Trial, grid_starts, step
+from svcdiag.ops.tune_search import (
+    CAPACITY_KEYS,
+    DRAFT_KEY,
+    TRIAL_FIGURES,
+    Problem,
+    Start,
+    Stop,
+    Target,
+    Trial,
+    grid_starts,
+    meets,
+    step,
+)
 from svcdiag.output.publish import Publisher
 from svcdiag.sglang.figures import Figures
 from svcdiag.systemd.dbus import Systemd
@@ -43,7 +56,11 @@ def parse_target(items: tuple[str, ...] | list[str], cfg: ServiceConfig) -> Targ
         key, sep, value = item.partition("=")
         if not sep or key.strip() not in TARGET_KEYS or not value.strip().isdigit() or int(value) < 1:
             raise SvcdiagError(f"--target {item!r}: expected max_running=N or context=N (N a positive integer)")
-        got[TARGET_KEYS[key.strip()]] = int(value)
+        what = TARGET_KEYS[key.strip()]
+        if what in got:  # one of each: a second would silently win
+            name = "max_running" if what == "requests" else "context"
+            raise SvcdiagError(f"--target {name} given twice ({name}={got[what]} and {item}); give each once")
+        got[what] = int(value)
     if "requests" not in got:
         raise SvcdiagError("--target max_running=N is required: the requests to serve at once")
     ctx = got.get("context") or cfg.context_length
@@ -77,6 +94,38 @@ def parse_budget(text: str | None) -> float | None:
     if seconds <= 0:
         raise SvcdiagError(f"--budget {text!r}: must be more than zero")
     return seconds
+
+
+def check_context(cfg: ServiceConfig, target: Target, remote: Any = None) -> None:
+    """The target's context against the model's longest (config.json's max_position_embeddings), before any
+    start: SGLang refuses a longer context_length, and the stand-in would run it. When the model's files
+    cannot be read, a context above the config's own context_length is refused too: nothing here can say
+    the model takes it."""
+    from svcdiag.ops.preflight import LOCAL, RemoteFiles, locate_model
+    from svcdiag.sglang.modelinfo import ModelInfoError, public_shape, read_shape
+
+    files = LOCAL if remote is None else RemoteFiles(remote)
+    longest, source = None, ""
+    try:
+        where, _ = locate_model(cfg, files, remote)
+        longest, source = read_shape(where, files).max_position_embeddings, f"{where}/config.json"
+    except (ModelInfoError, SvcdiagError):
+        shape = public_shape(cfg.model_path)
+        if shape is not None:
+            longest, source = shape.max_position_embeddings, "the model's public config.json"
+    if longest is not None and target.context > longest:
+        raise SvcdiagError(f"--target context={target.context}: longer than the model's longest context, "
+                           f"{longest:,} (max_position_embeddings, {source}); SGLang refuses a longer context_length")
+    if longest is None and cfg.context_length is not None and target.context > cfg.context_length:
+        raise SvcdiagError(f"--target context={target.context}: longer than {cfg.name}'s context_length "
+                           f"({cfg.context_length:,}), and the model's longest context cannot be read here (its config.json's "
+                           "max_position_embeddings); raise context_length in the config, or tune where the model files are")
+
+
+def require_sglang(cfg: ServiceConfig) -> None:
+    """The flag check as `svcdiag check` makes it: an interpreter here that cannot import sglang is refused
+    before any unit is started (each candidate would fail at once, and be counted as a start)."""
+    require_ok(check(cfg, require_sglang=True))
 
 
 def base_settings(cfg: ServiceConfig) -> dict[str, Any]:
@@ -210,9 +259,14 @@ def tune(sd: Systemd, cfg: ServiceConfig, units: UnitsDir, pub: Publisher, *, ta
     another thread's Ctrl-C (a campaign's), seen between starts and after each verdict."""
     if cfg.multinode:
         raise SvcdiagError(f"{cfg.name}: tune searches one node's settings; a multi-node config is not supported")
+    run = Run.open(state, cfg, target, keep, resume)  # --resume of another target: refused before anything else
+    check_context(cfg, target, sd.remote)
     if sd.props(cfg.unit).running:
         raise SvcdiagError(f"{cfg.unit} is running on the GPUs tune would start on; stop it first: "
                            f"svcdiag down {cfg.name}")
+    if sd.remote is None:
+        require_sglang(cfg)
+    earlier_met = _met_file(units, cfg)
     if baseline:
         _verify_baseline(sd, units, pub, timeout, state)
     plan_ = quiet_plan(cfg, gpu_memory, remote=sd.remote)
@@ -223,7 +277,6 @@ def tune(sd: Systemd, cfg: ServiceConfig, units: UnitsDir, pub: Publisher, *, ta
     problem = Problem(base_settings(cfg), target, speculative=cfg.speculative is not None,
                       hybrid=cfg.hybrid or prior.slot_gb is not None, prior=prior, keep=keep, allow=allow,
                       max_starts=max_starts, budget_s=budget_s)
-    run = Run.open(state, cfg, target, keep, resume)
     if not resume and _unfinished(run.path):
         pub.note(f"{run.path} held an unfinished run of {cfg.name}; this run replaces it (--resume continues one)")
     if resume:
@@ -238,25 +291,70 @@ def tune(sd: Systemd, cfg: ServiceConfig, units: UnitsDir, pub: Publisher, *, ta
     if decision is None:
         run.status = "interrupted"
         run.save()
+        _restore(units, cfg, earlier_met)
         return _result(cfg, run, problem, "interrupted", f"interrupted; `svcdiag tune {cfg.name} --target "
                        f"max_running={target.requests} --target context={target.context} --resume` continues",
                        None, None, ())
     run.status = decision.status
     run.save()
     written, diff = None, ()
+    serves = decision.best is not None and meets(decision.best, target)
+    message = decision.message
+    if decision.status == "impossible" and not decision.fallbacks and run.trials \
+            and all(t.figures.kv_tokens is None for t in run.trials):
+        # every start died before logging its pools (max_running=1000: the Mamba state alone did not fit),
+        # so nothing measured says what would serve: say how to learn it, not nothing
+        own = cfg.max_running_requests
+        message += ("; no start logged its memory pools, so nothing measured says what would serve instead: try a "
+                    "smaller --target max_running" + (f" (the config's own is {own})" if own else "")
+                    + ", or give preflight the model's files (its config.json) for a prior")
+    if decision.best is not None and not serves and earlier_met is not None:
+        # a run that serves nothing never replaces a file that served (a later short run destroyed it)
+        _restore(units, cfg, earlier_met)
+        message += (f"; {units.file(tuned_name(cfg))} kept as it was (an earlier run's settings, which met its "
+                    "target): this run's best does not serve its target")
+        if write is not None:
+            write_atomic(write, render_tuned(cfg, decision.best.settings, f"{header}\n{decision.status}: {message}"),
+                         mode=0o644)
+            written = str(write)
+        return _result(cfg, run, problem, decision.status, message, decision.best, written, (), decision.fallbacks)
     if decision.best is not None:
         head = f"{header}\n{decision.status}: {decision.message}" + (
-            "" if decision.status == "met" else f"\nThe best start so far: it does not serve {target}.")
+            "" if decision.status == "met" else f"\nThe best start so far serves {target}; the search stopped "
+            "before narrowing its headroom." if serves else f"\nThe best start so far: it does not serve {target}.")
+        if decision.status != "met" and serves:
+            message += f"; the best start serves {target} (written)"
         tuned = _write(units, cfg, decision.best.settings, head)
         written = str(tuned.path)
         if write is not None:
             write_atomic(write, render_tuned(cfg, decision.best.settings, head), mode=0o644)
             written = str(write)
         diff = tuple(r for r in config_diff(cfg, tuned) if r["key"] != "description")
+    elif earlier_met is not None:
+        _restore(units, cfg, earlier_met)
     elif units.file(tuned_name(cfg)).exists() and run.trials:
         units.file(tuned_name(cfg)).unlink()  # candidates only: nothing served
-    return _result(cfg, run, problem, decision.status, decision.message, decision.best, written, diff,
+    return _result(cfg, run, problem, decision.status, message, decision.best, written, diff,
                    decision.fallbacks)
+
+
+#: the line render_tuned's header gives a file whose run met its target
+_MET_LINE = "# met: "
+
+
+def _met_file(units: UnitsDir, cfg: ServiceConfig) -> str | None:
+    """NAME-tuned.toml's text when an earlier run wrote it having met its target (candidates overwrite
+    the file while a run searches: what to put back when this run serves nothing), else None."""
+    try:
+        text = units.file(tuned_name(cfg)).read_text(encoding="utf-8")
+    except OSError:
+        return None
+    return text if any(line.startswith(_MET_LINE) for line in text.splitlines()) else None
+
+
+def _restore(units: UnitsDir, cfg: ServiceConfig, text: str | None) -> None:
+    if text is not None:
+        write_atomic(units.file(tuned_name(cfg)), text, mode=0o644)
 
 
 def _unfinished(path: Path) -> bool:
@@ -295,7 +393,7 @@ def _search(sd: Systemd, cfg: ServiceConfig, units: UnitsDir, pub: Publisher, pr
                 props = ensure_started(sd, cand, pub.note, restart=True, sglang=sglang)
                 started = True
                 outcome = wait_verdict(sd, cand, units, props, pub, timeout, None, started=True, sglang=sglang,
-                                       command="tune", campaign=run.run_id)
+                                       command="tune", campaign=run.run_id, left_running=False)
         except KeyboardInterrupt:
             outcome = None
         finally:

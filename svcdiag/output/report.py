@@ -177,9 +177,15 @@ def render_verdict(v: dict[str, Any]) -> str:
     head += " (DEGRADED)" if degraded else ""
     lines = [f"\n{who}{head}{cause} in phase {v.get('phase')}{took}: {v.get('message')}"]
     lines += [f"  degraded: {d['reason']}: {d['message']}" for d in degraded]
-    figs = [f"{k}={_n(val)}" for k, val in figures.pick(KEY_FIGURES).items() if k != "startup_s"]
+    doubt = figures.doubtful()
+    figs = [f"{k}={_n(val)}" + ("?" if k in doubt else "") for k, val in figures.pick(KEY_FIGURES).items()
+            if k != "startup_s"]
     if figs:
         lines.append("  figures: " + ", ".join(figs))
+    if lost := figures.journal_dropped_lines:  # journald's "Suppressed N messages": the journal is not the whole story
+        lines.append(f"  journald dropped {lost:,} of this start's lines (its rate limit): the figures and phases are "
+                     "read from the lines it kept" + (", and those marked ? may be wrong" if doubt else ""))
+        lines += [f"    {k}?: {why}" for k, why in doubt.items()]
     if v.get("phase_seconds"):
         lines.append("  phases:  " + ", ".join(f"{p} {s:.1f} s" for p, s in v["phase_seconds"].items()))
     if v.get("evidence"):

@@ -24,6 +24,10 @@ def _f(unit: str, doc: str, kind: str = "num") -> Any:
 PhaseMap = dict[str, float]
 
 
+#: speculative algorithms whose draft has a KV pool of its own, logged as a second KV line
+DRAFT_KV_ALGORITHMS = frozenset({"EAGLE", "EAGLE3", "NEXTN", "STANDALONE"})
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Figures:
     # ---- the launch's own arguments (server_args)
@@ -115,6 +119,33 @@ class Figures:
     def kv_pool_gb(self) -> float:
         """The target's KV pool in GB: MLA's one `KV size`, else K + V (0 when the log gave neither)."""
         return self.kv_gb if self.kv_gb is not None else (self.kv_k_gb or 0.0) + (self.kv_v_gb or 0.0)
+
+    def doubtful(self) -> dict[str, str]:
+        """The figures that may be another line's, when journald dropped lines of the start
+        (journal_dropped_lines): name → why. A figure is read from a milestone line by its order (the
+        first weight load is the target's); with lines missing, the one kept may be the other's (the
+        draft's 1.66 GB shown as the model's weights)."""
+        if not self.journal_dropped_lines:
+            return {}
+        out: dict[str, str] = {}
+        if self.weights_gb is not None:
+            if (self.speculative_algorithm or self.draft_model_path) and self.draft_weights_gb is None:
+                why = "one weight load kept of the two a speculative start prints: it may be the draft's"
+            elif self.model_path is None:
+                why = "its server_args line was dropped: whether a draft loaded too is unknown"
+            else:
+                why = ""
+            if why:
+                out["weights_gb"] = why
+                if self.avail_before_load_gb is not None:
+                    out["avail_before_load_gb"] = why
+        # a draft with a KV pool of its own prints a second KV line (before 0.5.23, shaped as the target's):
+        # with one kept, it may be the draft's, unless /server_info agreed with it
+        if (self.kv_tokens is not None and self.draft_kv_tokens is None
+                and (self.speculative_algorithm or "").upper() in DRAFT_KV_ALGORITHMS
+                and self.http_max_total_num_tokens != self.kv_tokens):
+            out["kv_tokens"] = "one KV pool line kept of the two a draft with its own pool prints: it may be the draft's"
+        return out
 
     def pick(self, names: tuple[str, ...]) -> dict[str, Any]:
         """The set figures among `names`, in `names`' order (a record's own order, kept on the wire);

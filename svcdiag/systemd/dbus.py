@@ -45,6 +45,25 @@ NO_BUS = ("no system bus: systemd is not PID 1 here, so there is no unit to star
           "run on a systemd host, or in the private rig: python -m svcdiag.systemd.rig run -- svcdiag ...")
 
 
+#: where systemd says it runs as PID 1 (sd_booted), and the system bus's default socket (sd-bus's)
+SYSTEMD_RUN_DIR = "/run/systemd/system"
+SYSTEM_BUS_SOCKET = "/run/dbus/system_bus_socket"
+
+
+def no_local_bus() -> bool:
+    """Whether this host plainly has no bus to systemd: not booted with systemd, or neither PID 1's
+    private socket nor the system bus's socket exists. Asked before any retry and before a command's
+    other work, so a host without systemd hears NO_BUS at once (it took 4-7 s under load)."""
+    if not os.path.isdir(SYSTEMD_RUN_DIR):
+        return True
+    addr = os.environ.get("DBUS_SYSTEM_BUS_ADDRESS", "")
+    socket_path = addr.split("path=", 1)[1].split(",", 1)[0] if addr.startswith("unix:path=") else SYSTEM_BUS_SOCKET
+    if addr and not addr.startswith("unix:path="):
+        return False  # an address we do not read (abstract, tcp): let the connection say
+    private = PRIVATE_BUS.split(b"=", 1)[1].decode()
+    return not os.path.exists(socket_path) and not (os.geteuid() == 0 and os.path.exists(private))
+
+
 @dataclass(frozen=True)
 class UnitProps:
     name: str
@@ -212,7 +231,7 @@ class Systemd:
             except BaseException:
                 conn.close()
                 raise
-        if not os.path.isdir("/run/systemd/system"):
+        if no_local_bus():
             raise SvcdiagError(NO_BUS)
         direct = _private_bus()
         if direct is not None:

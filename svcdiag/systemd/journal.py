@@ -114,6 +114,19 @@ def no_access(dirs: tuple[Path, ...] = JOURNAL_DIRS) -> str | None:
             "as root")
 
 
+def no_journal() -> str | None:
+    """Why there is no journal here to read, or None: no journal file under JOURNAL_DIRS (no journald,
+    or a container without one). Read, it would hold nothing, and a command would print nothing."""
+    for d in JOURNAL_DIRS:
+        try:  # a machine's folder there is a journal, even one this user may not read (no_access says that)
+            if any(p.is_dir() or p.name.endswith(".journal") for p in d.iterdir()):
+                return None
+        except OSError:
+            continue
+    return (f"no journal on this host: no journal file in {' or '.join(map(str, JOURNAL_DIRS))} "
+            "(is systemd-journald running here? With --host, another host's)")
+
+
 def open_journal(reader_cls: Any, mode: Any) -> Any:
     """Open the journal, retrying for a moment: journald restarting or rotating files is transient.
     A user who may not read it gets one line saying so (no_access), never an empty journal."""

@@ -2,7 +2,9 @@
 -o cat`), journalctl's short output, `-o json`, or `-o export`. All become records.
 
 Streaming and bounded: a file of a million lines is read in chunks, never held whole;
-invalid UTF-8 is replaced, a line of any length is one line.
+invalid UTF-8 is replaced. A line (an export field) longer than LINE_MAX is cut to its first
+LINE_MAX bytes where it is read (`LineBound`, `ExportReader`), and the cut is counted: memory
+stays flat and the answer comes at read speed whatever the input's shape (a GB of zeros, no newline).
 """
 
 from __future__ import annotations
@@ -18,6 +20,10 @@ from typing import BinaryIO
 from svcdiag.errors import SvcdiagError
 
 CHUNK = 1 << 20
+#: the longest line (or export field) read whole; the rest of a longer one is skipped and counted.
+#: SGLang's longest real line is its `server_args=` of a few KB, journald splits lines at 48 KiB
+#: (its LineMax=), so no line a start prints comes near it.
+LINE_MAX = 64 * 1024
 #: journalctl's short outputs: `short`/`short-precise` (`May 23 09:44:49[.123456]`), `short-iso`,
 #: `short-full` (`Tue 2025-08-12 14:30:55 UTC`, its zone name ignored) and `short-unix` (`1723473055.123456`)
 SHORT_RE = re.compile(
@@ -66,6 +72,85 @@ class Record:
     dropped: int = 0  # journald's JOURNAL_DROPPED record: how many of the unit's lines it did not keep
 
 
+@dataclass
+class Cut:
+    """What the reading boundary cut: lines longer than LINE_MAX, and the bytes of them skipped."""
+
+    lines: int = 0
+    skipped: int = 0
+
+    def note(self) -> str:
+        """'' when nothing was cut, else how much, for the output's first note."""
+        if not self.lines:
+            return ""
+        s = "s" if self.lines != 1 else ""
+        return (f"{self.lines:,} line{s} longer than {LINE_MAX:,} bytes cut to that length "
+                f"({self.skipped:,} bytes skipped)")
+
+
+class LineBound:
+    """A binary stream whose lines are at most `limit` bytes: the rest of a longer line is read and
+    dropped (counted in `cut`), never held. Checking a chunk costs O(len/limit) bounded searches,
+    so the common case (no long line) stays at memchr speed; `prefix` is handed out first."""
+
+    def __init__(self, stream: BinaryIO, prefix: bytes = b"", limit: int = LINE_MAX):
+        self.stream, self.prefix, self.limit = stream, prefix, limit
+        self.run = 0  # bytes of the current (unended) line already handed out
+        self.skipping = False  # inside a cut line: drop up to its newline
+        self.cut = Cut()
+
+    def read(self, size: int = CHUNK) -> bytes:
+        """Up to about `size` bytes; b"" only at the end of the input."""
+        while True:
+            if self.prefix:
+                data, self.prefix = self.prefix, b""
+            else:
+                data = self.stream.read(size)
+                if not data:
+                    return b""
+            out = self._bound(data)
+            if out:
+                return out
+
+    def _bound(self, data: bytes) -> bytes:
+        out: list[bytes] = []
+        pos, n = 0, len(data)
+        while pos < n:
+            if self.skipping:
+                nl = data.find(b"\n", pos)
+                if nl < 0:
+                    self.cut.skipped += n - pos
+                    break
+                self.cut.skipped += nl - pos
+                self.skipping, self.run, pos = False, 0, nl
+            at = overlong(data, pos, len(data), self.run, self.limit)
+            if at < 0:
+                out.append(data[pos:] if pos else data)
+                nl = data.rfind(b"\n", pos)
+                self.run = n - nl - 1 if nl >= 0 else self.run + n - pos
+                break
+            out.append(data[pos:at])
+            self.cut.lines += 1
+            self.skipping, pos = True, at
+        return out[0] if len(out) == 1 else b"".join(out)
+
+
+
+def overlong(data: bytes | bytearray, pos: int, end: int, run: int = 0, limit: int = LINE_MAX) -> int:
+    """Where in data[pos:end] a line first passes `limit` bytes (its first byte over), or -1; `run`:
+    bytes of data[pos]'s line before it. Each step jumps to the last newline within a line's reach:
+    O(len/limit) searches at memchr speed, never one per line."""
+    c, r = pos, run
+    while True:
+        lim = c + limit - r  # data[lim] must be a newline (or past the end) for this line to fit
+        if lim >= end:
+            return -1
+        e = data.rfind(b"\n", c, lim + 1)
+        if e < 0:
+            return lim
+        c, r = e + 1, 0
+
+
 def detect(head: bytes) -> str:
     text = head.decode("utf-8", "replace").lstrip("\ufeff")
     first = next((ln for ln in text.splitlines() if ln.strip()), "")
@@ -108,8 +193,11 @@ def _uncoloured(line: str) -> str:
     return line
 
 
-def records(fmt: str, head: bytes, stream: BinaryIO, name: str) -> Iterator[Record]:
-    """Records of a stream whose first bytes (`head`, already read) said it is `fmt`."""
+def records(fmt: str, head: bytes, stream: BinaryIO, name: str, cut: Cut | None = None) -> Iterator[Record]:
+    """Records of a stream whose first bytes (`head`, already read) said it is `fmt`; `cut` counts the
+    export fields cut to LINE_MAX (the other formats are cut by a LineBound stream)."""
+    if fmt == "export":
+        return _export(head, stream, name, cut)
     reader = {"plain": _plain, "short": _short, "json": _json, "export": _export, "container": _container,
               "indented": _indented}[fmt]
     return reader(head, stream, name)
@@ -310,17 +398,17 @@ def _json(head: bytes, stream: BinaryIO, name: str) -> Iterator[Record]:
             yield rec
 
 
-def _export(head: bytes, stream: BinaryIO, name: str) -> Iterator[Record]:
-    for fields in export_entries(head, stream):
+def _export(head: bytes, stream: BinaryIO, name: str, cut: Cut | None = None) -> Iterator[Record]:
+    for fields in export_entries(head, stream, cut):
         rec = record_from_fields(fields)
         if rec is not None:
             yield rec
 
 
-def export_entries(head: bytes, stream: BinaryIO) -> Iterator[dict[str, object]]:
+def export_entries(head: bytes, stream: BinaryIO, cut: Cut | None = None) -> Iterator[dict[str, object]]:
     """journalctl -o export: KEY=value lines, or KEY\\n + 64-bit LE size + bytes; blank line ends an entry.
     Each entry's fields as it completes (a pipe is read as it fills: a remote `--follow` streams)."""
-    reader = ExportReader(head, stream)
+    reader = ExportReader(head, stream, cut=cut)
     while (fields := reader.entry()) is not None:
         yield fields
 
@@ -329,12 +417,44 @@ class ExportReader:
     """`-o export` an entry at a time (`entry`), or, for replay's fast path, as blocks of whole
     entries holding no binary field (`text_block`), which `text_entries` reads the same way."""
 
-    def __init__(self, head: bytes, stream: BinaryIO, block: int = CHUNK):
+    def __init__(self, head: bytes, stream: BinaryIO, block: int = CHUNK, cut: Cut | None = None):
         self.block = block  # text_block's size, about (tests use a small one)
         self.buf = bytearray(head)
         self.pos = 0
         self.eof = False
         self.stream = stream
+        self.cut = cut if cut is not None else Cut()  # fields longer than LINE_MAX, cut to it as they were read
+
+    def _drop(self, n: int) -> int:
+        """Skip the next `n` bytes after self.pos (buffered or not); how many were there."""
+        have = min(n, len(self.buf) - self.pos)
+        del self.buf[self.pos:self.pos + have]
+        while have < n and not self.eof:
+            chunk = self.stream.read(min(CHUNK, n - have))
+            if not chunk:
+                self.eof = True
+            have += len(chunk)
+        return have
+
+    def _long_line(self, start: int) -> int:
+        """The line at `start` is longer than LINE_MAX: keep its first LINE_MAX bytes, drop the
+        rest up to its newline (read and thrown away, never held); where that newline now is, or -1."""
+        keep = start + LINE_MAX
+        self.cut.lines += 1
+        while True:
+            nl = self.buf.find(b"\n", keep)
+            if nl >= 0:
+                self.cut.skipped += nl - keep
+                del self.buf[keep:nl]
+                return keep
+            self.cut.skipped += len(self.buf) - keep
+            del self.buf[keep:]
+            if self.eof:
+                return -1
+            chunk = self.stream.read(CHUNK)
+            if not chunk:
+                self.eof = True
+            self.buf.extend(chunk)
 
     def _fill(self, n: int) -> bool:
         """Read until the buffer holds `n` bytes (or the stream ends)."""
@@ -354,11 +474,13 @@ class ExportReader:
         buf = self.buf
         fields: dict[str, object] = {}
         while True:
-            nl = buf.find(b"\n", self.pos)
-            while nl < 0 and not self.eof:
+            nl = buf.find(b"\n", self.pos, self.pos + LINE_MAX + 1)
+            while nl < 0 and not self.eof and len(buf) - self.pos <= LINE_MAX:
                 self._compact()
                 self._fill(len(buf) + 1)  # one read: a pipe (a remote `journalctl --follow`) hands over what it has
-                nl = buf.find(b"\n", self.pos)
+                nl = buf.find(b"\n", self.pos, self.pos + LINE_MAX + 1)
+            if nl < 0 and len(buf) - self.pos > LINE_MAX:
+                nl = self._long_line(self.pos)
             if nl < 0:
                 break
             line = bytes(buf[self.pos:nl])
@@ -378,10 +500,17 @@ class ExportReader:
             size = int.from_bytes(buf[:8], "little")
             if size > 64 << 20:  # no size: the line was neither KEY=value nor a field's name; skip it
                 continue
-            if not self._fill(8 + size + 1):
+            keep = min(size, LINE_MAX)
+            if not self._fill(8 + keep):
                 break
-            fields[line.decode("ascii", "replace")] = bytes(buf[8:8 + size]).decode("utf-8", "replace")
-            self.pos = 8 + size + 1
+            fields[line.decode("ascii", "replace")] = bytes(buf[8:8 + keep]).decode("utf-8", "replace")
+            self.pos = 8 + keep
+            if keep < size:  # a field longer than any line a start prints: the rest skipped, not held
+                self.cut.lines += 1
+                self.cut.skipped += self._drop(size - keep)
+            if not self._fill(self.pos + 1):
+                break
+            self.pos += 1  # the field's newline
             if self.pos > CHUNK:
                 self._compact()
         self.pos = len(buf)
@@ -402,6 +531,8 @@ class ExportReader:
         nul = buf.find(b"\0", self.pos)
         limit = len(buf) if nul < 0 else nul
         cut = buf.rfind(b"\n\n", self.pos, limit - 8)
+        if cut >= 0 and (long := overlong(buf, self.pos, cut)) >= 0:  # a field for entry() to cut: the entries before it
+            cut = buf.rfind(b"\n\n", self.pos, long)
         if cut < 0:
             return None
         block = b"\n" + bytes(buf[self.pos:cut + 2])

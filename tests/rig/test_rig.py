@@ -85,20 +85,22 @@ def test_slow_start_is_healthy_not_a_false_failure(rig, units: Path) -> None:
     ("demo-smoke", "http-mismatch", "http_mismatch", "http", {}),
 ])
 def test_fault(rig, units: Path, base: str, scenario: str, cause: str, phase: str, extra: dict) -> None:
+    # judged on the failure's own lines, not at a deadline: `failed` with its cause (a deadline would be
+    # `timed_out`, a stall `stalled_s`), no wall-clock ceiling (CI's load once made these 10.6-11.2 s)
     name = config(units, unit_name(scenario), base, simulate=scenario)
-    t = time.monotonic()
     force = ["--force"] if base == "demo-max-running-zero" else []  # else up's preflight refuses it unstarted
-    p = sv(rig, units, "up", name, "--wait-ready", "--json", *force)
-    v = verdict_of(p)
-    assert (v["verdict"], v["cause"], v["phase"]) == ("failed", cause, phase), v
-    assert p.returncode == 1
-    for k, val in extra.items():
-        assert v["figures"][k] == val, (k, v["figures"])
-    assert time.monotonic() - t < 10
-    assert v["evidence"]
-    failures = [e for e in json_lines(p) if e["event"] == "failure"]
-    assert [f["cause"] for f in failures] == [cause]  # one failure record per failed start, before the verdict
-    sv(rig, units, "down", name)
+    try:
+        p = sv(rig, units, "up", name, "--wait-ready", "--json", *force)
+        v = verdict_of(p)
+        assert (v["verdict"], v["cause"], v["phase"]) == ("failed", cause, phase), v
+        assert p.returncode == 1
+        for k, val in extra.items():
+            assert v["figures"][k] == val, (k, v["figures"])
+        assert v["evidence"] and v.get("stalled_s") is None, v
+        failures = [e for e in json_lines(p) if e["event"] == "failure"]
+        assert [f["cause"] for f in failures] == [cause]  # one failure record per failed start, before the verdict
+    finally:  # http-mismatch's server keeps serving: never left running, whatever failed above
+        sv(rig, units, "down", name)
 
 
 @pytest.mark.parametrize("readiness", ["notify", "journal"])
@@ -107,7 +109,8 @@ def test_hang_times_out_naming_the_phase(rig, units: Path, readiness: str) -> No
     p = sv(rig, units, "up", name, "--wait-ready", "--json")
     v = verdict_of(p)
     assert p.returncode == 3 and (v["verdict"], v["phase"]) == ("timed_out", "loading_weights")
-    assert 3 <= v["stalled_s"] < 4.5 and "Loading safetensors" in v["last_line"]
+    # the phase's 3 s deadline fired (not an earlier one, nor the whole start's): no ceiling on when it was read
+    assert v["stalled_s"] >= 3 and "(deadline 3 s)" in v["message"] and "Loading safetensors" in v["last_line"], v
     st_ = json_lines(sv(rig, units, "status", name, "--json"))[0]
     if readiness == "journal":
         assert st_["active_state"] == "active"  # left as it is: only svcdiag judged the deadline

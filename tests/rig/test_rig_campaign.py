@@ -226,3 +226,17 @@ def test_a_bundle_redacts_secrets_and_replays_to_the_same_verdict(rig, units: Pa
     assert any(k.startswith("extra_args") and "unit.service" in v for k, v in red.items())
     replayed = verdict_of(sv(rig, units, "replay", str(out), "--json"))
     assert (replayed["verdict"], replayed["cause"], replayed["invocation"]) == ("failed", "cuda_oom", up["invocation"])
+
+
+def test_a_config_preflight_refuses_is_a_row_of_the_table_not_a_crash(rig, units: Path) -> None:
+    # issue 39 item 7: the refused config was never installed, so its unit is not loaded: taking it down
+    # after the phase ("StopUnit failed: Unit … not loaded.") crashed the campaign, exit 2, no table
+    refused = config(units, unit_name("cpre"), "demo-max-running-zero")
+    fine = config(units, unit_name("cok"), "demo-smoke")
+    p, res, _ = campaign(rig, units, plan(units, [{"name": "p", "configs": [refused, fine]}]))
+    rows = rows_by_config(res)
+    assert (rows[refused]["status"], rows[refused]["cause"]) == ("refused", "preflight"), rows[refused]
+    assert rows[fine]["status"] == "healthy", rows[fine]
+    assert p.returncode == 1 and "not loaded" not in p.stdout.decode() + p.stderr.decode()
+    table = Path(res["results"][0]).read_text()  # results.md
+    assert refused in table and "refused" in table

@@ -84,15 +84,15 @@ def test_systemctl_start_blocks_until_ready_and_after_means_ready(rig, units: Pa
 def test_a_hang_is_stopped_by_the_supervisor_at_the_phase_deadline(rig, units: Path) -> None:
     name = config(units, unit_name("nhang"), "demo-hang", readiness="notify", timeouts={"loading_weights": 4})
     unit = install(rig, units, name)
-    t0 = time.time()
     p = sv(rig, units, "up", name, "--wait-ready", "--json")
     v = verdict_of(p)
     assert p.returncode == 3 and (v["verdict"], v["phase"]) == ("timed_out", "loading_weights"), v
     got = until(rig, unit, "ActiveState", lambda s: s in ("failed", "inactive"), timeout=30)
     # the supervisor enforced the phase's deadline: the server stopped, the supervisor exited 3
     assert (got["Result"], show(rig, unit, "ExecMainStatus")["ExecMainStatus"]) == ("exit-code", "3"), got
+    # killed at 4 s in the phase by the supervisor (exit 3, its STATUS=), not by systemd's whole-start timeout
+    # (that would be Result=timeout): the machinery, not a wall-clock ceiling
     assert got["StatusText"].startswith("timed_out") and "loading_weights" in got["StatusText"]
-    assert time.time() - t0 < 25  # killed at 4 s in the phase, not at a whole-start timeout
     export = rig.run(["journalctl", "--no-pager", "-o", "export", "-u", unit]).stdout
     r = verdict_of(rig.run(["svcdiag", "--units", str(units), "replay", "-", "--config", name, "--json"],
                            input=export, check=False))
@@ -125,10 +125,10 @@ def test_sigterm_during_the_load_and_sigkill_of_the_supervisor(rig, units: Path)
         procs = [main, *rig.run(["cat", f"/proc/{main}/task/{main}/children"]).stdout.decode().split()]
         assert len(procs) == 2  # the supervisor and the server
         if how == "stop":
-            t0 = time.monotonic()
-            rig.run(["systemctl", "stop", unit], timeout=60)
-            assert time.monotonic() - t0 < 10  # forwarded SIGTERM: the server stopped at once
-            assert show(rig, unit, "ActiveState")["ActiveState"] in ("inactive", "failed")
+            rig.run(["systemctl", "stop", unit], timeout=120)
+            # forwarded SIGTERM: the server stopped on it, not SIGKILLed at TimeoutStopSec (Result=timeout)
+            got = show(rig, unit, "ActiveState", "Result")
+            assert got["ActiveState"] in ("inactive", "failed") and got["Result"] != "timeout", got
         else:
             rig.run(["systemctl", "kill", "--kill-whom=main", "--signal=SIGKILL", unit])
             until(rig, unit, "ActiveState", lambda s: s in ("inactive", "failed"), timeout=15)
@@ -286,7 +286,8 @@ def test_a_silent_hang_is_called_slow_before_its_deadline_with_no_timer(rig, uni
     slow = [r for r in recs if r["event"] == "slow_phase"]
     # nothing is printed after the third shard: only the follower's own wake-up can say it
     assert [r["phase"] for r in slow] == ["loading_weights"], recs
-    assert 5.0 <= slow[0]["seconds"] < 7.0 and slow[0]["seconds"] > slow[0]["threshold_s"], slow
+    # said past the usual time (its threshold) and before the 12 s deadline: the follower's own wake-up fired
+    assert slow[0]["threshold_s"] < slow[0]["seconds"] < 12 and slow[0]["seconds"] >= 5.0, slow
     assert (recs[-1]["verdict"], recs[-1]["phase"]) == ("timed_out", "loading_weights")
     assert time.monotonic() - t0 > 12  # said ~6 s before the deadline, not at it
     sv(rig, units, "down", name)

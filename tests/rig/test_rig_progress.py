@@ -108,3 +108,4 @@ def test_top_json_is_one_object_per_unit_even_with_nothing_installed(rig, units:
     assert out.returncode == 0
     recs = [json.loads(x) for x in out.stdout.decode().splitlines()]
     assert {r["event"] for r in recs} == {"board"} and len(recs) == len(list(units.glob("*.toml")))
+    assert {r["schema"] for r in recs} == {1}  # as every --json record (issue 39 item 12)

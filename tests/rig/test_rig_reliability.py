@@ -84,11 +84,10 @@ def test_lines_journald_dropped_leave_the_supervisors_verdict_standing(rig, unit
     assert sv(rig, units, "install", name).returncode == 0
     rig.run(f"mkdir -p /etc/systemd/system/{name}.service.d && printf '[Service]\\nLogRateLimitIntervalSec=30s\\n"
             f"LogRateLimitBurst=1000\\n' > /etc/systemd/system/{name}.service.d/limit.conf && systemctl daemon-reload")
-    t0 = time.monotonic()
     p = sv(rig, units, "up", name, "--wait-ready", "--json")
     v = verdict_of(p)
     assert (v["verdict"], p.returncode, v["figures"]["verdict_source"]) == ("healthy", 0, "supervisor"), v
-    assert time.monotonic() - t0 < 30 and "journald dropped" in v["message"]
+    assert "journald dropped" in v["message"]
     assert "ready" in v["evidence"][-1]  # the supervisor's STATUS=, word for word
     kept = rig.run(f"journalctl --no-pager -o cat -u {name}.service | grep -c 'fired up' || true").stdout
     assert int(kept) == 0  # the journal itself never shows it ready

@@ -40,8 +40,9 @@ def seed_config(units: Path, weights_gb: float = 50.29, **fields) -> str:
 
 def tune_json(rig, units: Path, name: str, *args: str):
     p = sv_state(rig, units, "tune", name, *args, "--json")
-    lines = [json.loads(x) for x in p.stdout.decode().splitlines() if x.startswith('{"event": "tune_result"')]
+    lines = [json.loads(x) for x in p.stdout.decode().splitlines() if '"event": "tune_result"' in x]
     assert lines, p.stdout.decode()[-3000:] + p.stderr.decode()
+    assert all(r["schema"] == 1 for r in lines)  # as every --json record (issue 39 item 12)
     return p, lines[-1]
 
 
@@ -98,7 +99,7 @@ def test_ctrl_c_stops_the_candidate_and_resume_finishes_the_run(rig, units: Path
     got = wait_for_phase(proc, f"{name}-tuned", "loading_weights", timeout=120)
     os.kill(_child(proc.pid), signal.SIGINT)
     out, err = proc.communicate(timeout=120)
-    res = [json.loads(x) for x in (got + out).decode().splitlines() if x.startswith('{"event": "tune_result"')][-1]
+    res = [json.loads(x) for x in (got + out).decode().splitlines() if '"event": "tune_result"' in x][-1]
     assert proc.returncode == 130 and res["status"] == "interrupted" and res["starts"] == 0, err.decode()
     assert rig.run(f"systemctl is-active {name}-tuned.service || true").stdout.decode().strip() != "active"
     p, again = tune_json(rig, units, name, "--target", "max_running=5", "--resume")
@@ -113,13 +114,13 @@ def test_a_campaign_phase_tunes_its_config_then_runs_the_tuned_one(rig, units: P
     plan.write_text(f'name = "{name}"\nbaseline = false\n[[phase]]\nname = "fit"\nconfigs = ["{name}"]\n'
                     'tune = { target = { max_running = 5 }, max_starts = 3 }\n')
     p = sv_state(rig, units, "campaign", str(plan), "--json")
-    res = [json.loads(x) for x in p.stdout.decode().splitlines() if x.startswith('{"event": "campaign_result"')][-1]
+    res = [json.loads(x) for x in p.stdout.decode().splitlines() if '"event": "campaign_result"' in x][-1]
     [row] = res["rows"]
     assert p.returncode == 0 and (row["config"], row["status"]) == (f"{name}-tuned", "healthy"), row
     assert row["figures"]["max_running_requests"] >= 5
     # run again: the tuned config's row is recorded, so neither the search nor its start is repeated
     p = sv_state(rig, units, "campaign", str(plan), "--json")
-    res = [json.loads(x) for x in p.stdout.decode().splitlines() if x.startswith('{"event": "campaign_result"')][-1]
+    res = [json.loads(x) for x in p.stdout.decode().splitlines() if '"event": "campaign_result"' in x][-1]
     [row] = res["rows"]
     assert p.returncode == 0 and row["skipped"] and row["config"] == f"{name}-tuned", row
 
