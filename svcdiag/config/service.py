@@ -177,8 +177,14 @@ class ServiceConfig:
     #: "notify" | "journal" (READINESS_MODES; docs/config.md#readiness); a loaded config that did not
     #: set it holds default_readiness(nnodes), never a placeholder
     readiness: str = DEFAULT_READINESS
-    #: notify mode, after ready: WATCHDOG=1 every watchdog_s/2 while /ready answers (WatchdogSec=)
+    #: notify mode, after ready: WATCHDOG=1 every watchdog_s/2 while the serving watch says serving
+    #: (WatchdogSec=), WATCHDOG=trigger once it says wedged; with it, Restart=on-failure after restart_s
     watchdog_s: float | None = None
+    restart_s: float | None = None
+    #: the serving watch (svcdiag.judge.watch): /health every health_interval_s; wedged after
+    #: health_failures failures in a row with a silent log (None: WatchPolicy's defaults, 10 s and 3)
+    health_interval_s: float | None = None
+    health_failures: int | None = None
     #: [secrets]: env name → a file path or "credstore:NAME" (svcdiag.config.secrets; values never in a unit)
     secrets: tuple[tuple[str, str], ...] = ()
     #: "strict" | "off" (HARDENING_MODES), and what a strict unit may also write and open
@@ -231,7 +237,8 @@ class ServiceConfig:
         for f in dataclasses.fields(self):
             if f.name in ("name", "path", "baseline", "extends"):
                 continue
-            if (f.name, getattr(self, f.name)) in (("watchdog_s", None),
+            if (f.name, getattr(self, f.name)) in (("watchdog_s", None), ("restart_s", None),
+                                                   ("health_interval_s", None), ("health_failures", None),
                                                    ("hardening", DEFAULT_HARDENING), ("secrets", ()),
                                                    ("read_write_paths", ()), ("devices", ()),
                                                    ("remote_host", None), ("nnodes", 1), ("nodes", ()),
@@ -435,7 +442,7 @@ SIM_SCENARIOS = (
     "healthy-hybrid-dflash", "healthy-dense", "slow-start", "max-running-zero", "not-enough-memory", "cuda-oom",
     "segfault", "oom-kill", "exit-early", "hang", "port-in-use", "model-missing", "nccl-error", "http-mismatch",
     "deepgemm-first-start", "stops-serving", "chatty", "chatty-cuda-oom",
-    "chatty-hang",
+    "chatty-hang", "loaded-serving",
 )
 
 
@@ -522,6 +529,9 @@ TOP_LEVEL: dict[str, Callable[[Any], str | None]] = {
     "sglang_version": _version,
     "readiness": _readiness,
     "watchdog_s": _positive_number,
+    "restart_s": _positive_number,
+    "health_interval_s": _positive_number,
+    "health_failures": _int_range(1, 100),
     "hardening": _hardening,
     "read_write_paths": _rw_paths,
     "devices": _devices,
@@ -772,7 +782,7 @@ def _build(name: str, path: Path, raw: dict[str, Any]) -> ServiceConfig:
         kw["mem_fraction_static"] = float(kw["mem_fraction_static"])
     if "sglang_version" in kw:
         kw["sglang_version"] = kw["sglang_version"].strip()
-    for key in ("sim_time_scale", "gpu_memory_gb", "watchdog_s"):
+    for key in ("sim_time_scale", "gpu_memory_gb", "watchdog_s", "restart_s", "health_interval_s"):
         if key in kw:
             kw[key] = float(kw[key])
     kw.setdefault("readiness", default_readiness(kw.get("nnodes", 1)))
@@ -819,6 +829,9 @@ def _cross_check(cfg: ServiceConfig) -> None:
                           f"GPUs, but gpus lists {len(cfg.gpus)}: {list(cfg.gpus)}")
     if cfg.watchdog_s is not None and cfg.readiness != "notify":
         raise ConfigError(cfg.path, "watchdog_s", 'needs readiness = "notify" (svcdiag supervise sends WATCHDOG=1)')
+    if cfg.restart_s is not None and cfg.watchdog_s is None:
+        raise ConfigError(cfg.path, "restart_s", "needs watchdog_s (systemd restarts a unit only once its watchdog "
+                                                 "is on: Restart=on-failure, docs/live.md#the-serving-watch)")
     for key, _ in cfg.secrets:
         if key in dict(cfg.env) or key in ("PYTHONUNBUFFERED", "CUDA_VISIBLE_DEVICES"):
             raise ConfigError(cfg.path, f"secrets.{key}", "is also set in [env] (or by svcdiag); keep it in one place")

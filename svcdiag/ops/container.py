@@ -13,7 +13,10 @@ forwarded) with what systemd did for it done here instead:
   termination message file (/dev/termination-log, or `termination_log`), and as the last line
   of the container's stderr;
 - **probes** (svcdiag.ops.probes) on `probe_port`, and the judge's events as JSON Lines where
-  the operator asks (`events`: "stderr" or a file), never into SGLang's own stdout.
+  the operator asks (`events`: "stderr" or a file), never into SGLang's own stdout;
+- **after ready**, the serving watch (svcdiag.judge.watch): /livez fails once it says wedged, so
+  the kubelet restarts the container; each incident is an `incident` event; /metrics on the
+  probe port (svcdiag.output.textfile's names).
 """
 
 from __future__ import annotations
@@ -32,9 +35,10 @@ from typing import Any, TextIO
 from svcdiag.config.from_argv import ARGV_SOURCE, UNKNOWN_MODEL, from_keys
 from svcdiag.config.service import ServiceConfig
 from svcdiag.judge.verdict import Verdict
+from svcdiag.judge.watch import WEDGED, Incident
 from svcdiag.ops.http_check import answers_ready
 from svcdiag.ops.probes import READY_TIMEOUT_S, Answer, ProbeServer
-from svcdiag.ops.status_line import verdict_status
+from svcdiag.ops.status_line import status_text, verdict_status
 from svcdiag.ops.supervise import Supervised, Supervisor
 from svcdiag.sglang.command import FLAG_OF, find_launch, read_flags
 from svcdiag.sglang.events import Event
@@ -138,6 +142,7 @@ class ContainerSupervisor(Supervisor):
         self._stopped_start = False
         self._stopped_by: int | None = None
         self._probes: ProbeServer | None = None
+        self.incidents_published: list[Incident] = []
 
     # ------------------------------------------------------------ the run
 
@@ -147,7 +152,8 @@ class ContainerSupervisor(Supervisor):
         self._open_events()
         if self.opts.probe_port is not None:
             self._probes = ProbeServer(self.opts.probe_host, self.opts.probe_port, {
-                "/startupz": self._startupz, "/livez": self._livez, "/readyz": self._readyz}).start()
+                "/startupz": self._startupz, "/livez": self._livez, "/readyz": self._readyz},
+                metrics=self._metrics).start()
         try:
             result = super().run()
             self._conclude()
@@ -256,7 +262,35 @@ class ContainerSupervisor(Supervisor):
         self._pub.start(self.cfg.unit, None)
 
     def _status(self) -> str:
+        """Now's word (a probe asks from its own thread): the watch's after ready, the phase and its seconds
+        so far during the start (not frozen at the last line's: a silent hang's seconds go on)."""
+        now = self.clock()
+        try:
+            if self.watch is not None:
+                return self.watch_status(now)
+            if self.verdict is None and self._check is None and self.judge.verdict is None:
+                return status_text(self.judge, self._news, now, self._phase_since)
+        except (RuntimeError, ValueError):  # the loop changed what was being read: its last word stands
+            pass
         return self.notify.last_status or f"starting {self.cfg.name}"
+
+    def _action(self, inc: Incident, acts: bool) -> str | None:
+        if inc.kind == WEDGED and self.opts.probe_port is not None:
+            return "restart (the kubelet: /livez fails)"
+        return super()._action(inc, acts)
+
+    def _incident(self, inc: Incident, now: float) -> None:
+        super()._incident(inc, now)
+        self.incidents_published.append(inc)
+        if self._pub is not None:
+            self._pub.publish(self.incident_record(inc, self._action(inc, False)))
+
+    def _metrics(self) -> str:
+        """/metrics: this start in the textfile's names (svcdiag.output.textfile.render)."""
+        from svcdiag.output.textfile import render
+
+        state = self.metrics_state(self.clock())
+        return render({state["unit"]: state}, marks=False)
 
     def _failed(self) -> bool:
         return self.verdict is not None and self.verdict.verdict != "healthy" and self._check is None
@@ -268,7 +302,10 @@ class ContainerSupervisor(Supervisor):
         return Answer(self._healthy(), self._status())
 
     def _livez(self) -> Answer:
-        return Answer(not self._failed(), self._status())
+        """Fails on a failed start, and after ready once the watch says wedged (its grace: health_failures
+        failed /health in a row, the log silent) or the server is gone."""
+        alive = self.watch is None or self.watch.healthy
+        return Answer(not self._failed() and alive, self._status())
 
     def _readyz(self) -> Answer:
         if not self._healthy():
