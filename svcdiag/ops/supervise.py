@@ -554,14 +554,14 @@ class Supervisor:
         return state
 
     def _record_start(self, v: Verdict) -> None:
-        """Under systemd, the start goes in the history (`up` records the same invocation once)."""
-        if not self.environ.get("INVOCATION_ID"):
+        """Under systemd with a watchdog, the start goes in the history: a restart is a start nobody's `up`
+        waits for (`up` records the same invocation once)."""
+        if not self.environ.get("INVOCATION_ID") or not self.cfg.watchdog_s:
             return
         from svcdiag.ops.history import record_start
 
         _, why = record_start(self.cfg, v, "supervise")
-        if why:
-            self.notify.status(why)
+        _warn(why)
 
     def incident_record(self, inc: Incident, action: str | None) -> ReadinessEvent:
         """The incident as an event (docs/events.md `incident`): `verdict` wedged or failed, its cause."""
@@ -579,7 +579,7 @@ class Supervisor:
         from svcdiag.ops.history import record_incident
         from svcdiag.systemd.journal import JournalSink
 
-        record_incident(self.cfg.name, self.environ.get("INVOCATION_ID"), inc.to_json(), action)
+        _warn(record_incident(self.cfg.name, self.environ.get("INVOCATION_ID"), inc.to_json(), action))
         try:
             JournalSink(warn=lambda _m: None).publish(self.incident_record(inc, action))
         except Exception:  # the journal's record is a courtesy: the server must keep being watched
@@ -626,6 +626,12 @@ class Supervisor:
                                "not an incident)")
             return
         self._incident(inc, now)
+
+
+def _warn(why: str | None) -> None:
+    """A history the supervisor cannot write: one line on its stderr (the unit's journal), the server unharmed."""
+    if why:
+        os.write(2, f"svcdiag supervise: warning: {why}\n".encode())
 
 
 def _sleep_unless_cleared(flag: threading.Event, seconds: float) -> bool:
