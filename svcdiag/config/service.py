@@ -179,6 +179,7 @@ class ServiceConfig:
     readiness: str = DEFAULT_READINESS
     #: notify mode, after ready: WATCHDOG=1 every watchdog_s/2 while the serving watch says serving
     #: (WatchdogSec=), WATCHDOG=trigger once it says wedged; with it, Restart=on-failure after restart_s
+    #: (0: Restart=no, the unit fails with result watchdog)
     watchdog_s: float | None = None
     restart_s: float | None = None
     #: the serving watch (svcdiag.judge.watch): /health every health_interval_s; wedged after
@@ -529,7 +530,7 @@ TOP_LEVEL: dict[str, Callable[[Any], str | None]] = {
     "sglang_version": _version,
     "readiness": _readiness,
     "watchdog_s": _positive_number,
-    "restart_s": _positive_number,
+    "restart_s": lambda v: _positive_number(v) if v != 0 else None,  # 0: never restart
     "health_interval_s": _positive_number,
     "health_failures": _int_range(1, 100),
     "hardening": _hardening,

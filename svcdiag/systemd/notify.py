@@ -76,7 +76,9 @@ class RestartPolicy:
 
 def restart_policy(timeouts: dict[str, float], watchdog_s: float | None, restart_s: float | None) -> RestartPolicy:
     """The unit's TimeoutStartSec=, RestartSec= and start limits, from its deadlines and watchdog."""
-    return RestartPolicy(start_limit_s(timeouts), (restart_s or DEFAULT_RESTART_S) if watchdog_s else None)
+    if not watchdog_s or restart_s == 0:  # no watchdog, or told never to restart: a failed unit stays failed
+        return RestartPolicy(start_limit_s(timeouts), None)
+    return RestartPolicy(start_limit_s(timeouts), restart_s or DEFAULT_RESTART_S)
 
 
 def _send_cysystemd() -> Callable[[str], object]:

@@ -29,7 +29,8 @@ def history_verdicts(rig, units, name: str) -> list[str]:
 
 
 def test_watchdog_after_a_healthy_start_is_died_after_ready(rig, units) -> None:
-    name = config(units, unit_name("wdwait"), "demo-smoke", simulate="stops-serving", watchdog_s=2)
+    name = config(units, unit_name("wdwait"), "demo-smoke", simulate="stops-serving", watchdog_s=2, restart_s=0,
+                  health_interval_s=0.5)
     assert verdict_of(sv(rig, units, "up", name, "--wait-ready", "--json"))["verdict"] == "healthy"
     assert ended(rig, f"{name}.service")["Result"] == "watchdog"
     got = sv(rig, units, "wait", name, "--json")
