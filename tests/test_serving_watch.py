@@ -200,3 +200,89 @@ def test_a_loaded_server_is_left_alone_and_an_operators_stop_is_no_incident(unit
         _stop(p)
     last = [m for m in sock.drain() if m.startswith("STATUS=")][-1]
     assert last.startswith("STATUS=stopped: the server exited") and "SIGTERM: not an incident" in last, last
+
+
+# ---------------------------------------------------------------- where incidents are shown
+
+
+def test_history_prints_each_incident_under_its_start_and_the_restart_that_followed(cli, tmp_path: Path) -> None:
+    from svcdiag.config.service import find_units_dir
+    from svcdiag.ops import history as h
+
+    from .test_history import verdict
+
+    cfg = find_units_dir("units").load("demo-smoke")
+    first, second = verdict(40.0, ts=1000.0), verdict(41.0, ts=2000.0)
+    h.record_start(cfg, first, "up", state=str(tmp_path))
+    wedged = ServingWatch(WatchPolicy(interval_s=1, failures=1), ready_ts=1000.0).health(1500.0, False, None, "HTTP 503")
+    assert wedged is not None
+    assert h.record_incident(cfg.name, first.invocation, wedged.to_json(), "restart (WATCHDOG=trigger)",
+                             state=str(tmp_path)) is None
+    h.record_start(cfg, second, "supervise", state=str(tmp_path))
+    h.record_start(cfg, first, "wait", state=str(tmp_path))  # `wait` on the first start again: one row still
+    rows = h.read_rows(str(tmp_path), cfg.name)
+    assert [r["invocation"] for r in rows] == [first.invocation, second.invocation]
+    assert [i["kind"] for i in rows[0]["incidents"]] == ["wedged"] and rows[1]["incidents"] == []
+    assert rows[1]["restarted_after"] == "wedged" and "restarted_after" not in rows[0]
+    text = cli("history", "demo-smoke", "--state-dir", str(tmp_path)).output.splitlines()
+    at = next(i for i, ln in enumerate(text) if ln.startswith("  ! wedged [health_failed]"))
+    assert text[at].endswith("→ restart (WATCHDOG=trigger)") and first.invocation[:12] in text[at - 1]
+    assert text[at + 1] == "  ↻ restarted after wedged" and second.invocation[:12] in text[at + 2]
+
+
+def test_the_textfile_counts_incidents_and_the_restart_after_one_in_names_prometheus_parses(tmp_path: Path) -> None:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from svcdiag.output.schema import ReadinessEvent
+    from svcdiag.output.textfile import Textfile
+
+    tf = Textfile(tmp_path / "svcdiag.prom")
+    for inv, events in (("a", [("verdict", {"verdict": "healthy"}),
+                               ("incident", {"verdict": "wedged", "cause": "health_failed",
+                                             "data": {"kind": "wedged", "action": "restart (WATCHDOG=trigger)"}})]),
+                        ("b", [("verdict", {"verdict": "healthy"})])):
+        for event, kw in events:
+            tf.publish(ReadinessEvent(event=event, ts=1.0, unit="w.service", config="w", invocation=inv, phase="ready",
+                                      **kw))
+        samples = {(s.name, tuple(sorted(s.labels.items()))): s.value
+                   for fam in text_string_to_metric_families(tf.path.read_text()) for s in fam.samples}
+        def key(**more: str) -> tuple[tuple[str, str], ...]:
+            return tuple(sorted({"config": "w", "unit": "w.service", **more}.items()))
+
+        if inv == "a":
+            assert samples[("svcdiag_incidents_total", key(kind="wedged"))] == 1
+            assert samples[("svcdiag_watch_state", key(state="wedged"))] == 1
+        else:  # the restart: a new start, no incident of its own, one restart counted
+            assert samples[("svcdiag_incidents_total", key(kind="wedged"))] == 0
+            assert samples[("svcdiag_restarts_total", key())] == 1
+
+
+def test_status_and_top_show_what_the_watch_says_after_ready() -> None:
+    from svcdiag.ops.board import BoardRow
+    from svcdiag.ops.status_line import watch_word
+    from svcdiag.output.board import cells
+    from svcdiag.output.report import render_status
+
+    serving = "ready · KV 94,126 tokens · max_running 4 · HTTP agrees · serving 12 s · /health HTTP 200 in 0.01 s"
+    wedged = "wedged [health_failed] since 12:00:03 (31 s): /health failed 3 times in a row over 20 s (HTTP 503)"
+    assert watch_word(serving) == ("serving", "serving 12 s · /health HTTP 200 in 0.01 s")
+    assert watch_word(wedged) == ("wedged", wedged)
+    assert watch_word("loading weights 12 s · busy since forever") is None  # a start's news is not the watch
+    assert watch_word("failed [cuda_oom]: …") is None
+    row = {"name": "w", "active_state": "active", "result": "success", "phase": "ready", "kv_tokens": 94126,
+           "verdict": {"verdict": "healthy", "figures": {}}, "watch": {"state": "wedged", "status": wedged}}
+    assert f"    {wedged}\n" in render_status(row)
+    board = BoardRow("w", "w.service", "wedged", "active", "running", verdict="healthy", watch=("wedged", wedged))
+    assert cells(board)[-1] == f"healthy · {wedged}" and board.order[0] == 0  # listed with the failures
+
+
+def test_the_watchs_cadence_from_a_containers_environment_is_checked_in_one_line() -> None:
+    from svcdiag.config.from_argv import env_watch
+
+    assert env_watch({"SVCDIAG_HEALTH_INTERVAL_S": "0.5", "SVCDIAG_HEALTH_FAILURES": "4"}) == \
+        {"health_interval_s": 0.5, "health_failures": 4}
+    for name, bad in (("SVCDIAG_HEALTH_INTERVAL_S", "0"), ("SVCDIAG_HEALTH_FAILURES", "2.5"),
+                      ("SVCDIAG_HEALTH_FAILURES", "x")):
+        with pytest.raises(ConfigError) as e:
+            env_watch({name: bad})
+        assert str(e.value).startswith(f"environment: {name}: must be ") and "\n" not in str(e.value)

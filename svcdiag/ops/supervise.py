@@ -559,9 +559,24 @@ class Supervisor:
         if not self.environ.get("INVOCATION_ID") or not self.cfg.watchdog_s:
             return
         from svcdiag.ops.history import record_start
+        from svcdiag.output.publish import verdict_record
 
         _, why = record_start(self.cfg, v, "supervise")
         _warn(why)
+        self._textfile(verdict_record(v, self.cfg.name))
+
+    def _textfile(self, rec: ReadinessEvent) -> None:
+        """$SVCDIAG_TEXTFILE in the unit's [env]: a restarted start and its incidents reach node_exporter too."""
+        path = self.environ.get("SVCDIAG_TEXTFILE")
+        if not path:
+            return
+        from svcdiag.errors import SvcdiagError
+        from svcdiag.output.textfile import Textfile
+
+        try:
+            Textfile(path).publish(rec)
+        except (OSError, SvcdiagError) as e:
+            _warn(f"textfile {path}: {e}")
 
     def incident_record(self, inc: Incident, action: str | None) -> ReadinessEvent:
         """The incident as an event (docs/events.md `incident`): `verdict` wedged or failed, its cause."""
@@ -580,6 +595,7 @@ class Supervisor:
         from svcdiag.systemd.journal import JournalSink
 
         _warn(record_incident(self.cfg.name, self.environ.get("INVOCATION_ID"), inc.to_json(), action))
+        self._textfile(self.incident_record(inc, action))
         try:
             JournalSink(warn=lambda _m: None).publish(self.incident_record(inc, action))
         except Exception:  # the journal's record is a courtesy: the server must keep being watched
