@@ -286,3 +286,35 @@ def test_the_watchs_cadence_from_a_containers_environment_is_checked_in_one_line
         with pytest.raises(ConfigError) as e:
             env_watch({name: bad})
         assert str(e.value).startswith(f"environment: {name}: must be ") and "\n" not in str(e.value)
+
+
+def test_a_fatal_line_after_ready_then_failing_health_is_wedged_with_the_lines_cause() -> None:
+    """The scheduler's own watchdog line after ready, the process alive, /health failing: wedged, its cause the
+    line's, its evidence the line (the supervisor in-process, on a healthy example log, its clock the test's)."""
+    from svcdiag.config.service import find_units_dir
+    from svcdiag.ops.supervise import Supervisor
+    from svcdiag.systemd.notify import Notifier
+
+    cfg = find_units_dir("units").load("dflash-smoke")
+    sent: list[str] = []
+    now = [1000.0]
+    sup = Supervisor(cfg, ["true"], notifier=Notifier(send=sent.append), environ={}, clock=lambda: now[0])
+    for line in (ROOT / "svcdiag" / "examples" / "dflash-smoke.log").read_text().splitlines():
+        sup._feed(line)
+    assert sup.judge.verdict is not None and sup.judge.verdict.verdict == "healthy"
+    sup.verdict = sup.judge.verdict  # as the HTTP cross-check leaves it
+    sup._watchdog_s = 1.0
+    sup._start_watch(sup.verdict, now[0])
+    sup._feed(BATCH)
+    now[0] += 5
+    sup._feed("[2026-05-23 09:50:40 TP0] Scheduler watchdog timeout (self.watchdog_timeout=300, self.soft=False)")
+    for _ in range(sup.policy.failures):
+        now[0] += sup.policy.interval_s
+        sup._health.put((now[0], False, None, "no answer within 5 s"))
+    sup._on_time(now[0])
+    sup._watching.clear()  # the health thread (it asked nobody: the test fed the answers) ends
+    [inc] = sup.watch.incidents
+    assert (inc.kind, inc.cause) == (WEDGED, "watchdog_timeout") and inc.since == 1005.0, inc
+    assert inc.evidence[0].startswith("Scheduler watchdog timeout") and "KV Cache" not in " ".join(inc.evidence)
+    trigger = next(m for m in sent if m.endswith("WATCHDOG=trigger"))
+    assert trigger.startswith("STATUS=wedged [watchdog_timeout] since ") and "Scheduler watchdog timeout" in trigger

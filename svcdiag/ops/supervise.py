@@ -322,7 +322,7 @@ class Supervisor:
         if self.watch is None or v is None or v.cause != "died_after_ready" or self.watch.fatal is not None:
             return
         said = v.message.split("died while serving: ", 1)[-1]
-        self.watch.fatal_line(v.ts or now, v.figures.died_of, said, tuple(v.evidence[-4:]))
+        self.watch.fatal_line(now, v.figures.died_of, said, tuple(v.evidence[self._ready_evidence:][-4:]))
         self._published_events(events)
         self.notify.status(f"{self.watch_status(now)} · the log: {said}")
 
@@ -469,6 +469,7 @@ class Supervisor:
         """The start is healthy: record it (under systemd: a restart is a start nobody's `up` waits for),
         then watch the server while it serves."""
         self.watch = ServingWatch(self.policy, now)
+        self._ready_evidence = len(self.judge.verdict.evidence) if self.judge.verdict is not None else 0
         self._record_start(v)
         if self.cfg.node_rank:  # a worker node serves no HTTP: its log and its process are watched
             return
@@ -602,6 +603,7 @@ class Supervisor:
             pass
 
     _watchdog_next: float = 0.0
+    _ready_evidence = 0  # the judge's evidence at ready: what a fatal line after it adds is the incident's
     _phase_deadline: float | None = None
     _tail_due: float | None = None
     _phase_since: float | None = None
