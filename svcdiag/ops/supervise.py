@@ -24,8 +24,8 @@ docs/benchmarks.md); a bigger one is passed through first. systemd hears
   `health_interval_s`. STATUS= says serving, busy, wedged or died_after_ready; WATCHDOG=1 goes
   out only while the watch says serving or busy, WATCHDOG=trigger once it says wedged (systemd
   then restarts the unit, Restart=on-failure); each incident is recorded in the history under
-  the start's invocation. A stop the supervisor was asked for (SIGTERM/SIGINT/SIGHUP: `systemctl
-  stop`, `svcdiag down`) is never an incident.
+  the start's invocation. A stop the supervisor was asked for (any signal it forwards: `systemctl
+  stop`, `svcdiag down`, `systemctl kill`) is never an incident.
 
 Signals TERM, INT, HUP and QUIT are forwarded to the child; the supervisor exits with the
 child's status, or re-raises the signal that killed it, so systemd records what it would
@@ -80,8 +80,9 @@ PR_SET_PDEATHSIG = 1
 STOP_GRACE_S = 60.0
 #: the supervisor's exit status when it stopped a start at a phase's deadline (`svcdiag up`'s for timed_out)
 EXIT_TIMED_OUT = 3
-#: the signals by which someone asks the server to stop (`systemctl stop`, `svcdiag down`, ^C, the kubelet)
-STOP_ASKED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+#: the signals by which someone asks the server to stop (`systemctl stop`, `svcdiag down`, ^C, the kubelet,
+#: `systemctl kill`): every one the supervisor forwards came from outside, so an end after it is no incident
+STOP_ASKED = FORWARDED
 
 
 def watch_policy(cfg: ServiceConfig) -> WatchPolicy:

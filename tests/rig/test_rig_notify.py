@@ -256,7 +256,8 @@ def test_sighup_and_sigquit_reach_the_server_and_end_the_unit_as_unwrapped(rig, 
             v = verdict_of(sv(rig, units, "wait", name, "--json"))
             assert (v["verdict"], v["cause"], v["figures"].get("signal")) == ("failed", "killed_by_signal", sig[3:]), v
         elif readiness == "notify" and ended["notify"]["ActiveState"] == "failed":  # a healthy start, then this
-            assert ended["notify"]["StatusText"] == f"stopped: the server exited (killed by {sig}) after it was ready"
+            assert ended["notify"]["StatusText"] == f"stopped: the server exited (killed by {sig}) after it was ready " \
+                f"({sig}: not an incident)"
             st_ = json_lines(sv(rig, units, "status", name, "--json"))[0]
             assert (st_["verdict"]["verdict"], st_["result"]) == ("healthy", ended["notify"]["Result"]), st_
     n, j = ended["notify"], ended["journal"]
