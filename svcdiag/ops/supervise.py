@@ -153,6 +153,7 @@ class Supervisor:
         self._watching = threading.Event()  # set while the health thread should go on
         self._stop_asked: int | None = None  # the signal an operator (or systemd, or the kubelet) stopped it with
         self._triggered = False
+        self._health_thread: threading.Thread | None = None
 
     # ------------------------------------------------------------ the child
 
@@ -222,6 +223,8 @@ class Supervisor:
                     break
         finally:
             self._watching.clear()
+            if self._health_thread is not None:  # it writes to the wake pipe: never after that is closed
+                self._health_thread.join(self.policy.timeout_s + 1.0)
             for sig, handler in old.items():
                 signal.signal(sig, handler)
             signal.signal(signal.SIGCHLD, old_chld)
@@ -475,7 +478,8 @@ class Supervisor:
         if self.cfg.node_rank:  # a worker node serves no HTTP: its log and its process are watched
             return
         self._watching.set()
-        threading.Thread(target=self._ask_health, daemon=True, name="svcdiag-health").start()
+        self._health_thread = threading.Thread(target=self._ask_health, daemon=True, name="svcdiag-health")
+        self._health_thread.start()
 
     def watch_status(self, now: float) -> str:
         """STATUS= after ready: the start's verdict and the watch's word while it serves; the incident after."""
@@ -490,6 +494,8 @@ class Supervisor:
         while self._watching.wait(0) and not _sleep_unless_cleared(self._watching, p.interval_s):
             ok, latency, detail = health(self.cfg.host, self.cfg.port, p.timeout_s)
             self._health.put((self.clock(), ok, latency, detail))
+            if not self._watching.is_set():
+                return
             try:
                 os.write(self._wake_w, b"h")
             except OSError:
