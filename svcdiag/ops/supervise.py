@@ -319,19 +319,17 @@ class Supervisor:
         now = self.clock()
         self.watch.line(now, text)
         self._tail_due = now + TAIL_WAIT + 0.01
-        self._judge_after_ready(self.judge.line(text, now), now)
+        self.judge.line(text, now)
+        self._judge_after_ready(now)
 
-    def _judge_after_ready(self, events: list[Event], now: float) -> None:
+    def _judge_after_ready(self, now: float) -> None:
+        """The judge turned the healthy start into died_after_ready on a line: the watch's fatal line."""
         v = self.judge.verdict
         if self.watch is None or v is None or v.cause != "died_after_ready" or self.watch.fatal is not None:
             return
         said = v.message.split("died while serving: ", 1)[-1]
         self.watch.fatal_line(now, v.figures.died_of, said, tuple(v.evidence[self._ready_evidence:][-4:]))
-        self._published_events(events)
         self.notify.status(f"{self.watch_status(now)} · the log: {said}")
-
-    def _published_events(self, events: list[Event]) -> None:
-        """Events after ready worth telling (a container publishes them)."""
 
     def _on_events(self, events: list[Event], now: float) -> None:
         """What one line (or tick) made of the start: a new phase extends systemd's timeout, the
@@ -505,7 +503,8 @@ class Supervisor:
         assert self.watch is not None
         if self._tail_due is not None and now >= self._tail_due:  # a traceback after ready is complete
             self._tail_due = None
-            self._judge_after_ready(self.judge.tick(now), now)
+            self.judge.tick(now)
+            self._judge_after_ready(now)
         said = False
         while True:
             try:
