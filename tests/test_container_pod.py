@@ -285,6 +285,8 @@ def test_a_wedged_pod_fails_its_liveness_probe_and_its_metrics_parse(tmp_path: P
     assert samples[("svcdiag_health_failures_total", unit)] >= failures
     assert samples[("svcdiag_health_latency_seconds", unit)] >= 0
     assert any(name == "svcdiag_phase_duration_seconds" for name, _ in samples)
+    first, stopped = pod.term.read_text().splitlines()  # why the kubelet restarted it, then how it ended
+    assert first.startswith("WEDGED [health_failed]: /health failed 3 times in a row") and stopped.startswith("STOPPED by SIGTERM")
 
 
 def test_a_silent_hangs_probe_text_counts_on_instead_of_freezing_at_its_last_line(tmp_path: Path) -> None:

@@ -100,9 +100,15 @@ def fix_words(fix: Mapping[str, Any]) -> str:
     return " ".join(words) + (f" ({reason})" if reason else "")
 
 
-def termination_message(v: Verdict | None, returncode: int, stopped_by: int | None) -> str:
+def termination_message(v: Verdict | None, returncode: int, stopped_by: int | None,
+                        incident: Incident | None = None) -> str:
     """What `kubectl describe pod` shows as the container's message: the verdict line, then the
-    first fix and the first line of why."""
+    first fix and the first line of why; after ready, the serving watch's incident first (why the
+    kubelet restarted it)."""
+    if incident is not None:
+        cause = f" [{incident.cause}]" if incident.cause else ""
+        rest = termination_message(v, returncode, stopped_by)
+        return " ".join(f"{incident.kind.upper()}{cause}: {incident.message}".split())[:TERMINATION_MAX // 2] + "\n" + rest
     if stopped_by is not None:  # asked to stop before any failure: what the judge made of the end is moot
         phase = f" after ready ({_how(returncode)})" if v is not None and v.verdict == "healthy" else \
             f" during the start ({_how(returncode)})"
@@ -167,7 +173,8 @@ class ContainerSupervisor(Supervisor):
 
     def end(self, result: Supervised) -> ContainerEnd:
         """The termination message written (where there is a file for it), and said on stderr."""
-        msg = termination_message(result.verdict, result.returncode, self._stopped_by)
+        msg = termination_message(result.verdict, result.returncode, self._stopped_by,
+                                  result.incidents[-1] if result.incidents else None)
         path = self.opts.termination_log or (TERMINATION_LOG if os.path.exists(TERMINATION_LOG) else None)
         if path:
             try:
