@@ -67,6 +67,9 @@ def test_a_loaded_server_is_never_restarted(rig, units: Path) -> None:
     later = show(rig, unit, "MainPID", "ActiveState", "NRestarts", "StatusText")
     assert (later["ActiveState"], later["NRestarts"], later["MainPID"]) == ("active", "0", first["MainPID"]), later
     assert "· busy since " in later["StatusText"], later
+    st_ = json_lines(sv(rig, units, "status", name, "--json"))[0]
+    assert st_["verdict"]["verdict"] == "healthy" and st_["watch"]["state"] == "busy", st_  # status says it too
+    assert "    busy since " in sv(rig, units, "status", name).stdout.decode()
     assert sv(rig, units, "down", name).returncode == 0
     [row] = [r for r in json_lines(sv(rig, units, "history", name, "--json"))]
     assert row["incidents"] == [], row
