@@ -318,3 +318,9 @@ def test_a_fatal_line_after_ready_then_failing_health_is_wedged_with_the_lines_c
     assert inc.evidence[0].startswith("Scheduler watchdog timeout") and "KV Cache" not in " ".join(inc.evidence)
     trigger = next(m for m in sent if m.endswith("WATCHDOG=trigger"))
     assert trigger.startswith("STATUS=wedged [watchdog_timeout] since ") and "Scheduler watchdog timeout" in trigger
+
+
+def test_health_generate_is_asked_every_nth_check_only() -> None:
+    p = WatchPolicy(generate_every=3)
+    assert [p.path(n) for n in range(7)] == ["/health", "/health", "/health_generate"] * 2 + ["/health"]
+    assert {WatchPolicy(generate_every=0).path(n) for n in range(10)} == {"/health"}

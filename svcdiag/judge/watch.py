@@ -43,6 +43,15 @@ class WatchPolicy:
     failures: int = 3
     #: one /health's own limit (SGLang 0.5.23's /health sleeps 1 s, then generates a token)
     timeout_s: float = 5.0
+    #: every this many checks, /health_generate instead (0: never): before 0.5.23's default of
+    #: SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION, /health answered without the scheduler; in 0.5.23 the two
+    #: are one handler. Never alone: /health_generate has answered 200 after its scheduler died (#6624)
+    generate_every: int = 6
+
+    def path(self, check: int) -> str:
+        """The endpoint of check number `check` (0, 1, …)."""
+        every = self.generate_every
+        return "/health_generate" if every and check % every == every - 1 else "/health"
 
     @property
     def detect_s(self) -> float:

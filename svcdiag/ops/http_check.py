@@ -81,10 +81,10 @@ def answers_ready(host: str, port: int, timeout: float) -> bool:
 HEALTH_PATH = "/health"
 
 
-def health(host: str, port: int, timeout: float) -> tuple[bool, float | None, str]:
-    """One GET /health, no retry: (200?, seconds it took or None, what it said: "HTTP 200",
-    "HTTP 503", "no answer within 5 s", "connection refused")."""
-    url = base_url(host, port) + HEALTH_PATH
+def health(host: str, port: int, timeout: float, path: str = HEALTH_PATH) -> tuple[bool, float | None, str]:
+    """One GET /health (or `path`: /health_generate), no retry: (200?, seconds it took or None, what it
+    said: "HTTP 200", "HTTP 503", "no answer within 5 s", "connection refused")."""
+    url = base_url(host, port) + path
     t0 = time.monotonic()
     try:
         with urllib.request.urlopen(url, timeout=timeout) as resp:

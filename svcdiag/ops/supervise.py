@@ -489,8 +489,11 @@ class Supervisor:
     def _ask_health(self) -> None:
         """The health thread: /health every interval, each answer queued for the loop (it never blocks the loop)."""
         p = self.policy
+        n = 0
         while self._watching.wait(0) and not _sleep_unless_cleared(self._watching, p.interval_s):
-            ok, latency, detail = health(self.cfg.host, self.cfg.port, p.timeout_s)
+            path, n = p.path(n), n + 1
+            ok, latency, detail = health(self.cfg.host, self.cfg.port, p.timeout_s, path)
+            detail = detail if path == "/health" else f"{detail} ({path})"
             self._health.put((self.clock(), ok, latency, detail))
             if not self._watching.is_set():
                 return
