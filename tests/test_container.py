@@ -172,4 +172,4 @@ def test_a_mounted_config_takes_the_top_level_keys_sglangs_flags_set() -> None:
     from svcdiag.sglang.command import FIELDS, SIM_FIELDS
 
     set_by_flags = {key for key, _ in (*FIELDS.values(), *SIM_FIELDS.values()) if key in TOP_LEVEL}
-    assert set(MOUNTED_KEYS) == set_by_flags | {"description", "timeouts"}
+    assert set(MOUNTED_KEYS) == set_by_flags | {"description", "timeouts", "health_interval_s", "health_failures"}  # + the watch (#42)

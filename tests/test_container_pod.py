@@ -257,3 +257,74 @@ def test_a_shell_wrappers_start_is_judged_with_sglangs_arguments_from_its_log(tm
     assert pod.p.returncode == 0 and pod.term.read_text() == "STOPPED by SIGTERM after ready (status 0)\n"
     (verdict,) = [r for r in pod.records() if r["event"] == "verdict"]
     assert verdict["verdict"] == "healthy" and verdict["figures"]["tp_size"] == 2
+
+
+def test_a_wedged_pod_fails_its_liveness_probe_and_its_metrics_parse(tmp_path: Path) -> None:
+    """#42: stops-serving after ready (silent, /health 503): /livez fails within the watch's detection time
+    (health_failures × interval + the check's limit) of the first failed /health, says what and since when;
+    /metrics parses with Prometheus's own parser, in the textfile's names."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    probe_port = free_port()
+    interval, failures = 0.3, 3
+    pod = Pod(tmp_path, sim("stops-serving", free_port()), probe_port=probe_port,
+              env={"SVCDIAG_HEALTH_INTERVAL_S": str(interval), "SVCDIAG_HEALTH_FAILURES": str(failures)})
+    seen: list[tuple[float, int, str]] = []
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            live, body = pod.probe("/livez")
+            seen.append((time.time(), live, body))
+            if live == 503 and body.startswith("wedged"):
+                break
+            time.sleep(0.05)
+        cli = subprocess.run([sys.executable, "-m", "svcdiag", "probe", "live", "--port", str(probe_port)],
+                             capture_output=True, text=True, cwd=ROOT, check=False)
+        with urllib.request.urlopen(f"http://127.0.0.1:{probe_port}/metrics", timeout=5) as r:
+            kind, metrics = r.headers["Content-Type"], r.read().decode()
+        pod.signal(signal.SIGTERM)
+        pod.end()
+    finally:
+        pod.p.kill()
+    serving = [s for s in seen if s[1] == 200 and "· serving " in s[2]]
+    assert serving, seen  # after ready, alive and serving before the wedge
+    assert seen[-1][1] == 503 and seen[-1][2].startswith("wedged [health_failed] since "), seen[-1]
+    said = cli.stdout + cli.stderr  # a failing probe says why on stderr
+    assert cli.returncode == 1 and "wedged [health_failed] since " in said and "HTTP 503" in said, said
+    [incident] = [r for r in pod.records() if r["event"] == "incident"]
+    assert (incident["verdict"], incident["cause"], incident["kind"]) == ("wedged", "health_failed", "wedged"), incident
+    assert incident["action"] == "restart (the kubelet: /livez fails)"
+    assert incident["ts"] - incident["since"] <= failures * interval + interval + 1.0  # the documented bound (+ slack)
+    assert kind.startswith("text/plain; version=0.0.4")
+    samples = {(s.name, tuple(sorted(s.labels.items()))): s.value
+               for fam in text_string_to_metric_families(metrics) for s in fam.samples}
+    unit = (("config", "Qwen3-8B"), ("unit", "Qwen3-8B.service"))
+    assert samples[("svcdiag_watch_state", tuple(sorted((*unit, ("state", "wedged")))))] == 1
+    assert samples[("svcdiag_incidents_total", tuple(sorted((*unit, ("kind", "wedged")))))] == 1
+    assert samples[("svcdiag_verdict", tuple(sorted((*unit, ("verdict", "healthy")))))] == 1
+    assert samples[("svcdiag_health_checks_total", unit)] >= failures + 1  # at least one answered, then the failures
+    assert samples[("svcdiag_health_failures_total", unit)] >= failures
+    assert samples[("svcdiag_health_latency_seconds", unit)] >= 0
+    assert any(name == "svcdiag_phase_duration_seconds" for name, _ in samples)
+    first, stopped = pod.term.read_text().splitlines()  # why the kubelet restarted it, then how it ended
+    assert first.startswith("WEDGED [health_failed]: /health failed 3 times in a row") and stopped.startswith("STOPPED by SIGTERM")
+
+
+def test_a_silent_hangs_probe_text_counts_on_instead_of_freezing_at_its_last_line(tmp_path: Path) -> None:
+    pod = Pod(tmp_path, sim("hang", free_port()), probe_port=free_port(), env={"SVCDIAG_TIMEOUT_LOADING_WEIGHTS": "20"})
+    bodies: list[str] = []
+    try:
+        began = time.monotonic()
+        while time.monotonic() - began < 30:
+            code, body = pod.probe("/livez")
+            if body.startswith("loading weights"):
+                bodies.append(body)
+            if len(bodies) >= 2 and bodies[-1].split(" s")[0] != bodies[0].split(" s")[0]:
+                break
+            time.sleep(0.5)
+        pod.signal(signal.SIGTERM)
+        pod.end()
+    finally:
+        pod.p.kill()
+    seconds = [int(b.split(" s")[0].rsplit(" ", 1)[1]) for b in bodies]
+    assert len(seconds) >= 2 and seconds[-1] > seconds[0], bodies  # the phase's seconds go on while nothing is printed

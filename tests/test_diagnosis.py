@@ -180,7 +180,7 @@ def test_a_healthy_start_that_ended_while_serving_is_judged_as_it_ended(result: 
     assert says in v.message and v.figures.kv_tokens == healthy.figures.kv_tokens  # the start's figures kept
     d = diagnose(v, U.load("dflash-smoke"))
     assert d["cause"] == "died_after_ready" and "svcdiag logs dflash-smoke" in " ".join(d["explanation"])
-    assert ("/ready stopped answering" in " ".join(d["explanation"])) == (result == "watchdog")
+    assert ("serving watch found it wedged" in " ".join(d["explanation"])) == (result == "watchdog")
 
 
 def test_a_healthy_start_stopped_cleanly_stays_healthy() -> None:

@@ -6,7 +6,8 @@ reads the flags the judge and the diagnosis care about into config keys, and `fr
 them a config; every other word is left to SGLang. Deadlines come, each overriding the one
 before, from the defaults, an optional mounted config file ($SVCDIAG_CONFIG: the units folder's
 TOML schema, its keys checked the same way; the command line wins over it for SGLang's flags) and
-$SVCDIAG_TIMEOUT_<PHASE> (seconds). The config's name: $SVCDIAG_NAME, else the served model name,
+$SVCDIAG_TIMEOUT_<PHASE> (seconds); the serving watch's cadence from $SVCDIAG_HEALTH_INTERVAL_S and
+$SVCDIAG_HEALTH_FAILURES. The config's name: $SVCDIAG_NAME, else the served model name,
 else the model path's last part.
 """
 
@@ -28,7 +29,7 @@ ARGV_SOURCE = "the command line after --"
 MOUNTED_KEYS = ("description", "timeouts", "sglang_version", "gpu_memory_gb", "model_path", "served_model_name",
                 "tp_size", "dp_size", "host", "port", "mem_fraction_static", "max_running_requests",
                 "context_length", "chunked_prefill_size", "cuda_graph_max_bs", "max_mamba_cache_size",
-                "trust_remote_code", "nnodes", "dist_init_addr")
+                "trust_remote_code", "nnodes", "dist_init_addr", "health_interval_s", "health_failures")
 ENV_TIMEOUT = "SVCDIAG_TIMEOUT_"
 #: the model path of a command line that names none (a wrapper script): SGLang's defaults stand
 UNKNOWN_MODEL = "unknown"
@@ -51,6 +52,29 @@ def env_timeouts(environ: Mapping[str, str]) -> dict[str, float]:
             value = -1.0
         if not value > 0:
             raise ConfigError("environment", name, f"must be seconds > 0, got {text!r}")
+        out[key] = value
+    return out
+
+
+#: the serving watch's cadence in a container: env name → (config key, whole number?)
+ENV_WATCH = {"SVCDIAG_HEALTH_INTERVAL_S": ("health_interval_s", False), "SVCDIAG_HEALTH_FAILURES": ("health_failures", True)}
+
+
+def env_watch(environ: Mapping[str, str]) -> dict[str, float | int]:
+    """$SVCDIAG_HEALTH_INTERVAL_S (seconds > 0) and $SVCDIAG_HEALTH_FAILURES (a whole number ≥ 1): the
+    serving watch's /health cadence and how many failures in a row it takes (docs/kubernetes.md)."""
+    out: dict[str, float | int] = {}
+    for name, (key, whole) in ENV_WATCH.items():
+        text = environ.get(name)
+        if text is None:
+            continue
+        try:
+            value: float | int = int(text) if whole else float(text)
+        except ValueError:
+            value = 0
+        if not value > 0:
+            raise ConfigError("environment", name, f"must be {'a whole number ≥ 1' if whole else 'seconds > 0'}, "
+                                                   f"got {text!r}")
         out[key] = value
     return out
 
@@ -91,6 +115,7 @@ def from_keys(keys: Mapping[str, Any], environ: Mapping[str, str]) -> ServiceCon
     node = {k: raw.pop(k) for k in ("nnodes", "node_rank") if k in raw}
     check_raw(Path(ARGV_SOURCE), {k: v for k, v in raw.items() if k != "timeouts"})
     raw["timeouts"] = {**raw.get("timeouts", {}), **env_timeouts(environ)}
+    raw.update(env_watch(environ))
     raw["readiness"] = "notify"
     cfg = config_from_keys(config_name(raw, environ), path, raw)
     if node.get("nnodes", 1) > 1:  # one node of a multi-node start (a LeaderWorkerSet's pod): this one's own

@@ -180,15 +180,21 @@ class ServiceConfig:
     #: "notify" | "journal" (READINESS_MODES; docs/config.md#readiness); a loaded config that did not
     #: set it holds default_readiness(nnodes), never a placeholder
     readiness: str = DEFAULT_READINESS
-    #: notify mode, after ready: WATCHDOG=1 every watchdog_s/2 while /ready answers (WatchdogSec=)
+    #: notify mode, after ready: WATCHDOG=1 every watchdog_s/2 while the serving watch says serving
+    #: (WatchdogSec=), WATCHDOG=trigger once it says wedged; with it, Restart=on-failure unless
+    #: `restart` says otherwise (restart = "no": the unit fails with result watchdog and stays failed)
     watchdog_s: float | None = None
+    #: the serving watch (svcdiag.judge.watch): /health every health_interval_s; wedged after
+    #: health_failures failures in a row with a silent log (None: WatchPolicy's defaults, 10 s and 3)
+    health_interval_s: float | None = None
+    health_failures: int | None = None
     #: [secrets]: env name → a file path or "credstore:NAME" (svcdiag.config.secrets; values never in a unit)
     secrets: tuple[tuple[str, str], ...] = ()
     #: "strict" | "off" (HARDENING_MODES), and what a strict unit may also write and open
     hardening: str = DEFAULT_HARDENING
-    #: systemd's Restart= ("no": a crash loop would bury the first failure's evidence) and RestartSec=:
-    #: an imported unit's own policy is kept here (`svcdiag import`)
-    restart: str = "no"
+    #: systemd's Restart= and RestartSec= (svcdiag.systemd.notify.restart_policy): None is "no", or
+    #: "on-failure" with watchdog_s, and 10 s; an imported unit's own policy is kept here (`svcdiag import`)
+    restart: str | None = None
     restart_sec: float | None = None
     read_write_paths: tuple[str, ...] = ()
     devices: tuple[str, ...] = ()
@@ -239,8 +245,9 @@ class ServiceConfig:
             if f.name in ("name", "path", "baseline", "extends"):
                 continue
             if (f.name, getattr(self, f.name)) in (("watchdog_s", None),
+                                                   ("health_interval_s", None), ("health_failures", None),
                                                    ("hardening", DEFAULT_HARDENING), ("secrets", ()),
-                                                   ("restart", "no"), ("restart_sec", None),
+                                                   ("restart", None), ("restart_sec", None),
                                                    ("read_write_paths", ()), ("devices", ()),
                                                    ("remote_host", None), ("nnodes", 1), ("nodes", ()),
                                                    ("node_rank", None), ("dist_init_addr", None)):
@@ -443,7 +450,7 @@ SIM_SCENARIOS = (
     "healthy-hybrid-dflash", "healthy-dense", "slow-start", "max-running-zero", "not-enough-memory", "cuda-oom",
     "segfault", "oom-kill", "exit-early", "hang", "port-in-use", "model-missing", "nccl-error", "http-mismatch",
     "deepgemm-first-start", "stops-serving", "chatty", "chatty-cuda-oom",
-    "chatty-hang",
+    "chatty-hang", "loaded-serving",
 )
 
 
@@ -530,6 +537,8 @@ TOP_LEVEL: dict[str, Callable[[Any], str | None]] = {
     "sglang_version": _version,
     "readiness": _readiness,
     "watchdog_s": _positive_number,
+    "health_interval_s": _positive_number,
+    "health_failures": _int_range(1, 100),
     "hardening": _hardening,
     "restart": lambda v: None if v in RESTART_POLICIES else f"must be one of {', '.join(RESTART_POLICIES)} "
     f"(systemd's Restart=), got {v!r}",
@@ -791,7 +800,7 @@ def _build(name: str, path: Path, raw: dict[str, Any]) -> ServiceConfig:
         kw["mem_fraction_static"] = float(kw["mem_fraction_static"])
     if "sglang_version" in kw:
         kw["sglang_version"] = kw["sglang_version"].strip()
-    for key in ("sim_time_scale", "gpu_memory_gb", "watchdog_s", "restart_sec"):
+    for key in ("sim_time_scale", "gpu_memory_gb", "watchdog_s", "restart_sec", "health_interval_s"):
         if key in kw:
             kw[key] = float(kw[key])
     kw.setdefault("readiness", default_readiness(kw.get("nnodes", 1)))
@@ -838,6 +847,9 @@ def _cross_check(cfg: ServiceConfig) -> None:
                           f"GPUs, but gpus lists {len(cfg.gpus)}: {list(cfg.gpus)}")
     if cfg.watchdog_s is not None and cfg.readiness != "notify":
         raise ConfigError(cfg.path, "watchdog_s", 'needs readiness = "notify" (svcdiag supervise sends WATCHDOG=1)')
+    if cfg.restart_sec is not None and (cfg.restart or ("on-failure" if cfg.watchdog_s else "no")) == "no":
+        raise ConfigError(cfg.path, "restart_sec", "needs a unit that restarts: restart = \"on-failure\" (or "
+                                                   "watchdog_s, which restarts on failure; docs/config.md#restarts)")
     for key, _ in cfg.secrets:
         if key in dict(cfg.env) or key in ("PYTHONUNBUFFERED", "CUDA_VISIBLE_DEVICES"):
             raise ConfigError(cfg.path, f"secrets.{key}", "is also set in [env] (or by svcdiag); keep it in one place")

@@ -712,9 +712,10 @@ def _died_after_ready(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tu
            f"What it printed last is in `svcdiag logs {name}` (this invocation only); `svcdiag up {name} --wait-ready` "
            "starts it afresh and judges the new start."]
     if v.figures.unit_result == "watchdog":
-        limit = f" ({cfg.watchdog_s:g} s)" if cfg is not None and cfg.watchdog_s else ""
-        say.insert(1, f"/ready stopped answering for longer than watchdog_s{limit}: the server hung or stopped "
-                      "serving (a stuck scheduler, a dead rank, NCCL waiting on a peer).")
+        say.insert(1, "The supervisor's serving watch found it wedged (/health failed health_failures times in a row "
+                      "while the log showed no batch, or printed a fatal line) and told systemd (WATCHDOG=trigger): "
+                      "the server hung or stopped serving (a stuck scheduler, a dead rank, NCCL waiting on a peer); "
+                      f"`svcdiag history {name}` has the incident and its evidence.")
     return say, []
 
 

@@ -73,8 +73,8 @@ class Verdict(Event):
 
 #: what systemd's Result of a unit that ended after ready means, in the operator's words
 _ENDS = {
-    "watchdog": "systemd's watchdog killed it (no WATCHDOG=1 within WatchdogSec: the supervisor feeds it only "
-                "while /ready answers)",
+    "watchdog": "systemd's watchdog killed it (the supervisor's serving watch found it wedged and sent "
+                "WATCHDOG=trigger, or sent no WATCHDOG=1 within WatchdogSec)",
     "oom-kill": "the kernel's OOM killer ended it",
     "core-dump": "it dumped core",
 }

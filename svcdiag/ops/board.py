@@ -25,6 +25,7 @@ from svcdiag.judge.pipeline import Judge
 from svcdiag.judge.progress import PhaseProgress
 from svcdiag.ops import deadline_owner
 from svcdiag.ops.follow import _supervisors_failure
+from svcdiag.ops.status_line import watch_word
 from svcdiag.sglang.figures import Figures
 from svcdiag.systemd.dbus import Systemd, UnitProps
 from svcdiag.systemd.journal import EventReader
@@ -34,7 +35,7 @@ from svcdiag.systemd.journal import EventReader
 TICK_STARTING = 1.0
 TICK_IDLE = 30.0
 #: failing first, then what is starting, then what serves, then what is off
-ORDER = {"failed": 0, "timed_out": 0, "starting": 1, "degraded": 2, "healthy": 3, "stopped": 4, "inactive": 4,
+ORDER = {"failed": 0, "timed_out": 0, "wedged": 0, "starting": 1, "degraded": 2, "healthy": 3, "stopped": 4, "inactive": 4,
          "not installed": 5}
 
 
@@ -42,7 +43,7 @@ ORDER = {"failed": 0, "timed_out": 0, "starting": 1, "degraded": 2, "healthy": 3
 class BoardRow:
     name: str
     unit: str
-    state: str  # starting | healthy | degraded | failed | timed_out | stopped | inactive | not installed
+    state: str  # starting | healthy | degraded | wedged | failed | timed_out | stopped | inactive | not installed
     active_state: str
     sub_state: str
     invocation: str | None = None
@@ -61,6 +62,8 @@ class BoardRow:
     cause: str | None = None
     message: str | None = None
     figures: dict[str, Any] = field(default_factory=dict)
+    #: after ready, the supervisor's serving watch: (serving | busy | wedged | died_after_ready, its words)
+    watch: tuple[str, str] | None = None
 
     @property
     def order(self) -> tuple[int, str]:
@@ -76,7 +79,8 @@ class BoardRow:
             out[key] = None if v is None else round(v, 1)
         out.update(kv_tokens=self.kv_tokens, max_running_requests=self.max_running,
                    requested_max_running_requests=self.max_running_requested, degraded=list(self.degraded),
-                   verdict=self.verdict, cause=self.cause, message=self.message)
+                   verdict=self.verdict, cause=self.cause, message=self.message,
+                   watch={"state": self.watch[0], "status": self.watch[1]} if self.watch else None)
         return out
 
 
@@ -187,6 +191,10 @@ class Board:
             state = ("degraded" if degraded else "healthy") if props.running else "stopped"
         else:
             state = v.verdict if v.verdict in ("failed", "timed_out") else "failed"
+        watch = watch_word(props.status_text) if s.notify and props.running and v is not None \
+            and v.verdict == "healthy" else None
+        if watch is not None and watch[0] == "wedged":
+            state = "wedged"  # healthy when judged, not serving now
         in_progress = v is None and props.running
         since = r.phase_since
         return BoardRow(
@@ -199,7 +207,7 @@ class Board:
             kv_tokens=figures.kv_tokens, max_running=figures.max_running_requests,
             max_running_requested=figures.requested_max_running_requests, degraded=degraded,
             verdict=v.verdict if v is not None else None, cause=v.cause if v is not None else None,
-            message=v.message if v is not None else None, figures=figures.to_json())
+            message=v.message if v is not None else None, figures=figures.to_json(), watch=watch)
 
     def close(self) -> None:
         for s in self.starts.values():

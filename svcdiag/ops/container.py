@@ -18,6 +18,9 @@ forwarded) with what systemd did for it done here instead:
   flag whose value it cannot parse) never stops the start: SGLang's arguments are then taken
   from its own `server_args=` line (the port the HTTP cross-check asks, a worker node's rank,
   the model the diagnosis sizes), and the start is judged from the log as any other.
+- **after ready**, the serving watch (svcdiag.judge.watch): /livez fails once it says wedged, so
+  the kubelet restarts the container; each incident is an `incident` event; /metrics on the
+  probe port (svcdiag.output.textfile's names).
 """
 
 from __future__ import annotations
@@ -38,9 +41,10 @@ from svcdiag.config.from_argv import ARGV_SOURCE, UNKNOWN_MODEL, from_keys
 from svcdiag.config.service import ServiceConfig
 from svcdiag.errors import ConfigError, SvcdiagError
 from svcdiag.judge.verdict import Verdict
+from svcdiag.judge.watch import WEDGED, Incident
 from svcdiag.ops.http_check import answers_ready
 from svcdiag.ops.probes import READY_TIMEOUT_S, Answer, ProbeServer
-from svcdiag.ops.status_line import verdict_status
+from svcdiag.ops.status_line import status_text, verdict_status
 from svcdiag.ops.supervise import Supervised, Supervisor
 from svcdiag.sglang.command import FLAG_OF, SHELLS, find_launch, read_flags
 from svcdiag.sglang.events import Event, ServerArgs
@@ -126,9 +130,15 @@ def fix_words(fix: Mapping[str, Any]) -> str:
     return " ".join(words) + (f" ({reason})" if reason else "")
 
 
-def termination_message(v: Verdict | None, returncode: int, stopped_by: int | None) -> str:
+def termination_message(v: Verdict | None, returncode: int, stopped_by: int | None,
+                        incident: Incident | None = None) -> str:
     """What `kubectl describe pod` shows as the container's message: the verdict line, then the
-    first fix and the first line of why."""
+    first fix and the first line of why; after ready, the serving watch's incident first (why the
+    kubelet restarted it)."""
+    if incident is not None:
+        cause = f" [{incident.cause}]" if incident.cause else ""
+        rest = termination_message(v, returncode, stopped_by)
+        return " ".join(f"{incident.kind.upper()}{cause}: {incident.message}".split())[:TERMINATION_MAX // 2] + "\n" + rest
     if stopped_by is not None:  # asked to stop before any failure: what the judge made of the end is moot
         phase = f" after ready ({_how(returncode)})" if v is not None and v.verdict == "healthy" else \
             f" during the start ({_how(returncode)})"
@@ -170,6 +180,7 @@ class ContainerSupervisor(Supervisor):
         self._stopped_start = False
         self._stopped_by: int | None = None
         self._probes: ProbeServer | None = None
+        self.incidents_published: list[Incident] = []
 
     # ------------------------------------------------------------ the run
 
@@ -179,7 +190,8 @@ class ContainerSupervisor(Supervisor):
         self._open_events()
         if self.opts.probe_port is not None:
             self._probes = ProbeServer(self.opts.probe_host, self.opts.probe_port, {
-                "/startupz": self._startupz, "/livez": self._livez, "/readyz": self._readyz}).start()
+                "/startupz": self._startupz, "/livez": self._livez, "/readyz": self._readyz},
+                metrics=self._metrics).start()
         try:
             result = super().run()
             self._conclude()
@@ -199,7 +211,8 @@ class ContainerSupervisor(Supervisor):
 
     def end(self, result: Supervised) -> ContainerEnd:
         """The termination message written (where there is a file for it), and said on stderr."""
-        msg = termination_message(result.verdict, result.returncode, self._stopped_by)
+        msg = termination_message(result.verdict, result.returncode, self._stopped_by,
+                                  result.incidents[-1] if result.incidents else None)
         path = self.opts.termination_log or (TERMINATION_LOG if os.path.exists(TERMINATION_LOG) else None)
         if path:
             try:
@@ -302,7 +315,35 @@ class ContainerSupervisor(Supervisor):
         self._pub.start(self.cfg.unit, None)
 
     def _status(self) -> str:
+        """Now's word (a probe asks from its own thread): the watch's after ready, the phase and its seconds
+        so far during the start (not frozen at the last line's: a silent hang's seconds go on)."""
+        now = self.clock()
+        try:
+            if self.watch is not None:
+                return self.watch_status(now)
+            if self.verdict is None and self._check is None and self.judge.verdict is None:
+                return status_text(self.judge, self._news, now, self._phase_since)
+        except (RuntimeError, ValueError):  # the loop changed what was being read: its last word stands
+            pass
         return self.notify.last_status or f"starting {self.cfg.name}"
+
+    def _action(self, inc: Incident, acts: bool) -> str | None:
+        if inc.kind == WEDGED and self.opts.probe_port is not None:
+            return "restart (the kubelet: /livez fails)"
+        return super()._action(inc, acts)
+
+    def _incident(self, inc: Incident, now: float) -> None:
+        super()._incident(inc, now)
+        self.incidents_published.append(inc)
+        if self._pub is not None:
+            self._pub.publish(self.incident_record(inc, self._action(inc, False)))
+
+    def _metrics(self) -> str:
+        """/metrics: this start in the textfile's names (svcdiag.output.textfile.render)."""
+        from svcdiag.output.textfile import render
+
+        state = self.metrics_state(self.clock())
+        return render({state["unit"]: state}, marks=False)
 
     def _failed(self) -> bool:
         return self.verdict is not None and self.verdict.verdict != "healthy" and self._check is None
@@ -314,7 +355,10 @@ class ContainerSupervisor(Supervisor):
         return Answer(self._healthy(), self._status())
 
     def _livez(self) -> Answer:
-        return Answer(not self._failed(), self._status())
+        """Fails on a failed start, and after ready once the watch says wedged (its grace: health_failures
+        failed /health in a row, the log silent) or the server is gone."""
+        alive = self.watch is None or self.watch.healthy
+        return Answer(not self._failed() and alive, self._status())
 
     def _readyz(self) -> Answer:
         if not self._healthy():

@@ -85,6 +85,19 @@ CREATE TABLE IF NOT EXISTS campaign_runs (
     start_id INTEGER,
     result TEXT NOT NULL DEFAULT '{}'
 );
+CREATE TABLE IF NOT EXISTS incidents (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    config TEXT NOT NULL,
+    invocation TEXT,
+    ts REAL NOT NULL,
+    since REAL,
+    kind TEXT NOT NULL,
+    cause TEXT,
+    message TEXT,
+    evidence TEXT NOT NULL DEFAULT '[]',
+    action TEXT
+);
+CREATE INDEX IF NOT EXISTS incidents_config ON incidents (config, invocation);
 CREATE INDEX IF NOT EXISTS campaign_runs_key ON campaign_runs (campaign, config, config_hash);
 """
 _JSON_COLUMNS = ("phase_seconds", "sglang_phase_seconds", "figures", "degraded", "diagnosis")
@@ -163,7 +176,36 @@ class History:
         sql = "SELECT * FROM starts" + (f" WHERE {' AND '.join(where)}" if where else "") + " ORDER BY ts DESC, id DESC"
         if limit:
             sql += f" LIMIT {int(limit)}"
-        return [_row(r) for r in reversed(self.db.execute(sql, args).fetchall())]
+        return self._with_incidents([_row(r) for r in reversed(self.db.execute(sql, args).fetchall())])
+
+    def incident(self, config: str, invocation: str | None, incident: dict[str, Any], action: str | None) -> None:
+        """A post-ready incident of a start (svcdiag.judge.watch: wedged, died_after_ready) and what was done."""
+        with self.write() as db:
+            db.execute("INSERT INTO incidents (config, invocation, ts, since, kind, cause, message, evidence, action) "
+                       "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                       (config, invocation, incident["ts"], incident.get("since"), incident["kind"],
+                        incident.get("cause"), incident.get("message"), json.dumps(incident.get("evidence", [])),
+                        action))
+
+    def _with_incidents(self, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Each start with its post-ready incidents; a start that follows one whose incident systemd acted on
+        (a restart) says so: `restarted_after`, the incident's kind."""
+        before: dict[str, dict[str, Any]] = {}
+        try:
+            self.db.execute("SELECT 1 FROM incidents LIMIT 1")
+        except sqlite3.OperationalError:  # a store written before incidents, read-only to this user
+            return rows
+        for r in rows:
+            found = self.db.execute("SELECT ts, since, kind, cause, message, evidence, action FROM incidents WHERE "
+                                    "config = ? AND invocation = ? ORDER BY ts, id",
+                                    (r["config"], r.get("invocation"))).fetchall() if r.get("invocation") else []
+            r["incidents"] = [{**dict(i), "evidence": json.loads(i["evidence"] or "[]")} for i in found]
+            prev = before.get(r["config"])
+            acted = [i for i in (prev or {}).get("incidents", []) if i.get("action")]
+            if acted and prev is not None and prev.get("invocation") != r.get("invocation"):
+                r["restarted_after"] = acted[-1]["kind"]
+            before[r["config"]] = r
+        return rows
 
     def healthy(self, config: str, sglang_version: str | None = None, window: int = WINDOW) -> list[dict[str, Any]]:
         """The latest healthy starts of a config (of one SGLang release when given), oldest first."""
@@ -324,6 +366,20 @@ def read_only(path: Path) -> str:
     that a start warns once (start.once)."""
     return (f"history: {path} is read-only to you: this start is judged with the recorded starts but is not "
             f"recorded; {JOIN}")
+
+
+def record_incident(config: str, invocation: str | None, incident: dict[str, Any], action: str | None, *,
+                    state: str | None = None) -> str | None:
+    """Record one post-ready incident: None, or why not (never an exception)."""
+    path = db_path(state)
+    try:
+        if path.exists() and not writable(path):
+            return read_only(path)
+        with History(path) as h:
+            h.incident(config, invocation, incident, action)
+        return None
+    except (OSError, sqlite3.Error) as e:
+        return unusable(path, e, "the incident is not recorded")
 
 
 def record_start(cfg: ServiceConfig, v: Verdict, command: str, *, state: str | None = None,

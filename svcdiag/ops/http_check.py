@@ -17,6 +17,7 @@ max_running_requests and KV tokens are evidence and figures, not a failure.
 from __future__ import annotations
 
 import json
+import time
 import urllib.error
 import urllib.request
 from typing import Any
@@ -74,6 +75,30 @@ def answers_ready(host: str, port: int, timeout: float) -> bool:
     except (NotYet, OSError):
         return False
     return True
+
+
+#: the serving watch's question after ready: SGLang's /health (every release has it)
+HEALTH_PATH = "/health"
+
+
+def health(host: str, port: int, timeout: float, path: str = HEALTH_PATH) -> tuple[bool, float | None, str]:
+    """One GET /health (or `path`: /health_generate), no retry: (200?, seconds it took or None, what it
+    said: "HTTP 200", "HTTP 503", "no answer within 5 s", "connection refused")."""
+    url = base_url(host, port) + path
+    t0 = time.monotonic()
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as resp:
+            resp.read(1 << 16)
+            code = resp.status
+    except urllib.error.HTTPError as e:
+        code = e.code
+    except (OSError, urllib.error.URLError) as e:
+        reason = getattr(e, "reason", e)
+        if isinstance(reason, TimeoutError) or "timed out" in str(reason):
+            return False, None, f"no answer within {timeout:g} s"
+        return False, None, str(getattr(reason, "strerror", None) or reason)
+    took = time.monotonic() - t0
+    return code == 200, took, f"HTTP {code}"
 
 
 def cross_check(v: Verdict, host: str, port: int, deadline_s: float) -> Verdict:

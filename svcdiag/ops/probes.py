@@ -12,8 +12,12 @@ knows the phase and its deadline, so its probes can be honest:
 - `/readyz`: 200 while the start is healthy and SGLang's /ready answers (a worker node, rank ≥ 1,
   serves no HTTP: healthy is ready).
 
-Each answer's body is one line: the supervisor's status (the phase, its seconds, the news), or
-the verdict.
+Each answer's body is one line: the supervisor's status (the phase, its seconds so far, the
+news), the verdict, or after ready the serving watch's word (`serving …`, `wedged [cause] since
+HH:MM:SS (N s): …`). After ready, `/livez` fails once the serving watch says wedged
+(svcdiag.judge.watch: `health_failures` failed /health in a row with a silent log).
+
+`/metrics` (where the supervisor gives one): Prometheus's text format, the textfile's names.
 """
 
 from __future__ import annotations
@@ -27,6 +31,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 #: probe name (`svcdiag probe NAME`) → path
 PATHS = {"startup": "/startupz", "ready": "/readyz", "live": "/livez"}
+#: Prometheus's text exposition format
+METRICS_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 #: how long /readyz waits for SGLang's /ready (a kubelet's own timeoutSeconds is 1 s by default)
 READY_TIMEOUT_S = 0.8
 
@@ -48,15 +54,21 @@ Answers = dict[str, Callable[[], Answer]]
 class ProbeServer:
     """A small threaded HTTP server on (host, port), in a daemon thread, answering `answers`."""
 
-    def __init__(self, host: str, port: int, answers: Answers):
+    def __init__(self, host: str, port: int, answers: Answers, *, metrics: Callable[[], str] | None = None):
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self) -> None:
-                ask = answers.get(self.path.split("?", 1)[0])
+                path = self.path.split("?", 1)[0]
+                if path == "/metrics" and metrics is not None:
+                    self._send(200, metrics().encode(), METRICS_TYPE)
+                    return
+                ask = answers.get(path)
                 a = ask() if ask is not None else Answer(False, f"no such probe: {self.path} "
                                                                 f"(one of {', '.join(sorted(answers))})")
-                body = (a.text + "\n").encode()
-                self.send_response(a.status if ask is not None else 404)
-                self.send_header("Content-Type", "text/plain; charset=utf-8")
+                self._send(a.status if ask is not None else 404, (a.text + "\n").encode(), "text/plain; charset=utf-8")
+
+            def _send(self, code: int, body: bytes, kind: str) -> None:
+                self.send_response(code)
+                self.send_header("Content-Type", kind)
                 self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
                 self.wfile.write(body)

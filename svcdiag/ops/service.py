@@ -63,6 +63,12 @@ def status(sd: Systemd, configs: list[ServiceConfig], units: UnitsDir) -> list[d
                        verdict=verdict_record(v, cfg.name).to_json() if v else None)
             if props.running and props.active_enter_ts:
                 row["uptime_s"] = round(time.time() - props.active_enter_ts, 1)
+            if v is not None and v.verdict == "healthy" and props.running and cfg.readiness == "notify":
+                from svcdiag.ops.status_line import watch_word
+
+                said = watch_word(props.status_text)
+                if said is not None:  # after ready, the supervisor's serving watch (docs/live.md#the-serving-watch)
+                    row["watch"] = {"state": said[0], "status": said[1]}
         rows.append(row)
     return rows
 

@@ -73,6 +73,19 @@ def tells(status: str, said: str | None) -> bool:
     return bool(cut) and said.startswith(cut)
 
 
+#: the serving watch's word in a supervisor's STATUS= after ready (svcdiag.judge.watch.ServingWatch.status)
+_WATCH = re.compile(r"(?:^|· )(serving|busy|wedged|died_after_ready)\b")
+
+
+def watch_word(status: str) -> tuple[str, str] | None:
+    """What the serving watch says in STATUS= `status` after ready: (serving | busy | wedged |
+    died_after_ready, its words), or None where it says nothing (a start, a journal-mode unit)."""
+    m = _WATCH.search(status or "")
+    if m is None or (m.start() > 0 and not status.startswith("ready")):
+        return None
+    return m.group(1), status[m.start(1):]
+
+
 def status_phase(status: str) -> str | None:
     """The phase STATUS= `status` puts the start in: status_text's, `ready` once judged ready, the
     phase a failed start's message names; None where it names none (`starting NAME`, an HTTP

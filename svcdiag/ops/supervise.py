@@ -18,7 +18,14 @@ docs/benchmarks.md); a bigger one is passed through first. systemd hears
   it, the child gets SIGTERM (SIGKILL STOP_GRACE_S later) and the supervisor exits
   EXIT_TIMED_OUT, the same exit code as `svcdiag up` for a timed-out start;
 - READY=1 once the log says ready and the HTTP cross-check agrees; STATUS=failed [cause]: …
-  when the judge says the start failed; WATCHDOG=1 after ready while /ready answers.
+  when the judge says the start failed;
+- after ready, the serving watch (svcdiag.judge.watch): every line still goes to the judge (a
+  fatal line after ready) and the watch (batches run), and a thread asks SGLang's /health every
+  `health_interval_s`. STATUS= says serving, busy, wedged or died_after_ready; WATCHDOG=1 goes
+  out only while the watch says serving or busy, WATCHDOG=trigger once it says wedged (systemd
+  then restarts the unit, Restart=on-failure); each incident is recorded in the history under
+  the start's invocation. A stop the supervisor was asked for (any signal it forwards: `systemctl
+  stop`, `svcdiag down`, `systemctl kill`) is never an incident.
 
 Signals TERM, INT, HUP and QUIT are forwarded to the child; the supervisor exits with the
 child's status, or re-raises the signal that killed it, so systemd records what it would
@@ -34,6 +41,7 @@ from __future__ import annotations
 import ctypes
 import errno
 import os
+import queue
 import select
 import signal
 import subprocess
@@ -42,12 +50,15 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from svcdiag.config.service import ServiceConfig, UnitsDir
 from svcdiag.judge.pipeline import TAIL_WAIT, Judge
 from svcdiag.judge.verdict import PhaseChange, Verdict
-from svcdiag.ops.http_check import answers_ready, cross_check
-from svcdiag.ops.status_line import news, status_text, verdict_status
+from svcdiag.judge.watch import WEDGED, Incident, ServingWatch, WatchPolicy
+from svcdiag.ops.http_check import cross_check, health
+from svcdiag.ops.status_line import SEP, news, status_text, verdict_status
+from svcdiag.output.schema import ReadinessEvent
 from svcdiag.sglang.events import Event
 from svcdiag.systemd.notify import Notifier, slice_s, watchdog_usec
 
@@ -74,12 +85,26 @@ EXIT_TIMED_OUT = 3
 EXIT_STOPPED_FOR_ANOTHER = 1
 
 
+#: the signals by which someone asks the server to stop (`systemctl stop`, `svcdiag down`, ^C, the kubelet,
+#: `systemctl kill`): every one the supervisor forwards came from outside, so an end after it is no incident
+STOP_ASKED = FORWARDED
+
+
+def watch_policy(cfg: ServiceConfig) -> WatchPolicy:
+    """The serving watch's cadence: the config's, else WatchPolicy's defaults (a check never outlasts its interval)."""
+    d = WatchPolicy()
+    interval = cfg.health_interval_s or d.interval_s
+    return WatchPolicy(interval, cfg.health_failures or d.failures, min(d.timeout_s, interval))
+
+
 @dataclass(frozen=True, slots=True)
 class Supervised:
     """How the child ended, and the supervisor's verdict on its start."""
 
     verdict: Verdict | None
     returncode: int  # Popen's: negative for a signal
+    #: after a healthy start: what the serving watch saw (wedged, died_after_ready)
+    incidents: tuple[Incident, ...] = ()
 
     @property
     def signal(self) -> int | None:
@@ -127,6 +152,13 @@ class Supervisor:
         self.stop_grace_s = STOP_GRACE_S  # SIGTERM to SIGKILL when a deadline stops the server (a pod: its grace)
         self._kill_at: float | None = None  # the server was told to stop at a deadline: SIGKILL then
         self._stopped = False  # ... and so the supervisor exits EXIT_TIMED_OUT
+        self.policy = watch_policy(cfg)
+        self.watch: ServingWatch | None = None  # after a healthy verdict
+        self._health: queue.SimpleQueue[tuple[float, bool, float | None, str]] = queue.SimpleQueue()
+        self._watching = threading.Event()  # set while the health thread should go on
+        self._stop_asked: int | None = None  # the signal an operator (or systemd, or the kubelet) stopped it with
+        self._triggered = False
+        self._health_thread: threading.Thread | None = None
 
     # ------------------------------------------------------------ the child
 
@@ -155,6 +187,8 @@ class Supervisor:
         old_wakeup = signal.set_wakeup_fd(wake_sig_w, warn_on_full_buffer=False)
 
         def forward(sig: int, _frame: object) -> None:
+            if sig in STOP_ASKED and self._stop_asked is None:
+                self._stop_asked = sig
             self._forward(child, sig)
 
         old = {sig: signal.signal(sig, forward) for sig in FORWARDED}
@@ -193,6 +227,9 @@ class Supervisor:
                 if exited_at is not None and time.monotonic() - exited_at >= DRAIN_AFTER_EXIT_S:
                     break
         finally:
+            self._watching.clear()
+            if self._health_thread is not None:  # it writes to the wake pipe: never after that is closed
+                self._health_thread.join(self.policy.timeout_s + 1.0)
             for sig, handler in old.items():
                 signal.signal(sig, handler)
             signal.signal(signal.SIGCHLD, old_chld)
@@ -247,6 +284,8 @@ class Supervisor:
                 _write_all(self.out_fd, chunk)
             if judging and not first:
                 self._judge(chunk)
+            elif not judging and self.watch is not None:  # after ready: the watch reads every line
+                self._lines(chunk)
             self._start_check()
 
     def _judge(self, chunk: bytes) -> None:
@@ -279,10 +318,30 @@ class Supervisor:
 
     def _feed(self, text: str) -> None:
         if self.judge.verdict is not None:
+            if self.watch is not None:
+                self._watch_line(text)
             return
         now = self.clock()
         self._tail_due = now + TAIL_WAIT + 0.01  # a traceback this line ends is complete after TAIL_WAIT
         self._on_events(self.judge.line(text, now), now)
+
+    def _watch_line(self, text: str) -> None:
+        """A line after ready: a batch is progress; the judge reads it for a fatal one (died_after_ready)."""
+        assert self.watch is not None
+        now = self.clock()
+        self.watch.line(now, text)
+        self._tail_due = now + TAIL_WAIT + 0.01
+        self.judge.line(text, now)
+        self._judge_after_ready(now)
+
+    def _judge_after_ready(self, now: float) -> None:
+        """The judge turned the healthy start into died_after_ready on a line: the watch's fatal line."""
+        v = self.judge.verdict
+        if self.watch is None or v is None or v.cause != "died_after_ready" or self.watch.fatal is not None:
+            return
+        said = v.message.split("died while serving: ", 1)[-1]
+        self.watch.fatal_line(now, v.figures.died_of, said, tuple(v.evidence[self._ready_evidence:][-4:]))
+        self.notify.status(f"{self.watch_status(now)} · the log: {said}")
 
     def _on_events(self, events: list[Event], now: float) -> None:
         """What one line (or tick) made of the start: a new phase extends systemd's timeout, the
@@ -375,6 +434,8 @@ class Supervisor:
         if self.verdict is not None and self.verdict.verdict == "healthy":
             if self._watchdog_s:
                 wakes.append(self._watchdog_next)
+            if self._tail_due is not None:
+                wakes.append(self._tail_due)
             return max(0.0, min(wakes) - now)
         if self._extended_to is not None:
             wakes.append(self._extended_to - self.slice / 2)
@@ -398,6 +459,7 @@ class Supervisor:
             if v.verdict == "healthy":
                 self.notify.ready(verdict_status(v))
                 self._watchdog_next = now + (self._watchdog_s or 0)
+                self._start_watch(v, now)
             else:
                 self.notify.status(verdict_status(v))
             return
@@ -407,15 +469,163 @@ class Supervisor:
             self._on_events(self.judge.tick(now), now)
         if self.verdict is None or self.verdict.verdict != "healthy":
             self._extend(now)
-        elif self.verdict.verdict == "healthy" and self._watchdog_s and now >= self._watchdog_next:
+            return
+        if self.watch is not None:
+            self._on_watch(now)
+        if self._watchdog_s and now >= self._watchdog_next:
             self._watchdog_next = now + self._watchdog_s
-            if answers_ready(self.cfg.host, self.cfg.port, min(5.0, self._watchdog_s)):
+            if self.watch is None or self.watch.healthy:
                 self.notify.watchdog()
-            else:
-                self.notify.status(f"not serving: {self.cfg.host}:{self.cfg.port} /ready does not answer")
+
+    # ------------------------------------------------------------ after ready: the serving watch
+
+    def _start_watch(self, v: Verdict, now: float) -> None:
+        """The start is healthy: record it (under systemd: a restart is a start nobody's `up` waits for),
+        then watch the server while it serves."""
+        self.watch = ServingWatch(self.policy, now)
+        self._ready_evidence = len(self.judge.verdict.evidence) if self.judge.verdict is not None else 0
+        self._record_start(v)
+        if self.cfg.node_rank:  # a worker node serves no HTTP: its log and its process are watched
+            return
+        self._watching.set()
+        self._health_thread = threading.Thread(target=self._ask_health, daemon=True, name="svcdiag-health")
+        self._health_thread.start()
+
+    def watch_status(self, now: float) -> str:
+        """STATUS= after ready: the start's verdict and the watch's word while it serves; the incident after."""
+        assert self.watch is not None
+        if self.watch.healthy and self.verdict is not None:
+            return f"{verdict_status(self.verdict)}{SEP}{self.watch.status(now)}"
+        return self.watch.status(now)
+
+    def _ask_health(self) -> None:
+        """The health thread: /health every interval, each answer queued for the loop (it never blocks the loop)."""
+        p = self.policy
+        n = 0
+        while self._watching.wait(0) and not _sleep_unless_cleared(self._watching, p.interval_s):
+            path, n = p.path(n), n + 1
+            ok, latency, detail = health(self.cfg.host, self.cfg.port, p.timeout_s, path)
+            detail = detail if path == "/health" else f"{detail} ({path})"
+            self._health.put((self.clock(), ok, latency, detail))
+            if not self._watching.is_set():
+                return
+            try:
+                os.write(self._wake_w, b"h")
+            except OSError:
+                return  # the loop has ended
+
+    def _on_watch(self, now: float) -> None:
+        assert self.watch is not None
+        if self._tail_due is not None and now >= self._tail_due:  # a traceback after ready is complete
+            self._tail_due = None
+            self.judge.tick(now)
+            self._judge_after_ready(now)
+        said = False
+        while True:
+            try:
+                ts, ok, latency, detail = self._health.get_nowait()
+            except queue.Empty:
+                break
+            if self._stop_asked is not None:
+                continue  # stopping: /health failing now is the stop's
+            said = True
+            inc = self.watch.health(ts, ok, latency, detail)
+            if inc is not None:
+                self._incident(inc, now)
+        if said and not self._triggered:
+            self.notify.status(self.watch_status(now))
+
+    def _incident(self, inc: Incident, now: float) -> None:
+        """Say it (STATUS=), record it under the start, and for wedged, have systemd act (WATCHDOG=trigger)."""
+        assert self.watch is not None
+        status = self.watch_status(now)
+        acts = inc.kind == WEDGED and bool(self._watchdog_s)
+        action = self._action(inc, acts)
+        self._record_incident(inc, action)
+        if acts and not self._triggered:
+            self._triggered = True
+            self._watching.clear()
+            self.notify.watchdog_trigger(f"{status} → systemd restarts it")
+        else:
+            self.notify.status(status)
+
+    def _action(self, inc: Incident, acts: bool) -> str | None:
+        """What is done about an incident: systemd restarts a wedged server (WATCHDOG=trigger, Restart=on-failure)."""
+        return "restart (WATCHDOG=trigger)" if acts else None
+
+    def metrics_state(self, now: float) -> dict[str, Any]:
+        """This start as a textfile state (svcdiag.output.textfile): /metrics renders it with the same names."""
+        r = self.judge.readiness
+        v = self.verdict if self._check is None else None
+        state: dict[str, Any] = {
+            "unit": self.cfg.unit, "config": self.cfg.name, "invocation": self.environ.get("INVOCATION_ID") or None,
+            "phase": r.phase, "verdict": v.verdict if v is not None else "pending",
+            "cause": v.cause if v is not None else None, "started": r.started, "phase_since": r.phase_since,
+            "updated": now, "phase_seconds": dict(r.phase_seconds),
+            "figures": {k: getattr(r.figures, k, None) for k in ("kv_tokens", "max_total_num_tokens",
+                                                                 "max_running_requests", "context_len")}}
+        if v is not None and v.figures.startup_s is not None:
+            state["figures"]["startup_s"] = v.figures.startup_s
+        w = self.watch
+        if w is not None:
+            incidents: dict[str, int] = {}
+            for inc in w.incidents:
+                incidents[inc.kind] = incidents.get(inc.kind, 0) + 1
+            state.update(watch=w.state, incidents=incidents, health_checks=w.checks, health_failures=w.failed_checks,
+                         health_latency_s=w.last_latency_s)
+        return state
+
+    def _record_start(self, v: Verdict) -> None:
+        """Under systemd with a watchdog, the start goes in the history: a restart is a start nobody's `up`
+        waits for (`up` records the same invocation once)."""
+        if not self.environ.get("INVOCATION_ID") or not self.cfg.watchdog_s:
+            return
+        from svcdiag.ops.history import record_start
+        from svcdiag.output.publish import verdict_record
+
+        _, why = record_start(self.cfg, v, "supervise")
+        _warn(why)
+        self._textfile(verdict_record(v, self.cfg.name))
+
+    def _textfile(self, rec: ReadinessEvent) -> None:
+        """$SVCDIAG_TEXTFILE in the unit's [env]: a restarted start and its incidents reach node_exporter too."""
+        path = self.environ.get("SVCDIAG_TEXTFILE")
+        if not path:
+            return
+        from svcdiag.errors import SvcdiagError
+        from svcdiag.output.textfile import Textfile
+
+        try:
+            Textfile(path).publish(rec)
+        except (OSError, SvcdiagError) as e:
+            _warn(f"textfile {path}: {e}")
+
+    def incident_record(self, inc: Incident, action: str | None) -> ReadinessEvent:
+        """The incident as an event (docs/events.md `incident`): `verdict` wedged or failed, its cause."""
+        return ReadinessEvent(event="incident", ts=inc.ts, unit=self.cfg.unit, config=self.cfg.name,
+                              invocation=self.environ.get("INVOCATION_ID") or None, phase="ready",
+                              verdict=WEDGED if inc.kind == WEDGED else "failed",
+                              cause=inc.cause if inc.kind == WEDGED else "died_after_ready", message=inc.message,
+                              data={"kind": inc.kind, "since": round(inc.since, 3), "evidence": list(inc.evidence),
+                                    "action": action})
+
+    def _record_incident(self, inc: Incident, action: str | None) -> None:
+        """Under systemd: in the history, under the start's invocation, and in the journal (`svcdiag events`)."""
+        if not self.environ.get("INVOCATION_ID"):
+            return
+        from svcdiag.ops.history import record_incident
+        from svcdiag.systemd.journal import JournalSink
+
+        _warn(record_incident(self.cfg.name, self.environ.get("INVOCATION_ID"), inc.to_json(), action))
+        self._textfile(self.incident_record(inc, action))
+        try:
+            JournalSink(warn=lambda _m: None).publish(self.incident_record(inc, action))
+        except Exception:  # the journal's record is a courtesy: the server must keep being watched
+            pass
 
     _watchdog_next: float = 0.0
     _stopped_for: str | None = None  # why `up` stopped this start (another node failed), when it said
+    _ready_evidence = 0  # the judge's evidence at ready: what a fatal line after it adds is the incident's
     _phase_deadline: float | None = None
     _tail_due: float | None = None
     _phase_since: float | None = None
@@ -440,8 +650,42 @@ class Supervisor:
         if self.verdict is not None and self.verdict.verdict != "healthy":
             self.notify.status(verdict_status(self.verdict))
         elif self.verdict is not None:
+            self._died_after_ready(returncode, now)
+        incidents = tuple(self.watch.incidents) if self.watch is not None else ()
+        return Supervised(self.verdict, EXIT_TIMED_OUT if self._stopped else returncode, incidents)
+
+    def _died_after_ready(self, returncode: int, now: float) -> None:
+        """The server ended after a healthy start: an operator's stop, or an incident (dead)."""
+        if self.watch is None or self._triggered:
             self.notify.status(f"stopped: the server exited ({_how(returncode)}) after it was ready")
-        return Supervised(self.verdict, EXIT_TIMED_OUT if self._stopped else returncode)
+            return
+        jv = self.judge.verdict
+        by_log = jv is not None and jv.figures.stopped_after_ready_by is not None and returncode in (0, -15, 143)
+        stopped = self._stop_asked is not None or by_log
+        inc = self.watch.ended(now, _how(returncode), stopped=stopped,
+                               cause=jv.figures.died_of if jv is not None and jv.cause == "died_after_ready" else None)
+        if inc is None:
+            who = signal.Signals(self._stop_asked).name if self._stop_asked is not None else "a stop in the log"
+            self.notify.status(f"stopped: the server exited ({_how(returncode)}) after it was ready ({who}: "
+                               "not an incident)")
+            return
+        self._incident(inc, now)
+
+
+def _warn(why: str | None) -> None:
+    """A history the supervisor cannot write: one line on its stderr (the unit's journal), the server unharmed."""
+    if why:
+        os.write(2, f"svcdiag supervise: warning: {why}\n".encode())
+
+
+def _sleep_unless_cleared(flag: threading.Event, seconds: float) -> bool:
+    """Sleep `seconds`; True if `flag` was cleared meanwhile (checked every 0.2 s at most)."""
+    end = time.monotonic() + seconds
+    while (left := end - time.monotonic()) > 0:
+        time.sleep(min(0.2, left))
+        if not flag.is_set():
+            return True
+    return not flag.is_set()
 
 
 def _how(returncode: int) -> str:

@@ -17,7 +17,7 @@ from svcdiag.output.progress import bar_text, duration
 #: svcdiag.ops.board.BoardRow (output sits below ops, so it is duck-typed here)
 BoardRow = Any
 
-STYLE = {"failed": "bold red", "timed_out": "bold red", "starting": "cyan", "degraded": "yellow",
+STYLE = {"failed": "bold red", "timed_out": "bold red", "wedged": "bold red", "starting": "cyan", "degraded": "yellow",
          "healthy": "green", "stopped": "dim", "inactive": "dim", "not installed": "dim"}
 COLUMNS = ("unit", "state", "phase", "progress", "ETA (slowest)", "in phase", "elapsed", "kv tokens", "max_running", "degraded",
            "last verdict")
@@ -60,6 +60,8 @@ def cells(row: BoardRow) -> tuple[str, ...]:
         verdict = row.verdict + (f" [{row.cause}]" if row.cause else "")
         if row.verdict != "healthy" and row.message:
             verdict += f": {row.message}"
+        elif row.watch is not None and row.watch[0] != "serving":  # after ready: busy, wedged
+            verdict += f" · {row.watch[1]}"
     degraded = " ".join(f"!{_DEGRADED.get(d, d)}" for d in row.degraded)
     return (row.name, row.state, row.phase or "-", progress, eta, in_phase, elapsed, kv, mr, degraded, verdict)
 

@@ -37,7 +37,20 @@ def render_history(rows: list[dict[str, Any]]) -> str:
                      ",".join(x for x in (r.get("degraded") or []) if x), (r.get("invocation") or "")[:12]])
     widths = [max(len(str(x)) for x in col) for col in zip(head, *body, strict=True)]
     lines = ["  ".join(str(c).ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in [head, *body]]
-    return "\n".join(lines) + "\n"
+    out = [lines[0]]
+    for r, line in zip(rows, lines[1:], strict=True):  # each start, then what happened to it after ready
+        if r.get("restarted_after"):
+            out.append(f"  ↻ restarted after {r['restarted_after']}")
+        out.append(line)
+        out += [incident_line(i) for i in r.get("incidents") or ()]
+    return "\n".join(out) + "\n"
+
+
+def incident_line(i: dict[str, Any]) -> str:
+    """A post-ready incident under its start: `  ! wedged [health_failed] 12:00:03: … → restart`."""
+    cause = f" [{i['cause']}]" if i.get("cause") else ""
+    action = f" → {i['action']}" if i.get("action") else ""
+    return f"  ! {i['kind']}{cause} {_when(i.get('since') or i.get('ts'))}: {i.get('message') or ''}{action}"
 
 
 def render_advice(a: dict[str, Any]) -> str:

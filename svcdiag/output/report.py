@@ -311,6 +311,8 @@ def render_status(row: dict[str, Any]) -> str:
            f"kv_tokens {'-' if kv is None else kv:<10} max_running {'-' if mr is None else mr:<5} {verdict}{up_for}\n")
     if v and v.get("diagnosis"):
         out += "".join(f"    {sentence}\n" for sentence in v["diagnosis"]["explanation"][:2])
+    if row.get("watch"):  # after ready: what the serving watch says now
+        out += f"    {row['watch']['status']}\n"
     f = Figures.from_json((v or {}).get("figures"), f"{row['name']}'s verdict")
     if lost := f.journal_dropped_lines:  # journald's "Suppressed N messages" record: the journal is not the whole story
         whose = "; the verdict is svcdiag supervise's, which read them all" if f.verdict_source == "supervisor" else ""

@@ -27,6 +27,7 @@ MESSAGE_IDS = {
     "note": "5ad12f8f579641b799d8b83a938be7b1",
     "progress": "2c0b1f6e4d7a4e58b3a91c5d8f26e7a4",
     "slow_phase": "5f0c3a7e91b24d6c8e2a7b4d1c9f0e63",
+    "incident": "b070229cd0e348b89e7078aa28688d5c",
 }
 EVENT_TYPES = tuple(MESSAGE_IDS)
 #: the types written to the journal: a note is for the terminal that asked; progress (several a
@@ -35,7 +36,7 @@ ON_REQUEST = frozenset({"progress"})
 JOURNALED = frozenset(EVENT_TYPES) - {"note"} - ON_REQUEST
 
 #: syslog priorities: a dashboard filtering on -p warning sees failures only
-_PRIORITY = {"failure": 3, "drift": 4, "slow_phase": 4}
+_PRIORITY = {"failure": 3, "drift": 4, "slow_phase": 4, "incident": 3}
 _COMMON = ("schema", "event", "ts", "time", "unit", "invocation", "config", "phase")
 
 

@@ -33,7 +33,10 @@ GAUGES = {
     "weights_gb": ("svcdiag_weights_bytes", "GPU memory the weights took (rank 0)."),
     "startup_s": ("svcdiag_startup_seconds", "Seconds from start to the verdict."),
 }
-_UPDATES_ON = {"phase_entered", "failure", "verdict"}
+_UPDATES_ON = {"phase_entered", "failure", "verdict", "incident"}
+#: the serving watch's states (svcdiag.judge.watch), after a healthy verdict
+WATCH_STATES = ("serving", "busy", "wedged", "dead")
+INCIDENTS = ("wedged", "died_after_ready")
 _FIGURE_MILESTONES = {"kv_cache", "weights_end", "mamba_cache", "scheduler"}
 
 
@@ -45,8 +48,9 @@ def _labels(**kw: Any) -> str:
     return "{" + ",".join(f'{k}="{_label(v)}"' for k, v in kw.items() if v is not None) + "}"
 
 
-def render(states: dict[str, dict[str, Any]]) -> str:
-    """The exposition text for every unit's state (sorted, so a rewrite with no change is byte-identical)."""
+def render(states: dict[str, dict[str, Any]], *, marks: bool = True) -> str:
+    """The exposition text for every unit's state (sorted, so a rewrite with no change is byte-identical);
+    `marks`: with the `# svcdiag_state` lines the next writer reads back (a textfile, not /metrics)."""
     out: list[str] = []
 
     def family(name: str, kind: str, help_: str, rows: list[tuple[str, float]]) -> None:
@@ -78,8 +82,29 @@ def render(states: dict[str, dict[str, Any]]) -> str:
         values = {u: (states[u].get("figures") or {}).get(figure) for u in units}
         family(metric, "gauge", help_, [(_labels(**base[u]), round(v * scale) if scale != 1 else v)
                                         for u, v in values.items() if isinstance(v, (int, float))])
-    out.extend(STATE_MARK + json.dumps(states[u], sort_keys=True, separators=(",", ":")) for u in units)
+    _after_ready(family, states, units, base)
+    if marks:
+        out.extend(STATE_MARK + json.dumps(states[u], sort_keys=True, separators=(",", ":")) for u in units)
     return "\n".join(out) + "\n"
+
+
+def _after_ready(family: Any, states: dict[str, dict[str, Any]], units: list[str], base: dict[str, Any]) -> None:
+    """The serving watch's families (docs/live.md#metrics): its state, incidents, restarts, /health."""
+    watched = [u for u in units if states[u].get("watch")]
+    family("svcdiag_watch_state", "gauge", "After a healthy start, 1 for what the serving watch says, 0 for the others.",
+           [(_labels(**base[u], state=w), int(states[u]["watch"] == w)) for u in watched for w in WATCH_STATES])
+    family("svcdiag_incidents_total", "counter", "Post-ready incidents of the current start, by kind.",
+           [(_labels(**base[u], kind=k), (states[u].get("incidents") or {}).get(k, 0))
+            for u in units if states[u].get("verdict") == "healthy" or states[u].get("incidents") for k in INCIDENTS])
+    family("svcdiag_restarts_total", "counter", "Restarts after a post-ready incident that svcdiag has seen.",
+           [(_labels(**base[u]), states[u]["restarts"]) for u in units if states[u].get("restarts") is not None])
+    family("svcdiag_health_checks_total", "counter", "SGLang /health requests the serving watch made.",
+           [(_labels(**base[u]), states[u]["health_checks"]) for u in watched if "health_checks" in states[u]])
+    family("svcdiag_health_failures_total", "counter", "SGLang /health requests that failed (not 200, or no answer).",
+           [(_labels(**base[u]), states[u]["health_failures"]) for u in watched if "health_failures" in states[u]])
+    family("svcdiag_health_latency_seconds", "gauge", "Seconds the latest answered /health took.",
+           [(_labels(**base[u]), round(states[u]["health_latency_s"], 4)) for u in watched
+            if isinstance(states[u].get("health_latency_s"), (int, float))])
 
 
 def read_states(text: str) -> dict[str, dict[str, Any]]:
@@ -98,7 +123,12 @@ def read_states(text: str) -> dict[str, dict[str, Any]]:
 def apply(state: dict[str, Any] | None, rec: ReadinessEvent) -> dict[str, Any]:
     """A unit's state after one record. A record of a new invocation starts the state afresh."""
     if state is None or state.get("invocation") != rec.invocation:
-        state = {"unit": rec.unit, "config": rec.config, "invocation": rec.invocation, "phase": "starting",
+        # a start after one systemd restarted (its incident acted on) counts as a restart of the unit
+        acted = state is not None and state.get("acted")
+        restarts = (state or {}).get("restarts")
+        restarts = (restarts or 0) + 1 if acted else restarts
+        state = {"restarts": restarts} if restarts is not None else {}
+        state |= {"unit": rec.unit, "config": rec.config, "invocation": rec.invocation, "phase": "starting",
                  "verdict": "pending", "cause": None, "started": rec.ts, "phase_since": rec.ts, "figures": {},
                  "phase_seconds": {}}
     state = dict(state, figures=dict(state.get("figures") or {}), updated=rec.ts or state.get("updated"))
@@ -117,6 +147,12 @@ def apply(state: dict[str, Any] | None, rec: ReadinessEvent) -> dict[str, Any]:
                 state["figures"][key] = rec.figures[alias]
     elif rec.event == "failure":
         state["cause"] = rec.cause
+    elif rec.event == "incident":
+        kind = rec.data.get("kind") or rec.verdict
+        state["incidents"] = {**(state.get("incidents") or {}), kind: (state.get("incidents") or {}).get(kind, 0) + 1}
+        state["watch"] = "wedged" if kind == "wedged" else "dead"
+        if rec.data.get("action"):
+            state["acted"] = True
     elif rec.event == "verdict":
         state.update(verdict=rec.verdict, cause=rec.cause, phase_seconds=rec.data.get("phase_seconds") or {})
         state["figures"].update(Figures.from_json(rec.figures, f"{rec.unit}'s verdict record").pick(tuple(GAUGES)))

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import datetime as dt
+import itertools
 import json
 import os
 import signal
@@ -22,7 +23,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from .model import DENSE_8B, HYBRID_27B, Figures, compute, gpu_total_gib
 from .release import DEFAULT_VERSION, OLD_FORMAT_VERSION, Release, parse_launch_args
-from .scenarios import SCENARIOS, Scenario
+from .scenarios import LOADED_HEALTH_S, SCENARIOS, Scenario
 
 SITE = "/opt/sglang/.venv/lib/python3.11/site-packages"
 
@@ -155,6 +156,7 @@ class Server:
     def __init__(self, a: argparse.Namespace, fig: Figures, scenario: Scenario, rel: Release, log: Log,
                  launch_command: str):
         self.ready = threading.Event()
+        self.loaded = threading.Event()  # fault loaded_serving: /health* answer slowly, batches go on
         info = {
             "model_path": a.model_path, "tokenizer_path": a.model_path, "is_generation": True,
             "preferred_sampling_params": None, "weight_version": "default",
@@ -207,6 +209,8 @@ class Server:
                 path = self.path.split("?")[0]
                 up = outer.ready.is_set()
                 if path in ("/health", "/health_generate"):
+                    if up and outer.loaded.is_set():  # a queue ahead of the health check's token
+                        time.sleep(LOADED_HEALTH_S * log.clock.scale)
                     if up and rel.new:
                         time.sleep(sleep_s)  # 0.5.23 sleeps 1 s before the check (and generates a token)
                     self._send(200 if up else 503, {} if up else {"error": "starting"})
@@ -488,6 +492,13 @@ def run(own: argparse.Namespace, launch_argv: list[str]) -> int:
     if fault == "stops_serving":  # a wedged scheduler: the process lives on, silent, and answers 503
         clock.sleep(scenario.serving_s)
         server.ready.clear()
+    if fault == "loaded_serving":  # busy, not wedged: slow /health, a decode batch every second
+        clock.sleep(scenario.serving_s)
+        server.loaded.set()
+        for i in itertools.count():
+            clock.sleep(1.0)
+            log.rank(0, f"Decode batch. #running-req: 64, #token: {90000 + i % 9000}, token usage: 0.93, "
+                        f"cuda graph: True, gen throughput (token/s): {2400 + i % 50:.2f}, #queue-req: 212,")
     while True:
         signal.pause()
 

@@ -24,7 +24,8 @@ class Scenario:
     weight_load_s: float = 41.9
     #: what /get_server_info reports, when it lies (the HTTP cross-check's test)
     server_info_tokens_delta: int = 0
-    #: fault "stops_serving": nominal seconds the server answers after ready, before /ready and /health* say 503
+    #: fault "stops_serving": nominal seconds the server answers after ready, before /ready and /health* say 503;
+    #: fault "loaded_serving": before /health* turn slow (LOADED_HEALTH_S) while decode batches go on
     serving_s: float = 40.0
     #: nominal seconds of DeepGEMM's JIT pre-compile at the start of CUDA-graph capture (a first start on a host)
     precompile_s: float = 0.0
@@ -62,7 +63,12 @@ SCENARIOS: dict[str, Scenario] = {
                                 fault="cuda_oom", chatter_lines=30_000),
     "chatty-hang": Scenario("30,000 warnings mid-load, then a silent hang capturing CUDA graphs",
                             fault="hang_in_graphs", chatter_lines=30_000),
+    "loaded-serving": Scenario("starts healthy, then serves under load: /health answers only after 30 s while "
+                               "decode batches are printed every second (busy, not wedged: the serving watch's test)",
+                               fault="loaded_serving"),
 }
+#: fault "loaded_serving": nominal seconds /health and /health_generate take once the server is loaded
+LOADED_HEALTH_S = 30.0
 
 if tuple(SCENARIOS) != SIM_SCENARIOS:  # the config's list names exactly these, in this order
     raise ImportError(f"svcdiag.config.service.SIM_SCENARIOS differs from the stand-in's: {tuple(SCENARIOS)}")

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from svcdiag.config.secrets import env_file, resolve_all
 from svcdiag.config.service import ServiceConfig
+from svcdiag.files import DEFAULT_STATE_DIR
 
 #: DeviceAllow= per family: `char-GROUP` is every node of that driver (/proc/devices), which is
 #: how systemd spells a glob: char-nvidia-frontend is /dev/nvidia[0-9]* and /dev/nvidiactl,
@@ -62,7 +63,8 @@ def _pct(path: str) -> str:
 
 def read_write_paths(cfg: ServiceConfig) -> list[str]:
     """What a strict unit may write: the user's caches (%h is User='s home), /dev/shm, the working
-    directory (never `/`), cache folders [env] names, and `read_write_paths`. `-`: may be missing."""
+    directory (never `/`), cache folders [env] names, `read_write_paths`, and with `watchdog_s` svcdiag's
+    state (the history the supervisor records restarts in). `-`: may be missing."""
     paths = ["%h/.cache", "%h/.triton", "/dev/shm"]
     wd = cfg.working_directory
     if wd and Path(wd) != Path("/"):
@@ -73,6 +75,8 @@ def read_write_paths(cfg: ServiceConfig) -> list[str]:
         if v.startswith("/") and Path(v) != Path("/") and not any(c in v for c in " \t\"'\\"):
             paths.append(_pct(v))
     paths += [_pct(p) for p in cfg.read_write_paths]
+    if cfg.watchdog_s is not None:  # the supervisor records a restarted start and its incidents in the history
+        paths.append(_pct(DEFAULT_STATE_DIR))
     seen: list[str] = []
     for p in paths:
         if p not in seen:

@@ -10,7 +10,7 @@ from typing import Any
 from svcdiag.config.secrets import check_files
 from svcdiag.config.service import ServiceConfig
 from svcdiag.errors import SvcdiagError
-from svcdiag.files import write_atomic
+from svcdiag.files import DEFAULT_STATE_DIR, private_dir, write_atomic
 from svcdiag.systemd.render import installed_hash, render_unit
 from svcdiag.systemd.secrets import push_remote, remove_environment_file, write_environment_file
 
@@ -61,6 +61,16 @@ def installed_unit(cfg: ServiceConfig, version: str | None = None, unit_dir: Pat
     return {"unit_file": str(path), "installed_text": text, "drift": drift(cfg, unit_dir, version)}
 
 
+def _state_dir_for_restarts() -> None:
+    """A unit with a watchdog records its restarts in svcdiag's state (ReadWritePaths=-/var/lib/svcdiag): it
+    must exist before the unit starts, or a strict sandbox leaves the supervisor nothing to write to. Made as
+    `svcdiag setup` would not (private to root); a store `setup` shared is left as it is."""
+    try:
+        private_dir(Path(DEFAULT_STATE_DIR))
+    except OSError:
+        pass  # not root: `svcdiag setup` makes it; the supervisor warns in the journal meanwhile
+
+
 def install_units(configs: list[ServiceConfig], unit_dir: Path, *, reload: bool = True,
                   force: bool = False, versions: Mapping[str, str | None] | None = None) -> dict[str, Any]:
     """Write each config's unit; `versions` (config name → SGLang release) spells the flags."""
@@ -76,6 +86,8 @@ def install_units(configs: list[ServiceConfig], unit_dir: Path, *, reload: bool 
             raise SvcdiagError(f"{path} exists and was not written by svcdiag; move it away, or "
                                f"`svcdiag install --force {cfg.name}` to replace it")
     for cfg, _ in rendered:  # secrets checked (and journal mode's EnvironmentFile written) before any unit
+        if cfg.watchdog_s is not None and unit_dir == SYSTEM_UNIT_DIR:
+            _state_dir_for_restarts()
         if cfg.secrets:
             write_environment_file(cfg)
         else:

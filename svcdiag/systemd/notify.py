@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 
 from svcdiag.config.service import ALLOWANCES
 
@@ -45,6 +46,44 @@ def start_limit_s(timeouts: dict[str, float]) -> float:
     allowances = len(phases) * timeouts.get("jit_compile", 0.0) + timeouts.get("loading_weights", 0.0) \
         + timeouts.get("cuda_graph", 0.0) + timeouts.get("kv_cache", 0.0)  # precompile (once a phase), draft, host pool
     return sum(phases) + timeouts.get("http_check", 0.0) + allowances + START_LIMIT_MARGIN_S
+
+
+#: RestartSec= of a unit that restarts, unless the config's restart_sec says otherwise
+DEFAULT_RESTART_S = 10.0
+#: starts systemd allows within StartLimitIntervalSec= (restarts included) before it leaves the unit failed
+START_LIMIT_BURST = 3
+
+
+@dataclass(frozen=True, slots=True)
+class RestartPolicy:
+    """A notify unit's one story of time (docs/config.md#restarts): TimeoutStartSec= is the whole
+    start's limit; a unit with a watchdog restarts (Restart=on-failure) after RestartSec=, and
+    StartLimitIntervalSec= is START_LIMIT_BURST whole starts and their waits, so that the limit
+    catches even a loop of starts that each run to their limit: a unit that fails that many starts
+    in a row stays failed instead of burning GPU hours, while a wedge weeks later is restarted."""
+
+    timeout_start_s: float
+    restart: str  # systemd's Restart=: the config's `restart`, else on-failure with a watchdog, else no
+    restart_s: float | None  # RestartSec=; None: Restart=no
+
+    @property
+    def interval_s(self) -> float:
+        return START_LIMIT_BURST * (self.timeout_start_s + (self.restart_s or 0.0))
+
+    @property
+    def burst(self) -> int:
+        return START_LIMIT_BURST
+
+
+def restart_policy(timeouts: dict[str, float], watchdog_s: float | None, restart: str | None = None,
+                   restart_sec: float | None = None) -> RestartPolicy:
+    """The unit's TimeoutStartSec=, Restart=, RestartSec= and start limits, from its deadlines, its
+    watchdog and the config's own `restart` policy (an imported unit's is kept): a watchdog without a
+    policy restarts on failure; neither, and a failed unit stays failed."""
+    policy = restart if restart is not None else ("on-failure" if watchdog_s else "no")
+    if policy == "no":
+        return RestartPolicy(start_limit_s(timeouts), "no", None)
+    return RestartPolicy(start_limit_s(timeouts), policy, restart_sec if restart_sec is not None else DEFAULT_RESTART_S)
 
 
 def _send_cysystemd() -> Callable[[str], object]:
@@ -111,6 +150,13 @@ class Notifier:
 
     def watchdog(self) -> None:
         self._notify("WATCHDOG=1")
+
+    def watchdog_trigger(self, status: str) -> None:
+        """Tell systemd the service is wedged: it acts as on a missed WATCHDOG=1 at once (Result=watchdog,
+        SIGABRT, then Restart=), and `systemctl status` keeps `status`, the why."""
+        line = one_line(status)
+        self.last_status = line
+        self._notify(f"STATUS={line}\nWATCHDOG=trigger")
 
     def stopping(self) -> None:
         self._notify("STOPPING=1")

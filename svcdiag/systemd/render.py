@@ -13,7 +13,7 @@ from svcdiag.config.service import ServiceConfig
 from svcdiag.errors import SvcdiagError
 from svcdiag.sglang.flags import exec_argv
 from svcdiag.systemd.hardening import credential_lines, hardening_lines
-from svcdiag.systemd.notify import start_limit_s
+from svcdiag.systemd.notify import restart_policy
 
 TEMPLATE_NAME = "sglang.service.j2"
 HASH_KEY = "X-SvcdiagConfigHash"
@@ -69,6 +69,7 @@ def render_unit(cfg: ServiceConfig, version: str | None = None) -> str:
         env.append(("CUDA_VISIBLE_DEVICES", ",".join(str(g) for g in cfg.gpus)))
     env += [kv for kv in cfg.env if kv[0] not in ("PYTHONUNBUFFERED", "CUDA_VISIBLE_DEVICES")]
     argv = unit_argv(cfg, version)
+    policy = restart_policy(cfg.timeout, cfg.watchdog_s, cfg.restart, cfg.restart_sec)
     description = cfg.description or f"SGLang server {cfg.name} ({cfg.model_path}, tp={cfg.tp_size})"
     try:
         template = _environment().get_template(TEMPLATE_NAME)
@@ -88,11 +89,13 @@ def render_unit(cfg: ServiceConfig, version: str | None = None) -> str:
         working_directory=quote_setting(cfg.working_directory) if cfg.working_directory else None,
         simulate=cfg.simulate,
         notify=cfg.readiness == "notify",
-        start_timeout=f"{start_limit_s(cfg.timeout):g}",
+        start_timeout=f"{policy.timeout_start_s:g}",
+        restart=policy.restart,
+        restart_sec=f"{policy.restart_s:g}" if policy.restart_s is not None else None,
+        start_limit_interval=f"{policy.interval_s:g}",
+        start_limit_burst=policy.burst,
         watchdog=f"{cfg.watchdog_s:g}" if cfg.watchdog_s else None,
         hardening=hardening_lines(cfg),
-        restart=cfg.restart,
-        restart_sec=f"{cfg.restart_sec:g}" if cfg.restart_sec else None,
         credentials=credential_lines(cfg),
     )
 

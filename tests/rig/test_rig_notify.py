@@ -192,13 +192,14 @@ def test_up_on_a_notify_unit_waits_with_no_timer(rig, units: Path) -> None:
 
 
 def test_watchdog_fails_a_server_that_stopped_serving_and_status_says_so(rig, units: Path) -> None:
-    stuck = config(units, unit_name("wdstop"), "demo-smoke", simulate="stops-serving", watchdog_s=2)
+    stuck = config(units, unit_name("wdstop"), "demo-smoke", simulate="stops-serving", watchdog_s=2, restart="no",
+                   health_interval_s=0.5)  # no restart: the failed unit's own word is the test
     ok = config(units, unit_name("wdok"), "demo-smoke", watchdog_s=2)
     units_ = [install(rig, units, stuck), install(rig, units, ok)]
     assert rig.run(["systemctl", "start", *units_], check=False, timeout=120).returncode == 0  # both were ready
     got = until(rig, units_[0], "ActiveState", lambda s: s in ("failed", "inactive"), timeout=30)
-    assert got["Result"] == "watchdog", got  # systemd's watchdog, fed only while /ready answered
-    assert got["StatusText"].startswith("not serving:") and "/ready does not answer" in got["StatusText"], got
+    assert got["Result"] == "watchdog", got  # systemd's watchdog, told at once the server is wedged
+    assert got["StatusText"].startswith("wedged [health_failed] since ") and "HTTP 503" in got["StatusText"], got
     st_ = json_lines(sv(rig, units, "status", stuck, "--json"))[0]
     assert (st_["active_state"], st_["result"], st_["verdict"]["verdict"]) == ("failed", "watchdog", "healthy"), st_
     assert "failed (watchdog)" in sv(rig, units, "status", stuck).stdout.decode()
@@ -255,7 +256,8 @@ def test_sighup_and_sigquit_reach_the_server_and_end_the_unit_as_unwrapped(rig, 
             v = verdict_of(sv(rig, units, "wait", name, "--json"))
             assert (v["verdict"], v["cause"], v["figures"].get("signal")) == ("failed", "killed_by_signal", sig[3:]), v
         elif readiness == "notify" and ended["notify"]["ActiveState"] == "failed":  # a healthy start, then this
-            assert ended["notify"]["StatusText"] == f"stopped: the server exited (killed by {sig}) after it was ready"
+            assert ended["notify"]["StatusText"] == f"stopped: the server exited (killed by {sig}) after it was ready " \
+                f"({sig}: not an incident)"
             st_ = json_lines(sv(rig, units, "status", name, "--json"))[0]
             assert (st_["verdict"]["verdict"], st_["result"]) == ("healthy", ended["notify"]["Result"]), st_
     n, j = ended["notify"], ended["journal"]

@@ -1,0 +1,81 @@
+"""#42 on the rig: after ready, the serving watch and systemd act on a wedged server. A
+stops-serving stand-in (healthy, then silent with /health 503) under a notify unit with
+watchdog_s is wedged, systemd restarts it (WATCHDOG=trigger, Restart=on-failure), the restart is
+judged like any start, and `history` shows healthy → wedged → restarted → healthy; an operator's
+`svcdiag down` is never an incident. Short cadences (the stand-in's time scale, 0.05) keep it to
+seconds."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from .helpers import config, json_lines, sv, unit_name, verdict_of
+from .test_rig_notify import install, show, until
+
+pytestmark = pytest.mark.rig
+
+INTERVAL, FAILURES, WATCHDOG, RESTART = 0.5, 3, 2, 1
+
+
+def test_a_wedged_server_is_restarted_by_systemd_and_history_shows_the_chain(rig, units: Path) -> None:
+    name = config(units, unit_name("wedge"), "demo-smoke", simulate="stops-serving", watchdog_s=WATCHDOG,
+                  restart_sec=RESTART, health_interval_s=INTERVAL, health_failures=FAILURES)
+    unit = install(rig, units, name)
+    assert verdict_of(sv(rig, units, "up", name, "--wait-ready", "--json"))["verdict"] == "healthy"
+    first = show(rig, unit, "InvocationID", "MainPID")
+    # serving 2 s (40 s × 0.05), then /health 503 and a silent log: wedged after 3 checks, WATCHDOG=trigger,
+    # systemd aborts the supervisor (Result=watchdog) and starts the unit again RestartSec later
+    until(rig, unit, "NRestarts", lambda n: n.isdigit() and int(n) >= 1, timeout=60)
+    # the restarted main process's start (whole seconds), read at once: the restarted stand-in wedges again 2 s
+    # after ready
+    began = float(rig.run(["systemctl", "show", "--timestamp=unix", "-P", "ExecMainStartTimestamp", unit])
+                  .stdout.decode().strip().lstrip("@"))
+    again = until(rig, unit, "InvocationID", lambda i: i not in ("", first["InvocationID"]), timeout=30)
+    second = again["InvocationID"]
+    until(rig, unit, "StatusText", lambda s: s.startswith("ready · KV "), timeout=90)  # READY=1: judged healthy again
+    rows = {r["invocation"]: r for r in json_lines(sv(rig, units, "history", name, "--json"))}
+    assert rows[first["InvocationID"]]["verdict"] == rows[second]["verdict"] == "healthy", rows
+    wedged = rows[first["InvocationID"]]["incidents"]
+    assert [i["kind"] for i in wedged] == ["wedged"] and wedged[0]["cause"] == "health_failed", (rows, [
+        ln for ln in rig.run(["journalctl", "-u", unit, "--no-pager"]).stdout.decode().splitlines() if "svcdiag" in ln])
+    assert wedged[0]["action"] == "restart (WATCHDOG=trigger)" and "HTTP 503" in wedged[0]["message"]
+    # the documented bound: wedged within health_failures × interval + the check's limit of /health first failing
+    assert wedged[0]["ts"] - wedged[0]["since"] <= FAILURES * INTERVAL + INTERVAL + 1.0, wedged
+    assert rows[second]["restarted_after"] == "wedged"
+    # restarted within WatchdogSec + RestartSec of the wedge (WATCHDOG=trigger acts at once; + slack for CI's load)
+    took = began - wedged[0]["ts"]
+    print(f"restart began {took:.2f} s after the wedged verdict (WatchdogSec={WATCHDOG}, RestartSec={RESTART})")
+    assert 0 < took <= WATCHDOG + RESTART + 5, took
+    text = sv(rig, units, "history", name).stdout.decode()
+    assert "! wedged [health_failed]" in text and "→ restart (WATCHDOG=trigger)" in text and "↻ restarted after wedged" in text
+    events = json_lines(sv(rig, units, "events", "--unit", name, "--json"))
+    assert any(e["event"] == "incident" and e.get("verdict") == "wedged" for e in events), events
+    # an operator's stop (of whichever start runs now): never an incident, and systemd does not restart it
+    assert sv(rig, units, "down", name).returncode == 0
+    time.sleep(RESTART + 1)
+    assert show(rig, unit, "ActiveState")["ActiveState"] in ("inactive", "failed")  # stopped stays stopped
+    incidents = [i for r in json_lines(sv(rig, units, "history", name, "--json")) for i in r["incidents"]]
+    assert incidents and {i["kind"] for i in incidents} == {"wedged"}, incidents  # the stop added none
+
+
+def test_a_loaded_server_is_never_restarted(rig, units: Path) -> None:
+    name = config(units, unit_name("loaded"), "demo-smoke", simulate="loaded-serving", watchdog_s=WATCHDOG,
+                  restart_sec=RESTART, health_interval_s=INTERVAL, health_failures=FAILURES)
+    unit = install(rig, units, name)
+    assert verdict_of(sv(rig, units, "up", name, "--wait-ready", "--json"))["verdict"] == "healthy"
+    first = show(rig, unit, "MainPID")
+    busy = until(rig, unit, "StatusText", lambda s: "· busy since " in s, timeout=30)  # slow /health, batches run
+    assert "left alone" in busy["StatusText"], busy
+    time.sleep(FAILURES * INTERVAL * 3)  # three times what a wedge would take
+    later = show(rig, unit, "MainPID", "ActiveState", "NRestarts", "StatusText")
+    assert (later["ActiveState"], later["NRestarts"], later["MainPID"]) == ("active", "0", first["MainPID"]), later
+    assert "· busy since " in later["StatusText"], later
+    st_ = json_lines(sv(rig, units, "status", name, "--json"))[0]
+    assert st_["verdict"]["verdict"] == "healthy" and st_["watch"]["state"] == "busy", st_  # status says it too
+    assert "    busy since " in sv(rig, units, "status", name).stdout.decode()
+    assert sv(rig, units, "down", name).returncode == 0
+    [row] = [r for r in json_lines(sv(rig, units, "history", name, "--json"))]
+    assert row["incidents"] == [], row
