@@ -17,7 +17,7 @@ as the cross-check.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 GB = 1024**3  # SGLang's "GB" are GiB
@@ -47,22 +47,35 @@ class Family:
     name: str
     first: str  # the first release that sizes this way
     req_pool_plus_one: bool  # max_running ≤ the request pool's max_num_reqs + 1 (≤ 0.4.6)
-    mamba: str  # "upfront" (intermediate state for every asked request first), "joint", "joint_padded"
+    #: how the Mamba state cache is sized: "radix_off" (0.5.2: radix cache off, max_mamba_cache_size or
+    #: max_running or 512 slots), "draft_divided" (0.5.6: the ratio's budget // (1 + D) slots, each
+    #: (1 + D) states, an explicit size overridden), "upfront" (intermediate state for every asked
+    #: request first), "joint", "joint_padded"
+    mamba: str
     draft_weights_counted: bool  # the draft is loaded before the target's pool is sized
     dflash_draft_cell: bool  # DFlash draft KV: its own bytes per token (else the target's, scaled by layers)
     auto_extra_buffer: bool  # --mamba-scheduler-strategy auto → extra_buffer with the overlap scheduler
     hybrid_zero_raises: bool  # a hybrid whose state cache serves no request raises RuntimeError
+    #: SGLang's automatic mem_fraction_static (auto_mem_fraction): "0.4", "0.5.2", "0.5.6", "0.5.11",
+    #: "0.5.18", "0.5.23": the release whose server_args / arg_groups/memory_hook.py rule it is
+    mfs_rule: str = "0.5.23"
+    #: an EAGLE / MTP / STANDALONE draft's KV: "extra_tokens" (init_memory_pool adds max_num_reqs ×
+    #: (steps × topk + D) + 100 tokens to the shared pool), "target" (the target's pool alone),
+    #: "scaled" (cell × (1 + draft / layers), 0.5.18), "added" (cell + int(cell × draft / layers), 0.5.23)
+    eagle_pool: str = "added"
 
 
 FAMILIES = (
-    Family("0.4", "0.0", True, "upfront", False, False, False, False),  # 0.4.6's wheel
-    Family("0.5.9", "0.4.7", False, "upfront", False, False, False, False),  # 0.5.9's
-    Family("0.5.12", "0.5.10", False, "upfront", False, False, False, False),  # 0.5.12's
-    Family("0.5.15", "0.5.13", False, "joint", True, False, True, True),  # 0.5.15's
+    Family("0.4", "0.0", True, "upfront", False, False, False, False, "0.4", "extra_tokens"),  # 0.4.6's wheel
+    Family("0.5.2", "0.4.7", False, "radix_off", False, False, False, False, "0.5.2", "extra_tokens"),  # 0.5.2's
+    Family("0.5.6", "0.5.3", False, "draft_divided", False, False, False, False, "0.5.6", "extra_tokens"),  # 0.5.6's
+    Family("0.5.9", "0.5.7", False, "upfront", False, False, False, False, "0.5.6", "target"),  # 0.5.9's
+    Family("0.5.12", "0.5.10", False, "upfront", False, False, False, False, "0.5.11", "target"),  # 0.5.11's, 0.5.12's
+    Family("0.5.15", "0.5.13", False, "joint", True, False, True, True, "0.5.11", "target"),  # 0.5.15's
     # a real 0.5.18 log (tests/fixtures/memory-backtest, OTel H100) allocates max_mamba_cache_size + 1
     # slots' state and solves for the slots with that padding slot taken out first; 0.5.16-0.5.17 unseen
-    Family("0.5.18", "0.5.18", False, "joint_padded", True, False, True, True),
-    Family("0.5.23", "0.5.19", False, "joint_padded", True, True, True, True),  # 0.5.19's, 0.5.20's, 0.5.23's
+    Family("0.5.18", "0.5.18", False, "joint_padded", True, False, True, True, "0.5.18", "scaled"),
+    Family("0.5.23", "0.5.19", False, "joint_padded", True, True, True, True, "0.5.23", "added"),  # 0.5.19's, 0.5.20's, 0.5.23's
 )
 NEWEST = FAMILIES[-1]
 
@@ -87,6 +100,7 @@ def family(version: str | None) -> Family:
 EAGLE_FAMILY = frozenset({"EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "MTP"})
 DFLASH_FAMILY = frozenset({"DFLASH", "DSPARK"})
 DFLASH_BLOCK_SIZE = 16  # a DFlash draft's default block size: its speculative_num_draft_tokens
+SPECULATIVE_MAX_RUNNING = 48  # max_running_requests a speculative start gets when none is set
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,6 +135,11 @@ class SizingInputs:
     cuda_graph_max_bs: int | None = None
     slots_per_request: int | None = None  # logged '%d state slots per request': wins
     version: str | None = None
+    speculative_num_steps: int | None = None  # EAGLE's steps (3 when unset, as auto_choose_speculative_params)
+    speculative_eagle_topk: int | None = None  # EAGLE's top-k (1 when unset)
+    disable_cuda_graph: bool = False  # --disable-cuda-graph: no graph reserve in the automatic fraction
+    mla: bool = False  # the MLA backend (DeepSeek): its prefill-graph reserve is 1.5 GB
+    multimodal: bool = False  # a VLM: no prefill CUDA graph (0.5.11+), so no reserve for one
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,20 +170,112 @@ class Prediction:
                 "binding": self.binding, "failure": self.failure}
 
 
+def _card_defaults(mb: float, tp_size: int, rule: str) -> tuple[int, int]:
+    """(chunked_prefill_size, cuda graph max_bs) SGLang picks by the card's MiB (0.5.6-0.5.18
+    server_args.py _handle_gpu_memory_settings; 0.5.23 arg_groups/memory_hook.py
+    handle_gpu_memory_settings, which gives 20-35 GB cards 4096 and 48/160)."""
+    small = tp_size < 4
+    if mb < 20 * 1024:
+        return 2048, 8
+    if mb < 35 * 1024:
+        return (4096, 48 if small else 160) if rule == "0.5.23" else (2048, 24 if small else 80)
+    if mb < 60 * 1024:
+        return 4096, 32 if small else 160
+    if mb < 160 * 1024:
+        return 8192, 256 if small else 512
+    return 16384, 512
+
+
+def prefill_graph_sizes(max_bs: int) -> list[int]:
+    """The token counts a prefill (piecewise / breakable) CUDA graph captures (0.5.11
+    _generate_piecewise_cuda_graph_tokens, 0.5.23 cuda_graph_hook.generate_prefill_cuda_graph_batch_sizes)."""
+    sizes = [*range(4, 33, 4), *range(48, 257, 16), *range(288, 513, 32), *range(576, 1025, 64),
+             *range(1280, 4097, 256), *range(4608, max_bs + 1, 512)]
+    return [x for x in sizes if x <= max_bs]
+
+
 def auto_mem_fraction(gpu_total_gb: float, *, tp_size: int = 1, chunked_prefill_size: int | None = None,
-                      cuda_graph_max_bs: int | None = None, fam: Family = NEWEST) -> float:
-    """SGLang's mem_fraction_static when none is given (0.5.23 arg_groups/memory_hook.py):
-    (capacity − reserved) / capacity, reserved = 512 MB + 1.5 MB per activation token + tp/8 GB
-    + 2 MB per decode graph batch, at least 10 GB on a GPU over 60 GB. Older releases: 0.88
-    on a large GPU (the figure their logs show)."""
-    if fam is not NEWEST:
-        return AUTO_MEM_FRACTION
+                      cuda_graph_max_bs: int | None = None, fam: Family = NEWEST,
+                      speculative_algorithm: str | None = None, attn_dp_size: int = 1, mla: bool = False,
+                      multimodal: bool = False, disable_cuda_graph: bool = False,
+                      max_total_tokens: int | None = None, max_running_requests: int | None = None) -> float:
+    """SGLang's mem_fraction_static when none is given, by the card's capacity, per release:
+    (capacity − reserved) / capacity, reserved for activations (1.5 MB per chunked-prefill
+    token), CUDA graphs and parallel slack. `max_running_requests` is the one asked for (the
+    speculative default 48 is set after this rule runs). Not modeled: the VLM reduction
+    (adjust_mem_fraction_for_vlm), DeepEP, PD disaggregation, post-capture sizing (an env switch)."""
     mb = gpu_total_gb * 1024
-    reserved = 512 + 1.5 * max(chunked_prefill_size or 8192, 2048) + tp_size / 8 * 1024
-    reserved += 2 * (cuda_graph_max_bs or 0)
+    rule = fam.mfs_rule
+    algo = (speculative_algorithm or "").upper() or None
+    dp = attn_dp_size if attn_dp_size > 1 else 0
+    if rule == "0.4":  # 0.4.6 server_args.py __post_init__
+        if mb <= 81920:
+            return 0.79 if tp_size >= 16 else 0.81 if tp_size >= 8 else 0.85 if tp_size >= 4 else \
+                0.87 if tp_size >= 2 else 0.88
+        return (mb - 1024 * 13) / mb
+    if rule == "0.5.2":  # 0.5.2 server_args.py __post_init__: a reserve by card, tp the parallel size
+        reserved = 32 * 1024
+        if mb < 35 * 1024:
+            reserved = (2.8 + tp_size / 10) * 1024
+        elif mb < 90 * 1024:
+            reserved = (9.5 + tp_size / 2) * 1024
+        elif mb < 160 * 1024:
+            reserved = (12 + tp_size / 2) * 1024
+        if algo is not None:
+            reserved += (6 if algo == "STANDALONE" else 2) * 1024
+        if dp:
+            reserved += 4 * 1024
+        return round((mb - reserved) / mb, 3)
+    chunk, max_bs = _card_defaults(mb, tp_size, rule)
+    chunk = chunked_prefill_size or chunk
+    max_bs = cuda_graph_max_bs or max_bs
+    if rule == "0.5.23" and cuda_graph_max_bs is None and max_running_requests is not None:
+        max_bs = min(max_bs, max_running_requests)  # memory_hook: a default max_bs ≤ max_running_requests
+    reserved = 512 + max(chunk, 2048) * 1.5 + tp_size / 8 * 1024
+    graphs = 0.0 if disable_cuda_graph and rule in ("0.5.18", "0.5.23") else max_bs * 2.0
+    if dp:  # DP attention's padding, and more for a large graph batch
+        graphs += max_bs * dp * 3 + (max_bs * dp * 1.5 if max_bs > 300 else 0)
+    prefill_graph = rule in ("0.5.18", "0.5.23") and not disable_cuda_graph and not multimodal
+    if rule == "0.5.11":  # piecewise CUDA graph on by default, off with DP attention or a VLM
+        prefill_graph = not dp and not multimodal
+    if prefill_graph:
+        if mla:
+            graphs += 1.5 * 1024
+        else:
+            top = chunk if not mla else min(8192, chunk)
+            if max_total_tokens is not None:
+                top = min(top, max_total_tokens)
+            graphs += len(prefill_graph_sizes(top)) * 8
+    reserved += graphs
     if mb > 60 * 1024:
         reserved = max(reserved, 10 * 1024)
+    if rule in ("0.5.6", "0.5.11") and algo is not None and algo != "NGRAM":
+        # the draft model and its graphs: 2 GB (0.5.6-0.5.9), 4 GB (0.5.11-0.5.15), STANDALONE 6 GB
+        reserved += (6 if algo == "STANDALONE" else 2 if rule == "0.5.6" else 4) * 1024
     return round((mb - reserved) / mb, 3)
+
+
+def mem_fraction(inp: SizingInputs, fam: Family) -> float:
+    """The fraction the start runs with: the given one, else SGLang's automatic one for the card."""
+    if inp.mem_fraction_static is not None:
+        return inp.mem_fraction_static
+    if not inp.gpu_total_gb:
+        return AUTO_MEM_FRACTION
+    return auto_mem_fraction(inp.gpu_total_gb, tp_size=inp.tp_size, chunked_prefill_size=inp.chunked_prefill_size,
+                             cuda_graph_max_bs=inp.cuda_graph_max_bs, fam=fam,
+                             speculative_algorithm=inp.speculative_algorithm, attn_dp_size=inp.dp_size, mla=inp.mla,
+                             multimodal=inp.multimodal, disable_cuda_graph=inp.disable_cuda_graph,
+                             max_total_tokens=inp.max_total_tokens, max_running_requests=inp.max_running_requests)
+
+
+def asked_running(inp: SizingInputs) -> int | None:
+    """max_running_requests as SGLang's server args leave it: a speculative start with none set
+    gets 48 (0.5.23 arg_groups/speculative_hook.py _handle_eagle_family, _handle_dflash,
+    _handle_ngram; 0.4.6-0.5.12 server_args.py: EAGLE/EAGLE3/NEXTN/STANDALONE, NGRAM from 0.5.6,
+    DFLASH from 0.5.11)."""
+    if inp.max_running_requests is None and inp.speculative_algorithm:
+        return SPECULATIVE_MAX_RUNNING
+    return inp.max_running_requests
 
 
 def state_slots_per_request(inp: SizingInputs, fam: Family) -> int:
@@ -173,8 +284,10 @@ def state_slots_per_request(inp: SizingInputs, fam: Family) -> int:
     it, or lazily); up to 0.5.9 a speculative extra_buffer start got + 1 only, others + 2."""
     if inp.slots_per_request:
         return inp.slots_per_request
-    if inp.disable_radix_cache:
+    if inp.disable_radix_cache or fam.mamba == "radix_off":  # 0.5.2 turns the radix cache off itself
         return 1
+    if fam.mamba == "draft_divided":  # 0.5.6: MAMBA_CACHE_SIZE_MAX_RUNNING_REQUESTS_RATIO, no extra buffer
+        return 3
     strategy = inp.mamba_scheduler_strategy
     if strategy == "auto":
         strategy = "extra_buffer" if fam.auto_extra_buffer and not inp.disable_overlap_schedule else "no_buffer"
@@ -196,20 +309,38 @@ def draft_tokens(inp: SizingInputs) -> int:
 
 
 def cell_with_draft(inp: SizingInputs, fam: Family) -> int:
-    """KV bytes per token the target's pool is sized with: EAGLE/MTP drafts share the pool
-    (× (1 + draft layers / layers)); a DFlash draft's own pool is paid from the same budget
-    (0.5.23: + its bytes per token; before: the target's scaled by (layers + draft) / layers)."""
+    """KV bytes per token the target's pool is sized with. An EAGLE/MTP draft's layers share the
+    pool from 0.5.18 (pool_configurator.py DefaultPoolConfigurator.__init__: 0.5.18
+    int(cell × (1 + draft / layers)), 0.5.23 cell + int(cell × draft / layers)); before, the
+    target's cell alone (its extra tokens, if any, are eagle_extra_tokens). A DFlash draft's
+    own pool is paid from the same budget (0.5.23: + its bytes per token; before: the target's
+    scaled by (layers + draft) / layers)."""
     cell = inp.kv_cell_bytes
     algo = (inp.speculative_algorithm or "").upper()
     layers, draft = inp.attention_layers, inp.draft_layers or 0
     if algo in EAGLE_FAMILY and draft > 0 and layers > 0:
-        return cell + int(cell * draft / layers)
+        if fam.eagle_pool == "added":
+            return cell + int(cell * draft / layers)
+        if fam.eagle_pool == "scaled":
+            return int(cell * (1 + draft / layers))
+        return cell
     if algo in DFLASH_FAMILY:
         if fam.dflash_draft_cell and inp.draft_cell_bytes:
             return cell + int(inp.draft_cell_bytes)
         if draft > 0 and layers > 0:
             return (cell * (layers + draft) + layers - 1) // layers
     return cell
+
+
+def eagle_extra_tokens(inp: SizingInputs, fam: Family, max_num_reqs: int) -> int:
+    """Tokens 0.4.6-0.5.6 add to the pool the target and its EAGLE draft share (model_runner.py
+    init_memory_pool: draft_runner_cache_size = tokens + max_num_reqs × (steps × topk + D) + 100;
+    0.4.6 and 0.5.2 for any speculative algorithm, 0.5.6 EAGLE and STANDALONE)."""
+    algo = (inp.speculative_algorithm or "").upper()
+    if fam.eagle_pool != "extra_tokens" or not algo or algo == "NGRAM" or algo in DFLASH_FAMILY:
+        return 0
+    steps, topk = inp.speculative_num_steps or 3, inp.speculative_eagle_topk or 1
+    return max_num_reqs * (steps * topk + draft_tokens(inp)) + 100
 
 
 def _mamba(inp: SizingInputs, fam: Family, rest_gb: float, ratio: int) -> tuple[int, float, float]:
@@ -259,17 +390,34 @@ def _mamba(inp: SizingInputs, fam: Family, rest_gb: float, ratio: int) -> tuple[
     return slots, (slots + pad) * per_req / GB if slots > 0 else 0.0, max(intermediate, 0.0)
 
 
+def _mamba_legacy(inp: SizingInputs, fam: Family, rest_gb: float) -> tuple[int, float, float]:
+    """0.5.2 and 0.5.6's state cache: (slots, state GiB, the speculative share of it GiB)."""
+    per_req = int(inp.mamba_per_req_bytes or 0)
+    dp = max(1, inp.dp_size)
+    asked = inp.max_running_requests
+    if fam.mamba == "radix_off":
+        # 0.5.2 model_runner.py __init__: a hybrid GDN model turns the radix cache off and keeps
+        # max_mamba_cache_size, else max_running_requests, else 512 slots (per DP worker)
+        slots = (inp.max_mamba_cache_size or asked or 512) // dp
+        return slots, slots * per_req / GB, 0.0
+    # 0.5.6 model_runner.py handle_max_mamba_cache: with the radix cache the ratio's budget is
+    # split into slots of (1 + D) states each, whatever --max-mamba-cache-size says
+    d = draft_tokens(inp) if inp.speculative_algorithm else 0
+    if inp.disable_radix_cache or not per_req:
+        slots = inp.max_mamba_cache_size or asked or 512
+    else:
+        budget = rest_gb * inp.mamba_full_memory_ratio / (1 + inp.mamba_full_memory_ratio) * GB
+        slots = int(budget // per_req // (1 + d))
+    slots //= dp
+    return slots, slots * per_req / GB, slots * per_req * d / GB
+
+
 def predict(inp: SizingInputs) -> Prediction:
     """SGLang's own arithmetic for the release `inp.version` runs (the newest when unknown):
     KV tokens, Mamba state slots and max_running_requests, each bound named."""
     fam = family(inp.version)
-    if inp.mem_fraction_static is not None:
-        mfs = inp.mem_fraction_static
-    elif inp.gpu_total_gb:
-        mfs = auto_mem_fraction(inp.gpu_total_gb, tp_size=inp.tp_size, chunked_prefill_size=inp.chunked_prefill_size,
-                                cuda_graph_max_bs=inp.cuda_graph_max_bs, fam=fam)
-    else:
-        mfs = AUTO_MEM_FRACTION
+    mfs = mem_fraction(inp, fam)
+    inp = replace(inp, max_running_requests=asked_running(inp))
     after = inp.free_after_load_gb
     if after is None:
         after = inp.free_before_gb - inp.weights_gb - (inp.draft_weights_gb if fam.draft_weights_counted else 0.0)
@@ -283,12 +431,24 @@ def predict(inp: SizingInputs) -> Prediction:
         failure = "not_enough_memory"
     elif hybrid:
         assert ratio is not None
-        slots, mamba_gb, intermediate = _mamba(inp, fam, rest, ratio)
+        if fam.mamba in ("radix_off", "draft_divided"):
+            slots, mamba_gb, intermediate = _mamba_legacy(inp, fam, rest)
+        else:
+            slots, mamba_gb, intermediate = _mamba(inp, fam, rest, ratio)
         if slots <= 0 and fam.hybrid_zero_raises:
             failure = "mamba_cache_too_small"
     kv_rest = rest - mamba_gb - intermediate
     cell = cell_with_draft(inp, fam)
     tokens = int(kv_rest * GB // cell) if kv_rest > 0 and cell > 0 else 0
+    extra = 0
+    if tokens > 0 and fam.eagle_pool == "extra_tokens":
+        reqs = inp.max_running_requests
+        if reqs is None:
+            reqs = min(max(int(tokens / max(1, inp.context_len) * 512), 2048), 4096)
+        if slots is not None and ratio:
+            reqs = min(reqs, slots // ratio)
+        extra = eagle_extra_tokens(inp, fam, reqs)
+    tokens += extra
     if inp.max_total_tokens is not None:
         tokens = min(tokens, inp.max_total_tokens)
     page = max(1, inp.page_size)
@@ -308,6 +468,7 @@ def max_running(inp: SizingInputs, tokens: int, slots: int | None = None) -> tup
     """resolve_max_num_reqs alone, for a pool already sized (`tokens`, Mamba `slots`): the cap,
     the binding limit and every limit (the back-test checks it on the logged pools)."""
     fam = family(inp.version)
+    inp = replace(inp, max_running_requests=asked_running(inp))
     ratio = state_slots_per_request(inp, fam) if slots is not None else None
     limits = _limits(inp, fam, tokens, slots, ratio)
     binding = min(limits, key=lambda k: limits[k])
