@@ -122,6 +122,8 @@ class ModelShape:
     conv_elems_per_layer: int = 0  # (kernel - 1) × conv channels, whole model (split by tp)
     ssm_elems_per_layer: int = 0  # value heads × key dim × value dim, whole model (split by tp)
     max_position_embeddings: int | None = None
+    nextn_layers: int = 0  # num_nextn_predict_layers: an MTP start's draft layers when no draft path is given
+    multimodal: bool = False  # a vision_config: SGLang captures no prefill graph for it
 
     def kv_bytes_per_token(self, tp: int) -> int:
         """SGLang's cell_size on one GPU."""
@@ -155,13 +157,15 @@ def shape_from_config(cfg: dict[str, Any], path: Path | PurePosixPath) -> ModelS
         return value
 
     layers = get("num_hidden_layers")
+    extra: dict[str, Any] = {"nextn_layers": int(c.get("num_nextn_predict_layers") or 0),
+                             "multimodal": isinstance(cfg.get("vision_config"), dict)}
     dtype = DTYPE_BYTES.get(str(c.get("torch_dtype") or c.get("dtype") or "bfloat16").replace("torch.", ""), 2)
     if c.get("kv_lora_rank"):
         rope = get("qk_rope_head_dim")
         if need:
             raise ModelInfoError(path, need)
         return ModelShape(arch, "mla", layers, layers, kv_lora_rank=int(c["kv_lora_rank"]), qk_rope_head_dim=rope,
-                          kv_dtype_bytes=dtype, max_position_embeddings=c.get("max_position_embeddings"))
+                          kv_dtype_bytes=dtype, max_position_embeddings=c.get("max_position_embeddings"), **extra)
     heads = get("num_attention_heads")
     kv_heads = c.get("num_key_value_heads") or heads
     head_dim = c.get("head_dim") or (c["hidden_size"] // heads if c.get("hidden_size") and heads else None)
@@ -182,7 +186,7 @@ def shape_from_config(cfg: dict[str, Any], path: Path | PurePosixPath) -> ModelS
         raise ModelInfoError(path, need, f"unknown architecture {arch!r}: missing {', '.join(need)}")
     if not linear:
         return ModelShape(arch, "dense", layers, attention, kv_heads, head_dim, head_dim, kv_dtype_bytes=dtype,
-                          max_position_embeddings=c.get("max_position_embeddings"))
+                          max_position_embeddings=c.get("max_position_embeddings"), **extra)
     hk, dk = get("linear_num_key_heads"), get("linear_key_head_dim")
     hv, dv = get("linear_num_value_heads"), get("linear_value_head_dim")
     kernel = get("linear_conv_kernel_dim")
@@ -191,7 +195,8 @@ def shape_from_config(cfg: dict[str, Any], path: Path | PurePosixPath) -> ModelS
                              f"missing {', '.join(need)}")
     return ModelShape(arch, "hybrid", layers, attention, kv_heads, head_dim, head_dim, kv_dtype_bytes=dtype,
                       linear_layers=linear, conv_elems_per_layer=(kernel - 1) * (2 * hk * dk + hv * dv),
-                      ssm_elems_per_layer=hv * dk * dv, max_position_embeddings=c.get("max_position_embeddings"))
+                      ssm_elems_per_layer=hv * dk * dv, max_position_embeddings=c.get("max_position_embeddings"),
+                      **extra)
 
 
 def read_shape(model_dir: str | Path, files: ModelFiles = LOCAL) -> ModelShape:
