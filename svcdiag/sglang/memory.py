@@ -68,7 +68,9 @@ class Family:
 FAMILIES = (
     Family("0.4", "0.0", True, "upfront", False, False, False, False, "0.4", "extra_tokens"),  # 0.4.6's wheel
     Family("0.5.2", "0.4.7", False, "radix_off", False, False, False, False, "0.5.2", "extra_tokens"),  # 0.5.2's
-    Family("0.5.6", "0.5.3", False, "draft_divided", False, False, False, False, "0.5.6", "extra_tokens"),  # 0.5.6's
+    # 0.5.3's wheel: 0.5.2's state cache, 0.5.6's automatic fraction
+    Family("0.5.3", "0.5.3", False, "radix_off", False, False, False, False, "0.5.6", "extra_tokens"),
+    Family("0.5.6", "0.5.4", False, "draft_divided", False, False, False, False, "0.5.6", "extra_tokens"),  # 0.5.6's
     Family("0.5.9", "0.5.7", False, "upfront", False, False, False, False, "0.5.6", "target"),  # 0.5.9's
     Family("0.5.12", "0.5.10", False, "upfront", False, False, False, False, "0.5.11", "target"),  # 0.5.11's, 0.5.12's
     Family("0.5.15", "0.5.13", False, "joint", True, False, True, True, "0.5.11", "target"),  # 0.5.15's
