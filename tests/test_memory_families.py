@@ -206,3 +206,67 @@ def test_mtp_draft_layers_come_from_the_targets_nextn_layers(tmp_path: Path) -> 
     inp = inputs_from_shape(cfg, shape, gpu_free_gb=139.0, gpu_source="t", weights_bytes=int(600 * GB))  # type: ignore[arg-type]
     assert inp.draft_layers == 1
     assert memory.predict(sizing_inputs(cfg, inp)).cell_bytes > inp.kv_bytes_per_token  # type: ignore[arg-type]
+
+
+# ---------------------------------------------------------------- 6: sliding-window pools
+
+GPT_OSS_120B = {"architectures": ["GptOssForCausalLM"], "num_hidden_layers": 36, "num_attention_heads": 64,
+                "num_key_value_heads": 8, "head_dim": 64, "sliding_window": 128, "max_position_embeddings": 131072,
+                "layer_types": ["sliding_attention", "full_attention"] * 18}
+
+
+@pytest.mark.parametrize("extra", [[], ["--disable-hybrid-swa-memory"], ["--swa-full-tokens-ratio", "0.5"]])
+def test_gpt_oss_sizes_its_full_pool_beside_a_smaller_sliding_window_pool(tmp_path: Path, extra: list[str]) -> None:
+    cfg = units_with(tmp_path, "oss", 'model_path = "/m/gpt-oss-120b"\nmem_fraction_static = 0.85\n'
+                                      f'extra_args = {json.dumps(extra)}\n')
+    shape = shape_from_config(GPT_OSS_120B, Path("config.json"))
+    assert (shape.attention_layers, shape.swa_layers) == (18, 18)
+    inp = inputs_from_shape(cfg, shape, gpu_free_gb=139.0, gpu_source="t", weights_bytes=int(61 * GB))  # type: ignore[arg-type]
+    layer = 8 * (64 + 64) * 2
+    p = predict(sizing_inputs(cfg, inp))  # type: ignore[arg-type]
+    kv_bytes = p.rest_gb * GB
+    if extra == ["--disable-hybrid-swa-memory"]:  # one pool, every layer a full one
+        assert p.kv_tokens == int(kv_bytes // (36 * layer))
+    else:  # HybridSWAPoolConfigurator: full tokens = bytes // (full + ratio × swa)
+        ratio = 0.5 if extra else 0.8
+        assert p.kv_tokens == int(kv_bytes // (18 * layer + ratio * 18 * layer))
+        assert p.kv_tokens > int(kv_bytes // (36 * layer)) * 1.1
+
+
+def test_up_to_0_5_9_the_swa_pool_is_split_from_an_every_layer_profile() -> None:
+    layer = 8 * 128 * 2
+    inp = dense(kv_cell_bytes=18 * layer, attention_layers=18, swa_cell_bytes=18 * layer, version="0.5.9")
+    p = predict(inp)
+    profiled = int(p.rest_gb * GB // (36 * layer))
+    assert p.kv_tokens == int(profiled * 36 * layer / (18 * layer + 0.8 * 18 * layer))
+
+
+# ---------------------------------------------------------------- 7: the smaller ones
+
+
+def test_paging_without_the_overlap_scheduler_takes_four_state_slots_from_0_5_18() -> None:
+    inp = next80b(disable_overlap_schedule=True, page_size=64, version="0.5.23")
+    assert memory.state_slots_per_request(inp, family("0.5.23")) == 4  # auto → extra_buffer for paging
+    assert memory.state_slots_per_request(next80b(disable_overlap_schedule=True), family("0.5.23")) == 3
+
+
+def test_an_explicit_max_running_is_capped_per_release() -> None:
+    tiny = dict(free_before_gb=20.0, weights_gb=15.26, max_running_requests=10000)
+    assert predict(dense(version="0.5.23", **tiny)).binding == "kv_half"  # 0.5.18+: min(asked, tokens // 2)
+    p = predict(dense(version="0.5.11", **tiny))  # 0.5.11: min(asked, the 2048-4096 estimate)
+    assert "kv_half" not in p.limits and p.max_running_requests == p.limits["auto"] == 2048
+    p = predict(dense(version="0.5.6", **tiny))  # ≤ 0.5.9: the request pool of asked requests
+    assert "kv_half" not in p.limits and p.max_running_requests == 10000
+
+
+def test_a_multimodal_models_kv_budget_leaves_100_mb_from_0_5_18() -> None:
+    for version, less in (("0.5.12", 0.0), ("0.5.18", 100 / 1024), ("0.5.23", 100 / 1024)):
+        assert predict(dense(version=version)).rest_gb - predict(dense(version=version, multimodal=True)).rest_gb \
+            == pytest.approx(less)
+
+
+def test_0_5_18_prices_a_dflash_draft_by_its_own_cell() -> None:
+    draft_cell = 8 * 256 * 5 * 2
+    spec = dict(speculative_algorithm="DFLASH", draft_layers=5, draft_cell_bytes=draft_cell, max_running_requests=8)
+    assert predict(dense(version="0.5.18", **spec)).cell_bytes == QWEN3_8B_CELL + draft_cell
+    assert predict(dense(version="0.5.15", **spec)).cell_bytes == -(-QWEN3_8B_CELL * 41 // 36)

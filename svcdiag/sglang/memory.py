@@ -63,21 +63,30 @@ class Family:
     #: (steps × topk + D) + 100 tokens to the shared pool), "target" (the target's pool alone),
     #: "scaled" (cell × (1 + draft / layers), 0.5.18), "added" (cell + int(cell × draft / layers), 0.5.23)
     eagle_pool: str = "added"
+    #: an explicit max_running_requests, per DP worker, is capped by: "pool" (the request pool alone,
+    #: ≤ 0.5.9 tp_worker.py / model_runner.py: min(asked // dp, req_to_token_pool.size)), "estimate"
+    #: (0.5.11 _resolve_max_num_reqs: min(asked // dp, the 2048-4096 estimate)), "kv_half"
+    #: (0.5.18+ resolve_max_num_reqs: min(asked // dp, tokens // 2))
+    asked_rule: str = "kv_half"
+    #: GiB a multimodal model's KV budget leaves for its embedding cache (0.5.18+ kv_cache_configurator.py
+    #: mm_runtime_reservation_gb: SGLANG_VLM_CACHE_SIZE_MB, 100 MB)
+    mm_reserve_gb: float = 0.0
 
 
 FAMILIES = (
-    Family("0.4", "0.0", True, "upfront", False, False, False, False, "0.4", "extra_tokens"),  # 0.4.6's wheel
-    Family("0.5.2", "0.4.7", False, "radix_off", False, False, False, False, "0.5.2", "extra_tokens"),  # 0.5.2's
+    Family("0.4", "0.0", True, "upfront", False, False, False, False, "0.4", "extra_tokens", "pool"),  # 0.4.6's wheel
+    Family("0.5.2", "0.4.7", False, "radix_off", False, False, False, False, "0.5.2", "extra_tokens", "pool"),  # 0.5.2's
     # 0.5.3's wheel: 0.5.2's state cache, 0.5.6's automatic fraction
-    Family("0.5.3", "0.5.3", False, "radix_off", False, False, False, False, "0.5.6", "extra_tokens"),
-    Family("0.5.6", "0.5.4", False, "draft_divided", False, False, False, False, "0.5.6", "extra_tokens"),  # 0.5.6's
-    Family("0.5.9", "0.5.7", False, "upfront", False, False, False, False, "0.5.6", "target"),  # 0.5.9's
-    Family("0.5.12", "0.5.10", False, "upfront", False, False, False, False, "0.5.11", "target"),  # 0.5.11's, 0.5.12's
+    Family("0.5.3", "0.5.3", False, "radix_off", False, False, False, False, "0.5.6", "extra_tokens", "pool"),
+    Family("0.5.6", "0.5.4", False, "draft_divided", False, False, False, False, "0.5.6", "extra_tokens", "pool"),  # 0.5.6's
+    Family("0.5.9", "0.5.7", False, "upfront", False, False, False, False, "0.5.6", "target", "pool"),  # 0.5.9's
+    Family("0.5.12", "0.5.10", False, "upfront", False, False, False, False, "0.5.11", "target", "estimate"),  # 0.5.11's, 0.5.12's
     Family("0.5.15", "0.5.13", False, "joint", True, False, True, True, "0.5.11", "target"),  # 0.5.15's
     # a real 0.5.18 log (tests/fixtures/memory-backtest, OTel H100) allocates max_mamba_cache_size + 1
     # slots' state and solves for the slots with that padding slot taken out first; 0.5.16-0.5.17 unseen
-    Family("0.5.18", "0.5.18", False, "joint_padded", True, False, True, True, "0.5.18", "scaled"),
-    Family("0.5.23", "0.5.19", False, "joint_padded", True, True, True, True, "0.5.23", "added"),  # 0.5.19's, 0.5.20's, 0.5.23's
+    Family("0.5.18", "0.5.18", False, "joint_padded", True, True, True, True, "0.5.18", "scaled", "kv_half", 100 / 1024),
+    # 0.5.19's, 0.5.20's, 0.5.23's
+    Family("0.5.23", "0.5.19", False, "joint_padded", True, True, True, True, "0.5.23", "added", "kv_half", 100 / 1024),
 )
 NEWEST = FAMILIES[-1]
 
@@ -142,6 +151,8 @@ class SizingInputs:
     disable_cuda_graph: bool = False  # --disable-cuda-graph: no graph reserve in the automatic fraction
     mla: bool = False  # the MLA backend (DeepSeek): its prefill-graph reserve is 1.5 GB
     multimodal: bool = False  # a VLM: no prefill CUDA graph (0.5.11+), so no reserve for one
+    swa_cell_bytes: int = 0  # a hybrid-SWA model's sliding-window layers' KV bytes per token (gpt-oss)
+    swa_full_tokens_ratio: float = 0.8  # --swa-full-tokens-ratio: SWA tokens per full-attention token
 
 
 @dataclass(frozen=True, slots=True)
@@ -292,7 +303,10 @@ def state_slots_per_request(inp: SizingInputs, fam: Family) -> int:
         return 3
     strategy = inp.mamba_scheduler_strategy
     if strategy == "auto":
-        strategy = "extra_buffer" if fam.auto_extra_buffer and not inp.disable_overlap_schedule else "no_buffer"
+        # 0.5.18+ arg_groups/overrides.py _mamba_radix_cache_resolution: overlap or paging wants the extra buffer
+        paging = inp.page_size > 1 and fam.mamba == "joint_padded"
+        strategy = "extra_buffer" if fam.auto_extra_buffer and (not inp.disable_overlap_schedule or paging) \
+            else "no_buffer"
     if strategy not in ("extra_buffer", "extra_buffer_lazy"):
         return 3
     if fam.name == "0.5.9":  # the ping-pong buffer by speculative decoding, not by the overlap scheduler
@@ -392,6 +406,19 @@ def _mamba(inp: SizingInputs, fam: Family, rest_gb: float, ratio: int) -> tuple[
     return slots, (slots + pad) * per_req / GB if slots > 0 else 0.0, max(intermediate, 0.0)
 
 
+def swa_full_tokens(kv_bytes: float, full_cell: int, swa_cell: int, ratio: float, fam: Family) -> int:
+    """The full-attention pool of a hybrid sliding-window model (gpt-oss), SWA tokens = ratio ×
+    full: from 0.5.10 int(bytes // (full + ratio × swa)) (pool_configurator.py
+    HybridSWAPoolConfigurator.calculate_pool_sizes); up to 0.5.9 the pool is first profiled with
+    every layer's cell and then split (0.5.9 model_runner_kv_cache_mixin.py
+    set_num_tokens_hybrid_swa; 0.5.2 / 0.5.6 model_runner.py set_num_token_hybrid, the same with
+    equal full and SWA heads)."""
+    if fam.name in ("0.4", "0.5.2", "0.5.3", "0.5.6", "0.5.9"):
+        profiled = int(kv_bytes // (full_cell + swa_cell))
+        return int(profiled * (full_cell + swa_cell) / (full_cell + ratio * swa_cell))
+    return int(kv_bytes // (full_cell + ratio * swa_cell))
+
+
 def _mamba_legacy(inp: SizingInputs, fam: Family, rest_gb: float) -> tuple[int, float, float]:
     """0.5.2 and 0.5.6's state cache: (slots, state GiB, the speculative share of it GiB)."""
     per_req = int(inp.mamba_per_req_bytes or 0)
@@ -423,7 +450,7 @@ def predict(inp: SizingInputs) -> Prediction:
     after = inp.free_after_load_gb
     if after is None:
         after = inp.free_before_gb - inp.weights_gb - (inp.draft_weights_gb if fam.draft_weights_counted else 0.0)
-    rest = after - inp.free_before_gb * (1 - mfs)
+    rest = after - inp.free_before_gb * (1 - mfs) - (fam.mm_reserve_gb if inp.multimodal else 0.0)
     hybrid = inp.mamba_per_req_bytes is not None
     ratio = state_slots_per_request(inp, fam) if hybrid else None
     slots: int | None = None
@@ -442,6 +469,8 @@ def predict(inp: SizingInputs) -> Prediction:
     kv_rest = rest - mamba_gb - intermediate
     cell = cell_with_draft(inp, fam)
     tokens = int(kv_rest * GB // cell) if kv_rest > 0 and cell > 0 else 0
+    if inp.swa_cell_bytes and tokens > 0:
+        tokens = swa_full_tokens(kv_rest * GB, cell, inp.swa_cell_bytes, inp.swa_full_tokens_ratio, fam)
     extra = 0
     if tokens > 0 and fam.eagle_pool == "extra_tokens":
         reqs = inp.max_running_requests
@@ -482,10 +511,14 @@ def _limits(inp: SizingInputs, fam: Family, tokens: int, slots: int | None, rati
     dp = max(1, inp.dp_size)
     ctx = max(1, inp.context_len)
     estimated = min(max(int(tokens / ctx * 512), 2048), 4096)
-    limits: dict[str, int] = {"kv_half": tokens // 2}
+    limits: dict[str, int] = {}
+    if inp.max_running_requests is None or fam.asked_rule == "kv_half":
+        limits["kv_half"] = tokens // 2
     if inp.max_running_requests is not None:
         asked = inp.max_running_requests // dp
         limits["requested"] = max(1, asked) if fam is NEWEST else asked
+        if fam.asked_rule == "estimate":
+            limits["auto"] = estimated
     elif not fam.req_pool_plus_one:
         limits["auto"] = estimated
     if fam.req_pool_plus_one:

@@ -124,6 +124,13 @@ class ModelShape:
     max_position_embeddings: int | None = None
     nextn_layers: int = 0  # num_nextn_predict_layers: an MTP start's draft layers when no draft path is given
     multimodal: bool = False  # a vision_config: SGLang captures no prefill graph for it
+    swa_layers: int = 0  # sliding-window layers in their own pool (a hybrid-SWA architecture); not in attention_layers
+
+    def swa_kv_bytes_per_token(self, tp: int) -> int:
+        """The sliding-window layers' KV bytes per token on one GPU (HybridSWAPoolConfigurator's
+        swa_per_token × SWA layers; the same heads and dims as the full layers)."""
+        heads = max(1, self.kv_heads // tp)
+        return heads * (self.head_dim + self.v_head_dim) * self.swa_layers * self.kv_dtype_bytes
 
     def kv_bytes_per_token(self, tp: int) -> int:
         """SGLang's cell_size on one GPU."""
@@ -137,6 +144,13 @@ class ModelShape:
         conv = self.conv_elems_per_layer * self.linear_layers * 2 // tp  # conv state in the model dtype
         ssm = self.ssm_elems_per_layer * self.linear_layers * SSM_STATE_BYTES // tp
         return conv, ssm
+
+
+#: the architectures SGLang gives a hybrid sliding-window pool (0.5.23 configs/model_config.py
+#: is_hybrid_swa_model, those whose config.json lists layer_types; Llama4's chunked attention aside)
+SWA_ARCHS = frozenset({"GptOssForCausalLM", "GraniteSWAForCausalLM", "GraniteMoeSWAForCausalLM",
+                       "MiMoV2FlashForCausalLM", "Step3p5ForCausalLM", "Gemma4ForCausalLM",
+                       "Gemma4ForConditionalGeneration", "LagunaForCausalLM", "MellumForCausalLM"})
 
 
 def _text_config(cfg: dict[str, Any]) -> dict[str, Any]:
@@ -174,7 +188,10 @@ def shape_from_config(cfg: dict[str, Any], path: Path | PurePosixPath) -> ModelS
     types = c.get("layer_types")
     interval = c.get("full_attention_interval")
     linear = 0
-    if isinstance(types, list) and any("linear" in str(t) for t in types):
+    if arch in SWA_ARCHS and isinstance(types, list) and "sliding_attention" in types and c.get("sliding_window"):
+        extra["swa_layers"] = sum(1 for t in types if t == "sliding_attention")
+        attention = len(types) - extra["swa_layers"]
+    elif isinstance(types, list) and any("linear" in str(t) for t in types):
         linear = sum(1 for t in types if "linear" in str(t))
         attention = len(types) - linear
     elif interval and layers:

@@ -38,6 +38,8 @@ class SizingFlags:
     dflash_block_size: int | None = None
     attn_dp_size: int | None = None  # 0.5.23's --attn-dp-size
     disable_cuda_graph: bool = False
+    swa_full_tokens_ratio: float = 0.8
+    disable_hybrid_swa_memory: bool = False
 
 
 def sizing_flags(extra_args: tuple[str, ...]) -> SizingFlags:
@@ -77,6 +79,8 @@ def sizing_flags(extra_args: tuple[str, ...]) -> SizingFlags:
         dflash_block_size=num("speculative-dflash-block-size", int),
         attn_dp_size=num("attn-dp-size", int),
         disable_cuda_graph="disable-cuda-graph" in args,
+        swa_full_tokens_ratio=num("swa-full-tokens-ratio", float) or 0.8,
+        disable_hybrid_swa_memory="disable-hybrid-swa-memory" in args,
     )
 
 
@@ -113,6 +117,7 @@ class Inputs:
     gpu_total_gb: float | None = None  # for SGLang's automatic mem_fraction_static
     model_kind: str | None = None  # dense | hybrid | mla; None: config.json unread (--kv-bytes-per-token)
     multimodal: bool = False  # config.json has a vision_config
+    swa_kv_bytes_per_token: int = 0  # a hybrid-SWA model's sliding-window layers, on one GPU
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,9 +150,13 @@ def inputs_from_shape(cfg: ServiceConfig, shape: ModelShape | None, *, gpu_free_
                       kv_bytes_per_token: int | None = None, sources: dict[str, str] | None = None,
                       draft_shape: ModelShape | None = None, gpu_total_gb: float | None = None) -> Inputs:
     tp = attn_tp_size(cfg)  # the KV heads and the Mamba state split over the attention group
+    swa = 0
     if kv_bytes_per_token is None:
         assert shape is not None
         kv_bytes_per_token = shape.kv_bytes_per_token(tp)
+        swa = shape.swa_kv_bytes_per_token(tp) if shape.swa_layers else 0
+        if swa and sizing_flags(cfg.extra_args).disable_hybrid_swa_memory:  # one pool, every layer full
+            kv_bytes_per_token, swa = kv_bytes_per_token + swa, 0
     slot = None
     if shape is not None and shape.kind == "hybrid":
         conv, ssm = shape.mamba_bytes_per_slot(tp)
@@ -167,7 +176,8 @@ def inputs_from_shape(cfg: ServiceConfig, shape: ModelShape | None, *, gpu_free_
     return Inputs(gpu_free_gb, gpu_source, weights_bytes // whole, kv_bytes_per_token, slot, draft_bytes // whole,
                   ctx, dict(sources or {}), attention_layers=shape.attention_layers if shape else 0,
                   draft_layers=draft_layers, draft_kv_bytes_per_token=draft_kv, gpu_total_gb=gpu_total_gb,
-                  model_kind=shape.kind if shape else None, multimodal=bool(shape and shape.multimodal))
+                  model_kind=shape.kind if shape else None, multimodal=bool(shape and shape.multimodal),
+                  swa_kv_bytes_per_token=swa)
 
 
 def speculative_steps(cfg: ServiceConfig | None, flags: SizingFlags, logged: str | None = None) -> tuple[str | None, int | None]:
@@ -200,7 +210,8 @@ def sizing_inputs(cfg: ServiceConfig, inp: Inputs) -> SizingInputs:
         chunked_prefill_size=cfg.chunked_prefill_size, cuda_graph_max_bs=cfg.cuda_graph_max_bs,
         version=cfg.sglang_version, speculative_num_steps=cfg.speculative.num_steps if cfg.speculative else None,
         speculative_eagle_topk=cfg.speculative.eagle_topk if cfg.speculative else None,
-        disable_cuda_graph=flags.disable_cuda_graph, mla=inp.model_kind == "mla", multimodal=inp.multimodal)
+        disable_cuda_graph=flags.disable_cuda_graph, mla=inp.model_kind == "mla", multimodal=inp.multimodal,
+        swa_cell_bytes=inp.swa_kv_bytes_per_token, swa_full_tokens_ratio=flags.swa_full_tokens_ratio)
 
 
 def fewest_slots_per_request(cfg: ServiceConfig) -> int:
