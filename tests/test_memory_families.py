@@ -270,3 +270,22 @@ def test_0_5_18_prices_a_dflash_draft_by_its_own_cell() -> None:
     spec = dict(speculative_algorithm="DFLASH", draft_layers=5, draft_cell_bytes=draft_cell, max_running_requests=8)
     assert predict(dense(version="0.5.18", **spec)).cell_bytes == QWEN3_8B_CELL + draft_cell
     assert predict(dense(version="0.5.15", **spec)).cell_bytes == -(-QWEN3_8B_CELL * 41 // 36)
+
+
+def test_a_vlms_automatic_fraction_is_scaled_by_its_vision_tower() -> None:
+    vl = {"architectures": ["Qwen2_5_VLForConditionalGeneration"], "num_hidden_layers": 28, "num_attention_heads": 28,
+          "num_key_value_heads": 4, "hidden_size": 3584, "vision_config": {"depth": 32, "hidden_size": 1280}}
+    shape = shape_from_config(vl, Path("config.json"))
+    assert shape.multimodal and shape.vit == (24, 1280)  # SGLang reads num_hidden_layers, 24 when absent
+    h100 = 81559 / 1024
+    plain = auto_mem_fraction(h100, multimodal=True)  # a VLM off the breakable allowlist: no prefill graph
+    assert plain == round((81559 - max(512 + 8192 * 1.5 + 128 + 512, 10240)) / 81559, 3)
+    factor = 0.95 * (1 - 0.1 * (1280**2 / 1024**2 - 1))
+    assert auto_mem_fraction(h100, multimodal=True, vit=shape.vit) == pytest.approx(plain * factor)
+
+
+def test_0_5_11_captures_no_piecewise_graph_for_qwen3_next() -> None:
+    h200 = 143771 / 1024
+    base = 512 + 8192 * 1.5 + 128 + 256 * 2
+    assert auto_mem_fraction(h200, fam=family("0.5.11"), architecture="Qwen3NextForCausalLM") == \
+        round((143771 - base) / 143771, 3)

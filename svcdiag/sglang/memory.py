@@ -151,6 +151,8 @@ class SizingInputs:
     disable_cuda_graph: bool = False  # --disable-cuda-graph: no graph reserve in the automatic fraction
     mla: bool = False  # the MLA backend (DeepSeek): its prefill-graph reserve is 1.5 GB
     multimodal: bool = False  # a VLM: no prefill CUDA graph (0.5.11+), so no reserve for one
+    architecture: str | None = None  # config.json's architectures[0]: which prefill graphs it gets
+    vit: tuple[int, int] | None = None  # a VLM's vision_config (num_hidden_layers, hidden_size), 24 / 1024 unset
     swa_cell_bytes: int = 0  # a hybrid-SWA model's sliding-window layers' KV bytes per token (gpt-oss)
     swa_full_tokens_ratio: float = 0.8  # --swa-full-tokens-ratio: SWA tokens per full-attention token
 
@@ -207,19 +209,51 @@ def prefill_graph_sizes(max_bs: int) -> list[int]:
     return [x for x in sizes if x <= max_bs]
 
 
+#: 0.5.11 configs/model_config.py piecewise_cuda_graph_disabled_model_archs: no piecewise prefill graph
+PIECEWISE_DISABLED_ARCHS = frozenset({"DeepseekV32ForCausalLM", "Qwen3NextForCausalLM", "GlmMoeDsaForCausalLM",
+                                      "BailingMoeV2_5ForCausalLM", "LLaDAModelLM"})
+#: 0.5.23 configs/model_config.py multimodal_breakable_cuda_graph_supported_model_archs: VLMs that keep it
+MULTIMODAL_BREAKABLE_ARCHS = frozenset({
+    "MiniMaxM3SparseForConditionalGeneration", "Cohere2VisionForConditionalGeneration",
+    "Glm5NextForConditionalGeneration", "InternS2MobiusForConditionalGeneration", "PaddleOCRVLForConditionalGeneration",
+    "Qwen3_5ForConditionalGeneration", "Qwen3_5MoeForConditionalGeneration", "Qwen4ExpForConditionalGeneration",
+    "MuseGlimmerForConditionalGeneration", "MuseSparkForConditionalGeneration", "KimiK3ForConditionalGeneration",
+    "KimiK25ForConditionalGeneration"})
+
+
+def vlm_factor(vit: tuple[int, int]) -> float:
+    """adjust_mem_fraction_for_vlm (0.5.2-0.5.18 server_args.py, 0.5.23 memory_hook.py): 0.95, less
+    10 % for each doubling of the vision tower's layers × hidden² over ViT-L/14's 24 × 1024², in 0.8-1.05."""
+    layers, hidden = vit
+    ratio = layers * hidden**2 / (24 * 1024**2)
+    return 0.95 * max(0.8, min(1.05, 1.0 - 0.1 * (ratio - 1.0)))
+
+
 def auto_mem_fraction(gpu_total_gb: float, *, tp_size: int = 1, chunked_prefill_size: int | None = None,
                       cuda_graph_max_bs: int | None = None, fam: Family = NEWEST,
                       speculative_algorithm: str | None = None, attn_dp_size: int = 1, mla: bool = False,
                       multimodal: bool = False, disable_cuda_graph: bool = False,
-                      max_total_tokens: int | None = None, max_running_requests: int | None = None) -> float:
+                      max_total_tokens: int | None = None, max_running_requests: int | None = None,
+                      architecture: str | None = None, vit: tuple[int, int] | None = None) -> float:
     """SGLang's mem_fraction_static when none is given, by the card's capacity, per release:
     (capacity − reserved) / capacity, reserved for activations (1.5 MB per chunked-prefill
-    token), CUDA graphs and parallel slack. `max_running_requests` is the one asked for (the
-    speculative default 48 is set after this rule runs). Not modeled: the VLM reduction
-    (adjust_mem_fraction_for_vlm), DeepEP, PD disaggregation, post-capture sizing (an env switch)."""
+    token), CUDA graphs and parallel slack; a VLM's then scaled by vlm_factor. `max_running_requests`
+    is the one asked for (the speculative default 48 is set after this rule runs). Not modeled:
+    DeepEP, PD disaggregation, pipeline parallelism, post-capture sizing (an env switch)."""
+    fraction = _auto_fraction(gpu_total_gb, tp_size, chunked_prefill_size, cuda_graph_max_bs, fam,
+                              (speculative_algorithm or "").upper() or None, attn_dp_size, mla, multimodal,
+                              disable_cuda_graph, max_total_tokens, max_running_requests, architecture)
+    if vit is not None and fam.mfs_rule != "0.4":
+        return fraction * vlm_factor(vit)
+    return fraction
+
+
+def _auto_fraction(gpu_total_gb: float, tp_size: int, chunked_prefill_size: int | None, cuda_graph_max_bs: int | None,
+                   fam: Family, algo: str | None, attn_dp_size: int, mla: bool, multimodal: bool,
+                   disable_cuda_graph: bool, max_total_tokens: int | None, max_running_requests: int | None,
+                   architecture: str | None) -> float:
     mb = gpu_total_gb * 1024
     rule = fam.mfs_rule
-    algo = (speculative_algorithm or "").upper() or None
     dp = attn_dp_size if attn_dp_size > 1 else 0
     if rule == "0.4":  # 0.4.6 server_args.py __post_init__
         if mb <= 81920:
@@ -248,9 +282,13 @@ def auto_mem_fraction(gpu_total_gb: float, *, tp_size: int = 1, chunked_prefill_
     graphs = 0.0 if disable_cuda_graph and rule in ("0.5.18", "0.5.23") else max_bs * 2.0
     if dp:  # DP attention's padding, and more for a large graph batch
         graphs += max_bs * dp * 3 + (max_bs * dp * 1.5 if max_bs > 300 else 0)
-    prefill_graph = rule in ("0.5.18", "0.5.23") and not disable_cuda_graph and not multimodal
-    if rule == "0.5.11":  # piecewise CUDA graph on by default, off with DP attention or a VLM
-        prefill_graph = not dp and not multimodal
+    # 0.5.18+ the breakable prefill graph (cuda_graph_hook.py disable_breakable_cudagraph_if_incompatible:
+    # off for a VLM not on the allowlist); 0.5.11 the piecewise one (_handle_piecewise_cuda_graph: off
+    # with DP attention, for a VLM and for the listed architectures)
+    prefill_graph = rule in ("0.5.18", "0.5.23") and not disable_cuda_graph and \
+        (not multimodal or architecture in MULTIMODAL_BREAKABLE_ARCHS)
+    if rule == "0.5.11":
+        prefill_graph = not dp and not multimodal and architecture not in PIECEWISE_DISABLED_ARCHS
     if prefill_graph:
         if mla:
             graphs += 1.5 * 1024
@@ -278,7 +316,8 @@ def mem_fraction(inp: SizingInputs, fam: Family) -> float:
                              cuda_graph_max_bs=inp.cuda_graph_max_bs, fam=fam,
                              speculative_algorithm=inp.speculative_algorithm, attn_dp_size=inp.dp_size, mla=inp.mla,
                              multimodal=inp.multimodal, disable_cuda_graph=inp.disable_cuda_graph,
-                             max_total_tokens=inp.max_total_tokens, max_running_requests=inp.max_running_requests)
+                             max_total_tokens=inp.max_total_tokens, max_running_requests=inp.max_running_requests,
+                             architecture=inp.architecture, vit=inp.vit)
 
 
 def asked_running(inp: SizingInputs) -> int | None:

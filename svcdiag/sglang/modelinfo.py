@@ -124,6 +124,7 @@ class ModelShape:
     max_position_embeddings: int | None = None
     nextn_layers: int = 0  # num_nextn_predict_layers: an MTP start's draft layers when no draft path is given
     multimodal: bool = False  # a vision_config: SGLang captures no prefill graph for it
+    vit: tuple[int, int] | None = None  # vision_config's num_hidden_layers, hidden_size (24, 1024 unset), as SGLang reads them
     swa_layers: int = 0  # sliding-window layers in their own pool (a hybrid-SWA architecture); not in attention_layers
 
     def swa_kv_bytes_per_token(self, tp: int) -> int:
@@ -171,8 +172,11 @@ def shape_from_config(cfg: dict[str, Any], path: Path | PurePosixPath) -> ModelS
         return value
 
     layers = get("num_hidden_layers")
+    vision = cfg.get("vision_config")
     extra: dict[str, Any] = {"nextn_layers": int(c.get("num_nextn_predict_layers") or 0),
-                             "multimodal": isinstance(cfg.get("vision_config"), dict)}
+                             "multimodal": isinstance(vision, dict)}
+    if isinstance(vision, dict):
+        extra["vit"] = (int(vision.get("num_hidden_layers") or 24), int(vision.get("hidden_size") or 1024))
     dtype = DTYPE_BYTES.get(str(c.get("torch_dtype") or c.get("dtype") or "bfloat16").replace("torch.", ""), 2)
     if c.get("kv_lora_rank"):
         rope = get("qk_rope_head_dim")

@@ -117,6 +117,8 @@ class Inputs:
     gpu_total_gb: float | None = None  # for SGLang's automatic mem_fraction_static
     model_kind: str | None = None  # dense | hybrid | mla; None: config.json unread (--kv-bytes-per-token)
     multimodal: bool = False  # config.json has a vision_config
+    architecture: str | None = None
+    vit: tuple[int, int] | None = None  # the vision tower SGLang's automatic fraction scales by
     swa_kv_bytes_per_token: int = 0  # a hybrid-SWA model's sliding-window layers, on one GPU
 
 
@@ -177,7 +179,8 @@ def inputs_from_shape(cfg: ServiceConfig, shape: ModelShape | None, *, gpu_free_
                   ctx, dict(sources or {}), attention_layers=shape.attention_layers if shape else 0,
                   draft_layers=draft_layers, draft_kv_bytes_per_token=draft_kv, gpu_total_gb=gpu_total_gb,
                   model_kind=shape.kind if shape else None, multimodal=bool(shape and shape.multimodal),
-                  swa_kv_bytes_per_token=swa)
+                  swa_kv_bytes_per_token=swa, architecture=shape.architecture if shape else None,
+                  vit=shape.vit if shape else None)
 
 
 def speculative_steps(cfg: ServiceConfig | None, flags: SizingFlags, logged: str | None = None) -> tuple[str | None, int | None]:
@@ -211,7 +214,8 @@ def sizing_inputs(cfg: ServiceConfig, inp: Inputs) -> SizingInputs:
         version=cfg.sglang_version, speculative_num_steps=cfg.speculative.num_steps if cfg.speculative else None,
         speculative_eagle_topk=cfg.speculative.eagle_topk if cfg.speculative else None,
         disable_cuda_graph=flags.disable_cuda_graph, mla=inp.model_kind == "mla", multimodal=inp.multimodal,
-        swa_cell_bytes=inp.swa_kv_bytes_per_token, swa_full_tokens_ratio=flags.swa_full_tokens_ratio)
+        swa_cell_bytes=inp.swa_kv_bytes_per_token, swa_full_tokens_ratio=flags.swa_full_tokens_ratio,
+        architecture=inp.architecture, vit=inp.vit)
 
 
 def fewest_slots_per_request(cfg: ServiceConfig) -> int:
