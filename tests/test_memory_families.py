@@ -289,3 +289,11 @@ def test_0_5_11_captures_no_piecewise_graph_for_qwen3_next() -> None:
     base = 512 + 8192 * 1.5 + 128 + 256 * 2
     assert auto_mem_fraction(h200, fam=family("0.5.11"), architecture="Qwen3NextForCausalLM") == \
         round((143771 - base) / 143771, 3)
+
+
+def test_0_5_6_ignores_the_configs_own_two_slots(tmp_path: Path) -> None:
+    from svcdiag.sglang.preflight import from_config_alone
+
+    body = 'model_path = "/m"\nmax_mamba_cache_size = 2\nmax_running_requests = 8\n'
+    assert from_config_alone(units_with(tmp_path, "new", body + 'sglang_version = "0.5.23"\n')) is not None  # type: ignore[arg-type]
+    assert from_config_alone(units_with(tmp_path, "old", body + 'sglang_version = "0.5.6"\n')) is None  # type: ignore[arg-type]

@@ -244,6 +244,8 @@ def from_config_alone(cfg: ServiceConfig) -> Prediction | None:
     limits: dict[str, int] = {}
     spr = fewest_slots_per_request(cfg)
     dp = attn_dp_size(cfg)
+    if memory.family(cfg.sglang_version).mamba == "draft_divided" and not sizing_flags(cfg.extra_args).disable_radix_cache:
+        return None  # 0.5.4-0.5.6 size the slots from memory whatever --max-mamba-cache-size says
     if cfg.max_mamba_cache_size is not None and cfg.max_mamba_cache_size // dp // spr == 0:
         limits["mamba"] = 0
         reasons.append(f"{cfg.max_mamba_cache_size} Mamba slot(s) at {spr} per request serve no request "
@@ -268,7 +270,8 @@ def predict(cfg: ServiceConfig, inp: Inputs, *, with_fixes: bool = True) -> Pred
     tokens, cap, ctx, limits = m.kv_tokens, m.max_running_requests, inp.context_len or 0, dict(m.limits)
     spr = m.slots_per_request
     binding, failure = m.binding, m.failure
-    if inp.model_kind is None and cfg.max_mamba_cache_size is not None:
+    kept = memory.family(cfg.sglang_version).mamba != "draft_divided" or sizing_flags(cfg.extra_args).disable_radix_cache
+    if inp.model_kind is None and cfg.max_mamba_cache_size is not None and kept:
         # no Mamba shape (config.json unread): the config's own slots still bound the requests
         spr = fewest_slots_per_request(cfg)
         dp = attn_dp_size(cfg)
