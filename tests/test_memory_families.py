@@ -130,7 +130,8 @@ def test_qwen3_8b_from_the_hub_cache_on_a_24_gb_card_at_8192_serves(tmp_path: Pa
 # ---------------------------------------------------------------- 3: DP attention
 
 QWEN3_235B = {"architectures": ["Qwen3MoeForCausalLM"], "num_hidden_layers": 94, "num_attention_heads": 64,
-              "num_key_value_heads": 4, "head_dim": 128, "max_position_embeddings": 40960}
+              "num_key_value_heads": 4, "head_dim": 128, "max_position_embeddings": 40960, "hidden_size": 4096,
+              "vocab_size": 151936}
 
 
 @pytest.mark.parametrize("args", [
@@ -144,6 +145,9 @@ def test_dp_attention_splits_kv_heads_by_the_attention_group(tmp_path: Path, arg
     inp = inputs_from_shape(cfg, shape, gpu_free_gb=139.0, gpu_source="t", weights_bytes=int(438 * GB))  # type: ignore[arg-type]
     # attention tp = 8 / 8 = 1: every GPU keeps all 4 KV heads (SGLang's get_num_kv_heads(attn_tp_size))
     assert inp.kv_bytes_per_token == 4 * (128 + 128) * 94 * 2
+    # and every GPU holds all of the attention layers' q/k/v/o and the embedding, the rest split by tp 8
+    replicated = (94 * 4096 * 128 * (2 * 64 + 2 * 4) + 151936 * 4096) * 2
+    assert inp.weights_bytes == int(438 * GB) // 8 + replicated - replicated // 8
     s = sizing_inputs(cfg, inp)  # type: ignore[arg-type]
     assert s.dp_size == 8
     p = predict(s)

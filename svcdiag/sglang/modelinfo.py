@@ -125,6 +125,9 @@ class ModelShape:
     nextn_layers: int = 0  # num_nextn_predict_layers: an MTP start's draft layers when no draft path is given
     multimodal: bool = False  # a vision_config: SGLang captures no prefill graph for it
     vit: tuple[int, int] | None = None  # vision_config's num_hidden_layers, hidden_size (24, 1024 unset), as SGLang reads them
+    #: the weights DP attention splits over the attention group, not the whole tp (q/k/v/o of the
+    #: attention layers and the input embedding, SGLang's attn_tp-sized layers), in bytes; 0: unknown
+    attn_tp_weight_bytes: int = 0
     swa_layers: int = 0  # sliding-window layers in their own pool (a hybrid-SWA architecture); not in attention_layers
 
     def swa_kv_bytes_per_token(self, tp: int) -> int:
@@ -205,6 +208,12 @@ def shape_from_config(cfg: dict[str, Any], path: Path | PurePosixPath) -> ModelS
         attention = layers
     if need or kv_heads is None or head_dim is None:
         raise ModelInfoError(path, need, f"unknown architecture {arch!r}: missing {', '.join(need)}")
+    hidden, vocab = c.get("hidden_size"), c.get("vocab_size")
+    if hidden and vocab and heads and not c.get("quantization_config"):
+        # qwen2_moe.py / qwen3_moe.py: QKVParallelLinear and o_proj over attn_tp_size, embed_tokens
+        # with use_attn_tp_group; lm_head stays on the whole tp
+        qkvo = (attention + extra.get("swa_layers", 0)) * hidden * head_dim * (2 * heads + 2 * kv_heads)
+        extra["attn_tp_weight_bytes"] = (qkvo + vocab * hidden) * dtype
     if not linear:
         return ModelShape(arch, "dense", layers, attention, kv_heads, head_dim, head_dim, kv_dtype_bytes=dtype,
                           max_position_embeddings=c.get("max_position_embeddings"), **extra)

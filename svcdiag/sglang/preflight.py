@@ -175,7 +175,11 @@ def inputs_from_shape(cfg: ServiceConfig, shape: ModelShape | None, *, gpu_free_
         # an MTP start with no draft path: the target's own num_nextn_predict_layers are the draft
         draft_layers = shape.nextn_layers
     whole = cfg.tp_size
-    return Inputs(gpu_free_gb, gpu_source, weights_bytes // whole, kv_bytes_per_token, slot, draft_bytes // whole,
+    per_gpu = weights_bytes // whole
+    if shape is not None and shape.attn_tp_weight_bytes and tp < whole:
+        # DP attention: the attention layers and the embedding split over tp / DP ranks only
+        per_gpu += shape.attn_tp_weight_bytes // tp - shape.attn_tp_weight_bytes // whole
+    return Inputs(gpu_free_gb, gpu_source, per_gpu, kv_bytes_per_token, slot, draft_bytes // whole,
                   ctx, dict(sources or {}), attention_layers=shape.attention_layers if shape else 0,
                   draft_layers=draft_layers, draft_kv_bytes_per_token=draft_kv, gpu_total_gb=gpu_total_gb,
                   model_kind=shape.kind if shape else None, multimodal=bool(shape and shape.multimodal),
