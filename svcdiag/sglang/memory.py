@@ -4,15 +4,14 @@ cache and a request cap (docs/sglang.md#memory).
     rest = free_before_load × mem_fraction_static − weights
     Mamba state first (max_mamba_cache_size slots, or its share of `rest`), the KV pool
     gets the remainder, one cell per token;
-    max_running_requests = min(requested or auto, tokens // 2, mamba slots // slots per
-    request, and, for this SGLang's speculative worker, tokens // context_len).
+    max_running_requests = min(requested (48 for a speculative start) or auto, tokens // 2,
+    mamba slots // slots per request), each bound as the release has it.
 
 Pure arithmetic. `predict(SizingInputs)` is SGLang's own, per release family: preflight
 predicts with it from a model's shape, and every memory fix the diagnosis prints and
 baseline-check's estimate of a candidate go through it (svcdiag.sglang.preflight
 recheck_fixes, estimate_candidate), and so do the diagnosis's explanation and its plans of a
-fix (svcdiag.sglang.memory_plan). The stand-in (svcdiag.sim) keeps its own copy on purpose,
-as the cross-check.
+fix (svcdiag.sglang.memory_plan). The stand-in (svcdiag.sim) sizes a 0.5.20+ start with it too.
 """
 
 from __future__ import annotations
@@ -30,14 +29,15 @@ ACTIVATION_HEADROOM_GB = 2.0
 
 # ------------------------------------------------------------ SGLang's sizing, per release
 #
-# Read from the wheels (pip download --no-deps sglang==V): 0.4.6 model_runner.py
-# profile_max_num_token / init_memory_pool, tp_worker.py; 0.5.9 and 0.5.15
+# Read from the wheels (pip download --no-deps sglang==V): 0.4.6, 0.5.2, 0.5.3 and 0.5.6
+# model_runner.py (profile_max_num_token, init_memory_pool, handle_max_mamba_cache), tp_worker.py
+# and server_args.py (__post_init__, _handle_gpu_memory_settings); 0.5.9, 0.5.11, 0.5.12 and 0.5.15
 # model_runner_kv_cache_mixin.py handle_max_mamba_cache / _calculate_mamba_ratio /
-# _resolve_max_num_reqs; 0.5.23 mem_cache/kv_cache_configurator.py (_profile_available_bytes,
-# _handle_max_mamba_cache, _calculate_mamba_ratio, resolve_max_num_reqs),
-# model_executor/pool_configurator.py, mem_cache/draft_kv_budget.py, arg_groups/memory_hook.py.
-# The first release of each family is the first sampled wheel that has its code: a release
-# between two sampled ones belongs to the older family (docs/preflight.md#the-formula-sglangs-own-per-release-family).
+# _resolve_max_num_reqs, server_args.py; 0.5.18 and 0.5.23 mem_cache/kv_cache_configurator.py
+# (_profile_available_bytes, _handle_max_mamba_cache, _calculate_mamba_ratio, resolve_max_num_reqs),
+# model_executor/pool_configurator.py, mem_cache/draft_kv_budget.py, 0.5.23 arg_groups/memory_hook.py
+# and speculative_hook.py. A family's first release follows the read wheel before it: a release
+# between two read ones belongs to the newer family (docs/preflight.md#the-formula-sglangs-own-per-release-family).
 
 
 @dataclass(frozen=True, slots=True)
