@@ -187,7 +187,7 @@ def compute_new(profile: ModelProfile, scenario: Scenario, *, tp: int, mem_fract
     def sizing(pre: float) -> memory.SizingInputs:
         return memory.SizingInputs(
             free_before_gb=pre, weights_gb=weights, kv_cell_bytes=profile.cell_bytes(tp), context_len=context_len,
-            attention_layers=profile.full_attn_layers, draft_weights_gb=profile.draft_weights_gb / tp,
+            attention_layers=profile.full_attn_layers, draft_weights_gb=draft,
             mem_fraction_static=mfs, mamba_per_req_bytes=round(per_slot * GB) if profile.hybrid else None,
             max_mamba_cache_size=max_mamba_cache_size, max_running_requests=max_running_requests,
             speculative_algorithm="DFLASH" if speculative else None, num_draft_tokens=draft_tokens,
@@ -210,26 +210,20 @@ def compute_new(profile: ModelProfile, scenario: Scenario, *, tp: int, mem_fract
     graph_end = pool_end - CUDA_GRAPH_GB
     slots = p.mamba_slots
     share = slots + 1 if slots else 0
-    limits = dict(p.limits)
-    limits.pop("mamba", None)
+    cap, limits = p.max_running_requests, dict(p.limits)
+    if scenario.kv_tokens_target is not None:  # the pinned token count's limits (resolve_max_num_reqs)
+        cap, _, limits = memory.max_running(sizing(pre), tokens, slots)
+    kv_limit = min(v for k, v in limits.items() if k != "mamba")
     return Figures(
         tp=tp, pre_load_free_gb=pre, weights_gb=weights, after_weights_gb=after_weights,
         mem_fraction_static=mfs, mamba_slots=slots,
         conv_gb=share * profile.conv_per_slot_gb / tp, ssm_gb=share * profile.ssm_per_slot_gb / tp,
         intermediate_gb=p.intermediate_gb, kv_tokens=tokens, k_gb=kv_gb / 2, v_gb=kv_gb / 2,
         pool_end_avail_gb=pool_end, graph_end_avail_gb=graph_end, draft_weights_gb=draft, final_avail_gb=graph_end,
-        requested_max_running=max_running_requests, max_running=p.max_running_requests if scenario.kv_tokens_target
-        is None else _cap(tokens, limits, slots, p.slots_per_request), slots_per_req=p.slots_per_request or 5,
+        requested_max_running=max_running_requests, max_running=cap, slots_per_req=p.slots_per_request or 5,
         context_len=context_len,
         not_enough_memory=p.rest_gb - p.mamba_gb - p.intermediate_gb <= 0 or tokens <= 0 or math.isnan(p.rest_gb),
         rest_gb=p.rest_gb, mamba_cap=slots // (p.slots_per_request or 5) if slots is not None else None,
-        kv_limit=min(limits.values()),
+        kv_limit=kv_limit,
     )
 
-
-def _cap(tokens: int, limits: dict[str, int], slots: int | None, spr: int | None) -> int:
-    """max_running for a scenario that pins the token count: the limits with kv_half at `tokens`."""
-    limits = {**limits, "kv_half": tokens // 2}
-    if slots is not None and spr:
-        limits["mamba"] = slots // spr
-    return max(0, min(limits.values()))
