@@ -301,3 +301,20 @@ def test_0_5_6_ignores_the_configs_own_two_slots(tmp_path: Path) -> None:
     body = 'model_path = "/m"\nmax_mamba_cache_size = 2\nmax_running_requests = 8\n'
     assert from_config_alone(units_with(tmp_path, "new", body + 'sglang_version = "0.5.23"\n')) is not None  # type: ignore[arg-type]
     assert from_config_alone(units_with(tmp_path, "old", body + 'sglang_version = "0.5.6"\n')) is None  # type: ignore[arg-type]
+
+
+def test_a_radix_less_gpt_oss_start_sizes_its_swa_pool_from_its_requests_on_0_5_23(tmp_path: Path) -> None:
+    cfg = units_with(tmp_path, "oss", 'model_path = "/m/gpt-oss-120b"\nmem_fraction_static = 0.85\n'
+                                      'max_running_requests = 64\nextra_args = ["--disable-radix-cache"]\n')
+    shape = shape_from_config(GPT_OSS_120B, Path("config.json"))
+    inp = inputs_from_shape(cfg, shape, gpu_free_gb=139.0, gpu_source="t", weights_bytes=int(61 * GB),  # type: ignore[arg-type]
+                            gpu_total_gb=143771 / 1024)
+    s = sizing_inputs(cfg, inp)  # type: ignore[arg-type]
+    layer = 8 * (64 + 64) * 2
+    # compute_swa_request_cap: (window 128 + eviction 128 + page + page) × 64 requests + 2 chunks of 8,192 + page
+    swa_tokens = (128 + 128 + 1 + 1) * 64 + 2 * 8192 + 1
+    p = predict(s)
+    assert p.kv_tokens == int((p.rest_gb * GB - swa_tokens * 18 * layer) // (18 * layer))
+    ratio = predict(sizing_inputs(units_with(tmp_path, "oss2", 'model_path = "/m/gpt-oss-120b"\n'  # type: ignore[arg-type]
+                                             'mem_fraction_static = 0.85\nmax_running_requests = 64\n'), inp))
+    assert ratio.kv_tokens == int(ratio.rest_gb * GB // (18 * layer * 1.8))  # the radix cache on: the 0.8 split

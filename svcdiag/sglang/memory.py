@@ -155,6 +155,7 @@ class SizingInputs:
     vit: tuple[int, int] | None = None  # a VLM's vision_config (num_hidden_layers, hidden_size), 24 / 1024 unset
     swa_cell_bytes: int = 0  # a hybrid-SWA model's sliding-window layers' KV bytes per token (gpt-oss)
     swa_full_tokens_ratio: float = 0.8  # --swa-full-tokens-ratio: SWA tokens per full-attention token
+    sliding_window: int | None = None  # config.json's sliding_window (the SWA request cap's window)
 
 
 @dataclass(frozen=True, slots=True)
@@ -458,6 +459,30 @@ def swa_full_tokens(kv_bytes: float, full_cell: int, swa_cell: int, ratio: float
     return int(kv_bytes // (full_cell + ratio * swa_cell))
 
 
+SWA_EVICTION_INTERVAL = 128  # SGLANG_SWA_EVICTION_INTERVAL's default
+
+
+def swa_request_cap(inp: SizingInputs, fam: Family) -> int | None:
+    """0.5.23's SWA pool for a radix-less hybrid-SWA start with max_running_requests set
+    (pool_configurator.py SWARequestCapPoolConfigurator, compute_swa_request_cap): the
+    worst case of its requests' windows, page-aligned; the full pool gets the rest. None when
+    the ratio split applies instead (and for a speculative start, whose decode allocation is
+    not modeled)."""
+    asked = inp.max_running_requests
+    if fam is not NEWEST or asked is None or not inp.disable_radix_cache or not inp.sliding_window \
+            or inp.speculative_algorithm:
+        return None
+    page = max(1, inp.page_size)
+    chunk = inp.chunked_prefill_size
+    if chunk is None:
+        chunk = _card_defaults(inp.gpu_total_gb * 1024, inp.tp_size, fam.mfs_rule)[0] if inp.gpu_total_gb else 4096
+    if chunk <= 0:
+        return None
+    per_request = inp.sliding_window + SWA_EVICTION_INTERVAL + page + page
+    cap = per_request * max(1, asked // max(1, inp.dp_size)) + (1 if inp.disable_overlap_schedule else 2) * chunk + page
+    return -(-cap // page) * page
+
+
 def _mamba_legacy(inp: SizingInputs, fam: Family, rest_gb: float) -> tuple[int, float, float]:
     """0.5.2 and 0.5.6's state cache: (slots, state GiB, the speculative share of it GiB)."""
     per_req = int(inp.mamba_per_req_bytes or 0)
@@ -509,7 +534,11 @@ def predict(inp: SizingInputs) -> Prediction:
     cell = cell_with_draft(inp, fam)
     tokens = int(kv_rest * GB // cell) if kv_rest > 0 and cell > 0 else 0
     if inp.swa_cell_bytes and tokens > 0:
-        tokens = swa_full_tokens(kv_rest * GB, cell, inp.swa_cell_bytes, inp.swa_full_tokens_ratio, fam)
+        capped = swa_request_cap(inp, fam)
+        if capped is not None:
+            tokens = max(0, int((kv_rest * GB - capped * inp.swa_cell_bytes) // cell))
+        else:
+            tokens = swa_full_tokens(kv_rest * GB, cell, inp.swa_cell_bytes, inp.swa_full_tokens_ratio, fam)
     extra = 0
     if tokens > 0 and fam.eagle_pool == "extra_tokens":
         reqs = inp.max_running_requests

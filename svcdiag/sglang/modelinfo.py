@@ -128,6 +128,7 @@ class ModelShape:
     #: the weights DP attention splits over the attention group, not the whole tp (q/k/v/o of the
     #: attention layers and the input embedding, SGLang's attn_tp-sized layers), in bytes; 0: unknown
     attn_tp_weight_bytes: int = 0
+    sliding_window: int | None = None
     swa_layers: int = 0  # sliding-window layers in their own pool (a hybrid-SWA architecture); not in attention_layers
 
     def swa_kv_bytes_per_token(self, tp: int) -> int:
@@ -197,6 +198,7 @@ def shape_from_config(cfg: dict[str, Any], path: Path | PurePosixPath) -> ModelS
     linear = 0
     if arch in SWA_ARCHS and isinstance(types, list) and "sliding_attention" in types and c.get("sliding_window"):
         extra["swa_layers"] = sum(1 for t in types if t == "sliding_attention")
+        extra["sliding_window"] = int(c["sliding_window"])
         attention = len(types) - extra["swa_layers"]
     elif isinstance(types, list) and any("linear" in str(t) for t in types):
         linear = sum(1 for t in types if "linear" in str(t))

@@ -119,6 +119,7 @@ class Inputs:
     multimodal: bool = False  # config.json has a vision_config
     architecture: str | None = None
     vit: tuple[int, int] | None = None  # the vision tower SGLang's automatic fraction scales by
+    sliding_window: int | None = None
     swa_kv_bytes_per_token: int = 0  # a hybrid-SWA model's sliding-window layers, on one GPU
 
 
@@ -184,7 +185,7 @@ def inputs_from_shape(cfg: ServiceConfig, shape: ModelShape | None, *, gpu_free_
                   draft_layers=draft_layers, draft_kv_bytes_per_token=draft_kv, gpu_total_gb=gpu_total_gb,
                   model_kind=shape.kind if shape else None, multimodal=bool(shape and shape.multimodal),
                   swa_kv_bytes_per_token=swa, architecture=shape.architecture if shape else None,
-                  vit=shape.vit if shape else None)
+                  vit=shape.vit if shape else None, sliding_window=shape.sliding_window if swa else None)
 
 
 def speculative_steps(cfg: ServiceConfig | None, flags: SizingFlags, logged: str | None = None) -> tuple[str | None, int | None]:
@@ -219,7 +220,7 @@ def sizing_inputs(cfg: ServiceConfig, inp: Inputs) -> SizingInputs:
         speculative_eagle_topk=cfg.speculative.eagle_topk if cfg.speculative else None,
         disable_cuda_graph=flags.disable_cuda_graph, mla=inp.model_kind == "mla", multimodal=inp.multimodal,
         swa_cell_bytes=inp.swa_kv_bytes_per_token, swa_full_tokens_ratio=flags.swa_full_tokens_ratio,
-        architecture=inp.architecture, vit=inp.vit)
+        architecture=inp.architecture, vit=inp.vit, sliding_window=inp.sliding_window)
 
 
 def fewest_slots_per_request(cfg: ServiceConfig) -> int:
