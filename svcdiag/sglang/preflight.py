@@ -229,7 +229,7 @@ def fewest_slots_per_request(cfg: ServiceConfig) -> int:
     fake = SizingInputs(free_before_gb=0, weights_gb=0, kv_cell_bytes=1, context_len=1,
                         disable_radix_cache=flags.disable_radix_cache,
                         mamba_scheduler_strategy=flags.mamba_scheduler_strategy,
-                        disable_overlap_schedule=flags.disable_overlap_schedule,
+                        disable_overlap_schedule=flags.disable_overlap_schedule, page_size=flags.page_size,
                         speculative_algorithm=cfg.speculative.algorithm if cfg.speculative else None,
                         version=cfg.sglang_version)
     return memory.state_slots_per_request(fake, memory.family(cfg.sglang_version))
