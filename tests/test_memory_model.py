@@ -26,7 +26,8 @@ def seed(**kw: object) -> SizingInputs:
 
 
 @pytest.mark.parametrize(("version", "name"), [
-    ("0.4.6", "0.4"), ("0.4.7", "0.5.9"), ("0.5.9", "0.5.9"), ("0.5.10", "0.5.12"), ("0.5.12", "0.5.12"),
+    ("0.4.6", "0.4"), ("0.4.7", "0.5.2"), ("0.5.2", "0.5.2"), ("0.5.3", "0.5.3"), ("0.5.4", "0.5.6"), ("0.5.6", "0.5.6"),
+    ("0.5.7", "0.5.9"), ("0.5.9", "0.5.9"), ("0.5.10", "0.5.12"), ("0.5.12", "0.5.12"),
     ("0.5.13", "0.5.15"), ("0.5.17", "0.5.15"), ("0.5.18", "0.5.18"), ("0.5.19", "0.5.23"), ("0.5.20", "0.5.23"), ("0.5.23", "0.5.23"), ("0.6.0", "0.5.23"), (None, "0.5.23"), ("not-a-version", "0.5.23"),
 ])
 def test_release_families(version: str | None, name: str) -> None:
@@ -106,10 +107,14 @@ def test_weights_beyond_the_fraction_is_not_enough_memory() -> None:
 
 
 def test_auto_mem_fraction_by_gpu_size() -> None:
-    assert auto_mem_fraction(139.81, chunked_prefill_size=8192) == round((139.81 * 1024 - 12800 - 128) / (139.81 * 1024), 3)
+    # 0.5.23 memory_hook: 512 + 1.5 MB per chunked-prefill token + tp/8 GB + 2 MB per decode graph batch
+    # + 8 MB per prefill graph size, at least 10 GB on a card over 60 GB
+    h200 = 139.81 * 1024
+    assert auto_mem_fraction(139.81, chunked_prefill_size=8192) == round((h200 - 512 - 12288 - 128 - 512 - 58 * 8) / h200, 3)
     assert auto_mem_fraction(80.0, chunked_prefill_size=2048) == round((80 * 1024 - 10240) / (80 * 1024), 3)
-    assert auto_mem_fraction(24.0, chunked_prefill_size=2048) == round((24 * 1024 - 3712) / (24 * 1024), 3)
-    assert auto_mem_fraction(80.0, fam=family("0.5.9")) == 0.88
+    # 0.5.9: no prefill graph; 8,192 chunked prefill and 256 graph batches on an 80 GB card
+    assert auto_mem_fraction(80.0, fam=family("0.5.9")) == round((80 * 1024 - 512 - 12288 - 128 - 512) / (80 * 1024), 3)
+    assert auto_mem_fraction(80.0, fam=family("0.4.6")) == 0.88  # 0.4.6: by tp on a card up to 80 GB
 
 
 @settings(max_examples=200, deadline=None)

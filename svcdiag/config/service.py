@@ -221,6 +221,16 @@ class ServiceConfig:
         return self.max_mamba_cache_size is not None
 
     @property
+    def gpu_count(self) -> int:
+        """The GPUs its ranks use: tp_size × dp_size, or tp_size under DP attention, whose
+        `--enable-dp-attention --dp-size N` splits the tp ranks into N attention groups
+        (0.5.23 turns it into --attn-dp-size N, dp_size 1); next to --attn-dp-size, dp_size
+        counts whole replicas again."""
+        dp_attention = "--enable-dp-attention" in self.extra_args and not any(
+            a.split("=", 1)[0] == "--attn-dp-size" for a in self.extra_args)
+        return self.tp_size if dp_attention else self.tp_size * self.dp_size
+
+    @property
     def multinode(self) -> bool:
         """A config of several nodes (not one node's own config)."""
         return self.nnodes > 1 and self.node_rank is None
@@ -827,7 +837,7 @@ def _check_nodes(cfg: ServiceConfig) -> None:
         raise ConfigError(cfg.path, "nodes", f"node_rank must be 0–{cfg.nnodes - 1}, each once; got {ranks}")
     if cfg.tp_size % cfg.nnodes:
         raise ConfigError(cfg.path, "nnodes", f"tp_size {cfg.tp_size} does not split over {cfg.nnodes} nodes")
-    per_node = cfg.tp_size * cfg.dp_size // cfg.nnodes
+    per_node = cfg.gpu_count // cfg.nnodes
     for n in cfg.nodes:
         if n.gpus is not None and len(n.gpus) != per_node:
             raise ConfigError(cfg.path, f"nodes[{n.node_rank}].gpus", f"tp_size {cfg.tp_size} × dp_size {cfg.dp_size} "
@@ -837,14 +847,15 @@ def _check_nodes(cfg: ServiceConfig) -> None:
 def _cross_check(cfg: ServiceConfig) -> None:
     _check_nodes(cfg)
     if cfg.gpus is not None and cfg.nnodes > 1:
-        per_node = cfg.tp_size * cfg.dp_size // cfg.nnodes
+        per_node = cfg.gpu_count // cfg.nnodes
         if len(cfg.gpus) != per_node:
             raise ConfigError(cfg.path, "gpus", f"with nnodes = {cfg.nnodes}, gpus lists each node's {per_node} GPUs, "
                               f"not {len(cfg.gpus)}")
-    elif cfg.gpus is not None and len(cfg.gpus) != cfg.tp_size * cfg.dp_size:
-        raise ConfigError(cfg.path, "tp_size",
-                          f"tp_size {cfg.tp_size} × dp_size {cfg.dp_size} needs {cfg.tp_size * cfg.dp_size} "
-                          f"GPUs, but gpus lists {len(cfg.gpus)}: {list(cfg.gpus)}")
+    elif cfg.gpus is not None and len(cfg.gpus) != cfg.gpu_count:
+        how = f"tp_size {cfg.tp_size} with DP attention" if cfg.gpu_count == cfg.tp_size != cfg.tp_size * cfg.dp_size \
+            else f"tp_size {cfg.tp_size} × dp_size {cfg.dp_size}"
+        raise ConfigError(cfg.path, "tp_size", f"{how} needs {cfg.gpu_count} GPUs, but gpus lists {len(cfg.gpus)}: "
+                                               f"{list(cfg.gpus)}")
     if cfg.watchdog_s is not None and cfg.readiness != "notify":
         raise ConfigError(cfg.path, "watchdog_s", 'needs readiness = "notify" (svcdiag supervise sends WATCHDOG=1)')
     if cfg.restart_sec is not None and (cfg.restart or ("on-failure" if cfg.watchdog_s else "no")) == "no":

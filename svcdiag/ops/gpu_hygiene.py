@@ -125,7 +125,7 @@ def own_pids(proc: Path = PROC, me: int | None = None) -> set[int]:
 
 
 def config_gpus(cfg: ServiceConfig) -> tuple[int, ...]:
-    return cfg.gpus if cfg.gpus else tuple(range(cfg.tp_size * cfg.dp_size))
+    return cfg.gpus if cfg.gpus else tuple(range(cfg.gpu_count))
 
 
 def _remote_queries(conn: Any) -> tuple[str, str] | None:

@@ -136,7 +136,7 @@ def cuda_visible(cfg: ServiceConfig) -> str | None:
 
 
 def ranks(cfg: ServiceConfig) -> int:
-    return cfg.tp_size * cfg.dp_size // max(1, cfg.nnodes)
+    return cfg.gpu_count // max(1, cfg.nnodes)
 
 
 def nvml_free(cfg: ServiceConfig, reader: Nvml) -> tuple[float, str] | None:
@@ -263,7 +263,7 @@ def gpu_free_gb(cfg: ServiceConfig, option: float | None, remote: Any = None, *,
         return option, "--gpu-memory"
     if cfg.gpu_memory_gb is not None:
         return cfg.gpu_memory_gb, f"{cfg.path}: gpu_memory_gb"
-    gpus = list(cfg.gpus) if cfg.gpus else list(range(cfg.tp_size * cfg.dp_size))
+    gpus = list(cfg.gpus) if cfg.gpus else list(range(cfg.gpu_count))
     which = f"GPUs {','.join(map(str, gpus))}, now"
     if remote is not None:
         value = _nvidia_smi(gpus, remote_smi(remote))

@@ -4,20 +4,19 @@ cache and a request cap (docs/sglang.md#memory).
     rest = free_before_load × mem_fraction_static − weights
     Mamba state first (max_mamba_cache_size slots, or its share of `rest`), the KV pool
     gets the remainder, one cell per token;
-    max_running_requests = min(requested or auto, tokens // 2, mamba slots // slots per
-    request, and, for this SGLang's speculative worker, tokens // context_len).
+    max_running_requests = min(requested (48 for a speculative start) or auto, tokens // 2,
+    mamba slots // slots per request), each bound as the release has it.
 
 Pure arithmetic. `predict(SizingInputs)` is SGLang's own, per release family: preflight
 predicts with it from a model's shape, and every memory fix the diagnosis prints and
 baseline-check's estimate of a candidate go through it (svcdiag.sglang.preflight
 recheck_fixes, estimate_candidate), and so do the diagnosis's explanation and its plans of a
-fix (svcdiag.sglang.memory_plan). The stand-in (svcdiag.sim) keeps its own copy on purpose,
-as the cross-check.
+fix (svcdiag.sglang.memory_plan). The stand-in (svcdiag.sim) sizes a 0.5.20+ start with it too.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 GB = 1024**3  # SGLang's "GB" are GiB
@@ -30,14 +29,15 @@ ACTIVATION_HEADROOM_GB = 2.0
 
 # ------------------------------------------------------------ SGLang's sizing, per release
 #
-# Read from the wheels (pip download --no-deps sglang==V): 0.4.6 model_runner.py
-# profile_max_num_token / init_memory_pool, tp_worker.py; 0.5.9 and 0.5.15
+# Read from the wheels (pip download --no-deps sglang==V): 0.4.6, 0.5.2, 0.5.3 and 0.5.6
+# model_runner.py (profile_max_num_token, init_memory_pool, handle_max_mamba_cache), tp_worker.py
+# and server_args.py (__post_init__, _handle_gpu_memory_settings); 0.5.9, 0.5.11, 0.5.12 and 0.5.15
 # model_runner_kv_cache_mixin.py handle_max_mamba_cache / _calculate_mamba_ratio /
-# _resolve_max_num_reqs; 0.5.23 mem_cache/kv_cache_configurator.py (_profile_available_bytes,
-# _handle_max_mamba_cache, _calculate_mamba_ratio, resolve_max_num_reqs),
-# model_executor/pool_configurator.py, mem_cache/draft_kv_budget.py, arg_groups/memory_hook.py.
-# The first release of each family is the first sampled wheel that has its code: a release
-# between two sampled ones belongs to the older family (docs/preflight.md#the-formula-sglangs-own-per-release-family).
+# _resolve_max_num_reqs, server_args.py; 0.5.18 and 0.5.23 mem_cache/kv_cache_configurator.py
+# (_profile_available_bytes, _handle_max_mamba_cache, _calculate_mamba_ratio, resolve_max_num_reqs),
+# model_executor/pool_configurator.py, mem_cache/draft_kv_budget.py, 0.5.23 arg_groups/memory_hook.py
+# and speculative_hook.py. A family's first release follows the read wheel before it: a release
+# between two read ones belongs to the newer family (docs/preflight.md#the-formula-sglangs-own-per-release-family).
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,22 +47,46 @@ class Family:
     name: str
     first: str  # the first release that sizes this way
     req_pool_plus_one: bool  # max_running ≤ the request pool's max_num_reqs + 1 (≤ 0.4.6)
-    mamba: str  # "upfront" (intermediate state for every asked request first), "joint", "joint_padded"
+    #: how the Mamba state cache is sized: "radix_off" (0.5.2: radix cache off, max_mamba_cache_size or
+    #: max_running or 512 slots), "draft_divided" (0.5.6: the ratio's budget // (1 + D) slots, each
+    #: (1 + D) states, an explicit size overridden), "upfront" (intermediate state for every asked
+    #: request first), "joint", "joint_padded"
+    mamba: str
     draft_weights_counted: bool  # the draft is loaded before the target's pool is sized
     dflash_draft_cell: bool  # DFlash draft KV: its own bytes per token (else the target's, scaled by layers)
     auto_extra_buffer: bool  # --mamba-scheduler-strategy auto → extra_buffer with the overlap scheduler
     hybrid_zero_raises: bool  # a hybrid whose state cache serves no request raises RuntimeError
+    #: SGLang's automatic mem_fraction_static (auto_mem_fraction): "0.4", "0.5.2", "0.5.6", "0.5.11",
+    #: "0.5.18", "0.5.23": the release whose server_args / arg_groups/memory_hook.py rule it is
+    mfs_rule: str = "0.5.23"
+    #: an EAGLE / MTP / STANDALONE draft's KV: "extra_tokens" (init_memory_pool adds max_num_reqs ×
+    #: (steps × topk + D) + 100 tokens to the shared pool), "target" (the target's pool alone),
+    #: "scaled" (cell × (1 + draft / layers), 0.5.18), "added" (cell + int(cell × draft / layers), 0.5.23)
+    eagle_pool: str = "added"
+    #: an explicit max_running_requests, per DP worker, is capped by: "pool" (the request pool alone,
+    #: ≤ 0.5.9 tp_worker.py / model_runner.py: min(asked // dp, req_to_token_pool.size)), "estimate"
+    #: (0.5.11 _resolve_max_num_reqs: min(asked // dp, the 2048-4096 estimate)), "kv_half"
+    #: (0.5.18+ resolve_max_num_reqs: min(asked // dp, tokens // 2))
+    asked_rule: str = "kv_half"
+    #: GiB a multimodal model's KV budget leaves for its embedding cache (0.5.18+ kv_cache_configurator.py
+    #: mm_runtime_reservation_gb: SGLANG_VLM_CACHE_SIZE_MB, 100 MB)
+    mm_reserve_gb: float = 0.0
 
 
 FAMILIES = (
-    Family("0.4", "0.0", True, "upfront", False, False, False, False),  # 0.4.6's wheel
-    Family("0.5.9", "0.4.7", False, "upfront", False, False, False, False),  # 0.5.9's
-    Family("0.5.12", "0.5.10", False, "upfront", False, False, False, False),  # 0.5.12's
-    Family("0.5.15", "0.5.13", False, "joint", True, False, True, True),  # 0.5.15's
+    Family("0.4", "0.0", True, "upfront", False, False, False, False, "0.4", "extra_tokens", "pool"),  # 0.4.6's wheel
+    Family("0.5.2", "0.4.7", False, "radix_off", False, False, False, False, "0.5.2", "extra_tokens", "pool"),  # 0.5.2's
+    # 0.5.3's wheel: 0.5.2's state cache, 0.5.6's automatic fraction
+    Family("0.5.3", "0.5.3", False, "radix_off", False, False, False, False, "0.5.6", "extra_tokens", "pool"),
+    Family("0.5.6", "0.5.4", False, "draft_divided", False, False, False, False, "0.5.6", "extra_tokens", "pool"),  # 0.5.6's
+    Family("0.5.9", "0.5.7", False, "upfront", False, False, False, False, "0.5.6", "target", "pool"),  # 0.5.9's
+    Family("0.5.12", "0.5.10", False, "upfront", False, False, False, False, "0.5.11", "target", "estimate"),  # 0.5.11's, 0.5.12's
+    Family("0.5.15", "0.5.13", False, "joint", True, False, True, True, "0.5.11", "target"),  # 0.5.15's
     # a real 0.5.18 log (tests/fixtures/memory-backtest, OTel H100) allocates max_mamba_cache_size + 1
     # slots' state and solves for the slots with that padding slot taken out first; 0.5.16-0.5.17 unseen
-    Family("0.5.18", "0.5.18", False, "joint_padded", True, False, True, True),
-    Family("0.5.23", "0.5.19", False, "joint_padded", True, True, True, True),  # 0.5.19's, 0.5.20's, 0.5.23's
+    Family("0.5.18", "0.5.18", False, "joint_padded", True, True, True, True, "0.5.18", "scaled", "kv_half", 100 / 1024),
+    # 0.5.19's, 0.5.20's, 0.5.23's
+    Family("0.5.23", "0.5.19", False, "joint_padded", True, True, True, True, "0.5.23", "added", "kv_half", 100 / 1024),
 )
 NEWEST = FAMILIES[-1]
 
@@ -87,6 +111,7 @@ def family(version: str | None) -> Family:
 EAGLE_FAMILY = frozenset({"EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "MTP"})
 DFLASH_FAMILY = frozenset({"DFLASH", "DSPARK"})
 DFLASH_BLOCK_SIZE = 16  # a DFlash draft's default block size: its speculative_num_draft_tokens
+SPECULATIVE_MAX_RUNNING = 48  # max_running_requests a speculative start gets when none is set
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,6 +146,16 @@ class SizingInputs:
     cuda_graph_max_bs: int | None = None
     slots_per_request: int | None = None  # logged '%d state slots per request': wins
     version: str | None = None
+    speculative_num_steps: int | None = None  # EAGLE's steps (3 when unset, as auto_choose_speculative_params)
+    speculative_eagle_topk: int | None = None  # EAGLE's top-k (1 when unset)
+    disable_cuda_graph: bool = False  # --disable-cuda-graph: no graph reserve in the automatic fraction
+    mla: bool = False  # the MLA backend (DeepSeek): its prefill-graph reserve is 1.5 GB
+    multimodal: bool = False  # a VLM: no prefill CUDA graph (0.5.11+), so no reserve for one
+    architecture: str | None = None  # config.json's architectures[0]: which prefill graphs it gets
+    vit: tuple[int, int] | None = None  # a VLM's vision_config (num_hidden_layers, hidden_size), 24 / 1024 unset
+    swa_cell_bytes: int = 0  # a hybrid-SWA model's sliding-window layers' KV bytes per token (gpt-oss)
+    swa_full_tokens_ratio: float = 0.8  # --swa-full-tokens-ratio: SWA tokens per full-attention token
+    sliding_window: int | None = None  # config.json's sliding_window (the SWA request cap's window)
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,20 +186,149 @@ class Prediction:
                 "binding": self.binding, "failure": self.failure}
 
 
+def _card_defaults(mb: float, tp_size: int, rule: str) -> tuple[int, int]:
+    """(chunked_prefill_size, cuda graph max_bs) SGLang picks by the card's MiB (0.5.6-0.5.18
+    server_args.py _handle_gpu_memory_settings; 0.5.23 arg_groups/memory_hook.py
+    handle_gpu_memory_settings, which gives 20-35 GB cards 4096 and 48/160)."""
+    small = tp_size < 4
+    if mb < 20 * 1024:
+        return 2048, 8
+    if mb < 35 * 1024:
+        return (4096, 48 if small else 160) if rule == "0.5.23" else (2048, 24 if small else 80)
+    if mb < 60 * 1024:
+        return 4096, 32 if small else 160
+    if mb < 160 * 1024:
+        return 8192, 256 if small else 512
+    return 16384, 512
+
+
+def prefill_graph_sizes(max_bs: int) -> list[int]:
+    """The token counts a prefill (piecewise / breakable) CUDA graph captures (0.5.11
+    _generate_piecewise_cuda_graph_tokens, 0.5.23 cuda_graph_hook.generate_prefill_cuda_graph_batch_sizes)."""
+    sizes = [*range(4, 33, 4), *range(48, 257, 16), *range(288, 513, 32), *range(576, 1025, 64),
+             *range(1280, 4097, 256), *range(4608, max_bs + 1, 512)]
+    return [x for x in sizes if x <= max_bs]
+
+
+#: 0.5.11 configs/model_config.py piecewise_cuda_graph_disabled_model_archs: no piecewise prefill graph
+PIECEWISE_DISABLED_ARCHS = frozenset({"DeepseekV32ForCausalLM", "Qwen3NextForCausalLM", "GlmMoeDsaForCausalLM",
+                                      "BailingMoeV2_5ForCausalLM", "LLaDAModelLM"})
+#: 0.5.23 configs/model_config.py multimodal_breakable_cuda_graph_supported_model_archs: VLMs that keep it
+MULTIMODAL_BREAKABLE_ARCHS = frozenset({
+    "MiniMaxM3SparseForConditionalGeneration", "Cohere2VisionForConditionalGeneration",
+    "Glm5NextForConditionalGeneration", "InternS2MobiusForConditionalGeneration", "PaddleOCRVLForConditionalGeneration",
+    "Qwen3_5ForConditionalGeneration", "Qwen3_5MoeForConditionalGeneration", "Qwen4ExpForConditionalGeneration",
+    "MuseGlimmerForConditionalGeneration", "MuseSparkForConditionalGeneration", "KimiK3ForConditionalGeneration",
+    "KimiK25ForConditionalGeneration"})
+
+
+def vlm_factor(vit: tuple[int, int]) -> float:
+    """adjust_mem_fraction_for_vlm (0.5.2-0.5.18 server_args.py, 0.5.23 memory_hook.py): 0.95, less
+    10 % for each doubling of the vision tower's layers × hidden² over ViT-L/14's 24 × 1024², in 0.8-1.05."""
+    layers, hidden = vit
+    ratio = layers * hidden**2 / (24 * 1024**2)
+    return 0.95 * max(0.8, min(1.05, 1.0 - 0.1 * (ratio - 1.0)))
+
+
 def auto_mem_fraction(gpu_total_gb: float, *, tp_size: int = 1, chunked_prefill_size: int | None = None,
-                      cuda_graph_max_bs: int | None = None, fam: Family = NEWEST) -> float:
-    """SGLang's mem_fraction_static when none is given (0.5.23 arg_groups/memory_hook.py):
-    (capacity − reserved) / capacity, reserved = 512 MB + 1.5 MB per activation token + tp/8 GB
-    + 2 MB per decode graph batch, at least 10 GB on a GPU over 60 GB. Older releases: 0.88
-    on a large GPU (the figure their logs show)."""
-    if fam is not NEWEST:
-        return AUTO_MEM_FRACTION
+                      cuda_graph_max_bs: int | None = None, fam: Family = NEWEST,
+                      speculative_algorithm: str | None = None, attn_dp_size: int = 1, mla: bool = False,
+                      multimodal: bool = False, disable_cuda_graph: bool = False,
+                      max_total_tokens: int | None = None, max_running_requests: int | None = None,
+                      architecture: str | None = None, vit: tuple[int, int] | None = None) -> float:
+    """SGLang's mem_fraction_static when none is given, by the card's capacity, per release:
+    (capacity − reserved) / capacity, reserved for activations (1.5 MB per chunked-prefill
+    token), CUDA graphs and parallel slack; a VLM's then scaled by vlm_factor. `max_running_requests`
+    is the one asked for (the speculative default 48 is set after this rule runs). Not modeled:
+    DeepEP, PD disaggregation, pipeline parallelism, post-capture sizing (an env switch)."""
+    fraction = _auto_fraction(gpu_total_gb, tp_size, chunked_prefill_size, cuda_graph_max_bs, fam,
+                              (speculative_algorithm or "").upper() or None, attn_dp_size, mla, multimodal,
+                              disable_cuda_graph, max_total_tokens, max_running_requests, architecture)
+    if vit is not None and fam.mfs_rule != "0.4":
+        return fraction * vlm_factor(vit)
+    return fraction
+
+
+def _auto_fraction(gpu_total_gb: float, tp_size: int, chunked_prefill_size: int | None, cuda_graph_max_bs: int | None,
+                   fam: Family, algo: str | None, attn_dp_size: int, mla: bool, multimodal: bool,
+                   disable_cuda_graph: bool, max_total_tokens: int | None, max_running_requests: int | None,
+                   architecture: str | None) -> float:
     mb = gpu_total_gb * 1024
-    reserved = 512 + 1.5 * max(chunked_prefill_size or 8192, 2048) + tp_size / 8 * 1024
-    reserved += 2 * (cuda_graph_max_bs or 0)
+    rule = fam.mfs_rule
+    dp = attn_dp_size if attn_dp_size > 1 else 0
+    if rule == "0.4":  # 0.4.6 server_args.py __post_init__
+        if mb <= 81920:
+            return 0.79 if tp_size >= 16 else 0.81 if tp_size >= 8 else 0.85 if tp_size >= 4 else \
+                0.87 if tp_size >= 2 else 0.88
+        return (mb - 1024 * 13) / mb
+    if rule == "0.5.2":  # 0.5.2 server_args.py __post_init__: a reserve by card, tp the parallel size
+        reserved = 32 * 1024
+        if mb < 35 * 1024:
+            reserved = (2.8 + tp_size / 10) * 1024
+        elif mb < 90 * 1024:
+            reserved = (9.5 + tp_size / 2) * 1024
+        elif mb < 160 * 1024:
+            reserved = (12 + tp_size / 2) * 1024
+        if algo is not None:
+            reserved += (6 if algo == "STANDALONE" else 2) * 1024
+        if dp:
+            reserved += 4 * 1024
+        return round((mb - reserved) / mb, 3)
+    chunk, max_bs = _card_defaults(mb, tp_size, rule)
+    chunk = chunked_prefill_size or chunk
+    max_bs = cuda_graph_max_bs or max_bs
+    if rule == "0.5.23" and cuda_graph_max_bs is None and max_running_requests is not None:
+        max_bs = min(max_bs, max_running_requests)  # memory_hook: a default max_bs ≤ max_running_requests
+    reserved = 512 + max(chunk, 2048) * 1.5 + tp_size / 8 * 1024
+    graphs = 0.0 if disable_cuda_graph and rule in ("0.5.18", "0.5.23") else max_bs * 2.0
+    if dp:  # DP attention's padding, and more for a large graph batch
+        graphs += max_bs * dp * 3 + (max_bs * dp * 1.5 if max_bs > 300 else 0)
+    # 0.5.18+ the breakable prefill graph (cuda_graph_hook.py disable_breakable_cudagraph_if_incompatible:
+    # off for a VLM not on the allowlist); 0.5.11 the piecewise one (_handle_piecewise_cuda_graph: off
+    # with DP attention, for a VLM and for the listed architectures)
+    prefill_graph = rule in ("0.5.18", "0.5.23") and not disable_cuda_graph and \
+        (not multimodal or architecture in MULTIMODAL_BREAKABLE_ARCHS)
+    if rule == "0.5.11":
+        prefill_graph = not dp and not multimodal and architecture not in PIECEWISE_DISABLED_ARCHS
+    if prefill_graph:
+        if mla:
+            graphs += 1.5 * 1024
+        else:
+            top = chunk if not mla else min(8192, chunk)
+            if max_total_tokens is not None:
+                top = min(top, max_total_tokens)
+            graphs += len(prefill_graph_sizes(top)) * 8
+    reserved += graphs
     if mb > 60 * 1024:
         reserved = max(reserved, 10 * 1024)
+    if rule in ("0.5.6", "0.5.11") and algo is not None and algo != "NGRAM":
+        # the draft model and its graphs: 2 GB (0.5.6-0.5.9), 4 GB (0.5.11-0.5.15), STANDALONE 6 GB
+        reserved += (6 if algo == "STANDALONE" else 2 if rule == "0.5.6" else 4) * 1024
     return round((mb - reserved) / mb, 3)
+
+
+def mem_fraction(inp: SizingInputs, fam: Family) -> float:
+    """The fraction the start runs with: the given one, else SGLang's automatic one for the card."""
+    if inp.mem_fraction_static is not None:
+        return inp.mem_fraction_static
+    if not inp.gpu_total_gb:
+        return AUTO_MEM_FRACTION
+    return auto_mem_fraction(inp.gpu_total_gb, tp_size=inp.tp_size, chunked_prefill_size=inp.chunked_prefill_size,
+                             cuda_graph_max_bs=inp.cuda_graph_max_bs, fam=fam,
+                             speculative_algorithm=inp.speculative_algorithm, attn_dp_size=inp.dp_size, mla=inp.mla,
+                             multimodal=inp.multimodal, disable_cuda_graph=inp.disable_cuda_graph,
+                             max_total_tokens=inp.max_total_tokens, max_running_requests=inp.max_running_requests,
+                             architecture=inp.architecture, vit=inp.vit)
+
+
+def asked_running(inp: SizingInputs) -> int | None:
+    """max_running_requests as SGLang's server args leave it: a speculative start with none set
+    gets 48 (0.5.23 arg_groups/speculative_hook.py _handle_eagle_family, _handle_dflash,
+    _handle_ngram; 0.4.6-0.5.12 server_args.py: EAGLE/EAGLE3/NEXTN/STANDALONE, NGRAM from 0.5.6,
+    DFLASH from 0.5.11)."""
+    if inp.max_running_requests is None and inp.speculative_algorithm:
+        return SPECULATIVE_MAX_RUNNING
+    return inp.max_running_requests
 
 
 def state_slots_per_request(inp: SizingInputs, fam: Family) -> int:
@@ -173,11 +337,16 @@ def state_slots_per_request(inp: SizingInputs, fam: Family) -> int:
     it, or lazily); up to 0.5.9 a speculative extra_buffer start got + 1 only, others + 2."""
     if inp.slots_per_request:
         return inp.slots_per_request
-    if inp.disable_radix_cache:
+    if inp.disable_radix_cache or fam.mamba == "radix_off":  # 0.5.2 turns the radix cache off itself
         return 1
+    if fam.mamba == "draft_divided":  # 0.5.6: MAMBA_CACHE_SIZE_MAX_RUNNING_REQUESTS_RATIO, no extra buffer
+        return 3
     strategy = inp.mamba_scheduler_strategy
     if strategy == "auto":
-        strategy = "extra_buffer" if fam.auto_extra_buffer and not inp.disable_overlap_schedule else "no_buffer"
+        # 0.5.18+ arg_groups/overrides.py _mamba_radix_cache_resolution: overlap or paging wants the extra buffer
+        paging = inp.page_size > 1 and fam.mamba == "joint_padded"
+        strategy = "extra_buffer" if fam.auto_extra_buffer and (not inp.disable_overlap_schedule or paging) \
+            else "no_buffer"
     if strategy not in ("extra_buffer", "extra_buffer_lazy"):
         return 3
     if fam.name == "0.5.9":  # the ping-pong buffer by speculative decoding, not by the overlap scheduler
@@ -196,20 +365,38 @@ def draft_tokens(inp: SizingInputs) -> int:
 
 
 def cell_with_draft(inp: SizingInputs, fam: Family) -> int:
-    """KV bytes per token the target's pool is sized with: EAGLE/MTP drafts share the pool
-    (× (1 + draft layers / layers)); a DFlash draft's own pool is paid from the same budget
-    (0.5.23: + its bytes per token; before: the target's scaled by (layers + draft) / layers)."""
+    """KV bytes per token the target's pool is sized with. An EAGLE/MTP draft's layers share the
+    pool from 0.5.18 (pool_configurator.py DefaultPoolConfigurator.__init__: 0.5.18
+    int(cell × (1 + draft / layers)), 0.5.23 cell + int(cell × draft / layers)); before, the
+    target's cell alone (its extra tokens, if any, are eagle_extra_tokens). A DFlash draft's
+    own pool is paid from the same budget (0.5.23: + its bytes per token; before: the target's
+    scaled by (layers + draft) / layers)."""
     cell = inp.kv_cell_bytes
     algo = (inp.speculative_algorithm or "").upper()
     layers, draft = inp.attention_layers, inp.draft_layers or 0
     if algo in EAGLE_FAMILY and draft > 0 and layers > 0:
-        return cell + int(cell * draft / layers)
+        if fam.eagle_pool == "added":
+            return cell + int(cell * draft / layers)
+        if fam.eagle_pool == "scaled":
+            return int(cell * (1 + draft / layers))
+        return cell
     if algo in DFLASH_FAMILY:
         if fam.dflash_draft_cell and inp.draft_cell_bytes:
             return cell + int(inp.draft_cell_bytes)
         if draft > 0 and layers > 0:
             return (cell * (layers + draft) + layers - 1) // layers
     return cell
+
+
+def eagle_extra_tokens(inp: SizingInputs, fam: Family, max_num_reqs: int) -> int:
+    """Tokens 0.4.6-0.5.6 add to the pool the target and its EAGLE draft share (model_runner.py
+    init_memory_pool: draft_runner_cache_size = tokens + max_num_reqs × (steps × topk + D) + 100;
+    0.4.6 and 0.5.2 for any speculative algorithm, 0.5.6 EAGLE and STANDALONE)."""
+    algo = (inp.speculative_algorithm or "").upper()
+    if fam.eagle_pool != "extra_tokens" or not algo or algo == "NGRAM" or algo in DFLASH_FAMILY:
+        return 0
+    steps, topk = inp.speculative_num_steps or 3, inp.speculative_eagle_topk or 1
+    return max_num_reqs * (steps * topk + draft_tokens(inp)) + 100
 
 
 def _mamba(inp: SizingInputs, fam: Family, rest_gb: float, ratio: int) -> tuple[int, float, float]:
@@ -259,21 +446,75 @@ def _mamba(inp: SizingInputs, fam: Family, rest_gb: float, ratio: int) -> tuple[
     return slots, (slots + pad) * per_req / GB if slots > 0 else 0.0, max(intermediate, 0.0)
 
 
+def swa_full_tokens(kv_bytes: float, full_cell: int, swa_cell: int, ratio: float, fam: Family) -> int:
+    """The full-attention pool of a hybrid sliding-window model (gpt-oss), SWA tokens = ratio ×
+    full: from 0.5.10 int(bytes // (full + ratio × swa)) (pool_configurator.py
+    HybridSWAPoolConfigurator.calculate_pool_sizes); up to 0.5.9 the pool is first profiled with
+    every layer's cell and then split (0.5.9 model_runner_kv_cache_mixin.py
+    set_num_tokens_hybrid_swa; 0.5.2 / 0.5.6 model_runner.py set_num_token_hybrid, the same with
+    equal full and SWA heads)."""
+    if fam.name in ("0.4", "0.5.2", "0.5.3", "0.5.6", "0.5.9"):
+        profiled = int(kv_bytes // (full_cell + swa_cell))
+        return int(profiled * (full_cell + swa_cell) / (full_cell + ratio * swa_cell))
+    return int(kv_bytes // (full_cell + ratio * swa_cell))
+
+
+SWA_EVICTION_INTERVAL = 128  # SGLANG_SWA_EVICTION_INTERVAL's default
+
+
+def swa_request_cap(inp: SizingInputs, fam: Family) -> int | None:
+    """0.5.23's SWA pool for a radix-less hybrid-SWA start with max_running_requests set
+    (pool_configurator.py SWARequestCapPoolConfigurator, compute_swa_request_cap): the
+    worst case of its requests' windows, page-aligned; the full pool gets the rest. None when
+    the ratio split applies instead (and for a speculative start, whose decode allocation is
+    not modeled)."""
+    asked = inp.max_running_requests
+    if fam is not NEWEST or asked is None or not inp.disable_radix_cache or not inp.sliding_window \
+            or inp.speculative_algorithm:
+        return None
+    page = max(1, inp.page_size)
+    chunk = inp.chunked_prefill_size
+    if chunk is None:
+        chunk = _card_defaults(inp.gpu_total_gb * 1024, inp.tp_size, fam.mfs_rule)[0] if inp.gpu_total_gb else 4096
+    if chunk <= 0:
+        return None
+    per_request = inp.sliding_window + SWA_EVICTION_INTERVAL + page + page
+    cap = per_request * max(1, asked // max(1, inp.dp_size)) + (1 if inp.disable_overlap_schedule else 2) * chunk + page
+    return -(-cap // page) * page
+
+
+def _mamba_legacy(inp: SizingInputs, fam: Family, rest_gb: float) -> tuple[int, float, float]:
+    """0.5.2 and 0.5.6's state cache: (slots, state GiB, the speculative share of it GiB)."""
+    per_req = int(inp.mamba_per_req_bytes or 0)
+    dp = max(1, inp.dp_size)
+    asked = inp.max_running_requests
+    if fam.mamba == "radix_off":
+        # 0.5.2 model_runner.py __init__: a hybrid GDN model turns the radix cache off and keeps
+        # max_mamba_cache_size, else max_running_requests, else 512 slots (per DP worker)
+        slots = (inp.max_mamba_cache_size or asked or 512) // dp
+        return slots, slots * per_req / GB, 0.0
+    # 0.5.6 model_runner.py handle_max_mamba_cache: with the radix cache the ratio's budget is
+    # split into slots of (1 + D) states each, whatever --max-mamba-cache-size says
+    d = draft_tokens(inp) if inp.speculative_algorithm else 0
+    if inp.disable_radix_cache or not per_req:
+        slots = inp.max_mamba_cache_size or asked or 512
+    else:
+        budget = rest_gb * inp.mamba_full_memory_ratio / (1 + inp.mamba_full_memory_ratio) * GB
+        slots = int(budget // per_req // (1 + d))
+    slots //= dp
+    return slots, slots * per_req / GB, slots * per_req * d / GB
+
+
 def predict(inp: SizingInputs) -> Prediction:
     """SGLang's own arithmetic for the release `inp.version` runs (the newest when unknown):
     KV tokens, Mamba state slots and max_running_requests, each bound named."""
     fam = family(inp.version)
-    if inp.mem_fraction_static is not None:
-        mfs = inp.mem_fraction_static
-    elif inp.gpu_total_gb:
-        mfs = auto_mem_fraction(inp.gpu_total_gb, tp_size=inp.tp_size, chunked_prefill_size=inp.chunked_prefill_size,
-                                cuda_graph_max_bs=inp.cuda_graph_max_bs, fam=fam)
-    else:
-        mfs = AUTO_MEM_FRACTION
+    mfs = mem_fraction(inp, fam)
+    inp = replace(inp, max_running_requests=asked_running(inp))
     after = inp.free_after_load_gb
     if after is None:
         after = inp.free_before_gb - inp.weights_gb - (inp.draft_weights_gb if fam.draft_weights_counted else 0.0)
-    rest = after - inp.free_before_gb * (1 - mfs)
+    rest = after - inp.free_before_gb * (1 - mfs) - (fam.mm_reserve_gb if inp.multimodal else 0.0)
     hybrid = inp.mamba_per_req_bytes is not None
     ratio = state_slots_per_request(inp, fam) if hybrid else None
     slots: int | None = None
@@ -283,12 +524,30 @@ def predict(inp: SizingInputs) -> Prediction:
         failure = "not_enough_memory"
     elif hybrid:
         assert ratio is not None
-        slots, mamba_gb, intermediate = _mamba(inp, fam, rest, ratio)
+        if fam.mamba in ("radix_off", "draft_divided"):
+            slots, mamba_gb, intermediate = _mamba_legacy(inp, fam, rest)
+        else:
+            slots, mamba_gb, intermediate = _mamba(inp, fam, rest, ratio)
         if slots <= 0 and fam.hybrid_zero_raises:
             failure = "mamba_cache_too_small"
     kv_rest = rest - mamba_gb - intermediate
     cell = cell_with_draft(inp, fam)
     tokens = int(kv_rest * GB // cell) if kv_rest > 0 and cell > 0 else 0
+    if inp.swa_cell_bytes and tokens > 0:
+        capped = swa_request_cap(inp, fam)
+        if capped is not None:
+            tokens = max(0, int((kv_rest * GB - capped * inp.swa_cell_bytes) // cell))
+        else:
+            tokens = swa_full_tokens(kv_rest * GB, cell, inp.swa_cell_bytes, inp.swa_full_tokens_ratio, fam)
+    extra = 0
+    if tokens > 0 and fam.eagle_pool == "extra_tokens":
+        reqs = inp.max_running_requests
+        if reqs is None:
+            reqs = min(max(int(tokens / max(1, inp.context_len) * 512), 2048), 4096)
+        if slots is not None and ratio:
+            reqs = min(reqs, slots // ratio)
+        extra = eagle_extra_tokens(inp, fam, reqs)
+    tokens += extra
     if inp.max_total_tokens is not None:
         tokens = min(tokens, inp.max_total_tokens)
     page = max(1, inp.page_size)
@@ -308,6 +567,7 @@ def max_running(inp: SizingInputs, tokens: int, slots: int | None = None) -> tup
     """resolve_max_num_reqs alone, for a pool already sized (`tokens`, Mamba `slots`): the cap,
     the binding limit and every limit (the back-test checks it on the logged pools)."""
     fam = family(inp.version)
+    inp = replace(inp, max_running_requests=asked_running(inp))
     ratio = state_slots_per_request(inp, fam) if slots is not None else None
     limits = _limits(inp, fam, tokens, slots, ratio)
     binding = min(limits, key=lambda k: limits[k])
@@ -319,10 +579,14 @@ def _limits(inp: SizingInputs, fam: Family, tokens: int, slots: int | None, rati
     dp = max(1, inp.dp_size)
     ctx = max(1, inp.context_len)
     estimated = min(max(int(tokens / ctx * 512), 2048), 4096)
-    limits: dict[str, int] = {"kv_half": tokens // 2}
+    limits: dict[str, int] = {}
+    if inp.max_running_requests is None or fam.asked_rule == "kv_half":
+        limits["kv_half"] = tokens // 2
     if inp.max_running_requests is not None:
         asked = inp.max_running_requests // dp
         limits["requested"] = max(1, asked) if fam is NEWEST else asked
+        if fam.asked_rule == "estimate":
+            limits["auto"] = estimated
     elif not fam.req_pool_plus_one:
         limits["auto"] = estimated
     if fam.req_pool_plus_one:

@@ -122,6 +122,20 @@ class ModelShape:
     conv_elems_per_layer: int = 0  # (kernel - 1) × conv channels, whole model (split by tp)
     ssm_elems_per_layer: int = 0  # value heads × key dim × value dim, whole model (split by tp)
     max_position_embeddings: int | None = None
+    nextn_layers: int = 0  # num_nextn_predict_layers: an MTP start's draft layers when no draft path is given
+    multimodal: bool = False  # a vision_config: SGLang captures no prefill graph for it
+    vit: tuple[int, int] | None = None  # vision_config's num_hidden_layers, hidden_size (24, 1024 unset), as SGLang reads them
+    #: the weights DP attention splits over the attention group, not the whole tp (q/k/v/o of the
+    #: attention layers and the input embedding, SGLang's attn_tp-sized layers), in bytes; 0: unknown
+    attn_tp_weight_bytes: int = 0
+    sliding_window: int | None = None
+    swa_layers: int = 0  # sliding-window layers in their own pool (a hybrid-SWA architecture); not in attention_layers
+
+    def swa_kv_bytes_per_token(self, tp: int) -> int:
+        """The sliding-window layers' KV bytes per token on one GPU (HybridSWAPoolConfigurator's
+        swa_per_token × SWA layers; the same heads and dims as the full layers)."""
+        heads = max(1, self.kv_heads // tp)
+        return heads * (self.head_dim + self.v_head_dim) * self.swa_layers * self.kv_dtype_bytes
 
     def kv_bytes_per_token(self, tp: int) -> int:
         """SGLang's cell_size on one GPU."""
@@ -135,6 +149,13 @@ class ModelShape:
         conv = self.conv_elems_per_layer * self.linear_layers * 2 // tp  # conv state in the model dtype
         ssm = self.ssm_elems_per_layer * self.linear_layers * SSM_STATE_BYTES // tp
         return conv, ssm
+
+
+#: the architectures SGLang gives a hybrid sliding-window pool (0.5.23 configs/model_config.py
+#: is_hybrid_swa_model, those whose config.json lists layer_types; Llama4's chunked attention aside)
+SWA_ARCHS = frozenset({"GptOssForCausalLM", "GraniteSWAForCausalLM", "GraniteMoeSWAForCausalLM",
+                       "MiMoV2FlashForCausalLM", "Step3p5ForCausalLM", "Gemma4ForCausalLM",
+                       "Gemma4ForConditionalGeneration", "LagunaForCausalLM", "MellumForCausalLM"})
 
 
 def _text_config(cfg: dict[str, Any]) -> dict[str, Any]:
@@ -155,13 +176,18 @@ def shape_from_config(cfg: dict[str, Any], path: Path | PurePosixPath) -> ModelS
         return value
 
     layers = get("num_hidden_layers")
+    vision = cfg.get("vision_config")
+    extra: dict[str, Any] = {"nextn_layers": int(c.get("num_nextn_predict_layers") or 0),
+                             "multimodal": isinstance(vision, dict)}
+    if isinstance(vision, dict):
+        extra["vit"] = (int(vision.get("num_hidden_layers") or 24), int(vision.get("hidden_size") or 1024))
     dtype = DTYPE_BYTES.get(str(c.get("torch_dtype") or c.get("dtype") or "bfloat16").replace("torch.", ""), 2)
     if c.get("kv_lora_rank"):
         rope = get("qk_rope_head_dim")
         if need:
             raise ModelInfoError(path, need)
         return ModelShape(arch, "mla", layers, layers, kv_lora_rank=int(c["kv_lora_rank"]), qk_rope_head_dim=rope,
-                          kv_dtype_bytes=dtype, max_position_embeddings=c.get("max_position_embeddings"))
+                          kv_dtype_bytes=dtype, max_position_embeddings=c.get("max_position_embeddings"), **extra)
     heads = get("num_attention_heads")
     kv_heads = c.get("num_key_value_heads") or heads
     head_dim = c.get("head_dim") or (c["hidden_size"] // heads if c.get("hidden_size") and heads else None)
@@ -170,7 +196,11 @@ def shape_from_config(cfg: dict[str, Any], path: Path | PurePosixPath) -> ModelS
     types = c.get("layer_types")
     interval = c.get("full_attention_interval")
     linear = 0
-    if isinstance(types, list) and any("linear" in str(t) for t in types):
+    if arch in SWA_ARCHS and isinstance(types, list) and "sliding_attention" in types and c.get("sliding_window"):
+        extra["swa_layers"] = sum(1 for t in types if t == "sliding_attention")
+        extra["sliding_window"] = int(c["sliding_window"])
+        attention = len(types) - extra["swa_layers"]
+    elif isinstance(types, list) and any("linear" in str(t) for t in types):
         linear = sum(1 for t in types if "linear" in str(t))
         attention = len(types) - linear
     elif interval and layers:
@@ -180,9 +210,15 @@ def shape_from_config(cfg: dict[str, Any], path: Path | PurePosixPath) -> ModelS
         attention = layers
     if need or kv_heads is None or head_dim is None:
         raise ModelInfoError(path, need, f"unknown architecture {arch!r}: missing {', '.join(need)}")
+    hidden, vocab = c.get("hidden_size"), c.get("vocab_size")
+    if hidden and vocab and heads and not c.get("quantization_config"):
+        # qwen2_moe.py / qwen3_moe.py: QKVParallelLinear and o_proj over attn_tp_size, embed_tokens
+        # with use_attn_tp_group; lm_head stays on the whole tp
+        qkvo = (attention + extra.get("swa_layers", 0)) * hidden * head_dim * (2 * heads + 2 * kv_heads)
+        extra["attn_tp_weight_bytes"] = (qkvo + vocab * hidden) * dtype
     if not linear:
         return ModelShape(arch, "dense", layers, attention, kv_heads, head_dim, head_dim, kv_dtype_bytes=dtype,
-                          max_position_embeddings=c.get("max_position_embeddings"))
+                          max_position_embeddings=c.get("max_position_embeddings"), **extra)
     hk, dk = get("linear_num_key_heads"), get("linear_key_head_dim")
     hv, dv = get("linear_num_value_heads"), get("linear_value_head_dim")
     kernel = get("linear_conv_kernel_dim")
@@ -191,7 +227,8 @@ def shape_from_config(cfg: dict[str, Any], path: Path | PurePosixPath) -> ModelS
                              f"missing {', '.join(need)}")
     return ModelShape(arch, "hybrid", layers, attention, kv_heads, head_dim, head_dim, kv_dtype_bytes=dtype,
                       linear_layers=linear, conv_elems_per_layer=(kernel - 1) * (2 * hk * dk + hv * dv),
-                      ssm_elems_per_layer=hv * dk * dv, max_position_embeddings=c.get("max_position_embeddings"))
+                      ssm_elems_per_layer=hv * dk * dv, max_position_embeddings=c.get("max_position_embeddings"),
+                      **extra)
 
 
 def read_shape(model_dir: str | Path, files: ModelFiles = LOCAL) -> ModelShape:

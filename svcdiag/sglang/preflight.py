@@ -36,6 +36,10 @@ class SizingFlags:
     page_size: int = 1
     enable_dp_attention: bool = False
     dflash_block_size: int | None = None
+    attn_dp_size: int | None = None  # 0.5.23's --attn-dp-size
+    disable_cuda_graph: bool = False
+    swa_full_tokens_ratio: float = 0.8
+    disable_hybrid_swa_memory: bool = False
 
 
 def sizing_flags(extra_args: tuple[str, ...]) -> SizingFlags:
@@ -73,7 +77,26 @@ def sizing_flags(extra_args: tuple[str, ...]) -> SizingFlags:
         page_size=num("page-size", int) or 1,
         enable_dp_attention="enable-dp-attention" in args,
         dflash_block_size=num("speculative-dflash-block-size", int),
+        attn_dp_size=num("attn-dp-size", int),
+        disable_cuda_graph="disable-cuda-graph" in args,
+        swa_full_tokens_ratio=num("swa-full-tokens-ratio", float) or 0.8,
+        disable_hybrid_swa_memory="disable-hybrid-swa-memory" in args,
     )
+
+
+def attn_dp_size(cfg: ServiceConfig, flags: SizingFlags | None = None) -> int:
+    """The attention data-parallel width: 0.5.23's --attn-dp-size, else dp_size with
+    --enable-dp-attention (arg_groups/parallel_hook.py handle_deprecated_dp_attention), else 1."""
+    flags = flags or sizing_flags(cfg.extra_args)
+    if flags.attn_dp_size and flags.attn_dp_size > 1:
+        return flags.attn_dp_size
+    return cfg.dp_size if flags.enable_dp_attention else 1
+
+
+def attn_tp_size(cfg: ServiceConfig) -> int:
+    """The ranks one attention group splits the KV heads over: tp / attention DP (SGLang's
+    get_attention_tp_size, which _compute_cell_size and the Mamba state shapes divide by)."""
+    return max(1, cfg.tp_size // max(1, attn_dp_size(cfg)))
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,6 +116,11 @@ class Inputs:
     draft_kv_bytes_per_token: int | None = None  # a DFlash draft's own KV, on one GPU
     gpu_total_gb: float | None = None  # for SGLang's automatic mem_fraction_static
     model_kind: str | None = None  # dense | hybrid | mla; None: config.json unread (--kv-bytes-per-token)
+    multimodal: bool = False  # config.json has a vision_config
+    architecture: str | None = None
+    vit: tuple[int, int] | None = None  # the vision tower SGLang's automatic fraction scales by
+    sliding_window: int | None = None
+    swa_kv_bytes_per_token: int = 0  # a hybrid-SWA model's sliding-window layers, on one GPU
     #: the free memory SGLang may see, (low, high) around gpu_free_gb; None: the figure is SGLang's own
     gpu_free_range_gb: tuple[float, float] | None = None
     upper_bound: bool = False  # a model file unread (the Mamba state, the draft): the prediction is at most this
@@ -132,10 +160,14 @@ def inputs_from_shape(cfg: ServiceConfig, shape: ModelShape | None, *, gpu_free_
                       weights_bytes: int, draft_bytes: int = 0, draft_layers: int | None = None,
                       kv_bytes_per_token: int | None = None, sources: dict[str, str] | None = None,
                       draft_shape: ModelShape | None = None, gpu_total_gb: float | None = None) -> Inputs:
-    tp = cfg.tp_size
+    tp = attn_tp_size(cfg)  # the KV heads and the Mamba state split over the attention group
+    swa = 0
     if kv_bytes_per_token is None:
         assert shape is not None
         kv_bytes_per_token = shape.kv_bytes_per_token(tp)
+        swa = shape.swa_kv_bytes_per_token(tp) if shape.swa_layers else 0
+        if swa and sizing_flags(cfg.extra_args).disable_hybrid_swa_memory:  # one pool, every layer full
+            kv_bytes_per_token, swa = kv_bytes_per_token + swa, 0
     slot = None
     if shape is not None and shape.kind == "hybrid":
         conv, ssm = shape.mamba_bytes_per_slot(tp)
@@ -147,10 +179,21 @@ def inputs_from_shape(cfg: ServiceConfig, shape: ModelShape | None, *, gpu_free_
     draft_kv = draft_shape.kv_bytes_per_token(tp) if draft_shape is not None and draft_shape.kind != "hybrid" else None
     if draft_shape is not None and draft_layers is None:
         draft_layers = draft_shape.layers
-    return Inputs(gpu_free_gb, gpu_source, weights_bytes // tp, kv_bytes_per_token, slot, draft_bytes // tp,
+    algo = cfg.speculative.algorithm.upper() if cfg.speculative else None
+    if draft_layers is None and shape is not None and shape.nextn_layers and algo in EAGLE_LIKE:
+        # an MTP start with no draft path: the target's own num_nextn_predict_layers are the draft
+        draft_layers = shape.nextn_layers
+    whole = cfg.tp_size
+    per_gpu = weights_bytes // whole
+    if shape is not None and shape.attn_tp_weight_bytes and tp < whole:
+        # DP attention: the attention layers and the embedding split over tp / DP ranks only
+        per_gpu += shape.attn_tp_weight_bytes // tp - shape.attn_tp_weight_bytes // whole
+    return Inputs(gpu_free_gb, gpu_source, per_gpu, kv_bytes_per_token, slot, draft_bytes // whole,
                   ctx, dict(sources or {}), attention_layers=shape.attention_layers if shape else 0,
                   draft_layers=draft_layers, draft_kv_bytes_per_token=draft_kv, gpu_total_gb=gpu_total_gb,
-                  model_kind=shape.kind if shape else None)
+                  model_kind=shape.kind if shape else None, multimodal=bool(shape and shape.multimodal),
+                  swa_kv_bytes_per_token=swa, architecture=shape.architecture if shape else None,
+                  vit=shape.vit if shape else None, sliding_window=shape.sliding_window if swa else None)
 
 
 def speculative_steps(cfg: ServiceConfig | None, flags: SizingFlags, logged: str | None = None) -> tuple[str | None, int | None]:
@@ -179,9 +222,13 @@ def sizing_inputs(cfg: ServiceConfig, inp: Inputs) -> SizingInputs:
         draft_layers=inp.draft_layers, draft_cell_bytes=inp.draft_kv_bytes_per_token,
         disable_radix_cache=flags.disable_radix_cache, mamba_scheduler_strategy=flags.mamba_scheduler_strategy,
         disable_overlap_schedule=flags.disable_overlap_schedule, mamba_full_memory_ratio=flags.mamba_full_memory_ratio,
-        dp_size=cfg.dp_size if flags.enable_dp_attention else 1, page_size=flags.page_size, tp_size=cfg.tp_size,
+        dp_size=attn_dp_size(cfg, flags), page_size=flags.page_size, tp_size=cfg.tp_size,
         chunked_prefill_size=cfg.chunked_prefill_size, cuda_graph_max_bs=cfg.cuda_graph_max_bs,
-        version=cfg.sglang_version)
+        version=cfg.sglang_version, speculative_num_steps=cfg.speculative.num_steps if cfg.speculative else None,
+        speculative_eagle_topk=cfg.speculative.eagle_topk if cfg.speculative else None,
+        disable_cuda_graph=flags.disable_cuda_graph, mla=inp.model_kind == "mla", multimodal=inp.multimodal,
+        swa_cell_bytes=inp.swa_kv_bytes_per_token, swa_full_tokens_ratio=flags.swa_full_tokens_ratio,
+        architecture=inp.architecture, vit=inp.vit, sliding_window=inp.sliding_window)
 
 
 def fewest_slots_per_request(cfg: ServiceConfig) -> int:
@@ -190,7 +237,7 @@ def fewest_slots_per_request(cfg: ServiceConfig) -> int:
     fake = SizingInputs(free_before_gb=0, weights_gb=0, kv_cell_bytes=1, context_len=1,
                         disable_radix_cache=flags.disable_radix_cache,
                         mamba_scheduler_strategy=flags.mamba_scheduler_strategy,
-                        disable_overlap_schedule=flags.disable_overlap_schedule,
+                        disable_overlap_schedule=flags.disable_overlap_schedule, page_size=flags.page_size,
                         speculative_algorithm=cfg.speculative.algorithm if cfg.speculative else None,
                         version=cfg.sglang_version)
     return memory.state_slots_per_request(fake, memory.family(cfg.sglang_version))
@@ -209,7 +256,9 @@ def from_config_alone(cfg: ServiceConfig) -> Prediction | None:
     reasons: list[str] = []
     limits: dict[str, int] = {}
     spr = fewest_slots_per_request(cfg)
-    dp = cfg.dp_size if sizing_flags(cfg.extra_args).enable_dp_attention else 1
+    dp = attn_dp_size(cfg)
+    if memory.family(cfg.sglang_version).mamba == "draft_divided" and not sizing_flags(cfg.extra_args).disable_radix_cache:
+        return None  # 0.5.4-0.5.6 size the slots from memory whatever --max-mamba-cache-size says
     if cfg.max_mamba_cache_size is not None and cfg.max_mamba_cache_size // dp // spr == 0:
         limits["mamba"] = 0
         reasons.append(f"{cfg.max_mamba_cache_size} Mamba slot(s) at {spr} per request serve no request "
@@ -269,10 +318,11 @@ def predict_at(cfg: ServiceConfig, inp: Inputs, *, with_fixes: bool = True) -> P
     tokens, cap, ctx, limits = m.kv_tokens, m.max_running_requests, inp.context_len or 0, dict(m.limits)
     spr = m.slots_per_request
     binding, failure = m.binding, m.failure
-    if inp.model_kind is None and cfg.max_mamba_cache_size is not None:
+    kept = memory.family(cfg.sglang_version).mamba != "draft_divided" or sizing_flags(cfg.extra_args).disable_radix_cache
+    if inp.model_kind is None and cfg.max_mamba_cache_size is not None and kept:
         # no Mamba shape (config.json unread): the config's own slots still bound the requests
         spr = fewest_slots_per_request(cfg)
-        dp = cfg.dp_size if sizing_flags(cfg.extra_args).enable_dp_attention else 1
+        dp = attn_dp_size(cfg)
         limits["mamba"] = cfg.max_mamba_cache_size // dp // spr
         binding = min(limits, key=lambda k: limits[k])
         cap = max(0, limits[binding])
@@ -420,7 +470,7 @@ def logged_sizing(figures: Figures, cfg: ServiceConfig | None) -> SizingInputs |
         draft_cell_bytes=round(draft_gb * GB / draft_tokens) if draft_tokens and draft_gb else None,
         disable_radix_cache=flags.disable_radix_cache, mamba_scheduler_strategy=flags.mamba_scheduler_strategy,
         disable_overlap_schedule=flags.disable_overlap_schedule, mamba_full_memory_ratio=flags.mamba_full_memory_ratio,
-        dp_size=cfg.dp_size if cfg and flags.enable_dp_attention else 1, page_size=flags.page_size,
+        dp_size=attn_dp_size(cfg, flags) if cfg else 1, page_size=flags.page_size,
         tp_size=cfg.tp_size if cfg else int(f.tp_size or 1),
         slots_per_request=f.mamba_slots_per_request, version=version)
 

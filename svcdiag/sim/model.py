@@ -1,5 +1,8 @@
-"""The stand-in's GPU: SGLang's memory arithmetic (kv_cache_configurator; docs/sglang.md#memory),
-its own copy applied to the flags a unit passes, on a simulated 96 GB RTX PRO 6000 (the seed's GPU).
+"""The stand-in's GPU: SGLang's memory arithmetic (kv_cache_configurator; docs/sglang.md#memory)
+applied to the flags a unit passes, on a simulated 96 GB RTX PRO 6000 (the seed's GPU). A
+0.5.20+ release sizes with svcdiag.sglang.memory, the module preflight predicts with; an older
+one replays the seed's recorded build (its speculative worker reserves a full context per
+request, which no sampled wheel's code does).
 
 Figures are derived from the flags, not canned, so a variant that changes
 mem_fraction_static or max_mamba_cache_size sees the consequences SGLang would print.
@@ -9,6 +12,8 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+
+from svcdiag.sglang import memory
 
 from .scenarios import Scenario
 
@@ -166,69 +171,59 @@ def compute(profile: ModelProfile, scenario: Scenario, *, tp: int, mem_fraction_
 def compute_new(profile: ModelProfile, scenario: Scenario, *, tp: int, mem_fraction_static: float | None,
                 max_mamba_cache_size: int | None, max_running_requests: int | None,
                 context_length: int | None, speculative: bool, draft_tokens: int = 16) -> Figures:
-    """SGLang 0.5.19+'s arithmetic, the stand-in's own copy (kv_cache_configurator.py
-    _profile_available_bytes, _handle_max_mamba_cache, resolve_max_num_reqs; pool_configurator.py):
-    the draft's weights are resident when the pool is sized; each Mamba pool has a padding
-    slot; speculative decoding reserves (capped requests + 1) × D intermediate states, and with
-    no max_mamba_cache_size the slots come from the joint solve K = (B − s·(1+D)) // (s·(1 + D/r));
-    a DFlash draft's KV bytes per token are added to the target's cell; 5 state slots per
-    request (auto → extra_buffer under the overlap scheduler)."""
+    """SGLang 0.5.19+'s arithmetic, from the module preflight predicts with
+    (svcdiag.sglang.memory.predict for 0.5.23): the draft's weights are resident when the pool
+    is sized; each Mamba pool has a padding slot; speculative decoding reserves (capped requests
+    + 1) × D intermediate states, and with no max_mamba_cache_size the slots come from the joint
+    solve; a DFlash draft's KV bytes per token are added to the target's cell; 5 state slots per
+    request (auto → extra_buffer under the overlap scheduler); a speculative start with no
+    max_running_requests runs 48. Only the figures the stand-in prints are derived here."""
     mfs = mem_fraction_static if mem_fraction_static is not None else AUTO_MEM_FRACTION
     weights = profile.weights_gb / tp
     draft = profile.draft_weights_gb / tp if speculative else 0.0
-    cell = profile.cell_bytes(tp) + (profile.draft_cell_bytes(tp) if speculative else 0)
     per_slot = (profile.conv_per_slot_gb + profile.ssm_per_slot_gb) / tp if profile.hybrid else 0.0
-    spr = 5
-    d = draft_tokens if speculative else 0
-    asked = max(1, max_running_requests) if max_running_requests is not None else None
+    context_len = context_length or 40960
 
-    def mamba(rest: float) -> tuple[int | None, float, float]:
-        if not profile.hybrid:
-            return None, 0.0, 0.0
-        if max_mamba_cache_size is not None:
-            k = max_mamba_cache_size
-        elif speculative:
-            budget = rest * MAMBA_FULL_MEMORY_RATIO / (1 + MAMBA_FULL_MEMORY_RATIO)
-            k = int((budget - per_slot * (1 + d)) // (per_slot * (1 + d / spr)))
-        else:
-            k = int((rest * MAMBA_FULL_MEMORY_RATIO / (1 + MAMBA_FULL_MEMORY_RATIO) - per_slot) // per_slot)
-        inter = per_slot * (min(asked or 1, k // spr) + 1) * d if speculative else 0.0
-        return k, (k + 1) * per_slot if k > 0 else 0.0, inter
+    def sizing(pre: float) -> memory.SizingInputs:
+        return memory.SizingInputs(
+            free_before_gb=pre, weights_gb=weights, kv_cell_bytes=profile.cell_bytes(tp), context_len=context_len,
+            attention_layers=profile.full_attn_layers, draft_weights_gb=draft,
+            mem_fraction_static=mfs, mamba_per_req_bytes=round(per_slot * GB) if profile.hybrid else None,
+            max_mamba_cache_size=max_mamba_cache_size, max_running_requests=max_running_requests,
+            speculative_algorithm="DFLASH" if speculative else None, num_draft_tokens=draft_tokens,
+            draft_layers=profile.draft_layers, draft_cell_bytes=profile.draft_cell_bytes(tp), tp_size=tp,
+            version="0.5.23")
 
     pre = scenario.gpu_free_gb or IDLE_GPU_FREE_GB
     if scenario.kv_tokens_target is not None and profile.hybrid and max_mamba_cache_size:
         # solve pre·mfs − weights − draft − state − intermediate = kv for the target token count
-        _, state, inter = mamba(0.0)
-        kv_gb = (scenario.kv_tokens_target + 0.5) * cell / GB
-        pre = round((kv_gb + state + inter + weights + draft) / mfs, 2)
+        fixed = memory.predict(sizing(pre))  # the state and its intermediate share do not depend on `pre` here
+        kv_gb = (scenario.kv_tokens_target + 0.5) * fixed.cell_bytes / GB
+        pre = round((kv_gb + fixed.mamba_gb + fixed.intermediate_gb + weights + draft) / mfs, 2)
+    p = memory.predict(sizing(pre))
     after_weights = pre - weights
-    rest = after_weights - draft - pre * (1 - mfs)
-    slots, state_gb, inter_gb = mamba(rest)
-    kv_bytes = (rest - state_gb - inter_gb) * GB
-    tokens = max(0, int(kv_bytes // cell)) if kv_bytes > 0 else 0
-    if scenario.kv_tokens_target is not None:
-        tokens = scenario.kv_tokens_target
-    context_len = context_length or 40960
-    if max_running_requests is None:
-        limit = min(max(2048, min(4096, int(tokens / context_len * 512))), tokens // 2)
-    else:
-        limit = min(asked or 1, tokens // 2)
-    kv_limit = limit
-    cap = slots // spr if slots is not None else None
-    if cap is not None:
-        limit = min(limit, cap)
+    tokens = p.kv_tokens if scenario.kv_tokens_target is None else scenario.kv_tokens_target
+    cell = p.cell_bytes
     kv_gb = tokens * profile.cell_bytes(tp) / GB
     draft_kv_gb = tokens * (cell - profile.cell_bytes(tp)) / GB
-    pool_end = after_weights - draft - state_gb - inter_gb - kv_gb - draft_kv_gb
+    pool_end = after_weights - draft - p.mamba_gb - p.intermediate_gb - kv_gb - draft_kv_gb
     graph_end = pool_end - CUDA_GRAPH_GB
-    share = (slots or 0) + 1 if slots else 0
+    slots = p.mamba_slots
+    share = slots + 1 if slots else 0
+    cap, limits = p.max_running_requests, dict(p.limits)
+    if scenario.kv_tokens_target is not None:  # the pinned token count's limits (resolve_max_num_reqs)
+        cap, _, limits = memory.max_running(sizing(pre), tokens, slots)
+    kv_limit = min(v for k, v in limits.items() if k != "mamba")
     return Figures(
         tp=tp, pre_load_free_gb=pre, weights_gb=weights, after_weights_gb=after_weights,
         mem_fraction_static=mfs, mamba_slots=slots,
         conv_gb=share * profile.conv_per_slot_gb / tp, ssm_gb=share * profile.ssm_per_slot_gb / tp,
-        intermediate_gb=inter_gb, kv_tokens=tokens, k_gb=kv_gb / 2, v_gb=kv_gb / 2, pool_end_avail_gb=pool_end,
-        graph_end_avail_gb=graph_end, draft_weights_gb=draft, final_avail_gb=graph_end,
-        requested_max_running=max_running_requests, max_running=max(0, limit), slots_per_req=spr,
-        context_len=context_len, not_enough_memory=rest - state_gb - inter_gb <= 0 or tokens <= 0 or math.isnan(rest),
-        rest_gb=rest, mamba_cap=cap, kv_limit=kv_limit,
+        intermediate_gb=p.intermediate_gb, kv_tokens=tokens, k_gb=kv_gb / 2, v_gb=kv_gb / 2,
+        pool_end_avail_gb=pool_end, graph_end_avail_gb=graph_end, draft_weights_gb=draft, final_avail_gb=graph_end,
+        requested_max_running=max_running_requests, max_running=cap, slots_per_req=p.slots_per_request or 5,
+        context_len=context_len,
+        not_enough_memory=p.rest_gb - p.mamba_gb - p.intermediate_gb <= 0 or tokens <= 0 or math.isnan(p.rest_gb),
+        rest_gb=p.rest_gb, mamba_cap=slots // (p.slots_per_request or 5) if slots is not None else None,
+        kv_limit=kv_limit,
     )
+
