@@ -509,6 +509,10 @@ def _kv_transfer_failed(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> 
     say = [f"The PD server's KV transfer engine could not start: {v.message}",
            "Most often it found no RDMA NIC it could open: --disaggregation-ib-device names one this host lacks "
            "(`ibv_devices` lists them), the NIC is down (`ibstat`), or the sandbox hides /dev/infiniband."]
+    if v.detail == "ascend":  # an NPU's own engine (MemFabric): the registry's words, no RDMA device of a unit's
+        return _template(v, cfg) or (say[:1], [])
+    if v.detail == "init_timeout":  # a set-up that hung: the registry's words, then the sandbox's devices below
+        say = (_template(v, cfg) or (say, []))[0]
     if v.detail == "nixl":
         say.append("NIXL's UCX backend could not set up its transfers (UCX's own line above says on which device): "
                    "UCX_NET_DEVICES names the NICs it may use (`mlx5_0:1`), or run with "

@@ -256,6 +256,15 @@ class Readiness:
                 self.verdict = self.verdict.with_(evidence=tuple(self.evidence))
             elif _is_stop(ev) or (isinstance(ev, Failure) and ev.role in (ROOT, DEATH) and ev.signal in STOP_SIGNALS):
                 self._stopped_after_ready(ev)
+            elif isinstance(ev, Failure) and ev.role == ROOT and ev.raised_in and self._stop is None and (
+                    self._healthy or self.verdict).verdict == "healthy":
+                # raised in the start's own set-up (its frames say so): a failed start in that phase, whatever ready
+                # line came before it (another worker's), not a death while serving
+                healthy = self._healthy or self.verdict
+                self.verdict = healthy.with_(verdict="failed", phase=ev.raised_in, cause=ev.cause, ts=ev.ts or healthy.ts,
+                                             message=ev.message, detail=ev.detail, captures=ev.captures,
+                                             evidence=(*healthy.evidence, *ev.evidence[:4]))
+                return [ev]
             elif isinstance(ev, Failure) and ev.role in (ROOT, DEATH) and self._stop is None and (
                     self.verdict.verdict == "healthy" or (self._died_by == DEATH and ev.role == ROOT)):
                 # the log goes on past ready and the server dies in it: as `wait` judges a unit that ended since
@@ -611,6 +620,10 @@ class Readiness:
             self.set_figures(max_running_requests=0)
         self._conclude("failed", root.cause, root.message, ts, signal=root.signal or (also.signal if also else None),
                        status=root.status, detail=root.detail, captures=root.captures)
+        if self.verdict is not None and _INDEX.get(root.raised_in, len(PHASES)) < _INDEX[self.verdict.phase]:
+            # its frames name the phase it failed in (the scheduler's own set-up), which a line printed before it in
+            # that set-up (the scheduler's summary) had already moved past
+            self.verdict = self.verdict.with_(phase=root.raised_in)
 
     def _fail_pending(self, ts: float | None, exit_ev: Failure | None = None) -> None:
         """The start is over: the suspect is the cause if there is one, else what the death line says."""

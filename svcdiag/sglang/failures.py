@@ -355,9 +355,13 @@ _CAUSES: tuple[FailureClass, ...] = (
         fixes=(({"env.CUDA_LAUNCH_BLOCKING": "1"}, "the traceback then names the kernel that faulted"),)),
     # the PD KV transfer engine could not start: its RDMA NIC(s) missing, unusable or hidden by the sandbox
     FailureClass(Cause.KV_TRANSFER_FAILED, line=re.compile(
-        r"Mooncake Transfer Engine initialization failed|NIXL_ERR_BACKEND|nixlBackendError"),
+        r"(?:Mooncake|Ascend) Transfer Engine initialization failed|NIXL_ERR_BACKEND|nixlBackendError"
+        # 0.5.23: an engine's set-up that never returned (SGLANG_DISAGGREGATION_ENGINE_INIT_TIMEOUT)
+        r"|(?:Mooncake TransferEngine\.initialize|NIXL create_backend|Mori IOEngine)\(.*\) did not return within"),
         doc="a PD server (`--disaggregation-mode`) whose KV transfer engine cannot start: `RuntimeError: "
-            "Mooncake Transfer Engine initialization failed.` (no RDMA NIC it could open: "
+            "Mooncake Transfer Engine initialization failed.`, Ascend's `Ascend Transfer Engine initialization failed.`"
+            ", NIXL's `NIXL_ERR_BACKEND`, 0.5.23's `NIXL create_backend('UCX', {…}) did not return within 120s on "
+            "node-3` (no RDMA NIC it could open: "
             "`--disaggregation-ib-device`, the sandbox's `/dev/infiniband`: the fix adds `devices = "
             "[\"infiniband\"]`)"),
     # DeepEP's all-to-all: an expert-parallel rank never reached the dispatch (dead, slow, or RDMA)
@@ -930,6 +934,22 @@ _WARMUP = (
 _TRANSPORTS = (
     FailureClass(Cause.KV_TRANSFER_FAILED, "nixl", said=_said(r"NIXL_ERR_BACKEND|nixlBackendError"),
                  doc="RuntimeError: NIXL_ERR_BACKEND"),
+    FailureClass(Cause.KV_TRANSFER_FAILED, "ascend", said=_said(r"Ascend Transfer Engine initialization failed"),
+                 doc="RuntimeError: Ascend Transfer Engine initialization failed.",
+                 explain=("The PD server's Ascend transfer engine (MemFabric) could not start: {message}",
+                          "Its own lines above say why (`hybm core init failed`, `Failed to init smem_trans`, an "
+                          "undefined symbol in libra.so): most often the CANN toolkit and the NPU driver do not match, "
+                          "or the device memory it maps is taken; a container needs the NPU devices and --privileged or "
+                          "the davinci devices, and ASCEND_MF_STORE_URL the prefill's store.")),
+    FailureClass(Cause.KV_TRANSFER_FAILED, "init_timeout",
+                 said=_said(r"(?P<engine>Mooncake TransferEngine\.initialize|NIXL create_backend|Mori IOEngine)\(.*\) "
+                            r"did not return within (?P<secs>[\d.]+)s"),
+                 doc="RuntimeError: NIXL create_backend('UCX', {'num_threads': '8'}) did not return within 120s on node-3",
+                 explain=("The PD server's KV transfer engine ({engine}) did not finish its set-up within {secs} s, and "
+                          "SGLang gave up on it: {message}",
+                          "The set-up hangs on the RDMA NIC or the network to the other side: the NIC it picked (UCX_NET_DEVICES, "
+                          "--disaggregation-ib-device), a firewall, or the sandbox hiding /dev/infiniband; "
+                          "SGLANG_DISAGGREGATION_ENGINE_INIT_TIMEOUT only waits longer.")),
     FailureClass(Cause.NVSHMEM_FAILED, "ib_connect", said=_said(r"ibv_modify_qp|ep_connect"),
                  doc="/sgl-workspace/nvshmem/src/modules/transport/ibrc/ibrc.cpp:420: non-zero status: 22 "
                      "ibv_modify_qp failed"),
