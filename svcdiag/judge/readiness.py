@@ -256,6 +256,9 @@ class Readiness:
                 self.verdict = self.verdict.with_(evidence=tuple(self.evidence))
             elif _is_stop(ev) or (isinstance(ev, Failure) and ev.role in (ROOT, DEATH) and ev.signal in STOP_SIGNALS):
                 self._stopped_after_ready(ev)
+            elif isinstance(ev, Failure) and ev.signal == "KILL" and self._stop is None:
+                self._killed_after_ready(ev)
+                return [ev] if self._stop is ev else []
             elif isinstance(ev, Failure) and ev.role == ROOT and ev.raised_in and self._stop is None and (
                     self._healthy or self.verdict).verdict == "healthy":
                 # raised in the start's own set-up (its frames say so): a failed start in that phase, whatever ready
@@ -304,6 +307,18 @@ class Readiness:
         if self.verdict is not None:
             out.append(self.verdict)
         return out
+
+    def _killed_after_ready(self, ev: Failure) -> None:
+        """A process of a healthy server SIGKILLed while serving (`Child process unexpectedly failed with an exit code
+        9`, `… crashed with exit code -9`, the shell's `Killed`): the start was healthy, and the kill is a post-ready
+        incident the verdict says (the OOM killer's or an operator's, from outside); the deaths after it are the kill's."""
+        if self.verdict is None or self.verdict.verdict != "healthy" or self.verdict.figures.killed_after_ready:
+            return
+        self._stop = ev
+        self._add_evidence(ev.line)
+        self.verdict = self.verdict.with_(evidence=tuple(self.evidence), message=f"{self.verdict.message}; post-ready "
+                                          f"incident: a process was killed (SIGKILL) while serving: {ev.line}",
+                                          figures=self.verdict.figures.replace(killed_after_ready=ev.line))
 
     def _stopped_after_ready(self, ev: Event) -> None:
         """A healthy server stopped from outside (or a process of it killed by a stop's signal): a clean stop, however
