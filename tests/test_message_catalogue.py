@@ -346,3 +346,30 @@ def test_a_template_formats_as_the_message_sglang_prints(parts, percent: bool, b
         assert len("".join(t for t, _v in parts).strip(" .:,-=")) < 3
         return
     assert "".join(tpl.text).format(*[env[a] for a in tpl.args]) == expected
+
+
+def test_the_rows_release_ranges_agree_with_the_catalogues() -> None:
+    """releases.json (scripts/sglang-message-catalogue --releases) is what the catalogues say of each row whose
+    words are all SGLang's: a row changed, or a catalogue added, without rewriting it fails here."""
+    from svcdiag.sglang.message_catalogue import RELEASES_FILE, compute_release_ranges, dump_release_ranges
+
+    assert RELEASES_FILE.read_text(encoding="utf-8") == dump_release_ranges(compute_release_ranges()), \
+        "run scripts/sglang-message-catalogue --releases"
+
+
+def test_the_diagnosis_notes_a_release_that_cannot_have_printed_the_words() -> None:
+    """The cause stands; the diagnosis says when the log's release is one the catalogues show without them."""
+    from svcdiag.judge.diagnosis import diagnose
+    from svcdiag.judge.verdict import Verdict
+    from svcdiag.sglang.figures import Figures
+    from svcdiag.sglang.message_catalogue import row_releases
+
+    rng = row_releases("not_enough_memory", "swa_pool")
+    assert rng is not None and rng.absent_before is not None
+    v = Verdict(ts=0.0, verdict="failed", phase="kv_cache", cause="not_enough_memory", detail="swa_pool",
+                message="ValueError: SWA pool (659 tokens) cannot hold even one request", captures={"tokens": "659", "window": "1024"},
+                figures=Figures(sglang_version=rng.absent_before, sglang_version_source="config"))
+    note = [ln for ln in diagnose(v)["explanation"] if ln.startswith("Note: SGLang prints these words only")]
+    assert note and rng.absent_before in note[0]
+    assert diagnose(v.with_(figures=Figures(sglang_version=rng.last)))["explanation"][-1:] != note
+    assert rng.excludes(f"<= {rng.absent_before}") and not rng.excludes(f">= {rng.first}")
