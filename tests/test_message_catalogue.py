@@ -349,12 +349,26 @@ def test_a_template_formats_as_the_message_sglang_prints(parts, percent: bool, b
 
 
 def test_the_rows_release_ranges_agree_with_the_catalogues() -> None:
-    """releases.json (scripts/sglang-message-catalogue --releases) is what the catalogues say of each row whose
-    words are all SGLang's: a row changed, or a catalogue added, without rewriting it fails here."""
-    from svcdiag.sglang.message_catalogue import RELEASES_FILE, compute_release_ranges, dump_release_ranges
+    """releases.json (scripts/sglang-message-catalogue --releases, read from every message of each catalogued
+    release's wheel) agrees with the catalogues: each range is a row's, every catalogue that prints a row's words lies
+    in its range, and the releases it names as without them are catalogued releases that do not print them."""
+    from svcdiag.sglang.message_catalogue import release_range_disagreements, release_ranges, releases
 
-    assert RELEASES_FILE.read_text(encoding="utf-8") == dump_release_ranges(compute_release_ranges()), \
-        "run scripts/sglang-message-catalogue --releases"
+    ranges = release_ranges()
+    assert len(ranges) >= 20, "run scripts/sglang-message-catalogue --releases"
+    assert release_range_disagreements(ranges) == []
+    known = set(releases())
+    assert all({r.first, r.last} <= known for r in ranges.values()), "a range names a release with no catalogue"
+
+
+def test_a_range_that_contradicts_the_catalogues_is_found() -> None:
+    """The check can fail: a range that leaves out a release whose catalogue prints the row's words."""
+    from svcdiag.sglang.message_catalogue import ReleaseRange, release_range_disagreements
+
+    wrong = {"not_enough_memory/swa_pool": ReleaseRange("0.5.23", "0.5.23", "0.5.22", None)}
+    found = release_range_disagreements(wrong)
+    assert any("0.5.19's catalogue prints its words" in w for w in found), found
+    assert any("0.5.22 is no catalogued release without its words" in w for w in found), found
 
 
 def test_the_diagnosis_notes_a_release_that_cannot_have_printed_the_words() -> None:

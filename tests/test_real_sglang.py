@@ -391,8 +391,11 @@ def test_replay_command_on_each_fixture(cli, case: dict) -> None:
     records = [json.loads(line) for line in r.output.splitlines()]
     assert records[-1]["event"] == "verdict" and records[-1]["verdict"] == case["verdict"]
     failures = [x for x in records if x["event"] == "failure"]
-    assert len(failures) == (1 if case["verdict"] == "failed" else 0), failures
-    if failures:  # a death while serving: the failure record is the server's own, the verdict says when
+    # a healthy start's one failure record is the process killed while serving (a post-ready incident)
+    assert len(failures) == (1 if case["verdict"] == "failed" or "signal_after_ready" in case else 0), failures
+    if failures and "signal_after_ready" in case:  # the incident's record: the kill, said as it happened
+        assert failures[0]["signal"] == "KILL" and case["signal_after_ready"] in failures[0]["message"], failures
+    elif failures:  # a death while serving: the failure record is the server's own, the verdict says when
         own = records[-1]["figures"].get("died_of") if case["cause"] == "died_after_ready" else case["cause"]
         assert failures[0]["cause"] == own
     assert r.exit_code == {"healthy": 0, "failed": 1, "timed_out": 3, "incomplete": 4}[case["verdict"]]

@@ -54,6 +54,9 @@ SUSPECT_GRACE = 30.0
 #: the signals a stop from outside sends (systemd, docker, kubelet: TERM; a terminal's Ctrl-C: INT; its hang-up: HUP):
 #: a process that dies of one after ready was stopped, it did not crash
 STOP_SIGNALS = frozenset(("TERM", "INT", "HUP"))
+#: (the phase a failure's frames say, the phase the log had reached): the scheduler's summary line moves a start to
+#: http, yet the scheduler's set-up goes on after it (PD's transfer engine): a failure raised there failed in scheduler
+_SET_UP_AFTER_SUMMARY = ("scheduler", "http")
 
 
 @dataclass(frozen=True, slots=True)
@@ -635,9 +638,9 @@ class Readiness:
             self.set_figures(max_running_requests=0)
         self._conclude("failed", root.cause, root.message, ts, signal=root.signal or (also.signal if also else None),
                        status=root.status, detail=root.detail, captures=root.captures)
-        if self.verdict is not None and _INDEX.get(root.raised_in, len(PHASES)) < _INDEX[self.verdict.phase]:
-            # its frames name the phase it failed in (the scheduler's own set-up), which a line printed before it in
-            # that set-up (the scheduler's summary) had already moved past
+        if self.verdict is not None and (root.raised_in, self.verdict.phase) == _SET_UP_AFTER_SUMMARY:
+            # its frames name the scheduler's own set-up (init_disaggregation), which the scheduler's summary line,
+            # printed earlier in that same set-up, had moved past
             self.verdict = self.verdict.with_(phase=root.raised_in)
 
     def _fail_pending(self, ts: float | None, exit_ev: Failure | None = None) -> None:

@@ -16,6 +16,12 @@ import string
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
+
+    from svcdiag.sglang.failures import FailureClass
 
 CATALOGUE_DIR = Path(__file__).with_name("message_catalogue")
 GENERIC_FILE = CATALOGUE_DIR / "generic.json"
@@ -226,29 +232,35 @@ def _alternatives(pattern: str) -> list[str]:
     return [*out, "".join(cur)]
 
 
-def compute_release_ranges(where: Path = CATALOGUE_DIR) -> dict[str, ReleaseRange]:
-    """Each registry row whose words are SGLang's own (every alternative of its patterns matches a start-up
-    fatal message of some catalogue, rendered as SGLang prints it): the catalogued releases that print them,
-    keyed `cause/detail`. A row with any alternative no catalogue holds (torch's, a library's words) is left out:
-    its words are not all SGLang's, and no range can be told from SGLang's wheels."""
-    from svcdiag.sglang.failures import FAILURES
+def rendered(messages: Sequence[Message]) -> list[str]:
+    """The messages as SGLang prints them (sample values in the placeholders); one that cannot be filled is left out."""
+    out = []
+    for m in messages:
+        try:
+            out.append(m.render())
+        except (ValueError, IndexError, KeyError, TypeError):
+            continue
+    return out
 
-    versions = releases(where)
-    texts: dict[str, list[str]] = {}
-    for v in versions:
-        rendered = []
-        for m in load(v, where).startup_fatal():
-            try:
-                rendered.append(m.render())
-            except (ValueError, IndexError, KeyError, TypeError):
-                continue
-        texts[v] = rendered
+
+def _row_patterns(row: FailureClass) -> list[re.Pattern[str]]:
+    """A row's words, one pattern per top-level alternative: a sub-case's `said` (its cause's `line` for the
+    cause's own row) and its `alone`."""
+    pats = [p for p in (row.said if row.detail else row.line, row.alone) if p is not None]
+    return [re.compile(a, p.flags) for p in pats for a in _alternatives(p.pattern) if a]
+
+
+def release_ranges_from(texts: Mapping[str, Sequence[str]]) -> dict[str, ReleaseRange]:
+    """Each registry row whose words are SGLang's own (every alternative of its patterns is in some release's
+    messages), keyed `cause/detail`: the releases of `texts` (release -> its messages, rendered) that print them.
+    A row with any alternative no release prints (torch's, a library's words) is left out: its words are not all
+    SGLang's, and no range can be told from SGLang's wheels."""
+    from svcdiag.sglang.failures import FAILURES  # noqa: PLC0415 -- the registry, only to compute the ranges
+
+    versions = sorted(texts, key=_vkey)
     out: dict[str, ReleaseRange] = {}
     for row in FAILURES:
-        pats = [p for p in (row.said if row.detail else row.line, row.alone) if p is not None]
-        if not pats:
-            continue
-        alts = [re.compile(a, p.flags) for p in pats for a in _alternatives(p.pattern) if a]
+        alts = _row_patterns(row)
         where_found = [{v for v in versions if any(a.search(t) for t in texts[v])} for a in alts]
         if not alts or not all(where_found):
             continue
@@ -258,6 +270,31 @@ def compute_release_ranges(where: Path = CATALOGUE_DIR) -> dict[str, ReleaseRang
             present[0], present[-1], versions[first - 1] if first > 0 else None,
             versions[last + 1] if last + 1 < len(versions) else None)
     return out
+
+
+def release_range_disagreements(ranges: Mapping[str, ReleaseRange], where: Path = CATALOGUE_DIR) -> list[str]:
+    """Where stored ranges (read from every message of each wheel) contradict the catalogues (each release's
+    start-up fatals): a range for no row, a catalogued release that prints a row's words outside its range, an
+    absent_before/absent_after that is no catalogued release or one that prints them."""
+    from svcdiag.sglang.failures import BY_KEY  # noqa: PLC0415
+
+    versions = releases(where)
+    texts = {v: rendered(load(v, where).startup_fatal()) for v in versions}
+    wrong: list[str] = []
+    for key, rng in ranges.items():
+        cause, _, detail = key.partition("/")
+        row = BY_KEY.get((cause, detail))
+        if row is None:
+            wrong.append(f"{key}: no such row")
+            continue
+        alts = _row_patterns(row)
+        printed = [v for v in versions if any(a.search(t) for a in alts for t in texts[v])]
+        wrong += [f"{key}: {v}'s catalogue prints its words, outside {rng.describe()}" for v in printed
+                  if not _vkey(rng.first) <= _vkey(v) <= _vkey(rng.last)]
+        for edge in (rng.absent_before, rng.absent_after):
+            if edge is not None and (edge not in versions or edge in printed):
+                wrong.append(f"{key}: {edge} is no catalogued release without its words")
+    return wrong
 
 
 def dump_release_ranges(ranges: dict[str, ReleaseRange]) -> str:
