@@ -387,3 +387,13 @@ def test_the_diagnosis_notes_a_release_that_cannot_have_printed_the_words() -> N
     assert note and rng.absent_before in note[0]
     assert diagnose(v.with_(figures=Figures(sglang_version=rng.last)))["explanation"][-1:] != note
     assert rng.excludes(f"<= {rng.absent_before}") and not rng.excludes(f">= {rng.first}")
+
+
+def test_a_row_says_its_releases_by_hand_only_where_the_catalogues_cannot() -> None:
+    """One source for a row's releases: releases.json where its words are SGLang's, the row's own note elsewhere."""
+    from svcdiag.sglang.failures import FAILURES
+    from svcdiag.sglang.message_catalogue import release_ranges
+
+    ranges = release_ranges()
+    both = [f"{r.cause}/{r.detail}" for r in FAILURES if r.releases and f"{r.cause}/{r.detail}" in ranges]
+    assert both == [], f"{both}: the catalogues give their range (releases.json); drop the hand-written one"

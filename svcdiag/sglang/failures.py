@@ -86,7 +86,9 @@ class FailureClass:
     #: classify's, since its words name the cause only there (an argparse line, a launcher's, a PD server's)
     alone: re.Pattern[str] | None = None
     role: Role = Role.ROOT
-    releases: str = ""  # the SGLang releases whose words these are, when not all ("<= 0.4.3", ">= 0.5.10")
+    #: the SGLang releases whose words these are, by hand, where the catalogues cannot say ("<= 0.4.3"); a row whose
+    #: words are all SGLang's has its range in message_catalogue/releases.json (message_catalogue.row_releases)
+    releases: str = ""
     explain: Explain = None
     fixes: tuple[tuple[Mapping[str, Any], str], ...] = ()  # (settings, why), formatted as the explanation is
     doc: str = ""  # the cause's row: docs/replay.md's evidence column; a sub-case's: an example it is picked by
@@ -588,7 +590,9 @@ _CAUSES: tuple[FailureClass, ...] = (
             "clean stop stays healthy: after `Stopping …`, `SIGTERM received`, uvicorn's `Shutting down`, `^C` or "
             "compose's `Gracefully stopping…`, "
             "the deaths that follow are the stop's, and a child that dies of SIGTERM, SIGINT or SIGHUP (`Subprocess "
-            "scheduler_0 (pid=…) crashed with exit code -15`) was stopped (`figures.stopped_after_ready_by`)"),
+            "scheduler_0 (pid=…) crashed with exit code -15`) was stopped (`figures.stopped_after_ready_by`); a "
+            "process SIGKILLed while serving (`… exit code 9`, `… crashed with exit code -9`) leaves it healthy with a "
+            "post-ready incident (`figures.killed_after_ready`)"),
 )
 
 
@@ -1317,7 +1321,6 @@ _BROKEN_INSTALL = (
 _MEMORY = (
     FailureClass(Cause.NOT_ENOUGH_MEMORY, "swa_pool",
                  said=_said(r"\A.*SWA pool \((?P<tokens>\d+) tokens\).*?sliding_window_size \((?P<window>\d+)\)"),
-                 releases=">= 0.5.23",
                  doc="ValueError: SWA pool (659 tokens) cannot hold even one request: needs sliding_window_size (1024) "
                      "+ page_size (1)."),
     FailureClass(Cause.CUDA_OOM, "npu", said=_said(r"NPU out of memory"),

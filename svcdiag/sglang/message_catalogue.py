@@ -255,7 +255,7 @@ def release_ranges_from(texts: Mapping[str, Sequence[str]]) -> dict[str, Release
     messages), keyed `cause/detail`: the releases of `texts` (release -> its messages, rendered) that print them.
     A row with any alternative no release prints (torch's, a library's words) is left out: its words are not all
     SGLang's, and no range can be told from SGLang's wheels."""
-    from svcdiag.sglang.failures import FAILURES  # noqa: PLC0415 -- the registry, only to compute the ranges
+    from svcdiag.sglang.failures import FAILURES  # (here: the registry imports nothing of this module)
 
     versions = sorted(texts, key=_vkey)
     out: dict[str, ReleaseRange] = {}
@@ -276,7 +276,7 @@ def release_range_disagreements(ranges: Mapping[str, ReleaseRange], where: Path 
     """Where stored ranges (read from every message of each wheel) contradict the catalogues (each release's
     start-up fatals): a range for no row, a catalogued release that prints a row's words outside its range, an
     absent_before/absent_after that is no catalogued release or one that prints them."""
-    from svcdiag.sglang.failures import BY_KEY  # noqa: PLC0415
+    from svcdiag.sglang.failures import BY_KEY
 
     versions = releases(where)
     texts = {v: rendered(load(v, where).startup_fatal()) for v in versions}
