@@ -523,7 +523,7 @@ def _kv_transfer_failed(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> 
     say = [f"The PD server's KV transfer engine could not start: {v.message}",
            "Most often it found no RDMA NIC it could open: --disaggregation-ib-device names one this host lacks "
            "(`ibv_devices` lists them), the NIC is down (`ibstat`), or the sandbox hides /dev/infiniband."]
-    if v.detail == "ascend":  # an NPU's own engine (MemFabric): the registry's words, no RDMA device of a unit's
+    if v.detail in ("ascend", "nixl_plugin"):  # an NPU's engine, a plugin missing: the registry's words, no RDMA device
         return _template(v, cfg) or (say[:1], [])
     if v.detail == "init_timeout":  # a set-up that hung: the registry's words, then the sandbox's devices below
         say = (_template(v, cfg) or (say, []))[0]

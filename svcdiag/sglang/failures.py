@@ -359,7 +359,8 @@ _CAUSES: tuple[FailureClass, ...] = (
     FailureClass(Cause.KV_TRANSFER_FAILED, line=re.compile(
         r"(?:Mooncake|Ascend) Transfer Engine initialization failed|NIXL_ERR_BACKEND|nixlBackendError"
         # 0.5.23: an engine's set-up that never returned (SGLANG_DISAGGREGATION_ENGINE_INIT_TIMEOUT)
-        r"|(?:Mooncake TransferEngine\.initialize|NIXL create_backend|Mori IOEngine)\(.*\) did not return within"),
+        r"|(?:Mooncake TransferEngine\.initialize|NIXL create_backend|Mori IOEngine)\(.*\) did not return within"
+        r"|NIXL backend '[\w-]+' not found\. Available:"),  # the backend's plugin missing from the NIXL install
         doc="a PD server (`--disaggregation-mode`) whose KV transfer engine cannot start: `RuntimeError: "
             "Mooncake Transfer Engine initialization failed.`, Ascend's `Ascend Transfer Engine initialization failed.`"
             ", NIXL's `NIXL_ERR_BACKEND`, 0.5.23's `NIXL create_backend('UCX', {…}) did not return within 120s on "
@@ -945,6 +946,15 @@ _TRANSPORTS = (
                           "undefined symbol in libra.so): most often the CANN toolkit and the NPU driver do not match, "
                           "or the device memory it maps is taken; a container needs the NPU devices and --privileged or "
                           "the davinci devices, and ASCEND_MF_STORE_URL the prefill's store.")),
+    FailureClass(Cause.KV_TRANSFER_FAILED, "nixl_plugin",
+                 said=_said(r"NIXL backend '(?P<backend>[\w-]+)' not found\. Available: (?P<available>\[.*?\])"),
+                 doc="ValueError: NIXL backend 'UCX' not found. Available: ['GDS']. Please install the required NIXL "
+                     "plugin or choose from: ['GDS']",
+                 explain=("The PD server's NIXL transfer engine has no {backend} backend: this NIXL install's plugins "
+                          "are {available}: {message}",
+                          "Install NIXL with its {backend} plugin into the unit's interpreter (the image's NIXL build), or "
+                          "name one it has in SGLANG_DISAGGREGATION_NIXL_BACKEND (env), or run with "
+                          "--disaggregation-transfer-backend mooncake.")),
     FailureClass(Cause.KV_TRANSFER_FAILED, "init_timeout",
                  said=_said(r"(?P<engine>Mooncake TransferEngine\.initialize|NIXL create_backend|Mori IOEngine)\(.*\) "
                             r"did not return within (?P<secs>[\d.]+)s"),
