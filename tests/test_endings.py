@@ -149,10 +149,26 @@ def test_after_a_stop_every_death_is_the_stops(stop: str, death: str, later: flo
 
 
 @SLOW
-@given(st.sampled_from(STOP_DEATHS), st.sampled_from([9, 11, 6, 7]), st.floats(1, 36000))
+@given(st.sampled_from(STOP_DEATHS), st.sampled_from([11, 6, 7]), st.floats(1, 36000))
 def test_a_death_no_stop_caused_is_still_died_after_ready(death: str, signum: int, later: float) -> None:
     v = judge([*start(), death.format(t=at(READY_AT + later), n=signum)])
     assert (v.verdict, v.cause) == ("failed", "died_after_ready"), v.message
+
+
+KILLS_AFTER_READY = [*STOP_DEATHS, "[{t}] Child process unexpectedly failed with an exit code {n}. pid=4571"]
+
+
+@SLOW
+@given(st.sampled_from(KILLS_AFTER_READY), st.lists(st.sampled_from(AFTER_STOP), max_size=3), st.floats(1, 36000))
+def test_a_process_killed_while_serving_is_a_post_ready_incident(kill: str, after: list[str], later: float) -> None:
+    """SIGKILL from outside after ready (the OOM killer, kill -9; `exit code -9`, a raw wait status 9): the start
+    was healthy and the verdict says the incident; the deaths after it are the kill's (issue 41 §4)."""
+    t = READY_AT + later
+    line = kill.format(t=at(t), n=9)
+    v = judge([*start(), line, *(a.format(t=at(t + 1)) for a in after)])
+    assert (v.verdict, v.cause) == ("healthy", None), v.message
+    assert v.figures.killed_after_ready and v.figures.killed_after_ready in line
+    assert "post-ready incident" in v.message
 
 
 def test_a_line_after_an_echoed_ctrl_c_is_read_whole() -> None:

@@ -346,3 +346,54 @@ def test_a_template_formats_as_the_message_sglang_prints(parts, percent: bool, b
         assert len("".join(t for t, _v in parts).strip(" .:,-=")) < 3
         return
     assert "".join(tpl.text).format(*[env[a] for a in tpl.args]) == expected
+
+
+def test_the_rows_release_ranges_agree_with_the_catalogues() -> None:
+    """releases.json (scripts/sglang-message-catalogue --releases, read from every message of each catalogued
+    release's wheel) agrees with the catalogues: each range is a row's, every catalogue that prints a row's words lies
+    in its range, and the releases it names as without them are catalogued releases that do not print them."""
+    from svcdiag.sglang.message_catalogue import release_range_disagreements, release_ranges, releases
+
+    ranges = release_ranges()
+    assert len(ranges) >= 20, "run scripts/sglang-message-catalogue --releases"
+    assert release_range_disagreements(ranges) == []
+    known = set(releases())
+    assert all({r.first, r.last} <= known for r in ranges.values()), "a range names a release with no catalogue"
+
+
+def test_a_range_that_contradicts_the_catalogues_is_found() -> None:
+    """The check can fail: a range that leaves out a release whose catalogue prints the row's words."""
+    from svcdiag.sglang.message_catalogue import ReleaseRange, release_range_disagreements
+
+    wrong = {"not_enough_memory/swa_pool": ReleaseRange("0.5.23", "0.5.23", "0.5.22", None)}
+    found = release_range_disagreements(wrong)
+    assert any("0.5.19's catalogue prints its words" in w for w in found), found
+    assert any("0.5.22 is no catalogued release without its words" in w for w in found), found
+
+
+def test_the_diagnosis_notes_a_release_that_cannot_have_printed_the_words() -> None:
+    """The cause stands; the diagnosis says when the log's release is one the catalogues show without them."""
+    from svcdiag.judge.diagnosis import diagnose
+    from svcdiag.judge.verdict import Verdict
+    from svcdiag.sglang.figures import Figures
+    from svcdiag.sglang.message_catalogue import row_releases
+
+    rng = row_releases("not_enough_memory", "swa_pool")
+    assert rng is not None and rng.absent_before is not None
+    v = Verdict(ts=0.0, verdict="failed", phase="kv_cache", cause="not_enough_memory", detail="swa_pool",
+                message="ValueError: SWA pool (659 tokens) cannot hold even one request", captures={"tokens": "659", "window": "1024"},
+                figures=Figures(sglang_version=rng.absent_before, sglang_version_source="config"))
+    note = [ln for ln in diagnose(v)["explanation"] if ln.startswith("Note: SGLang prints these words only")]
+    assert note and rng.absent_before in note[0]
+    assert diagnose(v.with_(figures=Figures(sglang_version=rng.last)))["explanation"][-1:] != note
+    assert rng.excludes(f"<= {rng.absent_before}") and not rng.excludes(f">= {rng.first}")
+
+
+def test_a_row_says_its_releases_by_hand_only_where_the_catalogues_cannot() -> None:
+    """One source for a row's releases: releases.json where its words are SGLang's, the row's own note elsewhere."""
+    from svcdiag.sglang.failures import FAILURES
+    from svcdiag.sglang.message_catalogue import release_ranges
+
+    ranges = release_ranges()
+    both = [f"{r.cause}/{r.detail}" for r in FAILURES if r.releases and f"{r.cause}/{r.detail}" in ranges]
+    assert both == [], f"{both}: the catalogues give their range (releases.json); drop the hand-written one"

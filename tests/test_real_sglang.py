@@ -83,6 +83,11 @@ def _check_case(case: dict) -> None:
     assert sorted(d["reason"] for d in v.degraded) == sorted(case.get("degraded", [])), v.degraded
     if "signal" in case:  # the signal that ended it, named (BUS, FPE, KILL)
         assert v.figures.signal == case["signal"], v.figures
+    if "signal_after_ready" in case:  # a healthy start whose process was killed while serving: the incident said
+        assert case["signal_after_ready"] in (v.figures.killed_after_ready or ""), v.figures
+        assert "post-ready incident" in v.message, v.message
+    else:
+        assert v.figures.killed_after_ready is None, v.figures.killed_after_ready
     if "diagnosis" in case:  # words the diagnosis must say (the fix, where to look)
         d = diagnose(v)
         assert d is not None and any(case["diagnosis"] in line for line in d["explanation"]), d
@@ -386,8 +391,11 @@ def test_replay_command_on_each_fixture(cli, case: dict) -> None:
     records = [json.loads(line) for line in r.output.splitlines()]
     assert records[-1]["event"] == "verdict" and records[-1]["verdict"] == case["verdict"]
     failures = [x for x in records if x["event"] == "failure"]
-    assert len(failures) == (1 if case["verdict"] == "failed" else 0), failures
-    if failures:  # a death while serving: the failure record is the server's own, the verdict says when
+    # a healthy start's one failure record is the process killed while serving (a post-ready incident)
+    assert len(failures) == (1 if case["verdict"] == "failed" or "signal_after_ready" in case else 0), failures
+    if failures and "signal_after_ready" in case:  # the incident's record: the kill, said as it happened
+        assert failures[0]["signal"] == "KILL" and case["signal_after_ready"] in failures[0]["message"], failures
+    elif failures:  # a death while serving: the failure record is the server's own, the verdict says when
         own = records[-1]["figures"].get("died_of") if case["cause"] == "died_after_ready" else case["cause"]
         assert failures[0]["cause"] == own
     assert r.exit_code == {"healthy": 0, "failed": 1, "timed_out": 3, "incomplete": 4}[case["verdict"]]
@@ -857,3 +865,13 @@ def test_a_start_under_another_formatter_is_judged_alike(name: str, fatal: tuple
     lines = SMOKE if fatal is None else SMOKE[:MIDDLE[0] + 1] + fatal[0]
     v = judge("\n".join(_formatted(lines, name)) + "\n")
     assert (v.verdict, v.cause) == (("healthy", None) if fatal is None else ("failed", fatal[1])), (v.message, name)
+
+
+def test_a_set_up_failure_after_a_ready_line_is_a_failed_start_not_a_death_while_serving() -> None:
+    """A failure the scheduler's own set-up raised (init_disaggregation's frame) after a ready line (another
+    worker's, in one paste) is a failed start in phase scheduler, never died_after_ready."""
+    lines = (FIXTURES / "v0523-pd-decode-ascend-transfer-engine-init-failed.log").read_text().splitlines()
+    at = next(i for i, ln in enumerate(lines) if "max_total_num_tokens=" in ln) + 1
+    ready = ["[2026-04-14 11:56:58] The server is fired up and ready to roll!"]
+    v = judge("\n".join(lines[:at] + ready + lines[at:]) + "\n")
+    assert (v.verdict, v.cause, v.phase, v.detail) == ("failed", "kv_transfer_failed", "scheduler", "ascend"), v.message

@@ -207,3 +207,37 @@ def test_a_raise_that_names_no_flag_outside_the_checks_stays_generic(words: str)
 def test_what_the_release_cannot_serve_names_model_or_hardware(file: str, fn: str, final: str, cause: str,
                                                                 detail: str) -> None:
     assert final.split(": ", 1)[1] in _judged(scheduler_dies(file, fn, final), cause, detail)
+
+
+@pytest.mark.parametrize(("file", "final", "detail"), [
+    ("srt/disaggregation/mooncake/conn.py", "RuntimeError: Mooncake Transfer Engine initialization failed.", ""),
+    ("srt/disaggregation/ascend/transfer_engine.py", "RuntimeError: Ascend Transfer Engine initialization failed.",
+     "ascend"),
+    ("srt/disaggregation/nixl/conn.py", "nixl._bindings.nixlBackendError: NIXL_ERR_BACKEND", "nixl"),
+    ("srt/disaggregation/nixl/conn.py", "ValueError: NIXL backend 'UCX' not found. Available: ['GDS']. Please install "
+     "the required NIXL plugin or choose from: ['GDS']", "nixl_plugin"),
+    ("srt/utils/common.py", "RuntimeError: NIXL create_backend('UCX', {'num_threads': '8'}) did not return within 120s "
+     "on gpu-node-07", "init_timeout"),
+    ("srt/utils/common.py", "RuntimeError: Mooncake TransferEngine.initialize('10.0.0.21', 'rdma', 'mlx5_0') did not "
+     "return within 120s on gpu-node-07", "init_timeout"),
+    ("srt/utils/common.py", "RuntimeError: Mori IOEngine('io-prefill-dp0-tp0-pid4242-10.0.0.21-9f1c2d3e', "
+     "host='10.0.0.21') did not return within 120s on gpu-node-07", "init_timeout"),
+])
+def test_every_transfer_engines_failed_set_up_is_kv_transfer_failed(file: str, final: str, detail: str) -> None:
+    """Mooncake's, Ascend's, NIXL's and Mori's transfer engine failing (or never finishing) its set-up in the
+    scheduler's init_disaggregation: kv_transfer_failed, each with its sub-case, in phase scheduler (issue 41 §4)."""
+    text = "\n".join([
+        START, f"[{TS} TP0] max_total_num_tokens=433702, chunked_prefill_size=8192, max_prefill_tokens=16384, "
+        "max_running_requests=4096, context_len=40960, available_gpu_mem=4.53 GB",
+        f"[{TS} TP0] Scheduler hit an exception: Traceback (most recent call last):",
+        f'  File "{SITE}srt/managers/scheduler.py", line 6362, in run_scheduler_process',
+        "    scheduler = Scheduler(server_args, port_args)",
+        f'  File "{SITE}srt/managers/scheduler.py", line 689, in __init__', "    self.init_disaggregation()",
+        f'  File "{SITE}srt/managers/scheduler.py", line 1625, in init_disaggregation',
+        "    self.disagg_prefill_bootstrap_queue = PrefillBootstrapQueue(",
+        f'  File "{SITE}{file}", line 84, in initialize', "    raise", final, "",
+        f"[{TS}] Received sigquit from a child process. It usually means the child failed.", ""])
+    v = replay(io.BytesIO(text.encode()), "t.log").verdict
+    assert (v.verdict, v.cause, v.detail, v.phase) == ("failed", "kv_transfer_failed", detail, "scheduler"), v.message
+    d = diagnose(v)
+    assert d is not None and d["explanation"], d

@@ -17,6 +17,7 @@ from svcdiag.config.service import PHASE_TIMEOUTS, ServiceConfig
 from svcdiag.judge.verdict import Verdict
 from svcdiag.sglang import failures, memory_plan, stalls
 from svcdiag.sglang.memory import ACTIVATION_HEADROOM_GB, GB, MAX_MEM_FRACTION
+from svcdiag.sglang.message_catalogue import row_releases
 from svcdiag.sglang.preflight import recheck_fixes
 
 
@@ -45,7 +46,20 @@ def diagnose(v: Verdict, cfg: ServiceConfig | None = None, *, port_owners: list[
         explanation, fixes = _template(v, cfg) or _generic(v, cfg, [])
     if cause in ("max_running_zero", "not_enough_memory", "mamba_cache_too_small"):  # through SGLang's own arithmetic
         fixes = recheck_fixes(fixes, v.figures, cfg)
-    return {"cause": cause, "detail": v.detail, "explanation": explanation, "fixes": fixes}
+    return {"cause": cause, "detail": v.detail, "explanation": [*explanation, *_release_note(v)], "fixes": fixes}
+
+
+def _release_note(v: Verdict) -> list[str]:
+    """A note when the log's release cannot have printed the words its cause was read from (their row's range,
+    from the message catalogues): the cause stands, but the release svcdiag believes is in question."""
+    rng = row_releases(v.cause or "", v.detail)
+    said = v.figures.sglang_version
+    if rng is None or not said or not rng.excludes(said):
+        return []
+    return [f"Note: SGLang prints these words only in releases {rng.describe()} of its catalogues (not in "
+            f"{rng.absent_before or rng.absent_after}), yet this log's release is {said} "
+            f"({v.figures.sglang_version_source or 'as given'}): the words came from another release or another "
+            "program than the one svcdiag believes ran."]
 
 
 class _Words(dict[str, str]):
@@ -509,6 +523,10 @@ def _kv_transfer_failed(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> 
     say = [f"The PD server's KV transfer engine could not start: {v.message}",
            "Most often it found no RDMA NIC it could open: --disaggregation-ib-device names one this host lacks "
            "(`ibv_devices` lists them), the NIC is down (`ibstat`), or the sandbox hides /dev/infiniband."]
+    if v.detail in ("ascend", "nixl_plugin"):  # an NPU's engine, a plugin missing: the registry's words, no RDMA device
+        return _template(v, cfg) or (say[:1], [])
+    if v.detail == "init_timeout":  # a set-up that hung: the registry's words, then the sandbox's devices below
+        say = (_template(v, cfg) or (say, []))[0]
     if v.detail == "nixl":
         say.append("NIXL's UCX backend could not set up its transfers (UCX's own line above says on which device): "
                    "UCX_NET_DEVICES names the NICs it may use (`mlx5_0:1`), or run with "

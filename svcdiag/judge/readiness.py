@@ -54,6 +54,9 @@ SUSPECT_GRACE = 30.0
 #: the signals a stop from outside sends (systemd, docker, kubelet: TERM; a terminal's Ctrl-C: INT; its hang-up: HUP):
 #: a process that dies of one after ready was stopped, it did not crash
 STOP_SIGNALS = frozenset(("TERM", "INT", "HUP"))
+#: (the phase a failure's frames say, the phase the log had reached): the scheduler's summary line moves a start to
+#: http, yet the scheduler's set-up goes on after it (PD's transfer engine): a failure raised there failed in scheduler
+_SET_UP_AFTER_SUMMARY = ("scheduler", "http")
 
 
 @dataclass(frozen=True, slots=True)
@@ -256,6 +259,18 @@ class Readiness:
                 self.verdict = self.verdict.with_(evidence=tuple(self.evidence))
             elif _is_stop(ev) or (isinstance(ev, Failure) and ev.role in (ROOT, DEATH) and ev.signal in STOP_SIGNALS):
                 self._stopped_after_ready(ev)
+            elif isinstance(ev, Failure) and ev.signal == "KILL" and self._stop is None:
+                self._killed_after_ready(ev)
+                return [ev] if self._stop is ev else []
+            elif isinstance(ev, Failure) and ev.role == ROOT and ev.raised_in and self._stop is None and (
+                    self._healthy or self.verdict).verdict == "healthy":
+                # raised in the start's own set-up (its frames say so): a failed start in that phase, whatever ready
+                # line came before it (another worker's), not a death while serving
+                healthy = self._healthy or self.verdict
+                self.verdict = healthy.with_(verdict="failed", phase=ev.raised_in, cause=ev.cause, ts=ev.ts or healthy.ts,
+                                             message=ev.message, detail=ev.detail, captures=ev.captures,
+                                             evidence=(*healthy.evidence, *ev.evidence[:4]))
+                return [ev]
             elif isinstance(ev, Failure) and ev.role in (ROOT, DEATH) and self._stop is None and (
                     self.verdict.verdict == "healthy" or (self._died_by == DEATH and ev.role == ROOT)):
                 # the log goes on past ready and the server dies in it: as `wait` judges a unit that ended since
@@ -295,6 +310,18 @@ class Readiness:
         if self.verdict is not None:
             out.append(self.verdict)
         return out
+
+    def _killed_after_ready(self, ev: Failure) -> None:
+        """A process of a healthy server SIGKILLed while serving (`Child process unexpectedly failed with an exit code
+        9`, `… crashed with exit code -9`, the shell's `Killed`): the start was healthy, and the kill is a post-ready
+        incident the verdict says (the OOM killer's or an operator's, from outside); the deaths after it are the kill's."""
+        if self.verdict is None or self.verdict.verdict != "healthy" or self.verdict.figures.killed_after_ready:
+            return
+        self._stop = ev
+        self._add_evidence(ev.line)
+        self.verdict = self.verdict.with_(evidence=tuple(self.evidence), message=f"{self.verdict.message}; post-ready "
+                                          f"incident: a process was killed (SIGKILL) while serving: {ev.line}",
+                                          figures=self.verdict.figures.replace(killed_after_ready=ev.line))
 
     def _stopped_after_ready(self, ev: Event) -> None:
         """A healthy server stopped from outside (or a process of it killed by a stop's signal): a clean stop, however
@@ -611,6 +638,10 @@ class Readiness:
             self.set_figures(max_running_requests=0)
         self._conclude("failed", root.cause, root.message, ts, signal=root.signal or (also.signal if also else None),
                        status=root.status, detail=root.detail, captures=root.captures)
+        if self.verdict is not None and (root.raised_in, self.verdict.phase) == _SET_UP_AFTER_SUMMARY:
+            # its frames name the scheduler's own set-up (init_disaggregation), which the scheduler's summary line,
+            # printed earlier in that same set-up, had moved past
+            self.verdict = self.verdict.with_(phase=root.raised_in)
 
     def _fail_pending(self, ts: float | None, exit_ev: Failure | None = None) -> None:
         """The start is over: the suspect is the cause if there is one, else what the death line says."""

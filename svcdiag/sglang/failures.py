@@ -86,7 +86,9 @@ class FailureClass:
     #: classify's, since its words name the cause only there (an argparse line, a launcher's, a PD server's)
     alone: re.Pattern[str] | None = None
     role: Role = Role.ROOT
-    releases: str = ""  # the SGLang releases whose words these are, when not all ("<= 0.4.3", ">= 0.5.10")
+    #: the SGLang releases whose words these are, by hand, where the catalogues cannot say ("<= 0.4.3"); a row whose
+    #: words are all SGLang's has its range in message_catalogue/releases.json (message_catalogue.row_releases)
+    releases: str = ""
     explain: Explain = None
     fixes: tuple[tuple[Mapping[str, Any], str], ...] = ()  # (settings, why), formatted as the explanation is
     doc: str = ""  # the cause's row: docs/replay.md's evidence column; a sub-case's: an example it is picked by
@@ -355,9 +357,14 @@ _CAUSES: tuple[FailureClass, ...] = (
         fixes=(({"env.CUDA_LAUNCH_BLOCKING": "1"}, "the traceback then names the kernel that faulted"),)),
     # the PD KV transfer engine could not start: its RDMA NIC(s) missing, unusable or hidden by the sandbox
     FailureClass(Cause.KV_TRANSFER_FAILED, line=re.compile(
-        r"Mooncake Transfer Engine initialization failed|NIXL_ERR_BACKEND|nixlBackendError"),
+        r"(?:Mooncake|Ascend) Transfer Engine initialization failed|NIXL_ERR_BACKEND|nixlBackendError"
+        # 0.5.23: an engine's set-up that never returned (SGLANG_DISAGGREGATION_ENGINE_INIT_TIMEOUT)
+        r"|(?:Mooncake TransferEngine\.initialize|NIXL create_backend|Mori IOEngine)\(.*\) did not return within"
+        r"|NIXL backend '[\w-]+' not found\. Available:"),  # the backend's plugin missing from the NIXL install
         doc="a PD server (`--disaggregation-mode`) whose KV transfer engine cannot start: `RuntimeError: "
-            "Mooncake Transfer Engine initialization failed.` (no RDMA NIC it could open: "
+            "Mooncake Transfer Engine initialization failed.`, Ascend's `Ascend Transfer Engine initialization failed.`"
+            ", NIXL's `NIXL_ERR_BACKEND`, 0.5.23's `NIXL create_backend('UCX', {…}) did not return within 120s on "
+            "node-3` (no RDMA NIC it could open: "
             "`--disaggregation-ib-device`, the sandbox's `/dev/infiniband`: the fix adds `devices = "
             "[\"infiniband\"]`)"),
     # DeepEP's all-to-all: an expert-parallel rank never reached the dispatch (dead, slow, or RDMA)
@@ -584,7 +591,9 @@ _CAUSES: tuple[FailureClass, ...] = (
             "clean stop stays healthy: after `Stopping …`, `SIGTERM received`, uvicorn's `Shutting down`, `^C` or "
             "compose's `Gracefully stopping…`, "
             "the deaths that follow are the stop's, and a child that dies of SIGTERM, SIGINT or SIGHUP (`Subprocess "
-            "scheduler_0 (pid=…) crashed with exit code -15`) was stopped (`figures.stopped_after_ready_by`)"),
+            "scheduler_0 (pid=…) crashed with exit code -15`) was stopped (`figures.stopped_after_ready_by`); a "
+            "process SIGKILLed while serving (`… exit code 9`, `… crashed with exit code -9`) leaves it healthy with a "
+            "post-ready incident (`figures.killed_after_ready`)"),
 )
 
 
@@ -930,6 +939,31 @@ _WARMUP = (
 _TRANSPORTS = (
     FailureClass(Cause.KV_TRANSFER_FAILED, "nixl", said=_said(r"NIXL_ERR_BACKEND|nixlBackendError"),
                  doc="RuntimeError: NIXL_ERR_BACKEND"),
+    FailureClass(Cause.KV_TRANSFER_FAILED, "ascend", said=_said(r"Ascend Transfer Engine initialization failed"),
+                 doc="RuntimeError: Ascend Transfer Engine initialization failed.",
+                 explain=("The PD server's Ascend transfer engine (MemFabric) could not start: {message}",
+                          "Its own lines above say why (`hybm core init failed`, `Failed to init smem_trans`, an "
+                          "undefined symbol in libra.so): most often the CANN toolkit and the NPU driver do not match, "
+                          "or the device memory it maps is taken; a container needs the NPU devices and --privileged or "
+                          "the davinci devices, and ASCEND_MF_STORE_URL the prefill's store.")),
+    FailureClass(Cause.KV_TRANSFER_FAILED, "nixl_plugin",
+                 said=_said(r"NIXL backend '(?P<backend>[\w-]+)' not found\. Available: (?P<available>\[.*?\])"),
+                 doc="ValueError: NIXL backend 'UCX' not found. Available: ['GDS']. Please install the required NIXL "
+                     "plugin or choose from: ['GDS']",
+                 explain=("The PD server's NIXL transfer engine has no {backend} backend: this NIXL install's plugins "
+                          "are {available}: {message}",
+                          "Install NIXL with its {backend} plugin into the unit's interpreter (the image's NIXL build), or "
+                          "name one it has in SGLANG_DISAGGREGATION_NIXL_BACKEND (env), or run with "
+                          "--disaggregation-transfer-backend mooncake.")),
+    FailureClass(Cause.KV_TRANSFER_FAILED, "init_timeout",
+                 said=_said(r"(?P<engine>Mooncake TransferEngine\.initialize|NIXL create_backend|Mori IOEngine)\(.*\) "
+                            r"did not return within (?P<secs>[\d.]+)s"),
+                 doc="RuntimeError: NIXL create_backend('UCX', {'num_threads': '8'}) did not return within 120s on node-3",
+                 explain=("The PD server's KV transfer engine ({engine}) did not finish its set-up within {secs} s, and "
+                          "SGLang gave up on it: {message}",
+                          "The set-up hangs on the RDMA NIC or the network to the other side: the NIC it picked (UCX_NET_DEVICES, "
+                          "--disaggregation-ib-device), a firewall, or the sandbox hiding /dev/infiniband; "
+                          "SGLANG_DISAGGREGATION_ENGINE_INIT_TIMEOUT only waits longer.")),
     FailureClass(Cause.NVSHMEM_FAILED, "ib_connect", said=_said(r"ibv_modify_qp|ep_connect"),
                  doc="/sgl-workspace/nvshmem/src/modules/transport/ibrc/ibrc.cpp:420: non-zero status: 22 "
                      "ibv_modify_qp failed"),
@@ -1297,7 +1331,6 @@ _BROKEN_INSTALL = (
 _MEMORY = (
     FailureClass(Cause.NOT_ENOUGH_MEMORY, "swa_pool",
                  said=_said(r"\A.*SWA pool \((?P<tokens>\d+) tokens\).*?sliding_window_size \((?P<window>\d+)\)"),
-                 releases=">= 0.5.23",
                  doc="ValueError: SWA pool (659 tokens) cannot hold even one request: needs sliding_window_size (1024) "
                      "+ page_size (1)."),
     FailureClass(Cause.CUDA_OOM, "npu", said=_said(r"NPU out of memory"),

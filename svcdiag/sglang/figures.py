@@ -96,6 +96,8 @@ class Figures:
     systemd_timeout_s: float | None = _f("s", "when systemd's TimeoutStartSec= ended the start")
     died_of: str | None = _f("", "died_after_ready: the cause of the death itself", "str")
     stopped_after_ready_by: str | None = _f("", "who stopped a healthy server (a clean stop)", "str")
+    killed_after_ready: str | None = _f("", "a post-ready incident: the line saying a process was SIGKILLed while serving",
+                                        "str")
     unit_result: str | None = _f("", "systemd's Result= of a unit that ended after ready", "str")
     killed: str | None = _f("", "`supervisor` when svcdiag's supervisor killed the server", "str")
     verdict_source: str | None = _f("", "`supervisor` when the verdict is the supervisor's", "str")

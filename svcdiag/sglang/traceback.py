@@ -37,6 +37,9 @@ UNFINISHED = (":", " at", ",", "(", "-", "=")
 PHASE_FRAMES = (
     ("cuda_graph", re.compile(r'_graph_runner\.py", line \d+, in (?:__init__|capture\w*)$'
                               r'| in init_(?:device|cuda|piecewise_cuda)_graphs$')),
+    # the scheduler's own set-up after its graphs are captured (and after its summary line, in most releases): PD's
+    # transfer engine (Mooncake, NIXL, Ascend, Mori) started by init_disaggregation
+    ("scheduler", re.compile(r' in init_disaggregation$')),
 )
 BARE_FINAL_RE = re.compile(r"^(?:[\w.]+\.)?\w+(?:Error|Exception)$")  # `AssertionError` alone: the code line says why
 MAX_TRACEBACK_LINES = 400
