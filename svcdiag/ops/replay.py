@@ -244,8 +244,10 @@ def _plain_fast(seg: _Segments, head: bytes, stream: BinaryIO, size: int) -> Non
     might take; the runs of quiet lines between them (decode and prefill batches, access lines,
     warnings) are applied in bulk with `Judge.skip`: counted, the clock moved to the run's last
     timestamp, the last one quoted. A run whose timestamps reach a deadline or a pending
-    failure's grace (Readiness.quiet_until), and a chunk with a traceback in it or open across
-    it, or a CR or a colour code, are walked line by line by the reference path, so verdicts are identical.
+    failure's grace (Readiness.quiet_until) is walked line by line by the reference path, so
+    verdicts are identical; so is each line holding a CR, a colour code or a traceback's opening,
+    alone, and the lines of an open traceback until it ends (only those: the rest of the chunk
+    stays on the fast path).
     Memory is one chunk, whatever the length of the input; a chunk is scanned where it was read
     (only the line cut at its end is copied, into the next one).
     """
@@ -280,37 +282,80 @@ def _spans(head: bytes, stream: BinaryIO, size: int) -> Iterator[tuple[bytes, in
         yield b"\n" + tail, 0, len(tail) + 1, True
 
 
+#: a line holding any of these goes to the reference alone: a start's (a CI's stamp before SGLang's is one the parser
+#: does not read, and the reference splits starts on it all the same), a CR or a colour code (stripped line by line),
+#: a traceback's opening (a message that ends in it opens one, whatever its head)
+_ALONE = (SERVER_ARGS_BYTES, b"\r", b"\x1b", TRACEBACK_BYTES)
+
+
 def _fast_lines(seg: _Segments, data: bytes, start: int, end: int, *, final: bool = False) -> None:
-    """The lines of data[start + 1:end] (data[start] is a newline, so is data[end] unless `final`)."""
-    judge = seg.judge
-    assert judge is not None
-    # one byte, not b"\x1b[": a two-byte needle is searched ~20x slower than memchr's one
-    if (at := data.find(SERVER_ARGS_BYTES, start, end)) >= 0:
-        # a start's line goes to the reference alone, wherever its prefix (a CI's stamp before SGLang's
-        # is one the parser does not read, and the reference splits starts on it all the same)
-        ls = data.rfind(b"\n", start, at)
+    """The lines of data[start + 1:end] (data[start] is a newline, so is data[end] unless `final`).
+
+    Each line holding one of `_ALONE` is walked alone by the reference; the lines between them are
+    scanned (`_scan`). Each needle is searched once per chunk (one byte: memchr), and again only
+    past the line where it was found."""
+    ascii_only = data.isascii()
+    nxt = [data.find(w, start, end) for w in _ALONE]
+    while True:
+        for i, at in enumerate(nxt):
+            if 0 <= at <= start:  # found in a line already walked: the next one
+                nxt[i] = data.find(_ALONE[i], start + 1, end)
+        at = min((p for p in nxt if p >= 0), default=-1)
+        if at < 0:
+            _scan(seg, data, start, end, ascii_only, final=final)
+            return
+        ls = data.rfind(b"\n", start, at)  # data[start] is a newline: ls >= start
         le = data.find(b"\n", at, end)
         le = end if le < 0 else le
-        _fast_lines(seg, data, start, ls)
+        if ls > start:
+            _scan(seg, data, start, ls, ascii_only)
         _reference_range(seg, data, ls + 1, le, final=final and le == end)
-        if le < end:
-            _fast_lines(seg, data, le, end, final=final)
-        return
-    if not judge.parser.quiet_ok() or data.find(TRACEBACK_BYTES, start, end) >= 0 \
-            or data.find(b"\r", start, end) >= 0 or data.find(b"\x1b", start, end) >= 0:
-        _reference_range(seg, data, start + 1, end, final=final)  # colours: the reference strips them line by line
-        return
+        if le >= end:
+            return
+        start = le
+
+
+def _scan(seg: _Segments, data: bytes, start: int, end: int, ascii_only: bool, *, final: bool = False) -> None:
+    """The lines of data[start + 1:end], none holding one of `_ALONE`: the ones a handler might take
+    (LineParser.interesting_re) one by one, the quiet runs between them in bulk (`_quiet_run`)."""
+    judge = seg.judge
+    assert judge is not None
     a = start + 1  # the start of the quiet run not yet applied
-    for m in judge.parser.interesting_re(data.isascii()).finditer(data, start, end):
+    if not judge.parser.quiet_ok():  # a traceback open across the chunk's start: its lines one by one, until it ends
+        a = _walk_while_open(seg, data, a, end, final=final)
+        if a > end:
+            return
+    for m in judge.parser.interesting_re(ascii_only).finditer(data, a - 1, end):
         s = m.start() + 1
-        if s > a and not _skip_run(seg, data, a, s - 1):
-            _reference_range(seg, data, a, s - 1)
+        if s > a:
+            _quiet_run(seg, data, a, s - 1)
         e = data.find(b"\n", s, end)
         e = end if e < 0 else e
         _plain_line(seg, data[s:e].decode("utf-8", "replace"))
         a = e + 1
-    if a < end and not _skip_run(seg, data, a, end):
-        _reference_range(seg, data, a, end, final=final)
+    if a < end:
+        _quiet_run(seg, data, a, end, final=final)
+
+
+def _walk_while_open(seg: _Segments, data: bytes, a: int, b: int, *, final: bool = False) -> int:
+    """Walk the lines of data[a:b] one by one while the parser may not skip quiet lines (a traceback
+    is open: quiet lines end or extend it); where the first line not walked begins (b + 1: none)."""
+    parser = seg.judge.parser  # type: ignore[union-attr]
+    while not parser.quiet_ok():
+        e = data.find(b"\n", a, b)
+        if e < 0:
+            _reference_range(seg, data, a, b, final=final)
+            return b + 1
+        _reference_range(seg, data, a, e)
+        a = e + 1
+    return a
+
+
+def _quiet_run(seg: _Segments, data: bytes, a: int, b: int, *, final: bool = False) -> None:
+    """The quiet lines data[a:b]: in bulk (`_skip_run`) once the parser allows it, else by the reference."""
+    a = _walk_while_open(seg, data, a, b, final=final)
+    if a <= b and not _skip_run(seg, data, a, b):
+        _reference_range(seg, data, a, b, final=final)
 
 
 def _skip_run(seg: _Segments, data: bytes, a: int, b: int) -> bool:
