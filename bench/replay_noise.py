@@ -91,14 +91,25 @@ def make(path: Path, n: int, mix: str, fmt: str = "plain") -> None:
             write_export(f, lines)
 
 
+#: the fields journald gives a service's stdout, as bench/scan.py's records carry them (~1 KB a record)
+SAME = "".join(f"{k}={v}\n" for k, v in {
+    "_BOOT_ID": "a3b598eca6274fca8fe1a45a192176d4", "_MACHINE_ID": "d3780d53a34c402183c6ecaf2fe2e986",
+    "_HOSTNAME": "gpu-node-07", "_TRANSPORT": "stdout", "_UID": "0", "_GID": "0", "_RUNTIME_SCOPE": "system",
+    "_STREAM_ID": "38fb110241a64af8b72fce15d1ec8c83", "SYSLOG_IDENTIFIER": "python3", "SYSLOG_FACILITY": "3",
+    "PRIORITY": "6", "_PID": "4242", "_COMM": "python3", "_EXE": "/usr/bin/python3.11",
+    "_CMDLINE": "/opt/sglang/.venv/bin/python3 -m sglang.launch_server --model-path /dev/shm/Qwen3.6-27B --tp 1",
+    "_CAP_EFFECTIVE": "0", "_SYSTEMD_CGROUP": "/system.slice/bench.service", "_SYSTEMD_UNIT": "bench.service",
+    "_SYSTEMD_SLICE": "system.slice"}.items())
+
+
 def write_export(f, lines: Iterator[str]) -> None:
     """One record a line, as journald keeps them; a message with a CR (a bar) is a binary field, as
     journalctl writes a field that is not printable."""
     usec = int(scan.T0.timestamp() * 1e6)
     for k, line in enumerate(part for text in lines for part in text.split("\n")):
         usec += 100_000
-        head = (f"__REALTIME_TIMESTAMP={usec}\n_SYSTEMD_UNIT=bench.service\n"
-                f"_SYSTEMD_INVOCATION_ID={1 + k // START_EVERY:032x}\nPRIORITY=6\n")
+        head = (f"__CURSOR=s=e26e;i={k:x};b=a3b5;m={usec:x};t={usec:x};x=4fb0\n__REALTIME_TIMESTAMP={usec}\n"
+                f"__MONOTONIC_TIMESTAMP={usec - 10**15}\n{SAME}_SYSTEMD_INVOCATION_ID={1 + k // START_EVERY:032x}\n")
         if "\r" in line:
             data = line.encode()
             f.buffer.write(head.encode() + b"MESSAGE\n" + len(data).to_bytes(8, "little") + data + b"\n\n")

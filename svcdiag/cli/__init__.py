@@ -28,6 +28,11 @@ class _Main:
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if not args and not kwargs:
+            if sys.argv[1:] == ["--version"]:  # click's version_option says the same, after importing click and metadata
+                from svcdiag import __version__
+
+                sys.stdout.write(f"svcdiag {__version__}\n")
+                sys.exit(0)
             from svcdiag.cli.help import serve
 
             if serve(sys.argv[1:]):
