@@ -215,3 +215,17 @@ def test_a_deadline_inside_a_run_of_quiet_lines_times_out_on_the_same_line(fmt: 
 def test_the_fast_paths_match_the_reference_on_garbage(prefix: bytes, parts: list[bytes], chunk: int) -> None:
     data = prefix + b"".join(parts)
     assert outcome(data, fast=True, chunk=chunk) == outcome(data, fast=False)
+
+
+@pytest.mark.parametrize("fmt", ["json", "export"])
+def test_a_wrapped_message_is_not_taken_for_a_quiet_one(fmt: str) -> None:
+    """Jenkins' `[2025-11-06T02:08:14.810Z] ` before SGLang's prefix looks like SGLang's own dated prefix
+    to the quiet pattern; the journal reader unwraps it, so such a record is never skipped in bulk
+    (with no traceback in the chunk to send it line by line, the server_args line was once lost)."""
+    path = FIXTURES / "v055-jenkins-bracket-stamps-load-weights-keyerror.log"
+    lines = [ln for ln in path.read_text().splitlines() if "Traceback" not in ln]
+    data = as_journal(lines, fmt, 1, systemd=True, ascii_json=True)
+    reference = outcome(data, fast=False)
+    assert "ServerArgs(" in reference
+    for chunk in (None, 300):
+        assert outcome(data, fast=True, chunk=chunk) == reference

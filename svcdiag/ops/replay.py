@@ -429,8 +429,9 @@ _SHAPES = {
                      b"\n_SYSTEMD_INVOCATION_ID=", "\n_SYSTEMD_INVOCATION_ID=(?!{}\n)",
                      b"\n_SYSTEMD_UNIT=", b"\n__REALTIME_TIMESTAMP=", re.compile(rb"\n__REALTIME_TIMESTAMP=(\d+)\n")),
 }
-#: any of these in a chunk sends it to the reference: a CR or a colour code (stripped line by
-#: line) or a traceback (its body lines are unprefixed)
+#: a record holding any of these is read alone by the reference: a CR or a colour code (stripped
+#: line by line) or a traceback's opening (its body lines are unprefixed; they are read one by one
+#: until it ends)
 _WALK_IF = (b"\r", b"\x1b", TRACEBACK_BYTES)
 
 
@@ -451,8 +452,9 @@ def _journal_fast(seg: _Segments, fmt: str, head: bytes, stream: BinaryIO, name:
     (LineParser.interesting_message_re) finds the records whose message a handler might take, the
     runs of quiet records between them are applied in bulk, the journal's time of the last one the
     clock. A record that could begin another start, is PID 1's or holds a JSON escape that could
-    change its meaning is read alone as the reference reads it (`_journal_range`); a chunk with a
-    CR, a colour code or a traceback, and export entries with a binary field, record by record.
+    change its meaning, or holds a CR, a colour code or a traceback's opening, is read alone as the
+    reference reads it (`_journal_range`), and so are an open traceback's records until it ends;
+    export entries with a binary field are read record by record.
     """
     src = _JournalInput(fmt, name, checked=fmt == "export")  # export has no first line to check
     if fmt == "export":
@@ -503,9 +505,6 @@ def _journal_range(seg: _Segments, src: _JournalInput, data: bytes, start: int, 
     reads it; the records between such ones go to `_fast_records`."""
     shape = _SHAPES[src.fmt]
     sep = len(shape.sep)
-    if any(data.find(w, start, end) >= 0 for w in _WALK_IF):
-        _journal_walk(seg, src, data, start + 1, end)
-        return
     found: dict[object, int] = {}  # each question's first answer at or after `start` (end: none)
 
     def first(key: object, search: Callable[[int], int]) -> int:
@@ -519,6 +518,7 @@ def _journal_range(seg: _Segments, src: _JournalInput, data: bytes, start: int, 
         if seg.judge is not None and src.checked:
             current = seg.current
             marks = [first(p, lambda at, p=p: _at(p.search(data, at, end), end)) for p in shape.walk_re]
+            marks += [first(w, lambda at, w=w: _at(data.find(w, at, end), end)) for w in _WALK_IF]
             marks.append(first(("start", current), lambda at, c=current: shape.another_start(data, at, end, c)))
             if seg.judge.readiness.unit is None:
                 marks.append(first("unit", lambda at: _at(data.find(shape.unit_key, at, end), end)))
@@ -545,28 +545,48 @@ def _at(found: re.Match[bytes] | int | None, end: int) -> int:
 
 def _fast_records(seg: _Segments, src: _JournalInput, data: bytes, start: int, end: int) -> None:
     """Records of one start, none PID 1's: those whose message a handler might take read one by
-    one, the quiet runs between them applied in bulk."""
+    one, the quiet runs between them applied in bulk (and read one by one while a traceback is open)."""
     shape = _SHAPES[src.fmt]
     sep = len(shape.sep)
     judge = seg.judge
     assert judge is not None
-    if not judge.parser.quiet_ok():
-        _journal_walk(seg, src, data, start + 1, end)
+    a = _walk_records_while_open(seg, src, data, start + 1, end)  # the first record not yet applied
+    if a > end:
         return
-    a = start + 1  # the first record not yet applied
     pat = judge.parser.interesting_message_re(src.fmt, data.isascii())
-    at = start
+    at = a - 1
     while (m := pat.search(data, at, end)) is not None:
         rs = max(a, data.rfind(shape.sep, start, m.start() + 1) + sep)  # the record it is in
         re_ = data.find(shape.sep, m.start() + 1, end)
         re_ = end if re_ < 0 else re_
-        if rs > a and not _skip_records(seg, shape, data, a, rs - sep):
-            _journal_walk(seg, src, data, a, rs - sep)
+        if rs > a:
+            _quiet_records(seg, src, data, a, rs - sep)
         _journal_walk(seg, src, data, rs, re_)
         a = re_ + sep
         at = re_ + sep - 1
-    if a < end and not _skip_records(seg, shape, data, a, end):
-        _journal_walk(seg, src, data, a, end)
+    if a < end:
+        _quiet_records(seg, src, data, a, end)
+
+
+def _walk_records_while_open(seg: _Segments, src: _JournalInput, data: bytes, a: int, b: int) -> int:
+    """Read the records of data[a:b] one by one while the parser may not skip quiet ones (a traceback
+    is open); where the first record not read begins (past b: none)."""
+    shape = _SHAPES[src.fmt]
+    while seg.judge is not None and not seg.judge.parser.quiet_ok():
+        e = data.find(shape.sep, a, b)
+        if e < 0:
+            _journal_walk(seg, src, data, a, b)
+            return b + len(shape.sep)
+        _journal_walk(seg, src, data, a, e)
+        a = e + len(shape.sep)
+    return a
+
+
+def _quiet_records(seg: _Segments, src: _JournalInput, data: bytes, a: int, b: int) -> None:
+    """The quiet records data[a:b]: in bulk (`_skip_records`) once the parser allows it, else read one by one."""
+    a = _walk_records_while_open(seg, src, data, a, b)
+    if a <= b and not _skip_records(seg, _SHAPES[src.fmt], data, a, b):
+        _journal_walk(seg, src, data, a, b)
 
 
 def _skip_records(seg: _Segments, shape: _Shape, data: bytes, a: int, b: int) -> bool:
