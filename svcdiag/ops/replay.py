@@ -365,19 +365,10 @@ def _skip_run(seg: _Segments, data: bytes, a: int, b: int) -> bool:
     if not judge.parser.quiet_ok():
         return False
     n = data.count(b"\n", a, b) + 1
-    nl = data.rfind(b"\n", a, b)
-    last = data[nl + 1 if nl >= 0 else a:b]
-    # the last prefixed line of the run moves the parser's clock (access lines have no time)
-    lp = (nl + 1 if nl >= 0 else a) if last[:1] == b"[" else data.rfind(b"\n[", a - 1, b) + 1
-    ts_text = None
-    if lp > 0:
-        eol = data.find(b"\n", lp, b)
-        line = data[lp:eol if eol >= 0 else b].decode("utf-8", "replace")
-        ts_text = line[1:24 if line[20] == "." else 20]
-        try:
-            parse_ts(ts_text)
-        except ValueError:
-            return False  # the reference keeps the clock of the last line that parsed: walk them
+    clock = run_clock(data, a, b)
+    if clock is None:
+        return False  # the reference keeps the clock of the last line that parsed: walk them
+    ts_text, last, lp = clock
     limit = judge.readiness.quiet_until()
     if limit != float("inf") and lp > 0:
         stamps = {t.decode("utf-8", "replace") for t in _TS_RE.findall(data, a - 1, b)}
@@ -389,6 +380,26 @@ def _skip_run(seg: _Segments, data: bytes, a: int, b: int) -> bool:
             return False  # a deadline falls inside the run: the reference times it out on its line
     judge.skip(n, ts_text, last.decode("utf-8", "replace"))
     return True
+
+
+def run_clock(data: bytes, a: int, b: int) -> tuple[str | None, bytes, int] | None:
+    """What a run of quiet lines data[a:b] (data[a - 1] a newline) leaves the parser: the stamp of its
+    last prefixed line (None: no line is prefixed; access lines have no time), its last line, and
+    where that prefixed line starts (0: none); None when that stamp does not parse (the reference
+    keeps the clock of the last line that parsed: such a run is walked line by line)."""
+    nl = data.rfind(b"\n", a, b)
+    last = data[nl + 1 if nl >= 0 else a:b]
+    lp = (nl + 1 if nl >= 0 else a) if last[:1] == b"[" else data.rfind(b"\n[", a - 1, b) + 1
+    ts_text = None
+    if lp > 0:
+        eol = data.find(b"\n", lp, b)
+        line = data[lp:eol if eol >= 0 else b].decode("utf-8", "replace")
+        ts_text = line[1:24 if line[20] == "." else 20]
+        try:
+            parse_ts(ts_text)
+        except ValueError:
+            return None
+    return ts_text, last, lp
 
 
 @dataclass(frozen=True, slots=True)
