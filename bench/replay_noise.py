@@ -47,17 +47,17 @@ Traceback (most recent call last):
 ValueError: The input ({n} tokens) is longer than the model's context length (40960 tokens)."""
 
 
-def noisy_lines(n: int, bar_every: int, tb_every: int) -> Iterator[str]:
-    """n lines: a start every START_EVERY lines, serving lines between, a bar and a traceback now and then."""
+def noisy_lines(n: int, bar_every: int, tb_every: int, *, starts: bool = True) -> Iterator[str]:
+    """n lines: a start every START_EVERY lines (`starts`), serving lines between, a bar and a traceback now and then."""
     rng = random.Random(23)
     t = scan.T0
     i = 0
     while i < n:
         shift = t - datetime(2026, 5, 23, 9, 42, 5)
-        for line in scan.START:
+        for line in scan.START if starts else ():
             yield (f"[{datetime.fromisoformat(line[1:20]) + shift:%Y-%m-%d %H:%M:%S}{line[20:]}"
                    if line.startswith("[2") else line)
-        i += len(scan.START)
+        i += len(scan.START) if starts else 0
         t += timedelta(seconds=70)
         left = min(START_EVERY, n - i)
         while left > 0:
@@ -74,9 +74,9 @@ def noisy_lines(n: int, bar_every: int, tb_every: int) -> Iterator[str]:
                     yield f'{stamp}INFO:     10.20.0.7:{30000 + i % 30000} - "POST /v1/chat/completions HTTP/1.1" 400 Bad Request'
 
 
-def make(path: Path, n: int, mix: str, fmt: str = "plain") -> None:
+def make(path: Path, n: int, mix: str, fmt: str = "plain", *, starts: bool = True) -> None:
     bar_every, tb_every = MIXES[mix]
-    lines = noisy_lines(n, bar_every, tb_every)
+    lines = noisy_lines(n, bar_every, tb_every, starts=starts)
     with open(path, "w") as f:
         if fmt == "plain":
             buf = []
