@@ -19,7 +19,9 @@ DEFAULT_UNIT_DIR = "/etc/systemd/system"
 def list_cmd(ctx: click.Context, as_json: bool) -> None:
     """The configs, with the folder they were read from."""
     listing = c.units_dir(ctx).listing()
-    c.emit_rows([c.tagged("configs", listing)], as_json, c.report().render_configs)
+    from svcdiag.output.tables import render_configs  # not output.report: `list` needs no events
+
+    c.emit_rows([c.tagged("configs", listing)], as_json, render_configs)
     plain.end_with(listing["errors"])
 
 
