@@ -53,7 +53,7 @@ def main() -> None:
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("rounds", nargs="?", type=int, default=15)
-    ap.add_argument("--before", metavar="DIR", help="also another svcdiag tree (`git archive REV svcdiag | tar -x -C "
+    ap.add_argument("--before", metavar="DIR", help="also another svcdiag tree (`git archive REV svcdiag templates | tar -x -C "
                     "DIR`), each command run beside this tree's in every round")
     args = ap.parse_args()
     cmds: dict[str, tuple[list[str], float, str | None]] = {"python -c pass": ([sys.executable, "-c", "pass"], 0.0, None)}

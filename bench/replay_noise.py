@@ -145,7 +145,7 @@ def main() -> None:
     ap.add_argument("--10m", dest="big", action="store_true", help="also 10M lines of each mix (~1.4 GB of /tmp each)")
     ap.add_argument("--runs", type=int, default=3, help="best of N runs (default 3; 1 at 10M)")
     ap.add_argument("--mix", action="append", choices=list(MIXES), help="only these mixes (default: all)")
-    ap.add_argument("--before", metavar="DIR", help="also another svcdiag tree (`git archive REV svcdiag | tar -x -C "
+    ap.add_argument("--before", metavar="DIR", help="also another svcdiag tree (`git archive REV svcdiag templates | tar -x -C "
                     "DIR`), run round by round beside this one")
     args = ap.parse_args()
     sizes = [1_000_000] + ([10_000_000] if args.big else [])

@@ -55,7 +55,7 @@ def main() -> None:
     ap.add_argument("--lines", type=int, default=1_000_000)
     ap.add_argument("--runs", type=int, default=3, help="best of N (default 3)")
     ap.add_argument("--before", metavar="DIR", help="also the supervisor of another svcdiag tree (`git archive REV "
-                    "svcdiag | tar -x -C DIR`), run beside this one")
+                    "svcdiag templates | tar -x -C DIR`), run beside this one")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         units = Path(tmp)
