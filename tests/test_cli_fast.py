@@ -117,3 +117,38 @@ def test_errors_are_clicks_one_line_and_code(args: list[str]) -> None:
     assert not imported, "status imported click"
     assert (code, out, err) == run(args, click=True)[:3]
     assert code == 2 and err.startswith("svcdiag: error: ") and err.count("\n") == 1, err
+
+
+FIXTURE = str(ROOT / "tests" / "fixtures" / "sglang" / "v0523-kv-below-context.log")
+#: `replay` argv, served without click: the same output, errors and exit code as click's
+REPLAYS = {
+    "example": ["replay", "--example", "dflash-smoke"],
+    "json": ["replay", "--example", "max-running-zero", "--json"],
+    "with a config": ["--units", "units", "replay", "--example", "max-running-zero", "--config", "dflash-tp1-mr8"],
+    "a path, strict": ["replay", FIXTURE, "--strict"],
+    "--start N": ["replay", "--example", "two-starts", "--start", "1", "--progress"],
+    "--start=N": ["replay", "--example=two-starts", "--start=2", "--json"],
+    "--invocation": ["replay", "--example", "two-starts", "--invocation", "2"],
+    "list": ["replay", "--list-examples"],
+    "no such file": ["replay", "/nonexistent.log"],
+    "--start 0": ["replay", "--example", "two-starts", "--start", "0"],
+    "--start x": ["replay", "--example", "two-starts", "--start", "x"],
+    "both picks": ["replay", "--example", "two-starts", "--start", "1", "--invocation", "2"],
+    "path and example": ["replay", FIXTURE, "--example", "dflash-smoke"],
+    "no start matches": ["replay", "--example", "two-starts", "--start", "3"],
+    "unknown config": ["replay", "--example", "dflash-smoke", "--config", "nosuch"],
+}
+
+
+@pytest.mark.parametrize("args", REPLAYS.values(), ids=REPLAYS.keys())
+def test_replay_is_served_as_click_serves_it(args: list[str]) -> None:
+    code, out, err, imported = run(args, click=False)
+    assert not imported, "replay imported click"
+    assert (code, out, err) == run(args, click=True)[:3]
+
+
+def test_replay_argv_click_must_parse_is_left_to_it() -> None:
+    for argv in (["replay", "-h"], ["replay", "a.log", "b.log"], ["replay", "--start"], ["replay", "--jsn"]):
+        assert fast.parse(argv) is None, argv
+    assert fast.parse(["replay", "-"]) is not None  # stdin
+    assert fast.parse(["replay"]) is not None  # its own one-line error, as click's

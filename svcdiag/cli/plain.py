@@ -16,6 +16,11 @@ if TYPE_CHECKING:
     from typing import Any
 
     from svcdiag.config.service import ServiceConfig, UnitsDir
+    from svcdiag.output.publish import Publisher
+
+#: a verdict's exit code; `--strict` turns a degraded healthy start into 5
+EXIT_CODES = {"healthy": 0, "failed": 1, "timed_out": 3, "incomplete": 4}
+DEGRADED_STRICT = 5
 
 
 def echo(text: str, *, err: bool = False) -> None:
@@ -99,6 +104,72 @@ def status(units_opt: str | None, names: tuple[str, ...], host: str | None, as_j
     end_with(bad)
 
 
+def check_start(ctx: object, param: object, value: str | int | None) -> int | None:
+    """`replay --start N`'s check (a click callback that needs no click): a start's number, 1 the first;
+    anything else is one line, exit 2."""
+    if value is None:
+        return None
+    try:
+        number = int(value)
+    except ValueError:
+        number = 0
+    if number < 1:
+        from svcdiag.errors import SvcdiagError
+
+        raise SvcdiagError(f"replay --start: {value!r} is not a start's number (1 the first)")
+    return number
+
+
+def publisher(as_json: bool, cfg: ServiceConfig | None, *, live: bool = True, textfile: str | None = None,
+              progress: bool = False, journal_sink: bool = True) -> Publisher:
+    """The terminal's sink (live line on a TTY, lines, or JSON); for a live wait also the journal.
+    `progress`: progress records in the JSON and the journal too (the live line always has them)."""
+    from svcdiag.output.publish import for_terminal
+    from svcdiag.output.schema import ON_REQUEST
+
+    journal = []
+    if live and journal_sink:
+        from svcdiag.systemd.journal import JournalSink
+
+        journal = [JournalSink(warn=lambda m: echo(f"svcdiag: warning: {m}\n", err=True),
+                               also=ON_REQUEST if progress else frozenset())]
+    return for_terminal(sys.stdout, cfg, as_json=as_json, live=live, textfile=textfile, extra=journal,
+                        progress=progress)
+
+
+def verdict_exit(verdict: Any, *, strict: bool = False) -> None:
+    """Leave with the verdict's code: 0 healthy, 1 failed, 3 timed out, 4 incomplete (5: degraded, --strict)."""
+    code = EXIT_CODES[verdict.verdict]
+    if code == 0 and strict and getattr(verdict, "degraded", ()):
+        code = DEGRADED_STRICT
+    sys.exit(code)
+
+
+def replay(units_opt: str | None, path: str | None, example: str | None, list_examples: bool,
+           config_name: str | None, start_no: str | int | None, invocation: str | None, strict: bool,
+           as_json: bool, progress: bool) -> None:
+    """`svcdiag replay`: judge a saved log, its verdict the exit code."""
+    from svcdiag.errors import SvcdiagError
+    from svcdiag.ops.conclude import conclude, diagnoser
+    from svcdiag.ops.replay import example_names, replay_path, source
+
+    if list_examples:
+        echo("".join(f"{n}\n" for n in example_names()))
+        return
+    number = check_start(None, None, start_no)
+    if number is not None and invocation is not None:
+        raise SvcdiagError("replay: --start N or --invocation ID, not both")
+    cfg = load(units_opt, config_name) if config_name else None
+    name, result = replay_path(source(path, example), sys.stdin.buffer, cfg, invocation, number)
+    pub = publisher(as_json, cfg, live=False, progress=progress)
+    pub.start(result.verdict.unit, result.chosen.invocation or result.verdict.invocation)
+    pub.note(f"replay {name}: {result.describe()}")
+    for ev in result.events:
+        pub.event(ev)
+    verdict = conclude(pub, result.verdict, diagnoser(cfg, units_dir(units_opt) if cfg else None))
+    verdict_exit(verdict, strict=strict)
+
+
 #: the commands `svcdiag.cli.fast` may run without click: each takes the group's and the
 #: command's parameters by the names click gives them
-SERVED: dict[str, Callable[..., None]] = {"status": status}
+SERVED: dict[str, Callable[..., None]] = {"status": status, "replay": replay}
