@@ -82,12 +82,8 @@ def report() -> ModuleType:
     return module
 
 
-def tagged(event: str, row: dict[str, Any]) -> dict[str, Any]:
-    """A command's --json record with the schema version and its kind first, as every record
-    in docs/events.md has (`list`, `diff`, `check`, `preflight`, `render`, `install`)."""
-    from svcdiag.output.schema import SCHEMA_VERSION
-
-    return {"schema": SCHEMA_VERSION, "event": event, **{k: v for k, v in row.items() if k != "event"}}
+#: a command's --json record, the schema version and its kind first
+tagged = plain.tagged
 
 
 def emit_json(obj: Any) -> None:

@@ -170,6 +170,40 @@ def replay(units_opt: str | None, path: str | None, example: str | None, list_ex
     verdict_exit(verdict, strict=strict)
 
 
+def tagged(event: str, row: dict[str, Any]) -> dict[str, Any]:
+    """A command's --json record with the schema version and its kind first, as every record
+    in docs/events.md has (`list`, `diff`, `check`, `preflight`, `render`, `install`)."""
+    from svcdiag.output.schema import SCHEMA_VERSION
+
+    return {"schema": SCHEMA_VERSION, "event": event, **{k: v for k, v in row.items() if k != "event"}}
+
+
+def list_configs(units_opt: str | None, as_json: bool) -> None:
+    """`svcdiag list`: the configs, with the folder they were read from."""
+    from svcdiag.output.tables import render_configs  # not output.report: `list` needs no events
+
+    listing = units_dir(units_opt).listing()
+    emit_rows([tagged("configs", listing)], as_json, render_configs)
+    end_with(listing["errors"])
+
+
+def render(units_opt: str | None, name: str, as_json: bool) -> None:
+    """`svcdiag render NAME`: the unit (one per node of a multi-node config) rendered from the config."""
+    from svcdiag.ops.sglang_version import resolve
+    from svcdiag.sglang.flags import exec_argv
+    from svcdiag.systemd.render import render_unit, unit_argv
+
+    cfg = load(units_opt, name)
+    rows = []
+    for node in cfg.node_configs():  # a multi-node config: one unit per node (docs/remote.md#multi-node)
+        v = resolve(node).version
+        rows.append(tagged("render", {"name": node.name, "unit": node.unit, "config_hash": node.config_hash,
+                    "exec_start": unit_argv(node, v), "sglang_argv": exec_argv(node, v), "text": render_unit(node, v)}
+                    | ({"node_rank": node.node_rank, "host": node.remote_host or "localhost"} if cfg.multinode else {})))
+    emit_rows(rows, as_json, lambda r: (f"# node {r['node_rank']} on {r['host']}: {r['unit']}\n" if "node_rank" in r
+                                        else "") + r["text"])
+
+
 #: the commands `svcdiag.cli.fast` may run without click: each takes the group's and the
 #: command's parameters by the names click gives them
-SERVED: dict[str, Callable[..., None]] = {"status": status, "replay": replay}
+SERVED: dict[str, Callable[..., None]] = {"status": status, "replay": replay, "list": list_configs, "render": render}
