@@ -1,11 +1,12 @@
-"""Commands run without click (`svcdiag status`): click costs ~25 ms of start-up, more than
-the rest of `status` before it first asks systemd.
+"""Commands run without click (`status`, `replay`, `list`, `render`: plain.SERVED): click costs
+~15 to 25 ms of start-up, more than the rest of `status` before it first asks systemd.
 
 click stays the only definition of the CLI. `python -m svcdiag.cli.help` records each served
 command's parameters from the click command itself into help_manifest.py (`PARAMS`), and only
 for parameters this matcher can parse exactly as click does: long options that take one
-string or are on/off flags, and string arguments. `serve` then accepts an argv only when every
-token is one it is sure of (the group's options, the command's, its names) and the manifest is
+string or are on/off flags, and string arguments (optional ones after the required ones).
+`serve` then accepts an argv only when every token is one it is sure of (the group's options,
+the command's, its names) and the manifest is
 current (the same CLI sources and click release); anything else — `-h`, `--version`, a short
 option, an unknown or misspelled one, a value that starts with `-`, shell completion — is
 click's to parse, and its to reject. tests/test_cli_fast.py checks the two agree.
