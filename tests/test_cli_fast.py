@@ -125,7 +125,7 @@ def test_errors_are_clicks_one_line_and_code(args: list[str]) -> None:
 
 
 FIXTURE = str(ROOT / "tests" / "fixtures" / "sglang" / "v0523-kv-below-context.log")
-#: `replay`, `list` and `render` argv, served without click: the same output, errors and exit code as click's
+#: `replay`, `list`, `render` and `check` argv, served without click: the same output, errors and exit code as click's
 REPLAYS = {
     "example": ["replay", "--example", "dflash-smoke"],
     "json": ["replay", "--example", "max-running-zero", "--json"],
@@ -148,11 +148,14 @@ REPLAYS = {
     "render": ["render", "demo-smoke"],
     "render --json, nodes": ["render", "demo-multinode", "--json"],
     "render, unknown config": ["render", "nosuch"],
+    "check": ["check", "demo-smoke"],
+    "check --json, a release": ["check", "dflash-smoke", "--json", "--sglang-version", "0.5.23"],
+    "check, unknown config": ["check", "nosuch"],
 }
 
 
 @pytest.mark.parametrize("args", REPLAYS.values(), ids=REPLAYS.keys())
-def test_replay_list_and_render_are_served_as_click_serves_them(args: list[str]) -> None:
+def test_replay_list_render_and_check_are_served_as_click_serves_them(args: list[str]) -> None:
     code, out, err, imported = run(args, click=False)
     assert not imported, f"{args} imported click"
     assert (code, out, err) == run(args, click=True)[:3]

@@ -8,7 +8,7 @@ start), 5 healthy but degraded with --strict, 130 interrupted.
 Start-up: importing this package imports no click. `svcdiag --help` and each command's `--help`
 are printed from `help_manifest.py`, generated from the click commands themselves (`python -m
 svcdiag.cli.help`; a test checks it is current) and used only while it matches the sources
-and click it was made from; so are `status`, `replay`, `list` and `render` run (`svcdiag.cli.fast`:
+and click it was made from; so are `status`, `replay`, `list`, `render` and `check` run (`svcdiag.cli.fast`:
 argv parsed by the parameters recorded there, the body in `svcdiag.cli.plain`, which the click
 command calls too), and `--version` printed from `svcdiag.__version__`.
 Anything else imports the click group (`svcdiag.cli.app`) on first use.

@@ -93,14 +93,4 @@ def diff(ctx: click.Context, a: str, b: str, as_json: bool) -> None:
 @click.pass_context
 def check_cmd(ctx: click.Context, name: str, sglang_version: str | None, state_dir: str | None, as_json: bool) -> None:
     """Check NAME's rendered SGLang arguments against the release that will run them (exit 2: refused)."""
-    from svcdiag.ops.check import check, require_ok
-
-    result = check(c.load(ctx, name), override=sglang_version, state=state_dir, require_sglang=True)
-    if as_json:
-        c.emit_json(c.tagged("check", result.to_json()))
-    else:
-        for line in (*result.notes, *(f"svcdiag: warning: {w}" for w in result.warnings)) if result.ok else ():
-            click.echo(line, err=True)
-    require_ok(result)
-    if not as_json:
-        click.echo(result.summary())
+    plain.check(c.units_opt(ctx), name, sglang_version, state_dir, as_json)

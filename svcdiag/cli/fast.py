@@ -1,4 +1,4 @@
-"""Commands run without click (`status`, `replay`, `list`, `render`: plain.SERVED): click costs
+"""Commands run without click (`status`, `replay`, `list`, `render`, `check`: plain.SERVED): click costs
 ~15 to 25 ms of start-up, more than the rest of `status` before it first asks systemd.
 
 click stays the only definition of the CLI. `python -m svcdiag.cli.help` records each served

@@ -204,6 +204,25 @@ def render(units_opt: str | None, name: str, as_json: bool) -> None:
                                         else "") + r["text"])
 
 
+def check(units_opt: str | None, name: str, sglang_version: str | None, state_dir: str | None, as_json: bool) -> None:
+    """`svcdiag check NAME`: its rendered SGLang arguments against the release that will run them."""
+    import json
+
+    from svcdiag.ops.check import check as check_config
+    from svcdiag.ops.check import require_ok
+
+    result = check_config(load(units_opt, name), override=sglang_version, state=state_dir, require_sglang=True)
+    if as_json:
+        echo(json.dumps(tagged("check", result.to_json()), ensure_ascii=False, default=str) + "\n")
+    else:
+        for line in (*result.notes, *(f"svcdiag: warning: {w}" for w in result.warnings)) if result.ok else ():
+            echo(line + "\n", err=True)
+    require_ok(result)
+    if not as_json:
+        echo(result.summary() + "\n")
+
+
 #: the commands `svcdiag.cli.fast` may run without click: each takes the group's and the
 #: command's parameters by the names click gives them
-SERVED: dict[str, Callable[..., None]] = {"status": status, "replay": replay, "list": list_configs, "render": render}
+SERVED: dict[str, Callable[..., None]] = {"status": status, "replay": replay, "list": list_configs, "render": render,
+                                          "check": check}
