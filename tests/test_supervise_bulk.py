@@ -4,6 +4,7 @@ spliced with serving lines and noise, read in pieces of any size."""
 
 from __future__ import annotations
 
+import os
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -43,15 +44,9 @@ def judged(cls: type[Supervisor], data: bytes, reads: list[int], step: float) ->
         now[0] += step
     sup._flush_partial()
     v = sup.judge.verdict
-    os_close(sup)
-    return (v.to_json() if v else None, said, sup.judge.parser.sglang_lines, sup.judge.readiness.last_line)
-
-
-def os_close(sup: Supervisor) -> None:
-    import os
-
     os.close(sup._wake_r)
     os.close(sup._wake_w)
+    return (v.to_json() if v else None, said, sup.judge.parser.sglang_lines, sup.judge.readiness.last_line)
 
 
 @pytest.mark.parametrize("path", LOGS, ids=lambda p: p.name)
