@@ -25,9 +25,14 @@ demo-rig:
 	@scripts/setup rig
 	.venv/bin/python -m svcdiag.systemd.rig run -- svcdiag --units units up demo-smoke --wait-ready
 
+# each row beside its anchor, with the ratio (docs/benchmarks.md): replay of clean and noisy logs against
+# grep, the fixed cost of everyday commands against `python -c pass`, the supervisor against cat + the grammar
 bench:
 	@scripts/setup
-	.venv/bin/python bench/scan.py
+	env -u PYTHONDONTWRITEBYTECODE .venv/bin/python bench/replay_noise.py
+	env -u PYTHONDONTWRITEBYTECODE .venv/bin/python bench/fixed_cost.py
+	env -u PYTHONDONTWRITEBYTECODE .venv/bin/python bench/supervise_cost.py
+	env -u PYTHONDONTWRITEBYTECODE .venv/bin/python bench/scan.py
 
 # the wheel and sdist an operator installs on a GPU host (docs/install.md)
 dist:

@@ -146,13 +146,15 @@ DIRECT = ("import sys, svcdiag.cli.app; from svcdiag.ops.replay import replay_pa
 GNU_TIME = "/usr/bin/time"
 
 
-def run(cmd: list[str]) -> tuple[float, float, int | None]:
-    """Wall seconds, CPU seconds and peak RSS (KiB; None without GNU time) of one child."""
+def run(cmd: list[str], tree: str | None = None) -> tuple[float, float, int | None]:
+    """Wall seconds, CPU seconds and peak RSS (KiB; None without GNU time) of one child; `tree`:
+    another svcdiag tree's (on PYTHONPATH, and the working directory, which `python -m` puts first)."""
     t = time.perf_counter()
     # a real file, not /dev/null: GNU grep stops at the first match when output is discarded
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err, tempfile.NamedTemporaryFile() as rss:
         timed = [GNU_TIME, "-f", "%M", "-o", rss.name, *cmd] if os.access(GNU_TIME, os.X_OK) else cmd
-        proc = subprocess.Popen(timed, stdout=out, stderr=err, cwd=ROOT, env=ENV)
+        proc = subprocess.Popen(timed, stdout=out, stderr=err, cwd=tree or ROOT,
+                                env={**ENV, "PYTHONPATH": tree} if tree else ENV)
         _, status, usage = os.wait4(proc.pid, 0)
         err.seek(0)
         problem = err.read().decode(errors="replace")

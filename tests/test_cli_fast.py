@@ -57,13 +57,18 @@ def test_the_fast_path_calls_status_as_click_does(argv: list[str], monkeypatch: 
     def record(units_opt: str | None, names: tuple[str, ...], host: str | None, as_json: bool) -> None:
         print(repr({"units_opt": units_opt, "names": names, "host": host, "as_json": as_json}))
 
+    def record_list(units_opt: str | None, as_json: bool) -> None:
+        print(repr({"list": True, "units_opt": units_opt, "as_json": as_json}))
+
     monkeypatch.setattr(plain, "status", record)
     monkeypatch.setitem(plain.SERVED, "status", record)
+    monkeypatch.setattr(plain, "list_configs", record_list)  # `list` is served too
+    monkeypatch.setitem(plain.SERVED, "list", record_list)
     parsed = fast.parse(argv)
     if parsed is None:
         assert outcome(lambda: fast.serve(argv), capsys) == ("returned", "", "")  # click's to parse
         return
-    assert parsed[0] == "status"
+    assert parsed[0] in ("status", "list")
     assert outcome(lambda: fast.serve(argv), capsys) == \
         outcome(lambda: main.main(argv, prog_name="svcdiag", standalone_mode=True), capsys)
 
@@ -117,3 +122,48 @@ def test_errors_are_clicks_one_line_and_code(args: list[str]) -> None:
     assert not imported, "status imported click"
     assert (code, out, err) == run(args, click=True)[:3]
     assert code == 2 and err.startswith("svcdiag: error: ") and err.count("\n") == 1, err
+
+
+FIXTURE = str(ROOT / "tests" / "fixtures" / "sglang" / "v0523-kv-below-context.log")
+#: `replay`, `list`, `render` and `check` argv, served without click: the same output, errors and exit code as click's
+REPLAYS = {
+    "example": ["replay", "--example", "dflash-smoke"],
+    "json": ["replay", "--example", "max-running-zero", "--json"],
+    "with a config": ["--units", "units", "replay", "--example", "max-running-zero", "--config", "dflash-tp1-mr8"],
+    "a path, strict": ["replay", FIXTURE, "--strict"],
+    "--start N": ["replay", "--example", "two-starts", "--start", "1", "--progress"],
+    "--start=N": ["replay", "--example=two-starts", "--start=2", "--json"],
+    "--invocation": ["replay", "--example", "two-starts", "--invocation", "2"],
+    "--list-examples": ["replay", "--list-examples"],
+    "no such file": ["replay", "/nonexistent.log"],
+    "--start 0": ["replay", "--example", "two-starts", "--start", "0"],
+    "--start x": ["replay", "--example", "two-starts", "--start", "x"],
+    "both picks": ["replay", "--example", "two-starts", "--start", "1", "--invocation", "2"],
+    "path and example": ["replay", FIXTURE, "--example", "dflash-smoke"],
+    "no start matches": ["replay", "--example", "two-starts", "--start", "3"],
+    "unknown config": ["replay", "--example", "dflash-smoke", "--config", "nosuch"],
+    "list": ["list"],
+    "list --json": ["--units", "units", "list", "--json"],
+    "list, bad units dir": ["--units", "/nonexistent", "list"],
+    "render": ["render", "demo-smoke"],
+    "render --json, nodes": ["render", "demo-multinode", "--json"],
+    "render, unknown config": ["render", "nosuch"],
+    "check": ["check", "demo-smoke"],
+    "check --json, a release": ["check", "dflash-smoke", "--json", "--sglang-version", "0.5.23"],
+    "check, unknown config": ["check", "nosuch"],
+}
+
+
+@pytest.mark.parametrize("args", REPLAYS.values(), ids=REPLAYS.keys())
+def test_replay_list_render_and_check_are_served_as_click_serves_them(args: list[str]) -> None:
+    code, out, err, imported = run(args, click=False)
+    assert not imported, f"{args} imported click"
+    assert (code, out, err) == run(args, click=True)[:3]
+
+
+def test_replay_argv_click_must_parse_is_left_to_it() -> None:
+    for argv in (["replay", "-h"], ["replay", "a.log", "b.log"], ["replay", "--start"], ["replay", "--jsn"],
+                 ["render"], ["list", "x"]):
+        assert fast.parse(argv) is None, argv
+    assert fast.parse(["replay", "-"]) is not None  # stdin
+    assert fast.parse(["replay"]) is not None  # its own one-line error, as click's

@@ -55,3 +55,17 @@ def test_anything_but_a_bare_help_request_is_clicks(capsys: pytest.CaptureFixtur
     for argv in ([], ["status"], ["--units", "x", "--help"], ["status", "NAME", "--help"], ["no-such", "--help"]):
         assert cli_help.serve(argv) is False
     assert capsys.readouterr().out == ""
+
+
+def test_version_is_clicks_without_click_or_metadata() -> None:
+    """`--version` prints what click's version_option prints (the installed distribution's version),
+    from svcdiag.__version__, importing neither click nor importlib.metadata."""
+    from click.testing import CliRunner
+
+    from svcdiag.cli.app import main
+
+    p = subprocess.run([sys.executable, "-X", "importtime", "-m", "svcdiag", "--version"], cwd=ROOT,
+                       capture_output=True, text=True, check=True)
+    imported = {line.rsplit("|", 1)[-1].strip() for line in p.stderr.splitlines()}
+    assert p.stdout == CliRunner().invoke(main, ["--version"]).output
+    assert not imported & {"click", "importlib.metadata"}

@@ -90,6 +90,43 @@ def test_fast_path_matches_the_reference_on_spliced_logs(path: Path, splices, ch
     assert outcome(data, fast=True, chunk=chunk) == outcome(data, fast=False)
 
 
+def noise(ts: str, k: int) -> list[str]:
+    """The lines that once sent a whole chunk line by line, and now only themselves and an open traceback's lines."""
+    return [
+        ["Capturing batches (bs=8 avail_mem=1.0 GB):   0%|  | 0/2 [00:00<?, ?it/s]\rCapturing batches (bs=4 "
+         "avail_mem=1.0 GB):  50%|█ | 1/2 [00:01<00:01,  1.2it/s]\r"],
+        [f"[{ts}] Error in request: too long ({k})", "Traceback (most recent call last):",
+         '  File "/sglang/srt/entrypoints/openai/serving_base.py", line 42, in handle_request',
+         "    raise ValueError(", f"ValueError: The input ({k} tokens) is longer than the model's context length"],
+        ["Traceback (most recent call last):", '  File "/x.py", line 1, in <module>'],  # cut: no final line
+        [f"\x1b[32m[{ts} TP0] Decode batch. #running-req: {k}, \x1b[0m"],
+        [f"[{ts} TP0] Decode batch. #running-req: {k}, \r"],  # a CRLF line
+        [f"[{ts} TP0] Decode batch. then Traceback (most recent call last):"],
+        [f"[{ts} TP0] Prefill batch. \rx"],
+    ][k % 7]
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.sampled_from(LOGS), st.lists(st.tuples(st.integers(0, 400), st.integers(0, 6), st.integers(0, 30),
+                                                 st.integers(-5, 4000)), max_size=8),
+       st.integers(8, 2000), st.booleans())
+def test_fast_path_matches_the_reference_on_noisy_logs(path: Path, splices, chunk: int, twice: bool) -> None:
+    """Bars glued by CRs, tracebacks (whole, cut), colour codes and CRLF lines among serving lines."""
+    lines = path.read_text().splitlines()
+    if twice:
+        lines = lines + lines
+    for where, kind, count, jump in splices:
+        at = min(where, len(lines))
+        before = [m.group(1) for ln in lines[:at] if (m := STAMP.match(ln))]
+        base = datetime.fromisoformat(before[-1]) if before else datetime(2026, 5, 23, 9, 42)
+        stamp = (base + timedelta(seconds=jump)).strftime("%Y-%m-%d %H:%M:%S")
+        lines[at:at] = noise(stamp, kind + 7 * at) + [
+            serving_line((base + timedelta(seconds=jump + i)).strftime("%Y-%m-%d %H:%M:%S"), at + i)
+            for i in range(count)]
+    data = ("\n".join(lines) + "\n").encode()
+    assert outcome(data, fast=True, chunk=chunk) == outcome(data, fast=False)
+
+
 @pytest.mark.parametrize("r", range(15))
 def test_a_log_of_one_serving_shape_is_judged_the_same_both_ways(r: int) -> None:
     """Alone, a shape decides whether the file holds SGLang's lines at all (or no start: exit 4)."""
@@ -178,3 +215,17 @@ def test_a_deadline_inside_a_run_of_quiet_lines_times_out_on_the_same_line(fmt: 
 def test_the_fast_paths_match_the_reference_on_garbage(prefix: bytes, parts: list[bytes], chunk: int) -> None:
     data = prefix + b"".join(parts)
     assert outcome(data, fast=True, chunk=chunk) == outcome(data, fast=False)
+
+
+@pytest.mark.parametrize("fmt", ["json", "export"])
+def test_a_wrapped_message_is_not_taken_for_a_quiet_one(fmt: str) -> None:
+    """Jenkins' `[2025-11-06T02:08:14.810Z] ` before SGLang's prefix looks like SGLang's own dated prefix
+    to the quiet pattern; the journal reader unwraps it, so such a record is never skipped in bulk
+    (with no traceback in the chunk to send it line by line, the server_args line was once lost)."""
+    path = FIXTURES / "v055-jenkins-bracket-stamps-load-weights-keyerror.log"
+    lines = [ln for ln in path.read_text().splitlines() if "Traceback" not in ln]
+    data = as_journal(lines, fmt, 1, systemd=True, ascii_json=True)
+    reference = outcome(data, fast=False)
+    assert "ServerArgs(" in reference
+    for chunk in (None, 300):
+        assert outcome(data, fast=True, chunk=chunk) == reference

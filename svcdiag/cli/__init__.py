@@ -8,8 +8,9 @@ start), 5 healthy but degraded with --strict, 130 interrupted.
 Start-up: importing this package imports no click. `svcdiag --help` and each command's `--help`
 are printed from `help_manifest.py`, generated from the click commands themselves (`python -m
 svcdiag.cli.help`; a test checks it is current) and used only while it matches the sources
-and click it was made from; so is `svcdiag status` run (`svcdiag.cli.fast`: argv parsed by the
-parameters recorded there, the body in `svcdiag.cli.plain`, which the click command calls too).
+and click it was made from; so are `status`, `replay`, `list`, `render` and `check` run (`svcdiag.cli.fast`:
+argv parsed by the parameters recorded there, the body in `svcdiag.cli.plain`, which the click
+command calls too), and `--version` printed from `svcdiag.__version__`.
 Anything else imports the click group (`svcdiag.cli.app`) on first use.
 """
 
@@ -28,6 +29,11 @@ class _Main:
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if not args and not kwargs:
+            if sys.argv[1:] == ["--version"]:  # click's version_option says the same, after importing click and metadata
+                from svcdiag import __version__
+
+                sys.stdout.write(f"svcdiag {__version__}\n")
+                sys.exit(0)
             from svcdiag.cli.help import serve
 
             if serve(sys.argv[1:]):

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import math
-import sys
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -15,11 +14,10 @@ if TYPE_CHECKING:
     from types import ModuleType
 
     from svcdiag.config.service import ServiceConfig, UnitsDir
-    from svcdiag.output.publish import Publisher
 
 #: a verdict's exit code; `--strict` turns a degraded healthy start into 5
-EXIT_CODES = {"healthy": 0, "failed": 1, "timed_out": 3, "incomplete": 4}
-DEGRADED_STRICT = 5
+EXIT_CODES = plain.EXIT_CODES
+DEGRADED_STRICT = plain.DEGRADED_STRICT
 INTERRUPTED = 130
 
 
@@ -97,12 +95,8 @@ def report() -> ModuleType:
     return module
 
 
-def tagged(event: str, row: dict[str, Any]) -> dict[str, Any]:
-    """A command's --json record with the schema version and its kind first, as every record
-    in docs/events.md has (`list`, `diff`, `check`, `preflight`, `render`, `install`)."""
-    from svcdiag.output.schema import SCHEMA_VERSION
-
-    return {"schema": SCHEMA_VERSION, "event": event, **{k: v for k, v in row.items() if k != "event"}}
+#: a command's --json record, the schema version and its kind first
+tagged = plain.tagged
 
 
 def emit_json(obj: Any) -> None:
@@ -113,21 +107,8 @@ def emit_json(obj: Any) -> None:
 emit_rows = plain.emit_rows
 
 
-def publisher(as_json: bool, cfg: ServiceConfig | None, *, live: bool = True, textfile: str | None = None,
-              progress: bool = False, journal_sink: bool = True) -> Publisher:
-    """The terminal's sink (live line on a TTY, lines, or JSON); for a live wait also the journal.
-    `progress`: progress records in the JSON and the journal too (the live line always has them)."""
-    from svcdiag.output.publish import for_terminal
-    from svcdiag.output.schema import ON_REQUEST
-
-    journal = []
-    if live and journal_sink:
-        from svcdiag.systemd.journal import JournalSink
-
-        journal = [JournalSink(warn=lambda m: click.echo(f"svcdiag: warning: {m}", err=True),
-                               also=ON_REQUEST if progress else frozenset())]
-    return for_terminal(sys.stdout, cfg, as_json=as_json, live=live, textfile=textfile, extra=journal,
-                        progress=progress)
+#: the terminal's sink (plain.publisher: `replay` builds it without click too)
+publisher = plain.publisher
 
 
 TEXTFILE = click.option("--textfile", metavar="FILE.prom", envvar="SVCDIAG_TEXTFILE",

@@ -18,9 +18,7 @@ DEFAULT_UNIT_DIR = "/etc/systemd/system"
 @click.pass_context
 def list_cmd(ctx: click.Context, as_json: bool) -> None:
     """The configs, with the folder they were read from."""
-    listing = c.units_dir(ctx).listing()
-    c.emit_rows([c.tagged("configs", listing)], as_json, c.report().render_configs)
-    plain.end_with(listing["errors"])
+    plain.list_configs(c.units_opt(ctx), as_json)
 
 
 @main.command()
@@ -31,21 +29,7 @@ def render(ctx: click.Context, name: str, as_json: bool) -> None:
     """Print the systemd unit rendered from config NAME (flags spelled for its SGLang release); --json:
     `exec_start` is the unit's ExecStart= (`svcdiag supervise … --` first in notify mode), `sglang_argv`
     SGLang's own command, and this host's installed unit (`unit_file`, `installed_text`, `drift`)."""
-    from svcdiag.ops.sglang_version import resolve
-    from svcdiag.sglang.flags import exec_argv
-    from svcdiag.systemd.install import installed_unit
-    from svcdiag.systemd.render import render_unit, unit_argv
-
-    cfg = c.load(ctx, name)
-    rows = []
-    for node in cfg.node_configs():  # a multi-node config: one unit per node (docs/remote.md#multi-node)
-        v = resolve(node).version
-        rows.append(c.tagged("render", {"name": node.name, "unit": node.unit, "config_hash": node.config_hash,
-                     "exec_start": unit_argv(node, v), "sglang_argv": exec_argv(node, v), "text": render_unit(node, v)}
-                    | ({"node_rank": node.node_rank, "host": node.remote_host or "localhost"} if cfg.multinode else {})
-                    | (installed_unit(node, v) if as_json and not node.remote_host else {})))
-    c.emit_rows(rows, as_json, lambda r: (f"# node {r['node_rank']} on {r['host']}: {r['unit']}\n" if "node_rank" in r
-                                          else "") + r["text"])
+    plain.render(c.units_opt(ctx), name, as_json)
 
 
 @main.command()
@@ -109,14 +93,4 @@ def diff(ctx: click.Context, a: str, b: str, as_json: bool) -> None:
 @click.pass_context
 def check_cmd(ctx: click.Context, name: str, sglang_version: str | None, state_dir: str | None, as_json: bool) -> None:
     """Check NAME's rendered SGLang arguments against the release that will run them (exit 2: refused)."""
-    from svcdiag.ops.check import check, require_ok
-
-    result = check(c.load(ctx, name), override=sglang_version, state=state_dir, checked_by="check")
-    if as_json:
-        c.emit_json(c.tagged("check", result.to_json()))
-    else:
-        for line in (*result.notes, *(f"svcdiag: warning: {w}" for w in result.warnings)) if result.ok else ():
-            click.echo(line, err=True)
-    require_ok(result)
-    if not as_json:
-        click.echo(result.summary())
+    plain.check(c.units_opt(ctx), name, sglang_version, state_dir, as_json)

@@ -1,11 +1,12 @@
-"""Commands run without click (`svcdiag status`): click costs ~25 ms of start-up, more than
-the rest of `status` before it first asks systemd.
+"""Commands run without click (`status`, `replay`, `list`, `render`, `check`: plain.SERVED): click costs
+~15 to 25 ms of start-up, more than the rest of `status` before it first asks systemd.
 
 click stays the only definition of the CLI. `python -m svcdiag.cli.help` records each served
 command's parameters from the click command itself into help_manifest.py (`PARAMS`), and only
 for parameters this matcher can parse exactly as click does: long options that take one
-string or are on/off flags, and string arguments. `serve` then accepts an argv only when every
-token is one it is sure of (the group's options, the command's, its names) and the manifest is
+string or are on/off flags, and string arguments (optional ones after the required ones).
+`serve` then accepts an argv only when every token is one it is sure of (the group's options,
+the command's, its names) and the manifest is
 current (the same CLI sources and click release); anything else — `-h`, `--version`, a short
 option, an unknown or misspelled one, a value that starts with `-`, shell completion — is
 click's to parse, and its to reject. tests/test_cli_fast.py checks the two agree.
@@ -21,7 +22,7 @@ if TYPE_CHECKING:
     from typing import Any
 
 #: a recorded parameter's kind
-FLAG, VALUE, ARGS, ARG = "flag", "value", "args", "arg"
+FLAG, VALUE, ARGS, ARG, OPT_ARG = "flag", "value", "args", "arg", "opt_arg"  # OPT_ARG: an optional argument
 #: where a callback must live for the matcher to call it (a click callback that imports no click)
 PLAIN = "svcdiag.cli.plain"
 
@@ -128,13 +129,14 @@ def _option(spec: tuple[tuple[Any, ...], ...], argv: list[str], i: int, values: 
 
 
 def _arguments(spec: tuple[tuple[Any, ...], ...], words: list[str], values: dict[str, Any]) -> bool:
-    args = [(dest, kind) for dest, kind, _, _ in spec if kind in (ARG, ARGS)]
+    args = [(dest, kind) for dest, kind, _, _ in spec if kind in (ARG, ARGS, OPT_ARG)]
     if args and args[0][1] == ARGS:
         values[args[0][0]] = tuple(words)
         return True
-    if len(words) != len(args):
+    need = sum(1 for _, kind in args if kind == ARG)  # the optional ones come after these (`_params`)
+    if not need <= len(words) <= len(args):
         return False
-    values.update({dest: w for (dest, _), w in zip(args, words, strict=True)})
+    values.update({dest: w for (dest, _), w in zip(args, words, strict=False)})
     return True
 
 
@@ -210,12 +212,14 @@ def _params(cmd: Any, *, group: bool) -> tuple[tuple[Any, ...], ...] | None:
         elif isinstance(p, click.Argument) and check is None:
             if p.nargs == -1 and (p.required or absent[p.name] != ()):
                 return None
-            if p.nargs == 1 and not p.required:
+            if p.nargs == 1 and not p.required and absent[p.name] is not None:
                 return None
-            out.append((p.name, ARGS if p.nargs == -1 else ARG, (), None))
+            out.append((p.name, ARGS if p.nargs == -1 else ARG if p.required else OPT_ARG, (), None))
         else:
             return None
-    args = [kind for _, kind, _, _ in out if kind in (ARG, ARGS)]
+    args = [kind for _, kind, _, _ in out if kind in (ARG, ARGS, OPT_ARG)]
     if ARGS in args and len(args) > 1:
+        return None
+    if OPT_ARG in args and ARG in args[args.index(OPT_ARG):]:  # a required argument after an optional one
         return None
     return tuple(out)

@@ -154,7 +154,10 @@ def manifest_text() -> str:
 
     lines.append("#: the parameters of the commands svcdiag.cli.fast runs without click (the group's under ())")
     lines.append("PARAMS = {")
-    lines += [f"    {path!r}: {spec!r}," for path, spec in recorded().items()]
+    for path, spec in recorded().items():  # a parameter a line: the file stays within the line length
+        lines.append(f"    {path!r}: (")
+        lines += [f"        {param!r}," for param in spec]
+        lines.append("    ),")
     lines.append("}")
     return "\n".join(lines) + "\n"
 

@@ -16,7 +16,7 @@ from svcdiag.errors import SvcdiagError
 @click.option("--example", metavar="NAME", help="replay a bundled example log (see --list-examples)")
 @click.option("--list-examples", is_flag=True, help="list the bundled example logs")
 @click.option("--config", "config_name", metavar="NAME", help="judge with this config's deadlines and figures")
-@click.option("--start", "start_no", type=click.IntRange(min=1), metavar="N",
+@click.option("--start", "start_no", metavar="N", callback=plain.check_start,
               help="the start to judge: its number in the input, 1 the first (default: the last)")
 @click.option("--invocation", metavar="ID", help="the start to judge: its systemd invocation id, or a prefix of it")
 @c.STRICT
@@ -27,23 +27,8 @@ def replay(ctx: click.Context, path: str | None, example: str | None, list_examp
            config_name: str | None, start_no: int | None, invocation: str | None, strict: bool, as_json: bool,
            progress: bool) -> None:
     """Judge a saved SGLang log: plain, journalctl short, -o json or -o export ('-' for stdin)."""
-    from svcdiag.ops.conclude import conclude, diagnoser
-    from svcdiag.ops.replay import example_names, replay_path, source
-
-    if list_examples:
-        click.echo("".join(f"{n}\n" for n in example_names()), nl=False)
-        return
-    if start_no is not None and invocation is not None:
-        raise SvcdiagError("replay: --start N or --invocation ID, not both")
-    cfg = c.load(ctx, config_name) if config_name else None
-    name, result = replay_path(source(path, example), sys.stdin.buffer, cfg, invocation, start_no)
-    pub = c.publisher(as_json, cfg, live=False, progress=progress)
-    pub.start(result.verdict.unit, result.chosen.invocation or result.verdict.invocation)
-    pub.note(f"replay {name}: {result.describe()}")
-    for ev in result.events:
-        pub.event(ev)
-    verdict = conclude(pub, result.verdict, diagnoser(cfg, c.units_dir(ctx) if cfg else None))
-    c.verdict_exit(ctx, verdict, strict=strict)
+    plain.replay(c.units_opt(ctx), path, example, list_examples, config_name, start_no, invocation, strict, as_json,
+                 progress)
 
 
 @main.command()

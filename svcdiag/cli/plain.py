@@ -16,6 +16,11 @@ if TYPE_CHECKING:
     from typing import Any
 
     from svcdiag.config.service import ServiceConfig, UnitsDir
+    from svcdiag.output.publish import Publisher
+
+#: a verdict's exit code; `--strict` turns a degraded healthy start into 5
+EXIT_CODES = {"healthy": 0, "failed": 1, "timed_out": 3, "incomplete": 4}
+DEGRADED_STRICT = 5
 
 
 def echo(text: str, *, err: bool = False) -> None:
@@ -99,6 +104,127 @@ def status(units_opt: str | None, names: tuple[str, ...], host: str | None, as_j
     end_with(bad)
 
 
+def check_start(ctx: object, param: object, value: str | int | None) -> int | None:
+    """`replay --start N`'s check (a click callback that needs no click): a start's number, 1 the first;
+    anything else is one line, exit 2."""
+    if value is None:
+        return None
+    try:
+        number = int(value)
+    except ValueError:
+        number = 0
+    if number < 1:
+        from svcdiag.errors import SvcdiagError
+
+        raise SvcdiagError(f"replay --start: {value!r} is not a start's number (1 the first)")
+    return number
+
+
+def publisher(as_json: bool, cfg: ServiceConfig | None, *, live: bool = True, textfile: str | None = None,
+              progress: bool = False, journal_sink: bool = True) -> Publisher:
+    """The terminal's sink (live line on a TTY, lines, or JSON); for a live wait also the journal.
+    `progress`: progress records in the JSON and the journal too (the live line always has them)."""
+    from svcdiag.output.publish import for_terminal
+    from svcdiag.output.schema import ON_REQUEST
+
+    journal = []
+    if live and journal_sink:
+        from svcdiag.systemd.journal import JournalSink
+
+        journal = [JournalSink(warn=lambda m: echo(f"svcdiag: warning: {m}\n", err=True),
+                               also=ON_REQUEST if progress else frozenset())]
+    return for_terminal(sys.stdout, cfg, as_json=as_json, live=live, textfile=textfile, extra=journal,
+                        progress=progress)
+
+
+def verdict_exit(verdict: Any, *, strict: bool = False) -> None:
+    """Leave with the verdict's code: 0 healthy, 1 failed, 3 timed out, 4 incomplete (5: degraded, --strict)."""
+    code = EXIT_CODES[verdict.verdict]
+    if code == 0 and strict and getattr(verdict, "degraded", ()):
+        code = DEGRADED_STRICT
+    sys.exit(code)
+
+
+def replay(units_opt: str | None, path: str | None, example: str | None, list_examples: bool,
+           config_name: str | None, start_no: str | int | None, invocation: str | None, strict: bool,
+           as_json: bool, progress: bool) -> None:
+    """`svcdiag replay`: judge a saved log, its verdict the exit code."""
+    from svcdiag.errors import SvcdiagError
+    from svcdiag.ops.conclude import conclude, diagnoser
+    from svcdiag.ops.replay import example_names, replay_path, source
+
+    if list_examples:
+        echo("".join(f"{n}\n" for n in example_names()))
+        return
+    number = check_start(None, None, start_no)
+    if number is not None and invocation is not None:
+        raise SvcdiagError("replay: --start N or --invocation ID, not both")
+    cfg = load(units_opt, config_name) if config_name else None
+    name, result = replay_path(source(path, example), sys.stdin.buffer, cfg, invocation, number)
+    pub = publisher(as_json, cfg, live=False, progress=progress)
+    pub.start(result.verdict.unit, result.chosen.invocation or result.verdict.invocation)
+    pub.note(f"replay {name}: {result.describe()}")
+    for ev in result.events:
+        pub.event(ev)
+    verdict = conclude(pub, result.verdict, diagnoser(cfg, units_dir(units_opt) if cfg else None))
+    verdict_exit(verdict, strict=strict)
+
+
+def tagged(event: str, row: dict[str, Any]) -> dict[str, Any]:
+    """A command's --json record with the schema version and its kind first, as every record
+    in docs/events.md has (`list`, `diff`, `check`, `preflight`, `render`, `install`)."""
+    from svcdiag.output.schema import SCHEMA_VERSION
+
+    return {"schema": SCHEMA_VERSION, "event": event, **{k: v for k, v in row.items() if k != "event"}}
+
+
+def list_configs(units_opt: str | None, as_json: bool) -> None:
+    """`svcdiag list`: the configs, with the folder they were read from."""
+    from svcdiag.output.tables import render_configs  # not output.report: `list` needs no events
+
+    listing = units_dir(units_opt).listing()
+    emit_rows([tagged("configs", listing)], as_json, render_configs)
+    end_with(listing["errors"])
+
+
+def render(units_opt: str | None, name: str, as_json: bool) -> None:
+    """`svcdiag render NAME`: the unit (one per node of a multi-node config) rendered from the config."""
+    from svcdiag.ops.sglang_version import resolve
+    from svcdiag.sglang.flags import exec_argv
+    from svcdiag.systemd.install import installed_unit
+    from svcdiag.systemd.render import render_unit, unit_argv
+
+    cfg = load(units_opt, name)
+    rows = []
+    for node in cfg.node_configs():  # a multi-node config: one unit per node (docs/remote.md#multi-node)
+        v = resolve(node).version
+        rows.append(tagged("render", {"name": node.name, "unit": node.unit, "config_hash": node.config_hash,
+                    "exec_start": unit_argv(node, v), "sglang_argv": exec_argv(node, v), "text": render_unit(node, v)}
+                    | ({"node_rank": node.node_rank, "host": node.remote_host or "localhost"} if cfg.multinode else {})
+                    | (installed_unit(node, v) if as_json and not node.remote_host else {})))
+    emit_rows(rows, as_json, lambda r: (f"# node {r['node_rank']} on {r['host']}: {r['unit']}\n" if "node_rank" in r
+                                        else "") + r["text"])
+
+
+def check(units_opt: str | None, name: str, sglang_version: str | None, state_dir: str | None, as_json: bool) -> None:
+    """`svcdiag check NAME`: its rendered SGLang arguments against the release that will run them."""
+    import json
+
+    from svcdiag.ops.check import check as check_config
+    from svcdiag.ops.check import require_ok
+
+    result = check_config(load(units_opt, name), override=sglang_version, state=state_dir, checked_by="check")
+    if as_json:
+        echo(json.dumps(tagged("check", result.to_json()), ensure_ascii=False, default=str) + "\n")
+    else:
+        for line in (*result.notes, *(f"svcdiag: warning: {w}" for w in result.warnings)) if result.ok else ():
+            echo(line + "\n", err=True)
+    require_ok(result)
+    if not as_json:
+        echo(result.summary() + "\n")
+
+
 #: the commands `svcdiag.cli.fast` may run without click: each takes the group's and the
 #: command's parameters by the names click gives them
-SERVED: dict[str, Callable[..., None]] = {"status": status}
+SERVED: dict[str, Callable[..., None]] = {"status": status, "replay": replay, "list": list_configs, "render": render,
+                                          "check": check}

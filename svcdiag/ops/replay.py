@@ -248,8 +248,10 @@ def _plain_fast(seg: _Segments, head: bytes, stream: BinaryIO, size: int) -> Non
     might take; the runs of quiet lines between them (decode and prefill batches, access lines,
     warnings) are applied in bulk with `Judge.skip`: counted, the clock moved to the run's last
     timestamp, the last one quoted. A run whose timestamps reach a deadline or a pending
-    failure's grace (Readiness.quiet_until), and a chunk with a traceback in it or open across
-    it, or a CR or a colour code, are walked line by line by the reference path, so verdicts are identical.
+    failure's grace (Readiness.quiet_until) is walked line by line by the reference path, so
+    verdicts are identical; so is each line holding a CR, a colour code or a traceback's opening,
+    alone, and the lines of an open traceback until it ends (only those: the rest of the chunk
+    stays on the fast path).
     Memory is one chunk, whatever the length of the input; a chunk is scanned where it was read
     (only the line cut at its end is copied, into the next one).
     """
@@ -284,37 +286,80 @@ def _spans(head: bytes, stream: BinaryIO, size: int) -> Iterator[tuple[bytes, in
         yield b"\n" + tail, 0, len(tail) + 1, True
 
 
+#: a line holding any of these goes to the reference alone: a start's (a CI's stamp before SGLang's is one the parser
+#: does not read, and the reference splits starts on it all the same), a CR or a colour code (stripped line by line),
+#: a traceback's opening (a message that ends in it opens one, whatever its head)
+_ALONE = (SERVER_ARGS_BYTES, b"\r", b"\x1b", TRACEBACK_BYTES)
+
+
 def _fast_lines(seg: _Segments, data: bytes, start: int, end: int, *, final: bool = False) -> None:
-    """The lines of data[start + 1:end] (data[start] is a newline, so is data[end] unless `final`)."""
-    judge = seg.judge
-    assert judge is not None
-    # one byte, not b"\x1b[": a two-byte needle is searched ~20x slower than memchr's one
-    if (at := data.find(SERVER_ARGS_BYTES, start, end)) >= 0:
-        # a start's line goes to the reference alone, wherever its prefix (a CI's stamp before SGLang's
-        # is one the parser does not read, and the reference splits starts on it all the same)
-        ls = data.rfind(b"\n", start, at)
+    """The lines of data[start + 1:end] (data[start] is a newline, so is data[end] unless `final`).
+
+    Each line holding one of `_ALONE` is walked alone by the reference; the lines between them are
+    scanned (`_scan`). Each needle is searched once per chunk (one byte: memchr), and again only
+    past the line where it was found."""
+    ascii_only = data.isascii()
+    nxt = [data.find(w, start, end) for w in _ALONE]
+    while True:
+        for i, at in enumerate(nxt):
+            if 0 <= at <= start:  # found in a line already walked: the next one
+                nxt[i] = data.find(_ALONE[i], start + 1, end)
+        at = min((p for p in nxt if p >= 0), default=-1)
+        if at < 0:
+            _scan(seg, data, start, end, ascii_only, final=final)
+            return
+        ls = data.rfind(b"\n", start, at)  # data[start] is a newline: ls >= start
         le = data.find(b"\n", at, end)
         le = end if le < 0 else le
-        _fast_lines(seg, data, start, ls)
+        if ls > start:
+            _scan(seg, data, start, ls, ascii_only)
         _reference_range(seg, data, ls + 1, le, final=final and le == end)
-        if le < end:
-            _fast_lines(seg, data, le, end, final=final)
-        return
-    if not judge.parser.quiet_ok() or data.find(TRACEBACK_BYTES, start, end) >= 0 \
-            or data.find(b"\r", start, end) >= 0 or data.find(b"\x1b", start, end) >= 0:
-        _reference_range(seg, data, start + 1, end, final=final)  # colours: the reference strips them line by line
-        return
+        if le >= end:
+            return
+        start = le
+
+
+def _scan(seg: _Segments, data: bytes, start: int, end: int, ascii_only: bool, *, final: bool = False) -> None:
+    """The lines of data[start + 1:end], none holding one of `_ALONE`: the ones a handler might take
+    (LineParser.interesting_re) one by one, the quiet runs between them in bulk (`_quiet_run`)."""
+    judge = seg.judge
+    assert judge is not None
     a = start + 1  # the start of the quiet run not yet applied
-    for m in judge.parser.interesting_re(data.isascii()).finditer(data, start, end):
+    if not judge.parser.quiet_ok():  # a traceback open across the chunk's start: its lines one by one, until it ends
+        a = _walk_while_open(seg, data, a, end, final=final)
+        if a > end:
+            return
+    for m in judge.parser.interesting_re(ascii_only).finditer(data, a - 1, end):
         s = m.start() + 1
-        if s > a and not _skip_run(seg, data, a, s - 1):
-            _reference_range(seg, data, a, s - 1)
+        if s > a:
+            _quiet_run(seg, data, a, s - 1)
         e = data.find(b"\n", s, end)
         e = end if e < 0 else e
         _plain_line(seg, data[s:e].decode("utf-8", "replace"))
         a = e + 1
-    if a < end and not _skip_run(seg, data, a, end):
-        _reference_range(seg, data, a, end, final=final)
+    if a < end:
+        _quiet_run(seg, data, a, end, final=final)
+
+
+def _walk_while_open(seg: _Segments, data: bytes, a: int, b: int, *, final: bool = False) -> int:
+    """Walk the lines of data[a:b] one by one while the parser may not skip quiet lines (a traceback
+    is open: quiet lines end or extend it); where the first line not walked begins (b + 1: none)."""
+    parser = seg.judge.parser  # type: ignore[union-attr]
+    while not parser.quiet_ok():
+        e = data.find(b"\n", a, b)
+        if e < 0:
+            _reference_range(seg, data, a, b, final=final)
+            return b + 1
+        _reference_range(seg, data, a, e)
+        a = e + 1
+    return a
+
+
+def _quiet_run(seg: _Segments, data: bytes, a: int, b: int, *, final: bool = False) -> None:
+    """The quiet lines data[a:b]: in bulk (`_skip_run`) once the parser allows it, else by the reference."""
+    a = _walk_while_open(seg, data, a, b, final=final)
+    if a <= b and not _skip_run(seg, data, a, b):
+        _reference_range(seg, data, a, b, final=final)
 
 
 def _skip_run(seg: _Segments, data: bytes, a: int, b: int) -> bool:
@@ -324,19 +369,10 @@ def _skip_run(seg: _Segments, data: bytes, a: int, b: int) -> bool:
     if not judge.parser.quiet_ok():
         return False
     n = data.count(b"\n", a, b) + 1
-    nl = data.rfind(b"\n", a, b)
-    last = data[nl + 1 if nl >= 0 else a:b]
-    # the last prefixed line of the run moves the parser's clock (access lines have no time)
-    lp = (nl + 1 if nl >= 0 else a) if last[:1] == b"[" else data.rfind(b"\n[", a - 1, b) + 1
-    ts_text = None
-    if lp > 0:
-        eol = data.find(b"\n", lp, b)
-        line = data[lp:eol if eol >= 0 else b].decode("utf-8", "replace")
-        ts_text = line[1:24 if line[20] == "." else 20]
-        try:
-            parse_ts(ts_text)
-        except ValueError:
-            return False  # the reference keeps the clock of the last line that parsed: walk them
+    clock = run_clock(data, a, b)
+    if clock is None:
+        return False  # the reference keeps the clock of the last line that parsed: walk them
+    ts_text, last, lp = clock
     limit = judge.readiness.quiet_until()
     if limit != float("inf") and lp > 0:
         stamps = {t.decode("utf-8", "replace") for t in _TS_RE.findall(data, a - 1, b)}
@@ -348,6 +384,26 @@ def _skip_run(seg: _Segments, data: bytes, a: int, b: int) -> bool:
             return False  # a deadline falls inside the run: the reference times it out on its line
     judge.skip(n, ts_text, last.decode("utf-8", "replace"))
     return True
+
+
+def run_clock(data: bytes, a: int, b: int) -> tuple[str | None, bytes, int] | None:
+    """What a run of quiet lines data[a:b] (data[a - 1] a newline) leaves the parser: the stamp of its
+    last prefixed line (None: no line is prefixed; access lines have no time), its last line, and
+    where that prefixed line starts (0: none); None when that stamp does not parse (the reference
+    keeps the clock of the last line that parsed: such a run is walked line by line)."""
+    nl = data.rfind(b"\n", a, b)
+    last = data[nl + 1 if nl >= 0 else a:b]
+    lp = (nl + 1 if nl >= 0 else a) if last[:1] == b"[" else data.rfind(b"\n[", a - 1, b) + 1
+    ts_text = None
+    if lp > 0:
+        eol = data.find(b"\n", lp, b)
+        line = data[lp:eol if eol >= 0 else b].decode("utf-8", "replace")
+        ts_text = line[1:24 if line[20] == "." else 20]
+        try:
+            parse_ts(ts_text)
+        except ValueError:
+            return None
+    return ts_text, last, lp
 
 
 @dataclass(frozen=True, slots=True)
@@ -388,8 +444,9 @@ _SHAPES = {
                      b"\n_SYSTEMD_INVOCATION_ID=", "\n_SYSTEMD_INVOCATION_ID=(?!{}\n)",
                      b"\n_SYSTEMD_UNIT=", b"\n__REALTIME_TIMESTAMP=", re.compile(rb"\n__REALTIME_TIMESTAMP=(\d+)\n")),
 }
-#: any of these in a chunk sends it to the reference: a CR or a colour code (stripped line by
-#: line) or a traceback (its body lines are unprefixed)
+#: a record holding any of these is read alone by the reference: a CR or a colour code (stripped
+#: line by line) or a traceback's opening (its body lines are unprefixed; they are read one by one
+#: until it ends)
 _WALK_IF = (b"\r", b"\x1b", TRACEBACK_BYTES)
 
 
@@ -411,8 +468,9 @@ def _journal_fast(seg: _Segments, fmt: str, head: bytes, stream: BinaryIO, name:
     (LineParser.interesting_message_re) finds the records whose message a handler might take, the
     runs of quiet records between them are applied in bulk, the journal's time of the last one the
     clock. A record that could begin another start, is PID 1's or holds a JSON escape that could
-    change its meaning is read alone as the reference reads it (`_journal_range`); a chunk with a
-    CR, a colour code or a traceback, and export entries with a binary field, record by record.
+    change its meaning, or holds a CR, a colour code or a traceback's opening, is read alone as the
+    reference reads it (`_journal_range`), and so are an open traceback's records until it ends;
+    export entries with a binary field are read record by record.
     """
     src = _JournalInput(fmt, name, checked=fmt == "export")  # export has no first line to check
     if fmt == "export":
@@ -463,9 +521,6 @@ def _journal_range(seg: _Segments, src: _JournalInput, data: bytes, start: int, 
     reads it; the records between such ones go to `_fast_records`."""
     shape = _SHAPES[src.fmt]
     sep = len(shape.sep)
-    if any(data.find(w, start, end) >= 0 for w in _WALK_IF):
-        _journal_walk(seg, src, data, start + 1, end)
-        return
     found: dict[object, int] = {}  # each question's first answer at or after `start` (end: none)
 
     def first(key: object, search: Callable[[int], int]) -> int:
@@ -479,6 +534,7 @@ def _journal_range(seg: _Segments, src: _JournalInput, data: bytes, start: int, 
         if seg.judge is not None and src.checked:
             current = seg.current
             marks = [first(p, lambda at, p=p: _at(p.search(data, at, end), end)) for p in shape.walk_re]
+            marks += [first(w, lambda at, w=w: _at(data.find(w, at, end), end)) for w in _WALK_IF]
             marks.append(first(("start", current), lambda at, c=current: shape.another_start(data, at, end, c)))
             if seg.judge.readiness.unit is None:
                 marks.append(first("unit", lambda at: _at(data.find(shape.unit_key, at, end), end)))
@@ -505,28 +561,48 @@ def _at(found: re.Match[bytes] | int | None, end: int) -> int:
 
 def _fast_records(seg: _Segments, src: _JournalInput, data: bytes, start: int, end: int) -> None:
     """Records of one start, none PID 1's: those whose message a handler might take read one by
-    one, the quiet runs between them applied in bulk."""
+    one, the quiet runs between them applied in bulk (and read one by one while a traceback is open)."""
     shape = _SHAPES[src.fmt]
     sep = len(shape.sep)
     judge = seg.judge
     assert judge is not None
-    if not judge.parser.quiet_ok():
-        _journal_walk(seg, src, data, start + 1, end)
+    a = _walk_records_while_open(seg, src, data, start + 1, end)  # the first record not yet applied
+    if a > end:
         return
-    a = start + 1  # the first record not yet applied
     pat = judge.parser.interesting_message_re(src.fmt, data.isascii())
-    at = start
+    at = a - 1
     while (m := pat.search(data, at, end)) is not None:
         rs = max(a, data.rfind(shape.sep, start, m.start() + 1) + sep)  # the record it is in
         re_ = data.find(shape.sep, m.start() + 1, end)
         re_ = end if re_ < 0 else re_
-        if rs > a and not _skip_records(seg, shape, data, a, rs - sep):
-            _journal_walk(seg, src, data, a, rs - sep)
+        if rs > a:
+            _quiet_records(seg, src, data, a, rs - sep)
         _journal_walk(seg, src, data, rs, re_)
         a = re_ + sep
         at = re_ + sep - 1
-    if a < end and not _skip_records(seg, shape, data, a, end):
-        _journal_walk(seg, src, data, a, end)
+    if a < end:
+        _quiet_records(seg, src, data, a, end)
+
+
+def _walk_records_while_open(seg: _Segments, src: _JournalInput, data: bytes, a: int, b: int) -> int:
+    """Read the records of data[a:b] one by one while the parser may not skip quiet ones (a traceback
+    is open); where the first record not read begins (past b: none)."""
+    shape = _SHAPES[src.fmt]
+    while seg.judge is not None and not seg.judge.parser.quiet_ok():
+        e = data.find(shape.sep, a, b)
+        if e < 0:
+            _journal_walk(seg, src, data, a, b)
+            return b + len(shape.sep)
+        _journal_walk(seg, src, data, a, e)
+        a = e + len(shape.sep)
+    return a
+
+
+def _quiet_records(seg: _Segments, src: _JournalInput, data: bytes, a: int, b: int) -> None:
+    """The quiet records data[a:b]: in bulk (`_skip_records`) once the parser allows it, else read one by one."""
+    a = _walk_records_while_open(seg, src, data, a, b)
+    if a <= b and not _skip_records(seg, _SHAPES[src.fmt], data, a, b):
+        _journal_walk(seg, src, data, a, b)
 
 
 def _skip_records(seg: _Segments, shape: _Shape, data: bytes, a: int, b: int) -> bool:

@@ -57,6 +57,7 @@ from svcdiag.judge.pipeline import TAIL_WAIT, Judge
 from svcdiag.judge.verdict import PhaseChange, Verdict
 from svcdiag.judge.watch import WEDGED, Incident, ServingWatch, WatchPolicy
 from svcdiag.ops.http_check import cross_check, health
+from svcdiag.ops.replay import TRACEBACK_BYTES, run_clock
 from svcdiag.ops.status_line import SEP, news, status_text, verdict_status
 from svcdiag.output.schema import ReadinessEvent
 from svcdiag.sglang.events import Event
@@ -72,6 +73,9 @@ READ_SIZE = 256 * 1024
 #: (the supervisor woken from a sleep). A bigger read (a flood, one huge line) is passed through
 #: first: it never waits on the judge.
 JUDGE_FIRST_MAX = 16 * 1024
+#: a read holding any of these is judged line by line: a CR or a colour code (the judge reads each line's last
+#: segment, strips colours), a traceback's opening (its lines are unprefixed, and quiet lines may end it)
+_LINE_BY_LINE = (b"\r", b"\x1b", TRACEBACK_BYTES)
 #: after the child exits, how long its descendants may keep the pipe open before we stop reading
 DRAIN_AFTER_EXIT_S = 0.5
 #: the child's own environment: what systemd gave the supervisor and the child must not act on
@@ -294,22 +298,71 @@ class Supervisor:
 
     def _lines(self, chunk: bytes) -> None:
         start = 0
-        while True:
-            nl = chunk.find(b"\n", start)
+        if self._partial:  # the line cut at the previous read's end
+            nl = chunk.find(b"\n")
             if nl < 0:
-                rest = chunk[start:]
-                room = LINE_MAX - len(self._partial)
-                if room > 0:
-                    self._partial += rest[:room]  # beyond LINE_MAX, a line's bytes pass through unjudged
+                self._partial += chunk[: max(0, LINE_MAX - len(self._partial))]
                 return
-            piece = chunk[start:nl]
-            if self._partial:
-                self._partial += piece[: max(0, LINE_MAX - len(self._partial))]
-                piece, self._partial = bytes(self._partial), bytearray()
-            elif len(piece) > LINE_MAX:
-                piece = piece[:LINE_MAX]
+            self._partial += chunk[: max(0, min(nl, LINE_MAX - len(self._partial)))]
+            piece, self._partial = bytes(self._partial), bytearray()
             self._feed(piece.decode("utf-8", "replace"))
             start = nl + 1
+        last = chunk.rfind(b"\n")
+        if last >= start:
+            self._whole(b"\n" + chunk[start:last + 1], 0, last - start + 1)
+            start = last + 1
+        rest = chunk[start:]
+        if rest:
+            self._partial += rest[:LINE_MAX]  # beyond LINE_MAX, a line's bytes pass through unjudged
+
+    def _whole(self, data: bytes, start: int, end: int) -> None:
+        """The whole lines data[start + 1:end] (data[start] and data[end] are newlines), as `replay`'s
+        fast path takes them: the ones a handler might take (LineParser.interesting_re) line by line,
+        the runs of quiet lines between them (decode batches, access lines) in bulk (`_quiet`). A read
+        holding a CR, a colour code or a traceback's opening goes line by line."""
+        parser = self.judge.parser
+        if self.judge.verdict is not None:  # after the verdict only the serving watch reads, every line
+            if self.watch is not None:
+                self._each(data, start + 1, end)
+            return
+        if any(data.find(w, start, end) >= 0 for w in _LINE_BY_LINE):
+            self._each(data, start + 1, end)
+            return
+        a = start + 1
+        for m in parser.interesting_re(data.isascii()).finditer(data, start, end):
+            s = m.start() + 1
+            if s > a:
+                self._quiet(data, a, s - 1)
+            e = data.find(b"\n", s, end)
+            e = end if e < 0 else e
+            self._feed(data[s:min(e, s + LINE_MAX)].decode("utf-8", "replace"))
+            a = e + 1
+        if a < end:
+            self._quiet(data, a, end)
+
+    def _quiet(self, data: bytes, a: int, b: int) -> None:
+        """Quiet lines data[a:b]: applied at once (Judge.skip) at this moment's clock, unless a
+        traceback is open or the clock has reached a deadline or a failure's grace (then a line may
+        end the start: each is judged)."""
+        judge = self.judge
+        if judge.verdict is not None:
+            return
+        now = self.clock()
+        if judge.parser.quiet_ok() and now < judge.readiness.quiet_until() - 1e-3 \
+                and (clock := run_clock(data, a, b)) is not None:
+            ts_text, last, _ = clock
+            judge.skip(data.count(b"\n", a, b) + 1, ts_text, last[:LINE_MAX].decode("utf-8", "replace"), ts=now)
+            self._tail_due = now + TAIL_WAIT + 0.01
+            return
+        self._each(data, a, b)
+
+    def _each(self, data: bytes, a: int, b: int) -> None:
+        """The lines data[a:b], one by one."""
+        while a <= b:
+            e = data.find(b"\n", a, b)
+            e = b if e < 0 else e
+            self._feed(data[a:min(e, a + LINE_MAX)].decode("utf-8", "replace"))
+            a = e + 1
 
     def _flush_partial(self) -> None:
         if self._partial:

@@ -8,6 +8,7 @@ from typing import Any, TextIO
 
 from svcdiag.judge.verdict import PhaseChange, UnitState
 from svcdiag.output.schema import ON_REQUEST, ReadinessEvent
+from svcdiag.output.tables import table
 from svcdiag.sglang.events import (
     CudaGraph,
     DraftRunner,
@@ -263,22 +264,6 @@ def interval_line(interval: dict[str, Any]) -> str:
 
 
 # ---------------------------------------------------------------- tables of the other commands
-
-
-def table(rows: list[tuple[str, ...]]) -> str:
-    """Columns padded to their widest cell, the first row the header."""
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    return "".join("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() + "\n"
-                   for row in rows)
-
-
-def render_configs(listing: dict[str, Any]) -> str:
-    rows = [("NAME", "BASE", "TP", "GPUS", "PORT", "SPECULATIVE", "BASELINE")]
-    for r in listing["configs"]:
-        spec = (r["speculative"] or "-") + (f" (sim: {r['simulate']})" if r["simulate"] else "")
-        rows.append((r["name"], r["base"] or "-", str(r["tp"]), r["gpus"] or "-", str(r["port"]), spec,
-                     "yes" if r["baseline"] else ""))
-    return f"configs in {listing['units_dir']} ({listing['found_by']})\n" + table(rows)
 
 
 def render_diff(result: dict[str, Any]) -> str:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 
+from svcdiag.sglang import lazy_re
 from svcdiag.sglang.events import DEATH, SUSPECT, Event, Failure, ProcessesGone, Recovered, StopRequested
 from svcdiag.sglang.failures import Cause, classify, own_line
 from svcdiag.sglang.traceback import exit_cause
@@ -21,7 +22,7 @@ from svcdiag.signals import signal_name
 SHELL_SIGNALS = {"Killed": "KILL", "已杀死": "KILL", "Segmentation fault": "SEGV", "段错误": "SEGV", "Aborted": "ABRT",
                  "已放弃": "ABRT", "Bus error": "BUS", "Illegal instruction": "ILL", "Floating point exception": "FPE"}
 #: (a script's line keeps its command after one space where a console squeezed the padding: `… 28 Killed python3 …`)
-SHELL_SIGNAL_RE = re.compile(r"^(?P<script>\S+: line \d+: +\d+ )?(" + "|".join(map(re.escape, SHELL_SIGNALS)) + r")"
+SHELL_SIGNAL_RE = lazy_re.compile(r"^(?P<script>\S+: line \d+: +\d+ )?(" + "|".join(map(re.escape, SHELL_SIGNALS)) + r")"
                              r"(?: ?[(（](?:core dumped|核心已转储)[)）])?(?:(?(script) +| {2,})\S.*)?$")
 #: faulthandler's report of the signal that is killing the interpreter (it prints the threads' stacks after it)
 FAULTHANDLER_SIGNALS = {"Segmentation fault": "SEGV", "Bus error": "BUS", "Aborted": "ABRT",
@@ -30,43 +31,43 @@ FATAL_PYTHON = "Fatal Python error: "
 #: what a native runtime prints as it kills the process with a signal, other than faulthandler: absl's handler
 #: (`*** SIGSEGV received at time=…`), torch's (`!!!!!!! Segfault encountered !!!!!!!`), C++'s terminate with no
 #: exception, glibc's heap checks and stack protector (each then abort()s)
-NATIVE_SIGNAL_RE = re.compile(
+NATIVE_SIGNAL_RE = lazy_re.compile(
     r"\*\*\* SIG(?P<sig>[A-Z]+) received at time=|!+ Segfault encountered !+"
     r"|(?P<abrt>terminate called (?:without an active exception|recursively)|\*\*\* stack smashing detected \*\*\*"
     r"|(?:free\(\)|malloc\(\)|munmap_chunk\(\)|realloc\(\)): [\w ]+$|double free or corruption\b"
     r"|corrupted (?:size vs\. prev_size|double-linked list))")
 #: C++'s std::terminate on an uncaught exception (`terminate called after throwing an instance of 'c10::Error'`),
 #: then its `  what():  …` line: the process aborts (SIGABRT) right after
-TERMINATE_RE = re.compile(r"terminate called after throwing an instance of '([^']+)'")
+TERMINATE_RE = lazy_re.compile(r"terminate called after throwing an instance of '([^']+)'")
 #: a kernel library's own check, printed then exit(1) (sgl-kernel's CUDACHECK/NCCLCHECK: `Failed: Cuda error
 #: /…/custom_all_reduce.cuh:411 'an illegal memory access was encountered'`)
-KERNEL_CHECK_RE = re.compile(r"Failed: (Cuda|CUDA|HIP|NCCL) error (\S+:\d+) '([^']*)'")
+KERNEL_CHECK_RE = lazy_re.compile(r"Failed: (Cuda|CUDA|HIP|NCCL) error (\S+:\d+) '([^']*)'")
 #: what a native runtime prints just before it aborts the process: C++'s terminate, ROCm's HSA fault
 NATIVE_ABORTS = ("terminate called after throwing", "Memory access fault by GPU")
 #: a traceback SGLang (or the hub) goes on after, in the words of the line that closes it, wherever that line's words
 #: begin: `retry() failed once … Will delay 0.84s and retry`, the caller giving up on retry() and carrying on (`Failed to
 #: check hf_quant_config.json: … retry() exceed maximum number of retries.`), huggingface_hub's `Retrying in 1s [Retry 1/5].`,
 #: SGLang's own `…; retrying`, `retrying without trust_remote_code` (not `… after retrying 3 times`: that gave up)
-RETRY_SAID_RE = re.compile(r"retry\(\) failed once|retry\(\) exceed maximum number of retries\.? *$|\[Retry \d+/\d+\]"
+RETRY_SAID_RE = lazy_re.compile(r"retry\(\) failed once|retry\(\) exceed maximum number of retries\.? *$|\[Retry \d+/\d+\]"
                            r"|Will delay [\d.]+ ?s and retry"
                            r"|(?<!after )[Rr]etrying\b(?!.*\b(?:after|times|exhausted|exceeded|giving up|gave up)\b)")
 #: the multiprocessing resource tracker's notice at its own exit, under any Python's path and line:
 #: `/usr/lib/python3.10/multiprocessing/resource_tracker.py:224: UserWarning: resource_tracker: There appear to be 8
 #: leaked semaphore objects to clean up at shutdown` (semaphore, shared_memory, folder; Python ≤ 3.7: semaphore_tracker)
-TRACKER_NOTICE_RE = re.compile(r"(?:resource|semaphore)_tracker: There appear to be \d+ leaked \w+")
+TRACKER_NOTICE_RE = lazy_re.compile(r"(?:resource|semaphore)_tracker: There appear to be \d+ leaked \w+")
 #: a launcher's word that its child (the whole server) exited: docker compose's `sglang-1 exited with code 137`
 #: (v1: `sglang_server_1 exited with code 137`), kubectl's `command terminated with exit code 137`, Slurm's
 #: `srun: error: node-06: task 1: Exited with exit code 1` / `srun: error: node-06: tasks 0-3: Killed`, Open MPI's
 #: `mpirun noticed that process rank 7 with PID 0 on node n1 exited on signal 9 (Killed).`
-LAUNCHER_EXIT_RE = re.compile(r"^(?:[\w.-]+ exited|command terminated) with (?:exit )?code (\d+)$"
+LAUNCHER_EXIT_RE = lazy_re.compile(r"^(?:[\w.-]+ exited|command terminated) with (?:exit )?code (\d+)$"
                               r"|^srun: error: \S+: tasks? [\d,-]+: (?:Exited with exit code (\d+)|(\w[\w ]*\w))$"
                               r"|^mpirun noticed that process rank \d+ with PID \d+ on node \S+ exited on signal (\d+)\b")
 #: docker compose's word that it stops its services: `docker compose up`'s Ctrl-C, `--abort-on-container-exit`
 COMPOSE_STOPS = ("Gracefully stopping... (press Ctrl+C again to force)", "Aborting on container exit...")
 #: Slurm's own account of the kernel's OOM killer in a job step (host_oom's row keeps its words)
 SLURM_OOM_RE = own_line(Cause.HOST_OOM)
-WAIT_STATUS_RE = re.compile(r"Child process unexpectedly failed with (?:an exit code |exitcode=)(\d+)")
-DIED_RE = re.compile(r"exit code: (-?\d+)|Exit code: (-?\d+)|crashed with exit code (-?\d+)")
+WAIT_STATUS_RE = lazy_re.compile(r"Child process unexpectedly failed with (?:an exit code |exitcode=)(\d+)")
+DIED_RE = lazy_re.compile(r"exit code: (-?\d+)|Exit code: (-?\d+)|crashed with exit code (-?\d+)")
 #: the words of the resource tracker's notice a quick test finds (TRACKER_NOTICE_RE reads it)
 TRACKER_MARK = "_tracker: There appear"
 

@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
+from svcdiag.sglang import lazy_re
+
 
 class Cause(StrEnum):
     """The stable cause ids (docs/replay.md#failure-causes-stable-ids): a StrEnum, so `cause == "cuda_oom"` holds."""
@@ -106,7 +108,7 @@ def _watchdog(w: Mapping[str, str]) -> tuple[str, ...]:
 
 def _said(pattern: str) -> re.Pattern[str]:
     """A sub-case's words, looked for in the failure's message and evidence (one line each)."""
-    return re.compile(pattern, re.M)
+    return lazy_re.compile(pattern, re.M)
 
 
 #: where a model_not_found names the path or id it could not open (the hub's URL, the id, the folder)
@@ -116,21 +118,21 @@ _NAMED_PATH = _said(r"huggingface\.co/(?:api/models/)?(?!docs/)(?P<hub_id>[\w.-]
 
 #: each cause's own row: its line patterns (priority order), its docs line, the generic explanation if any
 _CAUSES: tuple[FailureClass, ...] = (
-    FailureClass(Cause.MAX_RUNNING_ZERO, line=re.compile(r"max_running_requests? is zero"),
+    FailureClass(Cause.MAX_RUNNING_ZERO, line=lazy_re.compile(r"max_running_requests? is zero"),
         doc="`AssertionError: max_running_request is zero`"),
     # SGLang's own watchdog: a forward pass (or the tokenizer) made no progress for --watchdog-timeout s
-    FailureClass(Cause.WATCHDOG_TIMEOUT, line=re.compile(r"[Ww]atchdog timeout \(self\.watchdog_timeout="),
-        alone=re.compile(r"Scheduler debug info:"),  # the watchdog's dump of the scheduler, before its timeout line
+    FailureClass(Cause.WATCHDOG_TIMEOUT, line=lazy_re.compile(r"[Ww]atchdog timeout \(self\.watchdog_timeout="),
+        alone=lazy_re.compile(r"Scheduler debug info:"),  # the watchdog's dump of the scheduler, before its timeout line
         doc="SGLang's own watchdog found a batch stuck and SIGQUIT the server: `Watchdog timeout "
             "(self.watchdog_timeout=300)` (≤ 0.4), `Scheduler watchdog timeout "
             "(self.watchdog_timeout=300, self.soft=False)` (0.5); the `Received sigquit …` after it is "
             "the consequence",
         explain=_watchdog),
-    FailureClass(Cause.MAMBA_CACHE_TOO_SMALL, line=re.compile(
+    FailureClass(Cause.MAMBA_CACHE_TOO_SMALL, line=lazy_re.compile(
         r"state cache is too small to serve any requests|Not enough GPU memory for hybrid \(mamba"),
         doc="`RuntimeError: Hybrid (mamba/linear-attention) state cache is too small to serve any "
             "requests …`"),
-    FailureClass(Cause.NOT_ENOUGH_MEMORY, read=(_said(r"above (?P<floor>\d\.\d+)"),), line=re.compile(
+    FailureClass(Cause.NOT_ENOUGH_MEMORY, read=(_said(r"above (?P<floor>\d\.\d+)"),), line=lazy_re.compile(
         r"Not enought? memory\. Please try to increase --mem-fraction-static"  # ≤ 0.1.17 spells it "enought"
         r"|leave no GPU memory for the KV cache|Memory pool size is too small"
         r"|SWA pool \(\d+ tokens\) cannot hold even one request"
@@ -142,7 +144,7 @@ _CAUSES: tuple[FailureClass, ...] = (
             "--swa-full-tokens-ratio …` (the diagnosis names that ratio), its `SWA pool cap (…) leaves no room for "
             "the full KV pool …` and `UnifiedKVPool: … leaves no room for real data`"),
     FailureClass(Cause.CUDA_OOM, read=(_said(r"\A.*Process (?P<other_pid>\d+) has (?P<other_gib>[\d.]+ GiB) memory in use"),),
-                 line=re.compile(
+                 line=lazy_re.compile(
         r"CUDA out of memory|HIP out of memory|OutOfMemoryError|(?:CUDA|HIP) error: out of memory"
                             r"|hipErrorOutOfMemory|(?:NPU|XPU) out of memory"  # Ascend's torch_npu, Intel's XPU
                             r"|UR_RESULT_ERROR_OUT_OF_DEVICE_MEMORY"),  # Intel's Level Zero runtime, under torch
@@ -153,8 +155,8 @@ _CAUSES: tuple[FailureClass, ...] = (
             "graph begin` is a capture); `Exception: Capture cuda graph failed: CUDA out of memory …` "
             "(with its `Possible solutions:` list); after the target's capture, while a speculative draft"
             " loads or captures (`Capture draft cuda graph begin`), the diagnosis says it is the draft's"),
-    FailureClass(Cause.HOST_OOM, alone=re.compile(r"^slurmstepd: error: Detected \d+ oom[-_]kill events? in "),
-                 line=re.compile(r"\[Errno 12\] Cannot allocate memory|Out of memory: Killed process|oom-kill"
+    FailureClass(Cause.HOST_OOM, alone=lazy_re.compile(r"^slurmstepd: error: Detected \d+ oom[-_]kill events? in "),
+                 line=lazy_re.compile(r"\[Errno 12\] Cannot allocate memory|Out of memory: Killed process|oom-kill"
                             r"|DefaultCPUAllocator: can't allocate memory"  # torch's CPU allocator (--device cpu, offload)
                             # --enable-hierarchical-cache: its host pool (--hicache-ratio × the KV pool, or --hicache-size)
                             # larger than the host RAM free; not `… for request X`, a PD decode server's runtime note
@@ -177,7 +179,7 @@ _CAUSES: tuple[FailureClass, ...] = (
         explain=("The host ran out of memory (RAM, not GPU memory) in phase {phase}: {message}",
                  "safetensors are read through host memory once per rank; `journalctl -k | grep -i -e oom -e 'out of "
                  "memory'` shows the kernel's account, and `systemctl show -p MemoryMax {unit}` the unit's limit.")),
-    FailureClass(Cause.PORT_IN_USE, line=re.compile(
+    FailureClass(Cause.PORT_IN_USE, line=lazy_re.compile(
         r"\[Errno 98\]|[Aa]ddress already in use|is not available in [\d.]+ seconds"),
         doc="`ERROR:    [Errno 98] error while attempting to bind on address ('0.0.0.0', 30000): address "
             "already in use` (uvicorn's HTTP port); torch's rendezvous store `DistNetworkError: The "
@@ -187,7 +189,7 @@ _CAUSES: tuple[FailureClass, ...] = (
             "(SGLang's own sockets between its processes: a leftover of an earlier start); `ValueError: "
             "dist_init_port at 5000 is not available in 30 seconds. … process.cmdline()=[…] … pid=N` (the"
             " diagnosis names the port and the process holding it"),
-    FailureClass(Cause.UNSUPPORTED_MODEL, line=re.compile(
+    FailureClass(Cause.UNSUPPORTED_MODEL, line=lazy_re.compile(
         r"Transformers does not recognize this architecture|Model architectures? \[.*\] (?:are|is) not supported"
         r"|Unrecognized configuration class|Unrecognized model in|Unrecognized (?:image )?processor in"
         r"|model type `?[\w.-]+`? but Transformers does not"
@@ -218,7 +220,7 @@ _CAUSES: tuple[FailureClass, ...] = (
             "Parallel is not compatible with this model.`)",
         explain=("This SGLang release has no implementation of the model's architecture: {message}",
                  "Upgrade SGLang to a release that lists the architecture, or check config.json's `architectures`.")),
-    FailureClass(Cause.MODEL_NOT_FOUND, read=(_NAMED_PATH,), line=re.compile(
+    FailureClass(Cause.MODEL_NOT_FOUND, read=(_NAMED_PATH,), line=lazy_re.compile(
         r"Incorrect path_or_model_id|HFValidationError|RepositoryNotFoundError|Repository Not Found"
         r"|Repo id must (?:be in the form|use alphanumeric chars)"  # a --model-path neither a folder here nor a hub id
         r"|is not a local folder and is not a valid model identifier|gated repo|Cannot access gated repo"
@@ -249,7 +251,7 @@ _CAUSES: tuple[FailureClass, ...] = (
         explain=("SGLang cannot open model_path {what}: it is neither a folder on this host nor a repo id it can reach.",
                  "`ls {path}` on the GPU host; a model in /dev/shm is gone after a reboot.")),
     # the hub itself out of reach: rate-limited (429), no route, a proxy; the repo id may well be right
-    FailureClass(Cause.HUB_UNREACHABLE, line=re.compile(
+    FailureClass(Cause.HUB_UNREACHABLE, line=lazy_re.compile(
         r"429 Client Error|Too Many Requests for url|There was a specific connection error when trying to load"
         r"|host='(?:huggingface\.co|hf-mirror\.com|cdn-lfs[\w.-]*|[\w.-]*\.hf\.co)', port=\d+\): Max retries exceeded"),
         doc="the Hugging Face hub out of reach, the repo id not in question: "
@@ -262,7 +264,7 @@ _CAUSES: tuple[FailureClass, ...] = (
                  "DNS, or a proxy it is not told about). Put HTTPS_PROXY/NO_PROXY in [env], or HF_ENDPOINT for a "
                  "mirror; or download the model where the hub is reachable and point model_path at the folder."),
         fixes=(({"env.HF_HUB_OFFLINE": "1"}, "once the model is in the unit's HF cache: ask the hub nothing"),)),
-    FailureClass(Cause.UNSUPPORTED_HARDWARE, line=re.compile(
+    FailureClass(Cause.UNSUPPORTED_HARDWARE, line=lazy_re.compile(
         r"not supported for the current GPU|Minimum capability: \d+|[Cc]ompute capability(?!: \d+\s*$)"
         # ptxas on a kernel written for another architecture; FA4's own check (`Only SM 10.x and 11.x are supported`)
         r"|not supported on \.target '?sm_\d+|Only SM [\d.x]+(?:(?:,| and| or) [\d.x]+)* (?:are|is) supported"
@@ -297,7 +299,7 @@ _CAUSES: tuple[FailureClass, ...] = (
         explain=("This GPU cannot run what the config asks for: {message}",
                  "Choose a quantization, attention backend or kernel this GPU's compute capability supports "
                  "(`nvidia-smi --query-gpu=compute_cap --format=csv`), or run on a newer GPU.")),
-    FailureClass(Cause.GPU_UNAVAILABLE, line=re.compile(
+    FailureClass(Cause.GPU_UNAVAILABLE, line=lazy_re.compile(
         r"No CUDA GPUs are available|CUDA driver version is insufficient|NVIDIA driver on your system is too old"
         r"|Found no NVIDIA driver|no CUDA-capable device is detected|CUDA-capable device\(s\) is/are busy or unavailable"
         r"|all CUDA-capable devices are busy or unavailable|CUDA driver initialization failed|cudaErrorNoDevice"
@@ -342,7 +344,7 @@ _CAUSES: tuple[FailureClass, ...] = (
                  "In a container: it was started without its GPUs (`docker run --gpus all`, or compose's `deploy."
                  "resources.reservations.devices`; the NVIDIA container toolkit installed; on Kubernetes a "
                  "`nvidia.com/gpu` limit), so torch.cuda.is_available() is False there however the host looks.")),
-    FailureClass(Cause.CUDA_ERROR, line=re.compile(
+    FailureClass(Cause.CUDA_ERROR, line=lazy_re.compile(
         r"illegal memory access was encountered|device-side assert triggered|CUDA error: misaligned address"
         r"|unspecified launch failure|illegal instruction was encountered|cudaErrorIllegalAddress"
         r"|CUBLAS_STATUS_EXECUTION_FAILED|Memory access fault by GPU"),  # ROCm's illegal address, printed by HSA
@@ -356,7 +358,7 @@ _CAUSES: tuple[FailureClass, ...] = (
                  "bug for this model and GPU: try another attention_backend, or disable CUDA graphs to confirm."),
         fixes=(({"env.CUDA_LAUNCH_BLOCKING": "1"}, "the traceback then names the kernel that faulted"),)),
     # the PD KV transfer engine could not start: its RDMA NIC(s) missing, unusable or hidden by the sandbox
-    FailureClass(Cause.KV_TRANSFER_FAILED, line=re.compile(
+    FailureClass(Cause.KV_TRANSFER_FAILED, line=lazy_re.compile(
         r"(?:Mooncake|Ascend) Transfer Engine initialization failed|NIXL_ERR_BACKEND|nixlBackendError"
         # 0.5.23: an engine's set-up that never returned (SGLANG_DISAGGREGATION_ENGINE_INIT_TIMEOUT)
         r"|(?:Mooncake TransferEngine\.initialize|NIXL create_backend|Mori IOEngine)\(.*\) did not return within"
@@ -368,28 +370,29 @@ _CAUSES: tuple[FailureClass, ...] = (
             "`--disaggregation-ib-device`, the sandbox's `/dev/infiniband`: the fix adds `devices = "
             "[\"infiniband\"]`)"),
     # DeepEP's all-to-all: an expert-parallel rank never reached the dispatch (dead, slow, or RDMA)
-    FailureClass(Cause.EP_DISPATCH_TIMEOUT, line=re.compile(r"DeepEP error: (?:CPU recv timeout|timeout \(dispatch CPU\)|timeout)"),
+    FailureClass(Cause.EP_DISPATCH_TIMEOUT, line=lazy_re.compile(
+        r"DeepEP error: (?:CPU recv timeout|timeout \(dispatch CPU\)|timeout)"),
         doc="DeepEP's all-to-all waited for an expert-parallel rank that never came: `RuntimeError: "
             "DeepEP error: CPU recv timeout` (`timeout (dispatch CPU)`): another rank's error first, a "
             "first start's DeepGEMM compile, or RDMA between nodes"),
     # DeepEP's NVSHMEM (expert parallel's all-to-all over RDMA) could not connect its ranks: it prints
     # `/…/nvshmem/src/…/ibrc.cpp:420: non-zero status: 22 ibv_modify_qp failed` and exits, SGLang's
     # `Rank 0 scheduler is dead` and `Exit code: 255` are the consequence
-    FailureClass(Cause.NVSHMEM_FAILED, line=re.compile(
+    FailureClass(Cause.NVSHMEM_FAILED, line=lazy_re.compile(
         r"nvshmem/src/\S+: non-zero status: \d+|nvshmem initialization failed"
         r"|NVSHMEM API called before NVSHMEM initialization"),
         doc="DeepEP's NVSHMEM (`--moe-a2a-backend deepep`) could not connect the ranks over RDMA: its "
             "unprefixed `/sgl-workspace/nvshmem/src/modules/transport/ibrc/ibrc.cpp:420: non-zero status:"
             " 22 ibv_modify_qp failed`, `nvshmem initialization failed, exiting`; the ranks' exit after "
             "it is the consequence"),
-    FailureClass(Cause.RENDEZVOUS_FAILED, line=re.compile(
+    FailureClass(Cause.RENDEZVOUS_FAILED, line=lazy_re.compile(
         r"DistStoreError|DistNetworkError|[Tt]he client socket has timed out|TCP client failed to connect"
         r"|Timed out initializing process group|clients joined|gloo/transport/tcp"),
         doc="a multi-node start whose ranks never met at `dist_init_addr`: "
             "`torch.distributed.DistNetworkError: The client socket has timed out after 120000ms while "
             "trying to connect to (10.0.0.11, 5000).` (a worker node), `DistStoreError: Timed out after "
             "181 seconds waiting for clients. 8/16 clients joined.` (node 0)"),
-    FailureClass(Cause.NCCL_ERROR, line=re.compile(
+    FailureClass(Cause.NCCL_ERROR, line=lazy_re.compile(
         r"NCCL error|DistBackendError|ncclInternalError|ncclUnhandledCudaError|ncclSystemError"
                               r"|Watchdog caught collective operation timeout|NCCL communicator was aborted"),
         doc="`RuntimeError: NCCL error: unhandled system error …`, `DistBackendError`, `Watchdog caught "
@@ -398,7 +401,7 @@ _CAUSES: tuple[FailureClass, ...] = (
                  "Usual causes: a GPU in the list that another job uses, P2P/IB trouble, or a mismatch of tp_size and "
                  "GPUs."),
         fixes=(({"env.NCCL_DEBUG": "INFO"}, "NCCL then says which rank and transport failed"),)),
-    FailureClass(Cause.DISK_FULL, line=re.compile(r"\[Errno 28\]|No space left on device"
+    FailureClass(Cause.DISK_FULL, line=lazy_re.compile(r"\[Errno 28\]|No space left on device"
                              r"|unable to allocate shared memory\(shm\)"),  # torch's tensors between processes: /dev/shm
         doc="`OSError: [Errno 28] No space left on device` (a download into HF_HOME, a kernel cache: the "
             "diagnosis names the folder and the variable that moves it, FLASHINFER_WORKSPACE_BASE, "
@@ -410,13 +413,13 @@ _CAUSES: tuple[FailureClass, ...] = (
                  "Downloads go to HF_HOME (default ~/.cache/huggingface) or download_dir, kernels compile to ~/.cache "
                  "and /tmp; `df -h` on those, and remember a unit with PrivateTmp= or a container has its own /tmp. "
                  "Free space, or point HF_HOME at a larger disk.")),
-    FailureClass(Cause.ACCESS_DENIED, line=re.compile(r"\[Errno 30\] Read-only file system|\[Errno 13\]|PermissionError"),
+    FailureClass(Cause.ACCESS_DENIED, line=lazy_re.compile(r"\[Errno 30\] Read-only file system|\[Errno 13\]|PermissionError"),
         doc="the sandbox or a file's owner refused a write: `OSError: [Errno 30] Read-only file system: "
             "'/data/hf/.locks'` (a strict unit writes only its `ReadWritePaths=`; the fix names "
             "`read_write_paths`), `PermissionError: [Errno 13] …`; uvicorn's `ERROR:    [Errno 13] error "
             "while attempting to bind on address ('0.0.0.0', 80): permission denied` (a port below 1024 "
             "without CAP_NET_BIND_SERVICE)"),
-    FailureClass(Cause.BAD_CHECKPOINT, line=re.compile(
+    FailureClass(Cause.BAD_CHECKPOINT, line=lazy_re.compile(
         r"SafetensorError|Error while deserializing header|HeaderTooLarge|MetadataIncompleteBuffer"
         r"|incomplete metadata, file not fully covered|PytorchStreamReader failed|invalid load key"
         r"|Attempted to load weight \(|is not a valid JSON file"
@@ -430,7 +433,7 @@ _CAUSES: tuple[FailureClass, ...] = (
                  "Most often a download that stopped half way (the file is shorter than its header says). Compare the "
                  "file sizes with the hub's, delete the broken shard and download it again "
                  "(`huggingface-cli download --force-download`).")),
-    FailureClass(Cause.BROKEN_INSTALL, line=re.compile(
+    FailureClass(Cause.BROKEN_INSTALL, line=lazy_re.compile(
         r"ModuleNotFoundError|No module named '|undefined symbol: |cannot open shared object file"
         r"|cannot import name '\w+' from|(?:GLIBC|GLIBCXX|CXXABI)_[\d.]+' not found|Python\.h: No such file"
         r"|module '[\w.]+' has no attribute|Torch not compiled with CUDA enabled"
@@ -465,14 +468,14 @@ _CAUSES: tuple[FailureClass, ...] = (
                  "in the unit's interpreter, shown by `svcdiag render {name}`), or use its docker image.")),
     # torch.compile (--enable-torch-compile) could not compile the model: dynamo/inductor's own error; after
     # the patterns above, so an OOM or a missing compiler inside it is still that
-    FailureClass(Cause.TORCH_COMPILE_FAILED, line=re.compile(
+    FailureClass(Cause.TORCH_COMPILE_FAILED, line=lazy_re.compile(
         r"BackendCompilerFailed|torch\._inductor\.exc\.\w+|LoweringException|InductorError"),
         doc="`--enable-torch-compile` could not compile the model (while capturing CUDA graphs): "
             "`torch._dynamo.exc.BackendCompilerFailed: backend='inductor' raised: LoweringException: …`, "
             "`torch._inductor.exc.InductorError: …` (an OOM or a missing compiler inside it is still "
             "`cuda_oom` / `broken_install`); dynamo's advice lines (`suppress_errors = True`) are kept "
             "out of the message"),
-    FailureClass(Cause.BAD_ARGUMENTS, line=re.compile(
+    FailureClass(Cause.BAD_ARGUMENTS, line=lazy_re.compile(
         r"total_num_(?:kv_)?heads % tp_size|must be divisible by (?:tensor parallel|tp|the tp)"
         # the TP split cuts a quantized weight across its quantization blocks (fp8 block_n/block_k, AWQ/GPTQ marlin)
         r"|is not divisible by (?:the )?weight quantization block_[nk]|The input size is not aligned with the quantized"
@@ -516,7 +519,7 @@ _CAUSES: tuple[FailureClass, ...] = (
             "what it names); a flag's value the release does not know, in its own words (`Invalid quantization "
             "choice: …`, `Unsupported kv_cache_dtype: …`, `Not supported device type: …`)",
         # argparse's last word: `launch_server.py: error: …` (≤ 0.5.9) or `sglang serve: error: …` (0.5.10+)
-        alone=re.compile(r"^(?:[\w.-]+\.py|sglang(?: [\w-]+)?|launch_server|python3? -m [\w.]+): error: (.+)$"
+        alone=lazy_re.compile(r"^(?:[\w.-]+\.py|sglang(?: [\w-]+)?|launch_server|python3? -m [\w.]+): error: (.+)$"
                          # `sglang serve` of a diffusion model (0.5.1x+) and other entry points: no program name
                          r"|^error: ((?:unrecognized arguments|the following arguments are required|argument -"
                          r"|ambiguous option|invalid choice|expected one argument).*)$"),
@@ -527,13 +530,13 @@ _CAUSES: tuple[FailureClass, ...] = (
             "Failed, status code: 500` (it prints ready after it, but is UnHealthy: `/health` 503)",
         explain=("The server loaded and listened, then its own warmup request to itself failed, and SGLang shut down "
                  "(`Initialization failed. warmup error`).", "It said: {message}")),
-    FailureClass(Cause.ROUTER_FAILED, alone=re.compile(r"Failed to start router|Error starting router|Failed to create router"),
+    FailureClass(Cause.ROUTER_FAILED, alone=lazy_re.compile(r"Failed to start router|Error starting router|Failed to create router"),
         doc="`sglang_router.launch_server` gave up and killed its workers: `[Router (Python)] … - ERROR -"
             " Failed to start router: Timeout 300s waiting for workers [...] to become healthy. Please "
             "set --router-worker-startup-timeout-secs …`",
         explain=("sglang_router could not start, and killed its workers: {message}",
                  "Its words name the router argument to change (the --router-* flags).")),
-    FailureClass(Cause.PD_BOOTSTRAP_FAILED, alone=re.compile(r"Prefill instance failed to register to bootstrap server"),
+    FailureClass(Cause.PD_BOOTSTRAP_FAILED, alone=lazy_re.compile(r"Prefill instance failed to register to bootstrap server"),
         doc="a PD prefill server could not register with its bootstrap server (`Prefill instance failed "
             "to register to bootstrap server: …`): it says ready, but no decode server finds it"),
     FailureClass(Cause.KILLED_BY_SIGNAL, role=Role.CONSEQUENCE,
@@ -923,7 +926,7 @@ def _internal_port(w: Mapping[str, str]) -> tuple[str, ...]:
             "--port) at least 100 away from any other server's.")
 
 _WARMUP = (
-    FailureClass(Cause.WARMUP_FAILED, "pd_warmup", alone=re.compile(r"Prefill disaggregation mode warm Up Failed"),
+    FailureClass(Cause.WARMUP_FAILED, "pd_warmup", alone=lazy_re.compile(r"Prefill disaggregation mode warm Up Failed"),
                  said=_said(r"disaggregation mode warm Up Failed(?:.*?status code: (?P<status>\d+))?"),
                  doc="Prefill disaggregation mode warm Up Failed, status code: 400"),
     FailureClass(Cause.WARMUP_FAILED, "proxy", said=_said(r"Response \[(?P<status>502|503|403|407)\]"),
@@ -1021,7 +1024,7 @@ _HOST_OOM = (
 _PORT_IN_USE = (
     FailureClass(Cause.PORT_IN_USE, "pd_bootstrap", said=_said(r"\A.*PD bootstrap server"),
                  # the bootstrap server's thread, its address and port: the grammar words the message above
-                 alone=re.compile(r"Server error: \[Errno 98\] error while attempting to bind on address \('([^']*)', (\d+)\)"),
+                 alone=lazy_re.compile(r"Server error: \[Errno 98\] error while attempting to bind on address \('([^']*)', (\d+)\)"),
                  doc="the PD bootstrap server could not bind 0.0.0.0:8998 (--disaggregation-bootstrap-port): address "
                      "already in use",
                  explain=_pd_bootstrap_port),
@@ -1050,7 +1053,7 @@ _ACCESS_DENIED = (
 #: resolution hook at any depth of arg_groups/ (model_overrides/*.py, fields/__init__.py), or the launchers
 #: themselves: the `sglang` command's entry point (0.5.1x+: sglang/cli/, e.g. `Error: --model-path is required`,
 #: serve_backends.py) and launch_server.py
-FLAG_CHECK_FRAME_RE = re.compile(r'/sglang/srt/(?:server_args(?:_config_parser)?|arg_groups(?:/\w+)+'
+FLAG_CHECK_FRAME_RE = lazy_re.compile(r'/sglang/srt/(?:server_args(?:_config_parser)?|arg_groups(?:/\w+)+'
                                  r'|layers/attention/attention_registry)\.py"'
                                  r'|/server_args\.py"|/sglang/cli/\w+\.py"|/sglang/launch_server\.py"')
 
@@ -1058,7 +1061,7 @@ FLAG_CHECK_FRAME_RE = re.compile(r'/sglang/srt/(?:server_args(?:_config_parser)?
 #: the flag-check frames (the memory pools, the model runner, a model's overrides); read when no cause's words are
 #: in the exception, as the frame rule is
 _FLAG, _VARIABLE = r"(?<![\w-])--[a-z][a-z0-9]*(?:-[a-z0-9]+)*\b", r"\bSGLANG_[A-Z0-9_]{3,}"
-FLAG_NAMED_RE = re.compile(f"{_FLAG}|{_VARIABLE}")
+FLAG_NAMED_RE = lazy_re.compile(f"{_FLAG}|{_VARIABLE}")
 
 _BAD_ARGUMENTS = (
     FailureClass(Cause.BAD_ARGUMENTS, "bind_address",
@@ -1129,7 +1132,7 @@ _BAD_ARGUMENTS = (
     FailureClass(Cause.BAD_ARGUMENTS, "not_an_eagle_draft",
                  said=_said(r"object has no attribute '(?:set_embed|set_embed_and_head|hot_token_id)'"),
                  doc="AttributeError: 'Qwen2ForCausalLM' object has no attribute 'set_embed'"),
-    FailureClass(Cause.BAD_ARGUMENTS, "flag_check", said=re.compile(FLAG_CHECK_FRAME_RE.pattern, re.M),
+    FailureClass(Cause.BAD_ARGUMENTS, "flag_check", said=lazy_re.compile(FLAG_CHECK_FRAME_RE.pattern, re.M),
                  doc='File "/usr/lib/python3/site-packages/sglang/srt/server_args.py", line 812, in __post_init__',
                  explain=("SGLang's own check of its flags refused this combination: {message}",
                           "Change the flags it names; `svcdiag render {name}` shows the ExecStart line as systemd runs "
@@ -1347,7 +1350,7 @@ _AUDIT_R11 = (
     # a hybrid Mamba model's state pool out of free slots (the ping-pong buffers of MambaRadixCache v2, or a
     # request's own state): SGLang asserts, the scheduler dies; it names a flag, but no flag was refused
     FailureClass(Cause.MAMBA_CACHE_TOO_SMALL, "slots_exhausted",
-                 line=re.compile(r"Not enough space for mamba|Can not alloc mamba cache"),
+                 line=lazy_re.compile(r"Not enough space for mamba|Can not alloc mamba cache"),
                  said=_said(r"Not enough space for mamba|Can not alloc mamba cache"),
                  doc="AssertionError: Not enough space for mamba ping pong idx, try to increase "
                      "--mamba-full-memory-ratio.",
@@ -1393,7 +1396,7 @@ _AUDIT_R12 = (
     # SGLang registers its own config classes with transformers at import (`AutoImageProcessor.register(…)`); a
     # transformers that already ships one of them refuses: the installed transformers is newer than the release pins
     FailureClass(Cause.BROKEN_INSTALL, "transformers_version",
-                 line=re.compile(r"is already used by a Transformers model"),
+                 line=lazy_re.compile(r"is already used by a Transformers model"),
                  said=_said(r"'<class '(?P<config>[\w.]+)'>' is already used by a Transformers model"),
                  doc="ValueError: '<class 'sglang.srt.configs.qwen2_5_vl_config.Qwen2_5_VLConfig'>' is already used "
                      "by a Transformers model.",
@@ -1415,7 +1418,7 @@ _AUDIT_R12 = (
                           "of one attention or MoE backend, DP attention or context parallel: start without the "
                           "newest of those, or try another attention_backend, and see whether it goes away.")),
     FailureClass(Cause.CUDA_ERROR, "device_assert",
-                 line=re.compile(r"\.cu:\d+: (?:\S.*?: )?block: \[\d+,\d+,\d+\], thread: \[\d+,\d+,\d+\] Assertion "),
+                 line=lazy_re.compile(r"\.cu:\d+: (?:\S.*?: )?block: \[\d+,\d+,\d+\], thread: \[\d+,\d+,\d+\] Assertion "),
                  said=_said(r"\.cu:\d+: (?:\S.*?: )?block: \[\d+,\d+,\d+\], thread: \[\d+,\d+,\d+\] Assertion "
                             r"`(?P<assertion>.*)` failed"),
                  doc="/pytorch/aten/src/ATen/native/cuda/IndexKernel.cu:93: operator(): block: [0,0,0], thread: "
@@ -1434,7 +1437,7 @@ _AUDIT_R13 = (
     # own launch and raises `Error in function 'run' at …/trtllm_batched_gemm_runner.cu:N: Error occurred when
     # running GEMM! (numBatches: …, GemmMNK: …, Kernel: …)`: a kernel that cannot run this shape on this GPU
     FailureClass(Cause.CUDA_ERROR, "flashinfer_gemm",
-                 line=re.compile(r"Error occurred when running GEMM!"),
+                 line=lazy_re.compile(r"Error occurred when running GEMM!"),
                  said=_said(r"Error occurred when running GEMM!(?:.*?Kernel:\s+(?P<kernel>\S+))?"),
                  doc="RuntimeError: Error in function 'run' at /workspace/csrc/trtllm_batched_gemm_runner.cu:258: Error "
                      "occurred when running GEMM! (numBatches:  256 , GemmMNK:  2   512   7168 , Kernel:  bmm_E2m1_…_sm100f )",
@@ -1448,7 +1451,7 @@ _AUDIT_R13 = (
     # a layer the checkpoint's quantization config gives no method (`get_quant_method` returned None: AWQ or GPTQ
     # of a MoE model's fused experts before moe_wna16, 0.4.0's FusedMoE), and SGLang's bare assertion on it
     FailureClass(Cause.UNSUPPORTED_MODEL, "quantized_layer",
-                 line=re.compile(r"^assert self\.quant_method is not None"),
+                 line=lazy_re.compile(r"^assert self\.quant_method is not None"),
                  said=_said(r"assert self\.quant_method is not None"),
                  doc="AssertionError (at `assert self.quant_method is not None` in fused_moe_triton/layer.py's "
                      "FusedMoE.__init__)",
@@ -1462,7 +1465,7 @@ _AUDIT_R13 = (
     # timeout (`[rank1]:[W623 15:37:01.82 socket.cpp:485] [c10d] waitForInput: socket SocketImpl(…) timed out after
     # 1800000ms`), printed by every rank just before its scheduler's exception
     FailureClass(Cause.RENDEZVOUS_FAILED, "store_wait",
-                 line=re.compile(r"\[c10d\] waitForInput: socket .* timed out after \d+ms"),
+                 line=lazy_re.compile(r"\[c10d\] waitForInput: socket .* timed out after \d+ms"),
                  said=_said(r"\[c10d\] waitForInput: socket .*?remote=(?P<store>\S+?)\) timed out after (?P<ms>\d+)ms"),
                  doc="[rank1]:[W623 15:37:01.824135523 socket.cpp:485] [c10d] waitForInput: socket SocketImpl(fd=100, "
                      "addr=[node-0]:43590, remote=[node-0]:20000) timed out after 1800000ms",

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import datetime
 
-from svcdiag.sglang import endings, milestone_lines, quiet
+from svcdiag.sglang import endings, lazy_re, milestone_lines, quiet
 from svcdiag.sglang.events import (
     DEATH,
     ROOT,
@@ -47,23 +47,23 @@ INIT_OK = ("init_state: init ok", "init state: init ok")
 IGNORED = "Exception ignored in"
 #: the prefixes before the dated one: `[gpu_id=0] ` (0.1.17-0.2.5), `[gpu=0] ` (0.2.7-0.2.13), `[rank=0] ` (0.1.17's
 #: router), `[00:19:29] `, `[00:19:29 TP0] ` (0.2.14-0.3.2)
-OLD_PREFIX_RE = re.compile(r"\[(?:(?:gpu_id|gpu|rank)=(\d+)|(\d\d:\d\d:\d\d)(?: ([^\]]*))?)\] ")
+OLD_PREFIX_RE = lazy_re.compile(r"\[(?:(?:gpu_id|gpu|rank)=(\d+)|(\d\d:\d\d:\d\d)(?: ([^\]]*))?)\] ")
 #: SGLang's diffusion runtime (`sglang generate`, `sglang serve` of a diffusion model, multimodal_gen, 0.5.6+): a
 #: month, a day and a time, no year (`[12-16 14:27:08] Exit code: -9`, audit R14)
-DIFFUSION_PREFIX_RE = re.compile(r"\[([01]\d-[0-3]\d) (\d\d:\d\d:\d\d)\] ")
+DIFFUSION_PREFIX_RE = lazy_re.compile(r"\[([01]\d-[0-3]\d) (\d\d:\d\d:\d\d)\] ")
 OLD_PREFIX_DATE = "2000-01-01"  # a time of day alone: the phases' durations are right, the date is not known
 #: a library's own line at a level that says it carries on (NCCL INFO, glog's I/W lines): never fatal alone
-CHATTER_RE = re.compile(r"\b(?:INFO|DEBUG|TRACE)\b|^[IWD]\d{4} ")
+CHATTER_RE = lazy_re.compile(r"\b(?:INFO|DEBUG|TRACE)\b|^[IWD]\d{4} ")
 #: NVSHMEM's error lines (DeepEP), unprefixed, each a source path: `/sgl-workspace/nvshmem/src/…: non-zero status: 7 …`
 NVSHMEM_MARK = "nvshmem/src/"
-ANSI_RE = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+ANSI_RE = lazy_re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 #: the warmup request `_wait_and_warmup` sends, answered: ≤ 0.1.17's only word that the server is up
-WARMUP_OK_RE = re.compile(r'"POST /generate HTTP/1\.[01]" 200')
+WARMUP_OK_RE = lazy_re.compile(r'"POST /generate HTTP/1\.[01]" 200')
 #: ≤ 0.1.16's only prefix, `Rank 0: ` (`Rank 0: load weight begin.`, `Rank 0: max_total_num_token=38103, …`)
-RANK_COLON_RE = re.compile(r"Rank (\d+): (.+)")
+RANK_COLON_RE = lazy_re.compile(r"Rank (\d+): (.+)")
 #: a log record that carries its exception's traceback on the lines after it (`logger.exception`, exc_info):
 #: a request that failed (SGLang's serving code, uvicorn, asyncio), the server goes on serving
-LOGGED_EXC_RE = re.compile(r"(?:ERROR: +)?(?:Error in request|Exception in (?:ASGI application|callback)"
+LOGGED_EXC_RE = lazy_re.compile(r"(?:ERROR: +)?(?:Error in request|Exception in (?:ASGI application|callback)"
                            r"|(?:Task|Future) exception was never retrieved)")
 #: lines of their own that name a cause where they stand (failures.py's rows keep their words): argparse's last
 #: word; a PD server's failed warmup (--disaggregation-mode, 0.4.6+: it stays up but unhealthy, /health 503), its
@@ -80,12 +80,12 @@ WATCHDOG_DUMP_RE = own_line(Cause.WATCHDOG_TIMEOUT)
 #: SGLang's docs show it (`2025-04-13 15:34:02 INFO 228 [file.py:301] msg`), Python's (`… - INFO - msg`, `… - name -
 #: INFO - msg`), loguru's (`… | INFO     | module:fn:12 - msg`), a bare `<time> INFO msg`; the first with the
 #: scheduler's ranks before the file (`2026-03-18 11:22:05.874 INFO 120984 [ TP0 scheduler.py:3190] msg`, group 2)
-CUSTOM_PREFIX_RE = re.compile(
+CUSTOM_PREFIX_RE = lazy_re.compile(
     r"^(\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d)(?:[.,]\d+)?Z? *(?:[|-] *)?(?:[\w.]+ +- +)?"
     r"\[?(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|FATAL)\]?"
     r"(?: +\d+ \[ ?((?:[A-Z][A-Z_]*\d+ )*)[\w.]+:\d+\]| *[|:-] *(?:[\w.]+(?::[\w<>.]+)*(?::\d+)? +[|:-] +)?| +) *(.*)$")
 #: NCCL's own account of what failed (`node5:240:240 [6] misc/socket.cc:533 NCCL WARN socketPollConnect: …`)
-NCCL_WARN_RE = re.compile(r"^\S+:\d+:\d+ \[\d+\] \S+ NCCL WARN (.+)$")
+NCCL_WARN_RE = lazy_re.compile(r"^\S+:\d+:\d+ \[\d+\] \S+ NCCL WARN (.+)$")
 #: heads of those keys that any program's line may start with (`Error response from daemon`, `FutureWarning`):
 #: without SGLang's prefix such a line is SGLang's only when it says what the handler looks for
 #: a PD decode server's word that the prefill's bootstrap server did not answer a request's query (audit R12)
@@ -96,22 +96,22 @@ NOTEBOOK_READY = "NOTE: Typically, the server runs in a separate terminal"
 NOTHING: list[Event] = []  # shared and never appended to: the hot path allocates nothing
 #: sglang_router's Python logging (`[Router (Python)] 2025-03-07 10:00:01 - INFO - msg - launch_server.py:177`);
 #: its Rust side (≤ 0.1.x) wrote `[Router (Rust)] …` the same way
-ROUTER_LINE_RE = re.compile(
+ROUTER_LINE_RE = lazy_re.compile(
     r"^\[Router \((?:Python|Rust)\)\] (\d{4}-\d\d-\d\d \d\d:\d\d:\d\d) - ([A-Z]+) - (.*?)(?: - [\w.]+:\d+)?$")
-UVICORN_URL_RE = re.compile(r"running on (\S+)")
+UVICORN_URL_RE = lazy_re.compile(r"running on (\S+)")
 #: sglang-router ≥ 0.2 (Rust `tracing`): `2025-11-04 10:05:37  ERROR sglang_router_rs::core::worker_manager: src/…rs:N: msg`
-ROUTER_RS_RE = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)(?:\.\d+)?Z? +(TRACE|DEBUG|INFO|WARN|ERROR) "
+ROUTER_RS_RE = lazy_re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)(?:\.\d+)?Z? +(TRACE|DEBUG|INFO|WARN|ERROR) "
                           r"(?:sglang_router_rs|sgl_model_gateway|smg)\b[\w:]*: (?:[\w/.-]+\.rs:\d+: )?(.*)$")
 #: any tqdm bar in its default format (`Fetching 4 files:  50%|█████     | 2/4 [00:01<00:01,  1.52it/s]`): what
 #: follows it on the same line is another line, printed while the bar was drawn
 #: torch_npu's own C++ logger (Ascend): `[2026-05-29 16:30:21:955] torch_npu.memory: [ERROR] [1537] msg`, a colon
 #: before the milliseconds, `[rank:N]:` before it when the rank is known, the `[pid]` only in later releases
-TORCH_NPU_RE = re.compile(r"^(?:\[rank:\d+\]:)?\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d):\d{3}\] [\w.]+: "
+TORCH_NPU_RE = lazy_re.compile(r"^(?:\[rank:\d+\]:)?\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d):\d{3}\] [\w.]+: "
                           r"\[(DEBUG|INFO|WARNING|ERROR|CRITICAL)\] (?:\[\d+\] )?(.*)$")
 #: SGLang's dated prefix glued after another process's unfinished line (two writers on one stream: faulthandler's
 #: `Extension modules: …` while another rank logs `[2026-02-23 23:52:47 TP5] Scheduler hit an exception: …`, audit R13)
-GLUED_PREFIX_RE = re.compile(r"\[20\d\d-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?(?: [^\]]*)?\] ")
-ANY_BAR_RE = re.compile(r"[^\r]*?\d+%\|[^|]*\|[^\[\r]*\[[^\]\r]*\]")
+GLUED_PREFIX_RE = lazy_re.compile(r"\[20\d\d-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?(?: [^\]]*)?\] ")
+ANY_BAR_RE = lazy_re.compile(r"[^\r]*?\d+%\|[^|]*\|[^\[\r]*\[[^\]\r]*\]")
 PROGRESS_HEADS = ("Loading ", "Capturing ", "Multi-thread loading", "[")
 
 

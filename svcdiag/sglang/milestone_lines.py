@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
+from svcdiag.sglang import lazy_re
 from svcdiag.sglang.events import (
     CudaGraph,
     DistInit,
@@ -37,49 +38,49 @@ from svcdiag.sglang.events import (
 from svcdiag.sglang.failures import classify
 
 _F = r"(-?\d+(?:\.\d+)?)"
-ELAPSED_RE = re.compile(r"elapsed=" + _F + r" s")
-CAPTURE_IN_RE = re.compile(r"capture in " + _F + " s")  # `Load weight end … Committed real weights …`
-TIME_ELAPSED_RE = re.compile(r"Time elapsed: " + _F + " s")  # a capture's end, in other words
-DRAFT_INITIALIZED_RE = re.compile(r"Initialized (\w+) draft runner\. ?(.*)")
-DRAFT_READY_RE = re.compile(r"(\w+) draft runner ready\. ?(.*)")
-AVAIL_RE = re.compile(r"avail mem=" + _F + r" ?GB")
-USAGE_RE = re.compile(r"mem usage=" + _F + r" ?GB")
-TYPE_RE = re.compile(r"type=([\w.]+)")
-DTYPE_RE = re.compile(r"dtype[=:] ?([\w.]+)")
-QUANT_RE = re.compile(r"quant=([\w.\-]+)")
-TOKENS_RE = re.compile(r"#tokens: (\d+)")
-K_RE = re.compile(r"(?<!\w)K size: " + _F + r" GB")
-V_RE = re.compile(r"(?<![\w])V size: " + _F + r" GB")  # not MLA's `KV size:` (K and V in one)
-KV_RE = re.compile(r"KV size: " + _F + r" GB")
-MAMBA_RE = re.compile(
+ELAPSED_RE = lazy_re.compile(r"elapsed=" + _F + r" s")
+CAPTURE_IN_RE = lazy_re.compile(r"capture in " + _F + " s")  # `Load weight end … Committed real weights …`
+TIME_ELAPSED_RE = lazy_re.compile(r"Time elapsed: " + _F + " s")  # a capture's end, in other words
+DRAFT_INITIALIZED_RE = lazy_re.compile(r"Initialized (\w+) draft runner\. ?(.*)")
+DRAFT_READY_RE = lazy_re.compile(r"(\w+) draft runner ready\. ?(.*)")
+AVAIL_RE = lazy_re.compile(r"avail mem=" + _F + r" ?GB")
+USAGE_RE = lazy_re.compile(r"mem usage=" + _F + r" ?GB")
+TYPE_RE = lazy_re.compile(r"type=([\w.]+)")
+DTYPE_RE = lazy_re.compile(r"dtype[=:] ?([\w.]+)")
+QUANT_RE = lazy_re.compile(r"quant=([\w.\-]+)")
+TOKENS_RE = lazy_re.compile(r"#tokens: (\d+)")
+K_RE = lazy_re.compile(r"(?<!\w)K size: " + _F + r" GB")
+V_RE = lazy_re.compile(r"(?<![\w])V size: " + _F + r" GB")  # not MLA's `KV size:` (K and V in one)
+KV_RE = lazy_re.compile(r"KV size: " + _F + r" GB")
+MAMBA_RE = lazy_re.compile(
     r"max_mamba_cache_size: (\d+), conv_state size: " + _F + r" ?GB, ssm_state size: " + _F + r" ?GB"
     r"(?: intermediate_ssm_state_cache size: " + _F + r" ?GB)?(?: intermediate_conv_window_cache size: " + _F + r" ?GB)?")
-SCHED_RE = re.compile(r"(\w+)=(-?[\d.]+)")
-CAPPED_RE = re.compile(r"capped to (\d+) by the mamba state cache \(max_mamba_cache_size=(\d+), (\d+) state slots")
-REDUCED_RE = re.compile(r"reduced from the requested (\d+) to (\d+)")
+SCHED_RE = lazy_re.compile(r"(\w+)=(-?[\d.]+)")
+CAPPED_RE = lazy_re.compile(r"capped to (\d+) by the mamba state cache \(max_mamba_cache_size=(\d+), (\d+) state slots")
+REDUCED_RE = lazy_re.compile(r"reduced from the requested (\d+) to (\d+)")
 #: `Capture cuda graph begin`, 0.5.14+'s `Capture target decode CUDA graph begin`; on other devices (0.5.2+) the
 #: graph is the device's: `Capture cpu graph begin`, `Capture npu graph begin` (Ascend), `Capture target decode NPU graph`
-CAPTURE_NAME_RE = re.compile(r"^Capture (?:(target|draft) (?:(decode|verify|prefill|extend) )?|(piecewise) )?"
+CAPTURE_NAME_RE = lazy_re.compile(r"^Capture (?:(target|draft) (?:(decode|verify|prefill|extend) )?|(piecewise) )?"
                              r"(?:CUDA|cuda|CPU|cpu|NPU|npu|XPU|xpu|HPU|hpu|MUSA|musa) graph")
 #: DeepGEMM's JIT pre-compile session, a WARNING from 0.4.6 on (what follows varies: `It may takes`/`It may take`)
-PRECOMPILE_RE = re.compile(r"Entering DeepGEMM JIT Pre-?Compile session", re.I)
+PRECOMPILE_RE = lazy_re.compile(r"Entering DeepGEMM JIT Pre-?Compile session", re.I)
 #: ROCm's AITER building a JIT module it has no cache of: `[aiter] start build [module_mha_fwd] under /…/build/…`
 AITER_BUILD = "[aiter] start build ["
-SWA_POOL_RE = re.compile(r"Use sliding window memory pool\. full_layer_tokens=(\d+), swa_layer_tokens=(\d+)")
-HOST_POOL_RE = re.compile(r"Allocating " + _F + r" GB host memory for hierarchical KV cache")
+SWA_POOL_RE = lazy_re.compile(r"Use sliding window memory pool\. full_layer_tokens=(\d+), swa_layer_tokens=(\d+)")
+HOST_POOL_RE = lazy_re.compile(r"Allocating " + _F + r" GB host memory for hierarchical KV cache")
 #: ≤ 0.3.2 moved to a free port when --port was taken: `WARNING: Port 30000 is not available. Use port 30005 instead.`
 #: (0.1.x: `Use 10019 instead.`)
-PORT_MOVED_RE = re.compile(r"WARNING: Port (\d+) is not available\. Use (?:port )?(\d+) instead")
-STARTUP_TIMINGS_RE = re.compile(r"(\w+)=(\{[^}]*\}|[\d.]+)")
-SERVER_ARG_RE = re.compile(r"(\w+)=('(?:[^'\\]|\\.)*'|\"[^\"]*\"|[^,()]+)")
-DICT_ARG_RE = re.compile(r"'(\w+)': ('(?:[^'\\]|\\.)*'|\"[^\"]*\"|[^,{}]+)")
-KV_BELOW_RE = re.compile(r"KV pool holds (\d+) tokens, fewer than --context-length (\d+)")
-POST_CAPTURE_MR_RE = re.compile(r"max_running_requests (\d+) -> (\d+)")
-UNIFIED_RE = re.compile(r"total_bytes=" + _F + r" GB")
+PORT_MOVED_RE = lazy_re.compile(r"WARNING: Port (\d+) is not available\. Use (?:port )?(\d+) instead")
+STARTUP_TIMINGS_RE = lazy_re.compile(r"(\w+)=(\{[^}]*\}|[\d.]+)")
+SERVER_ARG_RE = lazy_re.compile(r"(\w+)=('(?:[^'\\]|\\.)*'|\"[^\"]*\"|[^,()]+)")
+DICT_ARG_RE = lazy_re.compile(r"'(\w+)': ('(?:[^'\\]|\\.)*'|\"[^\"]*\"|[^,{}]+)")
+KV_BELOW_RE = lazy_re.compile(r"KV pool holds (\d+) tokens, fewer than --context-length (\d+)")
+POST_CAPTURE_MR_RE = lazy_re.compile(r"max_running_requests (\d+) -> (\d+)")
+UNIFIED_RE = lazy_re.compile(r"total_bytes=" + _F + r" GB")
 #: tqdm's bars (no time prefix; updates joined by \r in one journal message), optionally after a rank prefix:
 #: `Loading safetensors checkpoint shards:  25% Completed | 1/4 [00:04<00:12,  4.12s/it]` (SGLang's bar_format),
 #: `Capturing batches (bs=4 avail_mem=56.61 GB): 75%|███████▌  | 3/4 [00:01<00:00,  2.1it/s]` (tqdm's default)
-PROGRESS_RE = re.compile(
+PROGRESS_RE = lazy_re.compile(
     r"(?:\[(?:rank(?P<rank>\d+)\]:?|[^\]]*?\bTP(?P<tp>\d+)\b[^\]]*\])\s*)?"
     r"(?P<label>Loading (?:\w+ )?checkpoint shards|Multi-thread loading shards|Capturing (?:batches|num tokens))"
     r"(?: \([^)]*\))?:\s*\d+%(?: Completed \||\|[^|]*\|)\s*(?P<done>\d+)/(?P<total>\d+)"

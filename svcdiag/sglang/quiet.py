@@ -57,9 +57,15 @@ def interesting_message_re(keys: Collection[str], fmt: str, ascii_only: bool = F
     escape, which could spell a key, a newline or a colour code (any other escape in the first
     bytes keeps a message from looking quiet); in export no binary field."""
     if fmt == "json":
-        return _compiled(("json", ascii_only), keys, lambda: rb'"MESSAGE"\s*:\s*+(?!"'
+        return _compiled(("json", ascii_only), keys, lambda: rb'"MESSAGE"\s*:\s*+(?!"' + UNWRAPPED
                               + quiet_message(keys, ascii_only, escaped=True) + rb")")
-    return _compiled(("export", ascii_only), keys, lambda: rb"\nMESSAGE=(?!" + quiet_message(keys, ascii_only) + rb")")
+    return _compiled(("export", ascii_only), keys,
+                     lambda: rb"\nMESSAGE=(?!" + UNWRAPPED + quiet_message(keys, ascii_only) + rb")")
+
+#: a journal message the reader unwraps (systemd.journal_formats.unwrap) is not quiet, whatever follows: the
+#: two wrapper prefixes that could pass for SGLang's dated one, Jenkins' `[2025-11-06T02:08:14.810Z] ` and a
+#: compose service's `[name] | `
+UNWRAPPED = rb"(?!\[\d{4}-\d\d-\d\dT|\[[\w.-]+\]\s*\|)"
 
 def quiet_message(keys: Collection[str], ascii_only: bool, escaped: bool = False) -> bytes:
     """The source of a pattern that matches at a line's first byte when the line is quiet: a

@@ -10,11 +10,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import Enum
 
+from svcdiag.sglang import lazy_re
 from svcdiag.sglang.events import DEATH, ROOT, SUSPECT, Failure
 from svcdiag.sglang.failures import CUSTOM_ALL_REDUCE_FRAME_RE, FLAG_CHECK_FRAME_RE, FLAG_NAMED_RE, classify
 from svcdiag.signals import signal_name
 
-FINAL_EXC_RE = re.compile(
+FINAL_EXC_RE = lazy_re.compile(
     r"^(?:[A-Za-z_][\w.]*\.)?\w*(?:Error|Exception|Exit|Interrupt|Fault|Failure|Iteration)(?::.*)?$"
     r"|^(?:[a-z_]\w*\.)+[A-Z]\w*: ")  # a qualified class named otherwise: `triton.runtime.errors.OutOfResources: …`
 CHAIN_LINES = ("During handling of the above exception", "The above exception was the direct cause")
@@ -22,47 +23,47 @@ TRACEBACK_OPEN = "Traceback (most recent call last):"
 #: what a traceback cut off before its final line says in its stead
 CUT_OFF = "traceback (cut off)"
 #: a frame as Python's traceback prints it (faulthandler's and py-spy's lack the comma before `in`)
-FRAME_RE = re.compile(r'^[ \t]+File "[^"]+", line \d+, in \S')
+FRAME_RE = lazy_re.compile(r'^[ \t]+File "[^"]+", line \d+, in \S')
 #: the phase a frame of SGLang's places the traceback in: graph capture (`init_device_graphs`, ≤ 0.4.x's
 #: `init_cuda_graphs`, a graph runner built or capturing: cuda_graph_runner.py, npu_graph_runner.py, a draft's)
 #: frames of the process that launched the schedulers and waits on them (the `sglang` CLI, launch_server, the
 #: engine's launcher, the diffusion runtime's entrypoints): a traceback cut off in these alone says nothing of
 #: its own, the child's death the launcher reported above it is the cause (audit R14)
-LAUNCHER_FRAME_RE = re.compile(r'^File "(?:[^"]*/sglang/(?:cli/|launch_server\.py|srt/entrypoints/(?:http_server|engine)'
+LAUNCHER_FRAME_RE = lazy_re.compile(r'^File "(?:[^"]*/sglang/(?:cli/|launch_server\.py|srt/entrypoints/(?:http_server|engine)'
                                r'\.py|multimodal_gen/runtime/(?:entrypoints|launch))|[^"]*/(?:runpy|multiprocessing/[\w/]+)'
                                r'\.py|[^"]*/bin/sglang)[^"]*"')
 #: how a physical line ends when its message goes on on the next (a kernel library's message wrapped at `… at`,
 #: `…cu:276:`, an open parenthesis or a comma)
 UNFINISHED = (":", " at", ",", "(", "-", "=")
 PHASE_FRAMES = (
-    ("cuda_graph", re.compile(r'_graph_runner\.py", line \d+, in (?:__init__|capture\w*)$'
+    ("cuda_graph", lazy_re.compile(r'_graph_runner\.py", line \d+, in (?:__init__|capture\w*)$'
                               r'| in init_(?:device|cuda|piecewise_cuda)_graphs$')),
     # the scheduler's own set-up after its graphs are captured (and after its summary line, in most releases): PD's
     # transfer engine (Mooncake, NIXL, Ascend, Mori) started by init_disaggregation
-    ("scheduler", re.compile(r' in init_disaggregation$')),
+    ("scheduler", lazy_re.compile(r' in init_disaggregation$')),
 )
-BARE_FINAL_RE = re.compile(r"^(?:[\w.]+\.)?\w+(?:Error|Exception)$")  # `AssertionError` alone: the code line says why
+BARE_FINAL_RE = lazy_re.compile(r"^(?:[\w.]+\.)?\w+(?:Error|Exception)$")  # `AssertionError` alone: the code line says why
 MAX_TRACEBACK_LINES = 400
 MAX_TAIL_LINES = 12
-ERRORISH_RE = re.compile(r"error|FAILED|not found|fatal|No such file", re.I)
+ERRORISH_RE = lazy_re.compile(r"error|FAILED|not found|fatal|No such file", re.I)
 #: the advice torch._dynamo prints after every compile error (`… suppress_errors = True`): no cause in it
-DYNAMO_ADVICE_RE = re.compile(r"suppress_errors|suppress this exception|TORCH_LOGS=|import torch\._dynamo$")
+DYNAMO_ADVICE_RE = lazy_re.compile(r"suppress_errors|suppress this exception|TORCH_LOGS=|import torch\._dynamo$")
 #: 0.5.10+: the engine's exception when a scheduler process dies: a consequence, with the exit code
-SCHEDULER_DIED_RE = re.compile(r"scheduler died during initialization \(exit code: (-?\d+)\)")
+SCHEDULER_DIED_RE = lazy_re.compile(r"scheduler died during initialization \(exit code: (-?\d+)\)")
 #: a client's failure to reach a server on this host (a script polling /health, a benchmark, in the same
 #: terminal): SGLang reaches its own port only in its warmup, whose errors it logs under a head of its own
-LOCAL_CLIENT_RE = re.compile(
+LOCAL_CLIENT_RE = lazy_re.compile(
     r"^(?:requests\.exceptions\.ConnectionError|urllib3\.exceptions\.\w+|aiohttp\.client_exceptions\.\w+"
     r"|httpx\.ConnectError|openai\.APIConnectionError|ConnectionRefusedError)\b"
     r".*(?:host='(?:localhost|127\.0\.0\.1|0\.0\.0\.0)'|to host (?:localhost|127\.0\.0\.1|0\.0\.0\.0):)")
 #: the outermost frame of a request's traceback: uvicorn's ASGI runner (audit R12b: pasted without the
 #: `Exception in ASGI application` head that says so, it is still a request's error, which the server survives)
-REQUEST_FRAME_RE = re.compile(r'File "[^"]*/uvicorn/protocols/http/\w+\.py", line \d+, in run_asgi$')
+REQUEST_FRAME_RE = lazy_re.compile(r'File "[^"]*/uvicorn/protocols/http/\w+\.py", line \d+, in run_asgi$')
 #: NCCL's word that the other end went away (ncclRemoteError): on one node most often another rank that died,
 #: whose own error may come after this one's
-PEER_GONE_RE = re.compile(r"remote process exited or there was a network error|Connection closed by remote peer")
+PEER_GONE_RE = lazy_re.compile(r"remote process exited or there was a network error|Connection closed by remote peer")
 #: torchrun's summary after a rank died (`ChildFailedError:` then its `Root Cause` block): which rank, and how
-ELASTIC_ROOT_RE = re.compile(r"^\s*(rank|exitcode)\s*: (-?\d+)")
+ELASTIC_ROOT_RE = lazy_re.compile(r"^\s*(rank|exitcode)\s*: (-?\d+)")
 
 
 class Took(Enum):
