@@ -1,4 +1,4 @@
-"""The failure registry (svcdiag/sglang/failures.py): one row per cause and sub-case, the docs
+"""The failure registry (svcdiag/sglang/failures/, a module per cause family): one row per cause and sub-case, the docs
 table generated from it, and the ids scripts match on."""
 
 from __future__ import annotations
@@ -47,6 +47,26 @@ def test_cause_ids_are_strings_in_json_and_comparisons() -> None:
     cause = classify("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.")
     assert cause == "cuda_oom" and json.dumps({"cause": cause}) == '{"cause": "cuda_oom"}'
     assert classify("INFO:     127.0.0.1:5000 - \"GET /health HTTP/1.1\" 200 OK") is None
+
+
+def test_rows_are_tried_by_priority_and_filed_by_their_causes_family() -> None:
+    """The order is the rows' priorities, not where a module stands; a row in another family's module, or two rows
+    of one priority (which would make the order a matter of filing again), is refused."""
+    from types import SimpleNamespace
+
+    from svcdiag.sglang.failures import FAMILY, Family, filed
+
+    assert [r.priority for r in FAILURES] == sorted(r.priority for r in FAILURES)
+    oom, ports = failures.FailureClass(Cause.CUDA_OOM, priority=2), failures.FailureClass(Cause.PORT_IN_USE, priority=1)
+    late = SimpleNamespace(__name__="late", FAMILIES=(FAMILY[Cause.CUDA_OOM],), ROWS=(oom,))
+    early = SimpleNamespace(__name__="early", FAMILIES=(Family.NETWORK,), ROWS=(ports,))
+    assert filed((late, early)) == (ports, oom)
+    with pytest.raises(ValueError, match="belongs to family network"):
+        filed((SimpleNamespace(__name__="memory", FAMILIES=(Family.OUT_OF_MEMORY,), ROWS=(ports,)),))
+    twin = failures.FailureClass(Cause.PORT_IN_USE, "twin", priority=1)
+    with pytest.raises(ValueError, match="share priority 1"):
+        filed((SimpleNamespace(__name__="network", FAMILIES=(Family.NETWORK,), ROWS=(ports, twin)),))
+    assert {FAMILY[c] for c in Cause} == set(Family), "every family has a cause, every cause a family"
 
 
 @pytest.mark.parametrize("row", [r for r in FAILURES if r.detail], ids=lambda r: f"{r.cause}-{r.detail}")

@@ -1,7 +1,7 @@
 """Why a start failed, and what to change, with the arithmetic shown.
 
 Pure: a verdict's figures (what SGLang printed), its cause and sub-case (the grammar read them off the
-log once, sglang/failures.py holds each one's words) and the effective config in, sentences and fixes
+log once, sglang/failures/ holds each one's words) and the effective config in, sentences and fixes
 out; no text is matched here. The memory arithmetic is SGLang's own for the start's release family
 (svcdiag.sglang.memory.predict, the logged start read back by svcdiag.sglang.memory_plan), the same model
 every memory fix is re-checked with (preflight.recheck_fixes), so the explanation and the fixes agree:

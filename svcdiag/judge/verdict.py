@@ -44,7 +44,7 @@ class Verdict(Event):
     phase: str
     cause: str | None
     message: str
-    detail: str = ""  # the cause's sub-case (sglang/failures.py), "" for the cause's own row
+    detail: str = ""  # the cause's sub-case (sglang/failures/), "" for the cause's own row
     captures: dict[str, str] = field(default_factory=dict)  # what the sub-case's pattern read off the failure
     figures: Figures = field(default_factory=Figures)
     evidence: tuple[str, ...] = ()

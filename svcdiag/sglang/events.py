@@ -178,7 +178,7 @@ class Failure(Event):
     signal: str | None = None
     status: int | None = None
     role: str = ROOT
-    #: its sub-case in the registry (sglang/failures.py) and what that row's pattern captured: read off its own
+    #: its sub-case in the registry (sglang/failures/) and what that row's pattern captured: read off its own
     #: words once, here, so that nothing downstream matches text again
     detail: str = ""
     captures: dict[str, str] = field(default_factory=dict)

@@ -65,7 +65,7 @@ RANK_COLON_RE = lazy_re.compile(r"Rank (\d+): (.+)")
 #: a request that failed (SGLang's serving code, uvicorn, asyncio), the server goes on serving
 LOGGED_EXC_RE = lazy_re.compile(r"(?:ERROR: +)?(?:Error in request|Exception in (?:ASGI application|callback)"
                            r"|(?:Task|Future) exception was never retrieved)")
-#: lines of their own that name a cause where they stand (failures.py's rows keep their words): argparse's last
+#: lines of their own that name a cause where they stand (the registry's rows keep their words): argparse's last
 #: word; a PD server's failed warmup (--disaggregation-mode, 0.4.6+: it stays up but unhealthy, /health 503), its
 #: failed registration, its bootstrap server's failed bind (a thread: the server goes on); the router's own failure;
 #: the watchdog's dump of a stuck scheduler
