@@ -20,6 +20,9 @@ from svcdiag.sglang.memory import ACTIVATION_HEADROOM_GB, GB, MAX_MEM_FRACTION
 from svcdiag.sglang.message_catalogue import row_releases
 from svcdiag.sglang.preflight import recheck_fixes
 
+#: the failures of SGLang's own sizing, whose fixes its arithmetic can check
+_SGLANG_SIZED = failures.in_family(failures.Family.NOT_ENOUGH_MEMORY)
+
 
 def _n(v: float | int) -> str:
     return f"{int(v):,}"
@@ -44,7 +47,7 @@ def diagnose(v: Verdict, cfg: ServiceConfig | None = None, *, port_owners: list[
         explanation, fixes = fn(v, cfg, port_owners or [])
     else:
         explanation, fixes = _template(v, cfg) or _generic(v, cfg, [])
-    if cause in ("max_running_zero", "not_enough_memory", "mamba_cache_too_small"):  # through SGLang's own arithmetic
+    if cause in _SGLANG_SIZED:  # through SGLang's own arithmetic
         fixes = recheck_fixes(fixes, v.figures, cfg)
     return {"cause": cause, "detail": v.detail, "explanation": [*explanation, *_release_note(v)], "fixes": fixes}
 

@@ -19,6 +19,7 @@ from svcdiag.judge.verdict import Verdict
 from svcdiag.ops.follow import follow, unit_lock
 from svcdiag.ops.start import calibrate, conclude, diagnoser, ensure_started, judge_start, quiet_plan, remember
 from svcdiag.output.publish import Publisher
+from svcdiag.sglang.failures import Cause, Family, in_family
 from svcdiag.sglang.figures import Figures
 from svcdiag.sglang.preflight import estimate_candidate
 from svcdiag.systemd.dbus import Systemd
@@ -108,14 +109,16 @@ def compare(prev: dict[str, Any], cur: dict[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
+#: the failures of SGLang's own sizing: too little memory for what it was asked to hold
+_SGLANG_SIZED = in_family(Family.NOT_ENOUGH_MEMORY)
 #: which way a key must move to explain a failure, and which causes it can explain
 _WORSENS = {
-    "max_running_requests": (+1, {"max_running_zero", "mamba_cache_too_small", "not_enough_memory", "cuda_oom"}),
-    "max_mamba_cache_size": (-1, {"max_running_zero", "mamba_cache_too_small"}),
-    "context_length": (+1, {"max_running_zero"}),
-    "mem_fraction_static": (-1, {"max_running_zero", "not_enough_memory", "mamba_cache_too_small"}),
-    "tp_size": (-1, {"cuda_oom", "not_enough_memory", "max_running_zero"}),
-    "cuda_graph_max_bs": (+1, {"cuda_oom"}),
+    "max_running_requests": (+1, _SGLANG_SIZED | {Cause.CUDA_OOM}),
+    "max_mamba_cache_size": (-1, {Cause.MAX_RUNNING_ZERO, Cause.MAMBA_CACHE_TOO_SMALL}),
+    "context_length": (+1, {Cause.MAX_RUNNING_ZERO}),
+    "mem_fraction_static": (-1, _SGLANG_SIZED),
+    "tp_size": (-1, {Cause.CUDA_OOM, Cause.NOT_ENOUGH_MEMORY, Cause.MAX_RUNNING_ZERO}),
+    "cuda_graph_max_bs": (+1, {Cause.CUDA_OOM}),
 }
 
 

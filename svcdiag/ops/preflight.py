@@ -24,6 +24,7 @@ from svcdiag.config.service import ServiceConfig
 from svcdiag.errors import SvcdiagError
 from svcdiag.files import open_append, read_text
 from svcdiag.ops.gpumem import gpu_free_gb, gpu_identity, gpu_total_gb, ranks, reading_kind, sglang_sees
+from svcdiag.sglang.failures import Cause, Family, in_family
 from svcdiag.sglang.memory import AUTO_MEM_FRACTION, GB
 from svcdiag.sglang.modelinfo import (
     LOCAL,
@@ -244,9 +245,9 @@ def predicted_cause(p: Prediction) -> str | None:
     """The failure SGLang would report for this prediction."""
     if p.verdict != "cannot_serve":
         return None
-    if p.failure in ("not_enough_memory", "mamba_cache_too_small"):
-        return p.failure
-    return "max_running_zero"
+    if p.failure in in_family(Family.NOT_ENOUGH_MEMORY):  # the one it names, or one that admits no request
+        return Cause(p.failure)
+    return Cause.MAX_RUNNING_ZERO
 
 
 # ---------------------------------------------------------------- calibration

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from svcdiag.ops.tune_model import MAX_MEM_FRACTION, Capacity, Costs, capacity, down_to, from_figures, up_to
+from svcdiag.sglang.failures import Cause, Family, in_family
 from svcdiag.sglang.figures import Figures
 
 #: the keys that decide capacity, as the config spells them
@@ -24,8 +25,8 @@ CAPACITY_KEYS = ("mem_fraction_static", "max_mamba_cache_size", "max_running_req
 #: draft token, but fewer change what is benchmarked, so only `--allow` lets the search lower them
 DRAFT_KEY = "speculative.num_draft_tokens"
 #: failures more or less static memory can change; any other cause stops the search
-TOO_LITTLE = frozenset({"max_running_zero", "not_enough_memory", "mamba_cache_too_small", "kv_below_context"})
-TOO_MUCH = frozenset({"cuda_oom"})
+TOO_LITTLE = in_family(Family.NOT_ENOUGH_MEMORY) | {"kv_below_context"}  # and a start degraded below its context
+TOO_MUCH = frozenset({Cause.CUDA_OOM})
 #: how far the prior may be off, as a share of the static memory: a proof from it alone needs more
 PRIOR_SLACK = 0.05
 MIN_CHUNKED_PREFILL = 2048
