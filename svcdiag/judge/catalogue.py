@@ -14,11 +14,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from svcdiag.judge.pipeline import Judge
+from svcdiag.sglang.failures import Cause
 from svcdiag.sglang.grammar import classify
 from svcdiag.sglang.message_catalogue import Catalogue, Message, generic
 
 #: the causes that say only that something failed, not what
-GENERIC_CAUSES = frozenset({"exception", "exited", "killed_by_signal"})
+GENERIC_CAUSES = frozenset({Cause.EXCEPTION, Cause.EXITED, Cause.KILLED_BY_SIGNAL})
 #: files whose raises end the launching process itself (flag checks, the launcher), not a scheduler
 LAUNCH_SIDE = ("launch_server.py", "cli/", "srt/server_args", "srt/arg_groups/", "srt/entrypoints/http_server.py")
 _SITE = "/usr/local/lib/python3.12/dist-packages/sglang/"

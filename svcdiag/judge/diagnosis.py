@@ -16,6 +16,7 @@ from typing import Any
 from svcdiag.config.service import PHASE_TIMEOUTS, ServiceConfig
 from svcdiag.judge.verdict import Verdict
 from svcdiag.sglang import failures, memory_plan, stalls
+from svcdiag.sglang.failures import Cause
 from svcdiag.sglang.memory import ACTIVATION_HEADROOM_GB, GB, MAX_MEM_FRACTION
 from svcdiag.sglang.message_catalogue import row_releases
 from svcdiag.sglang.preflight import recheck_fixes
@@ -754,43 +755,43 @@ def _generic(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[
 
 #: sub-cases whose explanation needs the config or arithmetic (the rest are the registry's templates)
 _BY_DETAIL = {
-    ("port_in_use", ""): _port_in_use,
-    ("rendezvous_failed", ""): _rendezvous,
-    ("rendezvous_failed", "clients_missing"): _rendezvous,
-    ("bad_arguments", "bind_address"): _bind_address,
-    ("bad_arguments", "quantization_blocks"): _quantization_blocks,
-    ("bad_arguments", "unrecognized"): _unrecognized,
-    ("bad_arguments", "context_length"): _context_length,
-    ("bad_arguments", "not_an_eagle_draft"): _not_an_eagle_draft,
-    ("bad_arguments", "tp_split"): _tp_split,
-    ("port_in_use", "rendezvous_store"): _store_port_in_use,
-    ("warmup_failed", "pd_warmup"): _pd_warmup,
-    ("bad_checkpoint", "shape_mismatch"): _shape_mismatch,
-    ("access_denied", "bind_port"): _bind_port,
-    ("gpu_unavailable", "invalid_ordinal"): _invalid_ordinal,
+    (Cause.PORT_IN_USE, ""): _port_in_use,
+    (Cause.RENDEZVOUS_FAILED, ""): _rendezvous,
+    (Cause.RENDEZVOUS_FAILED, "clients_missing"): _rendezvous,
+    (Cause.BAD_ARGUMENTS, "bind_address"): _bind_address,
+    (Cause.BAD_ARGUMENTS, "quantization_blocks"): _quantization_blocks,
+    (Cause.BAD_ARGUMENTS, "unrecognized"): _unrecognized,
+    (Cause.BAD_ARGUMENTS, "context_length"): _context_length,
+    (Cause.BAD_ARGUMENTS, "not_an_eagle_draft"): _not_an_eagle_draft,
+    (Cause.BAD_ARGUMENTS, "tp_split"): _tp_split,
+    (Cause.PORT_IN_USE, "rendezvous_store"): _store_port_in_use,
+    (Cause.WARMUP_FAILED, "pd_warmup"): _pd_warmup,
+    (Cause.BAD_CHECKPOINT, "shape_mismatch"): _shape_mismatch,
+    (Cause.ACCESS_DENIED, "bind_port"): _bind_port,
+    (Cause.GPU_UNAVAILABLE, "invalid_ordinal"): _invalid_ordinal,
     # the pool ran out while serving, not at sizing: the registry's words, not the sizing arithmetic
-    ("mamba_cache_too_small", "slots_exhausted"): lambda v, cfg, _: _template(v, cfg) or ([v.message], []),
-    ("pd_bootstrap_failed", "decode_fetch"): lambda v, cfg, _: _template(v, cfg) or ([v.message], []),
+    (Cause.MAMBA_CACHE_TOO_SMALL, "slots_exhausted"): lambda v, cfg, _: _template(v, cfg) or ([v.message], []),
+    (Cause.PD_BOOTSTRAP_FAILED, "decode_fetch"): lambda v, cfg, _: _template(v, cfg) or ([v.message], []),
 }
 
 _BY_CAUSE = {
-    "max_running_zero": _max_running_zero,
-    "not_enough_memory": _not_enough_memory,
-    "cuda_oom": _cuda_oom,
-    "torch_compile_failed": _torch_compile_failed,
-    "ep_dispatch_timeout": _ep_dispatch_timeout,
-    "pd_bootstrap_failed": _pd_bootstrap_failed,
-    "killed_by_signal": _killed,
-    "exited": _exited,
-    "model_not_found": _model_not_found,
-    "access_denied": _access_denied,
-    "kv_transfer_failed": _kv_transfer_failed,
-    "nvshmem_failed": _nvshmem_failed,
-    "mamba_cache_too_small": _mamba_small,
-    "timed_out": _timed_out,
-    "incomplete": _incomplete,
-    "stopped": _stopped,
-    "http_unreachable": _http,
-    "http_mismatch": _http,
-    "died_after_ready": _died_after_ready,
+    Cause.MAX_RUNNING_ZERO: _max_running_zero,
+    Cause.NOT_ENOUGH_MEMORY: _not_enough_memory,
+    Cause.CUDA_OOM: _cuda_oom,
+    Cause.TORCH_COMPILE_FAILED: _torch_compile_failed,
+    Cause.EP_DISPATCH_TIMEOUT: _ep_dispatch_timeout,
+    Cause.PD_BOOTSTRAP_FAILED: _pd_bootstrap_failed,
+    Cause.KILLED_BY_SIGNAL: _killed,
+    Cause.EXITED: _exited,
+    Cause.MODEL_NOT_FOUND: _model_not_found,
+    Cause.ACCESS_DENIED: _access_denied,
+    Cause.KV_TRANSFER_FAILED: _kv_transfer_failed,
+    Cause.NVSHMEM_FAILED: _nvshmem_failed,
+    Cause.MAMBA_CACHE_TOO_SMALL: _mamba_small,
+    Cause.TIMED_OUT: _timed_out,
+    Cause.INCOMPLETE: _incomplete,
+    Cause.STOPPED: _stopped,
+    Cause.HTTP_UNREACHABLE: _http,
+    Cause.HTTP_MISMATCH: _http,
+    Cause.DIED_AFTER_READY: _died_after_ready,
 }

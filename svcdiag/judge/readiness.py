@@ -42,6 +42,7 @@ from svcdiag.sglang.events import (
     WeightsBegin,
     WeightsEnd,
 )
+from svcdiag.sglang.failures import Cause
 from svcdiag.sglang.figures import Figures
 from svcdiag.sglang.grammar import tp_rank
 
@@ -278,7 +279,7 @@ class Readiness:
                 healthy = self._healthy or self.verdict
                 self._healthy, self._died_by = healthy, ev.role
                 self.verdict = healthy.with_(
-                    verdict="failed", phase="ready", cause="died_after_ready", ts=ev.ts or healthy.ts,
+                    verdict="failed", phase="ready", cause=Cause.DIED_AFTER_READY, ts=ev.ts or healthy.ts,
                     message=f"the start was healthy, then the server died while serving: {ev.message}",
                     figures=healthy.figures.replace(died_of=ev.cause),
                     evidence=(*healthy.evidence, *ev.evidence[:4]))
@@ -514,7 +515,7 @@ class Readiness:
                 self.set_figures(stopped_after_s=round(ev.ts - self._deadline.since, 3))
             self._time_out(_Overrun(o.phase, o.limit, o.at, o.stalled, o.last_line, f"{o.message}; then {message}"))
             return
-        self._conclude("failed", "stopped", message, ev.ts)
+        self._conclude("failed", Cause.STOPPED, message, ev.ts)
 
     def _on_Recovered(self, ev: Recovered) -> list[Event]:
         self._suspect = None  # SGLang retries: the traceback before this was not fatal
@@ -618,7 +619,7 @@ class Readiness:
                 self._fail_pending(ev.ts)
             return
         if ev.role == DEATH:
-            if self._death is None or (self._death.cause == "exception" and ev.cause != "exception"):
+            if self._death is None or (self._death.cause == Cause.EXCEPTION and ev.cause != Cause.EXCEPTION):
                 if self._death is not None:  # `Exit code: -9` says more than `Rank 0 scheduler is dead`
                     for line in self._death.evidence:
                         self._add_evidence(line)
@@ -634,7 +635,7 @@ class Readiness:
         if also is not None:
             for line in also.evidence:
                 self._add_evidence(line)
-        if root.cause == "max_running_zero":
+        if root.cause == Cause.MAX_RUNNING_ZERO:
             self.set_figures(max_running_requests=0)
         self._conclude("failed", root.cause, root.message, ts, signal=root.signal or (also.signal if also else None),
                        status=root.status, detail=root.detail, captures=root.captures)
@@ -667,11 +668,11 @@ class Readiness:
                 sig = status.split("/")[-1]
                 how = "killed by the kernel's OOM killer" if self._oom_killed else f"killed by SIG{sig}"
                 core = " (core dumped)" if ev.code == "dumped" else ""
-                self._conclude("failed", "host_oom" if self._oom_killed else "killed_by_signal",
+                self._conclude("failed", Cause.HOST_OOM if self._oom_killed else Cause.KILLED_BY_SIGNAL,
                                f"main process {how}{core} in phase {self.phase}", ev.ts, signal=sig)
             else:
                 code = status.split("/")[0]
-                self._conclude("failed", "exited", f"main process exited with status {status} in phase {self.phase} "
+                self._conclude("failed", Cause.EXITED, f"main process exited with status {status} in phase {self.phase} "
                                "before the server was ready", ev.ts, status=int(code) if code.isdigit() else None)
             return []
         if ev.state in ("stopping", "stopped"):
@@ -682,7 +683,7 @@ class Readiness:
 
     def _died_silently(self, gone: ProcessesGone) -> None:
         """Gone with no cause said and no deadline passed: killed from outside, with nothing to say by whom."""
-        self._conclude("failed", "died_silently", f"the server's processes ended in phase {self.phase} without a word of "
+        self._conclude("failed", Cause.DIED_SILENTLY, f"the server's processes ended in phase {self.phase} without a word of "
                        "their own (no traceback, no exit line; only Python's shutdown notice): something killed them "
                        "from outside, most often the kernel's OOM killer", gone.ts)
 

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from svcdiag.sglang.events import Event
+from svcdiag.sglang.failures import Cause
 from svcdiag.sglang.figures import Figures
 
 # ---------------------------------------------------------------- systemd's lines about the unit
@@ -89,7 +90,7 @@ def ended_after_ready(v: Verdict, result: str, exit_line: str | None, ended_at: 
     if result == "success" or v.figures.stopped_after_ready_by:
         return v
     what = _ENDS.get(result) or (f"{exit_line} (systemd result {result})" if exit_line else f"systemd result {result}")
-    return v.with_(verdict="failed", phase="ready", cause="died_after_ready", ts=ended_at or v.ts,
+    return v.with_(verdict="failed", phase="ready", cause=Cause.DIED_AFTER_READY, ts=ended_at or v.ts,
                    message=f"the start was healthy, then the unit ended while serving: {what}",
                    figures=v.figures.replace(unit_result=result),
                    evidence=(*v.evidence, *([exit_line] if exit_line else []), f"systemd: Result={result}"))

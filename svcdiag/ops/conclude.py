@@ -7,6 +7,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from svcdiag.sglang.failures import Cause
+
 if TYPE_CHECKING:
     from svcdiag.config.service import ServiceConfig, UnitsDir
     from svcdiag.judge.verdict import Verdict
@@ -34,7 +36,7 @@ def diagnoser(cfg: ServiceConfig | None, units: UnitsDir | None = None,
     def diagnosed(v: Verdict) -> dict[str, Any] | None:
         from svcdiag.judge.diagnosis import diagnose  # a healthy start needs none (nor sglang.memory)
 
-        return diagnose(v, cfg, port_owners=owners() if v.cause == "port_in_use" else None)
+        return diagnose(v, cfg, port_owners=owners() if v.cause == Cause.PORT_IN_USE else None)
 
     return diagnosed
 

@@ -28,6 +28,7 @@ from svcdiag.judge.verdict import Verdict
 from svcdiag.ops import deadline_owner
 from svcdiag.ops.status_line import FAILED_STATUS, news, status_phase, tells
 from svcdiag.sglang.events import Event
+from svcdiag.sglang.failures import Cause
 from svcdiag.systemd.dbus import Systemd, UnitProps
 from svcdiag.systemd.journal import Follower
 from svcdiag.systemd.journal_formats import Record
@@ -285,7 +286,8 @@ def _supervisors_failure(judge: Judge, props: UnitProps) -> None:
     m = FAILED_STATUS.match(status)
     if v is None or m is None or v.figures.killed == "supervisor":
         return
-    only_the_end = v.cause in ("exited", "killed_by_signal") and (m.group(2) not in (None, v.cause) or m.group(1) == "timed_out")
+    only_the_end = v.cause in (Cause.EXITED, Cause.KILLED_BY_SIGNAL) and (m.group(2) not in (None, v.cause)
+                                                                       or m.group(1) == "timed_out")
     phase = status_phase(status)
     elsewhere = phase is not None and phase != v.phase  # both read the same lines: the journal lacks the phase's
     # journald said it dropped lines: wherever the two disagree, the supervisor read what the journal lacks
@@ -306,7 +308,7 @@ def _whose_kill(judge: Judge, props: UnitProps) -> None:
     the death). Any other last word: the supervisor itself was killed (`kill -9`, `systemctl kill`), and
     SGLang was stopped with it; not the OOM killer's doing, whatever the journal's exit line suggests."""
     v = judge.verdict
-    if v is None or v.cause != "killed_by_signal" or v.figures.signal != "KILL" \
+    if v is None or v.cause != Cause.KILLED_BY_SIGNAL or v.figures.signal != "KILL" \
             or any("OOM killer" in e for e in v.evidence) or (props.status_text or "").startswith("failed"):
         return
     judge.readiness.verdict = v.with_(

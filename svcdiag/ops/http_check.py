@@ -25,6 +25,7 @@ from typing import Any
 from tenacity import RetryError, Retrying, retry_if_exception_type, stop_after_delay, wait_exponential
 
 from svcdiag.judge.verdict import Verdict
+from svcdiag.sglang.failures import Cause
 from svcdiag.sglang.figures import Figures
 
 READY_PATHS = ("/ready", "/health_generate", "/health")
@@ -112,7 +113,7 @@ def cross_check(v: Verdict, host: str, port: int, deadline_s: float) -> Verdict:
         info_path, info = retry(_first_ok, base, INFO_PATHS, 5.0)
     except RetryError as e:
         why = e.last_attempt.exception()
-        return v.with_(verdict="failed", phase="http", cause="http_unreachable",
+        return v.with_(verdict="failed", phase="http", cause=Cause.HTTP_UNREACHABLE,
                        message=f"the log says ready, but {base} did not answer within {deadline_s:.0f} s ({why})")
     served = _tokens(info)
     f = v.figures
@@ -128,7 +129,7 @@ def cross_check(v: Verdict, host: str, port: int, deadline_s: float) -> Verdict:
                                f"max_total_num_tokens={served:,}, not compared: the journal lacks the KV pool's line "
                                f"(journald dropped {lost:,} of this start's lines)")
     if served is None or logged is None or served != logged:
-        return v.with_(verdict="failed", phase="http", cause="http_mismatch", figures=figures, evidence=tuple(evidence),
+        return v.with_(verdict="failed", phase="http", cause=Cause.HTTP_MISMATCH, figures=figures, evidence=tuple(evidence),
                        message=f"{base} answers, but {info_path} reports max_total_num_tokens={served} where the log "
                                f"allocated {logged}: another server may hold port {port}")
     return v.with_(figures=figures, evidence=tuple(evidence),

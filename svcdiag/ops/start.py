@@ -26,6 +26,7 @@ from svcdiag.ops.http_check import cross_check
 from svcdiag.ops.preflight import Calibration, Plan, plan, predicted_cause
 from svcdiag.ops.sglang_version import SglangVersion, resolve
 from svcdiag.output.publish import Progress, Publisher
+from svcdiag.sglang.failures import Cause
 from svcdiag.systemd.dbus import Systemd, UnitProps
 from svcdiag.systemd.install import SYSTEM_UNIT_DIR, drift, install_remote, install_units
 from svcdiag.systemd.render import base_name, supervise_argv
@@ -207,7 +208,7 @@ def wait_verdict(sd: Systemd, cfg: ServiceConfig, units: UnitsDir, props: UnitPr
     row: list[int | None] = [None]
 
     def record(v: Verdict) -> None:
-        if v.cause != "died_after_ready":  # history keeps the start as it was judged: it was ready
+        if v.cause != Cause.DIED_AFTER_READY:  # history keeps the start as it was judged: it was ready
             row[0] = remember(cfg, v, pub, command, campaign=campaign)
 
     verdict = conclude(pub, verdict, diagnoser(cfg, units, sd), before=record)

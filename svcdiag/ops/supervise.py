@@ -61,6 +61,7 @@ from svcdiag.ops.replay import TRACEBACK_BYTES, run_clock
 from svcdiag.ops.status_line import SEP, news, status_text, verdict_status
 from svcdiag.output.schema import ReadinessEvent
 from svcdiag.sglang.events import Event
+from svcdiag.sglang.failures import Cause
 from svcdiag.systemd.notify import Notifier, slice_s, watchdog_usec
 
 FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT)
@@ -390,7 +391,7 @@ class Supervisor:
     def _judge_after_ready(self, now: float) -> None:
         """The judge turned the healthy start into died_after_ready on a line: the watch's fatal line."""
         v = self.judge.verdict
-        if self.watch is None or v is None or v.cause != "died_after_ready" or self.watch.fatal is not None:
+        if self.watch is None or v is None or v.cause != Cause.DIED_AFTER_READY or self.watch.fatal is not None:
             return
         said = v.message.split("died while serving: ", 1)[-1]
         self.watch.fatal_line(now, v.figures.died_of, said, tuple(v.evidence[self._ready_evidence:][-4:]))
@@ -658,7 +659,7 @@ class Supervisor:
         return ReadinessEvent(event="incident", ts=inc.ts, unit=self.cfg.unit, config=self.cfg.name,
                               invocation=self.environ.get("INVOCATION_ID") or None, phase="ready",
                               verdict=WEDGED if inc.kind == WEDGED else "failed",
-                              cause=inc.cause if inc.kind == WEDGED else "died_after_ready", message=inc.message,
+                              cause=inc.cause if inc.kind == WEDGED else Cause.DIED_AFTER_READY, message=inc.message,
                               data={"kind": inc.kind, "since": round(inc.since, 3), "evidence": list(inc.evidence),
                                     "action": action})
 
@@ -716,7 +717,7 @@ class Supervisor:
         by_log = jv is not None and jv.figures.stopped_after_ready_by is not None and returncode in (0, -15, 143)
         stopped = self._stop_asked is not None or by_log
         inc = self.watch.ended(now, _how(returncode), stopped=stopped,
-                               cause=jv.figures.died_of if jv is not None and jv.cause == "died_after_ready" else None)
+                               cause=jv.figures.died_of if jv is not None and jv.cause == Cause.DIED_AFTER_READY else None)
         if inc is None:
             who = signal.Signals(self._stop_asked).name if self._stop_asked is not None else "a stop in the log"
             self.notify.status(f"stopped: the server exited ({_how(returncode)}) after it was ready ({who}: "

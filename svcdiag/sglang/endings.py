@@ -79,23 +79,23 @@ def last_words(text: str, ts: float | None) -> list[Event] | None:
     if text.startswith(FATAL_PYTHON):
         what = text[len(FATAL_PYTHON):]
         sig = next((s for name, s in FAULTHANDLER_SIGNALS.items() if what.startswith(name)), None)
-        return [Failure(ts=ts, line=text, cause="killed_by_signal" if sig else "exception", message=text,
+        return [Failure(ts=ts, line=text, cause=Cause.KILLED_BY_SIGNAL if sig else Cause.EXCEPTION, message=text,
                         evidence=(text,), signal=sig, role=DEATH)]
     if (n := NATIVE_SIGNAL_RE.match(text)) is not None:
         sig = n.group("sig") or ("ABRT" if n.group("abrt") else "SEGV")
-        return [Failure(ts=ts, line=text, cause="killed_by_signal", message=f"the process died of SIG{sig}: {text}",
+        return [Failure(ts=ts, line=text, cause=Cause.KILLED_BY_SIGNAL, message=f"the process died of SIG{sig}: {text}",
                         evidence=(text,), signal=sig, role=DEATH)]
     if (sh := SHELL_SIGNAL_RE.match(text)) is not None:  # the shell's word for the signal that ended it
         sig = SHELL_SIGNALS[sh.group(2)]
         if sig == "KILL":  # the kernel's OOM killer, most often
-            return [Failure(ts=ts, line=text, cause="host_oom", message="the process was killed (SIGKILL) without "
+            return [Failure(ts=ts, line=text, cause=Cause.HOST_OOM, message="the process was killed (SIGKILL) without "
                             "a word of its own: most often the kernel's OOM killer (host RAM)", evidence=(text,),
                             signal="KILL", role=DEATH)]
-        return [Failure(ts=ts, line=text, cause="killed_by_signal", message=f"the process died of SIG{sig}: {text}",
+        return [Failure(ts=ts, line=text, cause=Cause.KILLED_BY_SIGNAL, message=f"the process died of SIG{sig}: {text}",
                         evidence=(text,), signal=sig, role=DEATH)]
     if (k := KERNEL_CHECK_RE.match(text)) is not None:  # then exit(1): the cause, ahead of the launcher's EOF
         lib, what = k.group(1).upper(), k.group(3)
-        cause = classify(f"{lib} error: {what}") or ("nccl_error" if lib == "NCCL" else "cuda_error")
+        cause = classify(f"{lib} error: {what}") or (Cause.NCCL_ERROR if lib == "NCCL" else Cause.CUDA_ERROR)
         return [Failure(ts=ts, line=text, cause=cause, message=text, evidence=(text,))]
     if text.startswith(NATIVE_ABORTS):
         cause = classify(text)  # ROCm's runtime on a bad address (then SIGABRT)
@@ -118,7 +118,7 @@ def terminate_what(head: str, kind: str, text: str, ts: float | None) -> list[Ev
     if cause is not None:
         return [Failure(ts=ts, line=text, cause=cause, message=f"{what} (C++ {kind}, then abort)",
                         evidence=(head, text))]
-    return [Failure(ts=ts, line=text, cause="killed_by_signal", signal="ABRT", role=DEATH, evidence=(head, text),
+    return [Failure(ts=ts, line=text, cause=Cause.KILLED_BY_SIGNAL, signal="ABRT", role=DEATH, evidence=(head, text),
                     message=f"an uncaught C++ {kind} aborted the process (SIGABRT): what(): {what}")]
 
 
@@ -136,7 +136,7 @@ def from_outside(text: str, ts: float | None) -> list[Event] | None:
             if code is not None or sig is not None:
                 return launcher_exit(text, int(code) if code is not None else None, sig, ts)
         if SLURM_OOM_RE.match(text) is not None:
-            return [Failure(ts=ts, line=text, cause="host_oom", signal="KILL", evidence=(text,), role=DEATH,
+            return [Failure(ts=ts, line=text, cause=Cause.HOST_OOM, signal="KILL", evidence=(text,), role=DEATH,
                             message=f"Slurm says the kernel's OOM killer ended a task of this step: {text}")]
     return None
 
@@ -148,12 +148,12 @@ def launcher_exit(text: str, code: int | None, sig: str | None, ts: float | None
         sig = signal_name(code - 128)
     if sig is not None:
         if sig == "KILL":
-            return [Failure(ts=ts, line=text, cause="host_oom", signal=sig, evidence=(text,), role=DEATH,
+            return [Failure(ts=ts, line=text, cause=Cause.HOST_OOM, signal=sig, evidence=(text,), role=DEATH,
                             message=f"the server's process was killed (SIGKILL, {text!r}) without a word of its own: "
                                     "most often the kernel's OOM killer (host RAM, or the container's memory limit)")]
-        return [Failure(ts=ts, line=text, cause="killed_by_signal", message=f"the process died of SIG{sig}: {text}",
+        return [Failure(ts=ts, line=text, cause=Cause.KILLED_BY_SIGNAL, message=f"the process died of SIG{sig}: {text}",
                         evidence=(text,), signal=sig, role=DEATH)]
-    return [Failure(ts=ts, line=text, cause="exited", message=text, evidence=(text,), status=code, role=DEATH)] \
+    return [Failure(ts=ts, line=text, cause=Cause.EXITED, message=text, evidence=(text,), status=code, role=DEATH)] \
         if code else []
 
 
@@ -164,7 +164,7 @@ def died(msg: str, ranks: str, ts: float | None) -> Event | None:
         return child_status(msg, ranks, ts, int(w.group(1)))
     m = DIED_RE.search(msg)
     if m is None:
-        return Failure(ts=ts, ranks=ranks, line=msg, cause="exception", message=msg, evidence=(msg,),
+        return Failure(ts=ts, ranks=ranks, line=msg, cause=Cause.EXCEPTION, message=msg, evidence=(msg,),
                        role=DEATH) if msg.startswith(("Rank ", "Scheduler or")) and " dead" in msg else None
     code = int(next(g for g in m.groups() if g is not None))
     cause, sig = exit_cause(code)
@@ -180,7 +180,7 @@ def child_status(msg: str, ranks: str, ts: float | None, status: int) -> Event |
     if sig in (0, 0x7F):  # exited, or stopped: no signal killed it
         return None
     name = signal_name(sig)
-    return Failure(ts=ts, ranks=ranks, line=msg, cause="killed_by_signal", message=f"{msg} (SIG{name})",
+    return Failure(ts=ts, ranks=ranks, line=msg, cause=Cause.KILLED_BY_SIGNAL, message=f"{msg} (SIG{name})",
                    evidence=(msg,), signal=name, role=SUSPECT)
 
 
@@ -189,7 +189,7 @@ def sigquit(msg: str, ranks: str, ts: float | None) -> Event | None:
     process. …` (0.4.x-0.5.x), `SIGQUIT received. signum=…, frame=…. It usually means one child failed.` (0.5.1x)."""
     if msg.startswith("Received sigquit from a child proces") or (  # 0.4.3 spells it "proces"
             msg.startswith("SIGQUIT received") and msg.endswith("child failed.")):
-        return Failure(ts=ts, ranks=ranks, line=msg, cause="exception", message=msg, evidence=(msg,), role=DEATH)
+        return Failure(ts=ts, ranks=ranks, line=msg, cause=Cause.EXCEPTION, message=msg, evidence=(msg,), role=DEATH)
     return None
 
 

@@ -512,10 +512,10 @@ class LineParser:
         if ARGPARSE_RE.match(text) is not None:
             if not text.startswith("error:"):
                 self.version_hint = ">= 0.5.10" if text.startswith("sglang serve") else "<= 0.5.9"
-            return [Failure(ts=ts, line=text, cause="bad_arguments", message=text, evidence=(text,))]
-        if text[0] == "/" and NVSHMEM_MARK in text and classify(text) == "nvshmem_failed":
+            return [Failure(ts=ts, line=text, cause=Cause.BAD_ARGUMENTS, message=text, evidence=(text,))]
+        if text[0] == "/" and NVSHMEM_MARK in text and classify(text) == Cause.NVSHMEM_FAILED:
             # a suspect: the first line names the step that failed; the rank's exit is the consequence
-            return [Failure(ts=ts, line=text, cause="nvshmem_failed", message=text, evidence=(text,), role=SUSPECT)]
+            return [Failure(ts=ts, line=text, cause=Cause.NVSHMEM_FAILED, message=text, evidence=(text,), role=SUSPECT)]
         return None
 
     def _old_prefixed(self, m: re.Match[str], text: str, ts: float | None) -> list[Event]:
@@ -583,14 +583,14 @@ class LineParser:
         failures = close(tb, self.nccl_warn)
         if tb.lone and tb.tail and self._lone is not None:  # the message with its continuation lines
             self._lone = (" ".join(x.strip() for x in (tb.final, *tb.tail) if x.strip()), self._lone[1])
-        if self._pd_fetch and failures and failures[0].cause == "exception":
+        if self._pd_fetch and failures and failures[0].cause == Cause.EXCEPTION:
             said = self._pd_fetch
-            failures = [replace(failures[0], cause="pd_bootstrap_failed", message=said,
+            failures = [replace(failures[0], cause=Cause.PD_BOOTSTRAP_FAILED, message=said,
                                 evidence=(said, *failures[0].evidence)), *failures[1:]]
         lone, self._lone_before_tb = self._lone_before_tb, None
-        if lone and failures and failures[0].cause == "exception" and CUT_OFF in failures[0].evidence:
+        if lone and failures and failures[0].cause == Cause.EXCEPTION and CUT_OFF in failures[0].evidence:
             # the lone exception line just above says what the cut traceback would have ended in (audit R13)
-            failures = [replace(failures[0], cause=classify(lone) or "exception", message=lone,
+            failures = [replace(failures[0], cause=classify(lone) or Cause.EXCEPTION, message=lone,
                                 evidence=(lone, *failures[0].evidence)), *failures[1:]]
         return failures or NOTHING  # type: ignore[return-value]
 
@@ -604,7 +604,7 @@ class LineParser:
         """`Scheduler hit an exception: Traceback …` and its kin: SGLang's handler then kills the server."""
         if " hit an exception" not in msg[:40]:
             if WATCHDOG_DUMP_RE.match(msg) is not None:  # the watchdog's dump, before its py-spy and timeout lines
-                return Failure(ts=ts, ranks=ranks, line=msg, cause="watchdog_timeout", evidence=(msg,),
+                return Failure(ts=ts, ranks=ranks, line=msg, cause=Cause.WATCHDOG_TIMEOUT, evidence=(msg,),
                                message="SGLang's watchdog saw no progress and dumped the scheduler's state "
                                        "(`Scheduler debug info:`): a hang")
             if "atchdog timeout" in msg[:40]:  # 0.5.x: `Scheduler watchdog timeout (self.watchdog_timeout=300, …)`
@@ -617,7 +617,7 @@ class LineParser:
         # a bare head (its traceback cut off, another rank's): it says only that a handler caught something, so
         # the traceback before it, if any, says what
         bare = msg.rstrip().endswith(" hit an exception:")
-        return Failure(ts=ts, ranks=ranks, line=msg, cause=classify(msg) or "exception", message=msg, evidence=(msg,),
+        return Failure(ts=ts, ranks=ranks, line=msg, cause=classify(msg) or Cause.EXCEPTION, message=msg, evidence=(msg,),
                        role=DEATH if bare else ROOT)
 
     # ------------------------------------------------------------ milestones
@@ -641,7 +641,7 @@ class LineParser:
         """The router's own failure to start (it then kills every worker): the Python launcher's words, or
         the Rust router's own (`Timeout 1800s waiting for workers [...] to become healthy`)."""
         if ROUTER_FAILED_RE.match(msg) or ROUTER_TIMEOUT_RE.search(msg):
-            cause = classify(msg) or "router_failed"
+            cause = classify(msg) or Cause.ROUTER_FAILED
             return [Failure(ts=ts, line=text, cause=cause, message=msg, evidence=(text,))]
         return NOTHING
 
@@ -665,9 +665,9 @@ class LineParser:
         if msg.startswith("Initialization failed"):
             warmup = "warmup error" in msg[:40]
             if msg.endswith(TRACEBACK_OPEN):
-                self._open_traceback(Traceback(msg, ranks, ts, role=ROOT, cause="warmup_failed" if warmup else None))
+                self._open_traceback(Traceback(msg, ranks, ts, role=ROOT, cause=Cause.WARMUP_FAILED if warmup else None))
                 return None
-            cause = "warmup_failed" if warmup else classify(msg) or "exception"
+            cause = Cause.WARMUP_FAILED if warmup else classify(msg) or Cause.EXCEPTION
             return Failure(ts=ts, ranks=ranks, line=msg, cause=cause, message=msg, evidence=(msg,))
         return milestone_lines.draft_initialized(msg, ranks, ts)
 
@@ -706,13 +706,13 @@ class LineParser:
             self._open_traceback(Traceback("", ranks, ts, role=SUSPECT))
             return None
         if body.startswith("Application startup failed"):
-            return Failure(ts=ts, line=msg, cause="exception", message=body, evidence=(msg,), role=DEATH)
+            return Failure(ts=ts, line=msg, cause=Cause.EXCEPTION, message=body, evidence=(msg,), role=DEATH)
         cause = classify(msg)  # fatal here: the port taken, or not ours to bind (`[Errno 13] error while attempting to bind`)
         if "error while attempting to bind" in body:
             # any other errno is the address's: `[Errno 99] … cannot assign requested address` (--host is no address
             # of this host), `[Errno 97] … address family not supported` (`::` with IPv6 off)
-            cause = cause if cause in ("port_in_use", "access_denied") else "bad_arguments"
-        if cause == "port_in_use" or (cause in ("access_denied", "bad_arguments") and "attempting to bind" in body):
+            cause = cause if cause in (Cause.PORT_IN_USE, Cause.ACCESS_DENIED) else Cause.BAD_ARGUMENTS
+        if cause == Cause.PORT_IN_USE or (cause in (Cause.ACCESS_DENIED, Cause.BAD_ARGUMENTS) and "attempting to bind" in body):
             return Failure(ts=ts, line=msg, cause=cause, message=body, evidence=(msg,))
         return None
 
@@ -721,7 +721,7 @@ class LineParser:
         the server: the hang is the root cause, the sigquit that follows its consequence."""
         if classify(msg) != Cause.WATCHDOG_TIMEOUT:  # its row's words
             return None
-        return Failure(ts=ts, ranks=ranks, line=msg, cause="watchdog_timeout", message=msg, evidence=(msg,))
+        return Failure(ts=ts, ranks=ranks, line=msg, cause=Cause.WATCHDOG_TIMEOUT, message=msg, evidence=(msg,))
 
     def _died(self, msg: str, ranks: str, ts: float | None) -> Event | list[Event] | None:
         """`Rank 0 …`: ≤ 0.1.16's prefix before any message, or a rank's end as SGLang reports it (endings.died)."""
@@ -748,7 +748,7 @@ class LineParser:
             return None
         said = (f"the PD bootstrap server could not bind {m.group(1)}:{m.group(2)} (--disaggregation-bootstrap-port): "
                 "address already in use")
-        return Failure(ts=ts, ranks=ranks, line=msg, cause="port_in_use", message=said, evidence=(msg,))
+        return Failure(ts=ts, ranks=ranks, line=msg, cause=Cause.PORT_IN_USE, message=said, evidence=(msg,))
 
     def _pd_warmup(self, msg: str, ranks: str, ts: float | None) -> Event | None:
         """`Prefill disaggregation mode warm Up Failed, status code: 400`: SGLang still says it is ready, but
@@ -756,10 +756,10 @@ class LineParser:
         register to bootstrap server: …` (after its retries, where a release has them): the decode side never
         finds this prefill, though it too says it is ready."""
         if PD_REGISTER_RE.match(msg) is not None:
-            return Failure(ts=ts, ranks=ranks, line=msg, cause="pd_bootstrap_failed", message=msg, evidence=(msg,))
+            return Failure(ts=ts, ranks=ranks, line=msg, cause=Cause.PD_BOOTSTRAP_FAILED, message=msg, evidence=(msg,))
         if PD_WARMUP_RE.match(msg) is None:
             return None
-        return Failure(ts=ts, ranks=ranks, line=msg, cause="warmup_failed", message=msg, evidence=(msg,))
+        return Failure(ts=ts, ranks=ranks, line=msg, cause=Cause.WARMUP_FAILED, message=msg, evidence=(msg,))
 
     def _fatal_line(self, msg: str, ranks: str, ts: float | None) -> Event | None:
         cause = classify(msg)

@@ -19,6 +19,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
+from svcdiag.sglang.failures import Cause
+
 GB = 1024**3  # SGLang's "GB" are GiB
 MAX_MEM_FRACTION = 0.95
 AUTO_MEM_FRACTION = 0.88  # what SGLang picks on a large GPU when mem_fraction_static is unset
@@ -521,7 +523,7 @@ def predict(inp: SizingInputs) -> Prediction:
     mamba_gb = intermediate = 0.0
     failure: str | None = None
     if rest <= 0:
-        failure = "not_enough_memory"
+        failure = Cause.NOT_ENOUGH_MEMORY
     elif hybrid:
         assert ratio is not None
         if fam.mamba in ("radix_off", "draft_divided"):
@@ -529,7 +531,7 @@ def predict(inp: SizingInputs) -> Prediction:
         else:
             slots, mamba_gb, intermediate = _mamba(inp, fam, rest, ratio)
         if slots <= 0 and fam.hybrid_zero_raises:
-            failure = "mamba_cache_too_small"
+            failure = Cause.MAMBA_CACHE_TOO_SMALL
     kv_rest = rest - mamba_gb - intermediate
     cell = cell_with_draft(inp, fam)
     tokens = int(kv_rest * GB // cell) if kv_rest > 0 and cell > 0 else 0
@@ -553,12 +555,12 @@ def predict(inp: SizingInputs) -> Prediction:
     page = max(1, inp.page_size)
     tokens = tokens // page * page
     if tokens <= 0 and failure is None:
-        failure = "not_enough_memory"
+        failure = Cause.NOT_ENOUGH_MEMORY
     limits = _limits(inp, fam, tokens, slots, ratio)
     binding = min(limits, key=lambda k: limits[k])
     cap = max(0, limits[binding])
     if failure is None and cap <= 0:
-        failure = "mamba_cache_too_small" if binding == "mamba" and fam.hybrid_zero_raises else "max_running_zero"
+        failure = Cause.MAMBA_CACHE_TOO_SMALL if binding == "mamba" and fam.hybrid_zero_raises else Cause.MAX_RUNNING_ZERO
     return Prediction(fam.name, mfs, rest, cell, tokens, slots, ratio, mamba_gb, intermediate, limits, cap, binding,
                       failure)
 

@@ -16,6 +16,7 @@ from typing import Any
 
 from svcdiag.config.service import ServiceConfig
 from svcdiag.sglang import memory
+from svcdiag.sglang.failures import Cause
 from svcdiag.sglang.figures import Figures
 from svcdiag.sglang.memory import ACTIVATION_HEADROOM_GB, GB, MAX_MEM_FRACTION, SizingInputs
 from svcdiag.sglang.modelinfo import DTYPE_BYTES, ModelShape
@@ -246,7 +247,7 @@ def fewest_slots_per_request(cfg: ServiceConfig) -> int:
 def _no_slot_failure(cfg: ServiceConfig) -> str:
     """What SGLang says when its Mamba slots serve no request: from 0.5.13 it raises `Hybrid …
     state cache is too small`; before, the scheduler's `max_running_request is zero` assert."""
-    return "mamba_cache_too_small" if memory.family(cfg.sglang_version).hybrid_zero_raises else "max_running_zero"
+    return Cause.MAMBA_CACHE_TOO_SMALL if memory.family(cfg.sglang_version).hybrid_zero_raises else Cause.MAX_RUNNING_ZERO
 
 
 def from_config_alone(cfg: ServiceConfig) -> Prediction | None:
@@ -333,7 +334,7 @@ def predict_at(cfg: ServiceConfig, inp: Inputs, *, with_fixes: bool = True) -> P
               "mamba_intermediate": m.intermediate_gb, "kv_cache": kv_gb, "reserve": reserve,
               "draft": inp.draft_bytes / GB}
     reasons: list[str] = []
-    if m.rest_gb <= 0 or (m.failure == "not_enough_memory" and tokens <= 0):
+    if m.rest_gb <= 0 or (m.failure == Cause.NOT_ENOUGH_MEMORY and tokens <= 0):
         parts = [f"the weights ({weights:.2f} GB)"]
         if memory.family(cfg.sglang_version).draft_weights_counted and inp.draft_bytes:
             parts.append(f"the draft model ({inp.draft_bytes / GB:.2f} GB)")

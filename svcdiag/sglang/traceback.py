@@ -12,7 +12,7 @@ from enum import Enum
 
 from svcdiag.sglang import lazy_re
 from svcdiag.sglang.events import DEATH, ROOT, SUSPECT, Failure
-from svcdiag.sglang.failures import CUSTOM_ALL_REDUCE_FRAME_RE, FLAG_CHECK_FRAME_RE, FLAG_NAMED_RE, classify
+from svcdiag.sglang.failures import CUSTOM_ALL_REDUCE_FRAME_RE, FLAG_CHECK_FRAME_RE, FLAG_NAMED_RE, Cause, classify
 from svcdiag.signals import signal_name
 
 FINAL_EXC_RE = lazy_re.compile(
@@ -108,19 +108,19 @@ def _raised_in(final: str, lines: list[str]) -> str | None:
     not have; last, a message that names a --flag or an SGLANG_* variable is a check refusing them."""
     frames = [ln.strip() for ln in lines if ln.strip().startswith("File ")]
     if frames and final != CUT_OFF and FLAG_CHECK_FRAME_RE.search(frames[-1]):  # (cut off: not the raising frame)
-        return "bad_arguments"
+        return Cause.BAD_ARGUMENTS
     if final.startswith("KeyError") and any(f.endswith(" in load_weights") for f in frames[-3:]):
-        return "bad_checkpoint"
+        return Cause.BAD_CHECKPOINT
     if "must match the size of tensor" in final and any(f.endswith((" in weight_loader", " in load_weights"))
                                                          for f in frames[-4:]):
-        return "bad_checkpoint"  # the checkpoint's shapes are not what this release's model class (and tp) expect
+        return Cause.BAD_CHECKPOINT  # the checkpoint's shapes are not what this release's model class (and tp) expect
     if any(CUSTOM_ALL_REDUCE_FRAME_RE.search(f) for f in frames):
-        return "cuda_error"
+        return Cause.CUDA_ERROR
     if final.startswith("KeyError") and any(f'/{m}.py"' in f for f in frames[-2:]
                                             for m in ("configuration_auto", "auto_factory")):
-        return "unsupported_model"  # transformers' CONFIG_MAPPING (or a class mapping) lacks it: `KeyError: 'qwen2'`
+        return Cause.UNSUPPORTED_MODEL  # transformers' CONFIG_MAPPING (or a class mapping) lacks it: `KeyError: 'qwen2'`
     if FLAG_NAMED_RE.search(final):  # SGLang's check of a combination it refuses, outside the flag-check frames
-        return "bad_arguments"
+        return Cause.BAD_ARGUMENTS
     return None
 
 
@@ -152,15 +152,15 @@ def take(tb: Traceback, text: str, own_line: Callable[[str], bool]) -> Took:
     tb.finals.append(text)
     # (NCCL's own words come after its final line: `Last error:` and what failed; a final line ending in a colon
     # announces its output: `Ninja build failed. Ninja output:` then the compiler's)
-    plain = tb.role == ROOT and not tb.cause and not text.endswith(":") and classify(text) not in (None, "nccl_error")
+    plain = tb.role == ROOT and not tb.cause and not text.endswith(":") and classify(text) not in (None, Cause.NCCL_ERROR)
     return Took.DONE if plain else Took.TAKEN
 
 
 def exit_cause(code: int) -> tuple[str, str | None]:
     """A child's exit code as SGLang's engine prints it: negative means a signal."""
     if code < 0:
-        return "killed_by_signal", signal_name(-code)
-    return "exited", None
+        return Cause.KILLED_BY_SIGNAL, signal_name(-code)
+    return Cause.EXITED, None
 
 
 def close(tb: Traceback, nccl_warn: str | None) -> list[Failure]:
@@ -192,8 +192,8 @@ def close(tb: Traceback, nccl_warn: str | None) -> list[Failure]:
     cause = tb.cause or next((c for f in reversed(finals) if (c := classify(f)) is not None), None) \
         or classify(f"{final} {tail}") or (classify(late) if late else None) or classify(tb.head) \
         or (classify(code) if code and BARE_FINAL_RE.match(final) else None) or _raised_in(final, tb.lines) \
-        or "exception"
-    if tb.lone and cause == "exception":
+        or Cause.EXCEPTION
+    if tb.lone and cause == Cause.EXCEPTION:
         return []  # its continuation lines named no cause either: it speaks for a cut traceback only
     m = SCHEDULER_DIED_RE.search(final)
     if m is not None and tb.cause is None:  # 0.5.10+: the engine's consequence, the cause is elsewhere
@@ -204,19 +204,19 @@ def close(tb: Traceback, nccl_warn: str | None) -> list[Failure]:
     if final.rstrip().endswith("ChildFailedError:") and tb.cause is None:
         return _elastic_summary(tb, final)
     if final == "EOFError" and tb.cause is None:  # the launcher's pipe from a scheduler closed (0.3.4-0.4.1)
-        return [Failure(ts=tb.ts, line=final, cause="killed_by_signal", evidence=(final,), role=DEATH,
+        return [Failure(ts=tb.ts, line=final, cause=Cause.KILLED_BY_SIGNAL, evidence=(final,), role=DEATH,
                         message="a scheduler process died without a word of its own (the launcher read EOF from "
                                 "its pipe): a signal killed it")]
     message = f"{final} {tail}".strip() if tail else final
     if not tb.finals and tb.head and final == CUT_OFF:  # say whose: `Scheduler hit an exception`
         message = f"{tb.head.removesuffix(TRACEBACK_OPEN).rstrip(': ')}: its traceback cut off"
-    if cause == "nccl_error" and nccl_warn and nccl_warn not in message:
+    if cause == Cause.NCCL_ERROR and nccl_warn and nccl_warn not in message:
         message = f"{message} (NCCL WARN {nccl_warn})"
         said = [f"NCCL WARN {nccl_warn}", *said]
     role = tb.role
     if role in (ROOT, SUSPECT) and final == CUT_OFF and not tb.head and frames and all(LAUNCHER_FRAME_RE.match(f) for f in frames):
         role = DEATH  # the launcher's wait on a child, cut: a consequence of the death it reported (audit R14)
-    if role == ROOT and cause == "nccl_error" and PEER_GONE_RE.search(message):
+    if role == ROOT and cause == Cause.NCCL_ERROR and PEER_GONE_RE.search(message):
         role = DEATH  # a consequence: it waits for the dead rank's own cause, and stands without one
     chain = next((i for i, ln in enumerate(tb.lines) if ln.startswith(CHAIN_LINES)), None)
     # chained exceptions (a wrapper's `Capture cuda graph failed`): SGLang's own frame the first was raised under
@@ -233,7 +233,7 @@ def _elastic_summary(tb: Traceback, final: str) -> list[Failure]:
     negative exitcode is a signal); the rank's own traceback or NCCL's lines before it are the cause."""
     found = dict(m.group(1, 2) for ln in tb.tail if (m := ELASTIC_ROOT_RE.match(ln)) is not None)
     status = int(found["exitcode"]) if "exitcode" in found else None
-    cause, sig = exit_cause(status) if status is not None else ("exception", None)
+    cause, sig = exit_cause(status) if status is not None else (Cause.EXCEPTION, None)
     rank = f"rank {found['rank']}" if "rank" in found else "a rank"
     how = f"died of SIG{sig}" if sig else f"exited with status {status}" if status is not None else "failed"
     evidence = tuple(x.strip() for x in tb.tail if ELASTIC_ROOT_RE.match(x) or "Signal " in x)
