@@ -32,6 +32,8 @@ def _script():
 def test_the_docs_cause_table_is_the_registrys() -> None:
     text = (ROOT / "docs" / "replay.md").read_text()
     assert _script().rewritten(text) == text, "docs/replay.md's cause table is stale: run scripts/cause-table"
+    page = (ROOT / "docs" / "causes.md").read_text()
+    assert _script().causes_page() == page, "docs/causes.md is stale: run scripts/cause-table"
 
 
 def test_every_cause_has_one_row_with_its_evidence_and_sub_cases_have_ids() -> None:
