@@ -9,13 +9,16 @@ from svcdiag.sglang.failures._model import Cause, FailureClass, Family, Role, sa
 FAMILIES = (Family.SERVING,)
 
 
+#: what every warmup failure's explanation says first
+_WARMUP_SAY = ("The server loaded and listened, then its own warmup request to itself failed, and SGLang shut down "
+               "(`Initialization failed. warmup error`).")
+
 ROWS: tuple[FailureClass, ...] = (
     FailureClass(Cause.WARMUP_FAILED,
         priority=250, doc="`Initialization failed. warmup error: Traceback …` ending in `AssertionError: res=<Response "
             "[502]>` (a proxy without `no_proxy`); a PD server's `Prefill disaggregation mode warm Up "
             "Failed, status code: 500` (it prints ready after it, but is UnHealthy: `/health` 503)",
-        explain=("The server loaded and listened, then its own warmup request to itself failed, and SGLang shut down "
-                 "(`Initialization failed. warmup error`).", "It said: {message}")),
+        explain=(_WARMUP_SAY, "It said: {message}")),
     FailureClass(Cause.ROUTER_FAILED, priority=260,
         alone=lazy_re.compile(r"Failed to start router|Error starting router|Failed to create router"),
         doc="`sglang_router.launch_server` gave up and killed its workers: `[Router (Python)] … - ERROR -"
@@ -24,9 +27,9 @@ ROWS: tuple[FailureClass, ...] = (
         explain=("sglang_router could not start, and killed its workers: {message}",
                  "Its words name the router argument to change (the --router-* flags).")),
     FailureClass(Cause.HTTP_UNREACHABLE,
-        priority=350, doc="the live path's HTTP cross-check after the log says ready"),
+        priority=350, doc="the live path's HTTP cross-check after the log says ready: the server does not answer"),
     FailureClass(Cause.HTTP_MISMATCH,
-        priority=360, doc="the live path's HTTP cross-check after the log says ready"),
+        priority=360, doc="the live path's HTTP cross-check after the log says ready: it answers, but not as the log said"),
     FailureClass(Cause.DIED_AFTER_READY, priority=370, role=Role.CONSEQUENCE,
         doc="the log says ready, then the server dies in it (`Scheduler hit an exception` in its event "
             "loop, `Received sigquit`, a rank dead; `figures.died_of` is that failure's own cause, the "
@@ -51,8 +54,7 @@ ROWS: tuple[FailureClass, ...] = (
                  doc="Prefill disaggregation mode warm Up Failed, status code: 400"),
     FailureClass(Cause.WARMUP_FAILED, "proxy", priority=740, said=said(r"Response \[(?P<status>502|503|403|407)\]"),
                  doc="AssertionError: res=<Response [502]>, res.text=''",
-                 explain=("The server loaded and listened, then its own warmup request to itself failed, and SGLang shut "
-                          "down (`Initialization failed. warmup error`).",
+                 explain=(_WARMUP_SAY,
                           "It got HTTP {status} from 127.0.0.1: that is a proxy answering, not SGLang. The unit's "
                           "environment sets http_proxy/https_proxy without no_proxy for the local address."),
                  fixes=(({"env.no_proxy": "127.0.0.1,localhost", "env.NO_PROXY": "127.0.0.1,localhost"},
