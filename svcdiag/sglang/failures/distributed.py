@@ -74,8 +74,8 @@ ROWS: tuple[FailureClass, ...] = (
         alone=lazy_re.compile(r"Prefill instance failed to register to bootstrap server"),
         doc="a PD prefill server could not register with its bootstrap server (`Prefill instance failed "
             "to register to bootstrap server: …`): it says ready, but no decode server finds it"),
-    FailureClass(Cause.NCCL_ERROR, "no_route",
-                 priority=490, said=_warn(r"socketPollConnect: Connect to (?P<addr>[\d.]+)\S* returned 113|No route to host"),
+    FailureClass(Cause.NCCL_ERROR, "no_route", priority=490,
+                 said=_warn(r"socketPollConnect: Connect to (?P<addr>[\d.]+)\S* returned 113|No route to host"),
                  doc="NCCL WARN socketPollConnect: Connect to 10.0.0.12<41035> returned 113(No route to host)",
                  explain=(_NCCL_SAY + "this node has no route to the other node's address {addr}: NCCL chose an "
                           "interface that does not reach it, or a firewall drops its ports.", _NCCL_OWN),
@@ -92,8 +92,8 @@ ROWS: tuple[FailureClass, ...] = (
                  explain=(_NCCL_SAY + "the RDMA queue pair would not connect: on RoCE the GID index NCCL picked is not "
                           "the one the fabric routes (most often 3 for RoCE v2).", _NCCL_OWN),
                  fixes=(({"env.NCCL_IB_GID_INDEX": "3"}, "the interface (or GID) that reaches the other nodes: set it"),)),
-    FailureClass(Cause.NCCL_ERROR, "ib_completion",
-                 priority=520, said=_warn(r"NET/IB : Got completion from peer (?P<addr>[\d.]+)\S* with status=\d+"),
+    FailureClass(Cause.NCCL_ERROR, "ib_completion", priority=520,
+                 said=_warn(r"NET/IB : Got completion from peer (?P<addr>[\d.]+)\S* with status=\d+"),
                  doc="NCCL WARN NET/IB : Got completion from peer 10.0.0.12<52144> with status=12 opcode=0 len=0",
                  explain=(_NCCL_SAY + "an RDMA transfer to {addr} failed on the fabric (a link, a switch, a NIC's "
                           "firmware): `ibstat`, `ibv_devinfo` and the NICs' error counters on both nodes.", _NCCL_OWN)),
@@ -118,8 +118,8 @@ ROWS: tuple[FailureClass, ...] = (
                           "undefined symbol in libra.so): most often the CANN toolkit and the NPU driver do not match, "
                           "or the device memory it maps is taken; a container needs the NPU devices and --privileged or "
                           "the davinci devices, and ASCEND_MF_STORE_URL the prefill's store.")),
-    FailureClass(Cause.KV_TRANSFER_FAILED, "nixl_plugin",
-                 priority=770, said=said(r"NIXL backend '(?P<backend>[\w-]+)' not found\. Available: (?P<available>\[.*?\])"),
+    FailureClass(Cause.KV_TRANSFER_FAILED, "nixl_plugin", priority=770,
+                 said=said(r"NIXL backend '(?P<backend>[\w-]+)' not found\. Available: (?P<available>\[.*?\])"),
                  doc="ValueError: NIXL backend 'UCX' not found. Available: ['GDS']. Please install the required NIXL "
                      "plugin or choose from: ['GDS']",
                  explain=("The PD server's NIXL transfer engine has no {backend} backend: this NIXL install's plugins "
@@ -127,8 +127,8 @@ ROWS: tuple[FailureClass, ...] = (
                           "Install NIXL with its {backend} plugin into the unit's interpreter (the image's NIXL build), or "
                           "name one it has in SGLANG_DISAGGREGATION_NIXL_BACKEND (env), or run with "
                           "--disaggregation-transfer-backend mooncake.")),
-    FailureClass(Cause.KV_TRANSFER_FAILED, "init_timeout",
-                 priority=780, said=said(r"(?P<engine>Mooncake TransferEngine\.initialize|NIXL create_backend|Mori IOEngine)\(.*\) "
+    FailureClass(Cause.KV_TRANSFER_FAILED, "init_timeout", priority=780,
+                 said=said(r"(?P<engine>Mooncake TransferEngine\.initialize|NIXL create_backend|Mori IOEngine)\(.*\) "
                             r"did not return within (?P<secs>[\d.]+)s"),
                  doc="RuntimeError: NIXL create_backend('UCX', {'num_threads': '8'}) did not return within 120s on node-3",
                  explain=("The PD server's KV transfer engine ({engine}) did not finish its set-up within {secs} s, and "
@@ -165,8 +165,8 @@ ROWS: tuple[FailureClass, ...] = (
     # a PD decode server that could not reach the prefill's bootstrap server when a request came (0.4.6-0.5.x:
     # `Error fetching prefill parallel info from bootstrap: …`), then its scheduler died on the request; the
     # bootstrap address is the request's (the router's), so port None is a request that named none
-    FailureClass(Cause.PD_BOOTSTRAP_FAILED, "decode_fetch",
-                 priority=1350, said=said(r"Error fetching prefill parallel info from bootstrap: "),
+    FailureClass(Cause.PD_BOOTSTRAP_FAILED, "decode_fetch", priority=1350,
+                 said=said(r"Error fetching prefill parallel info from bootstrap: "),
                  doc="Error fetching prefill parallel info from bootstrap: Failed to parse: "
                      "http://192.168.80.184:None/route?engine_rank=-1&target_dp_group=-1",
                  explain=("The PD decode server could not get the prefill server's parallel info from its bootstrap "
@@ -180,8 +180,8 @@ ROWS: tuple[FailureClass, ...] = (
     # torch's c10d store client: connected to the rendezvous at dist_init_addr, then no answer for the store's
     # timeout (`[rank1]:[W623 15:37:01.82 socket.cpp:485] [c10d] waitForInput: socket SocketImpl(…) timed out after
     # 1800000ms`), printed by every rank just before its scheduler's exception
-    FailureClass(Cause.RENDEZVOUS_FAILED, "store_wait",
-                 priority=1410, line=lazy_re.compile(r"\[c10d\] waitForInput: socket .* timed out after \d+ms"),
+    FailureClass(Cause.RENDEZVOUS_FAILED, "store_wait", priority=1410,
+                 line=lazy_re.compile(r"\[c10d\] waitForInput: socket .* timed out after \d+ms"),
                  said=said(r"\[c10d\] waitForInput: socket .*?remote=(?P<store>\S+?)\) timed out after (?P<ms>\d+)ms"),
                  doc="[rank1]:[W623 15:37:01.824135523 socket.cpp:485] [c10d] waitForInput: socket SocketImpl(fd=100, "
                      "addr=[node-0]:43590, remote=[node-0]:20000) timed out after 1800000ms",

@@ -136,22 +136,22 @@ ROWS: tuple[FailureClass, ...] = (
                  explain=("A GPU failed in hardware: {message}",
                           "`journalctl -k | grep -i xid` names the GPU and the Xid; it needs a reset (`nvidia-smi -r -i N`) "
                           "or a reboot, and the start then runs without that GPU or after the repair.")),
-    FailureClass(Cause.GPU_UNAVAILABLE, "driver_too_old",
-                 priority=400, said=said(r"driver version is insufficient|driver on your system is too old|InsufficientDriver"),
+    FailureClass(Cause.GPU_UNAVAILABLE, "driver_too_old", priority=400,
+                 said=said(r"driver version is insufficient|driver on your system is too old|InsufficientDriver"),
                  doc="RuntimeError: The NVIDIA driver on your system is too old (found version 11040).",
                  explain=("The NVIDIA driver is older than the CUDA this PyTorch was built for, so CUDA cannot start at all.",
                           "Upgrade the driver (`nvidia-smi` shows its CUDA version), or install the torch/SGLang build for "
                           "the driver's CUDA (a cu121/cu124 wheel or image instead of cu128).")),
-    FailureClass(Cause.GPU_UNAVAILABLE, "ptx_toolchain",
-                 priority=410, said=said(r"PTX was compiled with an unsupported toolchain|UnsupportedPtxVersion"),
+    FailureClass(Cause.GPU_UNAVAILABLE, "ptx_toolchain", priority=410,
+                 said=said(r"PTX was compiled with an unsupported toolchain|UnsupportedPtxVersion"),
                  doc="RuntimeError: CUDA error: the provided PTX was compiled with an unsupported toolchain.",
                  explain=("CUDA started, but a kernel shipped as PTX was compiled by a newer CUDA toolkit than this NVIDIA "
                           "driver can JIT: the driver is older than the CUDA the kernels (sgl_kernel, flashinfer, triton) "
                           "were built with.",
                           "Upgrade the driver to one whose CUDA version (`nvidia-smi`, top right) is at least the wheels' (a "
                           "cu128 build needs a 570+ driver), or install the SGLang/torch build for the driver's CUDA.")),
-    FailureClass(Cause.GPU_UNAVAILABLE, "driver_mismatch",
-                 priority=420, said=said(r"Error 80[34]: |display driver / cuda driver combination|forward compatibility was attempted"
+    FailureClass(Cause.GPU_UNAVAILABLE, "driver_mismatch", priority=420,
+                 said=said(r"Error 80[34]: |display driver / cuda driver combination|forward compatibility was attempted"
                             r"|Driver/library version mismatch|NVML/RM version mismatch|LibRmVersionMismatch"),
                  doc="Error 803: system has unsupported display driver / cuda driver combination",
                  explain=("CUDA refused to start: the driver library this process loaded (libcuda) and the NVIDIA kernel "
@@ -184,8 +184,8 @@ ROWS: tuple[FailureClass, ...] = (
                           "revoking the container's device access under a cgroup driver: restart the container. On a "
                           "host, after suspend/resume or without the nvidia_uvm module (`lsmod | grep nvidia_uvm`, "
                           "`nvidia-modprobe -u`); a reboot settles it.")),
-    FailureClass(Cause.GPU_UNAVAILABLE, "no_driver",
-                 priority=460, said=said(r"couldn't communicate with the NVIDIA driver"),
+    FailureClass(Cause.GPU_UNAVAILABLE, "no_driver", priority=460,
+                 said=said(r"couldn't communicate with the NVIDIA driver"),
                  doc="NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. Make sure that the "
                      "latest NVIDIA driver is installed and running.",
                  explain=("No NVIDIA driver answers on this host (or in this container): {message}",
@@ -209,8 +209,8 @@ ROWS: tuple[FailureClass, ...] = (
                           "runtime (`docker run --gpus all`, nvidia-container-toolkit; on Kubernetes a `nvidia.com/gpu` "
                           "limit). On a host with libcuda.so.1 but no libcuda.so (Triton needs the latter), `ldconfig` or "
                           "the driver's -dev package adds it; TRITON_LIBCUDA_PATH names its folder.")),
-    FailureClass(Cause.UNSUPPORTED_HARDWARE, "ascend_soc",
-                 priority=550, said=said(r"SocVersion = (?P<soc>\w+)|does not has any binary|Parse dynamic kernel config fail"),
+    FailureClass(Cause.UNSUPPORTED_HARDWARE, "ascend_soc", priority=550,
+                 said=said(r"SocVersion = (?P<soc>\w+)|does not has any binary|Parse dynamic kernel config fail"),
                  doc="EH9999: Inner Error! init runtime platform info failed, SocVersion = Ascend910B3", explain=_ascend),
     FailureClass(Cause.UNSUPPORTED_HARDWARE, "no_kernel_image", priority=560,
                  said=said(r"invalid device function|InvalidDeviceFunction"),
@@ -227,8 +227,8 @@ ROWS: tuple[FailureClass, ...] = (
                           "backend on an A100 or older.",
                           "Use kv_cache_dtype auto (or fp8_e5m2, which Triton has there), another attention backend, or a "
                           "sm89+ GPU.")),
-    FailureClass(Cause.UNSUPPORTED_HARDWARE, "platform",
-                 priority=580, said=said(r"\A.*(?:(?:not supported|unsupported) on (?:NPU|XPU|CPU|HIP)\b|requires a CUDA"
+    FailureClass(Cause.UNSUPPORTED_HARDWARE, "platform", priority=580,
+                 said=said(r"\A.*(?:(?:not supported|unsupported) on (?:NPU|XPU|CPU|HIP)\b|requires a CUDA"
                             r"|only supported on the (?:CUDA|AMD)|requires CUDA, got|only supports CUDA and CPU"
                             r"|Intel AMX)"),
                  doc="ValueError: FP4 is not supported on NPU yet.",
@@ -257,8 +257,8 @@ ROWS: tuple[FailureClass, ...] = (
                           "virtualised or partitioned host, MIG) or a kernel bug for this GPU: start with "
                           "--disable-custom-all-reduce (extra_args; NCCL then does the all-reduce), and check "
                           "`nvidia-smi topo -m` for P2P between the ranks.")),
-    FailureClass(Cause.CUDA_ERROR, "nan_probabilities",
-                 priority=1370, said=said(r"probability tensor contains either .inf., .nan. or element < 0"),
+    FailureClass(Cause.CUDA_ERROR, "nan_probabilities", priority=1370,
+                 said=said(r"probability tensor contains either .inf., .nan. or element < 0"),
                  doc="/pytorch/aten/src/ATen/native/cuda/TensorCompare.cu:112: _assert_async_cuda_kernel: block: "
                      "[0,0,0], thread: [0,0,0] Assertion `probability tensor contains either `inf`, `nan` or element "
                      "< 0` failed.",
@@ -283,8 +283,8 @@ ROWS: tuple[FailureClass, ...] = (
     # FlashInfer's TRT-LLM batched GEMM runner (the MoE runner backend flashinfer_trtllm, FP4/FP8 GEMMs) checks its
     # own launch and raises `Error in function 'run' at …/trtllm_batched_gemm_runner.cu:N: Error occurred when
     # running GEMM! (numBatches: …, GemmMNK: …, Kernel: …)`: a kernel that cannot run this shape on this GPU
-    FailureClass(Cause.CUDA_ERROR, "flashinfer_gemm",
-                 priority=1390, line=lazy_re.compile(r"Error occurred when running GEMM!"),
+    FailureClass(Cause.CUDA_ERROR, "flashinfer_gemm", priority=1390,
+                 line=lazy_re.compile(r"Error occurred when running GEMM!"),
                  said=said(r"Error occurred when running GEMM!(?:.*?Kernel:\s+(?P<kernel>\S+))?"),
                  doc="RuntimeError: Error in function 'run' at /workspace/csrc/trtllm_batched_gemm_runner.cu:258: Error "
                      "occurred when running GEMM! (numBatches:  256 , GemmMNK:  2   512   7168 , Kernel:  bmm_E2m1_…_sm100f )",

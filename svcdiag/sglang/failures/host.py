@@ -49,8 +49,8 @@ ROWS: tuple[FailureClass, ...] = (
                           "container's is 64 MB unless raised: `docker run --shm-size 16g` or `--ipc=host` (compose "
                           "`shm_size:`, Kubernetes an `emptyDir: {{medium: Memory}}` at /dev/shm). On a host, `df -h "
                           "/dev/shm` and what else fills it.")),
-    FailureClass(Cause.DISK_FULL, "cache_dir",
-                 priority=700, said=said(r"No space left on device: '(?P<path>[^']*"
+    FailureClass(Cause.DISK_FULL, "cache_dir", priority=700,
+                 said=said(r"No space left on device: '(?P<path>[^']*"
                             r"(?:flashinfer|triton|deep_gemm|torchinductor|torch_extensions|huggingface)[^']*)'"),
                  doc="OSError: [Errno 28] No space left on device: '/root/.cache/flashinfer/90/cached_ops/x.so'",
                  explain=_cache_dir),

@@ -163,29 +163,29 @@ ROWS: tuple[FailureClass, ...] = (
                          r"|^error: ((?:unrecognized arguments|the following arguments are required|argument -"
                          r"|ambiguous option|invalid choice|expected one argument).*)$"),
         explain=("SGLang refused its arguments: {message}",)),
-    FailureClass(Cause.BAD_ARGUMENTS, "bind_address",
-                 priority=920, said=said(r"\A.*attempting to bind on address \('(?P<host>[^']*)', (?P<port>\d+)"),
+    FailureClass(Cause.BAD_ARGUMENTS, "bind_address", priority=920,
+                 said=said(r"\A.*attempting to bind on address \('(?P<host>[^']*)', (?P<port>\d+)"),
                  doc="ERROR:    [Errno 99] error while attempting to bind on address ('10.0.0.12', 30000): cannot "
                      "assign requested address"),
-    FailureClass(Cause.BAD_ARGUMENTS, "quantization_blocks",
-                 priority=930, said=said(r"weight quantization block_[nk]|aligned with the quantized weight shape|min_thread_[nk]"),
+    FailureClass(Cause.BAD_ARGUMENTS, "quantization_blocks", priority=930,
+                 said=said(r"weight quantization block_[nk]|aligned with the quantized weight shape|min_thread_[nk]"),
                  doc="ValueError: The output_size of gate's and up's weight = 192 is not divisible by weight "
                      "quantization block_n = 128."),
     FailureClass(Cause.BAD_ARGUMENTS, "unrecognized", priority=940, said=said(r"\A.*unrecognized arguments: (?P<args>.+)"),
                  doc="launch_server.py: error: unrecognized arguments: --enable-magic"),
-    FailureClass(Cause.BAD_ARGUMENTS, "ambiguous",
-                 priority=950, said=said(r"\A.*ambiguous option: (?P<flag>--[\w-]+)(?:=\S*)? could match (?P<matches>.+?)\s*$"),
+    FailureClass(Cause.BAD_ARGUMENTS, "ambiguous", priority=950,
+                 said=said(r"\A.*ambiguous option: (?P<flag>--[\w-]+)(?:=\S*)? could match (?P<matches>.+?)\s*$"),
                  doc="sglang serve: error: ambiguous option: --cuda-graph-max-bs could match --cuda-graph-max-bs-decode, "
                      "--cuda-graph-max-bs-prefill",
                  explain=("This SGLang has no {flag} any more: argparse reads it as an abbreviation of {matches}, and "
                           "refuses it (exit 2).", "`svcdiag check {name}` renders the flag this release knows.")),
-    FailureClass(Cause.BAD_ARGUMENTS, "bad_value",
-                 priority=960, said=said(r"\A.*argument (?P<flag>--[\w-]+)(?:/--[\w-]+)*: (?P<why>.+?)\s*$"),
+    FailureClass(Cause.BAD_ARGUMENTS, "bad_value", priority=960,
+                 said=said(r"\A.*argument (?P<flag>--[\w-]+)(?:/--[\w-]+)*: (?P<why>.+?)\s*$"),
                  doc="sglang serve: error: argument --tp-size: invalid int value: 'auto'",
                  explain=("SGLang refused the value of {flag}: {why}.",
                           "`svcdiag render {name}` shows the ExecStart line as systemd runs it.")),
-    FailureClass(Cause.BAD_ARGUMENTS, "context_length",
-                 priority=970, said=said(r"\A.*context_length \((?P<asked>\d+)\) is greater than the derived context_length "
+    FailureClass(Cause.BAD_ARGUMENTS, "context_length", priority=970,
+                 said=said(r"\A.*context_length \((?P<asked>\d+)\) is greater than the derived context_length "
                             r"\((?P<derived>\d+)\)"),
                  doc="ValueError: User-specified context_length (131072) is greater than the derived context_length "
                      "(32768)."),
@@ -197,16 +197,16 @@ ROWS: tuple[FailureClass, ...] = (
                           "runs it only when told to trust it.",
                           "Read that code in the repo first; then set trust_remote_code (`--trust-remote-code`)."),
                  fixes=(({"trust_remote_code": True}, "lets transformers run the model repo's own code"),)),
-    FailureClass(Cause.BAD_ARGUMENTS, "quantization_mismatch",
-                 priority=990, said=said(r"model config \((?P<ckpt>[\w-]+)\) does not match the quantization method specified in the "
+    FailureClass(Cause.BAD_ARGUMENTS, "quantization_mismatch", priority=990,
+                 said=said(r"model config \((?P<ckpt>[\w-]+)\) does not match the quantization method specified in the "
                             r"`quantization` argument \((?P<asked>[\w-]+)\)"),
                  doc="ValueError: Quantization method specified in the model config (fp8) does not match the "
                      "quantization method specified in the `quantization` argument (awq).",
                  explain=("The checkpoint is quantized with {ckpt} (its config.json's quantization_config), but the "
                           "command line asks for {asked}.",
                           "Leave quantization unset: SGLang reads the method from the checkpoint.")),
-    FailureClass(Cause.BAD_ARGUMENTS, "chat_template",
-                 priority=1000, said=said(r"Chat template (?P<template>\S+) is not a built-in template name"),
+    FailureClass(Cause.BAD_ARGUMENTS, "chat_template", priority=1000,
+                 said=said(r"Chat template (?P<template>\S+) is not a built-in template name"),
                  doc="RuntimeError: Chat template chatml-x is not a built-in template name or a valid chat template "
                      "file path.",
                  explain=("--chat-template {template} names neither a template built into this release nor a file the "
@@ -230,8 +230,8 @@ ROWS: tuple[FailureClass, ...] = (
                           "--max-lora-rank or adapts modules outside --lora-target-modules.",
                           "Read each adapter's adapter_config.json (r, lora_alpha, target_modules); serve adapters that "
                           "agree, or raise --max-lora-rank / list the modules (a newer SGLang pads smaller ranks).")),
-    FailureClass(Cause.BAD_ARGUMENTS, "not_an_eagle_draft",
-                 priority=1030, said=said(r"object has no attribute '(?:set_embed|set_embed_and_head|hot_token_id)'"),
+    FailureClass(Cause.BAD_ARGUMENTS, "not_an_eagle_draft", priority=1030,
+                 said=said(r"object has no attribute '(?:set_embed|set_embed_and_head|hot_token_id)'"),
                  doc="AttributeError: 'Qwen2ForCausalLM' object has no attribute 'set_embed'"),
     FailureClass(Cause.BAD_ARGUMENTS, "flag_check", priority=1040, said=lazy_re.compile(FLAG_CHECK_FRAME_RE.pattern, re.M),
                  doc='File "/usr/lib/python3/site-packages/sglang/srt/server_args.py", line 812, in __post_init__',
@@ -286,13 +286,13 @@ ROWS: tuple[FailureClass, ...] = (
                  explain=("Triton compiles a small C helper the first time a kernel runs, and could not: {message}",
                           "It needs a C compiler and the Python headers on the unit's PATH (`apt install gcc "
                           "python3-dev`, or CC= in [env]); a systemd unit's PATH is narrower than a login shell's.")),
-    FailureClass(Cause.BROKEN_INSTALL, "cxx_runtime",
-                 priority=1220, said=said(r"\A.*(?P<symbol>(?:GLIBCXX|CXXABI)_[\d.]+)' not found(?: \(required by (?P<by>\S+?)\))?"),
+    FailureClass(Cause.BROKEN_INSTALL, "cxx_runtime", priority=1220,
+                 said=said(r"\A.*(?P<symbol>(?:GLIBCXX|CXXABI)_[\d.]+)' not found(?: \(required by (?P<by>\S+?)\))?"),
                  read=(said(r"\A.*?(?P<stdcpp>\S*libstdc\+\+\.so[.\d]*)"),),
                  doc="ImportError: /opt/conda/lib/libstdc++.so.6: version `GLIBCXX_3.4.32' not found",
                  explain=_cxx_runtime),
-    FailureClass(Cause.BROKEN_INSTALL, "cuda_library",
-                 priority=1230, said=said(r"\A.*?(?P<lib>lib(?:cudart|cublas(?:Lt)?|cudnn|nvrtc|cusparse|cufft|curand|nccl|nvJitLink)"
+    FailureClass(Cause.BROKEN_INSTALL, "cuda_library", priority=1230,
+                 said=said(r"\A.*?(?P<lib>lib(?:cudart|cublas(?:Lt)?|cudnn|nvrtc|cusparse|cufft|curand|nccl|nvJitLink)"
                             r"\.so\.(?P<major>\d+))[^:\n]*: cannot open shared object file"),
                  read=_PACKAGE, doc="ImportError: libcudart.so.12: cannot open shared object file: No such file or directory",
                  explain=_cuda_library),
@@ -314,8 +314,8 @@ ROWS: tuple[FailureClass, ...] = (
                           "version this SGLang was written for: {message}",
                           "Install the {backend} version the SGLang release pins (`pip install \"sglang[all]==X\"`), or "
                           "start with another --grammar-backend (none, if no request asks for structured output).")),
-    FailureClass(Cause.BROKEN_INSTALL, "optional_package",
-                 priority=1280, said=said(r"\A.*(?:pip install |requires the '[\w.-]+' package|library not found\. Please install)"),
+    FailureClass(Cause.BROKEN_INSTALL, "optional_package", priority=1280,
+                 said=said(r"\A.*(?:pip install |requires the '[\w.-]+' package|library not found\. Please install)"),
                  doc="ImportError: ModelExpress support requires the 'modelexpress' package. Install it with: pip "
                      "install modelexpress",
                  explain=("The flags ask for a feature whose package the unit's Python environment lacks: {message}",
@@ -327,8 +327,8 @@ ROWS: tuple[FailureClass, ...] = (
     # `probability tensor contains either `inf`, `nan` or element < 0` failed.`; sampling's is NaN logits
     # SGLang registers its own config classes with transformers at import (`AutoImageProcessor.register(…)`); a
     # transformers that already ships one of them refuses: the installed transformers is newer than the release pins
-    FailureClass(Cause.BROKEN_INSTALL, "transformers_version",
-                 priority=1360, line=lazy_re.compile(r"is already used by a Transformers model"),
+    FailureClass(Cause.BROKEN_INSTALL, "transformers_version", priority=1360,
+                 line=lazy_re.compile(r"is already used by a Transformers model"),
                  said=said(r"'<class '(?P<config>[\w.]+)'>' is already used by a Transformers model"),
                  doc="ValueError: '<class 'sglang.srt.configs.qwen2_5_vl_config.Qwen2_5_VLConfig'>' is already used "
                      "by a Transformers model.",

@@ -78,13 +78,13 @@ ROWS: tuple[FailureClass, ...] = (
         explain=("The host ran out of memory (RAM, not GPU memory) in phase {phase}: {message}",
                  "safetensors are read through host memory once per rank; `journalctl -k | grep -i -e oom -e 'out of "
                  "memory'` shows the kernel's account, and `systemctl show -p MemoryMax {unit}` the unit's limit.")),
-    FailureClass(Cause.HOST_OOM, "hicache_host_pool",
-                 priority=850, said=said(r"\A.*(?:Requesting (?P<asked>[\d.]+) GB but only have (?P<free>[\d.]+) GB free"
+    FailureClass(Cause.HOST_OOM, "hicache_host_pool", priority=850,
+                 said=said(r"\A.*(?:Requesting (?P<asked>[\d.]+) GB but only have (?P<free>[\d.]+) GB free"
                             r"|HiCache host memory)"),
                  doc="ValueError: Not enough host memory available. Requesting 69.63 GB but only have 41.87 GB free.",
                  explain=_hicache),
-    FailureClass(Cause.NOT_ENOUGH_MEMORY, "swa_pool",
-                 priority=1290, said=said(r"\A.*SWA pool \((?P<tokens>\d+) tokens\).*?sliding_window_size \((?P<window>\d+)\)"),
+    FailureClass(Cause.NOT_ENOUGH_MEMORY, "swa_pool", priority=1290,
+                 said=said(r"\A.*SWA pool \((?P<tokens>\d+) tokens\).*?sliding_window_size \((?P<window>\d+)\)"),
                  doc="ValueError: SWA pool (659 tokens) cannot hold even one request: needs sliding_window_size (1024) "
                      "+ page_size (1)."),
     FailureClass(Cause.CUDA_OOM, "npu", priority=1300, said=said(r"NPU out of memory"),
@@ -95,8 +95,8 @@ ROWS: tuple[FailureClass, ...] = (
                  doc="torch.OutOfMemoryError: HIP out of memory. Tried to allocate 1.00 GiB."),
     # a hybrid Mamba model's state pool out of free slots (the ping-pong buffers of MambaRadixCache v2, or a
     # request's own state): SGLang asserts, the scheduler dies; it names a flag, but no flag was refused
-    FailureClass(Cause.MAMBA_CACHE_TOO_SMALL, "slots_exhausted",
-                 priority=1330, line=lazy_re.compile(r"Not enough space for mamba|Can not alloc mamba cache"),
+    FailureClass(Cause.MAMBA_CACHE_TOO_SMALL, "slots_exhausted", priority=1330,
+                 line=lazy_re.compile(r"Not enough space for mamba|Can not alloc mamba cache"),
                  said=said(r"Not enough space for mamba|Can not alloc mamba cache"),
                  doc="AssertionError: Not enough space for mamba ping pong idx, try to increase "
                      "--mamba-full-memory-ratio.",

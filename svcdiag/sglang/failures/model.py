@@ -91,43 +91,43 @@ ROWS: tuple[FailureClass, ...] = (
                  "Most often a download that stopped half way (the file is shorter than its header says). Compare the "
                  "file sizes with the hub's, delete the broken shard and download it again "
                  "(`huggingface-cli download --force-download`).")),
-    FailureClass(Cause.UNSUPPORTED_MODEL, "feature",
-                 priority=600, said=said(r"\A.*(?:\b[Mm]odel '?\S+?'? does not support |is not compatible with (?:this model|MTP))"),
+    FailureClass(Cause.UNSUPPORTED_MODEL, "feature", priority=600,
+                 said=said(r"\A.*(?:\b[Mm]odel '?\S+?'? does not support |is not compatible with (?:this model|MTP))"),
                  doc="ValueError: Model Qwen3ForCausalLM does not support BitsAndBytes quantization yet.",
                  explain=("This SGLang release serves the model, but not with what the flags ask of it: {message}",
                           "Serve it without that feature (the flag or quantization named), or with a release that "
                           "supports it for this model.")),
-    FailureClass(Cause.UNSUPPORTED_MODEL, "tokenizer_too_old",
-                 priority=610, said=said(r"untagged enum|Tokenizer class \w+ does not exist"),
+    FailureClass(Cause.UNSUPPORTED_MODEL, "tokenizer_too_old", priority=610,
+                 said=said(r"untagged enum|Tokenizer class \w+ does not exist"),
                  doc="Exception: data did not match any variant of untagged enum ModelWrapper at line 1 column 1",
                  explain=("The installed tokenizers/transformers cannot read this model's tokenizer files: they were "
                           "written by a newer release.",
                           "Upgrade them in the unit's interpreter (`pip install -U tokenizers transformers`), within what "
                           "the SGLang release pins.")),
-    FailureClass(Cause.UNSUPPORTED_MODEL, "speculative_target",
-                 priority=620, said=said(r"object has no attribute '(?P<hook>capture_aux_hidden_states|set_eagle3_layers_to_capture"
+    FailureClass(Cause.UNSUPPORTED_MODEL, "speculative_target", priority=620,
+                 said=said(r"object has no attribute '(?P<hook>capture_aux_hidden_states|set_eagle3_layers_to_capture"
                             r"|get_embed_and_head)'"),
                  doc="AttributeError: 'Gemma3ForCausalLM' object has no attribute 'set_eagle3_layers_to_capture'",
                  explain=("This SGLang release's {model_type} cannot be the target of this speculative algorithm: it "
                           "lacks {hook}, which the draft needs from its target.",
                           "Upgrade SGLang to a release whose model class supports it (EAGLE3 needs the target to capture "
                           "auxiliary hidden states), or serve without speculative decoding / with another algorithm.")),
-    FailureClass(Cause.UNSUPPORTED_MODEL, "gguf_architecture",
-                 priority=630, said=said(r"GGUF model with architecture (?P<arch>\w+) is not supported"),
+    FailureClass(Cause.UNSUPPORTED_MODEL, "gguf_architecture", priority=630,
+                 said=said(r"GGUF model with architecture (?P<arch>\w+) is not supported"),
                  doc="ValueError: GGUF model with architecture qwen3moe is not supported yet.",
                  explain=("The installed transformers cannot read a GGUF file of architecture '{arch}': its GGUF reader "
                           "(which SGLang uses for the config and tokenizer) is older than the model.",
                           "Upgrade transformers and gguf in the unit's interpreter, within what the SGLang release pins; or "
                           "serve the model's safetensors release (with a --quantization of its own) instead of the .gguf.")),
-    FailureClass(Cause.UNSUPPORTED_MODEL, "quantization_method",
-                 priority=640, said=said(r"Unknown quantization method: (?P<method>[\w-]+)"),
+    FailureClass(Cause.UNSUPPORTED_MODEL, "quantization_method", priority=640,
+                 said=said(r"Unknown quantization method: (?P<method>[\w-]+)"),
                  doc="ValueError: Unknown quantization method: mxfp4. Must be one of ['fp8', 'awq']",
                  explain=("The checkpoint's quantization method '{method}' (quantization_config in config.json) is not "
                           "one this SGLang release implements.",
                           "Upgrade SGLang to a release that lists it, or serve a checkpoint quantized with a method this "
                           "one lists (the error names them).")),
-    FailureClass(Cause.UNSUPPORTED_MODEL, "transformers_too_old",
-                 priority=650, said=said(r"Transformers does not recognize|Unrecognized|model type|\AKeyError"),
+    FailureClass(Cause.UNSUPPORTED_MODEL, "transformers_too_old", priority=650,
+                 said=said(r"Transformers does not recognize|Unrecognized|model type|\AKeyError"),
                  doc="ValueError: The checkpoint you are trying to load has model type `qwen3_next` but Transformers "
                      "does not recognize this architecture.",
                  explain=("The installed transformers does not know this model's `model_type`: the model is newer than "
@@ -149,8 +149,8 @@ ROWS: tuple[FailureClass, ...] = (
                           "merged checkpoint with another layout, a config.json from a different model, or a checkpoint "
                           "newer than this SGLang release. Check `architectures` and `quantization_config` in "
                           "config.json.")),
-    FailureClass(Cause.MODEL_NOT_FOUND, "no_weights",
-                 priority=1080, said=said(r"\A.*(?:Cannot find any model weights with|No model weights found in"
+    FailureClass(Cause.MODEL_NOT_FOUND, "no_weights", priority=1080,
+                 said=said(r"\A.*(?:Cannot find any model weights with|No model weights found in"
                             r"|Could not find checkpoint files)"),
                  doc="RuntimeError: Cannot find any model weights with `/models/Qwen3-8B`",
                  explain=("SGLang found {what} but no weights in it that it can load: {message}",
@@ -176,8 +176,8 @@ ROWS: tuple[FailureClass, ...] = (
                  explain=("The model hub has no repo {what} (or hides it: a private repo answers the same, HTTP 401).",
                           "Check the spelling against the hub page, or download it and point model_path at the "
                           "folder.")),
-    FailureClass(Cause.MODEL_NOT_FOUND, "offline_not_cached",
-                 priority=1120, said=said(r"LocalEntryNotFoundError|in the cached files|outgoing traffic has been disabled"
+    FailureClass(Cause.MODEL_NOT_FOUND, "offline_not_cached", priority=1120,
+                 said=said(r"LocalEntryNotFoundError|in the cached files|outgoing traffic has been disabled"
                             r"|OfflineModeIsEnabled"),
                  doc="huggingface_hub.errors.LocalEntryNotFoundError: Cannot find an appropriate cached snapshot",
                  explain=("SGLang looked for {what} in the Hugging Face cache only (HF_HUB_OFFLINE=1 or "
@@ -185,14 +185,14 @@ ROWS: tuple[FailureClass, ...] = (
                           "Download it once where the hub is reachable (`huggingface-cli download`) into the HF_HOME the "
                           "unit uses, or point model_path at a local folder; a sandboxed unit sees only the cache its "
                           "paths allow.")),
-    FailureClass(Cause.MODEL_NOT_FOUND, "no_processor",
-                 priority=1130, said=said(r"Can't load (?:image processor|processor|feature extractor)"),
+    FailureClass(Cause.MODEL_NOT_FOUND, "no_processor", priority=1130,
+                 said=said(r"Can't load (?:image processor|processor|feature extractor)"),
                  doc="OSError: Can't load image processor for '/models/my-vlm'.",
                  explain=("SGLang found the model but not its multimodal processor for {what}: {message}",
                           "A fine-tuned VLM saved without preprocessor_config.json (and its chat_template/tokenizer "
                           "files) cannot take images: copy those files from the base model's repo next to the weights.")),
-    FailureClass(Cause.MODEL_NOT_FOUND, "missing_file",
-                 priority=1140, said=said(r"(?P<folder>\S+) does not appear to have a file named (?P<missing>[^.\s]+(?:\.\w+)?)"),
+    FailureClass(Cause.MODEL_NOT_FOUND, "missing_file", priority=1140,
+                 said=said(r"(?P<folder>\S+) does not appear to have a file named (?P<missing>[^.\s]+(?:\.\w+)?)"),
                  doc="OSError: /models/Qwen3-8B does not appear to have a file named tokenizer_config.json.",
                  explain=("{folder} is there but has no {missing}: an incomplete copy or download of the model.",
                           "Compare the folder with the model's repo (`ls {folder}`) and copy the missing files next to "
@@ -211,8 +211,8 @@ ROWS: tuple[FailureClass, ...] = (
                           "model and point model_path at the folder.")),
     # a layer the checkpoint's quantization config gives no method (`get_quant_method` returned None: AWQ or GPTQ
     # of a MoE model's fused experts before moe_wna16, 0.4.0's FusedMoE), and SGLang's bare assertion on it
-    FailureClass(Cause.UNSUPPORTED_MODEL, "quantized_layer",
-                 priority=1400, line=lazy_re.compile(r"^assert self\.quant_method is not None"),
+    FailureClass(Cause.UNSUPPORTED_MODEL, "quantized_layer", priority=1400,
+                 line=lazy_re.compile(r"^assert self\.quant_method is not None"),
                  said=said(r"assert self\.quant_method is not None"),
                  doc="AssertionError (at `assert self.quant_method is not None` in fused_moe_triton/layer.py's "
                      "FusedMoE.__init__)",

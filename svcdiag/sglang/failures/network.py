@@ -83,8 +83,8 @@ ROWS: tuple[FailureClass, ...] = (
                  read=(said(r"port: (?P<port>\d+)|:(?P<errno_port>\d+) \(errno: 98"),),
                  doc="torch.distributed.DistNetworkError: The server socket has failed to listen on any local network "
                      "address. port: 29500, useIpv6: false, code: -98, name: EADDRINUSE"),
-    FailureClass(Cause.PORT_IN_USE, "internal_port",
-                 priority=880, said=said(r"(?P<what>\w+) at (?P<port>\d+) is not available in (?P<secs>\d+) seconds"),
+    FailureClass(Cause.PORT_IN_USE, "internal_port", priority=880,
+                 said=said(r"(?P<what>\w+) at (?P<port>\d+) is not available in (?P<secs>\d+) seconds"),
                  read=(said(r"process\.cmdline\(\)=\[(?P<argv>[^\]]*)\].*?pid=(?P<pid>\d+)"),),
                  doc="ValueError: dist_init_port at 5000 is not available in 30 seconds.", explain=_internal_port),
     FailureClass(Cause.PORT_IN_USE, "zmq", priority=890, said=said(r"ZMQError"), read=(said(r"addr='(?P<addr>[^']+)'"),),

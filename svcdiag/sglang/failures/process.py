@@ -68,13 +68,13 @@ ROWS: tuple[FailureClass, ...] = (
         doc="stopped from outside before ready (systemd's `Stopping …`, SGLang's `SIGTERM received`, a terminal's "
             "`^C`, docker compose's `Gracefully stopping…`); stopped after its phase's deadline passed with no "
             "progress, the start is `timed_out` in that phase instead (the operator gave up on a stuck start)"),
-    FailureClass(Cause.EXCEPTION,
-        priority=320, doc="any other traceback, to its final exception line (even with no \"error\" in it)"),
-    FailureClass(Cause.TIMED_OUT,
-        priority=330, doc="no progress in a phase past its deadline (SGLang printed no error); systemd's own "
+    FailureClass(Cause.EXCEPTION, priority=320,
+        doc="any other traceback, to its final exception line (even with no \"error\" in it)"),
+    FailureClass(Cause.TIMED_OUT, priority=330,
+        doc="no progress in a phase past its deadline (SGLang printed no error); systemd's own "
             "TimeoutStartSec= before svcdiag's deadline"),
-    FailureClass(Cause.INCOMPLETE,
-        priority=340, doc="the log ends before a verdict: no error, no ready line"),
+    FailureClass(Cause.INCOMPLETE, priority=340,
+        doc="the log ends before a verdict: no error, no ready line"),
     FailureClass(Cause.WATCHDOG_TIMEOUT, "timeout_said", priority=710, said=said(r"watchdog_timeout=(?P<secs>\d+(?:\.\d+)?)"),
                  doc="Scheduler watchdog timeout (self.watchdog_timeout=300, self.soft=False)", explain=_watchdog),
 )

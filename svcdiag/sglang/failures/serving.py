@@ -14,8 +14,8 @@ _WARMUP_SAY = ("The server loaded and listened, then its own warmup request to i
                "(`Initialization failed. warmup error`).")
 
 ROWS: tuple[FailureClass, ...] = (
-    FailureClass(Cause.WARMUP_FAILED,
-        priority=250, doc="`Initialization failed. warmup error: Traceback …` ending in `AssertionError: res=<Response "
+    FailureClass(Cause.WARMUP_FAILED, priority=250,
+        doc="`Initialization failed. warmup error: Traceback …` ending in `AssertionError: res=<Response "
             "[502]>` (a proxy without `no_proxy`); a PD server's `Prefill disaggregation mode warm Up "
             "Failed, status code: 500` (it prints ready after it, but is UnHealthy: `/health` 503)",
         explain=(_WARMUP_SAY, "It said: {message}")),
@@ -26,10 +26,10 @@ ROWS: tuple[FailureClass, ...] = (
             "set --router-worker-startup-timeout-secs …`",
         explain=("sglang_router could not start, and killed its workers: {message}",
                  "Its words name the router argument to change (the --router-* flags).")),
-    FailureClass(Cause.HTTP_UNREACHABLE,
-        priority=350, doc="the live path's HTTP cross-check after the log says ready: the server does not answer"),
-    FailureClass(Cause.HTTP_MISMATCH,
-        priority=360, doc="the live path's HTTP cross-check after the log says ready: it answers, but not as the log said"),
+    FailureClass(Cause.HTTP_UNREACHABLE, priority=350,
+        doc="the live path's HTTP cross-check after the log says ready: the server does not answer"),
+    FailureClass(Cause.HTTP_MISMATCH, priority=360,
+        doc="the live path's HTTP cross-check after the log says ready: it answers, but not as the log said"),
     FailureClass(Cause.DIED_AFTER_READY, priority=370, role=Role.CONSEQUENCE,
         doc="the log says ready, then the server dies in it (`Scheduler hit an exception` in its event "
             "loop, `Received sigquit`, a rank dead; `figures.died_of` is that failure's own cause, the "
