@@ -22,7 +22,8 @@ from svcdiag.config.campaign import load_plan
 from svcdiag.config.service import find_units_dir
 from svcdiag.judge.verdict import Verdict
 from svcdiag.ops import history as h
-from svcdiag.ops.bundle import REDACTED, Redactor, Secret, open_bundle
+from svcdiag.ops.bundle import REDACTED, Redactor, Secret
+from svcdiag.ops.bundle_read import open_bundle
 from svcdiag.ops.campaign import bench_figures, benchmark_argv, resources
 from svcdiag.ops.gpu_hygiene import parse_apps, parse_gpus, unit_of
 from svcdiag.output.campaign import INSTALL_PLOT, chart, csv_text, markdown

@@ -129,14 +129,14 @@ def _tar_gz(path: Path, members: list[tuple[str, bytes]]) -> Path:
 
 def test_a_decompression_bomb_is_refused_in_one_line_and_fast(tmp_path, cli, monkeypatch) -> None:
     # refused before the junk is unpacked (no timing asserted: tests/test_inputs_bounded.py measures memory)
-    from svcdiag.ops import bundle
+    from svcdiag.ops import bundle_read
 
     bomb = _tar_gz(tmp_path / "bomb.tar.gz", [("b/junk", bytes(80 * 1024 * 1024)), ("b/journal.export", b"x\n")])
     assert bomb.stat().st_size < 200_000  # 80 MB of zeros, packed small
     r = cli("replay", str(bomb))
     assert r.exit_code == 2 and r.output.count("\n") == 1 and "refused" in r.output, r.output
     assert "more than 67,108,864 bytes unpacked before its journal.export" in r.output
-    monkeypatch.setattr(bundle, "BUNDLE_JOURNAL_MAX", 1000)  # a slice larger than any start's journal
+    monkeypatch.setattr(bundle_read, "BUNDLE_JOURNAL_MAX", 1000)  # a slice larger than any start's journal
     big = _tar_gz(tmp_path / "big.tar.gz", [("b/journal.export", b"MESSAGE=x\n\n" * 200)])
     r = cli("replay", str(big))
     assert r.exit_code == 2 and r.output.count("\n") == 1 and "would unpack to 2,200 bytes" in r.output, r.output

@@ -17,7 +17,7 @@ from svcdiag.config.service import PHASE_TIMEOUTS, ServiceConfig
 from svcdiag.judge.verdict import Verdict
 from svcdiag.sglang import failures, memory_plan, stalls
 from svcdiag.sglang.failures import Cause
-from svcdiag.sglang.memory import ACTIVATION_HEADROOM_GB, GB, MAX_MEM_FRACTION
+from svcdiag.sglang.memory import ACTIVATION_HEADROOM_GB, GB, MAX_MEM_FRACTION, more_reserve
 from svcdiag.sglang.message_catalogue import row_releases
 from svcdiag.sglang.preflight import recheck_fixes
 
@@ -248,7 +248,7 @@ def _cuda_oom(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list
         if bs and bs > 1:
             fixes.append(_fix({"cuda_graph_max_bs": max(1, bs // 2)}, "fewer, smaller graphs to capture"))
         if mfs:
-            fixes.append(_fix({"mem_fraction_static": round(mfs - 0.05, 2)}, "moves 5 % of the GPU from the KV cache to the reserve"))
+            fixes.append(_fix({"mem_fraction_static": more_reserve(mfs)}, "moves 5 % of the GPU from the KV cache to the reserve"))
         return say, fixes
     if v.phase == "loading_weights":
         tp = cfg.tp_size if cfg else f.tp_size
@@ -267,9 +267,9 @@ def _cuda_oom(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list
         if "other_pid" in v.captures:
             say.append(f"Process {v.captures['other_pid']}, not this server, holds {v.captures['other_gib']} of that GPU "
                        "(`nvidia-smi`).")
-        return say, [_fix({"mem_fraction_static": round(mfs - 0.05, 2)}, "a smaller KV cache")] if mfs else []
+        return say, [_fix({"mem_fraction_static": more_reserve(mfs)}, "a smaller KV cache")] if mfs else []
     say = [f"{dev} ran out of memory in phase {v.phase}."]
-    return say, [_fix({"mem_fraction_static": round(mfs - 0.05, 2)}, "more headroom outside the caches")] if mfs else []
+    return say, [_fix({"mem_fraction_static": more_reserve(mfs)}, "more headroom outside the caches")] if mfs else []
 
 
 def _draft_oom(v: Verdict, cfg: ServiceConfig | None, mfs: float | None) -> tuple[list[str], list[dict[str, Any]]]:
@@ -287,7 +287,7 @@ def _draft_oom(v: Verdict, cfg: ServiceConfig | None, mfs: float | None) -> tupl
     if capture and bs and bs > 1:
         fixes.append(_fix({"cuda_graph_max_bs": max(1, bs // 2)}, "fewer, smaller graphs for target and draft"))
     if mfs:
-        fixes.append(_fix({"mem_fraction_static": round(mfs - 0.05, 2)}, "moves 5 % of the GPU from the target's KV "
+        fixes.append(_fix({"mem_fraction_static": more_reserve(mfs)}, "moves 5 % of the GPU from the target's KV "
                           "cache to the reserve the draft is set up in"))
     if not fixes:
         say.append("Lower mem_fraction_static (the target's KV cache) or cuda_graph_max_bs, or fewer "

@@ -115,10 +115,7 @@ class Judge:
 
     def connection_lost(self, message: str, ts: float) -> Verdict:
         """The log can no longer be read (a remote host's connection died): incomplete, never failed."""
-        if self.readiness.verdict is None:
-            self.readiness._conclude("incomplete", "connection_lost", message, ts)
-        assert self.readiness.verdict is not None
-        return self.readiness.verdict
+        return self.readiness.conclude_from_outside("incomplete", "connection_lost", message, ts)
 
     def journal_dropped(self, n: int) -> None:
         """journald's rate limit dropped `n` of this start's lines (its "Suppressed N messages" record):
@@ -146,8 +143,8 @@ class Judge:
                         f"`journalctl MESSAGE_ID={JOURNAL_DROPPED}`)" if self.dropped else
                         "so journald dropped some of this start's lines "
                         f"(`journalctl MESSAGE_ID={JOURNAL_DROPPED}` says how many)")
-            r._conclude("healthy", None, "svcdiag supervise judged the start healthy and HTTP agreed (READY=1: "
-                        f"{status!r}); the journal lacks the lines that show it: {how_many}", ts)
+            r.conclude_from_outside("healthy", None, "svcdiag supervise judged the start healthy and HTTP agreed "
+                                    f"(READY=1: {status!r}); the journal lacks the lines that show it: {how_many}", ts)
         assert r.verdict is not None
         return r.verdict
 

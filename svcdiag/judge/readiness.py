@@ -693,6 +693,14 @@ class Readiness:
         if line and line not in self.evidence and len(self.evidence) < MAX_EVIDENCE:
             self.evidence.append(line)
 
+    def conclude_from_outside(self, verdict: str, cause: str | None, message: str, ts: float | None) -> Verdict:
+        """A verdict the log itself cannot give (the connection that read it died, a supervisor's READY=1 the
+        journal lost): concluded as the log's own would be (phase, figures, evidence), unless one already was."""
+        if self.verdict is None:
+            self._conclude(verdict, cause, message, ts)
+        assert self.verdict is not None
+        return self.verdict
+
     def _conclude(self, verdict: str, cause: str | None, message: str, ts: float | None, *,
                   stalled_s: float | None = None, signal: str | None = None, status: int | None = None,
                   detail: str = "", captures: dict[str, str] | None = None) -> None:

@@ -107,173 +107,247 @@ def follow(sd: Systemd, cfg: ServiceConfig | None, unit: str, props: UnitProps, 
     `batch` wraps each read of the journal (Publisher.terminal_first: stdout before the other sinks)."""
     if notify is None:
         notify = cfg is not None and cfg.readiness == "notify"
-    invocation = props.invocation
     start = props.inactive_exit_ts or props.state_change_ts or time.time()
-    judge = Judge(cfg, unit=unit, invocation=invocation, total_timeout=total_timeout, start_ts=start)
-    result = Followed(judge, props)
-    journal = sd.follower(unit, invocation, follow=keep_following)
-    dirty = True
-    fresh = False  # props as the signals left them (after one GetAll at the start)
-    signalled = float("-inf")  # when a new STATUS= came that no line read since answers (a burst)
-    arrived = arrived_ts = float("-inf")  # the last signal's arrival (monotonic, wall clock)
-    announced = answered = float("-inf")  # the burst's signal (wall clock); the newest line that made an event (journal ts)
-    said: str | None = None  # that line's news, as the supervisor put it at the end of its STATUS= (status_line)
-    status = props.status_text
-
-    def changed() -> None:
-        nonlocal dirty, arrived, arrived_ts
-        dirty = True
-        arrived, arrived_ts = time.monotonic(), time.time()
-
-    tracked = sd.track(unit, props, changed)
-    poller = select.poll()
-    jfd, bfd = journal.fileno(), sd.fileno()
-    poller.register(jfd, select.POLLIN)
-    poller.register(bfd, select.POLLIN)
-    died_at: float | None = None
-    ready_at: float | None = None  # a notify unit went active (monotonic): the journal's ready line is due
-
-    line_at: float | None = None  # a notify unit's loop wakes once, TAIL_WAIT after the last line
-    heard = time.monotonic()  # this start's last record (journal mode's tick grows with the silence since)
-
-    def drain() -> None:
-        nonlocal line_at, signalled, answered, heard, said
-        with batch():
-            for rec in journal.read():
-                if rec.dropped:  # journald's word that it dropped lines of this start: counted, not judged
-                    judge.journal_dropped(rec.dropped)
-                    continue
-                heard = time.monotonic()
-                if not rec.systemd:
-                    line_at = time.time()
-                if on_record is not None:
-                    on_record(rec)
-                out = judge.systemd_line(rec.text, rec.ts) if rec.systemd else judge.service_line(rec.text, rec.ts)
-                for ev in out:
-                    emit(ev)
-                if out and notify and not rec.systemd:  # the supervisor said STATUS= for such a line
-                    answered = max(answered, rec.ts if rec.ts is not None else time.time())
-                    said = news(out) or said
-                    if answered >= announced - ANSWER_SLACK and told(status):
-                        signalled = float("-inf")  # the one the watch waits for is here
-
-    def told(text: str) -> bool:
-        """Whether STATUS= `text` announces no line past those read (status_line.tells)."""
-        return judge.verdict is not None or tells(text, said)
-
-    def done() -> bool:
-        return judge.verdict is not None and until_verdict
-
-    pending = True
-    unread = False  # signals whose bodies are not read yet (the Unit one, while a line is watched for)
+    judge = Judge(cfg, unit=unit, invocation=props.invocation, total_timeout=total_timeout, start_ts=start)
+    loop = _Loop(sd, unit, props.invocation, judge, Followed(judge, props), sd.follower(unit, props.invocation,
+                 follow=keep_following), emit=emit, on_record=on_record, on_progress=on_progress, batch=batch,
+                 notify=notify, keep_following=keep_following, until_verdict=until_verdict, hot_interval=hot_interval,
+                 status=props.status_text)
+    loop.listen(props)
     try:
-        while True:
-            if pending:
-                pending = False
-                drain()
-                if done():
-                    break
-            sd.process()  # signals that arrived during a method call wait in sd-bus's queue, not on the fd
-            if sd.fileno() != bfd:  # a new connection (PID 1 re-executed): poll its fd
-                poller.unregister(bfd)
-                bfd = sd.fileno()
-                poller.register(bfd, select.POLLIN)
-            if dirty:
-                dirty, unread = False, True
-                if not fresh:  # a signal may have come before the match existed: ask once
-                    tracked.props, fresh = sd.props(unit), True
-                text = tracked.status_text  # the Service signal; the Unit one is read below
-                if text != status:
-                    status = text
-                    if answered < arrived_ts - ANSWER_SLACK or not told(text):
-                        signalled, announced = arrived, arrived_ts  # news of a line not read yet: watch the journal
-                if notify and journal.heads.watchable and journal.heads.changed():
-                    drain()  # the line a STATUS= announced may be there already: out before the Unit signal is read
-                    if done():
-                        break
-            if unread and notify and keep_following and signalled == arrived \
-                    and time.monotonic() - arrived < UNIT_SIGNAL_WAIT:
-                pass  # watching for the announced line first: the Unit signal is read on a later turn
-            elif unread:
-                unread = False
-                now_props = tracked.props
-                result.props = now_props
-                gone = now_props.invocation != invocation or not now_props.running \
-                    or now_props.active_state == "deactivating"
-                if gone and died_at is None:
-                    died_at = time.monotonic()
-                if notify and ready_at is None and not gone and now_props.active_state == "active":
-                    ready_at = time.monotonic()
-            if ready_at is not None and judge.verdict is None and died_at is None \
-                    and (not keep_following or judge.dropped or time.monotonic() - ready_at >= SUPERVISOR_GRACE):
-                drain()
-                if judge.verdict is None:  # journald lost this start's milestones: the supervisor saw them
-                    emit(judge.supervisor_ready(result.props.status_text or "", time.time()))
-                if done():
-                    break
-            if died_at is not None:
-                pending = True
-                if time.monotonic() - died_at >= DEATH_GRACE:
-                    drain()
-                    result.died = True
-                    if judge.verdict is None:
-                        for ev in _death(judge, result.props, invocation):
-                            emit(ev)
-                    break
-            if not keep_following:
-                if notify and judge.verdict is None and FAILED_STATUS.match(status or ""):
-                    # the supervisor stopped the start at its deadline and is stopping the server: its word,
-                    # in the phase both read, is the verdict now (status, top), not "starting" until the end
-                    for ev in deadline_owner.tick(judge, time.time(), supervised=True, status=status):
-                        emit(ev)
-                break
-            now = time.time()
-            supervised = notify and died_at is None and result.props.running  # its phase deadlines are the supervisor's
-            for ev in deadline_owner.tick(judge, now, supervised=supervised, status=status):
-                emit(ev)
-            if done():
-                break
-            due = on_progress(judge, now) if on_progress is not None else None
-            if died_at is not None or dirty:
-                wake = now + 0.01
-            else:
-                nd = deadline_owner.next_deadline(judge, supervised=supervised, status=status)
-                if ready_at is not None:
-                    nd = min(nd if nd is not None else float("inf"), now + ready_at + SUPERVISOR_GRACE - time.monotonic())
-                if notify:
-                    q = judge.readiness.quiet_until()
-                    tail = line_at + TAIL_WAIT + 0.01 if line_at is not None and now < line_at + TAIL_WAIT + 0.01 else q
-                    wake = min(nd if nd is not None else float("inf"), q, tail, due if due is not None else float("inf"))
-                else:
-                    wake = min(nd, now + 1.0) if nd is not None else now + 1.0
-            if on_progress is not None and not notify:
-                quiet = time.monotonic() - heard > QUIET_AFTER
-                wake = min(wake, now + (PROGRESS_SILENT if quiet else PROGRESS_EVERY))
-            if notify:
-                since = time.monotonic() - signalled
-                # a journal with no counters here to look at (a remote one): its stream's fd wakes the loop, no burst
-                burst = since < BURST_S and journal.heads.watchable
-                tick = max(BURST_TICK, since / 4) if burst else None
-                woke = _idle_notify(poller, journal, jfd, bfd, wake, tick, result)
-                pending = woke in ("journal", "fd") or pending
-            else:
-                pending = _idle(poller, journal, jfd, wake, heard, hot_interval, result) or pending
+        while not loop.turn():
+            pass
     except ConnectionLost as e:  # a remote host's SSH connection died: no verdict can be known from here
         if judge.verdict is None:
             emit(judge.connection_lost(f"{e}; the start was not judged (`svcdiag wait --host` reattaches)",
                                        time.time()))
-        result.lost = True
+        loop.result.lost = True
     finally:
-        journal.close()
-    if unread:  # the loop ended (a verdict) before the last signals' bodies were read
-        result.props = tracked.props
-    if notify and judge.verdict is not None and judge.verdict.verdict != "healthy" and not result.lost:
-        now_props = sd.props(unit)  # the journal's exit line can come before the signal of the last STATUS=
-        result.props = now_props if now_props.invocation == invocation else result.props
-    if notify:
-        _whose_kill(judge, result.props)
-        _supervisors_failure(judge, result.props)
-    return result
+        loop.journal.close()
+    return loop.settle()
+
+
+class _Loop:
+    """One follow's loop, a turn at a time, and what it knows between turns: each step of a turn is a
+    method named for what it waits on (the journal, STATUS=, the Unit signal, the supervisor's READY=1,
+    a death's grace, the deadlines, the next wakeup), in the order a turn takes them."""
+
+    def __init__(self, sd: Systemd, unit: str, invocation: str | None, judge: Judge, result: Followed,
+                 journal: Follower, *, emit: Callable[[Event], None], on_record: Callable[[Record], None] | None,
+                 on_progress: Callable[[Judge, float], float | None] | None,
+                 batch: Callable[[], AbstractContextManager[object]], notify: bool, keep_following: bool,
+                 until_verdict: bool, hot_interval: float, status: str | None) -> None:
+        self.sd, self.unit, self.invocation, self.judge, self.result, self.journal = \
+            sd, unit, invocation, judge, result, journal
+        self.emit, self.on_record, self.on_progress, self.batch = emit, on_record, on_progress, batch
+        self.notify, self.keep_following, self.until_verdict, self.hot_interval = \
+            notify, keep_following, until_verdict, hot_interval
+        self.status = status
+        self.dirty = True
+        self.fresh = False  # props as the signals left them (after one GetAll at the start)
+        self.signalled = float("-inf")  # when a new STATUS= came that no line read since answers (a burst)
+        self.arrived = self.arrived_ts = float("-inf")  # the last signal's arrival (monotonic, wall clock)
+        # the burst's signal (wall clock); the newest line that made an event (journal ts)
+        self.announced = self.answered = float("-inf")
+        self.said: str | None = None  # that line's news, as the supervisor put it at the end of its STATUS= (status_line)
+        self.died_at: float | None = None
+        self.ready_at: float | None = None  # a notify unit went active (monotonic): the journal's ready line is due
+        self.line_at: float | None = None  # a notify unit's loop wakes once, TAIL_WAIT after the last line
+        self.heard = float("-inf")  # this start's last record (monotonic; set when the loop listens)
+        self.pending = True
+        self.unread = False  # signals whose bodies are not read yet (the Unit one, while a line is watched for)
+
+    def listen(self, props: UnitProps) -> None:
+        """Subscribe to the unit's signals and poll both fds (journal, D-Bus)."""
+        self.tracked = self.sd.track(self.unit, props, self.changed)
+        self.poller = select.poll()
+        self.jfd, self.bfd = self.journal.fileno(), self.sd.fileno()
+        self.poller.register(self.jfd, select.POLLIN)
+        self.poller.register(self.bfd, select.POLLIN)
+        self.heard = time.monotonic()  # journal mode's tick grows with the silence since
+
+    def changed(self) -> None:
+        """A signal of the unit's: read on the next turn, its arrival remembered (a STATUS= burst)."""
+        self.dirty = True
+        self.arrived, self.arrived_ts = time.monotonic(), time.time()
+
+    def turn(self) -> bool:
+        """One turn of the loop; True when it ends (a verdict, a death, one look only)."""
+        if self.pending:
+            self.pending = False
+            self.drain()
+            if self.done():
+                return True
+        self.sd.process()  # signals that arrived during a method call wait in sd-bus's queue, not on the fd
+        self.reconnected()
+        if self.dirty and self.read_status():
+            return True
+        self.read_unit()
+        if self.supervisor_vouched():
+            return True
+        if self.died_at is not None:
+            self.pending = True
+            if time.monotonic() - self.died_at >= DEATH_GRACE:
+                self.died()
+                return True
+        if not self.keep_following:
+            self.last_look()
+            return True
+        now = time.time()
+        supervised = self.notify and self.died_at is None and self.result.props.running  # its phase deadlines are the supervisor's
+        for ev in deadline_owner.tick(self.judge, now, supervised=supervised, status=self.status):
+            self.emit(ev)
+        if self.done():
+            return True
+        due = self.on_progress(self.judge, now) if self.on_progress is not None else None
+        self.wait(self.wake_at(now, supervised, due))
+        return False
+
+    def drain(self) -> None:
+        """Judge every record the journal holds now; a notify unit's line that answers the STATUS= watched for
+        ends the burst."""
+        judge = self.judge
+        with self.batch():
+            for rec in self.journal.read():
+                if rec.dropped:  # journald's word that it dropped lines of this start: counted, not judged
+                    judge.journal_dropped(rec.dropped)
+                    continue
+                self.heard = time.monotonic()
+                if not rec.systemd:
+                    self.line_at = time.time()
+                if self.on_record is not None:
+                    self.on_record(rec)
+                out = judge.systemd_line(rec.text, rec.ts) if rec.systemd else judge.service_line(rec.text, rec.ts)
+                for ev in out:
+                    self.emit(ev)
+                if out and self.notify and not rec.systemd:  # the supervisor said STATUS= for such a line
+                    self.answered = max(self.answered, rec.ts if rec.ts is not None else time.time())
+                    self.said = news(out) or self.said
+                    if self.answered >= self.announced - ANSWER_SLACK and self.told(self.status):
+                        self.signalled = float("-inf")  # the one the watch waits for is here
+
+    def told(self, text: str) -> bool:
+        """Whether STATUS= `text` announces no line past those read (status_line.tells)."""
+        return self.judge.verdict is not None or tells(text, self.said)
+
+    def done(self) -> bool:
+        return self.judge.verdict is not None and self.until_verdict
+
+    def reconnected(self) -> None:
+        """A new D-Bus connection (PID 1 re-executed): poll its fd instead."""
+        if self.sd.fileno() != self.bfd:
+            self.poller.unregister(self.bfd)
+            self.bfd = self.sd.fileno()
+            self.poller.register(self.bfd, select.POLLIN)
+
+    def read_status(self) -> bool:
+        """Signals came: a new STATUS= announces a line the journal may not have shown yet (watch for it,
+        and look at once where the counters moved). True when that look reached the verdict."""
+        self.dirty, self.unread = False, True
+        if not self.fresh:  # a signal may have come before the match existed: ask once
+            self.tracked.props, self.fresh = self.sd.props(self.unit), True
+        text = self.tracked.status_text  # the Service signal; the Unit one is read below
+        if text != self.status:
+            self.status = text
+            if self.answered < self.arrived_ts - ANSWER_SLACK or not self.told(text):
+                self.signalled, self.announced = self.arrived, self.arrived_ts  # news of a line not read yet: watch the journal
+        if self.notify and self.journal.heads.watchable and self.journal.heads.changed():
+            self.drain()  # the line a STATUS= announced may be there already: out before the Unit signal is read
+            if self.done():
+                return True
+        return False
+
+    def read_unit(self) -> None:
+        """The Unit signal's body: the start gone (fail fast, after DEATH_GRACE) or a notify unit active
+        (READY=1). Held back for UNIT_SIGNAL_WAIT while the journal is watched for an announced line."""
+        if self.unread and self.notify and self.keep_following and self.signalled == self.arrived \
+                and time.monotonic() - self.arrived < UNIT_SIGNAL_WAIT:
+            return  # watching for the announced line first: the Unit signal is read on a later turn
+        if not self.unread:
+            return
+        self.unread = False
+        now_props = self.tracked.props
+        self.result.props = now_props
+        gone = now_props.invocation != self.invocation or not now_props.running \
+            or now_props.active_state == "deactivating"
+        if gone and self.died_at is None:
+            self.died_at = time.monotonic()
+        if self.notify and self.ready_at is None and not gone and now_props.active_state == "active":
+            self.ready_at = time.monotonic()
+
+    def supervisor_vouched(self) -> bool:
+        """A notify unit active for SUPERVISOR_GRACE (at once where journald said it dropped lines) and the
+        journal still without its ready line: the supervisor's READY=1 is the verdict. True when it ends the loop."""
+        if self.ready_at is None or self.judge.verdict is not None or self.died_at is not None:
+            return False
+        if self.keep_following and not self.judge.dropped and time.monotonic() - self.ready_at < SUPERVISOR_GRACE:
+            return False
+        self.drain()
+        if self.judge.verdict is None:  # journald lost this start's milestones: the supervisor saw them
+            self.emit(self.judge.supervisor_ready(self.result.props.status_text or "", time.time()))
+        return self.done()
+
+    def died(self) -> None:
+        """The unit's death had its grace: the journal's last lines read, and the death judged if they did not."""
+        self.drain()
+        self.result.died = True
+        if self.judge.verdict is None:
+            for ev in _death(self.judge, self.result.props, self.invocation):
+                self.emit(ev)
+
+    def last_look(self) -> None:
+        """One look only (keep_following=False): a notify unit whose supervisor stopped the start at its
+        deadline and is stopping the server is judged in the phase both read, not "starting" until the end."""
+        if self.notify and self.judge.verdict is None and FAILED_STATUS.match(self.status or ""):
+            for ev in deadline_owner.tick(self.judge, time.time(), supervised=True, status=self.status):
+                self.emit(ev)
+
+    def wake_at(self, now: float, supervised: bool, due: float | None) -> float:
+        """When the loop must look again with nothing on its fds (wall clock): the next deadline, the
+        supervisor's grace, a notify unit's traceback tail and quiet end, a live display's next refresh."""
+        if self.died_at is not None or self.dirty:
+            wake = now + 0.01
+        else:
+            nd = deadline_owner.next_deadline(self.judge, supervised=supervised, status=self.status)
+            if self.ready_at is not None:
+                nd = min(nd if nd is not None else float("inf"), now + self.ready_at + SUPERVISOR_GRACE - time.monotonic())
+            if self.notify:
+                q = self.judge.readiness.quiet_until()
+                line_at = self.line_at
+                tail = line_at + TAIL_WAIT + 0.01 if line_at is not None and now < line_at + TAIL_WAIT + 0.01 else q
+                wake = min(nd if nd is not None else float("inf"), q, tail, due if due is not None else float("inf"))
+            else:
+                wake = min(nd, now + 1.0) if nd is not None else now + 1.0
+        if self.on_progress is not None and not self.notify:
+            quiet = time.monotonic() - self.heard > QUIET_AFTER
+            wake = min(wake, now + (PROGRESS_SILENT if quiet else PROGRESS_EVERY))
+        return wake
+
+    def wait(self, wake: float) -> None:
+        """Sleep until an fd, the journal's counters or `wake`; a notify unit's counters only during a burst."""
+        if self.notify:
+            since = time.monotonic() - self.signalled
+            # a journal with no counters here to look at (a remote one): its stream's fd wakes the loop, no burst
+            burst = since < BURST_S and self.journal.heads.watchable
+            tick = max(BURST_TICK, since / 4) if burst else None
+            woke = _idle_notify(self.poller, self.journal, self.jfd, self.bfd, wake, tick, self.result)
+            self.pending = woke in ("journal", "fd") or self.pending
+        else:
+            self.pending = _idle(self.poller, self.journal, self.jfd, wake, self.heard, self.hot_interval,
+                                 self.result) or self.pending
+
+    def settle(self) -> Followed:
+        """After the loop: the unit's last props, and a notify unit's verdict set beside its supervisor's word."""
+        result, judge = self.result, self.judge
+        if self.unread:  # the loop ended (a verdict) before the last signals' bodies were read
+            result.props = self.tracked.props
+        if self.notify and judge.verdict is not None and judge.verdict.verdict != "healthy" and not result.lost:
+            now_props = self.sd.props(self.unit)  # the journal's exit line can come before the signal of the last STATUS=
+            result.props = now_props if now_props.invocation == self.invocation else result.props
+        if self.notify:
+            _whose_kill(judge, result.props)
+            _supervisors_failure(judge, result.props)
+        return result
 
 
 def _supervisors_failure(judge: Judge, props: UnitProps) -> None:

@@ -185,7 +185,7 @@ def replay_path(path: str, stdin: BinaryIO, cfg: ServiceConfig | None = None,
     if path == "-":
         return "<stdin>", replay(stdin, "<stdin>", cfg, invocation, start=start)
     if path.endswith((".tar.gz", ".tgz")):  # a post-mortem bundle (svcdiag bundle): its journal slice
-        from svcdiag.ops.bundle import open_bundle
+        from svcdiag.ops.bundle_read import open_bundle
 
         slice_ = open_bundle(path)
         if slice_ is not None:

@@ -257,17 +257,80 @@ def best_of(trials: list[Trial], target: Target) -> Trial | None:
 
 
 def step(p: Problem, trials: list[Trial], elapsed_s: float = 0.0) -> Start | Stop:
-    """The next start, or why to stop; every Stop carries the best start so far."""
+    """The next start, or why to stop; every Stop carries the best start so far.
+
+    In order: the settings the target fixes, a failure memory cannot change, the settings steered
+    past an out-of-memory, the fractions the starts proved short and served, the fraction the costs
+    ask for, a bisection where they disagree, the budget, a candidate already started."""
     c = costs_after(p, trials)
     best = best_of(trials, p.target)
     s = _fixed(p, c)
     if isinstance(s, str):
         return Stop("impossible", s, best)
+    stuck = _not_memory(trials)
+    if stuck is not None:
+        return Stop("stuck", stuck, best)
+    shape = _steered(p, trials, c, s)
+    s, ceiling = shape.settings, shape.ceiling
+    hi, lo = _bracket(trials, s, p.target)
+    if hi is not None and lo is not None and hi - lo <= STEP + 1e-9:
+        return Stop("met", f"{p.target} served at mem_fraction_static {hi:.2f}, and {lo:.2f} does not: "
+                           "the most headroom there is", best)
+    aim = _aim(p, c, shape, hi, lo, best)
+    if isinstance(aim, Stop):
+        return aim
+    need, measuring = aim
+    f = _next_fraction(need, lo, hi, ceiling)
+    stop = _no_fraction_left(p, c, shape, f, hi, lo, best)
+    if stop is None:
+        stop = _over_budget(p, trials, elapsed_s, best)
+    if stop is not None:
+        return stop
+    cand = {**s, "mem_fraction_static": round(f, 2)}
+    if any(t.settings == cand for t in trials):
+        return Stop("stuck", f"the next candidate was already started (mem_fraction_static {f:.2f})", best)
+    predicted = _fits(c, s, f, p.target) if c is not None else None
+    return Start(cand, _why(p, c, f, need, hi, lo, ceiling, measuring) + shape.note, predicted)
+
+
+@dataclass(frozen=True, slots=True)
+class _Shape:
+    """The settings the next start keeps beside its fraction, the most static memory it may have (and
+    why, when the starts lowered it), and what steering changed, said after the candidate's reason."""
+
+    settings: dict[str, Any]
+    ceiling: float
+    why_ceiling: str
+    note: str
+
+
+def _not_memory(trials: list[Trial]) -> str | None:
+    """Why to stop when a start failed for a cause no memory setting changes (the search cannot fix it)."""
     for t in trials:
         if t.verdict != "healthy" and t.cause not in TOO_LITTLE | TOO_MUCH:
-            return Stop("stuck", f"a start failed for a reason memory settings do not change "
-                                 f"({t.verdict}: {t.cause or 'no cause'}); fix that first", best)
-    # steer: an out-of-memory start's settings move on to less reserve, as often as that leaves no fraction
+            return (f"a start failed for a reason memory settings do not change "
+                    f"({t.verdict}: {t.cause or 'no cause'}); fix that first")
+    return None
+
+
+def _steered(p: Problem, trials: list[Trial], c: Costs | None, s: dict[str, Any]) -> _Shape:
+    """`s` moved on past out-of-memory starts, then to fewer draft tokens where `--allow` lets it and the
+    model says none serves otherwise."""
+    s, ceiling, why_ceiling = _past_oom(p, trials, c, s)
+    note = ""
+    if c is not None and DRAFT_KEY in p.allow and least_fraction(c, s, p.target, ceiling) is None:
+        fewer = _fewer_draft_tokens(c, s, p.target, ceiling)
+        if fewer is not None:
+            note = f" ({DRAFT_KEY} {s[DRAFT_KEY]} → {fewer[DRAFT_KEY]}: the most that leave room for {p.target})"
+            s = fewer
+            ceiling, why_ceiling = _ceiling(trials, s)
+    return _Shape(s, ceiling, why_ceiling, note + _oom_note(p, trials, s))
+
+
+def _past_oom(p: Problem, trials: list[Trial], c: Costs | None,
+              s: dict[str, Any]) -> tuple[dict[str, Any], float, str]:
+    """An out-of-memory start's settings moved on to less reserve (_steer), as often as the ceiling it
+    left allows no fraction that serves by measured costs; with that ceiling and why."""
     while True:
         ceiling, why_ceiling = _ceiling(trials, s)
         if c is None or c.source != "measured" or least_fraction(c, s, p.target, ceiling) is not None:
@@ -278,76 +341,98 @@ def step(p: Problem, trials: list[Trial], elapsed_s: float = 0.0) -> Start | Sto
         if steered is None:
             break
         s, _ = steered
-    steer_note = ""
-    if c is not None and DRAFT_KEY in p.allow and least_fraction(c, s, p.target, ceiling) is None:
-        fewer = _fewer_draft_tokens(c, s, p.target, ceiling)
-        if fewer is not None:
-            steer_note = f" ({DRAFT_KEY} {s[DRAFT_KEY]} → {fewer[DRAFT_KEY]}: the most that leave room for {p.target})"
-            s = fewer
-            ceiling, why_ceiling = _ceiling(trials, s)
-    if any(t.cause in TOO_MUCH for t in trials):
-        first = {k: p.base.get(k) for k in ("cuda_graph_max_bs", "chunked_prefill_size")}
-        changed = [f"{k} {first[k] or 'auto'} → {s[k]}" for k in first if s.get(k) != first[k]]
-        steer_note += f" ({', '.join(changed)} after running out of memory)" if changed else ""
+    return s, ceiling, why_ceiling
+
+
+def _oom_note(p: Problem, trials: list[Trial], s: dict[str, Any]) -> str:
+    """After running out of memory: which graph and prefill settings the steering changed, for the reason."""
+    if not any(t.cause in TOO_MUCH for t in trials):
+        return ""
+    first = {k: p.base.get(k) for k in ("cuda_graph_max_bs", "chunked_prefill_size")}
+    changed = [f"{k} {first[k] or 'auto'} → {s[k]}" for k in first if s.get(k) != first[k]]
+    return f" ({', '.join(changed)} after running out of memory)" if changed else ""
+
+
+def _bracket(trials: list[Trial], s: dict[str, Any], target: Target) -> tuple[float | None, float | None]:
+    """What the starts of this shape proved: the least fraction that served (hi), the most that fell short (lo)."""
     mine = [t for t in trials if _same_shape(t.settings, s)]
-    met = [t.settings["mem_fraction_static"] for t in mine if meets(t, p.target)]
+    met = [t.settings["mem_fraction_static"] for t in mine if meets(t, target)]
     short = [t.settings["mem_fraction_static"] for t in mine
-             if (t.verdict == "healthy" and not meets(t, p.target)) or t.cause in TOO_LITTLE]
-    hi, lo = (min(met) if met else None), (max(short) if short else None)
-    if hi is not None and lo is not None and hi - lo <= STEP + 1e-9:
-        return Stop("met", f"{p.target} served at mem_fraction_static {hi:.2f}, and {lo:.2f} does not: "
-                           "the most headroom there is", best)
+             if (t.verdict == "healthy" and not meets(t, target)) or t.cause in TOO_LITTLE]
+    return (min(met) if met else None), (max(short) if short else None)
+
+
+def _aim(p: Problem, c: Costs | None, shape: _Shape, hi: float | None, lo: float | None,
+         best: Trial | None) -> tuple[float, str] | Stop:
+    """The fraction the costs ask for, and what a start there measures (empty: nothing, it is the answer);
+    or the stop when the costs prove the target out of reach, or served already at the least that serves."""
+    s, ceiling = shape.settings, shape.ceiling
+    if c is None:
+        if lo is None and hi is None:
+            return (s["mem_fraction_static"] or MAX_MEM_FRACTION,
+                    "the config's own mem_fraction_static: no estimate yet, this start measures the costs")
+        return ceiling, "the most static memory there is: the last start logged too little to size from"
     measuring = ""
-    if c is not None:
-        need = least_fraction(c, s, p.target, ceiling)
-        if need is None:
-            proof, fallbacks = impossibility(c, s, p.target, ceiling, why_ceiling)
-            if c.source == "measured" or _clearly_short(c, s, p.target, ceiling):
-                return Stop("impossible", proof if c.source == "measured" else f"{proof} (the memory model's "
-                            "estimate, by more than its margin)", best, fallbacks)
-            need = ceiling  # the prior is close enough to be wrong: one start measures
-            measuring = f"the most static memory there is: the memory model's {proof.split(':')[0]}, within its margin"
-        if hi is not None and need >= hi and c.source == "measured":
-            return Stop("met", f"{p.target} served at mem_fraction_static {hi:.2f}; the measured costs say no "
-                               "less serves it", best)
-    elif lo is None and hi is None:
-        need = s["mem_fraction_static"] or MAX_MEM_FRACTION
-        measuring = "the config's own mem_fraction_static: no estimate yet, this start measures the costs"
-    else:
-        need = ceiling
-        measuring = "the most static memory there is: the last start logged too little to size from"
+    need = least_fraction(c, s, p.target, ceiling)
+    if need is None:
+        proof, fallbacks = impossibility(c, s, p.target, ceiling, shape.why_ceiling)
+        if c.source == "measured" or _clearly_short(c, s, p.target, ceiling):
+            return Stop("impossible", proof if c.source == "measured" else f"{proof} (the memory model's "
+                        "estimate, by more than its margin)", best, fallbacks)
+        need = ceiling  # the prior is close enough to be wrong: one start measures
+        measuring = f"the most static memory there is: the memory model's {proof.split(':')[0]}, within its margin"
+    if hi is not None and need >= hi and c.source == "measured":
+        return Stop("met", f"{p.target} served at mem_fraction_static {hi:.2f}; the measured costs say no "
+                           "less serves it", best)
+    return need, measuring
+
+
+def _next_fraction(need: float, lo: float | None, hi: float | None, ceiling: float) -> float:
+    """`need`, unless the starts proved it wrong (outside lo..hi): then bisect what they proved; always
+    above lo by a STEP and at most the ceiling."""
     low = lo if lo is not None else 0.0
     high = hi if hi is not None else ceiling + STEP
     f = need
     if not low < f < high:  # the model disagrees with a start: bisect what the starts proved
         f = up_to((low + high) / 2) if lo is not None and hi is not None else (
             round(low + STEP, 2) if lo is not None else down_to(high - STEP))
-    f = min(max(f, round(low + STEP, 2)), ceiling)
+    return min(max(f, round(low + STEP, 2)), ceiling)
+
+
+def _no_fraction_left(p: Problem, c: Costs | None, shape: _Shape, f: float, hi: float | None, lo: float | None,
+                      best: Trial | None) -> Stop | None:
+    """The stop when `f` is no fraction the starts left untried: served at hi already, or short at lo
+    with no more static memory to give (the proof, with the fallbacks that would serve)."""
     if hi is not None and f >= hi:
         return Stop("met", f"{p.target} served at mem_fraction_static {hi:.2f}, and no fraction below it is "
                            "left to try", best)
     if lo is not None and f <= lo:
         if c is None:
             return Stop("impossible", f"{p.target} is not served at {lo:.2f}, and no more static memory is "
-                                      f"left to try{why_ceiling}", best)
-        proof, fallbacks = impossibility(c, s, p.target, ceiling, why_ceiling)
+                                      f"left to try{shape.why_ceiling}", best)
+        proof, fallbacks = impossibility(c, shape.settings, p.target, shape.ceiling, shape.why_ceiling)
         return Stop("impossible", proof, best, fallbacks)
+    return None
+
+
+def _over_budget(p: Problem, trials: list[Trial], elapsed_s: float, best: Trial | None) -> Stop | None:
+    """The stop when --max-starts is spent, or the next start (as long as the mean so far) would overrun the budget."""
     if p.max_starts is not None and len(trials) >= p.max_starts:
         return Stop("budget", f"--max-starts {p.max_starts} spent", best)
     mean = sum(t.seconds for t in trials) / len(trials) if trials else 0.0
     if p.budget_s is not None and trials and elapsed_s + mean > p.budget_s:
         return Stop("budget", f"the budget ({p.budget_s / 60:.0f} min) would run out during the next start", best)
-    cand = {**s, "mem_fraction_static": round(f, 2)}
-    for t in trials:
-        if t.settings == cand:
-            return Stop("stuck", f"the next candidate was already started (mem_fraction_static {f:.2f})", best)
-    predicted = _fits(c, s, f, p.target) if c is not None else None
+    return None
+
+
+def _why(p: Problem, c: Costs | None, f: float, need: float, hi: float | None, lo: float | None, ceiling: float,
+         measuring: str) -> str:
+    """The candidate's reason, as tune prints it: what it measures, else the costs' answer, else a bisection."""
     src = "no estimate yet" if c is None else ("measured costs" if c.source == "measured" else "the memory model")
     below = f"{lo:.2f} (short)" if lo is not None else "nothing started short"
     above = f"{hi:.2f} (served)" if hi is not None else f"{ceiling:.2f} (the ceiling)"
-    why = measuring or (f"the least static memory that serves {p.target} by {src}" if f == need
-                        else f"bisecting between {below} and {above}: {src} and the starts disagree")
-    return Start(cand, why + steer_note, predicted)
+    return measuring or (f"the least static memory that serves {p.target} by {src}" if f == need
+                         else f"bisecting between {below} and {above}: {src} and the starts disagree")
 
 
 def _fewer_draft_tokens(c: Costs, s: dict[str, Any], target: Target, ceiling: float) -> dict[str, Any] | None:

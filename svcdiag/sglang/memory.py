@@ -27,6 +27,15 @@ AUTO_MEM_FRACTION = 0.88  # what SGLang picks on a large GPU when mem_fraction_s
 MAMBA_FULL_MEMORY_RATIO = 0.9  # --mamba-full-memory-ratio's default
 #: beside CUDA graphs, the (1 − mem_fraction_static) reserve holds activations, NCCL buffers, the allocator's slack
 ACTIVATION_HEADROOM_GB = 2.0
+#: how far a fix after an out-of-memory lowers mem_fraction_static: the KV cache is that fraction of the
+#: memory measured before loading, so 5 % of the GPU moves from the caches to the (1 − fraction) reserve
+#: where CUDA graphs, activations and a speculative draft are set up; one step, rechecked by the model
+RESERVE_STEP = 0.05
+
+
+def more_reserve(mem_fraction_static: float) -> float:
+    """The fraction that hands RESERVE_STEP of the GPU back to the reserve (rounded as a config writes it)."""
+    return round(mem_fraction_static - RESERVE_STEP, 2)
 
 
 # ------------------------------------------------------------ SGLang's sizing, per release
