@@ -1,0 +1,246 @@
+"""Per release family: which of the wheel's functions the sizing oracle runs, in SGLang's order,
+and the stub `self` / context each runs with (scripts/sglang-sizing-oracle's docstring lists them).
+"""
+
+from __future__ import annotations
+
+import ast
+import textwrap
+import types
+from pathlib import Path
+from typing import Any
+
+from sizing_oracle_loader import Loader
+from sizing_oracle_stubs import (
+    Bag,
+    envs_from_wheel,
+    PretrainedConfig,
+    fake_msgspec,
+    fake_numpy,
+    fake_torch,
+    fake_transformers,
+)
+
+GIB = 1 << 30
+MLA_ARCHS = ("DeepseekV2ForCausalLM", "DeepseekV3ForCausalLM")
+
+
+class Refusal(Exception):
+    """SGLang's own code raised for this case: a result (a row with "error")."""
+
+    oracle_refusal = True
+
+    def __init__(self, msg: str, code: list[str]):
+        super().__init__(msg)
+        self.code = code
+
+
+def stdlib_stubs() -> dict[str, Any]:
+    s: dict[str, Any] = {"torch": fake_torch(), "numpy": fake_numpy(), "msgspec": fake_msgspec(),
+                         "transformers": fake_transformers()}
+    s["gc"] = types.SimpleNamespace(collect=lambda *a: 0)  # frees nothing the stubbed GPU reading sees
+    for m in ("logging", "math", "dataclasses", "enum", "functools", "typing", "copy", "os", "abc", "re",
+              "collections", "itertools", "warnings", "json", "contextlib", "threading", "inspect", "time"):
+        s[m] = __import__(m)
+    return s
+
+
+def L_segment(loader: Loader, module: str, node: ast.AST) -> str:
+    return loader._segment(module, node).strip()
+
+
+def statements(loader: Loader, module: str, func: str, keep) -> Any:
+    """`func` of `module` with only its top-level statements `keep(source)` accepts (its
+    `cfg = resolving_view(...)` line kept): SGLang's statements, as written, without the rest
+    of a handler that reads files the oracle does not have."""
+    loader._index(module)
+    node = next(n for n in loader._defs[module][func] if isinstance(n, ast.FunctionDef))
+    src = loader._src[module]
+    body = [s for s in node.body
+            if (isinstance(s, ast.Assign) and "resolving_view" in ast.unparse(s.value))
+            or keep(L_segment(loader, module, s))]
+    new = ast.FunctionDef(name=func, args=node.args, body=body or [ast.Pass()], decorator_list=[], returns=None,
+                          type_params=[])
+    ast.fix_missing_locations(new)
+    ns = loader.namespace(module)
+    for name in {n.id for n in ast.walk(new) if isinstance(n, ast.Name)}:
+        if name not in ns and (name in loader._defs[module] or name in loader._imports[module]):
+            ns[name] = loader.get(module, name)
+    exec(compile(ast.Module(body=[new], type_ignores=[]), f"<wheel {module}.{func} (statements)>", "exec"), ns)
+    loader.used.append(f"{loader.path(module).relative_to(loader.root)}:{func} (its max_running_requests statement)")
+    return ns[func]
+
+
+# ------------------------------------------------------------------ 0.5.19+ (0.5.23's code)
+
+def model_facts(c: dict[str, Any], cfg: dict[str, Any]) -> dict[str, Any]:
+    """What SGLang's ModelConfig.__init__ derives from config.json, for the fields sizing reads."""
+    text = cfg.get("text_config") or cfg
+    heads = text["num_attention_heads"]
+    head_dim = text.get("head_dim") or text["hidden_size"] // heads
+    return {"head_dim": head_dim, "v_head_dim": text.get("v_head_dim", head_dim),
+            "context_len": c.get("context_length") or text.get("max_position_embeddings") or 4096,
+            "num_hidden_layers": text["num_hidden_layers"], "mla": cfg["architectures"][0] in MLA_ARCHS,
+            "multimodal": "vision_config" in cfg}
+
+
+def drive_0523(root: Path, c: dict[str, Any], model_cfg: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    torch = fake_torch()
+    cfg = Bag("server_args")
+    facts = model_facts(c, model_cfg)
+    arch = model_cfg["architectures"][0]
+
+    def declare_resolution(server_args: Any, source: str, **fields: Any) -> None:
+        server_args.set(**fields)
+
+    def identity(x: Any) -> Any:
+        return x
+
+    stubs = stdlib_stubs()
+    by_name = {"resolving_view": identity, "resolved_view": identity, "declare_resolution": declare_resolution,
+               "record_of": identity}
+    L = Loader(root, {**stubs, **{f"{m}.{n}": v for m in (
+        "sglang.srt.arg_groups.overrides", "sglang.srt.arg_groups.model_override_base") for n, v in by_name.items()}})
+    L.stubs["sglang.srt.environ.envs"] = envs_from_wheel(root)
+    for mod in ("sglang.srt.utils", "sglang.srt.utils.common"):  # the platform: an NVIDIA GPU
+        for n in ("is_cpu", "is_hip", "is_npu", "is_xpu", "is_musa", "is_mps", "is_hpu"):
+            L.stubs[f"{mod}.{n}"] = lambda: False
+        L.stubs[f"{mod}.is_cuda"] = lambda: True
+        L.stubs[f"{mod}.get_device_sm"] = lambda: c["sm"]
+        L.stubs[f"{mod}.get_device_name"] = lambda *a: c["card"]
+        L.stubs[f"{mod}.is_cuda_alike"] = lambda: True
+
+    # the model: SGLang's own config class for a hybrid (its mamba2_cache_params run), else config.json's fields
+    kw = {k: v for k, v in model_cfg.items() if not k.startswith("_")}
+    if arch == "Qwen3NextForCausalLM":
+        hf = L.get("sglang.srt.configs.qwen3_next", "Qwen3NextConfig")(**kw)
+    else:
+        hf = PretrainedConfig(**kw)
+    AttentionArch = L.get("sglang.srt.configs.model_config", "AttentionArch")
+    mc = Bag("model_config", hf_config=hf, hf_text_config=hf.get_text_config(), context_len=facts["context_len"],
+             head_dim=facts["head_dim"], v_head_dim=facts["v_head_dim"],
+             attention_arch=AttentionArch.MLA if facts["mla"] else AttentionArch.MHA,
+             is_multimodal=facts["multimodal"], is_hybrid_swa=False, is_draft_model=False,
+             num_hidden_layers=facts["num_hidden_layers"], kv_lora_rank=model_cfg.get("kv_lora_rank"),
+             qk_rope_head_dim=model_cfg.get("qk_rope_head_dim"), quantization=None, dtype=torch.bfloat16,
+             is_hybrid=arch == "Qwen3NextForCausalLM", model_path=c["model"])
+    for m in ("get_num_kv_heads", "get_total_num_kv_heads"):
+        fn = L.method("sglang.srt.configs.model_config", "ModelConfig", m)
+        mc.set(**{m: (lambda f: lambda *a, **k: f(mc, *a, **k))(fn)})
+    mc.set(linear_attn_registry_result=L.get("sglang.srt.configs.linear_attn_model_registry",
+                                             "get_linear_attn_config")(hf))
+    L.stubs["sglang.srt.arg_groups.model_override_base.model_config_of"] = lambda sa: mc
+    L.stubs["sglang.srt.arg_groups.overrides.model_config_of"] = lambda sa: mc
+
+    CudaGraphConfig = L.get("sglang.srt.model_executor.cuda_graph_config", "CudaGraphConfig")
+    cfg.set(device="cuda", tp_size=c["tp"], pp_size=1, dp_size=c["dp_size"] if c["dp_mode"] == "dp_attention" else 1,
+            attn_dp_size=c["dp_size"] if c["dp_mode"] == "attn_dp_size" else 1,
+            enable_dp_attention=c["dp_mode"] == "dp_attention", attn_cp_size=1, dcp_size=1, ep_size=1,
+            moe_dp_size=1, chunked_prefill_size=None, max_prefill_tokens=16384,
+            mem_fraction_static=c["mem_fraction_static"], max_running_requests=c["max_running_requests"],
+            max_total_tokens=None, page_size=c["page_size"], model_path=c["model"], language_only=False,
+            language_model_only=False, disaggregation_mode="null", speculative_algorithm=c["spec"],
+            speculative_num_draft_tokens=c.get("num_draft_tokens"), speculative_num_steps=c.get("num_steps"),
+            speculative_eagle_topk=c.get("topk"), disable_radix_cache=False, disable_overlap_schedule=False,
+            mamba_radix_cache_strategy="auto", linear_attn_backend="triton", mamba_full_memory_ratio=0.9,
+            max_mamba_cache_size=None, enable_symm_mem=False, torch_compile_max_bs=None,
+            cuda_graph_config=CudaGraphConfig(), disable_cuda_graph_padding=False, enable_kv_cache_sharding=False,
+            enable_hisparse=False, enable_unified_memory=False, schedule_conservativeness=1.0,
+            kv_cache_dtype="auto", prefill_max_requests=None, mm_feature_transport=None, ep_join_rank_offset=0,
+            enable_mixed_chunk=False, _cuda_graph_config_locked=set(), moe_a2a_backend="none", ep_join_mode=None,
+            prefill_only_disable_kv_cache=False, enable_memory_saver=False, max_ep_size=None)
+    cfg.set(enable_mamba_extra_buffer=False, enable_mamba_extra_buffer_lazy=False,
+            enable_linear_replayssm_spec=False, elastic_ep_backend=None, ep_scale_joiner=False)
+
+    code: list[str] = []
+    # ---- server args, in pipeline order
+    L.get("sglang.srt.arg_groups.parallel_hook", "handle_deprecated_dp_attention")(cfg)
+    L.stubs["sglang.srt.utils.common.get_device_memory_capacity"] = lambda device=None: c["gpu_capacity_mib"]
+    L.get("sglang.srt.arg_groups.memory_hook", "handle_gpu_memory_settings")(cfg)
+    if mc.is_hybrid:
+        cfg.set(**L.get("sglang.srt.arg_groups.overrides", "_mamba_radix_cache_resolution")(cfg))
+    if cfg.attn_dp_size > 1:
+        cfg.set(chunked_prefill_size=cfg.chunked_prefill_size // cfg.attn_dp_size)
+        code.append("arg_groups/parallel_hook.py:handle_data_parallelism (chunked_prefill_size // attn_dp_size)")
+    if c["spec"]:
+        handler = {"EAGLE3": "_handle_eagle_family", "NEXTN": "_handle_eagle_family", "DFLASH": "_handle_dflash",
+                   "NGRAM": "_handle_ngram"}[c["spec"]]
+        statements(L, "sglang.srt.arg_groups.speculative_hook", handler,
+                   lambda s: s.startswith("if cfg.max_running_requests is None"))(cfg)
+    strategy = cfg.mamba_radix_cache_strategy
+    cfg.set(enable_mamba_extra_buffer=strategy in ("extra_buffer", "extra_buffer_lazy"),
+            enable_mamba_extra_buffer_lazy=strategy == "extra_buffer_lazy")
+
+    # ---- the pools
+    widths = L.get("sglang.srt.runtime_context", "derive_parallel_widths")(
+        tp_size=cfg.tp_size, attn_cp_size=1, attn_dp_size=cfg.attn_dp_size, moe_ep_size=1, moe_dp_size=1,
+        dcp_size=1, dcp_enabled=False)
+    par = Bag("parallel", attn_tp_size=widths["attn_tp_size"], attn_dcp_size=1, pp_size=1, attn_dp_size=cfg.attn_dp_size,
+              launch_world_size=cfg.tp_size, world_group=Bag("world_group", cpu_group=None), tp_size=cfg.tp_size,
+              enable_dsa_cache_layer_split=False, enable_cp_tp_group_sharing=False, attn_cp_size=1, dcp_size=1)
+    exec_bag = Bag("exec", mamba=Bag("exec.mamba", enable_mamba_extra_buffer=cfg.enable_mamba_extra_buffer,
+                                     enable_mamba_extra_buffer_lazy=cfg.enable_mamba_extra_buffer_lazy,
+                                     enable_linear_replayssm_spec=False),
+                   graph=Bag("exec.graph", cuda_graph_config=cfg.cuda_graph_config))
+    ctx = Bag("context", override=lambda name, **kw: cfg.set(**kw))
+    free_after = c["free_gb"] - c["weights_gb"] - c.get("draft_weights_gb", 0.0) / c["tp"]
+    for mod in ("sglang.srt.runtime_context",):
+        for n, v in {"get_parallel": lambda: par, "get_schedule": lambda: cfg, "get_memory": lambda: cfg,
+                     "get_spec": lambda: cfg, "get_disagg": lambda: cfg, "get_mm": lambda: cfg,
+                     "get_exec": lambda: exec_bag, "get_context": lambda: ctx}.items():
+            L.stubs[f"{mod}.{n}"] = v
+    L.stubs["sglang.srt.utils.common.get_available_gpu_memory"] = lambda *a, **k: free_after
+    L.stubs["sglang.srt.utils.get_available_gpu_memory"] = lambda *a, **k: free_after
+    L.stubs["sglang.srt.mem_cache.page_interleave.compute_page_shard_scratch_bytes"] = lambda kvc, **k: 0
+
+    KVC = "sglang.srt.mem_cache.kv_cache_configurator"
+    methods = ("_profile_available_bytes", "_handle_max_mamba_cache", "_calculate_mamba_ratio",
+               "_apply_token_constraints", "resolve_max_num_reqs", "_resolve_memory_pool_config",
+               "config_from_budget")
+    attrs: dict[str, Any] = {m: L.method(KVC, "KVCacheConfigurator", m) for m in methods}
+    attrs["loc_space_scale"] = property(L.method(KVC, "KVCacheConfigurator", "loc_space_scale"))
+    attrs["fused_entry_bytes"] = lambda self, name: None  # a fused draft pool entry: not in this grid
+    Kvc = type("KVCacheConfigurator", (), attrs)
+    kvc = Kvc()
+    SpeculativeAlgorithm = L.get("sglang.srt.speculative.spec_info", "SpeculativeAlgorithm")
+    hybrid_arch = "sglang.srt.configs.hybrid_arch"
+    layers = facts["num_hidden_layers"]
+    spec_aux = Bag("spec_aux_config", eagle_draft_num_layers=c.get("draft_layers") if c["spec"] in ("EAGLE3", "NEXTN") else None,
+                   dflash_draft_num_layers=c.get("draft_layers") if c["spec"] == "DFLASH" else None,
+                   draft_model_config=None)
+    kvc.__dict__.update(
+        device="cuda", gpu_id=0, attn_dp_size=cfg.attn_dp_size, pp_size=1, pp_group=None, model=None,
+        model_config=mc, server_args=cfg, kv_cache_dtype=torch.bfloat16, model_dtype=torch.bfloat16,
+        page_size=cfg.page_size, sliding_window_size=None,
+        spec_algorithm=SpeculativeAlgorithm.from_string(c["spec"]), is_draft_worker=False,
+        post_capture_kv_active=False, spec_aux_config=spec_aux, is_hybrid_swa=False, is_hybrid_swa_compress=False,
+        use_mla_backend=facts["mla"],
+        layer_info=Bag("layer_info", start_layer=0, end_layer=layers, num_effective_layers=layers,
+                       swa_attention_layer_ids=None, full_attention_layer_ids=None, is_hybrid_swa_mtp_draft=False),
+        draft_model_idx=None, kv_cache_dtype_str="auto", extra_mamba_cache_bytes_per_req=0,
+        mambaish_config=L.get(hybrid_arch, "mambaish_config")(mc),
+        hybrid_gdn_config=L.get(hybrid_arch, "hybrid_gdn_config")(mc),
+        hybrid_kda_config=L.get(hybrid_arch, "hybrid_kda_config")(mc),
+        dflash_draft_cell_size_per_token=None, memory_pool_config=None)
+    mem_fraction = cfg.mem_fraction_static
+    try:
+        pool = kvc._resolve_memory_pool_config(int(c["free_gb"]) if False else c["free_gb"])
+    except (ValueError, RuntimeError, AssertionError) as e:
+        raise Refusal(f"{type(e).__name__}: {e}", code + L.used) from None
+    out = {"mem_fraction_static": mem_fraction, "chunked_prefill_size": cfg.chunked_prefill_size,
+           "cuda_graph_max_bs": cfg.cuda_graph_config.decode.max_bs,
+           "max_running_requests_flag": cfg.max_running_requests, "attn_dp_size": cfg.attn_dp_size,
+           "kv_tokens": pool.max_total_num_tokens, "max_running_requests": pool.max_running_requests,
+           "mamba_slots": cfg.max_mamba_cache_size if kvc.mambaish_config is not None else None,
+           "mamba_slot_bytes": kvc.mambaish_config.mamba2_cache_params.mamba_cache_per_req
+           if kvc.mambaish_config is not None else None,
+           "mamba_ratio": kvc._calculate_mamba_ratio() if kvc.mambaish_config is not None else None,
+           "cell_bytes": getattr(pool, "cell_size", None)}
+    return out, code + sorted(set(L.used))
+
+
+def driver_for(release: str):
+    key = tuple(int(x) for x in release.split(".")[:3] if x.isdigit())
+    if key >= (0, 5, 19):
+        return drive_0523
+    raise SystemExit(f"sglang-sizing-oracle: no driver for {release} yet")
