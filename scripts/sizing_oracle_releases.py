@@ -84,9 +84,81 @@ def model_facts(c: dict[str, Any], cfg: dict[str, Any]) -> dict[str, Any]:
             "multimodal": "vision_config" in cfg}
 
 
+class ServerArgsSelf(Bag):
+    """Up to 0.5.18 the server-args handlers are ServerArgs methods: the case's bag as `self`,
+    any method it calls loaded from the wheel's ServerArgs on first use."""
+
+    def __getattr__(self, k: str) -> Any:
+        d = object.__getattribute__(self, "_d")
+        if k in d:
+            return d[k]
+        loader = d.get("_loader")
+        if loader is not None and not k.startswith("__"):
+            try:
+                fn = loader.method("sglang.srt.server_args", "ServerArgs", k)
+            except NameError:
+                pass
+            else:
+                return fn.__get__(self)
+        raise AttributeError(f"oracle: server_args.{k} not set by the case")
+
+
 def drive_0523(root: Path, c: dict[str, Any], model_cfg: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    return drive_configurator(root, c, model_cfg, args_0523)
+
+
+def drive_0518(root: Path, c: dict[str, Any], model_cfg: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    return drive_configurator(root, c, model_cfg, args_0518)
+
+
+def args_0523(L: Loader, cfg: Bag, mc: Bag, c: dict[str, Any], code: list[str]) -> None:
+    """0.5.19+: the resolution hooks, in pipeline order."""
+    L.get("sglang.srt.arg_groups.parallel_hook", "handle_deprecated_dp_attention")(cfg)
+    L.get("sglang.srt.arg_groups.memory_hook", "handle_gpu_memory_settings")(cfg)
+    if mc.is_hybrid:
+        cfg.set(**L.get("sglang.srt.arg_groups.overrides", "_mamba_radix_cache_resolution")(cfg))
+    if cfg.attn_dp_size > 1:
+        cfg.set(chunked_prefill_size=cfg.chunked_prefill_size // cfg.attn_dp_size)
+        code.append("arg_groups/parallel_hook.py:handle_data_parallelism (chunked_prefill_size // attn_dp_size)")
+    if c["spec"]:
+        handler = {"EAGLE3": "_handle_eagle_family", "NEXTN": "_handle_eagle_family", "DFLASH": "_handle_dflash",
+                   "NGRAM": "_handle_ngram"}[c["spec"]]
+        statements(L, "sglang.srt.arg_groups.speculative_hook", handler,
+                   lambda s: s.startswith("if cfg.max_running_requests is None"))(cfg)
+
+
+def args_0518(L: Loader, cfg: Bag, mc: Bag, c: dict[str, Any], code: list[str]) -> None:
+    """0.5.13-0.5.18: ServerArgs.__post_init__'s handlers, in its order."""
+    cfg._handle_gpu_memory_settings(c["gpu_capacity_mib"])
+    if mc.is_hybrid:
+        cfg._handle_mamba_radix_cache(model_arch=mc.hf_config.architectures[0])
+    cfg._handle_data_parallelism()
+    if cfg.enable_dp_attention:
+        cfg.set(attn_dp_size=cfg.dp_size)
+    if c["spec"]:
+        handler = {"EAGLE3": "_handle_eagle_family", "NEXTN": "_handle_eagle_family", "DFLASH": "_handle_dflash",
+                   "NGRAM": "_handle_ngram"}[c["spec"]]
+        mod = "sglang.srt.arg_groups.speculative_hook"
+        if L.has(mod, handler):
+            statements(L, mod, handler, lambda s: "max_running_requests is None" in s)(cfg)
+        else:
+            raise SystemExit(f"no {handler} in {mod}")
+
+
+def spec_algorithm(cls: Any, name: str | None) -> Any:
+    """SpeculativeAlgorithm.from_string; NEXTN is EAGLE once handle_speculative_decoding resolved
+    its alias (_resolve_speculative_algorithm_alias), in releases whose from_string lacks it."""
+    try:
+        return cls.from_string(name)
+    except ValueError:
+        if name == "NEXTN":
+            return cls.from_string("EAGLE")
+        raise
+
+
+def drive_configurator(root: Path, c: dict[str, Any], model_cfg: dict[str, Any], args_phase) -> tuple[dict[str, Any], list[str]]:
     torch = fake_torch()
-    cfg = Bag("server_args")
+    cfg = ServerArgsSelf("server_args")
     facts = model_facts(c, model_cfg)
     arch = model_cfg["architectures"][0]
 
@@ -102,6 +174,8 @@ def drive_0523(root: Path, c: dict[str, Any], model_cfg: dict[str, Any]) -> tupl
     L = Loader(root, {**stubs, **{f"{m}.{n}": v for m in (
         "sglang.srt.arg_groups.overrides", "sglang.srt.arg_groups.model_override_base") for n, v in by_name.items()}})
     L.stubs["sglang.srt.environ.envs"] = envs_from_wheel(root)
+    # the LM-head layout's post-process pass: validation, no sizing
+    L.stubs["sglang.srt.arg_groups.overrides.run_post_process_pass"] = lambda *a, **k: None
     for mod in ("sglang.srt.utils", "sglang.srt.utils.common"):  # the platform: an NVIDIA GPU
         for n in ("is_cpu", "is_hip", "is_npu", "is_xpu", "is_musa", "is_mps", "is_hpu"):
             L.stubs[f"{mod}.{n}"] = lambda: False
@@ -153,31 +227,25 @@ def drive_0523(root: Path, c: dict[str, Any], model_cfg: dict[str, Any]) -> tupl
             enable_linear_replayssm_spec=False, elastic_ep_backend=None, ep_scale_joiner=False)
 
     code: list[str] = []
-    # ---- server args, in pipeline order
-    L.get("sglang.srt.arg_groups.parallel_hook", "handle_deprecated_dp_attention")(cfg)
     L.stubs["sglang.srt.utils.common.get_device_memory_capacity"] = lambda device=None: c["gpu_capacity_mib"]
-    L.get("sglang.srt.arg_groups.memory_hook", "handle_gpu_memory_settings")(cfg)
-    if mc.is_hybrid:
-        cfg.set(**L.get("sglang.srt.arg_groups.overrides", "_mamba_radix_cache_resolution")(cfg))
-    if cfg.attn_dp_size > 1:
-        cfg.set(chunked_prefill_size=cfg.chunked_prefill_size // cfg.attn_dp_size)
-        code.append("arg_groups/parallel_hook.py:handle_data_parallelism (chunked_prefill_size // attn_dp_size)")
-    if c["spec"]:
-        handler = {"EAGLE3": "_handle_eagle_family", "NEXTN": "_handle_eagle_family", "DFLASH": "_handle_dflash",
-                   "NGRAM": "_handle_ngram"}[c["spec"]]
-        statements(L, "sglang.srt.arg_groups.speculative_hook", handler,
-                   lambda s: s.startswith("if cfg.max_running_requests is None"))(cfg)
+    L.stubs["sglang.srt.server_args.get_device_memory_capacity"] = lambda device=None: c["gpu_capacity_mib"]
+    cfg.set(_loader=L, get_model_config=lambda: mc, model_config=mc, mm_enable_dp_encoder=False, _resolved=lambda: cfg)
+    args_phase(L, cfg, mc, c, code)
     strategy = cfg.mamba_radix_cache_strategy
     cfg.set(enable_mamba_extra_buffer=strategy in ("extra_buffer", "extra_buffer_lazy"),
             enable_mamba_extra_buffer_lazy=strategy == "extra_buffer_lazy")
 
     # ---- the pools
-    widths = L.get("sglang.srt.runtime_context", "derive_parallel_widths")(
-        tp_size=cfg.tp_size, attn_cp_size=1, attn_dp_size=cfg.attn_dp_size, moe_ep_size=1, moe_dp_size=1,
-        dcp_size=1, dcp_enabled=False)
+    if L.has("sglang.srt.runtime_context", "derive_parallel_widths"):
+        widths = L.get("sglang.srt.runtime_context", "derive_parallel_widths")(
+            tp_size=cfg.tp_size, attn_cp_size=1, attn_dp_size=cfg.attn_dp_size, moe_ep_size=1, moe_dp_size=1,
+            dcp_size=1, dcp_enabled=False)
+    else:  # up to 0.5.18 the attention TP group is tp // dp_size under dp-attention (parallel_state)
+        widths = {"attn_tp_size": cfg.tp_size // cfg.attn_dp_size}
     par = Bag("parallel", attn_tp_size=widths["attn_tp_size"], attn_dcp_size=1, pp_size=1, attn_dp_size=cfg.attn_dp_size,
               launch_world_size=cfg.tp_size, world_group=Bag("world_group", cpu_group=None), tp_size=cfg.tp_size,
-              enable_dsa_cache_layer_split=False, enable_cp_tp_group_sharing=False, attn_cp_size=1, dcp_size=1)
+              enable_dsa_cache_layer_split=False, enable_cp_tp_group_sharing=False, attn_cp_size=1, dcp_size=1,
+              enable_kv_cache_sharding=False)
     exec_bag = Bag("exec", mamba=Bag("exec.mamba", enable_mamba_extra_buffer=cfg.enable_mamba_extra_buffer,
                                      enable_mamba_extra_buffer_lazy=cfg.enable_mamba_extra_buffer_lazy,
                                      enable_linear_replayssm_spec=False),
@@ -200,10 +268,19 @@ def drive_0523(root: Path, c: dict[str, Any], model_cfg: dict[str, Any]) -> tupl
     attrs: dict[str, Any] = {m: L.method(KVC, "KVCacheConfigurator", m) for m in methods}
     attrs["loc_space_scale"] = property(L.method(KVC, "KVCacheConfigurator", "loc_space_scale"))
     attrs["fused_entry_bytes"] = lambda self, name: None  # a fused draft pool entry: not in this grid
+
+    def _method(self: Any, name: str) -> Any:  # any other method: the wheel's, on first use
+        if name.startswith("__"):
+            raise AttributeError(name)
+        try:
+            return L.method(KVC, "KVCacheConfigurator", name).__get__(self)
+        except NameError:
+            raise AttributeError(f"oracle: KVCacheConfigurator.{name}") from None
+
+    attrs["__getattr__"] = _method
     Kvc = type("KVCacheConfigurator", (), attrs)
     kvc = Kvc()
     SpeculativeAlgorithm = L.get("sglang.srt.speculative.spec_info", "SpeculativeAlgorithm")
-    hybrid_arch = "sglang.srt.configs.hybrid_arch"
     layers = facts["num_hidden_layers"]
     spec_aux = Bag("spec_aux_config", eagle_draft_num_layers=c.get("draft_layers") if c["spec"] in ("EAGLE3", "NEXTN") else None,
                    dflash_draft_num_layers=c.get("draft_layers") if c["spec"] == "DFLASH" else None,
@@ -212,16 +289,15 @@ def drive_0523(root: Path, c: dict[str, Any], model_cfg: dict[str, Any]) -> tupl
         device="cuda", gpu_id=0, attn_dp_size=cfg.attn_dp_size, pp_size=1, pp_group=None, model=None,
         model_config=mc, server_args=cfg, kv_cache_dtype=torch.bfloat16, model_dtype=torch.bfloat16,
         page_size=cfg.page_size, sliding_window_size=None,
-        spec_algorithm=SpeculativeAlgorithm.from_string(c["spec"]), is_draft_worker=False,
+        spec_algorithm=spec_algorithm(SpeculativeAlgorithm, c["spec"]), is_draft_worker=False,
         post_capture_kv_active=False, spec_aux_config=spec_aux, is_hybrid_swa=False, is_hybrid_swa_compress=False,
         use_mla_backend=facts["mla"],
         layer_info=Bag("layer_info", start_layer=0, end_layer=layers, num_effective_layers=layers,
                        swa_attention_layer_ids=None, full_attention_layer_ids=None, is_hybrid_swa_mtp_draft=False),
         draft_model_idx=None, kv_cache_dtype_str="auto", extra_mamba_cache_bytes_per_req=0,
-        mambaish_config=L.get(hybrid_arch, "mambaish_config")(mc),
-        hybrid_gdn_config=L.get(hybrid_arch, "hybrid_gdn_config")(mc),
-        hybrid_kda_config=L.get(hybrid_arch, "hybrid_kda_config")(mc),
-        dflash_draft_cell_size_per_token=None, memory_pool_config=None)
+        dflash_draft_cell_size_per_token=None, memory_pool_config=None, draft_parallel_layout=None,
+        hybrid_kda_config=None)
+    L.method(KVC, "KVCacheConfigurator", "__post_init__")(kvc)  # mambaish / hybrid_gdn / kda configs
     mem_fraction = cfg.mem_fraction_static
     try:
         pool = kvc._resolve_memory_pool_config(int(c["free_gb"]) if False else c["free_gb"])
@@ -243,4 +319,12 @@ def driver_for(release: str):
     key = tuple(int(x) for x in release.split(".")[:3] if x.isdigit())
     if key >= (0, 5, 19):
         return drive_0523
+    if key >= (0, 5, 18):
+        return drive_0518
     raise SystemExit(f"sglang-sizing-oracle: no driver for {release} yet")
+
+
+def supports(release: str, case: dict[str, Any]) -> bool:
+    """Whether the release has the case's flags (--attn-dp-size is 0.5.19+)."""
+    key = tuple(int(x) for x in release.split(".")[:3] if x.isdigit())
+    return not (case["dp_mode"] == "attn_dp_size" and key < (0, 5, 19))
