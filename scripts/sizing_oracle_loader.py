@@ -285,6 +285,9 @@ class Loader:
                             fn = fn.__func__ if isinstance(fn, staticmethod) else fn
                         if isinstance(fn, property):
                             fn = fn.fget
+                        if any(ast.unparse(d) in ("property", "cached_property", "functools.cached_property")
+                               for d in item.decorator_list):
+                            fn._oracle_property = True  # the decorator is not re-applied: the caller reads it
                         self.used.append(f"{self.path(module).relative_to(self.root)}:{cls}.{name}")
                         return fn
         raise NameError(f"oracle: {module}.{cls}.{name} not in the wheel")

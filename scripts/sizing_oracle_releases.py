@@ -99,7 +99,7 @@ class ServerArgsSelf(Bag):
             except NameError:
                 pass
             else:
-                return fn.__get__(self)
+                return fn(self) if getattr(fn, "_oracle_property", False) else fn.__get__(self)
         raise AttributeError(f"oracle: server_args.{k} not set by the case")
 
 
@@ -156,6 +156,23 @@ def spec_algorithm(cls: Any, name: str | None) -> Any:
         raise
 
 
+def server_args_defaults(L: Loader) -> dict[str, Any]:
+    """The defaults the wheel's ServerArgs dataclass declares (`field: T = literal`), by AST: the
+    flags a case leaves unset."""
+    mod = "sglang.srt.server_args"
+    L._index(mod)
+    out: dict[str, Any] = {}
+    for node in L._defs[mod].get("ServerArgs", []):
+        if isinstance(node, ast.ClassDef):
+            for item in node.body:
+                if isinstance(item, ast.AnnAssign) and isinstance(item.target, ast.Name) and item.value is not None:
+                    try:
+                        out[item.target.id] = ast.literal_eval(item.value)
+                    except ValueError:
+                        pass
+    return out
+
+
 def drive_configurator(root: Path, c: dict[str, Any], model_cfg: dict[str, Any], args_phase) -> tuple[dict[str, Any], list[str]]:
     torch = fake_torch()
     cfg = ServerArgsSelf("server_args")
@@ -174,8 +191,14 @@ def drive_configurator(root: Path, c: dict[str, Any], model_cfg: dict[str, Any],
     L = Loader(root, {**stubs, **{f"{m}.{n}": v for m in (
         "sglang.srt.arg_groups.overrides", "sglang.srt.arg_groups.model_override_base") for n, v in by_name.items()}})
     L.stubs["sglang.srt.environ.envs"] = envs_from_wheel(root)
-    # the LM-head layout's post-process pass: validation, no sizing
-    L.stubs["sglang.srt.arg_groups.overrides.run_post_process_pass"] = lambda *a, **k: None
+    # a legacy handler's post-process pass (run_post_process_pass(self, pass)): the Mamba radix-cache
+    # resolution is applied as SGLang applies it (its declared fields set); the others (LM-head
+    # layout, sampling backend) size nothing and are skipped
+    def run_post_process_pass(server_args: Any, fn: Any) -> None:
+        if "mamba" in fn.__name__:
+            server_args.set(**(fn(server_args) or {}))
+
+    L.stubs["sglang.srt.arg_groups.overrides.run_post_process_pass"] = run_post_process_pass
     for mod in ("sglang.srt.utils", "sglang.srt.utils.common"):  # the platform: an NVIDIA GPU
         for n in ("is_cpu", "is_hip", "is_npu", "is_xpu", "is_musa", "is_mps", "is_hpu"):
             L.stubs[f"{mod}.{n}"] = lambda: False
@@ -207,6 +230,7 @@ def drive_configurator(root: Path, c: dict[str, Any], model_cfg: dict[str, Any],
     L.stubs["sglang.srt.arg_groups.overrides.model_config_of"] = lambda sa: mc
 
     CudaGraphConfig = L.get("sglang.srt.model_executor.cuda_graph_config", "CudaGraphConfig")
+    cfg.set(**server_args_defaults(L))
     cfg.set(device="cuda", tp_size=c["tp"], pp_size=1, dp_size=c["dp_size"] if c["dp_mode"] == "dp_attention" else 1,
             attn_dp_size=c["dp_size"] if c["dp_mode"] == "attn_dp_size" else 1,
             enable_dp_attention=c["dp_mode"] == "dp_attention", attn_cp_size=1, dcp_size=1, ep_size=1,
@@ -229,7 +253,8 @@ def drive_configurator(root: Path, c: dict[str, Any], model_cfg: dict[str, Any],
     code: list[str] = []
     L.stubs["sglang.srt.utils.common.get_device_memory_capacity"] = lambda device=None: c["gpu_capacity_mib"]
     L.stubs["sglang.srt.server_args.get_device_memory_capacity"] = lambda device=None: c["gpu_capacity_mib"]
-    cfg.set(_loader=L, get_model_config=lambda: mc, model_config=mc, mm_enable_dp_encoder=False, _resolved=lambda: cfg)
+    cfg.set(_loader=L, get_model_config=lambda: mc, model_config=mc, mm_enable_dp_encoder=False, _resolved=lambda: cfg,
+            context_length=c.get("context_length"), uses_mamba_radix_cache=False)
     args_phase(L, cfg, mc, c, code)
     strategy = cfg.mamba_radix_cache_strategy
     cfg.set(enable_mamba_extra_buffer=strategy in ("extra_buffer", "extra_buffer_lazy"),
@@ -261,23 +286,24 @@ def drive_configurator(root: Path, c: dict[str, Any], model_cfg: dict[str, Any],
     L.stubs["sglang.srt.utils.get_available_gpu_memory"] = lambda *a, **k: free_after
     L.stubs["sglang.srt.mem_cache.page_interleave.compute_page_shard_scratch_bytes"] = lambda kvc, **k: 0
 
-    KVC = "sglang.srt.mem_cache.kv_cache_configurator"
-    methods = ("_profile_available_bytes", "_handle_max_mamba_cache", "_calculate_mamba_ratio",
-               "_apply_token_constraints", "resolve_max_num_reqs", "_resolve_memory_pool_config",
-               "config_from_budget")
-    attrs: dict[str, Any] = {m: L.method(KVC, "KVCacheConfigurator", m) for m in methods}
-    attrs["loc_space_scale"] = property(L.method(KVC, "KVCacheConfigurator", "loc_space_scale"))
-    attrs["fused_entry_bytes"] = lambda self, name: None  # a fused draft pool entry: not in this grid
+    owners = POOL_OWNERS[args_phase]
 
-    def _method(self: Any, name: str) -> Any:  # any other method: the wheel's, on first use
+    def find(name: str) -> Any:
+        for mod, cls in owners:
+            try:
+                return L.method(mod, cls, name)
+            except NameError:
+                continue
+        raise AttributeError(f"oracle: {owners[0][1]}.{name}")
+
+    def _method(self: Any, name: str) -> Any:  # a method or property of the owner: the wheel's, on first use
         if name.startswith("__"):
             raise AttributeError(name)
-        try:
-            return L.method(KVC, "KVCacheConfigurator", name).__get__(self)
-        except NameError:
-            raise AttributeError(f"oracle: KVCacheConfigurator.{name}") from None
+        fn = find(name)
+        return fn(self) if getattr(fn, "_oracle_property", False) else fn.__get__(self)
 
-    attrs["__getattr__"] = _method
+    attrs: dict[str, Any] = {"__getattr__": _method,
+                             "fused_entry_bytes": lambda self, name: None}  # a fused draft entry: not in this grid
     Kvc = type("KVCacheConfigurator", (), attrs)
     kvc = Kvc()
     SpeculativeAlgorithm = L.get("sglang.srt.speculative.spec_info", "SpeculativeAlgorithm")
@@ -297,7 +323,10 @@ def drive_configurator(root: Path, c: dict[str, Any], model_cfg: dict[str, Any],
         draft_model_idx=None, kv_cache_dtype_str="auto", extra_mamba_cache_bytes_per_req=0,
         dflash_draft_cell_size_per_token=None, memory_pool_config=None, draft_parallel_layout=None,
         hybrid_kda_config=None)
-    L.method(KVC, "KVCacheConfigurator", "__post_init__")(kvc)  # mambaish / hybrid_gdn / kda configs
+    kvc.__dict__.update(dp_size=cfg.attn_dp_size, tp_size=cfg.tp_size, start_layer=0, end_layer=layers,
+                        num_effective_layers=layers, tp_rank=0, pp_rank=0, mem_fraction_static=cfg.mem_fraction_static)
+    if owners[0][1] == "KVCacheConfigurator":
+        find("__post_init__")(kvc)  # mambaish / hybrid_gdn / kda configs, the DFlash draft cell
     mem_fraction = cfg.mem_fraction_static
     try:
         pool = kvc._resolve_memory_pool_config(int(c["free_gb"]) if False else c["free_gb"])
@@ -315,12 +344,31 @@ def drive_configurator(root: Path, c: dict[str, Any], model_cfg: dict[str, Any],
     return out, code + sorted(set(L.used))
 
 
+def args_0515(L: Loader, cfg: Bag, mc: Bag, c: dict[str, Any], code: list[str]) -> None:
+    """0.5.13-0.5.15: the same ServerArgs handlers as 0.5.18."""
+    args_0518(L, cfg, mc, c, code)
+
+
+def drive_0515(root: Path, c: dict[str, Any], model_cfg: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    return drive_configurator(root, c, model_cfg, args_0515)
+
+
+POOL_OWNERS = {
+    args_0515: [("sglang.srt.model_executor.model_runner_kv_cache_mixin", "ModelRunnerKVCacheMixin"),
+                ("sglang.srt.model_executor.model_runner", "ModelRunner")],
+    args_0523: [("sglang.srt.mem_cache.kv_cache_configurator", "KVCacheConfigurator")],
+    args_0518: [("sglang.srt.mem_cache.kv_cache_configurator", "KVCacheConfigurator")],
+}
+
+
 def driver_for(release: str):
     key = tuple(int(x) for x in release.split(".")[:3] if x.isdigit())
     if key >= (0, 5, 19):
         return drive_0523
     if key >= (0, 5, 18):
         return drive_0518
+    if key >= (0, 5, 13):
+        return drive_0515
     raise SystemExit(f"sglang-sizing-oracle: no driver for {release} yet")
 
 
