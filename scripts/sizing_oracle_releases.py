@@ -49,25 +49,40 @@ def L_segment(loader: Loader, module: str, node: ast.AST) -> str:
     return loader._segment(module, node).strip()
 
 
-def statements(loader: Loader, module: str, func: str, keep) -> Any:
-    """`func` of `module` with only its top-level statements `keep(source)` accepts (its
-    `cfg = resolving_view(...)` line kept): SGLang's statements, as written, without the rest
-    of a handler that reads files the oracle does not have."""
+def statements(loader: Loader, module: str, func: str, keep, cls: str | None = None) -> Any:
+    """`func` of `module` (a method of `cls`) with only the statements that set
+    max_running_requests for speculative decoding: those `keep(source)` accepts, the `if`s on
+    `speculative_algorithm` that lead to them (pruned the same way), the assignments of
+    `speculative_algorithm` (an alias resolved) and the `cfg = resolving_view(...)` line. SGLang's
+    statements, as written, without the rest of a handler that reads the draft checkpoint."""
     loader._index(module)
-    node = next(n for n in loader._defs[module][func] if isinstance(n, ast.FunctionDef))
-    src = loader._src[module]
-    body = [s for s in node.body
-            if (isinstance(s, ast.Assign) and "resolving_view" in ast.unparse(s.value))
-            or keep(L_segment(loader, module, s))]
-    new = ast.FunctionDef(name=func, args=node.args, body=body or [ast.Pass()], decorator_list=[], returns=None,
-                          type_params=[])
+    if cls is None:
+        node = next(n for n in loader._defs[module][func] if isinstance(n, ast.FunctionDef))
+    else:
+        klass = next(n for n in loader._defs[module][cls] if isinstance(n, ast.ClassDef))
+        node = next(n for n in klass.body if isinstance(n, ast.FunctionDef) and n.name == func)
+
+    def prune(stmts: list[ast.stmt]) -> list[ast.stmt]:
+        out: list[ast.stmt] = []
+        for st in stmts:
+            text = L_segment(loader, module, st)
+            if isinstance(st, ast.Assign) and ("resolving_view" in ast.unparse(st.value)
+                                               or any("speculative_algorithm" in ast.unparse(t) for t in st.targets)):
+                out.append(st)
+            elif keep(text):
+                out.append(st)
+            elif isinstance(st, ast.If) and "speculative_algorithm" in ast.unparse(st.test):
+                body, orelse = prune(st.body), prune(st.orelse)
+                if body or orelse:
+                    out.append(ast.If(test=st.test, body=body or [ast.Pass()], orelse=orelse))
+        return out
+
+    new = ast.FunctionDef(name=func, args=node.args, body=prune(node.body) or [ast.Pass()], decorator_list=[],
+                          returns=None, type_params=[])
     ast.fix_missing_locations(new)
     ns = loader.namespace(module)
-    for name in {n.id for n in ast.walk(new) if isinstance(n, ast.Name)}:
-        if name not in ns and (name in loader._defs[module] or name in loader._imports[module]):
-            ns[name] = loader.get(module, name)
     exec(compile(ast.Module(body=[new], type_ignores=[]), f"<wheel {module}.{func} (statements)>", "exec"), ns)
-    loader.used.append(f"{loader.path(module).relative_to(loader.root)}:{func} (its max_running_requests statement)")
+    loader.used.append(f"{loader.path(module).relative_to(loader.root)}:{func} (its max_running_requests statements)")
     return ns[func]
 
 
@@ -229,7 +244,9 @@ def drive_configurator(root: Path, c: dict[str, Any], model_cfg: dict[str, Any],
     L.stubs["sglang.srt.arg_groups.model_override_base.model_config_of"] = lambda sa: mc
     L.stubs["sglang.srt.arg_groups.overrides.model_config_of"] = lambda sa: mc
 
-    CudaGraphConfig = L.get("sglang.srt.model_executor.cuda_graph_config", "CudaGraphConfig")
+    graphs_module = "sglang.srt.model_executor.cuda_graph_config"  # 0.5.13+: per-phase graph configs
+    CudaGraphConfig = (L.get(graphs_module, "CudaGraphConfig") if L.has(graphs_module, "CudaGraphConfig")
+                       else lambda: None)
     cfg.set(**server_args_defaults(L))
     cfg.set(device="cuda", tp_size=c["tp"], pp_size=1, dp_size=c["dp_size"] if c["dp_mode"] == "dp_attention" else 1,
             attn_dp_size=c["dp_size"] if c["dp_mode"] == "attn_dp_size" else 1,
@@ -247,18 +264,19 @@ def drive_configurator(root: Path, c: dict[str, Any], model_cfg: dict[str, Any],
             kv_cache_dtype="auto", prefill_max_requests=None, mm_feature_transport=None, ep_join_rank_offset=0,
             enable_mixed_chunk=False, _cuda_graph_config_locked=set(), moe_a2a_backend="none", ep_join_mode=None,
             prefill_only_disable_kv_cache=False, enable_memory_saver=False, max_ep_size=None)
-    cfg.set(enable_mamba_extra_buffer=False, enable_mamba_extra_buffer_lazy=False,
-            enable_linear_replayssm_spec=False, elastic_ep_backend=None, ep_scale_joiner=False)
+    cfg.set(enable_linear_replayssm_spec=False, elastic_ep_backend=None, ep_scale_joiner=False)
 
     code: list[str] = []
     L.stubs["sglang.srt.utils.common.get_device_memory_capacity"] = lambda device=None: c["gpu_capacity_mib"]
     L.stubs["sglang.srt.server_args.get_device_memory_capacity"] = lambda device=None: c["gpu_capacity_mib"]
     cfg.set(_loader=L, get_model_config=lambda: mc, model_config=mc, mm_enable_dp_encoder=False, _resolved=lambda: cfg,
             context_length=c.get("context_length"), uses_mamba_radix_cache=False)
-    args_phase(L, cfg, mc, c, code)
-    strategy = cfg.mamba_radix_cache_strategy
-    cfg.set(enable_mamba_extra_buffer=strategy in ("extra_buffer", "extra_buffer_lazy"),
-            enable_mamba_extra_buffer_lazy=strategy == "extra_buffer_lazy")
+    try:
+        args_phase(L, cfg, mc, c, code)
+    except ValueError as e:  # the server arguments SGLang refuses (e.g. 0.5.12: spec + no_buffer Mamba cache)
+        raise Refusal(f"{type(e).__name__}: {e}", code + L.used) from None
+    strategy = cfg.mamba_radix_cache_strategy  # 0.5.19+ reads it as get_exec().mamba's two flags
+    extra_buffer = not cfg.disable_radix_cache and strategy in ("extra_buffer", "extra_buffer_lazy")
 
     # ---- the pools
     if L.has("sglang.srt.runtime_context", "derive_parallel_widths"):
@@ -271,8 +289,8 @@ def drive_configurator(root: Path, c: dict[str, Any], model_cfg: dict[str, Any],
               launch_world_size=cfg.tp_size, world_group=Bag("world_group", cpu_group=None), tp_size=cfg.tp_size,
               enable_dsa_cache_layer_split=False, enable_cp_tp_group_sharing=False, attn_cp_size=1, dcp_size=1,
               enable_kv_cache_sharding=False)
-    exec_bag = Bag("exec", mamba=Bag("exec.mamba", enable_mamba_extra_buffer=cfg.enable_mamba_extra_buffer,
-                                     enable_mamba_extra_buffer_lazy=cfg.enable_mamba_extra_buffer_lazy,
+    exec_bag = Bag("exec", mamba=Bag("exec.mamba", enable_mamba_extra_buffer=extra_buffer,
+                                     enable_mamba_extra_buffer_lazy=extra_buffer and strategy == "extra_buffer_lazy",
                                      enable_linear_replayssm_spec=False),
                    graph=Bag("exec.graph", cuda_graph_config=cfg.cuda_graph_config))
     ctx = Bag("context", override=lambda name, **kw: cfg.set(**kw))
@@ -282,6 +300,12 @@ def drive_configurator(root: Path, c: dict[str, Any], model_cfg: dict[str, Any],
                      "get_spec": lambda: cfg, "get_disagg": lambda: cfg, "get_mm": lambda: cfg,
                      "get_exec": lambda: exec_bag, "get_context": lambda: ctx}.items():
             L.stubs[f"{mod}.{n}"] = v
+    world = Bag("world_group", world_size=cfg.tp_size, cpu_group=None, rank=0)
+    L.stubs["sglang.srt.distributed.parallel_state.get_world_group"] = lambda: world
+    L.stubs["sglang.srt.distributed.get_world_group"] = lambda: world
+    for n, v in {"get_attention_tp_size": lambda: par.attn_tp_size, "get_attention_tp_rank": lambda: 0,
+                 "get_attention_dp_size": lambda: cfg.attn_dp_size, "get_attention_dp_rank": lambda: 0}.items():
+        L.stubs[f"sglang.srt.layers.dp_attention.{n}"] = v
     L.stubs["sglang.srt.utils.common.get_available_gpu_memory"] = lambda *a, **k: free_after
     L.stubs["sglang.srt.utils.get_available_gpu_memory"] = lambda *a, **k: free_after
     L.stubs["sglang.srt.mem_cache.page_interleave.compute_page_shard_scratch_bytes"] = lambda kvc, **k: 0
@@ -310,7 +334,7 @@ def drive_configurator(root: Path, c: dict[str, Any], model_cfg: dict[str, Any],
     layers = facts["num_hidden_layers"]
     spec_aux = Bag("spec_aux_config", eagle_draft_num_layers=c.get("draft_layers") if c["spec"] in ("EAGLE3", "NEXTN") else None,
                    dflash_draft_num_layers=c.get("draft_layers") if c["spec"] == "DFLASH" else None,
-                   draft_model_config=None)
+                   draft_model_config=None, dflash_draft_cell_size_per_token=None)
     kvc.__dict__.update(
         device="cuda", gpu_id=0, attn_dp_size=cfg.attn_dp_size, pp_size=1, pp_group=None, model=None,
         model_config=mc, server_args=cfg, kv_cache_dtype=torch.bfloat16, model_dtype=torch.bfloat16,
@@ -324,16 +348,20 @@ def drive_configurator(root: Path, c: dict[str, Any], model_cfg: dict[str, Any],
         dflash_draft_cell_size_per_token=None, memory_pool_config=None, draft_parallel_layout=None,
         hybrid_kda_config=None)
     kvc.__dict__.update(dp_size=cfg.attn_dp_size, tp_size=cfg.tp_size, start_layer=0, end_layer=layers,
-                        num_effective_layers=layers, tp_rank=0, pp_rank=0, mem_fraction_static=cfg.mem_fraction_static)
+                        num_effective_layers=layers, tp_rank=0, pp_rank=0, mem_fraction_static=cfg.mem_fraction_static,
+                        _linear_attn_registry_cache=mc.linear_attn_registry_result,
+                        eagle_draft_num_layers=spec_aux.eagle_draft_num_layers,  # ModelRunner.__init__ sets them
+                        dflash_draft_num_layers=spec_aux.dflash_draft_num_layers)  # from the draft's config
     if owners[0][1] == "KVCacheConfigurator":
         find("__post_init__")(kvc)  # mambaish / hybrid_gdn / kda configs, the DFlash draft cell
     mem_fraction = cfg.mem_fraction_static
     try:
         pool = kvc._resolve_memory_pool_config(int(c["free_gb"]) if False else c["free_gb"])
-    except (ValueError, RuntimeError, AssertionError) as e:
+    except (ValueError, RuntimeError) as e:
         raise Refusal(f"{type(e).__name__}: {e}", code + L.used) from None
     out = {"mem_fraction_static": mem_fraction, "chunked_prefill_size": cfg.chunked_prefill_size,
-           "cuda_graph_max_bs": cfg.cuda_graph_config.decode.max_bs,
+           "cuda_graph_max_bs": cfg.cuda_graph_config.decode.max_bs if cfg.cuda_graph_config is not None
+           else cfg.cuda_graph_max_bs,
            "max_running_requests_flag": cfg.max_running_requests, "attn_dp_size": cfg.attn_dp_size,
            "kv_tokens": pool.max_total_num_tokens, "max_running_requests": pool.max_running_requests,
            "mamba_slots": cfg.max_mamba_cache_size if kvc.mambaish_config is not None else None,
@@ -349,11 +377,31 @@ def args_0515(L: Loader, cfg: Bag, mc: Bag, c: dict[str, Any], code: list[str]) 
     args_0518(L, cfg, mc, c, code)
 
 
+def args_0512(L: Loader, cfg: Bag, mc: Bag, c: dict[str, Any], code: list[str]) -> None:
+    """0.5.10-0.5.12: ServerArgs.__post_init__'s handlers; speculative defaults in
+    ServerArgs._handle_speculative_decoding."""
+    cfg._handle_gpu_memory_settings(c["gpu_capacity_mib"])
+    if mc.is_hybrid:
+        cfg._handle_mamba_radix_cache(model_arch=mc.hf_config.architectures[0])
+    cfg._handle_data_parallelism()
+    if cfg.enable_dp_attention:
+        cfg.set(attn_dp_size=cfg.dp_size)
+    if c["spec"]:
+        statements(L, "sglang.srt.server_args", "_handle_speculative_decoding",
+                   lambda s: s.startswith("if self.max_running_requests is None"), cls="ServerArgs")(cfg)
+
+
+def drive_0512(root: Path, c: dict[str, Any], model_cfg: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    return drive_configurator(root, c, model_cfg, args_0512)
+
+
 def drive_0515(root: Path, c: dict[str, Any], model_cfg: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
     return drive_configurator(root, c, model_cfg, args_0515)
 
 
 POOL_OWNERS = {
+    args_0512: [("sglang.srt.model_executor.model_runner_kv_cache_mixin", "ModelRunnerKVCacheMixin"),
+                ("sglang.srt.model_executor.model_runner", "ModelRunner")],
     args_0515: [("sglang.srt.model_executor.model_runner_kv_cache_mixin", "ModelRunnerKVCacheMixin"),
                 ("sglang.srt.model_executor.model_runner", "ModelRunner")],
     args_0523: [("sglang.srt.mem_cache.kv_cache_configurator", "KVCacheConfigurator")],
@@ -369,6 +417,8 @@ def driver_for(release: str):
         return drive_0518
     if key >= (0, 5, 13):
         return drive_0515
+    if key >= (0, 5, 10):
+        return drive_0512
     raise SystemExit(f"sglang-sizing-oracle: no driver for {release} yet")
 
 

@@ -25,7 +25,7 @@ def test_every_table_has_rows_with_provenance() -> None:
     assert TABLES, "no golden tables: run scripts/sglang-sizing-oracle"
     for path in TABLES:
         head, rows = so.read_table(path)
-        assert len(rows) >= 2000 or head["release"] < "0.5.19", f"{path.name}: {len(rows)} rows"
+        assert len(rows) >= 2000, f"{path.name}: {len(rows)} rows"
         sets = head["code_sets"]
         for row in rows:
             code = sets[row["code"]]
@@ -36,8 +36,9 @@ def test_every_table_has_rows_with_provenance() -> None:
 def test_svcdiag_matches_sglang_or_the_difference_is_known(path) -> None:
     head, _ = so.read_table(path)
     known = _known().get(head["release"], {})
-    unlisted = [m for m in so.mismatches(path) if str(m.id) not in known]
-    fixed = set(known) - {str(m.id) for m in so.mismatches(path)}
+    differ = list(so.mismatches(path))
+    unlisted = [m for m in differ if str(m.id) not in known]
+    fixed = set(known) - {str(m.id) for m in differ}
     msg = "\n".join(f"row {m.id} [{so.classify(m)}] {m.fields}: case {m.case} SGLang {m.sglang} svcdiag {m.svcdiag}"
                     for m in unlisted[:8])
     assert not unlisted, f"{len(unlisted)} rows differ from SGLang {head['release']} and are not known:\n{msg}"
