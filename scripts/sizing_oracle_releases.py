@@ -289,7 +289,7 @@ def drive_configurator(root: Path, c: dict[str, Any], model_cfg: dict[str, Any],
               launch_world_size=cfg.tp_size, world_group=Bag("world_group", cpu_group=None), tp_size=cfg.tp_size,
               enable_dsa_cache_layer_split=False, enable_cp_tp_group_sharing=False, attn_cp_size=1, dcp_size=1,
               enable_kv_cache_sharding=False)
-    exec_bag = Bag("exec", mamba=Bag("exec.mamba", enable_mamba_extra_buffer=extra_buffer,
+    exec_bag = Bag("exec", mamba=Bag("exec.mamba", mamba_radix_cache_strategy=strategy, enable_mamba_extra_buffer=extra_buffer,
                                      enable_mamba_extra_buffer_lazy=extra_buffer and strategy == "extra_buffer_lazy",
                                      enable_linear_replayssm_spec=False),
                    graph=Bag("exec.graph", cuda_graph_config=cfg.cuda_graph_config))
@@ -349,7 +349,7 @@ def drive_configurator(root: Path, c: dict[str, Any], model_cfg: dict[str, Any],
         hybrid_kda_config=None)
     kvc.__dict__.update(dp_size=cfg.attn_dp_size, tp_size=cfg.tp_size, start_layer=0, end_layer=layers,
                         num_effective_layers=layers, tp_rank=0, pp_rank=0, mem_fraction_static=cfg.mem_fraction_static,
-                        _linear_attn_registry_cache=mc.linear_attn_registry_result,
+                        _linear_attn_registry_cache=mc.linear_attn_registry_result, ps=par,
                         eagle_draft_num_layers=spec_aux.eagle_draft_num_layers,  # ModelRunner.__init__ sets them
                         dflash_draft_num_layers=spec_aux.dflash_draft_num_layers)  # from the draft's config
     if owners[0][1] == "KVCacheConfigurator":
