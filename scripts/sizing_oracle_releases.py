@@ -271,35 +271,46 @@ def drive_configurator(root: Path, c: dict[str, Any], model_cfg: dict[str, Any],
     L.stubs["sglang.srt.server_args.get_device_memory_capacity"] = lambda device=None: c["gpu_capacity_mib"]
     cfg.set(_loader=L, get_model_config=lambda: mc, model_config=mc, mm_enable_dp_encoder=False, _resolved=lambda: cfg,
             context_length=c.get("context_length"), uses_mamba_radix_cache=False)
+    st: dict[str, Any] = {}
+
+    def publish() -> None:
+        """The runtime context SGLang publishes from the resolved arguments (re-published after them)."""
+        attn_dp = cfg.attn_dp_size if cfg.attn_dp_size > 1 else (cfg.dp_size if cfg.enable_dp_attention else 1)
+        if L.has("sglang.srt.runtime_context", "derive_parallel_widths"):
+            widths = L.get("sglang.srt.runtime_context", "derive_parallel_widths")(
+                tp_size=cfg.tp_size, attn_cp_size=1, attn_dp_size=attn_dp, moe_ep_size=1, moe_dp_size=1,
+                dcp_size=1, dcp_enabled=False)
+        else:  # up to 0.5.18 the attention TP group is tp // dp_size under dp-attention (parallel_state)
+            widths = {"attn_tp_size": cfg.tp_size // attn_dp}
+        st["par"] = Bag("parallel", attn_tp_size=widths["attn_tp_size"], attn_dcp_size=1, pp_size=1,
+                        attn_dp_size=attn_dp, launch_world_size=cfg.tp_size,
+                        world_group=Bag("world_group", cpu_group=None), tp_size=cfg.tp_size,
+                        enable_dsa_cache_layer_split=False, enable_cp_tp_group_sharing=False, attn_cp_size=1,
+                        dcp_size=1, enable_kv_cache_sharding=False)
+        strategy = cfg.mamba_radix_cache_strategy  # 0.5.19+ reads it as get_exec().mamba's two flags
+        extra_buffer = not cfg.disable_radix_cache and strategy in ("extra_buffer", "extra_buffer_lazy")
+        st["exec"] = Bag("exec", mamba=Bag("exec.mamba", mamba_radix_cache_strategy=strategy,
+                                           enable_mamba_extra_buffer=extra_buffer,
+                                           enable_mamba_extra_buffer_lazy=extra_buffer and strategy == "extra_buffer_lazy",
+                                           enable_linear_replayssm_spec=False),
+                         graph=Bag("exec.graph", cuda_graph_config=cfg.cuda_graph_config))
+
+    ctx = Bag("context", override=lambda name, **kw: cfg.set(**kw))
+    L.stubs["sglang.srt.runtime_context._configured_parallel"] = lambda name: getattr(cfg, name)  # 0.5.18
+    for n, v in {"get_parallel": lambda: st["par"], "get_schedule": lambda: cfg, "get_memory": lambda: cfg,
+                 "get_spec": lambda: cfg, "get_disagg": lambda: cfg, "get_mm": lambda: cfg,
+                 "get_exec": lambda: st["exec"], "get_context": lambda: ctx}.items():
+        L.stubs[f"sglang.srt.runtime_context.{n}"] = v
+    publish()
     try:
         args_phase(L, cfg, mc, c, code)
     except ValueError as e:  # the server arguments SGLang refuses (e.g. 0.5.12: spec + no_buffer Mamba cache)
+        if "not published" in str(e) or "not initialized" in str(e):
+            raise  # a runtime context the oracle failed to stub: its failure, never a refusal row
         raise Refusal(f"{type(e).__name__}: {e}", code + L.used) from None
-    strategy = cfg.mamba_radix_cache_strategy  # 0.5.19+ reads it as get_exec().mamba's two flags
-    extra_buffer = not cfg.disable_radix_cache and strategy in ("extra_buffer", "extra_buffer_lazy")
-
-    # ---- the pools
-    if L.has("sglang.srt.runtime_context", "derive_parallel_widths"):
-        widths = L.get("sglang.srt.runtime_context", "derive_parallel_widths")(
-            tp_size=cfg.tp_size, attn_cp_size=1, attn_dp_size=cfg.attn_dp_size, moe_ep_size=1, moe_dp_size=1,
-            dcp_size=1, dcp_enabled=False)
-    else:  # up to 0.5.18 the attention TP group is tp // dp_size under dp-attention (parallel_state)
-        widths = {"attn_tp_size": cfg.tp_size // cfg.attn_dp_size}
-    par = Bag("parallel", attn_tp_size=widths["attn_tp_size"], attn_dcp_size=1, pp_size=1, attn_dp_size=cfg.attn_dp_size,
-              launch_world_size=cfg.tp_size, world_group=Bag("world_group", cpu_group=None), tp_size=cfg.tp_size,
-              enable_dsa_cache_layer_split=False, enable_cp_tp_group_sharing=False, attn_cp_size=1, dcp_size=1,
-              enable_kv_cache_sharding=False)
-    exec_bag = Bag("exec", mamba=Bag("exec.mamba", mamba_radix_cache_strategy=strategy, enable_mamba_extra_buffer=extra_buffer,
-                                     enable_mamba_extra_buffer_lazy=extra_buffer and strategy == "extra_buffer_lazy",
-                                     enable_linear_replayssm_spec=False),
-                   graph=Bag("exec.graph", cuda_graph_config=cfg.cuda_graph_config))
-    ctx = Bag("context", override=lambda name, **kw: cfg.set(**kw))
+    publish()
+    par = st["par"]
     free_after = c["free_gb"] - c["weights_gb"] - c.get("draft_weights_gb", 0.0) / c["tp"]
-    for mod in ("sglang.srt.runtime_context",):
-        for n, v in {"get_parallel": lambda: par, "get_schedule": lambda: cfg, "get_memory": lambda: cfg,
-                     "get_spec": lambda: cfg, "get_disagg": lambda: cfg, "get_mm": lambda: cfg,
-                     "get_exec": lambda: exec_bag, "get_context": lambda: ctx}.items():
-            L.stubs[f"{mod}.{n}"] = v
     world = Bag("world_group", world_size=cfg.tp_size, cpu_group=None, rank=0)
     L.stubs["sglang.srt.distributed.parallel_state.get_world_group"] = lambda: world
     L.stubs["sglang.srt.distributed.get_world_group"] = lambda: world
@@ -358,6 +369,8 @@ def drive_configurator(root: Path, c: dict[str, Any], model_cfg: dict[str, Any],
     try:
         pool = kvc._resolve_memory_pool_config(int(c["free_gb"]) if False else c["free_gb"])
     except (ValueError, RuntimeError) as e:
+        if "not published" in str(e) or "not initialized" in str(e):
+            raise
         raise Refusal(f"{type(e).__name__}: {e}", code + L.used) from None
     out = {"mem_fraction_static": mem_fraction, "chunked_prefill_size": cfg.chunked_prefill_size,
            "cuda_graph_max_bs": cfg.cuda_graph_config.decode.max_bs if cfg.cuda_graph_config is not None

@@ -41,8 +41,18 @@ def tables() -> list[Path]:
 
 
 def read_table(path: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """The header and the rows, each {"id", "in", "out", "code": the files:functions that ran}
+    (the file is columnar)."""
     lines = path.read_text().splitlines()
-    return json.loads(lines[0]), [json.loads(line) for line in lines[1:]]
+    head = json.loads(lines[0])
+    ins, outs = head["in_columns"], head["out_columns"]
+    rows = []
+    for line in lines[1:]:
+        rid, i, o, code = json.loads(line)
+        rows.append({"id": rid, "in": dict(zip(ins, i, strict=True)),
+                     "out": {k: v for k, v in zip(outs, o, strict=True) if v is not None or k != "error"},
+                     "code": [head["code"][k] for k in head["code_sets"][code]]})
+    return head, rows
 
 
 def service_config(c: dict[str, Any], release: str) -> ServiceConfig:
@@ -74,7 +84,7 @@ def sizing(c: dict[str, Any], release: str, model_cfg: dict[str, Any]) -> memory
     draft_layers = c.get("draft_layers") if c.get("spec") in ("EAGLE3", "NEXTN", "DFLASH") else None
     inp = inputs_from_shape(cfg, shape, gpu_free_gb=c["free_gb"], gpu_source="oracle",
                             weights_bytes=int(c["weights_gb"] * GB) * c["tp"],
-                            draft_bytes=int(c.get("draft_weights_gb", 0.0) * GB), draft_layers=draft_layers,
+                            draft_bytes=int((c.get("draft_weights_gb") or 0.0) * GB), draft_layers=draft_layers,
                             gpu_total_gb=c["gpu_capacity_mib"] / 1024)
     return sizing_inputs(cfg, inp)
 
@@ -188,8 +198,8 @@ def summary() -> str:
             ex = group[0]
             lines += [f"- **{cause}** ({len(group)} rows; {', '.join(f'{k} {v}' for k, v in fields.most_common())}); "
                       f"SGLang: {where.get(cause, '?')}",
-                      f"  - first: row {ex.id} `{json.dumps(ex.case, sort_keys=True)}`",
-                      f"  - SGLang `{json.dumps({k: ex.sglang.get(k) for k in ('kv_tokens', 'max_running_requests', 'mamba_slots', 'mem_fraction_static', 'max_running_requests_flag', 'error') if k in ex.sglang})}`",
+                      f"  - first: row {ex.id} `{json.dumps({k: v for k, v in ex.case.items() if v is not None}, sort_keys=True)}`",
+                      f"  - SGLang `{json.dumps({k: ex.sglang.get(k) for k in ('kv_tokens', 'max_running_requests', 'mamba_slots', 'mem_fraction_static', 'max_running_requests_flag', 'error') if ex.sglang.get(k) is not None})}`",
                       f"  - svcdiag `{json.dumps(ex.svcdiag)}`"]
         lines.append("")
     return "\n".join(lines)
