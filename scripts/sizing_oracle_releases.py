@@ -239,8 +239,9 @@ def drive_configurator(root: Path, c: dict[str, Any], model_cfg: dict[str, Any],
     for m in ("get_num_kv_heads", "get_total_num_kv_heads"):
         fn = L.method("sglang.srt.configs.model_config", "ModelConfig", m)
         mc.set(**{m: (lambda f: lambda *a, **k: f(mc, *a, **k))(fn)})
-    mc.set(linear_attn_registry_result=L.get("sglang.srt.configs.linear_attn_model_registry",
-                                             "get_linear_attn_config")(hf))
+    registry = "sglang.srt.configs.linear_attn_model_registry"  # 0.5.10+
+    mc.set(linear_attn_registry_result=L.get(registry, "get_linear_attn_config")(hf)
+           if L.has(registry, "get_linear_attn_config") else None)
     L.stubs["sglang.srt.arg_groups.model_override_base.model_config_of"] = lambda sa: mc
     L.stubs["sglang.srt.arg_groups.overrides.model_config_of"] = lambda sa: mc
 
@@ -367,7 +368,10 @@ def drive_configurator(root: Path, c: dict[str, Any], model_cfg: dict[str, Any],
         find("__post_init__")(kvc)  # mambaish / hybrid_gdn / kda configs, the DFlash draft cell
     mem_fraction = cfg.mem_fraction_static
     try:
-        pool = kvc._resolve_memory_pool_config(int(c["free_gb"]) if False else c["free_gb"])
+        if args_phase is args_0509:
+            pool = pool_0509(L, kvc, cfg, c["free_gb"])
+        else:
+            pool = kvc._resolve_memory_pool_config(c["free_gb"])
     except (ValueError, RuntimeError) as e:
         if "not published" in str(e) or "not initialized" in str(e):
             raise
@@ -380,7 +384,8 @@ def drive_configurator(root: Path, c: dict[str, Any], model_cfg: dict[str, Any],
            "mamba_slots": cfg.max_mamba_cache_size if kvc.mambaish_config is not None else None,
            "mamba_slot_bytes": kvc.mambaish_config.mamba2_cache_params.mamba_cache_per_req
            if kvc.mambaish_config is not None else None,
-           "mamba_ratio": kvc._calculate_mamba_ratio() if kvc.mambaish_config is not None else None,
+           "mamba_ratio": kvc._calculate_mamba_ratio() if kvc.mambaish_config is not None
+           and args_phase is not args_0509 else None,
            "cell_bytes": getattr(pool, "cell_size", None)}
     return out, code + sorted(set(L.used))
 
@@ -412,7 +417,57 @@ def drive_0515(root: Path, c: dict[str, Any], model_cfg: dict[str, Any]) -> tupl
     return drive_configurator(root, c, model_cfg, args_0515)
 
 
+def args_0509(L: Loader, cfg: Bag, mc: Bag, c: dict[str, Any], code: list[str]) -> None:
+    """0.4.7-0.5.9: the same ServerArgs handlers as 0.5.12."""
+    args_0512(L, cfg, mc, c, code)
+
+
+def drive_0509(root: Path, c: dict[str, Any], model_cfg: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    return drive_configurator(root, c, model_cfg, args_0509)
+
+
+def method_statements(L: Loader, module: str, cls: str, func: str, stop, tail: str) -> Any:
+    """`cls.func`'s top-level statements up to the first one `stop(source)` accepts, then `tail`
+    (a statement handing back what they computed): the sizing half of a method whose other half
+    allocates the pools."""
+    L._index(module)
+    klass = next(n for n in L._defs[module][cls] if isinstance(n, ast.ClassDef))
+    node = next(n for n in klass.body if isinstance(n, ast.FunctionDef) and n.name == func)
+    body: list[ast.stmt] = []
+    for st in node.body:
+        if stop(L._segment(module, st).strip()):
+            break
+        body.append(st)
+    body += ast.parse(tail).body
+    new = ast.FunctionDef(name=func, args=node.args, body=body, decorator_list=[], returns=None, type_params=[])
+    ast.fix_missing_locations(new)
+    ns = L.namespace(module)
+    exec(compile(ast.Module(body=[new], type_ignores=[]), f"<wheel {module}.{cls}.{func} (statements)>", "exec"), ns)
+    L.used.append(f"{L.path(module).relative_to(L.root)}:{cls}.{func} (its statements before the pools are built)")
+    return ns[func]
+
+
+def pool_0509(L: Loader, kvc: Any, cfg: Bag, free_gb: float) -> Any:
+    """0.5.9: ModelRunnerKVCacheMixin.init_memory_pool up to the pool allocations (profile_max_num_token,
+    handle_max_mamba_cache, max_num_reqs), then ModelRunner.initialize's max_running_requests statement."""
+    mixin = "sglang.srt.model_executor.model_runner_kv_cache_mixin"
+    init = method_statements(L, mixin, "ModelRunnerKVCacheMixin", "init_memory_pool",
+                             lambda s: s.startswith("if self.req_to_token_pool is None"), "return max_num_reqs")
+    max_num_reqs = init(kvc, free_gb)
+    kvc.req_to_token_pool = Bag("req_to_token_pool", size=max_num_reqs)
+    runner = "sglang.srt.model_executor.model_runner"
+    L._index(runner)
+    klass = next(n for n in L._defs[runner]["ModelRunner"] if isinstance(n, ast.ClassDef))
+    where = next(n.name for n in klass.body if isinstance(n, ast.FunctionDef)
+                 and "self.max_running_requests = min(" in L._segment(runner, n))
+    statements(L, runner, where, lambda s: s.startswith(("self.max_running_requests = min(", "server_args = ")),
+               cls="ModelRunner")(kvc, free_gb)
+    return Bag("pool", max_total_num_tokens=kvc.max_total_num_tokens, max_running_requests=kvc.max_running_requests)
+
+
 POOL_OWNERS = {
+    args_0509: [("sglang.srt.model_executor.model_runner_kv_cache_mixin", "ModelRunnerKVCacheMixin"),
+                ("sglang.srt.model_executor.model_runner", "ModelRunner")],
     args_0512: [("sglang.srt.model_executor.model_runner_kv_cache_mixin", "ModelRunnerKVCacheMixin"),
                 ("sglang.srt.model_executor.model_runner", "ModelRunner")],
     args_0515: [("sglang.srt.model_executor.model_runner_kv_cache_mixin", "ModelRunnerKVCacheMixin"),
@@ -432,10 +487,20 @@ def driver_for(release: str):
         return drive_0515
     if key >= (0, 5, 10):
         return drive_0512
+    if key >= (0, 5, 7):
+        return drive_0509
     raise SystemExit(f"sglang-sizing-oracle: no driver for {release} yet")
 
 
-def supports(release: str, case: dict[str, Any]) -> bool:
-    """Whether the release has the case's flags (--attn-dp-size is 0.5.19+)."""
+def supports(release: str, case: dict[str, Any], root: Path | None = None) -> bool:
+    """Whether the release has the case's flags (--attn-dp-size is 0.5.19+) and its speculative
+    algorithm (a name its speculative/spec_info.py knows)."""
     key = tuple(int(x) for x in release.split(".")[:3] if x.isdigit())
-    return not (case["dp_mode"] == "attn_dp_size" and key < (0, 5, 19))
+    if case["dp_mode"] == "attn_dp_size" and key < (0, 5, 19):
+        return False
+    if case["spec"] and root is not None:
+        spec_info = root / "sglang/srt/speculative/spec_info.py"
+        known = spec_info.read_text() if spec_info.is_file() else ""
+        if case["spec"] not in known and case["spec"] != "NEXTN":
+            return False
+    return True
