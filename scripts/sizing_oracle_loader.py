@@ -111,8 +111,9 @@ class Loader:
                 if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
                     defs.setdefault(node.name, []).append(node)
                 elif isinstance(node, ast.Assign):
-                    for t in node.targets:
-                        for n in ast.walk(t):
+                    for t in node.targets:  # names bound (x = / x, y =), not x.attr = or x[k] =
+                        elts = t.elts if isinstance(t, (ast.Tuple, ast.List)) else [t]
+                        for n in elts:
                             if isinstance(n, ast.Name):
                                 defs.setdefault(n.id, []).append(node)
                 elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.value:
@@ -291,6 +292,16 @@ class Loader:
                         self.used.append(f"{self.path(module).relative_to(self.root)}:{cls}.{name}")
                         return fn
         raise NameError(f"oracle: {module}.{cls}.{name} not in the wheel")
+
+    def run_top_level_calls(self, module: str) -> None:
+        """Run the module's top-level call statements (a registry filled at import), as written."""
+        src = self.path(module).read_text() if self.path(module) else ""
+        ns = self.namespace(module)
+        for node in ast.parse(src).body:
+            if isinstance(node, ast.Expr) and isinstance(node.value, ast.Call):
+                code = compile("\n" * (node.lineno - 1) + self._segment(module, node), f"<wheel {module}>", "exec")
+                exec(code, ns)
+        self.used.append(f"{self.path(module).relative_to(self.root)}:(its top-level registrations)")
 
     def has(self, module: str, name: str) -> bool:
         self._index(module)

@@ -160,12 +160,17 @@ def args_0518(L: Loader, cfg: Bag, mc: Bag, c: dict[str, Any], code: list[str]) 
             raise SystemExit(f"no {handler} in {mod}")
 
 
-def spec_algorithm(cls: Any, name: str | None) -> Any:
+def spec_algorithm(cls: Any, name: str | None, L: Loader | None = None) -> Any:
     """SpeculativeAlgorithm.from_string; NEXTN is EAGLE once handle_speculative_decoding resolved
-    its alias (_resolve_speculative_algorithm_alias), in releases whose from_string lacks it."""
+    its alias (_resolve_speculative_algorithm_alias), in releases whose from_string lacks it.
+    0.5.6's names are a registry its module fills at import: those calls run first."""
     try:
         return cls.from_string(name)
-    except ValueError:
+    except (ValueError, AttributeError):
+        if L is not None and not getattr(cls, "_oracle_registered", False):
+            L.run_top_level_calls("sglang.srt.speculative.spec_info")
+            cls._oracle_registered = True
+            return spec_algorithm(cls, name, L)
         if name == "NEXTN":
             return cls.from_string("EAGLE")
         raise
@@ -270,7 +275,7 @@ def drive_configurator(root: Path, c: dict[str, Any], model_cfg: dict[str, Any],
     code: list[str] = []
     L.stubs["sglang.srt.utils.common.get_device_memory_capacity"] = lambda device=None: c["gpu_capacity_mib"]
     L.stubs["sglang.srt.server_args.get_device_memory_capacity"] = lambda device=None: c["gpu_capacity_mib"]
-    cfg.set(_loader=L, get_model_config=lambda: mc, model_config=mc, mm_enable_dp_encoder=False, _resolved=lambda: cfg,
+    cfg.set(_loader=L, get_model_config=lambda: mc, get_hf_config=lambda: mc.hf_config, model_config=mc, mm_enable_dp_encoder=False, _resolved=lambda: cfg,
             context_length=c.get("context_length"), uses_mamba_radix_cache=False)
     st: dict[str, Any] = {}
 
@@ -351,7 +356,7 @@ def drive_configurator(root: Path, c: dict[str, Any], model_cfg: dict[str, Any],
         device="cuda", gpu_id=0, attn_dp_size=cfg.attn_dp_size, pp_size=1, pp_group=None, model=None,
         model_config=mc, server_args=cfg, kv_cache_dtype=torch.bfloat16, model_dtype=torch.bfloat16,
         page_size=cfg.page_size, sliding_window_size=None,
-        spec_algorithm=spec_algorithm(SpeculativeAlgorithm, c["spec"]), is_draft_worker=False,
+        spec_algorithm=spec_algorithm(SpeculativeAlgorithm, c["spec"], L), is_draft_worker=False,
         post_capture_kv_active=False, spec_aux_config=spec_aux, is_hybrid_swa=False, is_hybrid_swa_compress=False,
         use_mla_backend=facts["mla"],
         layer_info=Bag("layer_info", start_layer=0, end_layer=layers, num_effective_layers=layers,
@@ -361,14 +366,14 @@ def drive_configurator(root: Path, c: dict[str, Any], model_cfg: dict[str, Any],
         hybrid_kda_config=None)
     kvc.__dict__.update(dp_size=cfg.attn_dp_size, tp_size=cfg.tp_size, start_layer=0, end_layer=layers,
                         num_effective_layers=layers, tp_rank=0, pp_rank=0, mem_fraction_static=cfg.mem_fraction_static,
-                        _linear_attn_registry_cache=mc.linear_attn_registry_result, ps=par,
+                        _linear_attn_registry_cache=mc.linear_attn_registry_result, ps=par, dtype=torch.bfloat16,
                         eagle_draft_num_layers=spec_aux.eagle_draft_num_layers,  # ModelRunner.__init__ sets them
                         dflash_draft_num_layers=spec_aux.dflash_draft_num_layers)  # from the draft's config
     if owners[0][1] == "KVCacheConfigurator":
         find("__post_init__")(kvc)  # mambaish / hybrid_gdn / kda configs, the DFlash draft cell
     mem_fraction = cfg.mem_fraction_static
     try:
-        if args_phase is args_0509:
+        if args_phase in (args_0509, args_0506):
             pool = pool_0509(L, kvc, cfg, c["free_gb"])
         else:
             pool = kvc._resolve_memory_pool_config(c["free_gb"])
@@ -385,7 +390,7 @@ def drive_configurator(root: Path, c: dict[str, Any], model_cfg: dict[str, Any],
            "mamba_slot_bytes": kvc.mambaish_config.mamba2_cache_params.mamba_cache_per_req
            if kvc.mambaish_config is not None else None,
            "mamba_ratio": kvc._calculate_mamba_ratio() if kvc.mambaish_config is not None
-           and args_phase is not args_0509 else None,
+           and args_phase not in (args_0509, args_0506) else None,
            "cell_bytes": getattr(pool, "cell_size", None)}
     return out, code + sorted(set(L.used))
 
@@ -448,24 +453,57 @@ def method_statements(L: Loader, module: str, cls: str, func: str, stop, tail: s
 
 
 def pool_0509(L: Loader, kvc: Any, cfg: Bag, free_gb: float) -> Any:
-    """0.5.9: ModelRunnerKVCacheMixin.init_memory_pool up to the pool allocations (profile_max_num_token,
-    handle_max_mamba_cache, max_num_reqs), then ModelRunner.initialize's max_running_requests statement."""
+    """Up to 0.5.9: init_memory_pool (ModelRunnerKVCacheMixin's, before 0.5.7 ModelRunner's) up to
+    the pool allocations (profile_max_num_token, handle_max_mamba_cache, max_num_reqs), then the
+    `self.max_running_requests = min(..., req_to_token_pool.size)` statement (ModelRunner.initialize;
+    before 0.5.7 TpModelWorker.__init__)."""
     mixin = "sglang.srt.model_executor.model_runner_kv_cache_mixin"
-    init = method_statements(L, mixin, "ModelRunnerKVCacheMixin", "init_memory_pool",
-                             lambda s: s.startswith("if self.req_to_token_pool is None"), "return max_num_reqs")
-    max_num_reqs = init(kvc, free_gb)
-    kvc.req_to_token_pool = Bag("req_to_token_pool", size=max_num_reqs)
     runner = "sglang.srt.model_executor.model_runner"
-    L._index(runner)
-    klass = next(n for n in L._defs[runner]["ModelRunner"] if isinstance(n, ast.ClassDef))
-    where = next(n.name for n in klass.body if isinstance(n, ast.FunctionDef)
-                 and "self.max_running_requests = min(" in L._segment(runner, n))
-    statements(L, runner, where, lambda s: s.startswith(("self.max_running_requests = min(", "server_args = ")),
-               cls="ModelRunner")(kvc, free_gb)
-    return Bag("pool", max_total_num_tokens=kvc.max_total_num_tokens, max_running_requests=kvc.max_running_requests)
+    owner = (mixin, "ModelRunnerKVCacheMixin") if L.has(mixin, "ModelRunnerKVCacheMixin") else (runner, "ModelRunner")
+    init = method_statements(L, *owner, "init_memory_pool",
+                             lambda s: s.startswith("if self.req_to_token_pool is None"), "return max_num_reqs")
+    nargs = init.__code__.co_argcount
+    extra = (cfg.max_running_requests, cfg.max_total_tokens)[: nargs - 2]
+    max_num_reqs = init(kvc, free_gb, *extra)
+    kvc.req_to_token_pool = Bag("req_to_token_pool", size=max_num_reqs)
+    for mod, cls in ((runner, "ModelRunner"), ("sglang.srt.managers.tp_worker", "TpModelWorker")):
+        L._index(mod)
+        klass = next((n for n in L._defs[mod].get(cls, []) if isinstance(n, ast.ClassDef)), None)
+        where = klass and next((n for n in klass.body if isinstance(n, ast.FunctionDef)
+                                and "self.max_running_requests = min(" in L._segment(mod, n)), None)
+        if where is None:
+            continue
+        keep = ("self.max_running_requests = min(", "server_args = ", "self.max_total_num_tokens = self.model_runner")
+        fn = statements(L, mod, where.name, lambda s: s.startswith(keep), cls=cls)
+        names = [a.arg for a in where.args.args][1:]
+        target = kvc if cls == "ModelRunner" else Bag("tp_worker", model_runner=kvc)
+        fn(target, *[cfg if n == "server_args" else free_gb if "memory" in n else None for n in names])
+        return Bag("pool", max_total_num_tokens=kvc.max_total_num_tokens,
+                   max_running_requests=target.max_running_requests)
+    raise NameError("oracle: no max_running_requests statement found")
+
+
+def args_0506(L: Loader, cfg: Bag, mc: Bag, c: dict[str, Any], code: list[str]) -> None:
+    """0.5.6: ServerArgs handlers; a hybrid's radix-cache and overlap defaults are in
+    _handle_model_specific_adjustments."""
+    cfg._handle_gpu_memory_settings(c["gpu_capacity_mib"])
+    if mc.is_hybrid:
+        cfg._handle_model_specific_adjustments()
+        cfg._handle_environment_variables()  # SGLANG_MAMBA_SSM_DTYPE, which mamba_utils reads back
+    cfg._handle_data_parallelism()
+    if cfg.enable_dp_attention:
+        cfg.set(attn_dp_size=cfg.dp_size)
+    if c["spec"]:
+        statements(L, "sglang.srt.server_args", "_handle_speculative_decoding",
+                   lambda s: s.startswith("if self.max_running_requests is None"), cls="ServerArgs")(cfg)
+
+
+def drive_0506(root: Path, c: dict[str, Any], model_cfg: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    return drive_configurator(root, c, model_cfg, args_0506)
 
 
 POOL_OWNERS = {
+    args_0506: [("sglang.srt.model_executor.model_runner", "ModelRunner")],
     args_0509: [("sglang.srt.model_executor.model_runner_kv_cache_mixin", "ModelRunnerKVCacheMixin"),
                 ("sglang.srt.model_executor.model_runner", "ModelRunner")],
     args_0512: [("sglang.srt.model_executor.model_runner_kv_cache_mixin", "ModelRunnerKVCacheMixin"),
@@ -489,6 +527,8 @@ def driver_for(release: str):
         return drive_0512
     if key >= (0, 5, 7):
         return drive_0509
+    if key >= (0, 5, 3):
+        return drive_0506
     raise SystemExit(f"sglang-sizing-oracle: no driver for {release} yet")
 
 

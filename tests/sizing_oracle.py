@@ -105,7 +105,9 @@ def compare(row: dict[str, Any], release: str, model_cfg: dict[str, Any]) -> Mis
     ours = {"kv_tokens": p.kv_tokens, "max_running_requests": p.max_running_requests, "mamba_slots": p.mamba_slots,
             "mem_fraction_static": p.mem_fraction_static, "failure": p.failure}
     fields: list[str] = []
-    if "error" in out:
+    # SGLang fails: its code raised, or (up to 0.5.9) the scheduler's `max_running_request is zero` assert
+    sglang_fails = "error" in out or out.get("max_running_requests") == 0
+    if sglang_fails:
         if p.failure is None:
             fields.append("refusal")
     elif p.failure is not None:
