@@ -143,19 +143,23 @@ def _kind(c: dict[str, Any]) -> str:
 
 #: (cause, where in SGLang, predicate on a mismatch): the first that holds names the row's cause
 CAUSES: list[tuple[str, str, Callable[[Mismatch], bool]]] = [
-    ("auto-mem-fraction", "arg_groups/memory_hook.py handle_gpu_memory_settings, reserve_for_graph_mb "
-     "(and adjust_mem_fraction_for_vlm)",
+    ("auto-mem-fraction", "the automatic mem_fraction_static by card size, chunked prefill and graph batch sizes: "
+     "0.5.19+ arg_groups/memory_hook.py handle_gpu_memory_settings, reserve_for_graph_mb, adjust_mem_fraction_for_vlm; "
+     "up to 0.5.18 server_args.py ServerArgs._handle_gpu_memory_settings",
      lambda m: "error" not in m.sglang and m.sglang.get("mem_fraction_static") is not None
      and abs(m.sglang["mem_fraction_static"] - m.svcdiag["mem_fraction_static"]) > 1e-9),
-    ("speculative-48", "arg_groups/speculative_hook.py _handle_eagle_family / _handle_dflash / _handle_ngram "
-     "(max_running_requests unset → 48)",
+    ("speculative-48", "max_running_requests unset → 48 with speculative decoding: 0.5.13+ "
+     "arg_groups/speculative_hook.py _handle_eagle_family / _handle_dflash / _handle_ngram; up to 0.5.12 "
+     "server_args.py ServerArgs._handle_speculative_decoding",
      lambda m: bool(m.case.get("spec")) and m.case.get("max_running_requests") is None
      and m.sglang.get("max_running_requests_flag") == 48),
-    ("dp-attention", "model_executor/pool_configurator.py DefaultPoolConfigurator._compute_cell_size "
-     "(get_num_kv_heads(attn_tp_size)); kv_cache_configurator.py resolve_max_num_reqs (// attn_dp_size)",
+    ("dp-attention", "KV heads split by the attention TP group, caps per DP worker: model_executor/"
+     "pool_configurator.py DefaultPoolConfigurator._compute_cell_size (get_num_kv_heads(attn_tp_size)), "
+     "kv_cache_configurator.py resolve_max_num_reqs; up to 0.5.9 model_runner(_kv_cache_mixin).py "
+     "get_cell_size_per_token (get_attention_tp_size()), init_memory_pool",
      lambda m: m.case["dp_mode"] != "none"),
-    ("draft-kv-cell", "model_executor/pool_configurator.py DefaultPoolConfigurator.__init__ (EAGLE/DFlash draft "
-     "layers in the cell)", lambda m: m.case.get("spec") in ("EAGLE3", "NEXTN", "DFLASH")),
+    ("draft-kv-cell", "the draft's KV: 0.5.18+ pool_configurator.py DefaultPoolConfigurator.__init__ (EAGLE/DFlash "
+     "draft layers in the cell); 0.5.13-0.5.15 the DFlash draft only; up to 0.5.12 the target alone", lambda m: m.case.get("spec") in ("EAGLE3", "NEXTN", "DFLASH")),
     ("hybrid-mamba", "mem_cache/kv_cache_configurator.py _handle_max_mamba_cache, _calculate_mamba_ratio",
      lambda m: _kind(m.case) == "hybrid"),
     ("multimodal-reserve", "mem_cache/kv_cache_configurator.py mm_runtime_reservation_gb",
