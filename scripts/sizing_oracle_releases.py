@@ -403,6 +403,13 @@ def args_0515(L: Loader, cfg: Bag, mc: Bag, c: dict[str, Any], code: list[str]) 
 def args_0512(L: Loader, cfg: Bag, mc: Bag, c: dict[str, Any], code: list[str]) -> None:
     """0.5.10-0.5.12: ServerArgs.__post_init__'s handlers; speculative defaults in
     ServerArgs._handle_speculative_decoding."""
+    if cfg._d.get("_loader") and cfg._d["_loader"].has("sglang.srt.server_args", "ServerArgs"):
+        try:
+            missing = cfg._handle_missing_default_values  # "auto" Mamba strategy → no_buffer (≤ 0.5.12)
+        except AttributeError:
+            missing = None
+        if missing is not None:
+            missing()
     cfg._handle_gpu_memory_settings(c["gpu_capacity_mib"])
     if mc.is_hybrid:
         cfg._handle_mamba_radix_cache(model_arch=mc.hf_config.architectures[0])
@@ -486,6 +493,7 @@ def pool_0509(L: Loader, kvc: Any, cfg: Bag, free_gb: float) -> Any:
 def args_0506(L: Loader, cfg: Bag, mc: Bag, c: dict[str, Any], code: list[str]) -> None:
     """0.5.6: ServerArgs handlers; a hybrid's radix-cache and overlap defaults are in
     _handle_model_specific_adjustments."""
+    cfg._handle_missing_default_values()
     cfg._handle_gpu_memory_settings(c["gpu_capacity_mib"])
     if mc.is_hybrid:
         cfg._handle_model_specific_adjustments()

@@ -158,8 +158,9 @@ CAUSES: list[tuple[str, str, Callable[[Mismatch], bool]]] = [
      "kv_cache_configurator.py resolve_max_num_reqs; up to 0.5.9 model_runner(_kv_cache_mixin).py "
      "get_cell_size_per_token (get_attention_tp_size()), init_memory_pool",
      lambda m: m.case["dp_mode"] != "none"),
-    ("draft-kv-cell", "the draft's KV: 0.5.18+ pool_configurator.py DefaultPoolConfigurator.__init__ (EAGLE/DFlash "
-     "draft layers in the cell); 0.5.13-0.5.15 the DFlash draft only; up to 0.5.12 the target alone", lambda m: m.case.get("spec") in ("EAGLE3", "NEXTN", "DFLASH")),
+    ("draft-kv-cell", "the draft's KV in the target's budget: 0.5.13+ pool_configurator.py "
+     "DefaultPoolConfigurator.__init__ (EAGLE / DFlash draft layers in the cell); up to 0.5.12 "
+     "model_runner(_kv_cache_mixin).py profile_max_num_token / init_memory_pool", lambda m: m.case.get("spec") in ("EAGLE3", "NEXTN", "DFLASH")),
     ("hybrid-mamba", "mem_cache/kv_cache_configurator.py _handle_max_mamba_cache, _calculate_mamba_ratio",
      lambda m: _kind(m.case) == "hybrid"),
     ("multimodal-reserve", "mem_cache/kv_cache_configurator.py mm_runtime_reservation_gb",
