@@ -165,6 +165,8 @@ class Loader:
 
         def _import(name: str, globals: Any = None, locals: Any = None, fromlist: Any = (), level: int = 0) -> Any:
             mod = _absolute(name, level, package) if level else name
+            if loader.is_sglang(mod) and loader.path(mod) is None and not (loader.root / mod.replace(".", "/")).is_dir():
+                raise ImportError(f"No module named {mod!r}")  # as Python would: a fallback SGLang wrote runs
             if fromlist:
                 return loader.module(mod)
             return loader.module(mod.split(".")[0]) if not loader.is_sglang(mod) else loader.module(mod)

@@ -229,8 +229,10 @@ def drive_configurator(root: Path, c: dict[str, Any], model_cfg: dict[str, Any],
 
     # the model: SGLang's own config class for a hybrid (its mamba2_cache_params run), else config.json's fields
     kw = {k: v for k, v in model_cfg.items() if not k.startswith("_")}
-    if arch == "Qwen3NextForCausalLM":
-        hf = L.get("sglang.srt.configs.qwen3_next", "Qwen3NextConfig")(**kw)
+    own = {"Qwen3NextForCausalLM": ("sglang.srt.configs.qwen3_next", "Qwen3NextConfig"),
+           "Qwen3_5ForConditionalGeneration": ("sglang.srt.configs.qwen3_5", "Qwen3_5Config")}
+    if arch in own and L.has(*own[arch]):
+        hf = L.get(*own[arch])(**kw)
     else:
         hf = PretrainedConfig(**kw)
     AttentionArch = L.get("sglang.srt.configs.model_config", "AttentionArch")
@@ -240,7 +242,7 @@ def drive_configurator(root: Path, c: dict[str, Any], model_cfg: dict[str, Any],
              is_multimodal=facts["multimodal"], is_hybrid_swa=False, is_draft_model=False,
              num_hidden_layers=facts["num_hidden_layers"], kv_lora_rank=model_cfg.get("kv_lora_rank"),
              qk_rope_head_dim=model_cfg.get("qk_rope_head_dim"), quantization=None, dtype=torch.bfloat16,
-             is_hybrid=arch == "Qwen3NextForCausalLM", model_path=c["model"])
+             is_hybrid=arch in own, model_path=c["model"])
     for m in ("get_num_kv_heads", "get_total_num_kv_heads"):
         fn = L.method("sglang.srt.configs.model_config", "ModelConfig", m)
         mc.set(**{m: (lambda f: lambda *a, **k: f(mc, *a, **k))(fn)})
