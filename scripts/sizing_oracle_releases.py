@@ -548,6 +548,8 @@ def supports(release: str, case: dict[str, Any], root: Path | None = None) -> bo
     key = tuple(int(x) for x in release.split(".")[:3] if x.isdigit())
     if case["dp_mode"] == "attn_dp_size" and key < (0, 5, 19):
         return False
+    if root is not None and "3.8-27B" in case["model"] and not (root / "sglang/srt/configs/qwen3_5.py").is_file():
+        return False  # a Qwen3.5-style hybrid: only releases that have its config class
     if case["spec"] and root is not None:
         spec_info = root / "sglang/srt/speculative/spec_info.py"
         known = spec_info.read_text() if spec_info.is_file() else ""

@@ -137,7 +137,7 @@ def mismatches(path: Path) -> Iterator[Mismatch]:
 
 def _kind(c: dict[str, Any]) -> str:
     m = c["model"]
-    return ("hybrid" if "Next" in m else "mla" if "DeepSeek" in m else "vlm" if "VL" in m else
+    return ("hybrid" if "Next" in m or "3.8-27B" in m else "mla" if "DeepSeek" in m else "vlm" if "VL" in m else
             "moe" if "A3B" in m or "A22B" in m else "dense")
 
 
