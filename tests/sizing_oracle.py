@@ -165,6 +165,10 @@ CAUSES: list[tuple[str, str, Callable[[Mismatch], bool]]] = [
      lambda m: _kind(m.case) == "hybrid"),
     ("multimodal-reserve", "mem_cache/kv_cache_configurator.py mm_runtime_reservation_gb",
      lambda m: _kind(m.case) == "vlm"),
+    ("estimate-before-page-align", "up to 0.5.9 model_runner(_kv_cache_mixin).py init_memory_pool estimates "
+     "max_num_reqs (tokens / context × 512) from the profiled tokens before they are rounded down to the page size",
+     lambda m: m.fields == ("max_running_requests",) and m.case["page_size"] > 1
+     and abs(m.sglang["max_running_requests"] - m.svcdiag["max_running_requests"]) == 1),
     ("refusal", "mem_cache/kv_cache_configurator.py _profile_available_bytes / _handle_max_mamba_cache raise",
      lambda m: "refusal" in m.fields),
 ]
