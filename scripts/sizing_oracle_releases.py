@@ -1,0 +1,558 @@
+"""Per release family: which of the wheel's functions the sizing oracle runs, in SGLang's order,
+and the stub `self` / context each runs with (scripts/sglang-sizing-oracle's docstring lists them).
+"""
+
+from __future__ import annotations
+
+import ast
+import textwrap
+import types
+from pathlib import Path
+from typing import Any
+
+from sizing_oracle_loader import Loader
+from sizing_oracle_stubs import (
+    Bag,
+    envs_from_wheel,
+    PretrainedConfig,
+    fake_msgspec,
+    fake_numpy,
+    fake_torch,
+    fake_transformers,
+)
+
+GIB = 1 << 30
+MLA_ARCHS = ("DeepseekV2ForCausalLM", "DeepseekV3ForCausalLM")
+
+
+class Refusal(Exception):
+    """SGLang's own code raised for this case: a result (a row with "error")."""
+
+    oracle_refusal = True
+
+    def __init__(self, msg: str, code: list[str]):
+        super().__init__(msg)
+        self.code = code
+
+
+def stdlib_stubs() -> dict[str, Any]:
+    s: dict[str, Any] = {"torch": fake_torch(), "numpy": fake_numpy(), "msgspec": fake_msgspec(),
+                         "transformers": fake_transformers()}
+    s["gc"] = types.SimpleNamespace(collect=lambda *a: 0)  # frees nothing the stubbed GPU reading sees
+    for m in ("logging", "math", "dataclasses", "enum", "functools", "typing", "copy", "os", "abc", "re",
+              "collections", "itertools", "warnings", "json", "contextlib", "threading", "inspect", "time"):
+        s[m] = __import__(m)
+    return s
+
+
+def L_segment(loader: Loader, module: str, node: ast.AST) -> str:
+    return loader._segment(module, node).strip()
+
+
+def statements(loader: Loader, module: str, func: str, keep, cls: str | None = None) -> Any:
+    """`func` of `module` (a method of `cls`) with only the statements that set
+    max_running_requests for speculative decoding: those `keep(source)` accepts, the `if`s on
+    `speculative_algorithm` that lead to them (pruned the same way), the assignments of
+    `speculative_algorithm` (an alias resolved) and the `cfg = resolving_view(...)` line. SGLang's
+    statements, as written, without the rest of a handler that reads the draft checkpoint."""
+    loader._index(module)
+    if cls is None:
+        node = next(n for n in loader._defs[module][func] if isinstance(n, ast.FunctionDef))
+    else:
+        klass = next(n for n in loader._defs[module][cls] if isinstance(n, ast.ClassDef))
+        node = next(n for n in klass.body if isinstance(n, ast.FunctionDef) and n.name == func)
+
+    def prune(stmts: list[ast.stmt]) -> list[ast.stmt]:
+        out: list[ast.stmt] = []
+        for st in stmts:
+            text = L_segment(loader, module, st)
+            if isinstance(st, ast.Assign) and ("resolving_view" in ast.unparse(st.value)
+                                               or any("speculative_algorithm" in ast.unparse(t) for t in st.targets)):
+                out.append(st)
+            elif keep(text):
+                out.append(st)
+            elif isinstance(st, ast.If) and "speculative_algorithm" in ast.unparse(st.test):
+                body, orelse = prune(st.body), prune(st.orelse)
+                if body or orelse:
+                    out.append(ast.If(test=st.test, body=body or [ast.Pass()], orelse=orelse))
+        return out
+
+    new = ast.FunctionDef(name=func, args=node.args, body=prune(node.body) or [ast.Pass()], decorator_list=[],
+                          returns=None, type_params=[])
+    ast.fix_missing_locations(new)
+    ns = loader.namespace(module)
+    exec(compile(ast.Module(body=[new], type_ignores=[]), f"<wheel {module}.{func} (statements)>", "exec"), ns)
+    loader.used.append(f"{loader.path(module).relative_to(loader.root)}:{func} (its max_running_requests statements)")
+    return ns[func]
+
+
+# ------------------------------------------------------------------ 0.5.19+ (0.5.23's code)
+
+def model_facts(c: dict[str, Any], cfg: dict[str, Any]) -> dict[str, Any]:
+    """What SGLang's ModelConfig.__init__ derives from config.json, for the fields sizing reads."""
+    text = cfg.get("text_config") or cfg
+    heads = text["num_attention_heads"]
+    head_dim = text.get("head_dim") or text["hidden_size"] // heads
+    return {"head_dim": head_dim, "v_head_dim": text.get("v_head_dim", head_dim),
+            "context_len": c.get("context_length") or text.get("max_position_embeddings") or 4096,
+            "num_hidden_layers": text["num_hidden_layers"], "mla": cfg["architectures"][0] in MLA_ARCHS,
+            "multimodal": "vision_config" in cfg}
+
+
+class ServerArgsSelf(Bag):
+    """Up to 0.5.18 the server-args handlers are ServerArgs methods: the case's bag as `self`,
+    any method it calls loaded from the wheel's ServerArgs on first use."""
+
+    def __getattr__(self, k: str) -> Any:
+        d = object.__getattribute__(self, "_d")
+        if k in d:
+            return d[k]
+        loader = d.get("_loader")
+        if loader is not None and not k.startswith("__"):
+            try:
+                fn = loader.method("sglang.srt.server_args", "ServerArgs", k)
+            except NameError:
+                pass
+            else:
+                return fn(self) if getattr(fn, "_oracle_property", False) else fn.__get__(self)
+        raise AttributeError(f"oracle: server_args.{k} not set by the case")
+
+
+def drive_0523(root: Path, c: dict[str, Any], model_cfg: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    return drive_configurator(root, c, model_cfg, args_0523)
+
+
+def drive_0518(root: Path, c: dict[str, Any], model_cfg: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    return drive_configurator(root, c, model_cfg, args_0518)
+
+
+def args_0523(L: Loader, cfg: Bag, mc: Bag, c: dict[str, Any], code: list[str]) -> None:
+    """0.5.19+: the resolution hooks, in pipeline order."""
+    L.get("sglang.srt.arg_groups.parallel_hook", "handle_deprecated_dp_attention")(cfg)
+    L.get("sglang.srt.arg_groups.memory_hook", "handle_gpu_memory_settings")(cfg)
+    if mc.is_hybrid:
+        cfg.set(**L.get("sglang.srt.arg_groups.overrides", "_mamba_radix_cache_resolution")(cfg))
+    if cfg.attn_dp_size > 1:
+        cfg.set(chunked_prefill_size=cfg.chunked_prefill_size // cfg.attn_dp_size)
+        code.append("arg_groups/parallel_hook.py:handle_data_parallelism (chunked_prefill_size // attn_dp_size)")
+    if c["spec"]:
+        handler = {"EAGLE3": "_handle_eagle_family", "NEXTN": "_handle_eagle_family", "DFLASH": "_handle_dflash",
+                   "NGRAM": "_handle_ngram"}[c["spec"]]
+        statements(L, "sglang.srt.arg_groups.speculative_hook", handler,
+                   lambda s: s.startswith("if cfg.max_running_requests is None"))(cfg)
+
+
+def args_0518(L: Loader, cfg: Bag, mc: Bag, c: dict[str, Any], code: list[str]) -> None:
+    """0.5.13-0.5.18: ServerArgs.__post_init__'s handlers, in its order."""
+    cfg._handle_gpu_memory_settings(c["gpu_capacity_mib"])
+    if mc.is_hybrid:
+        cfg._handle_mamba_radix_cache(model_arch=mc.hf_config.architectures[0])
+    cfg._handle_data_parallelism()
+    if cfg.enable_dp_attention:
+        cfg.set(attn_dp_size=cfg.dp_size)
+    if c["spec"]:
+        handler = {"EAGLE3": "_handle_eagle_family", "NEXTN": "_handle_eagle_family", "DFLASH": "_handle_dflash",
+                   "NGRAM": "_handle_ngram"}[c["spec"]]
+        mod = "sglang.srt.arg_groups.speculative_hook"
+        if L.has(mod, handler):
+            statements(L, mod, handler, lambda s: "max_running_requests is None" in s)(cfg)
+        else:
+            raise SystemExit(f"no {handler} in {mod}")
+
+
+def spec_algorithm(cls: Any, name: str | None, L: Loader | None = None) -> Any:
+    """SpeculativeAlgorithm.from_string; NEXTN is EAGLE once handle_speculative_decoding resolved
+    its alias (_resolve_speculative_algorithm_alias), in releases whose from_string lacks it.
+    0.5.6's names are a registry its module fills at import: those calls run first."""
+    try:
+        return cls.from_string(name)
+    except (ValueError, AttributeError):
+        if L is not None and not getattr(cls, "_oracle_registered", False):
+            L.run_top_level_calls("sglang.srt.speculative.spec_info")
+            cls._oracle_registered = True
+            return spec_algorithm(cls, name, L)
+        if name == "NEXTN":
+            return cls.from_string("EAGLE")
+        raise
+
+
+def server_args_defaults(L: Loader) -> dict[str, Any]:
+    """The defaults the wheel's ServerArgs dataclass declares (`field: T = literal`), by AST: the
+    flags a case leaves unset."""
+    mod = "sglang.srt.server_args"
+    L._index(mod)
+    out: dict[str, Any] = {}
+    for node in L._defs[mod].get("ServerArgs", []):
+        if isinstance(node, ast.ClassDef):
+            for item in node.body:
+                if isinstance(item, ast.AnnAssign) and isinstance(item.target, ast.Name) and item.value is not None:
+                    try:
+                        out[item.target.id] = ast.literal_eval(item.value)
+                    except ValueError:
+                        pass
+    return out
+
+
+def drive_configurator(root: Path, c: dict[str, Any], model_cfg: dict[str, Any], args_phase) -> tuple[dict[str, Any], list[str]]:
+    torch = fake_torch()
+    cfg = ServerArgsSelf("server_args")
+    facts = model_facts(c, model_cfg)
+    arch = model_cfg["architectures"][0]
+
+    def declare_resolution(server_args: Any, source: str, **fields: Any) -> None:
+        server_args.set(**fields)
+
+    def identity(x: Any) -> Any:
+        return x
+
+    stubs = stdlib_stubs()
+    by_name = {"resolving_view": identity, "resolved_view": identity, "declare_resolution": declare_resolution,
+               "record_of": identity}
+    L = Loader(root, {**stubs, **{f"{m}.{n}": v for m in (
+        "sglang.srt.arg_groups.overrides", "sglang.srt.arg_groups.model_override_base") for n, v in by_name.items()}})
+    L.stubs["sglang.srt.environ.envs"] = envs_from_wheel(root)
+    # a legacy handler's post-process pass (run_post_process_pass(self, pass)): the Mamba radix-cache
+    # resolution is applied as SGLang applies it (its declared fields set); the others (LM-head
+    # layout, sampling backend) size nothing and are skipped
+    def run_post_process_pass(server_args: Any, fn: Any) -> None:
+        if "mamba" in fn.__name__:
+            server_args.set(**(fn(server_args) or {}))
+
+    L.stubs["sglang.srt.arg_groups.overrides.run_post_process_pass"] = run_post_process_pass
+    for mod in ("sglang.srt.utils", "sglang.srt.utils.common"):  # the platform: an NVIDIA GPU
+        for n in ("is_cpu", "is_hip", "is_npu", "is_xpu", "is_musa", "is_mps", "is_hpu"):
+            L.stubs[f"{mod}.{n}"] = lambda: False
+        L.stubs[f"{mod}.is_cuda"] = lambda: True
+        L.stubs[f"{mod}.get_device_sm"] = lambda: c["sm"]
+        L.stubs[f"{mod}.get_device_name"] = lambda *a: c["card"]
+        L.stubs[f"{mod}.is_cuda_alike"] = lambda: True
+
+    # the model: SGLang's own config class for a hybrid (its mamba2_cache_params run), else config.json's fields
+    kw = {k: v for k, v in model_cfg.items() if not k.startswith("_")}
+    own = {"Qwen3NextForCausalLM": ("sglang.srt.configs.qwen3_next", "Qwen3NextConfig"),
+           "Qwen3_5ForConditionalGeneration": ("sglang.srt.configs.qwen3_5", "Qwen3_5Config")}
+    if arch in own and L.has(*own[arch]):
+        hf = L.get(*own[arch])(**kw)
+    else:
+        hf = PretrainedConfig(**kw)
+    AttentionArch = L.get("sglang.srt.configs.model_config", "AttentionArch")
+    mc = Bag("model_config", hf_config=hf, hf_text_config=hf.get_text_config(), context_len=facts["context_len"],
+             head_dim=facts["head_dim"], v_head_dim=facts["v_head_dim"],
+             attention_arch=AttentionArch.MLA if facts["mla"] else AttentionArch.MHA,
+             is_multimodal=facts["multimodal"], is_hybrid_swa=False, is_draft_model=False,
+             num_hidden_layers=facts["num_hidden_layers"], kv_lora_rank=model_cfg.get("kv_lora_rank"),
+             qk_rope_head_dim=model_cfg.get("qk_rope_head_dim"), quantization=None, dtype=torch.bfloat16,
+             is_hybrid=arch in own, model_path=c["model"])
+    for m in ("get_num_kv_heads", "get_total_num_kv_heads"):
+        fn = L.method("sglang.srt.configs.model_config", "ModelConfig", m)
+        mc.set(**{m: (lambda f: lambda *a, **k: f(mc, *a, **k))(fn)})
+    registry = "sglang.srt.configs.linear_attn_model_registry"  # 0.5.10+
+    mc.set(linear_attn_registry_result=L.get(registry, "get_linear_attn_config")(hf)
+           if L.has(registry, "get_linear_attn_config") else None)
+    L.stubs["sglang.srt.arg_groups.model_override_base.model_config_of"] = lambda sa: mc
+    L.stubs["sglang.srt.arg_groups.overrides.model_config_of"] = lambda sa: mc
+
+    graphs_module = "sglang.srt.model_executor.cuda_graph_config"  # 0.5.13+: per-phase graph configs
+    CudaGraphConfig = (L.get(graphs_module, "CudaGraphConfig") if L.has(graphs_module, "CudaGraphConfig")
+                       else lambda: None)
+    cfg.set(**server_args_defaults(L))
+    cfg.set(device="cuda", tp_size=c["tp"], pp_size=1, dp_size=c["dp_size"] if c["dp_mode"] == "dp_attention" else 1,
+            attn_dp_size=c["dp_size"] if c["dp_mode"] == "attn_dp_size" else 1,
+            enable_dp_attention=c["dp_mode"] == "dp_attention", attn_cp_size=1, dcp_size=1, ep_size=1,
+            moe_dp_size=1, chunked_prefill_size=None, max_prefill_tokens=16384,
+            mem_fraction_static=c["mem_fraction_static"], max_running_requests=c["max_running_requests"],
+            max_total_tokens=None, page_size=c["page_size"], model_path=c["model"], language_only=False,
+            language_model_only=False, disaggregation_mode="null", speculative_algorithm=c["spec"],
+            speculative_num_draft_tokens=c.get("num_draft_tokens"), speculative_num_steps=c.get("num_steps"),
+            speculative_eagle_topk=c.get("topk"), disable_radix_cache=False, disable_overlap_schedule=False,
+            mamba_radix_cache_strategy="auto", linear_attn_backend="triton", mamba_full_memory_ratio=0.9,
+            max_mamba_cache_size=None, enable_symm_mem=False, torch_compile_max_bs=None,
+            cuda_graph_config=CudaGraphConfig(), disable_cuda_graph_padding=False, enable_kv_cache_sharding=False,
+            enable_hisparse=False, enable_unified_memory=False, schedule_conservativeness=1.0,
+            kv_cache_dtype="auto", prefill_max_requests=None, mm_feature_transport=None, ep_join_rank_offset=0,
+            enable_mixed_chunk=False, _cuda_graph_config_locked=set(), moe_a2a_backend="none", ep_join_mode=None,
+            prefill_only_disable_kv_cache=False, enable_memory_saver=False, max_ep_size=None)
+    cfg.set(enable_linear_replayssm_spec=False, elastic_ep_backend=None, ep_scale_joiner=False)
+
+    code: list[str] = []
+    L.stubs["sglang.srt.utils.common.get_device_memory_capacity"] = lambda device=None: c["gpu_capacity_mib"]
+    L.stubs["sglang.srt.server_args.get_device_memory_capacity"] = lambda device=None: c["gpu_capacity_mib"]
+    cfg.set(_loader=L, get_model_config=lambda: mc, get_hf_config=lambda: mc.hf_config, model_config=mc, mm_enable_dp_encoder=False, _resolved=lambda: cfg,
+            context_length=c.get("context_length"), uses_mamba_radix_cache=False)
+    st: dict[str, Any] = {}
+
+    def publish() -> None:
+        """The runtime context SGLang publishes from the resolved arguments (re-published after them)."""
+        attn_dp = cfg.attn_dp_size if cfg.attn_dp_size > 1 else (cfg.dp_size if cfg.enable_dp_attention else 1)
+        if L.has("sglang.srt.runtime_context", "derive_parallel_widths"):
+            widths = L.get("sglang.srt.runtime_context", "derive_parallel_widths")(
+                tp_size=cfg.tp_size, attn_cp_size=1, attn_dp_size=attn_dp, moe_ep_size=1, moe_dp_size=1,
+                dcp_size=1, dcp_enabled=False)
+        else:  # up to 0.5.18 the attention TP group is tp // dp_size under dp-attention (parallel_state)
+            widths = {"attn_tp_size": cfg.tp_size // attn_dp}
+        st["par"] = Bag("parallel", attn_tp_size=widths["attn_tp_size"], attn_dcp_size=1, pp_size=1,
+                        attn_dp_size=attn_dp, launch_world_size=cfg.tp_size,
+                        world_group=Bag("world_group", cpu_group=None), tp_size=cfg.tp_size,
+                        enable_dsa_cache_layer_split=False, enable_cp_tp_group_sharing=False, attn_cp_size=1,
+                        dcp_size=1, enable_kv_cache_sharding=False)
+        strategy = cfg.mamba_radix_cache_strategy  # 0.5.19+ reads it as get_exec().mamba's two flags
+        extra_buffer = not cfg.disable_radix_cache and strategy in ("extra_buffer", "extra_buffer_lazy")
+        st["exec"] = Bag("exec", mamba=Bag("exec.mamba", mamba_radix_cache_strategy=strategy,
+                                           enable_mamba_extra_buffer=extra_buffer,
+                                           enable_mamba_extra_buffer_lazy=extra_buffer and strategy == "extra_buffer_lazy",
+                                           enable_linear_replayssm_spec=False),
+                         graph=Bag("exec.graph", cuda_graph_config=cfg.cuda_graph_config))
+
+    ctx = Bag("context", override=lambda name, **kw: cfg.set(**kw))
+    L.stubs["sglang.srt.runtime_context._configured_parallel"] = lambda name: getattr(cfg, name)  # 0.5.18
+    for n, v in {"get_parallel": lambda: st["par"], "get_schedule": lambda: cfg, "get_memory": lambda: cfg,
+                 "get_spec": lambda: cfg, "get_disagg": lambda: cfg, "get_mm": lambda: cfg,
+                 "get_exec": lambda: st["exec"], "get_context": lambda: ctx}.items():
+        L.stubs[f"sglang.srt.runtime_context.{n}"] = v
+    publish()
+    try:
+        args_phase(L, cfg, mc, c, code)
+    except ValueError as e:  # the server arguments SGLang refuses (e.g. 0.5.12: spec + no_buffer Mamba cache)
+        if "not published" in str(e) or "not initialized" in str(e):
+            raise  # a runtime context the oracle failed to stub: its failure, never a refusal row
+        raise Refusal(f"{type(e).__name__}: {e}", code + L.used) from None
+    publish()
+    par = st["par"]
+    free_after = c["free_gb"] - c["weights_gb"] - c.get("draft_weights_gb", 0.0) / c["tp"]
+    world = Bag("world_group", world_size=cfg.tp_size, cpu_group=None, rank=0)
+    L.stubs["sglang.srt.distributed.parallel_state.get_world_group"] = lambda: world
+    L.stubs["sglang.srt.distributed.get_world_group"] = lambda: world
+    for n, v in {"get_attention_tp_size": lambda: par.attn_tp_size, "get_attention_tp_rank": lambda: 0,
+                 "get_attention_dp_size": lambda: cfg.attn_dp_size, "get_attention_dp_rank": lambda: 0}.items():
+        L.stubs[f"sglang.srt.layers.dp_attention.{n}"] = v
+    L.stubs["sglang.srt.utils.common.get_available_gpu_memory"] = lambda *a, **k: free_after
+    L.stubs["sglang.srt.utils.get_available_gpu_memory"] = lambda *a, **k: free_after
+    L.stubs["sglang.srt.mem_cache.page_interleave.compute_page_shard_scratch_bytes"] = lambda kvc, **k: 0
+
+    owners = POOL_OWNERS[args_phase]
+
+    def find(name: str) -> Any:
+        for mod, cls in owners:
+            try:
+                return L.method(mod, cls, name)
+            except NameError:
+                continue
+        raise AttributeError(f"oracle: {owners[0][1]}.{name}")
+
+    def _method(self: Any, name: str) -> Any:  # a method or property of the owner: the wheel's, on first use
+        if name.startswith("__"):
+            raise AttributeError(name)
+        fn = find(name)
+        return fn(self) if getattr(fn, "_oracle_property", False) else fn.__get__(self)
+
+    attrs: dict[str, Any] = {"__getattr__": _method,
+                             "fused_entry_bytes": lambda self, name: None}  # a fused draft entry: not in this grid
+    Kvc = type("KVCacheConfigurator", (), attrs)
+    kvc = Kvc()
+    SpeculativeAlgorithm = L.get("sglang.srt.speculative.spec_info", "SpeculativeAlgorithm")
+    layers = facts["num_hidden_layers"]
+    spec_aux = Bag("spec_aux_config", eagle_draft_num_layers=c.get("draft_layers") if c["spec"] in ("EAGLE3", "NEXTN") else None,
+                   dflash_draft_num_layers=c.get("draft_layers") if c["spec"] == "DFLASH" else None,
+                   draft_model_config=None, dflash_draft_cell_size_per_token=None)
+    kvc.__dict__.update(
+        device="cuda", gpu_id=0, attn_dp_size=cfg.attn_dp_size, pp_size=1, pp_group=None, model=None,
+        model_config=mc, server_args=cfg, kv_cache_dtype=torch.bfloat16, model_dtype=torch.bfloat16,
+        page_size=cfg.page_size, sliding_window_size=None,
+        spec_algorithm=spec_algorithm(SpeculativeAlgorithm, c["spec"], L), is_draft_worker=False,
+        post_capture_kv_active=False, spec_aux_config=spec_aux, is_hybrid_swa=False, is_hybrid_swa_compress=False,
+        use_mla_backend=facts["mla"],
+        layer_info=Bag("layer_info", start_layer=0, end_layer=layers, num_effective_layers=layers,
+                       swa_attention_layer_ids=None, full_attention_layer_ids=None, is_hybrid_swa_mtp_draft=False),
+        draft_model_idx=None, kv_cache_dtype_str="auto", extra_mamba_cache_bytes_per_req=0,
+        dflash_draft_cell_size_per_token=None, memory_pool_config=None, draft_parallel_layout=None,
+        hybrid_kda_config=None)
+    kvc.__dict__.update(dp_size=cfg.attn_dp_size, tp_size=cfg.tp_size, start_layer=0, end_layer=layers,
+                        num_effective_layers=layers, tp_rank=0, pp_rank=0, mem_fraction_static=cfg.mem_fraction_static,
+                        _linear_attn_registry_cache=mc.linear_attn_registry_result, ps=par, dtype=torch.bfloat16,
+                        eagle_draft_num_layers=spec_aux.eagle_draft_num_layers,  # ModelRunner.__init__ sets them
+                        dflash_draft_num_layers=spec_aux.dflash_draft_num_layers)  # from the draft's config
+    if owners[0][1] == "KVCacheConfigurator":
+        find("__post_init__")(kvc)  # mambaish / hybrid_gdn / kda configs, the DFlash draft cell
+    mem_fraction = cfg.mem_fraction_static
+    try:
+        if args_phase in (args_0509, args_0506):
+            pool = pool_0509(L, kvc, cfg, c["free_gb"])
+        else:
+            pool = kvc._resolve_memory_pool_config(c["free_gb"])
+    except (ValueError, RuntimeError) as e:
+        if "not published" in str(e) or "not initialized" in str(e):
+            raise
+        raise Refusal(f"{type(e).__name__}: {e}", code + L.used) from None
+    out = {"mem_fraction_static": mem_fraction, "chunked_prefill_size": cfg.chunked_prefill_size,
+           "cuda_graph_max_bs": cfg.cuda_graph_config.decode.max_bs if cfg.cuda_graph_config is not None
+           else cfg.cuda_graph_max_bs,
+           "max_running_requests_flag": cfg.max_running_requests, "attn_dp_size": cfg.attn_dp_size,
+           "kv_tokens": pool.max_total_num_tokens, "max_running_requests": pool.max_running_requests,
+           "mamba_slots": cfg.max_mamba_cache_size if kvc.mambaish_config is not None else None,
+           "mamba_slot_bytes": kvc.mambaish_config.mamba2_cache_params.mamba_cache_per_req
+           if kvc.mambaish_config is not None else None,
+           "mamba_ratio": kvc._calculate_mamba_ratio() if kvc.mambaish_config is not None
+           and args_phase not in (args_0509, args_0506) else None,
+           "cell_bytes": getattr(pool, "cell_size", None)}
+    return out, code + sorted(set(L.used))
+
+
+def args_0515(L: Loader, cfg: Bag, mc: Bag, c: dict[str, Any], code: list[str]) -> None:
+    """0.5.13-0.5.15: the same ServerArgs handlers as 0.5.18."""
+    args_0518(L, cfg, mc, c, code)
+
+
+def args_0512(L: Loader, cfg: Bag, mc: Bag, c: dict[str, Any], code: list[str]) -> None:
+    """0.5.10-0.5.12: ServerArgs.__post_init__'s handlers; speculative defaults in
+    ServerArgs._handle_speculative_decoding."""
+    if cfg._d.get("_loader") and cfg._d["_loader"].has("sglang.srt.server_args", "ServerArgs"):
+        try:
+            missing = cfg._handle_missing_default_values  # "auto" Mamba strategy → no_buffer (≤ 0.5.12)
+        except AttributeError:
+            missing = None
+        if missing is not None:
+            missing()
+    cfg._handle_gpu_memory_settings(c["gpu_capacity_mib"])
+    if mc.is_hybrid:
+        cfg._handle_mamba_radix_cache(model_arch=mc.hf_config.architectures[0])
+    cfg._handle_data_parallelism()
+    if cfg.enable_dp_attention:
+        cfg.set(attn_dp_size=cfg.dp_size)
+    if c["spec"]:
+        statements(L, "sglang.srt.server_args", "_handle_speculative_decoding",
+                   lambda s: s.startswith("if self.max_running_requests is None"), cls="ServerArgs")(cfg)
+
+
+def drive_0512(root: Path, c: dict[str, Any], model_cfg: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    return drive_configurator(root, c, model_cfg, args_0512)
+
+
+def drive_0515(root: Path, c: dict[str, Any], model_cfg: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    return drive_configurator(root, c, model_cfg, args_0515)
+
+
+def args_0509(L: Loader, cfg: Bag, mc: Bag, c: dict[str, Any], code: list[str]) -> None:
+    """0.4.7-0.5.9: the same ServerArgs handlers as 0.5.12."""
+    args_0512(L, cfg, mc, c, code)
+
+
+def drive_0509(root: Path, c: dict[str, Any], model_cfg: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    return drive_configurator(root, c, model_cfg, args_0509)
+
+
+def method_statements(L: Loader, module: str, cls: str, func: str, stop, tail: str) -> Any:
+    """`cls.func`'s top-level statements up to the first one `stop(source)` accepts, then `tail`
+    (a statement handing back what they computed): the sizing half of a method whose other half
+    allocates the pools."""
+    L._index(module)
+    klass = next(n for n in L._defs[module][cls] if isinstance(n, ast.ClassDef))
+    node = next(n for n in klass.body if isinstance(n, ast.FunctionDef) and n.name == func)
+    body: list[ast.stmt] = []
+    for st in node.body:
+        if stop(L._segment(module, st).strip()):
+            break
+        body.append(st)
+    body += ast.parse(tail).body
+    new = ast.FunctionDef(name=func, args=node.args, body=body, decorator_list=[], returns=None, type_params=[])
+    ast.fix_missing_locations(new)
+    ns = L.namespace(module)
+    exec(compile(ast.Module(body=[new], type_ignores=[]), f"<wheel {module}.{cls}.{func} (statements)>", "exec"), ns)
+    L.used.append(f"{L.path(module).relative_to(L.root)}:{cls}.{func} (its statements before the pools are built)")
+    return ns[func]
+
+
+def pool_0509(L: Loader, kvc: Any, cfg: Bag, free_gb: float) -> Any:
+    """Up to 0.5.9: init_memory_pool (ModelRunnerKVCacheMixin's, before 0.5.7 ModelRunner's) up to
+    the pool allocations (profile_max_num_token, handle_max_mamba_cache, max_num_reqs), then the
+    `self.max_running_requests = min(..., req_to_token_pool.size)` statement (ModelRunner.initialize;
+    before 0.5.7 TpModelWorker.__init__)."""
+    mixin = "sglang.srt.model_executor.model_runner_kv_cache_mixin"
+    runner = "sglang.srt.model_executor.model_runner"
+    owner = (mixin, "ModelRunnerKVCacheMixin") if L.has(mixin, "ModelRunnerKVCacheMixin") else (runner, "ModelRunner")
+    init = method_statements(L, *owner, "init_memory_pool",
+                             lambda s: s.startswith("if self.req_to_token_pool is None"), "return max_num_reqs")
+    nargs = init.__code__.co_argcount
+    extra = (cfg.max_running_requests, cfg.max_total_tokens)[: nargs - 2]
+    max_num_reqs = init(kvc, free_gb, *extra)
+    kvc.req_to_token_pool = Bag("req_to_token_pool", size=max_num_reqs)
+    for mod, cls in ((runner, "ModelRunner"), ("sglang.srt.managers.tp_worker", "TpModelWorker")):
+        L._index(mod)
+        klass = next((n for n in L._defs[mod].get(cls, []) if isinstance(n, ast.ClassDef)), None)
+        where = klass and next((n for n in klass.body if isinstance(n, ast.FunctionDef)
+                                and "self.max_running_requests = min(" in L._segment(mod, n)), None)
+        if where is None:
+            continue
+        keep = ("self.max_running_requests = min(", "server_args = ", "self.max_total_num_tokens = self.model_runner")
+        fn = statements(L, mod, where.name, lambda s: s.startswith(keep), cls=cls)
+        names = [a.arg for a in where.args.args][1:]
+        target = kvc if cls == "ModelRunner" else Bag("tp_worker", model_runner=kvc)
+        fn(target, *[cfg if n == "server_args" else free_gb if "memory" in n else None for n in names])
+        return Bag("pool", max_total_num_tokens=kvc.max_total_num_tokens,
+                   max_running_requests=target.max_running_requests)
+    raise NameError("oracle: no max_running_requests statement found")
+
+
+def args_0506(L: Loader, cfg: Bag, mc: Bag, c: dict[str, Any], code: list[str]) -> None:
+    """0.5.6: ServerArgs handlers; a hybrid's radix-cache and overlap defaults are in
+    _handle_model_specific_adjustments."""
+    cfg._handle_missing_default_values()
+    cfg._handle_gpu_memory_settings(c["gpu_capacity_mib"])
+    if mc.is_hybrid:
+        cfg._handle_model_specific_adjustments()
+        cfg._handle_environment_variables()  # SGLANG_MAMBA_SSM_DTYPE, which mamba_utils reads back
+    cfg._handle_data_parallelism()
+    if cfg.enable_dp_attention:
+        cfg.set(attn_dp_size=cfg.dp_size)
+    if c["spec"]:
+        statements(L, "sglang.srt.server_args", "_handle_speculative_decoding",
+                   lambda s: s.startswith("if self.max_running_requests is None"), cls="ServerArgs")(cfg)
+
+
+def drive_0506(root: Path, c: dict[str, Any], model_cfg: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    return drive_configurator(root, c, model_cfg, args_0506)
+
+
+POOL_OWNERS = {
+    args_0506: [("sglang.srt.model_executor.model_runner", "ModelRunner")],
+    args_0509: [("sglang.srt.model_executor.model_runner_kv_cache_mixin", "ModelRunnerKVCacheMixin"),
+                ("sglang.srt.model_executor.model_runner", "ModelRunner")],
+    args_0512: [("sglang.srt.model_executor.model_runner_kv_cache_mixin", "ModelRunnerKVCacheMixin"),
+                ("sglang.srt.model_executor.model_runner", "ModelRunner")],
+    args_0515: [("sglang.srt.model_executor.model_runner_kv_cache_mixin", "ModelRunnerKVCacheMixin"),
+                ("sglang.srt.model_executor.model_runner", "ModelRunner")],
+    args_0523: [("sglang.srt.mem_cache.kv_cache_configurator", "KVCacheConfigurator")],
+    args_0518: [("sglang.srt.mem_cache.kv_cache_configurator", "KVCacheConfigurator")],
+}
+
+
+def driver_for(release: str):
+    key = tuple(int(x) for x in release.split(".")[:3] if x.isdigit())
+    if key >= (0, 5, 19):
+        return drive_0523
+    if key >= (0, 5, 18):
+        return drive_0518
+    if key >= (0, 5, 13):
+        return drive_0515
+    if key >= (0, 5, 10):
+        return drive_0512
+    if key >= (0, 5, 7):
+        return drive_0509
+    if key >= (0, 5, 3):
+        return drive_0506
+    raise SystemExit(f"sglang-sizing-oracle: no driver for {release} yet")
+
+
+def supports(release: str, case: dict[str, Any], root: Path | None = None) -> bool:
+    """Whether the release has the case's flags (--attn-dp-size is 0.5.19+) and its speculative
+    algorithm (a name its speculative/spec_info.py knows)."""
+    key = tuple(int(x) for x in release.split(".")[:3] if x.isdigit())
+    if case["dp_mode"] == "attn_dp_size" and key < (0, 5, 19):
+        return False
+    if root is not None and "3.8-27B" in case["model"] and not (root / "sglang/srt/configs/qwen3_5.py").is_file():
+        return False  # a Qwen3.5-style hybrid: only releases that have its config class
+    if case["spec"] and root is not None:
+        spec_info = root / "sglang/srt/speculative/spec_info.py"
+        known = spec_info.read_text() if spec_info.is_file() else ""
+        if case["spec"] not in known and case["spec"] != "NEXTN":
+            return False
+    return True

@@ -1,0 +1,230 @@
+"""svcdiag's sizing against SGLang's own (tests/fixtures/sizing-oracle, written by
+scripts/sglang-sizing-oracle): the one place a golden row's case becomes preflight's inputs.
+
+A case is what an operator gives preflight: the model's config.json (models.json), the server
+flags (tp, dp-attention, speculative decoding, page size, mem_fraction_static,
+max_running_requests), the card's capacity and free memory, and the weights' size. It goes
+through svcdiag's own path: a ServiceConfig, modelinfo.shape_from_config, preflight.inputs_from_shape,
+preflight.sizing_inputs, memory.predict.
+
+`mismatches()` compares every row; `classify()` names the cause of a difference (SGLang's file
+and function); `write_known()` (scripts/sglang-sizing-oracle --known) rewrites
+known-differences.json and /work/wt/oracle-mismatches.md's summary from the current code.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter, defaultdict
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from svcdiag.config.service import ServiceConfig, Speculative
+from svcdiag.sglang import memory
+from svcdiag.sglang.memory import GB
+from svcdiag.sglang.modelinfo import shape_from_config
+from svcdiag.sglang.preflight import inputs_from_shape, sizing_inputs
+
+FIXTURES = Path(__file__).parent / "fixtures" / "sizing-oracle"
+KNOWN = FIXTURES / "known-differences.json"
+SPEC_ALGORITHMS = {"EAGLE3": "EAGLE3", "NEXTN": "NEXTN", "DFLASH": "DFLASH", "NGRAM": "NGRAM"}
+
+
+def models() -> dict[str, dict[str, Any]]:
+    return json.loads((FIXTURES / "models.json").read_text())
+
+
+def tables() -> list[Path]:
+    return sorted(FIXTURES.glob("sglang-*.jsonl"))
+
+
+def read_table(path: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """The header and the rows, each {"id", "in", "out", "code": the files:functions that ran}
+    (the file is columnar)."""
+    lines = path.read_text().splitlines()
+    head = json.loads(lines[0])
+    ins, outs = head["in_columns"], head["out_columns"]
+    rows = []
+    for line in lines[1:]:
+        rid, i, o, code = json.loads(line)
+        rows.append({"id": rid, "in": dict(zip(ins, i, strict=True)),
+                     "out": {k: v for k, v in zip(outs, o, strict=True) if v is not None or k != "error"},
+                     "code": [head["code"][k] for k in head["code_sets"][code]]})
+    return head, rows
+
+
+def service_config(c: dict[str, Any], release: str) -> ServiceConfig:
+    """The case's flags as an svcdiag config says them."""
+    extra: list[str] = []
+    if c["page_size"] != 1:
+        extra += ["--page-size", str(c["page_size"])]
+    dp = 1
+    if c["dp_mode"] == "dp_attention":
+        extra.append("--enable-dp-attention")
+        dp = c["dp_size"]
+    elif c["dp_mode"] == "attn_dp_size":
+        extra += ["--attn-dp-size", str(c["dp_size"])]
+    spec = None
+    if c.get("spec"):
+        spec = Speculative(algorithm=SPEC_ALGORITHMS[c["spec"]], num_steps=c.get("num_steps"),
+                           eagle_topk=c.get("topk"), num_draft_tokens=c.get("num_draft_tokens"))
+    return ServiceConfig(name="oracle", path=Path("oracle.toml"), model_path=c["model"], tp_size=c["tp"], dp_size=dp,
+                         mem_fraction_static=c.get("mem_fraction_static"),
+                         max_running_requests=c.get("max_running_requests"), speculative=spec,
+                         extra_args=tuple(extra), sglang_version=release)
+
+
+def sizing(c: dict[str, Any], release: str, model_cfg: dict[str, Any]) -> memory.SizingInputs:
+    """The case → memory.SizingInputs, through preflight's own functions."""
+    cfg = service_config(c, release)
+    shape = shape_from_config({k: v for k, v in model_cfg.items() if not k.startswith("_")},
+                              PurePosixPath(f"oracle:{c['model']}/config.json"))
+    draft_layers = c.get("draft_layers") if c.get("spec") in ("EAGLE3", "NEXTN", "DFLASH") else None
+    inp = inputs_from_shape(cfg, shape, gpu_free_gb=c["free_gb"], gpu_source="oracle",
+                            weights_bytes=int(c["weights_gb"] * GB) * c["tp"],
+                            draft_bytes=int((c.get("draft_weights_gb") or 0.0) * GB), draft_layers=draft_layers,
+                            gpu_total_gb=c["gpu_capacity_mib"] / 1024)
+    return sizing_inputs(cfg, inp)
+
+
+@dataclass(frozen=True)
+class Mismatch:
+    release: str
+    id: int
+    fields: tuple[str, ...]  # which of kv_tokens / max_running_requests / mamba_slots / refusal differ
+    sglang: dict[str, Any]
+    svcdiag: dict[str, Any]
+    case: dict[str, Any]
+
+
+def compare(row: dict[str, Any], release: str, model_cfg: dict[str, Any]) -> Mismatch | None:
+    c, out = row["in"], row["out"]
+    p = memory.predict(sizing(c, release, model_cfg))
+    ours = {"kv_tokens": p.kv_tokens, "max_running_requests": p.max_running_requests, "mamba_slots": p.mamba_slots,
+            "mem_fraction_static": p.mem_fraction_static, "failure": p.failure}
+    fields: list[str] = []
+    # SGLang fails: its code raised, or (up to 0.5.9) the scheduler's `max_running_request is zero` assert
+    sglang_fails = "error" in out or out.get("max_running_requests") == 0
+    if sglang_fails:
+        if p.failure is None:
+            fields.append("refusal")
+    elif p.failure is not None:
+        fields.append("refusal")
+    else:
+        if abs(p.kv_tokens - out["kv_tokens"]) >= max(1, c["page_size"]):
+            fields.append("kv_tokens")
+        if p.max_running_requests != out["max_running_requests"]:
+            fields.append("max_running_requests")
+        if out.get("mamba_slots") is not None and p.mamba_slots != out["mamba_slots"]:
+            fields.append("mamba_slots")
+    if not fields:
+        return None
+    return Mismatch(release, row["id"], tuple(fields), out, ours, c)
+
+
+def mismatches(path: Path) -> Iterator[Mismatch]:
+    head, rows = read_table(path)
+    cfgs = models()
+    for row in rows:
+        m = compare(row, head["release"], cfgs[row["in"]["model"]])
+        if m is not None:
+            yield m
+
+
+# ------------------------------------------------------------------ causes (issue 38's families)
+
+def _kind(c: dict[str, Any]) -> str:
+    m = c["model"]
+    return ("hybrid" if "Next" in m or "3.8-27B" in m else "mla" if "DeepSeek" in m else "vlm" if "VL" in m else
+            "moe" if "A3B" in m or "A22B" in m else "dense")
+
+
+#: (cause, where in SGLang, predicate on a mismatch): the first that holds names the row's cause
+CAUSES: list[tuple[str, str, Callable[[Mismatch], bool]]] = [
+    ("auto-mem-fraction", "the automatic mem_fraction_static by card size, chunked prefill and graph batch sizes: "
+     "0.5.19+ arg_groups/memory_hook.py handle_gpu_memory_settings, reserve_for_graph_mb, adjust_mem_fraction_for_vlm; "
+     "up to 0.5.18 server_args.py ServerArgs._handle_gpu_memory_settings",
+     lambda m: "error" not in m.sglang and m.sglang.get("mem_fraction_static") is not None
+     and abs(m.sglang["mem_fraction_static"] - m.svcdiag["mem_fraction_static"]) > 1e-9),
+    ("speculative-48", "max_running_requests unset → 48 with speculative decoding: 0.5.13+ "
+     "arg_groups/speculative_hook.py _handle_eagle_family / _handle_dflash / _handle_ngram; up to 0.5.12 "
+     "server_args.py ServerArgs._handle_speculative_decoding",
+     lambda m: bool(m.case.get("spec")) and m.case.get("max_running_requests") is None
+     and m.sglang.get("max_running_requests_flag") == 48),
+    ("dp-attention", "KV heads split by the attention TP group, caps per DP worker: model_executor/"
+     "pool_configurator.py DefaultPoolConfigurator._compute_cell_size (get_num_kv_heads(attn_tp_size)), "
+     "kv_cache_configurator.py resolve_max_num_reqs; up to 0.5.9 model_runner(_kv_cache_mixin).py "
+     "get_cell_size_per_token (get_attention_tp_size()), init_memory_pool",
+     lambda m: m.case["dp_mode"] != "none"),
+    ("draft-kv-cell", "the draft's KV in the target's budget: 0.5.13+ pool_configurator.py "
+     "DefaultPoolConfigurator.__init__ (EAGLE / DFlash draft layers in the cell); up to 0.5.12 "
+     "model_runner(_kv_cache_mixin).py profile_max_num_token / init_memory_pool", lambda m: m.case.get("spec") in ("EAGLE3", "NEXTN", "DFLASH")),
+    ("hybrid-mamba", "mem_cache/kv_cache_configurator.py _handle_max_mamba_cache, _calculate_mamba_ratio",
+     lambda m: _kind(m.case) == "hybrid"),
+    ("multimodal-reserve", "mem_cache/kv_cache_configurator.py mm_runtime_reservation_gb",
+     lambda m: _kind(m.case) == "vlm"),
+    ("estimate-before-page-align", "up to 0.5.9 model_runner(_kv_cache_mixin).py init_memory_pool estimates "
+     "max_num_reqs (tokens / context × 512) from the profiled tokens before they are rounded down to the page size",
+     lambda m: m.fields == ("max_running_requests",) and m.case["page_size"] > 1
+     and abs(m.sglang["max_running_requests"] - m.svcdiag["max_running_requests"]) == 1),
+    ("refusal", "mem_cache/kv_cache_configurator.py _profile_available_bytes / _handle_max_mamba_cache raise",
+     lambda m: "refusal" in m.fields),
+]
+
+
+def classify(m: Mismatch) -> str:
+    for name, _, pred in CAUSES:
+        if pred(m):
+            return name
+    return "unclassified"
+
+
+def current() -> dict[str, dict[str, str]]:
+    """release → {row id: cause} for every row that differs today."""
+    out: dict[str, dict[str, str]] = {}
+    for path in tables():
+        head, _ = read_table(path)
+        out[head["release"]] = {str(m.id): classify(m) for m in mismatches(path)}
+    return out
+
+
+def summary() -> str:
+    """The mismatch classes with counts per release and the first example of each (markdown)."""
+    lines = ["# svcdiag vs SGLang's own sizing (scripts/sglang-sizing-oracle)", "",
+             "Regenerate: `scripts/sglang-sizing-oracle --known` (project venv). Fields: which of kv_tokens /",
+             "max_running_requests / mamba_slots / refusal differ. Cause: the first of tests/sizing_oracle.py CAUSES",
+             "that holds (a row can have more than one).", ""]
+    where = {name: w for name, w, _ in CAUSES}
+    for path in tables():
+        head, rows = read_table(path)
+        ms = list(mismatches(path))
+        by: dict[str, list[Mismatch]] = defaultdict(list)
+        for m in ms:
+            by[classify(m)].append(m)
+        lines += [f"## {head['release']} ({head['wheel']}): {len(ms)} of {len(rows)} rows differ", ""]
+        for cause, group in sorted(by.items(), key=lambda kv: -len(kv[1])):
+            fields = Counter(f for m in group for f in m.fields)
+            ex = group[0]
+            lines += [f"- **{cause}** ({len(group)} rows; {', '.join(f'{k} {v}' for k, v in fields.most_common())}); "
+                      f"SGLang: {where.get(cause, '?')}",
+                      f"  - first: row {ex.id} `{json.dumps({k: v for k, v in ex.case.items() if v is not None}, sort_keys=True)}`",
+                      f"  - SGLang `{json.dumps({k: ex.sglang.get(k) for k in ('kv_tokens', 'max_running_requests', 'mamba_slots', 'mem_fraction_static', 'max_running_requests_flag', 'error') if ex.sglang.get(k) is not None})}`",
+                      f"  - svcdiag `{json.dumps(ex.svcdiag)}`"]
+        lines.append("")
+    return "\n".join(lines)
+
+
+def write_known(out: Path = FIXTURES, md: Path | None = Path("/work/wt/oracle-mismatches.md")) -> int:
+    known = current()
+    doc = {"why": {name: w for name, w, _ in CAUSES},
+           "note": "rows of each golden table where svcdiag differs from SGLang today, by cause; "
+                   "regenerate with scripts/sglang-sizing-oracle --known",
+           "rows": known}
+    (out / "known-differences.json").write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
+    text = summary()
+    if md is not None and md.parent.is_dir():
+        md.write_text(text)
+    print(text)
+    return 0
