@@ -10,7 +10,7 @@ against `systemctl status` of the same 20 units, and `svcdiag logs NAME --milest
 time (the children's), each ratio side by side. Targets (#40): status ≤ 2×, top ≤ 2.5×, logs
 --milestones ≤ 3×, on wall time (what a person waits for).
 
-    sudo .venv/bin/python bench/rig_ratios.py [--entries 5000000] [--rounds 7] [--hold]
+    sudo .venv/bin/python bench/rig_ratios.py [--entries 5000000] [--rounds 7] [--before DIR] [--hold]
 
 --hold keeps the rig up after the run (until .rig-tmp/rig_ratios.stop exists) and writes
 .rig-tmp/rig_ratios.env: rerun the measurement alone against it, e.g. after a change, with
@@ -35,8 +35,10 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 
-def measure(units: Path, names: list[str], rounds: int) -> int:
-    """Inside the rig: interleaved rounds of each command and its anchor; prints the table."""
+def measure(units: Path, names: list[str], rounds: int, before: str | None = None) -> int:
+    """Inside the rig: interleaved rounds of each command and its anchor; prints the table. `before`:
+    another svcdiag tree (`git archive REV svcdiag templates | tar -x -C DIR`, DIR under the project:
+    the rig sees it), each svcdiag command also run from it in the same rounds."""
     from scan import PATTERNS
 
     services = " ".join(f"{n}.service" for n in names)
@@ -50,6 +52,10 @@ def measure(units: Path, names: list[str], rounds: int) -> int:
          "journalctl -u -b | grep -E", f"journalctl --no-pager -u {names[0]}.service -b | grep -E {pattern} >/dev/null",
          3.0),
     ]
+    if before:
+        tree = f"cd {shlex.quote(before)} && PYTHONPATH={shlex.quote(before)} python -m svcdiag --units {units}"
+        rows += [(f"{label} (before)", f"({cmd.replace(base, tree, 1)})", alabel, anchor, target)
+                 for label, cmd, alabel, anchor, target in rows]
     commands = sorted({c for r in rows for c in (r[1], r[3])})
     wall: dict[str, list[float]] = {c: [] for c in commands}
     cpu: dict[str, list[float]] = {c: [] for c in commands}
@@ -88,11 +94,12 @@ def main() -> int:
     ap.add_argument("--configs", type=int, default=20)
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--hold", action="store_true", help="keep the rig up afterwards (see the module's docstring)")
+    ap.add_argument("--before", metavar="DIR", help="also another svcdiag tree, under the project (see measure)")
     ap.add_argument("--inside", metavar="UNITS", help=argparse.SUPPRESS)  # the measurement, run in the rig
     args = ap.parse_args()
     names = [f"scale-{i:02d}" for i in range(args.configs)]
     if args.inside:
-        return measure(Path(args.inside), names, args.rounds)
+        return measure(Path(args.inside), names, args.rounds, args.before)
 
     from journal_scale import JOURNALD_DROPIN, NOISE_UNITS, entries, fill
 
@@ -123,7 +130,8 @@ def main() -> int:
                 fill(rig, args.entries - n, batch * NOISE_UNITS)
                 batch += 1
             print(f"rig_ratios: {n:,} entries after {time.monotonic() - t:.0f} s of filling", file=sys.stderr, flush=True)
-            inside = f".venv/bin/python bench/rig_ratios.py --inside {units} --rounds {args.rounds} --configs {args.configs}"
+            inside = (f".venv/bin/python bench/rig_ratios.py --inside {units} --rounds {args.rounds} --configs {args.configs}"
+                      + (f" --before {shlex.quote(str(Path(args.before).resolve()))}" if args.before else ""))
             out = rig.run(inside, check=False, timeout=900)
             sys.stdout.write(out.stdout.decode())
             sys.stderr.write(out.stderr.decode()[-2000:])
