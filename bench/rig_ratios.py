@@ -20,7 +20,7 @@ time (the children's), each ratio side by side. Targets (#40): status ≤ 2×, t
 from __future__ import annotations
 
 import argparse
-import os
+import resource
 import shlex
 import shutil
 import statistics
@@ -63,12 +63,12 @@ def measure(units: Path, names: list[str], rounds: int, before: str | None = Non
         subprocess.run(c, shell=True, check=False)
     for _ in range(rounds):
         for c in commands:
-            r0 = os.times()
+            r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
             t = time.perf_counter()
             subprocess.run(c, shell=True, check=False)
             wall[c].append(time.perf_counter() - t)
-            r1 = os.times()
-            cpu[c].append(r1.children_user + r1.children_system - r0.children_user - r0.children_system)
+            r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+            cpu[c].append(r1.ru_utime + r1.ru_stime - r0.ru_utime - r0.ru_stime)
     entries = subprocess.run("journalctl --header | awk '/^Entry objects:/ {s += $3} END {print s}'",
                              shell=True, capture_output=True, text=True).stdout.strip()
     load = open("/proc/loadavg").read().split()[:3]
