@@ -56,7 +56,10 @@ def measure(units: Path, names: list[str], rounds: int, before: str | None = Non
         tree = f"cd {shlex.quote(before)} && PYTHONPATH={shlex.quote(before)} python -m svcdiag --units {units}"
         rows += [(f"{label} (before)", f"({cmd.replace(base, tree, 1)})", alabel, anchor, target)
                  for label, cmd, alabel, anchor, target in rows]
-    commands = sorted({c for r in rows for c in (r[1], r[3])})
+    # the floor: the interpreter, and the two systemd bindings every one of these commands loads
+    floors = {"python -c pass": "python -c pass",
+              "python + pystemd + cysystemd imports": "python -c 'import pystemd.dbuslib, cysystemd.reader'"}
+    commands = sorted({c for r in rows for c in (r[1], r[3])} | set(floors.values()))
     wall: dict[str, list[float]] = {c: [] for c in commands}
     cpu: dict[str, list[float]] = {c: [] for c in commands}
     for c in commands:  # warm the page cache once
@@ -74,6 +77,8 @@ def measure(units: Path, names: list[str], rounds: int, before: str | None = Non
     load = open("/proc/loadavg").read().split()[:3]
     print(f"rig: {int(entries or 0):,} journal entries (journalctl --header), {len(names)} units running; "
           f"median of {rounds} interleaved rounds; load {' '.join(load)}; {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
+    for label, cmd in floors.items():
+        print(f"  floor: {label:<38} {statistics.median(wall[cmd]) * 1e3:6.1f} ms wall ({statistics.median(cpu[cmd]) * 1e3:6.1f} CPU)")
     missed = []
     for label, cmd, alabel, anchor, target in rows:
         w, a = statistics.median(wall[cmd]), statistics.median(wall[anchor])
@@ -81,7 +86,7 @@ def measure(units: Path, names: list[str], rounds: int, before: str | None = Non
         ok = w / a <= target
         if not ok:
             missed.append(label)
-        print(f"  {label:<28} {w * 1e3:7.1f} ms wall ({c * 1e3:6.1f} CPU)  {alabel:<26} {a * 1e3:6.1f} ms wall "
+        print(f"  {label:<36} {w * 1e3:7.1f} ms wall ({c * 1e3:6.1f} CPU)  {alabel:<26} {a * 1e3:6.1f} ms wall "
               f"({ac * 1e3:6.1f} CPU)  {w / a:5.2f}x wall ({c / max(ac, 1e-4):5.2f}x CPU)  "
               f"target <= {target}x {'met' if ok else 'MISSED'}")
     print(f"targets: {'MISSED: ' + ', '.join(missed) if missed else 'all met'}")
