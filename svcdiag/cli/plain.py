@@ -276,7 +276,47 @@ def top(units_opt: str | None, host: str | None, as_json: bool) -> None:
             end_with(bad)
 
 
+def bounded(value: str, high: float, integer: bool, low: float) -> float | int | None:
+    """A number as common.Bounded takes it (finite, in (low, high]), or None where Bounded refuses it."""
+    import math
+
+    try:
+        number = int(value) if integer else float(value)
+    except (TypeError, ValueError):
+        return None
+    return number if math.isfinite(number) and low < number <= high else None
+
+
+def preflight(units_opt: str | None, name: str | None, gpu_memory: float | None, kv_bytes_per_token: int | None,
+              weights_gb: float | None, model_config: str | None, calibration: bool, host: str | None,
+              state_dir: str | None, as_json: bool) -> None:
+    """`svcdiag preflight NAME`: the KV pool and max_running_requests predicted; exit 1 when it cannot serve
+    one full-context request."""
+    from svcdiag.errors import SvcdiagError
+    from svcdiag.files import state_dir as find_state_dir
+    from svcdiag.ops.preflight import Calibration, host_files, plan
+    from svcdiag.output.report import render_calibration, render_preflight
+
+    if calibration:
+        rows = [r for r in Calibration(find_state_dir(state_dir)).rows() if not name or r["config"] == name]
+        if as_json:
+            emit_rows(rows, True, str)
+        else:
+            echo(render_calibration(rows))
+        return
+    if not name:
+        raise SvcdiagError("preflight: name a config (or --calibration)")
+    cfg = load(units_opt, name)
+    with host_files(cfg, host) as remote:
+        result = plan(cfg, gpu_memory=gpu_memory, kv_bytes_per_token=kv_bytes_per_token, weights_gb=weights_gb,
+                      remote=remote, model_config=model_config)
+    emit_rows([tagged("preflight", {"name": cfg.name, **result.to_json()})], as_json,
+              lambda row: render_preflight(cfg.name, row))
+    sys.exit(1 if result.prediction.verdict == "cannot_serve" else 0)
+
+
 #: the commands `svcdiag.cli.fast` may run without click: each takes the group's and the
 #: command's parameters by the names click gives them
 SERVED: dict[str, Callable[..., None]] = {"status": status, "replay": replay, "list": list_configs, "render": render,
-                                          "check": check, "logs": logs, "top": top}
+                                          "check": check, "logs": logs, "top": top,
+                                          "preflight": preflight}
