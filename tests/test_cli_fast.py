@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from svcdiag.cli import fast, plain
@@ -65,6 +65,8 @@ def test_the_fast_path_calls_status_as_click_does(argv: list[str], monkeypatch: 
     monkeypatch.setattr(plain, "list_configs", record_list)  # `list` is served too
     monkeypatch.setitem(plain.SERVED, "list", record_list)
     parsed = fast.parse(argv)
+    # a generated word that names another served command (`top`, `logs`, `replay`) is that command's test's
+    assume(parsed is None or parsed[0] in ("status", "list"))
     if parsed is None:
         assert outcome(lambda: fast.serve(argv), capsys) == ("returned", "", "")  # click's to parse
         return
