@@ -1,5 +1,5 @@
 # The two commands of the README. Each does its own set-up (apt packages, .venv, pip).
-.PHONY: demo demo-rig test lint bench dist
+.PHONY: demo demo-rig test lint bench bench-rig dist
 # three pytest workers, each with its own private systemd, on CI's two cores: the rig tests mostly
 # wait on starts in real time (the run uses about half a core), so a third worker cuts the wall
 # time; docs/testing.md has both measured (TEST_WORKERS=2 also stays under CI's ten minutes)
@@ -33,6 +33,12 @@ bench:
 	env -u PYTHONDONTWRITEBYTECODE .venv/bin/python bench/fixed_cost.py
 	env -u PYTHONDONTWRITEBYTECODE .venv/bin/python bench/supervise_cost.py
 	env -u PYTHONDONTWRITEBYTECODE .venv/bin/python bench/scan.py
+
+# as root (boots the private systemd rig): status, top and logs --milestones beside systemctl status and
+# journalctl | grep, on a journal of >= 5M entries (building it takes ~3 to 5 minutes on two cores)
+bench-rig:
+	@scripts/setup rig
+	env -u PYTHONDONTWRITEBYTECODE .venv/bin/python bench/rig_ratios.py
 
 # the wheel and sdist an operator installs on a GPU host (docs/install.md)
 dist:

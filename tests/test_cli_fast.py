@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from svcdiag.cli import fast, plain
@@ -65,6 +65,8 @@ def test_the_fast_path_calls_status_as_click_does(argv: list[str], monkeypatch: 
     monkeypatch.setattr(plain, "list_configs", record_list)  # `list` is served too
     monkeypatch.setitem(plain.SERVED, "list", record_list)
     parsed = fast.parse(argv)
+    # a generated word that names another served command (`top`, `logs`, `replay`) is that command's test's
+    assume(parsed is None or parsed[0] in ("status", "list"))
     if parsed is None:
         assert outcome(lambda: fast.serve(argv), capsys) == ("returned", "", "")  # click's to parse
         return
@@ -167,3 +169,47 @@ def test_replay_argv_click_must_parse_is_left_to_it() -> None:
         assert fast.parse(argv) is None, argv
     assert fast.parse(["replay", "-"]) is not None  # stdin
     assert fast.parse(["replay"]) is not None  # its own one-line error, as click's
+
+
+# preflight: its numbers (common.Bounded) are converted by the fast path as click converts them, and a
+# value click would refuse (not a number, nan, inf, out of range; a directory for --model-config) is click's
+number = st.sampled_from(["80", "80.5", "0", "4096", "4097", "1e3", "nan", "inf", "x", "", "65536", "1073741824",
+                          "1073741825", " 7 ", "0x10", "-1"])
+preflight_token = st.one_of(
+    word.map(lambda w: [w]),
+    st.sampled_from(["--gpu-memory", "--kv-bytes-per-token", "--weights-gb"]).flatmap(
+        lambda o: number.flatmap(lambda n: st.sampled_from([[o, n], [f"{o}={n}"]]))),
+    st.sampled_from([["--model-config", str(ROOT)], ["--model-config", str(ROOT / "pyproject.toml")],
+                     ["--model-config", "/nonexistent/config.json"], ["--calibration"], ["--json"],
+                     ["--state-dir", "/nonexistent"], ["-h"], ["--gpu-memory"]]),
+)
+preflight_argvs = st.tuples(units_opt, st.lists(preflight_token, max_size=5)).map(
+    lambda t: [*t[0], "preflight", *(x for tok in t[1] for x in tok)])
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(argv=preflight_argvs)
+def test_the_fast_path_calls_preflight_as_click_does(argv: list[str], monkeypatch: pytest.MonkeyPatch,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    def record(units_opt: str | None, name: str | None, gpu_memory: float | None, kv_bytes_per_token: int | None,
+               weights_gb: float | None, model_config: str | None, calibration: bool, host: str | None,
+               state_dir: str | None, as_json: bool) -> None:
+        args = (units_opt, name, gpu_memory, kv_bytes_per_token, weights_gb, model_config, calibration, host,
+                state_dir, as_json)
+        print(repr(args))  # the values, converted, as the command receives them (80 and 80.0 told apart)
+        print(repr(tuple(type(a).__name__ for a in args)))
+
+    monkeypatch.setattr(plain, "preflight", record)
+    monkeypatch.setitem(plain.SERVED, "preflight", record)
+    parsed = fast.parse(argv)
+    if parsed is None:
+        assert outcome(lambda: fast.serve(argv), capsys) == ("returned", "", "")
+        return
+    assert outcome(lambda: fast.serve(argv), capsys) == \
+        outcome(lambda: main.main(argv, prog_name="svcdiag", standalone_mode=True), capsys)
+
+
+def test_preflight_as_people_type_it_is_served() -> None:
+    assert fast.parse(["preflight", NAMES[0], "--gpu-memory", "80", "--weights-gb=50"]) is not None
+    for argv in (["preflight", NAMES[0], "--gpu-memory", "nan"], ["preflight", "--model-config", str(ROOT)]):
+        assert fast.parse(argv) is None, argv

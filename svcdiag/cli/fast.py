@@ -23,6 +23,9 @@ if TYPE_CHECKING:
 
 #: a recorded parameter's kind
 FLAG, VALUE, ARGS, ARG, OPT_ARG = "flag", "value", "args", "arg", "opt_arg"  # OPT_ARG: an optional argument
+#: an option whose value is a number (common.Bounded: its (high, integer, low) where a callback's name would be), or
+#: a file's path (click.Path(dir_okay=False)): converted or looked at here, and left to click when it would refuse it
+NUMBER, FILE = "number", "file"
 #: where a callback must live for the matcher to call it (a click callback that imports no click)
 PLAIN = "svcdiag.cli.plain"
 
@@ -94,7 +97,27 @@ def parse(argv: list[str]) -> tuple[str, dict[str, Any], list[tuple[str, Any]]] 
         return None
     if sources() != m.SOURCES or click_release() != m.CLICK:
         return None
+    if not _convert(spec, values):
+        return None
     return command, values, _checks(group, spec, given, values)
+
+
+def _convert(spec: tuple[tuple[Any, ...], ...], values: dict[str, Any]) -> bool:
+    """Numbers as common.Bounded converts them, and file paths as click.Path(dir_okay=False) takes them;
+    False when click would refuse one (click then says why, in its words)."""
+    for dest, kind, _, check in spec:
+        value = values[dest]
+        if value is None:
+            continue
+        if kind == NUMBER:
+            from svcdiag.cli.plain import bounded
+
+            values[dest] = bounded(value, *check)
+            if values[dest] is None:
+                return False
+        elif kind == FILE and os.path.exists(value) and (os.path.isdir(value) or not os.access(value, os.R_OK)):
+            return False
+    return True
 
 
 def _defaults(spec: tuple[tuple[Any, ...], ...]) -> dict[str, Any]:
@@ -147,8 +170,8 @@ def _checks(group: tuple[tuple[Any, ...], ...], spec: tuple[tuple[Any, ...], ...
     out = []
     for params in (group, spec):
         order = {dest: given.index(dest) if dest in given else len(given) for dest, _, _, _ in params}
-        for dest, _, _, check in sorted(params, key=lambda p: order[p[0]]):
-            if check:
+        for dest, kind, _, check in sorted(params, key=lambda p: order[p[0]]):
+            if check and kind not in (NUMBER, FILE):
                 out.append((check, values[dest]))
     return out
 
@@ -191,7 +214,8 @@ def _params(cmd: Any, *, group: bool) -> tuple[tuple[Any, ...], ...] | None:
         if p.is_eager and not p.expose_value and not p.envvar:
             continue  # --help, --version: they act only when given, and given they are click's
         flag = isinstance(p, click.Option) and p.is_flag
-        kind_ok = isinstance(p.type, click.types.BoolParamType) if flag else p.type is click.STRING
+        typed = None if flag else _typed(p.type)
+        kind_ok = isinstance(p.type, click.types.BoolParamType) if flag else p.type is click.STRING or typed is not None
         if p.envvar or p.multiple or p.nargs not in (1, -1) or not kind_ok:
             return None
         check = None
@@ -208,8 +232,11 @@ def _params(cmd: Any, *, group: bool) -> tuple[tuple[Any, ...], ...] | None:
                 return None
             if not flag and absent[p.name] is not None:
                 return None
-            out.append((p.name, FLAG if flag else VALUE, opts, check))
-        elif isinstance(p, click.Argument) and check is None:
+            if typed is not None and check is not None:
+                return None
+            out.append((p.name, FLAG, opts, check) if flag else (p.name, VALUE, opts, check) if typed is None
+                       else (p.name, typed[0], opts, typed[1]))
+        elif isinstance(p, click.Argument) and check is None and typed is None:
             if p.nargs == -1 and (p.required or absent[p.name] != ()):
                 return None
             if p.nargs == 1 and not p.required and absent[p.name] is not None:
@@ -223,3 +250,18 @@ def _params(cmd: Any, *, group: bool) -> tuple[tuple[Any, ...], ...] | None:
     if OPT_ARG in args and ARG in args[args.index(OPT_ARG):]:  # a required argument after an optional one
         return None
     return tuple(out)
+
+
+def _typed(kind: Any) -> tuple[str, Any] | None:
+    """(NUMBER, (high, integer, low)) for a common.Bounded, (FILE, None) for a click.Path that only refuses a
+    directory or an unreadable file; None for any other type (click's alone)."""
+    import click
+
+    from svcdiag.cli.common import Bounded
+
+    if type(kind) is Bounded:
+        return NUMBER, (kind.high, kind.integer, kind.low)
+    if type(kind) is click.Path and not kind.exists and kind.file_okay and not kind.dir_okay and kind.readable \
+            and not (kind.writable or kind.executable or kind.resolve_path or kind.allow_dash) and kind.type is None:
+        return FILE, None
+    return None

@@ -51,23 +51,8 @@ def preflight(ctx: click.Context, name: str | None, gpu_memory: float | None, kv
     """Predict NAME's KV pool and max_running_requests before starting it, by SGLang's own
     formula; exit 1 when it cannot serve one full-context request. With --host (or the config's
     remote_host): the model files and nvidia-smi of that host, over SSH."""
-    from svcdiag.files import state_dir as find_state_dir
-    from svcdiag.ops.preflight import Calibration, host_files, plan
-    from svcdiag.output.report import render_calibration, render_preflight
-
-    if calibration:
-        rows = [r for r in Calibration(find_state_dir(state_dir)).rows() if not name or r["config"] == name]
-        c.emit_rows(rows, True, str) if as_json else click.echo(render_calibration(rows), nl=False)
-        return
-    if not name:
-        raise SvcdiagError("preflight: name a config (or --calibration)")
-    cfg = c.load(ctx, name)
-    with host_files(cfg, host) as remote:
-        result = plan(cfg, gpu_memory=gpu_memory, kv_bytes_per_token=kv_bytes_per_token, weights_gb=weights_gb,
-                      remote=remote, model_config=model_config)
-    c.emit_rows([c.tagged("preflight", {"name": cfg.name, **result.to_json()})], as_json,
-                lambda row: render_preflight(cfg.name, row))
-    ctx.exit(1 if result.prediction.verdict == "cannot_serve" else 0)
+    plain.preflight(c.units_opt(ctx), name, gpu_memory, kv_bytes_per_token, weights_gb, model_config, calibration, host,
+                    state_dir, as_json)  # also served without click (svcdiag.cli.fast)
 
 
 @main.command()

@@ -19,6 +19,8 @@ if TYPE_CHECKING:
     from svcdiag.output.publish import Publisher
 
 #: a verdict's exit code; `--strict` turns a degraded healthy start into 5
+#: Ctrl-C's exit code (common.INTERRUPTED)
+INTERRUPTED = 130
 EXIT_CODES = {"healthy": 0, "failed": 1, "timed_out": 3, "incomplete": 4}
 DEGRADED_STRICT = 5
 
@@ -224,7 +226,97 @@ def check(units_opt: str | None, name: str, sglang_version: str | None, state_di
         echo(result.summary() + "\n")
 
 
+def logs(units_opt: str | None, name: str, milestones: bool, follow_: bool, host: str | None, as_json: bool) -> None:
+    """`svcdiag logs NAME`: the current start's log (this invocation only, systemd's lines about it included)."""
+    from svcdiag.ops.service import logs as read_logs
+    from svcdiag.systemd.dbus import Systemd
+
+    cfg = load(units_opt, name)
+    pub = publisher(as_json, cfg, live=False) if milestones else None
+    on_record = None
+    if not milestones:
+        from svcdiag.output import report
+
+        def on_record(rec: Any) -> None:
+            emit_rows([report.log_record(rec)], as_json, report.render_log_record)
+
+    with Systemd.connect(host or cfg.remote_host) as sd:
+        try:
+            read_logs(sd, cfg, on_record=on_record or (lambda rec: None), on_event=pub.event if pub else None,
+                      keep_following=follow_)
+        except KeyboardInterrupt:
+            sys.exit(INTERRUPTED)
+
+
+def top(units_opt: str | None, host: str | None, as_json: bool) -> None:
+    """`svcdiag top`: the live board of every svcdiag unit; piped, one snapshot (--json: an object per unit)."""
+    from svcdiag.ops.board import Board, watch
+    from svcdiag.output import board as view
+    from svcdiag.systemd.dbus import Systemd
+
+    snapshot = as_json or not view.interactive(sys.stdout)
+    configs, bad = units_dir(units_opt).load_each()  # one bad file hides no unit: its error is said at the end
+    with Systemd.connect(host) as sd:
+        b = Board(sd, configs, follow=not snapshot)
+        try:
+            if snapshot:
+                b.refresh()
+                rows = b.rows()
+                if as_json:
+                    emit_rows([tagged("board", r.to_json()) for r in rows], True, str)
+                else:
+                    echo(view.render_text(rows))
+                return
+            with view.Screen() as screen:
+                watch(b, screen.draw, keys_fd=screen.keys_fd, on_key=screen.key)
+        except KeyboardInterrupt:
+            pass
+        finally:
+            b.close()
+            end_with(bad)
+
+
+def bounded(value: str, high: float, integer: bool, low: float) -> float | int | None:
+    """A number as common.Bounded takes it (finite, in (low, high]), or None where Bounded refuses it."""
+    import math
+
+    try:
+        number = int(value) if integer else float(value)
+    except (TypeError, ValueError):
+        return None
+    return number if math.isfinite(number) and low < number <= high else None
+
+
+def preflight(units_opt: str | None, name: str | None, gpu_memory: float | None, kv_bytes_per_token: int | None,
+              weights_gb: float | None, model_config: str | None, calibration: bool, host: str | None,
+              state_dir: str | None, as_json: bool) -> None:
+    """`svcdiag preflight NAME`: the KV pool and max_running_requests predicted; exit 1 when it cannot serve
+    one full-context request."""
+    from svcdiag.errors import SvcdiagError
+    from svcdiag.files import state_dir as find_state_dir
+    from svcdiag.ops.preflight import Calibration, host_files, plan
+    from svcdiag.output.report import render_calibration, render_preflight
+
+    if calibration:
+        rows = [r for r in Calibration(find_state_dir(state_dir)).rows() if not name or r["config"] == name]
+        if as_json:
+            emit_rows(rows, True, str)
+        else:
+            echo(render_calibration(rows))
+        return
+    if not name:
+        raise SvcdiagError("preflight: name a config (or --calibration)")
+    cfg = load(units_opt, name)
+    with host_files(cfg, host) as remote:
+        result = plan(cfg, gpu_memory=gpu_memory, kv_bytes_per_token=kv_bytes_per_token, weights_gb=weights_gb,
+                      remote=remote, model_config=model_config)
+    emit_rows([tagged("preflight", {"name": cfg.name, **result.to_json()})], as_json,
+              lambda row: render_preflight(cfg.name, row))
+    sys.exit(1 if result.prediction.verdict == "cannot_serve" else 0)
+
+
 #: the commands `svcdiag.cli.fast` may run without click: each takes the group's and the
 #: command's parameters by the names click gives them
 SERVED: dict[str, Callable[..., None]] = {"status": status, "replay": replay, "list": list_configs, "render": render,
-                                          "check": check}
+                                          "check": check, "logs": logs, "top": top,
+                                          "preflight": preflight}

@@ -12,7 +12,6 @@ from svcdiag.cli import main, plain
 if TYPE_CHECKING:
     from svcdiag.ops.start import StartOutcome
     from svcdiag.output.publish import Publisher
-    from svcdiag.systemd.journal_formats import Record
 
 
 def _finish(ctx: click.Context, outcome: StartOutcome, pub: Publisher, *, as_json: bool, strict: bool) -> None:
@@ -118,21 +117,7 @@ def status(ctx: click.Context, names: tuple[str, ...], host: str | None, as_json
 @click.pass_context
 def logs(ctx: click.Context, name: str, milestones: bool, follow_: bool, host: str | None, as_json: bool) -> None:
     """The current start's log (this invocation only, systemd's lines about it included)."""
-    from svcdiag.ops.service import logs as read_logs
-    from svcdiag.systemd.dbus import Systemd
-
-    cfg = c.load(ctx, name)
-    pub = c.publisher(as_json, cfg, live=False)
-
-    def line(rec: Record) -> None:
-        if not milestones:
-            c.emit_rows([c.report().log_record(rec)], as_json, c.report().render_log_record)
-
-    with Systemd.connect(host or cfg.remote_host) as sd:
-        try:
-            read_logs(sd, cfg, on_record=line, on_event=pub.event if milestones else None, keep_following=follow_)
-        except KeyboardInterrupt:
-            ctx.exit(c.INTERRUPTED)
+    plain.logs(c.units_opt(ctx), name, milestones, follow_, host, as_json)  # also served without click (cli.fast)
 
 
 @main.command("baseline-check")
@@ -226,29 +211,7 @@ def tune(ctx: click.Context, name: str, targets: tuple[str, ...], keep: tuple[st
 def top(ctx: click.Context, host: str | None, as_json: bool) -> None:
     """A live board of every svcdiag unit: state, phase and its progress, elapsed vs. usual, KV tokens,
     max_running, degraded marks, last verdict (q quits). Piped: one snapshot (--json: an object per unit)."""
-    import sys
-
-    from svcdiag.ops.board import Board, watch
-    from svcdiag.output import board as view
-    from svcdiag.systemd.dbus import Systemd
-
-    snapshot = as_json or not view.interactive(sys.stdout)
-    configs, bad = c.units_dir(ctx).load_each()  # one bad file hides no unit: its error is said at the end
-    with Systemd.connect(host) as sd:
-        b = Board(sd, configs, follow=not snapshot)
-        try:
-            if snapshot:
-                b.refresh()
-                rows = b.rows()
-                return c.emit_rows([c.tagged("board", r.to_json()) for r in rows], True, str) if as_json \
-                    else click.echo(view.render_text(rows), nl=False)
-            with view.Screen() as screen:
-                watch(b, screen.draw, keys_fd=screen.keys_fd, on_key=screen.key)
-        except KeyboardInterrupt:
-            pass
-        finally:
-            b.close()
-            plain.end_with(bad)
+    plain.top(c.units_opt(ctx), host, as_json)  # also served without click (cli.fast)
 
 
 @main.command(context_settings={"ignore_unknown_options": True})

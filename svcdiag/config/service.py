@@ -691,9 +691,10 @@ class UnitsDir:
         (`a b.toml`, a typo) hides no other unit from `list`, `status` or `top`."""
         good: list[ServiceConfig] = []
         bad: list[str] = []
+        read: dict[Path, dict[str, Any]] = {}  # each file parsed once: 20 configs extending one base read it once
         for n in self.names():
             try:
-                good.append(self.load(n))
+                good.append(load_config(self, n, read))
             except SvcdiagError as e:
                 bad.append(str(e))
             except OSError as e:  # a name too long for the file system, a file that vanished
@@ -754,11 +755,12 @@ def _merge(base: dict[str, Any], child: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def load_config(units: UnitsDir, name: str) -> ServiceConfig:
+def load_config(units: UnitsDir, name: str, read: dict[Path, dict[str, Any]] | None = None) -> ServiceConfig:
+    """`name`'s config, its bases merged in; `read`: the files already parsed (and checked) by path."""
     path = units.file(name)
     validate_name(name, path)
     chain: list[str] = []
-    raw = _resolve(units, name, chain)
+    raw = _resolve(units, name, chain, read)
     return _build(name, path, raw)
 
 
@@ -769,21 +771,25 @@ def config_from_keys(name: str, path: Path, raw: dict[str, Any]) -> ServiceConfi
     return _build(name, path, raw)
 
 
-def _resolve(units: UnitsDir, name: str, chain: list[str]) -> dict[str, Any]:
+def _resolve(units: UnitsDir, name: str, chain: list[str], read: dict[Path, dict[str, Any]] | None = None) -> dict[str, Any]:
     path = units.file(name)
     if name in chain:
         cycle = " → ".join([*chain[chain.index(name):], name])
         raise ConfigError(units.file(chain[-1]), "extends", f"cycle: {cycle}")
     chain.append(name)
-    raw = read_toml(path)
-    check_raw(path, raw)
+    raw = read.get(path) if read is not None else None
+    if raw is None:
+        raw = read_toml(path)
+        check_raw(path, raw)
+        if read is not None:
+            read[path] = raw  # never changed after this: _merge and _build copy what they change
     base_name = raw.get("extends")
     if base_name is None:
         return raw
     if not units.file(base_name).exists():
         raise ConfigError(path, "extends", f"base config {base_name!r} not found in {units.path}"
                           f"{did_you_mean(base_name, units.names())}")
-    base = _resolve(units, base_name, chain)
+    base = _resolve(units, base_name, chain, read)
     return _merge(base, raw)
 
 

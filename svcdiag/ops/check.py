@@ -19,7 +19,6 @@ from svcdiag.errors import SvcdiagError
 from svcdiag.ops.sglang_version import SglangVersion, probe_env, resolve
 from svcdiag.sglang.flag_tables import FlagProblem, table_for
 from svcdiag.sglang.flags import sglang_args
-from svcdiag.systemd.install import install_units
 
 PARSE_TIMEOUT = 120.0
 IMPORT_FAILED = "svcdiag-import-failed:"
@@ -205,6 +204,8 @@ def checked_install(configs: list[ServiceConfig], unit_dir: Path, *, force: bool
     """`install`: check every config first (all or nothing: one refusal writes nothing), then
     write each unit with its flags spelled for its release. The result is install_units'
     with the checks, their `notes` and their `warnings`."""
+    from svcdiag.systemd.install import install_units  # here, not at the top: `check` renders no unit (jinja2, ~20 ms)
+
     results = [require_ok(check(cfg, state=state)) for cfg in configs]
     result = install_units(configs, unit_dir, force=force, versions={r.name: r.sglang.version for r in results})
     result["checks"] = [r.to_json() for r in results]

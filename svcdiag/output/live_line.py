@@ -13,12 +13,11 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
-import shutil
 from typing import Any, TextIO
 
 from svcdiag.judge.progress import PhaseProgress
 from svcdiag.output.progress import bar_text, progress_text
-from svcdiag.output.publish import Progress
+from svcdiag.output.publish import Progress, wants_live  # noqa: F401 -- wants_live: where it was
 from svcdiag.output.report import HEADS, Lines
 from svcdiag.output.schema import ReadinessEvent
 
@@ -34,8 +33,10 @@ def _sgr(text: str, *, bold: bool = False, fg: str | None = None, dim: bool = Fa
 _VERDICT_COLOUR = {"healthy": "green", "failed": "red", "timed_out": "red", "incomplete": "yellow"}
 
 
-def wants_live(out: TextIO, as_json: bool) -> bool:
-    return not as_json and out.isatty()
+def _terminal_size(fallback: tuple[int, int]) -> os.terminal_size:
+    import shutil  # here: shutil brings bz2 and lzma (~5 ms), and only a live line needs it
+
+    return shutil.get_terminal_size(fallback)
 
 
 def colour_enabled() -> bool:
@@ -135,7 +136,7 @@ class LiveTerminal(Lines):
                          self._style(f"{-eta:.0f} s over its usual {u['usual']:.0f} s", fg="yellow"))
         if u.get("last"):
             parts.append(u["last"])
-        width = shutil.get_terminal_size((100, 24)).columns - 1
+        width = _terminal_size((100, 24)).columns - 1
         line = "  ".join(parts)
         plain = _ANSI.sub("", line)
         return line if len(plain) <= width else plain[: width - 1] + "…"
@@ -145,7 +146,7 @@ class LiveTerminal(Lines):
             return
         lines = [s for s in (self.status_line(u) for u in self.units.values()) if s]
         if self.dumb:  # _drawn: the characters to blank out next time
-            line = " | ".join(lines)[: shutil.get_terminal_size((100, 24)).columns - 1]
+            line = " | ".join(lines)[: _terminal_size((100, 24)).columns - 1]
             self.out.write(line)
             self._drawn = len(line)
             return

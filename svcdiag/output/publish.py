@@ -88,15 +88,25 @@ def verdict_record(v: Verdict, config: str | None = None) -> ReadinessEvent:
               "stalled_s": v.stalled_s, "diagnosis": v.diagnosis, "degraded": [dict(d) for d in v.degraded]})
 
 
+def wants_live(out: TextIO, as_json: bool) -> bool:
+    """A live line only on a real terminal, never with --json."""
+    return not as_json and out.isatty()
+
+
 def for_terminal(out: TextIO, cfg: ServiceConfig | None, *, as_json: bool, live: bool, textfile: str | None,
                  extra: Iterable[Sink] = (), progress: bool = False) -> Publisher:
     """A command's publisher: JSON Lines (`progress` records only when asked), a live line on a
     TTY, or plain lines; a textfile when asked."""
-    from svcdiag.output.live_line import LiveTerminal, wants_live
     from svcdiag.output.report import JsonLines, Lines
 
-    term: Sink = JsonLines(out, progress=progress) if as_json else \
-        LiveTerminal(out) if live and wants_live(out, as_json) else Lines(out)
+    if as_json:
+        term: Sink = JsonLines(out, progress=progress)
+    elif live and wants_live(out, as_json):  # the live line's module (and shutil's) only then
+        from svcdiag.output.live_line import LiveTerminal
+
+        term = LiveTerminal(out)
+    else:
+        term = Lines(out)
     sinks: list[Sink] = [term, *extra]
     if textfile:
         from svcdiag.output.textfile import Textfile

@@ -12,13 +12,41 @@ from typing import Any, ClassVar
 
 from svcdiag.sglang.failures import refine
 
+#: every event's decorator. repr and eq are Event's own, written once (below) and the same as
+#: dataclasses' (their tuples of fields): dataclasses would compile three more functions per class
+#: (__repr__, __eq__, __hash__), ~80 of this module's ~160 at import, half its ~20 ms
+_event = dataclass(frozen=True, slots=True, kw_only=True, repr=False, eq=False)
+#: each event type's field names, as dataclasses.fields gives them (filled on first use)
+_NAMES: dict[type, tuple[str, ...]] = {}
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+
+def _names(cls: type) -> tuple[str, ...]:
+    names = _NAMES.get(cls)
+    if names is None:
+        names = _NAMES[cls] = tuple(f.name for f in dataclasses.fields(cls))
+    return names
+
+
+@_event
 class Event:
+    """What one line (or the state machine) says; `kind` names it in the JSON."""
+
     kind: ClassVar[str] = "event"
     ts: float | None = None
     ranks: str = ""
     line: str = ""
+
+    def __repr__(self) -> str:
+        return f"{type(self).__qualname__}({', '.join(f'{n}={getattr(self, n)!r}' for n in _names(type(self)))})"
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        names = _names(type(self))
+        return tuple(getattr(self, n) for n in names) == tuple(getattr(other, n) for n in names)
+
+    def __hash__(self) -> int:
+        return hash(tuple(getattr(self, n) for n in _names(type(self))))
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"event": self.kind}
@@ -33,8 +61,10 @@ class Event:
 # ---------------------------------------------------------------- SGLang's lines
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@_event
 class ServerArgs(Event):
+    """The `server_args=ServerArgs(...)` line: the arguments SGLang actually runs with."""
+
     kind: ClassVar[str] = "server_args"
     model_path: str | None = None
     tp_size: int | None = None
@@ -54,22 +84,28 @@ class ServerArgs(Event):
     enable_torch_compile: bool | None = None
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@_event
 class DistInit(Event):
+    """torch.distributed's set-up began or ended (`Init torch distributed begin.` / `... ends.`)."""
+
     kind: ClassVar[str] = "dist_init"
     stage: str  # begin | end
     elapsed_s: float | None = None
     mem_usage_gb: float | None = None
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@_event
 class WeightsBegin(Event):
+    """`Load weight begin.`, with the GPU memory free before the weights."""
+
     kind: ClassVar[str] = "weights_begin"
     avail_gb: float
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@_event
 class WeightsEnd(Event):
+    """`Load weight end.`: the model's type, dtype, the weights' memory and what is left."""
+
     kind: ClassVar[str] = "weights_end"
     model_type: str | None = None
     elapsed_s: float | None = None
@@ -79,8 +115,10 @@ class WeightsEnd(Event):
     mem_usage_gb: float | None = None
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@_event
 class KVCache(Event):
+    """`KV Cache is allocated.`: the pool's tokens (or only its K and V sizes) and which pool."""
+
     kind: ClassVar[str] = "kv_cache"
     tokens: int | None  # None: a release that printed only K and V sizes
     dtype: str | None = None
@@ -93,8 +131,10 @@ class KVCache(Event):
     post_capture: bool = False
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@_event
 class MambaCache(Event):
+    """`Mamba Cache is allocated.`: the state slots of a hybrid (Mamba) model."""
+
     kind: ClassVar[str] = "mamba_cache"
     slots: int
     conv_gb: float | None = None
@@ -103,13 +143,15 @@ class MambaCache(Event):
     intermediate_conv_gb: float | None = None
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@_event
 class PoolEnd(Event):
+    """`Memory pool end.`: the GPU memory free once the pools are allocated."""
+
     kind: ClassVar[str] = "memory_pool_end"
     avail_gb: float
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@_event
 class MaxRunningLimited(Event):
     """SGLang lowered the request cap (a warning, not a failure, unless it reaches 0)."""
 
@@ -121,8 +163,10 @@ class MaxRunningLimited(Event):
     slots_per_req: int | None = None
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@_event
 class SchedulerInfo(Event):
+    """The scheduler's summary (`max_total_num_tokens=...`): the figures the start is judged by."""
+
     kind: ClassVar[str] = "scheduler"
     max_total_num_tokens: int
     max_running_requests: int | None  # ≤ 0.1.20 the summary has none
@@ -132,8 +176,10 @@ class SchedulerInfo(Event):
     available_gpu_mem_gb: float | None = None
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@_event
 class CudaGraph(Event):
+    """CUDA-graph capture began or ended, for the target or the draft."""
+
     kind: ClassVar[str] = "cuda_graph"
     stage: str  # begin | end
     name: str = "target decode"  # target decode | target verify | target prefill | draft decode | draft extend
@@ -142,23 +188,29 @@ class CudaGraph(Event):
     avail_gb: float | None = None
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@_event
 class DraftRunner(Event):
+    """A speculative draft's runner was initialized or is ready."""
+
     kind: ClassVar[str] = "draft_runner"
     algorithm: str
     stage: str  # initialized | ready
     details: str = ""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@_event
 class Uvicorn(Event):
+    """The HTTP server started, finished its start-up or is running."""
+
     kind: ClassVar[str] = "http"
     stage: str  # started | startup_complete | running
     url: str | None = None
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@_event
 class Ready(Event):
+    """`The server is fired up and ready to roll!`: the start's last milestone."""
+
     kind: ClassVar[str] = "ready"
 
 
@@ -169,8 +221,10 @@ class Ready(Event):
 ROOT, SUSPECT, DEATH = "root", "suspect", "death"
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@_event
 class Failure(Event):
+    """A failure line (docs/sglang.md#failure-lines): its cause, how much it says (`role`) and its evidence."""
+
     kind: ClassVar[str] = "failure"
     cause: str
     message: str
@@ -193,14 +247,14 @@ class Failure(Event):
             object.__setattr__(self, "captures", captures)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@_event
 class Recovered(Event):
     """SGLang says it retries what just failed: the traceback before it was not fatal."""
 
     kind: ClassVar[str] = "recovered"
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@_event
 class KVBelowContext(Event):
     """0.5.23: the pool holds fewer tokens than one full-length request; the start goes on."""
 
@@ -209,7 +263,7 @@ class KVBelowContext(Event):
     context_length: int
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@_event
 class StartupTimings(Event):
     """0.5.23's own account of where the start's time went, in seconds per phase."""
 
@@ -217,7 +271,7 @@ class StartupTimings(Event):
     seconds: dict[str, float] = field(default_factory=dict)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@_event
 class UnifiedMemoryPool(Event):
     """`--enable-unified-memory`: one buffer split at run time, so KV tokens and Mamba slots are not fixed."""
 
@@ -225,7 +279,7 @@ class UnifiedMemoryPool(Event):
     total_gb: float | None = None
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@_event
 class PortMoved(Event):
     """≤ 0.3.2: `WARNING: Port 30000 is not available. Use port 30005 instead.`: SGLang serves on another port
     than asked, and a check of the asked one reaches whatever holds it."""
@@ -235,7 +289,7 @@ class PortMoved(Event):
     port: int
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@_event
 class SlidingWindowPool(Event):
     """Before 0.5.23: `Use sliding window memory pool. full_layer_tokens=375360, swa_layer_tokens=300288`: the
     two `KV Cache is allocated` lines after it are these pools, in either order, unnamed."""
@@ -245,7 +299,7 @@ class SlidingWindowPool(Event):
     swa_tokens: int
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@_event
 class HostPool(Event):
     """`Allocating 120.00 GB host memory for hierarchical KV cache.` (each rank): pinning it takes about a
     minute per few hundred GB, after the scheduler's summary."""
@@ -254,7 +308,7 @@ class HostPool(Event):
     gb: float
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@_event
 class KernelPrecompile(Event):
     """SGLang says it begins compiling kernels that take long the first time on a host (DeepGEMM's
     JIT pre-compile session, "typically 10-20 mins"): the phase it happens in gets more time, once."""
@@ -263,7 +317,7 @@ class KernelPrecompile(Event):
     what: str  # DeepGEMM | AITER
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@_event
 class ProgressBar(Event):
     """A tqdm bar's latest update (weight shards, CUDA-graph batches): progress within a phase, never a milestone."""
 
@@ -276,7 +330,7 @@ class ProgressBar(Event):
     rate: float | None = None  # items per second, as tqdm measured it
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@_event
 class StopRequested(Event):
     """The server was told to stop from outside: SGLang's `SIGTERM received …`, uvicorn's `Shutting down`, a terminal's
     echoed `^C`. Its processes' deaths after it (exit -15, `Received sigquit`) are the stop's, not a crash."""
@@ -285,7 +339,7 @@ class StopRequested(Event):
     by: str
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@_event
 class ProcessesGone(Event):
     """The multiprocessing resource tracker's notice (`There appear to be N leaked semaphore objects to clean up at
     shutdown`): it prints it only once every process that used it has ended, so the server's process tree is gone."""

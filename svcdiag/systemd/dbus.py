@@ -237,7 +237,8 @@ class Systemd:
         if direct is not None:
             return cls(direct, direct=True)
         from pystemd.dbuslib import DBus
-        from tenacity import RetryError, Retrying, stop_after_delay, wait_exponential
+
+        from svcdiag.systemd.retry import briefly
 
         def open_bus() -> Any:
             bus = DBus()
@@ -245,10 +246,9 @@ class Systemd:
             return bus
 
         # the bus can be away for a moment (dbus-daemon restarting): retry briefly, then say so
-        retry = Retrying(stop=stop_after_delay(CONNECT_RETRY_S), wait=wait_exponential(multiplier=0.05, max=0.5))
         try:
-            return cls(retry(open_bus))
-        except RetryError:
+            return cls(briefly(open_bus, CONNECT_RETRY_S))
+        except Exception:
             raise SvcdiagError(NO_BUS) from None
 
     def close(self) -> None:

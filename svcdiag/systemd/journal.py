@@ -130,7 +130,7 @@ def no_journal() -> str | None:
 def open_journal(reader_cls: Any, mode: Any) -> Any:
     """Open the journal, retrying for a moment: journald restarting or rotating files is transient.
     A user who may not read it gets one line saying so (no_access), never an empty journal."""
-    from tenacity import RetryError, Retrying, stop_after_delay, wait_exponential
+    from svcdiag.systemd.retry import briefly
 
     if why := no_access():
         raise SvcdiagError(why)
@@ -140,11 +140,10 @@ def open_journal(reader_cls: Any, mode: Any) -> Any:
         reader.open(mode)
         return reader
 
-    retry = Retrying(stop=stop_after_delay(OPEN_RETRY_S), wait=wait_exponential(multiplier=0.05, max=0.5))
     try:
-        return retry(attempt)
-    except RetryError as e:  # cysystemd raises SystemError with the errno text
-        raise SvcdiagError(f"cannot open the system journal: {e.last_attempt.exception()}") from None
+        return briefly(attempt, OPEN_RETRY_S)
+    except Exception as e:  # cysystemd raises SystemError with the errno text
+        raise SvcdiagError(f"cannot open the system journal: {e}") from None
 
 
 class Follower:
