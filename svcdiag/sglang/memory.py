@@ -72,7 +72,7 @@ class Family:
     mfs_rule: str = "0.5.23"
     #: an EAGLE / MTP / STANDALONE draft's KV: "extra_tokens" (init_memory_pool adds max_num_reqs ×
     #: (steps × topk + D) + 100 tokens to the shared pool), "target" (the target's pool alone),
-    #: "scaled" (cell × (1 + draft / layers), 0.5.18), "added" (cell + int(cell × draft / layers), 0.5.23)
+    #: "scaled" (cell × (1 + draft / layers), 0.5.15-0.5.18), "added" (cell + int(cell × draft / layers), 0.5.23)
     eagle_pool: str = "added"
     #: an explicit max_running_requests, per DP worker, is capped by: "pool" (the request pool alone,
     #: ≤ 0.5.9 tp_worker.py / model_runner.py: min(asked // dp, req_to_token_pool.size)), "estimate"
@@ -92,7 +92,7 @@ FAMILIES = (
     Family("0.5.6", "0.5.4", False, "draft_divided", False, False, False, False, "0.5.6", "extra_tokens", "pool"),  # 0.5.6's
     Family("0.5.9", "0.5.7", False, "upfront", False, False, False, False, "0.5.6", "target", "pool"),  # 0.5.9's
     Family("0.5.12", "0.5.10", False, "upfront", False, False, False, False, "0.5.11", "target", "estimate"),  # 0.5.11's, 0.5.12's
-    Family("0.5.15", "0.5.13", False, "joint", True, False, True, True, "0.5.15", "target"),  # 0.5.15's
+    Family("0.5.15", "0.5.13", False, "joint", True, False, True, True, "0.5.15", "scaled"),  # 0.5.15's
     # a real 0.5.18 log (tests/fixtures/memory-backtest, OTel H100) allocates max_mamba_cache_size + 1
     # slots' state and solves for the slots with that padding slot taken out first; 0.5.16-0.5.17 unseen
     Family("0.5.18", "0.5.18", False, "joint_padded", True, True, True, True, "0.5.18", "scaled", "kv_half", 100 / 1024),
@@ -380,7 +380,7 @@ def draft_tokens(inp: SizingInputs) -> int:
 
 def cell_with_draft(inp: SizingInputs, fam: Family) -> int:
     """KV bytes per token the target's pool is sized with. An EAGLE/MTP draft's layers share the
-    pool from 0.5.18 (pool_configurator.py DefaultPoolConfigurator.__init__: 0.5.18
+    pool from 0.5.13 (pool_configurator.py DefaultPoolConfigurator.__init__: 0.5.15 and 0.5.18
     int(cell × (1 + draft / layers)), 0.5.23 cell + int(cell × draft / layers)); before, the
     target's cell alone (its extra tokens, if any, are eagle_extra_tokens). A DFlash draft's
     own pool is paid from the same budget (0.5.23: + its bytes per token; before: the target's
