@@ -129,6 +129,10 @@ def drive_0518(root: Path, c: dict[str, Any], model_cfg: dict[str, Any]) -> tupl
 def args_0523(L: Loader, cfg: Bag, mc: Bag, c: dict[str, Any], code: list[str]) -> None:
     """0.5.19+: the resolution hooks, in pipeline order."""
     L.get("sglang.srt.arg_groups.parallel_hook", "handle_deprecated_dp_attention")(cfg)
+    # pipeline.py runs handle_cuda_graph_config before the memory hook; its compatibility pass
+    # turns the breakable prefill graph off (a VLM not on the allowlist...) before memory is
+    # reserved for it. The parse step is not run: the case sets no graph flag (the default config)
+    L.get("sglang.srt.arg_groups.cuda_graph_hook", "apply_cuda_graph_compatibility")(cfg)
     L.get("sglang.srt.arg_groups.memory_hook", "handle_gpu_memory_settings")(cfg)
     if mc.is_hybrid:
         cfg.set(**L.get("sglang.srt.arg_groups.overrides", "_mamba_radix_cache_resolution")(cfg))
@@ -143,7 +147,10 @@ def args_0523(L: Loader, cfg: Bag, mc: Bag, c: dict[str, Any], code: list[str]) 
 
 
 def args_0518(L: Loader, cfg: Bag, mc: Bag, c: dict[str, Any], code: list[str]) -> None:
-    """0.5.13-0.5.18: ServerArgs.__post_init__'s handlers, in its order."""
+    """0.5.13-0.5.18: ServerArgs.__post_init__'s handlers, in its order. _handle_cuda_graph_config
+    runs first, as in __post_init__: it turns the prefill graph off (MLA, DP attention, a VLM...)
+    before _handle_gpu_memory_settings reserves memory for it."""
+    cfg._handle_cuda_graph_config()
     cfg._handle_gpu_memory_settings(c["gpu_capacity_mib"])
     if mc.is_hybrid:
         cfg._handle_mamba_radix_cache(model_arch=mc.hf_config.architectures[0])
@@ -226,6 +233,8 @@ def drive_configurator(root: Path, c: dict[str, Any], model_cfg: dict[str, Any],
         L.stubs[f"{mod}.get_device_sm"] = lambda: c["sm"]
         L.stubs[f"{mod}.get_device_name"] = lambda *a: c["card"]
         L.stubs[f"{mod}.is_cuda_alike"] = lambda: True
+    L.stubs["sglang.srt.platforms.current_platform"] = Bag(  # CUDA itself, not an out-of-tree platform
+        "current_platform", is_out_of_tree=lambda: False, support_piecewise_cuda_graph=lambda: True)
 
     # the model: SGLang's own config class for a hybrid (its mamba2_cache_params run), else config.json's fields
     kw = {k: v for k, v in model_cfg.items() if not k.startswith("_")}
@@ -243,6 +252,18 @@ def drive_configurator(root: Path, c: dict[str, Any], model_cfg: dict[str, Any],
              num_hidden_layers=facts["num_hidden_layers"], kv_lora_rank=model_cfg.get("kv_lora_rank"),
              qk_rope_head_dim=model_cfg.get("qk_rope_head_dim"), quantization=None, dtype=torch.bfloat16,
              is_hybrid=arch in own, model_path=c["model"])
+    # ModelConfig.__init__'s prefill-graph facts (0.5.11+), from the wheel's own arch lists
+    archs, mcm = hf.architectures or [], "sglang.srt.configs.model_config"
+    for flag in ("is_multimodal_piecewise_cuda_graph_supported", "is_multimodal_breakable_cuda_graph_supported"):
+        if L.has(mcm, flag):
+            mc.set(**{flag: bool(facts["multimodal"]) and L.get(mcm, flag)(archs)})
+    if L.has(mcm, "is_piecewise_cuda_graph_disabled_model"):
+        mm_off = (facts["multimodal"] and L.has(mcm, "is_multimodal_piecewise_cuda_graph_supported")
+                  and "is_multimodal_piecewise_cuda_graph_supported(" in L.path(mcm).read_text().split(
+                      "self.is_piecewise_cuda_graph_disabled_model = (", 1)[-1].split("self.dtype", 1)[0]
+                  and not mc.is_multimodal_piecewise_cuda_graph_supported)
+        mc.set(is_piecewise_cuda_graph_disabled_model=L.get(mcm, "is_piecewise_cuda_graph_disabled_model")(archs)
+               or bool(mm_off))
     for m in ("get_num_kv_heads", "get_total_num_kv_heads"):
         fn = L.method("sglang.srt.configs.model_config", "ModelConfig", m)
         mc.set(**{m: (lambda f: lambda *a, **k: f(mc, *a, **k))(fn)})
@@ -272,7 +293,8 @@ def drive_configurator(root: Path, c: dict[str, Any], model_cfg: dict[str, Any],
             kv_cache_dtype="auto", prefill_max_requests=None, mm_feature_transport=None, ep_join_rank_offset=0,
             enable_mixed_chunk=False, _cuda_graph_config_locked=set(), moe_a2a_backend="none", ep_join_mode=None,
             prefill_only_disable_kv_cache=False, enable_memory_saver=False, max_ep_size=None)
-    cfg.set(enable_linear_replayssm_spec=False, elastic_ep_backend=None, ep_scale_joiner=False)
+    cfg.set(enable_linear_replayssm_spec=False, elastic_ep_backend=None, ep_scale_joiner=False,
+            enable_two_batch_overlap=False)
 
     code: list[str] = []
     L.stubs["sglang.srt.utils.common.get_device_memory_capacity"] = lambda device=None: c["gpu_capacity_mib"]
@@ -318,7 +340,12 @@ def drive_configurator(root: Path, c: dict[str, Any], model_cfg: dict[str, Any],
         raise Refusal(f"{type(e).__name__}: {e}", code + L.used) from None
     publish()
     par = st["par"]
-    free_after = c["free_gb"] - c["weights_gb"] - c.get("draft_weights_gb", 0.0) / c["tp"]
+    # The draft's weights are in the memory the target's pool is sized from only where the scheduler
+    # allocates every pool after both workers load (0.5.13+ Scheduler.init_memory_pools); up to 0.5.12
+    # the target's ModelRunner sizes its pool in TpModelWorker, before maybe_init_draft_worker loads the draft
+    scheduler = root / "sglang/srt/managers/scheduler.py"
+    draft_loaded_first = scheduler.is_file() and "def init_memory_pools(" in scheduler.read_text()
+    free_after = c["free_gb"] - c["weights_gb"] - (c.get("draft_weights_gb", 0.0) / c["tp"] if draft_loaded_first else 0.0)
     world = Bag("world_group", world_size=cfg.tp_size, cpu_group=None, rank=0)
     L.stubs["sglang.srt.distributed.parallel_state.get_world_group"] = lambda: world
     L.stubs["sglang.srt.distributed.get_world_group"] = lambda: world
@@ -412,6 +439,13 @@ def args_0512(L: Loader, cfg: Bag, mc: Bag, c: dict[str, Any], code: list[str]) 
             missing = None
         if missing is not None:
             missing()
+    try:  # 0.5.11+: __post_init__ runs it first: it turns the piecewise prefill graph off (DP
+        # attention, a VLM, the listed architectures...) before _handle_gpu_memory_settings reserves for it
+        piecewise = cfg._handle_piecewise_cuda_graph
+    except AttributeError:
+        piecewise = None
+    if piecewise is not None:
+        piecewise()
     cfg._handle_gpu_memory_settings(c["gpu_capacity_mib"])
     if mc.is_hybrid:
         cfg._handle_mamba_radix_cache(model_arch=mc.hf_config.architectures[0])

@@ -68,11 +68,11 @@ class Family:
     auto_extra_buffer: bool  # --mamba-scheduler-strategy auto → extra_buffer with the overlap scheduler
     hybrid_zero_raises: bool  # a hybrid whose state cache serves no request raises RuntimeError
     #: SGLang's automatic mem_fraction_static (auto_mem_fraction): "0.4", "0.5.2", "0.5.6", "0.5.11",
-    #: "0.5.18", "0.5.23": the release whose server_args / arg_groups/memory_hook.py rule it is
+    #: "0.5.15", "0.5.18", "0.5.23": the release whose server_args / arg_groups/memory_hook.py rule it is
     mfs_rule: str = "0.5.23"
     #: an EAGLE / MTP / STANDALONE draft's KV: "extra_tokens" (init_memory_pool adds max_num_reqs ×
     #: (steps × topk + D) + 100 tokens to the shared pool), "target" (the target's pool alone),
-    #: "scaled" (cell × (1 + draft / layers), 0.5.18), "added" (cell + int(cell × draft / layers), 0.5.23)
+    #: "scaled" (cell × (1 + draft / layers), 0.5.15-0.5.18), "added" (cell + int(cell × draft / layers), 0.5.23)
     eagle_pool: str = "added"
     #: an explicit max_running_requests, per DP worker, is capped by: "pool" (the request pool alone,
     #: ≤ 0.5.9 tp_worker.py / model_runner.py: min(asked // dp, req_to_token_pool.size)), "estimate"
@@ -92,7 +92,7 @@ FAMILIES = (
     Family("0.5.6", "0.5.4", False, "draft_divided", False, False, False, False, "0.5.6", "extra_tokens", "pool"),  # 0.5.6's
     Family("0.5.9", "0.5.7", False, "upfront", False, False, False, False, "0.5.6", "target", "pool"),  # 0.5.9's
     Family("0.5.12", "0.5.10", False, "upfront", False, False, False, False, "0.5.11", "target", "estimate"),  # 0.5.11's, 0.5.12's
-    Family("0.5.15", "0.5.13", False, "joint", True, False, True, True, "0.5.11", "target"),  # 0.5.15's
+    Family("0.5.15", "0.5.13", False, "joint", True, False, True, True, "0.5.15", "scaled"),  # 0.5.15's
     # a real 0.5.18 log (tests/fixtures/memory-backtest, OTel H100) allocates max_mamba_cache_size + 1
     # slots' state and solves for the slots with that padding slot taken out first; 0.5.16-0.5.17 unseen
     Family("0.5.18", "0.5.18", False, "joint_padded", True, True, True, True, "0.5.18", "scaled", "kv_half", 100 / 1024),
@@ -291,7 +291,7 @@ def _auto_fraction(gpu_total_gb: float, tp_size: int, chunked_prefill_size: int 
     if rule == "0.5.23" and cuda_graph_max_bs is None and max_running_requests is not None:
         max_bs = min(max_bs, max_running_requests)  # memory_hook: a default max_bs ≤ max_running_requests
     reserved = 512 + max(chunk, 2048) * 1.5 + tp_size / 8 * 1024
-    graphs = 0.0 if disable_cuda_graph and rule in ("0.5.18", "0.5.23") else max_bs * 2.0
+    graphs = 0.0 if disable_cuda_graph and rule in ("0.5.15", "0.5.18", "0.5.23") else max_bs * 2.0
     if dp:  # DP attention's padding, and more for a large graph batch
         graphs += max_bs * dp * 3 + (max_bs * dp * 1.5 if max_bs > 300 else 0)
     # 0.5.18+ the breakable prefill graph (cuda_graph_hook.py disable_breakable_cudagraph_if_incompatible:
@@ -301,6 +301,8 @@ def _auto_fraction(gpu_total_gb: float, tp_size: int, chunked_prefill_size: int 
         (not multimodal or architecture in MULTIMODAL_BREAKABLE_ARCHS)
     if rule == "0.5.11":
         prefill_graph = not dp and not multimodal and architecture not in PIECEWISE_DISABLED_ARCHS
+    if rule == "0.5.15":  # _disable_breakable_cudagraph_if_incompatible: off for MLA, DP attention, any VLM
+        prefill_graph = not disable_cuda_graph and not mla and not dp and not multimodal
     if prefill_graph:
         if mla:
             graphs += 1.5 * 1024
@@ -313,7 +315,8 @@ def _auto_fraction(gpu_total_gb: float, tp_size: int, chunked_prefill_size: int 
     if mb > 60 * 1024:
         reserved = max(reserved, 10 * 1024)
     if rule in ("0.5.6", "0.5.11") and algo is not None and algo != "NGRAM":
-        # the draft model and its graphs: 2 GB (0.5.6-0.5.9), 4 GB (0.5.11-0.5.15), STANDALONE 6 GB
+        # the draft model and its graphs: 2 GB (0.5.6-0.5.9), 4 GB (0.5.11-0.5.12), STANDALONE 6 GB;
+        # 0.5.13+ reserve nothing for the draft
         reserved += (6 if algo == "STANDALONE" else 2 if rule == "0.5.6" else 4) * 1024
     return round((mb - reserved) / mb, 3)
 
@@ -377,7 +380,7 @@ def draft_tokens(inp: SizingInputs) -> int:
 
 def cell_with_draft(inp: SizingInputs, fam: Family) -> int:
     """KV bytes per token the target's pool is sized with. An EAGLE/MTP draft's layers share the
-    pool from 0.5.18 (pool_configurator.py DefaultPoolConfigurator.__init__: 0.5.18
+    pool from 0.5.13 (pool_configurator.py DefaultPoolConfigurator.__init__: 0.5.15 and 0.5.18
     int(cell × (1 + draft / layers)), 0.5.23 cell + int(cell × draft / layers)); before, the
     target's cell alone (its extra tokens, if any, are eagle_extra_tokens). A DFlash draft's
     own pool is paid from the same budget (0.5.23: + its bytes per token; before: the target's
