@@ -429,6 +429,17 @@ def args_0515(L: Loader, cfg: Bag, mc: Bag, c: dict[str, Any], code: list[str]) 
     args_0518(L, cfg, mc, c, code)
 
 
+def _dp_and_speculative_48(L: Loader, cfg: Bag, c: dict[str, Any]) -> None:
+    """Up to 0.5.12: ServerArgs._handle_data_parallelism, then only the "max_running_requests unset →
+    48" statements of _handle_speculative_decoding."""
+    cfg._handle_data_parallelism()
+    if cfg.enable_dp_attention:
+        cfg.set(attn_dp_size=cfg.dp_size)
+    if c["spec"]:
+        statements(L, "sglang.srt.server_args", "_handle_speculative_decoding",
+                   lambda s: s.startswith("if self.max_running_requests is None"), cls="ServerArgs")(cfg)
+
+
 def args_0512(L: Loader, cfg: Bag, mc: Bag, c: dict[str, Any], code: list[str]) -> None:
     """0.5.10-0.5.12: ServerArgs.__post_init__'s handlers; speculative defaults in
     ServerArgs._handle_speculative_decoding."""
@@ -449,12 +460,7 @@ def args_0512(L: Loader, cfg: Bag, mc: Bag, c: dict[str, Any], code: list[str]) 
     cfg._handle_gpu_memory_settings(c["gpu_capacity_mib"])
     if mc.is_hybrid:
         cfg._handle_mamba_radix_cache(model_arch=mc.hf_config.architectures[0])
-    cfg._handle_data_parallelism()
-    if cfg.enable_dp_attention:
-        cfg.set(attn_dp_size=cfg.dp_size)
-    if c["spec"]:
-        statements(L, "sglang.srt.server_args", "_handle_speculative_decoding",
-                   lambda s: s.startswith("if self.max_running_requests is None"), cls="ServerArgs")(cfg)
+    _dp_and_speculative_48(L, cfg, c)
 
 
 def drive_0512(root: Path, c: dict[str, Any], model_cfg: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
@@ -534,12 +540,7 @@ def args_0506(L: Loader, cfg: Bag, mc: Bag, c: dict[str, Any], code: list[str]) 
     if mc.is_hybrid:
         cfg._handle_model_specific_adjustments()
         cfg._handle_environment_variables()  # SGLANG_MAMBA_SSM_DTYPE, which mamba_utils reads back
-    cfg._handle_data_parallelism()
-    if cfg.enable_dp_attention:
-        cfg.set(attn_dp_size=cfg.dp_size)
-    if c["spec"]:
-        statements(L, "sglang.srt.server_args", "_handle_speculative_decoding",
-                   lambda s: s.startswith("if self.max_running_requests is None"), cls="ServerArgs")(cfg)
+    _dp_and_speculative_48(L, cfg, c)
 
 
 def drive_0506(root: Path, c: dict[str, Any], model_cfg: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
