@@ -86,6 +86,12 @@ LEGACY_READINESS = "journal"
 #: An [env] name that looks like this holds a secret: refused, it belongs in [secrets] (docs/security.md).
 SECRET_NAME_RE = _Pattern(r"TOKEN|KEY|SECRET|PASSWORD|CREDENTIAL", re.I)
 #: systemd's Restart= values (systemd.service(5))
+def restart_of(restart: str | None, watchdog_s: float | None) -> str:
+    """systemd's Restart= of a unit: the config's own `restart`, else on-failure with a watchdog (it
+    restarts a wedged server), else no (a crash loop would bury the first failure's evidence)."""
+    return restart if restart is not None else ("on-failure" if watchdog_s else "no")
+
+
 RESTART_POLICIES = ("no", "on-success", "on-failure", "on-abnormal", "on-watchdog", "on-abort", "always")
 #: The unit's sandbox (docs/security.md#hardening): "strict" (the default) or "off".
 HARDENING_MODES = ("strict", "off")
@@ -864,7 +870,7 @@ def _cross_check(cfg: ServiceConfig) -> None:
                                                f"{list(cfg.gpus)}")
     if cfg.watchdog_s is not None and cfg.readiness != "notify":
         raise ConfigError(cfg.path, "watchdog_s", 'needs readiness = "notify" (svcdiag supervise sends WATCHDOG=1)')
-    if cfg.restart_sec is not None and (cfg.restart or ("on-failure" if cfg.watchdog_s else "no")) == "no":
+    if cfg.restart_sec is not None and restart_of(cfg.restart, cfg.watchdog_s) == "no":
         raise ConfigError(cfg.path, "restart_sec", "needs a unit that restarts: restart = \"on-failure\" (or "
                                                    "watchdog_s, which restarts on failure; docs/config.md#restarts)")
     for key, _ in cfg.secrets:

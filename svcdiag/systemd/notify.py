@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from svcdiag.config.service import ALLOWANCES
+from svcdiag.config.service import ALLOWANCES, restart_of
 
 #: STATUS= is shown by `systemctl status`; keep it one readable line
 STATUS_MAX = 240
@@ -80,7 +80,7 @@ def restart_policy(timeouts: dict[str, float], watchdog_s: float | None, restart
     """The unit's TimeoutStartSec=, Restart=, RestartSec= and start limits, from its deadlines, its
     watchdog and the config's own `restart` policy (an imported unit's is kept): a watchdog without a
     policy restarts on failure; neither, and a failed unit stays failed."""
-    policy = restart if restart is not None else ("on-failure" if watchdog_s else "no")
+    policy = restart_of(restart, watchdog_s)
     if policy == "no":
         return RestartPolicy(start_limit_s(timeouts), "no", None)
     return RestartPolicy(start_limit_s(timeouts), policy, restart_sec if restart_sec is not None else DEFAULT_RESTART_S)
