@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from svcdiag.config.service import DEFAULT_TIMEOUTS, PHASES
+from svcdiag.judge.ending import AfterReady, Ending, after, decide, settle
 from svcdiag.judge.progress import ProgressTracker
 from svcdiag.judge.verdict import PhaseChange, UnitState, Verdict
 from svcdiag.sglang.events import (
@@ -52,9 +53,6 @@ MAX_EVIDENCE = 12
 #: and a suspect (a bare traceback) for SGLang to say it retries or to go on, before either is the verdict
 DEATH_GRACE = 3.0
 SUSPECT_GRACE = 30.0
-#: the signals a stop from outside sends (systemd, docker, kubelet: TERM; a terminal's Ctrl-C: INT; its hang-up: HUP):
-#: a process that dies of one after ready was stopped, it did not crash
-STOP_SIGNALS = frozenset(("TERM", "INT", "HUP"))
 #: (the phase a failure's frames say, the phase the log had reached): the scheduler's summary line moves a start to
 #: http, yet the scheduler's set-up goes on after it (PD's transfer engine): a failure raised there failed in scheduler
 _SET_UP_AFTER_SUMMARY = ("scheduler", "http")
@@ -119,14 +117,15 @@ class Readiness:
         self._suspect: Failure | None = None
         self._death: Failure | None = None
         self.degraded: list[dict[str, Any]] = []
-        #: a healthy verdict a later death in the log turned into died_after_ready, and that death's role
+        #: a healthy verdict, kept as it was while what the log says after it decides how the server's life ended
         self._healthy: Verdict | None = None
+        #: after ready: what the log said of the end (judge.ending), and what that means (None: still serving)
+        self._after = AfterReady()
+        self.ending: Ending | None = None
+        #: a failure raised in the start's own set-up came after a ready line: the start failed, nothing after counts
+        self._set_up_failed = False
         #: before 0.5.23, the full and the sliding-window pools' tokens, announced before their unnamed KV lines
         self._sliding_window: tuple[int | None, int | None] = (None, None)
-        self._died_by: str | None = None
-        #: after ready, what stopped the server (systemd's `Stopping …`, `SIGTERM received`, ^C, a child's -15): the
-        #: deaths that follow are the stop's
-        self._stop: Event | None = None
         #: the resource tracker's notice that every process of the server has ended, with no word of why
         self._gone: ProcessesGone | None = None
         #: a phase deadline passed on a line's time rather than the clock's: the timed_out it would have
@@ -255,36 +254,7 @@ class Readiness:
     def feed(self, ev: Event) -> list[Event]:
         """Process one event; return what the operator's stream should show for it."""
         if self.verdict is not None:
-            if isinstance(ev, UnitState) and ev.state in ("exited", "result", "oom") and ev.line:
-                self._add_evidence(ev.line)
-                self.verdict = self.verdict.with_(evidence=tuple(self.evidence))
-            elif _is_stop(ev) or (isinstance(ev, Failure) and ev.role in (ROOT, DEATH) and ev.signal in STOP_SIGNALS):
-                self._stopped_after_ready(ev)
-            elif isinstance(ev, Failure) and ev.signal == "KILL" and self._stop is None:
-                self._killed_after_ready(ev)
-                return [ev] if self._stop is ev else []
-            elif isinstance(ev, Failure) and ev.role == ROOT and ev.raised_in and self._stop is None and (
-                    self._healthy or self.verdict).verdict == "healthy":
-                # raised in the start's own set-up (its frames say so): a failed start in that phase, whatever ready
-                # line came before it (another worker's), not a death while serving
-                healthy = self._healthy or self.verdict
-                self.verdict = healthy.with_(verdict="failed", phase=ev.raised_in, cause=ev.cause, ts=ev.ts or healthy.ts,
-                                             message=ev.message, detail=ev.detail, captures=ev.captures,
-                                             evidence=(*healthy.evidence, *ev.evidence[:4]))
-                return [ev]
-            elif isinstance(ev, Failure) and ev.role in (ROOT, DEATH) and self._stop is None and (
-                    self.verdict.verdict == "healthy" or (self._died_by == DEATH and ev.role == ROOT)):
-                # the log goes on past ready and the server dies in it: as `wait` judges a unit that ended since
-                # (its own error, even when a cut traceback ends after the death it caused, over that death)
-                healthy = self._healthy or self.verdict
-                self._healthy, self._died_by = healthy, ev.role
-                self.verdict = healthy.with_(
-                    verdict="failed", phase="ready", cause=Cause.DIED_AFTER_READY, ts=ev.ts or healthy.ts,
-                    message=f"the start was healthy, then the server died while serving: {ev.message}",
-                    figures=healthy.figures.replace(died_of=ev.cause),
-                    evidence=(*healthy.evidence, *ev.evidence[:4]))
-                return [ev]
-            return []
+            return self._after_verdict(ev)
         ts = ev.ts
         out: list[Event] = []
         if ts is not None:
@@ -312,30 +282,34 @@ class Readiness:
             out.append(self.verdict)
         return out
 
-    def _killed_after_ready(self, ev: Failure) -> None:
-        """A process of a healthy server SIGKILLed while serving (`Child process unexpectedly failed with an exit code
-        9`, `… crashed with exit code -9`, the shell's `Killed`): the start was healthy, and the kill is a post-ready
-        incident the verdict says (the OOM killer's or an operator's, from outside); the deaths after it are the kill's."""
-        if self.verdict is None or self.verdict.verdict != "healthy" or self.verdict.figures.killed_after_ready:
-            return
-        self._stop = ev
-        self._add_evidence(ev.line)
-        self.verdict = self.verdict.with_(evidence=tuple(self.evidence), message=f"{self.verdict.message}; post-ready "
-                                          f"incident: a process was killed (SIGKILL) while serving: {ev.line}",
-                                          figures=self.verdict.figures.replace(killed_after_ready=ev.line))
-
-    def _stopped_after_ready(self, ev: Event) -> None:
-        """A healthy server stopped from outside (or a process of it killed by a stop's signal): a clean stop, however
-        SGLang words its children's end (`Subprocess scheduler_0 … crashed with exit code -15`); the deaths after it
-        are the stop's."""
-        if self._stop is not None or self.verdict is None or self.verdict.verdict != "healthy":
-            return
-        self._stop = ev
-        self._add_evidence(ev.line)
-        by = ev.by if isinstance(ev, StopRequested) else f"SIG{ev.signal}" if isinstance(ev, Failure) else "systemd"
-        self.verdict = self.verdict.with_(evidence=tuple(self.evidence), message=f"{self.verdict.message}; later "
-                                          f"stopped from outside ({by}), a clean stop",
-                                          figures=self.verdict.figures.replace(stopped_after_ready_by=by))
+    def _after_verdict(self, ev: Event) -> list[Event]:
+        """An event after the verdict. A failed start's: systemd's account of its end is evidence. A healthy one's:
+        what it says of how the server's life ended is folded into the facts (judge.ending.after), and the verdict is
+        the one decision (judge.ending.decide) every path takes, live or offline; a failure raised in the start's own
+        set-up (its frames say so) is a failed start in that phase instead, whatever ready line (another worker's)
+        came before it."""
+        assert self.verdict is not None
+        if self._healthy is None and self.verdict.verdict == "healthy" and not self._set_up_failed:
+            self._healthy = self.verdict
+        healthy = self._healthy
+        if healthy is None or self._set_up_failed:
+            if isinstance(ev, UnitState) and ev.state in ("exited", "result", "oom") and ev.line:
+                self._add_evidence(ev.line)
+                self.verdict = self.verdict.with_(evidence=tuple(self.evidence))
+            return []
+        facts = self._after
+        if isinstance(ev, Failure) and ev.role == ROOT and ev.raised_in and facts.stop is None and facts.kill is None:
+            self._set_up_failed = True
+            self.verdict = healthy.with_(verdict="failed", phase=ev.raised_in, cause=ev.cause, ts=ev.ts or healthy.ts,
+                                         message=ev.message, detail=ev.detail, captures=ev.captures,
+                                         evidence=(*healthy.evidence, *ev.evidence[:4]))
+            return [ev]
+        self._after = after(facts, ev)
+        if self._after is facts:
+            return []
+        self.ending = decide(self._after)
+        self.verdict = settle(healthy, self.ending)
+        return [ev] if isinstance(ev, Failure) and ev in (self._after.kill, self._after.death) else []
 
     def _advance(self, target: str, ts: float | None) -> list[Event]:
         if _INDEX[target] <= _INDEX[self.phase]:
@@ -751,8 +725,3 @@ class Readiness:
                            self.last_ts)
         assert self.verdict is not None
         return self.verdict
-
-
-def _is_stop(ev: Event) -> bool:
-    """The server was told to stop: systemd's `Stopping …`/`Stopped …`, or a stop SGLang or its terminal shows."""
-    return isinstance(ev, StopRequested) or (isinstance(ev, UnitState) and ev.state in ("stopping", "stopped"))

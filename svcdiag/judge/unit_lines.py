@@ -18,6 +18,8 @@ def parse_systemd(text: str, ts: float | None = None, invocation: str | None = N
         return UnitState(ts=ts, line=text, state="result", result=m.group(1), invocation=invocation)
     if "start operation timed out" in text:  # a notify unit's phase deadline, enforced by systemd
         return UnitState(ts=ts, line=text, state="timeout", invocation=invocation)
+    if "Watchdog timeout" in text:  # `Watchdog timeout (limit 2s)!`: systemd's watchdog fired (then SIGABRT)
+        return UnitState(ts=ts, line=text, state="watchdog", invocation=invocation)
     if "killed by the OOM killer" in text:
         return UnitState(ts=ts, line=text, state="oom", invocation=invocation)
     if text.startswith("Started "):

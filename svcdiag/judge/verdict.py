@@ -20,7 +20,7 @@ from svcdiag.sglang.figures import Figures
 @dataclass(frozen=True, slots=True, kw_only=True)
 class UnitState(Event):
     kind: ClassVar[str] = "unit"
-    state: str  # starting | started | stopping | stopped | exited | result | oom
+    state: str  # starting | started | stopping | stopped | exited | result | oom | watchdog | timeout
     code: str | None = None  # exited | killed | dumped (with state=exited)
     status: str | None = None  # "1/FAILURE", "11/SEGV", "9/KILL"
     result: str | None = None

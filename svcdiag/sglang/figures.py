@@ -98,6 +98,10 @@ class Figures:
     stopped_after_ready_by: str | None = _f("", "who stopped a healthy server (a clean stop)", "str")
     killed_after_ready: str | None = _f("", "a post-ready incident: the line saying a process was SIGKILLed while serving",
                                         "str")
+    incident: str | None = _f("", "how a healthy server's life ended, when that is an incident: killed (the start stays "
+                              "healthy), died_after_ready or wedged (docs/live.md#how-a-healthy-start-ends)", "str")
+    oom_killer_line: str | None = _f("", "killed: the OOM killer's line (the kernel's for the killed pid, else "
+                                     "systemd's for the unit), where the log has it", "str")
     unit_result: str | None = _f("", "systemd's Result= of a unit that ended after ready", "str")
     killed: str | None = _f("", "`supervisor` when svcdiag's supervisor killed the server", "str")
     verdict_source: str | None = _f("", "`supervisor` when the verdict is the supervisor's", "str")
