@@ -164,18 +164,28 @@ def test_no_baseline_configured_lists_candidates(cli, units: Path) -> None:
     assert_one_line_error(cli("baseline-check"), "has `baseline = true`", "dflash-smoke", "nospec-tp1")
 
 
+def ended(config: str, scenario: str, *systemd: str):
+    """A healthy start of the stand-in, then PID 1's account of the unit's end, as `wait` and `replay` both read it."""
+    from svcdiag.judge.pipeline import Judge
+
+    j = Judge(U.load(config))
+    for line in sim_log(config, scenario).decode().splitlines():
+        j.service_line(line)
+    healthy = j.verdict
+    assert healthy is not None and healthy.verdict == "healthy"
+    for i, line in enumerate(systemd):
+        j.systemd_line(line, healthy.ts + 60 + i)
+    return healthy, j.finish()
+
+
 @pytest.mark.parametrize("result, exit_line, says", [
     ("watchdog", "Main process exited, code=dumped, status=6/ABRT", "watchdog killed it"),
-    ("signal", "Main process exited, code=killed, status=9/KILL", "status=9/KILL (systemd result signal)"),
-    ("oom-kill", None, "OOM killer"),
+    ("exit-code", "Main process exited, code=exited, status=1/FAILURE", "status=1/FAILURE (systemd result exit-code)"),
+    ("core-dump", "Main process exited, code=dumped, status=11/SEGV", "status=11/SEGV (systemd result core-dump)"),
 ])
 def test_a_healthy_start_that_ended_while_serving_is_judged_as_it_ended(result: str, exit_line: str | None,
                                                                          says: str) -> None:
-    from svcdiag.judge.verdict import ended_after_ready
-
-    healthy, _ = judged("dflash-smoke", "healthy-hybrid-dflash")
-    assert healthy.verdict == "healthy"
-    v = ended_after_ready(healthy, result, exit_line, healthy.ts + 60)
+    healthy, v = ended("dflash-smoke", "healthy-hybrid-dflash", exit_line, f"Failed with result '{result}'.")
     assert (v.verdict, v.cause, v.phase, v.ts) == ("failed", "died_after_ready", "ready", healthy.ts + 60)
     assert says in v.message and v.figures.kv_tokens == healthy.figures.kv_tokens  # the start's figures kept
     d = diagnose(v, U.load("dflash-smoke"))
@@ -183,13 +193,20 @@ def test_a_healthy_start_that_ended_while_serving_is_judged_as_it_ended(result: 
     assert ("serving watch found it wedged" in " ".join(d["explanation"])) == (result == "watchdog")
 
 
-def test_a_healthy_start_stopped_cleanly_stays_healthy() -> None:
-    from svcdiag.judge.verdict import ended_after_ready
+@pytest.mark.parametrize("lines", [
+    ("Main process exited, code=killed, status=9/KILL", "Failed with result 'signal'."),
+    ("A process of this unit has been killed by the OOM killer.", "Failed with result 'oom-kill'."),
+])
+def test_a_healthy_start_killed_while_serving_stays_healthy_with_the_incident(lines: tuple[str, ...]) -> None:
+    healthy, v = ended("dflash-smoke", "healthy-hybrid-dflash", *lines)
+    assert (v.verdict, v.cause, v.figures.incident) == ("healthy", None, "killed") and "post-ready incident" in v.message
+    assert (v.figures.oom_killer_line is not None) == ("oom-kill" in lines[-1])
 
-    healthy, _ = judged("dflash-smoke", "healthy-hybrid-dflash")
-    assert ended_after_ready(healthy, "success", "Main process exited, code=exited, status=0/SUCCESS", None) is healthy
-    stopped = healthy.with_(figures=healthy.figures.replace(stopped_after_ready_by="systemd"))  # its log said so
-    assert ended_after_ready(stopped, "signal", "Main process exited, code=killed, status=9/KILL", None) is stopped
+
+def test_a_healthy_start_stopped_cleanly_stays_healthy() -> None:
+    healthy, v = ended("dflash-smoke", "healthy-hybrid-dflash", "Stopping dflash-smoke.service...",
+                       "Main process exited, code=killed, status=9/KILL", "Failed with result 'signal'.")
+    assert (v.verdict, v.figures.incident, v.figures.stopped_after_ready_by) == ("healthy", None, "systemd")
 
 
 FIXTURES = Path(__file__).parent / "fixtures" / "sglang"

@@ -66,12 +66,19 @@ def test_a_fatal_line_makes_failing_health_wedged_even_with_batches_before_it() 
     assert inc is not None and inc.cause == "watchdog_timeout" and "Scheduler watchdog timeout" in inc.message
 
 
-def test_an_operators_stop_is_no_incident_and_an_unasked_end_is_died_after_ready() -> None:
+def test_an_operators_stop_is_no_incident_and_an_unasked_end_is_the_judges_incident() -> None:
+    """The watch names no ending itself: the judge's one decision (judge.ending) says which, as replay's does."""
+    from svcdiag.judge.ending import DIED, KILLED, STOPPED, Ending
+
     stopped = ServingWatch(WatchPolicy(), ready_ts=0.0)
-    assert stopped.ended(50, "status 0", stopped=True) is None and stopped.incidents == []
-    died = ServingWatch(WatchPolicy(), ready_ts=0.0)
-    inc = died.ended(50, "killed by SIGKILL", stopped=False)
-    assert inc is not None and inc.kind == "died_after_ready" and "50 s after it was ready" in inc.message
+    assert stopped.ended(50, Ending(STOPPED, None, "stopped from outside (SIGTERM), a clean stop"), "status 0") is None
+    assert stopped.incidents == [] and stopped.state == "dead"
+    for kind, cause in ((KILLED, "host_oom"), (DIED, "cuda_error")):
+        w = ServingWatch(WatchPolicy(), ready_ts=0.0)
+        inc = w.ended(50, Ending(kind, cause, "what the log said", ("a line",), since=49), "killed by SIGKILL")
+        assert inc is not None and (inc.kind, inc.cause, inc.since) == (kind, cause, 49), inc
+        assert "50 s after it was ready: what the log said" in inc.message and w.incidents == [inc]
+        assert inc.evidence == ("a line", "exit: killed by SIGKILL")
 
 
 @settings(max_examples=200, deadline=None)

@@ -466,7 +466,7 @@ SIM_SCENARIOS = (
     "healthy-hybrid-dflash", "healthy-dense", "slow-start", "max-running-zero", "not-enough-memory", "cuda-oom",
     "segfault", "oom-kill", "exit-early", "hang", "port-in-use", "model-missing", "nccl-error", "http-mismatch",
     "deepgemm-first-start", "stops-serving", "chatty", "chatty-cuda-oom",
-    "chatty-hang", "loaded-serving",
+    "chatty-hang", "loaded-serving", "killed-while-serving",
 )
 
 

@@ -83,6 +83,16 @@ def after(a: AfterReady, ev: Event) -> AfterReady:
     return new
 
 
+def kernel_line(a: AfterReady, text: str) -> AfterReady:
+    """`a` with a line of the kernel's OOM killer (`Out of memory: Killed process N …`) kept, once, whatever the
+    grammar made of it: `decide` names the one for the killed pid."""
+    m = KERNEL_OOM_RE.search(text)
+    if m is None:
+        return a
+    seen = (m.group(1) or m.group(2), text[m.start():] if text.startswith("[") else text)
+    return a if seen in a.kernel_oom else dataclasses.replace(a, kernel_oom=(*a.kernel_oom, seen))
+
+
 def _ended(a: AfterReady) -> bool:
     """Something already ended it: a stop said after this is the end's aftermath (systemd's `Stopped …` after an exit)."""
     return bool(a.death or a.kill or a.exit or a.oom or a.watchdog or a.result)
@@ -118,8 +128,8 @@ def _fold(a: AfterReady, ev: Event) -> AfterReady:
         return a if _ended(a) else replace(a, stop=ev.by, stop_line=ev.line)
     if not isinstance(ev, Failure):
         return a
-    if (m := KERNEL_OOM_RE.search(ev.line or "")) is not None:
-        return replace(a, kernel_oom=(*a.kernel_oom, (m.group(1) or m.group(2), ev.line or "")))
+    if KERNEL_OOM_RE.search(ev.line or "") is not None:
+        return kernel_line(a, ev.line or "")
     if ev.role in (ROOT, DEATH) and ev.signal in STOP_SIGNALS:
         return a if _ended(a) else replace(a, stop=f"SIG{ev.signal}", stop_line=ev.line)
     if ev.signal == "KILL":

@@ -6,7 +6,7 @@ from svcdiag.config.service import ServiceConfig
 from svcdiag.judge.readiness import Readiness
 from svcdiag.judge.unit_lines import parse_systemd
 from svcdiag.judge.verdict import Verdict
-from svcdiag.sglang.events import Event
+from svcdiag.sglang.events import Event, StopRequested
 from svcdiag.sglang.grammar import LineParser
 
 #: journald's record of lines it dropped (systemd.journal_formats.JOURNAL_DROPPED; judge/ imports no systemd/)
@@ -102,6 +102,14 @@ class Judge:
             if self.readiness.overrun:
                 return out + self.tick(ts)
         return out + self.readiness.feed(ev)
+
+    def stop_asked(self, by: str, ts: float) -> list[Event]:
+        """A stop the caller knows was asked (svcdiag supervise forwarded `by`, SIGTERM): what systemd's `Stopping …`
+        says in the journal, with who asked."""
+        out: list[Event] = []
+        for done in self.parser.flush():  # the server's last traceback ends where the stop begins
+            out += self.readiness.feed(done)
+        return out + self.readiness.feed(StopRequested(ts=ts, line=f"Stopping: svcdiag supervise was sent {by}", by=by))
 
     def tick(self, now: float, *, evidence: bool = False) -> list[Event]:
         """The clock moved with no line: a traceback that reached its final line a moment ago is complete

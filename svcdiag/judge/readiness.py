@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from svcdiag.config.service import DEFAULT_TIMEOUTS, PHASES
-from svcdiag.judge.ending import AfterReady, Ending, after, decide, settle
+from svcdiag.judge.ending import AfterReady, Ending, after, decide, kernel_line, settle
 from svcdiag.judge.progress import ProgressTracker
 from svcdiag.judge.verdict import PhaseChange, UnitState, Verdict
 from svcdiag.sglang.events import (
@@ -149,9 +149,12 @@ class Readiness:
             self.invocation = invocation
 
     def saw_line(self, text: str) -> None:
-        """Any line, milestone or not: a stall's verdict quotes the last one."""
+        """Any line, milestone or not: a stall's verdict quotes the last one; after a healthy verdict, the kernel's
+        OOM killer's line is kept whatever the grammar makes of it (judge.ending names the killed pid's)."""
         if text and self.verdict is None:
             self.last_line = text
+        elif text and ("Killed process" in text or "oom-kill:" in text) and self._healthy_start() is not None:
+            self._settle(kernel_line(self._after, text))
 
     # ------------------------------------------------------------ clock
 
@@ -282,6 +285,11 @@ class Readiness:
             out.append(self.verdict)
         return out
 
+    @property
+    def after_ready(self) -> AfterReady:
+        """What the log has said so far of how a healthy server's life ended (empty while it serves, or before ready)."""
+        return self._after
+
     def _after_verdict(self, ev: Event) -> list[Event]:
         """An event after the verdict. A failed start's: systemd's account of its end is evidence. A healthy one's:
         what it says of how the server's life ended is folded into the facts (judge.ending.after), and the verdict is
@@ -289,10 +297,8 @@ class Readiness:
         set-up (its frames say so) is a failed start in that phase instead, whatever ready line (another worker's)
         came before it."""
         assert self.verdict is not None
-        if self._healthy is None and self.verdict.verdict == "healthy" and not self._set_up_failed:
-            self._healthy = self.verdict
-        healthy = self._healthy
-        if healthy is None or self._set_up_failed:
+        healthy = self._healthy_start()
+        if healthy is None:
             if isinstance(ev, UnitState) and ev.state in ("exited", "result", "oom") and ev.line:
                 self._add_evidence(ev.line)
                 self.verdict = self.verdict.with_(evidence=tuple(self.evidence))
@@ -304,12 +310,27 @@ class Readiness:
                                          message=ev.message, detail=ev.detail, captures=ev.captures,
                                          evidence=(*healthy.evidence, *ev.evidence[:4]))
             return [ev]
-        self._after = after(facts, ev)
-        if self._after is facts:
+        if not self._settle(after(facts, ev)):
             return []
-        self.ending = decide(self._after)
-        self.verdict = settle(healthy, self.ending)
         return [ev] if isinstance(ev, Failure) and ev in (self._after.kill, self._after.death) else []
+
+    def _healthy_start(self) -> Verdict | None:
+        """The healthy verdict whose server's end is being decided; None before one, for a failed start, or once a
+        failure in the start's own set-up came after its ready line."""
+        if self._healthy is None and self.verdict is not None and self.verdict.verdict == "healthy" \
+                and not self._set_up_failed:
+            self._healthy = self.verdict
+        return None if self._set_up_failed else self._healthy
+
+    def _settle(self, facts: AfterReady) -> bool:
+        """New facts after ready: decided again, the verdict settled from the healthy one. False: nothing new."""
+        if facts is self._after:
+            return False
+        assert self._healthy is not None
+        self._after = facts
+        self.ending = decide(facts)
+        self.verdict = settle(self._healthy, self.ending)
+        return True
 
     def _advance(self, target: str, ts: float | None) -> list[Event]:
         if _INDEX[target] <= _INDEX[self.phase]:

@@ -11,7 +11,6 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from svcdiag.sglang.events import Event
-from svcdiag.sglang.failures import Cause
 from svcdiag.sglang.figures import Figures
 
 # ---------------------------------------------------------------- systemd's lines about the unit
@@ -70,30 +69,6 @@ class Verdict(Event):
         out.pop("line", None)
         out["figures"] = self.figures.to_json()
         return out
-
-
-#: what systemd's Result of a unit that ended after ready means, in the operator's words
-_ENDS = {
-    "watchdog": "systemd's watchdog killed it (the supervisor's serving watch found it wedged and sent "
-                "WATCHDOG=trigger, or sent no WATCHDOG=1 within WatchdogSec)",
-    "oom-kill": "the kernel's OOM killer ended it",
-    "core-dump": "it dumped core",
-}
-
-
-def ended_after_ready(v: Verdict, result: str, exit_line: str | None, ended_at: float | None) -> Verdict:
-    """A healthy start whose unit has ended since (`wait` on a stopped unit judges the start as it
-    ended): a clean stop leaves it healthy; any other end is a failure while serving, the start's
-    figures kept. Its HTTP cross-check cannot run: nothing serves. A unit the log shows stopped from outside
-    (`Stopping …`, `SIGTERM received`) was stopped, whatever result SGLang's own shutdown left (its main process
-    SIGKILLs itself after a child's -15: result `signal`)."""
-    if result == "success" or v.figures.stopped_after_ready_by:
-        return v
-    what = _ENDS.get(result) or (f"{exit_line} (systemd result {result})" if exit_line else f"systemd result {result}")
-    return v.with_(verdict="failed", phase="ready", cause=Cause.DIED_AFTER_READY, ts=ended_at or v.ts,
-                   message=f"the start was healthy, then the unit ended while serving: {what}",
-                   figures=v.figures.replace(unit_result=result),
-                   evidence=(*v.evidence, *([exit_line] if exit_line else []), f"systemd: Result={result}"))
 
 
 #: replay's exit codes, shared by up/wait/status

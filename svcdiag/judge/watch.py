@@ -15,7 +15,9 @@ SGLang's `/health`, asked every `interval_s`. It says one of:
   exception, an NCCL fault, the scheduler's own watchdog). Neither alone is enough: a quiet
   idle server prints nothing, and SGLang's `/health_generate` has answered 200 after its
   scheduler died (sgl-project/sglang#6624);
-- `dead`: the process ended, and nobody asked it to (an operator's stop is never an incident).
+- `dead`: the process ended; an incident (`died_after_ready`, `killed`) unless it was stopped, as the
+  one decision on how a healthy server's life ends says (svcdiag.judge.ending: an operator's stop is
+  never an incident).
 
 Wedged and dead are incidents (cause, evidence, since when), said once each; wedged is final for
 this process (the restart is systemd's or the kubelet's to do). A wedged verdict comes at worst
@@ -27,6 +29,8 @@ from __future__ import annotations
 import re
 import time
 from dataclasses import dataclass, field
+
+from svcdiag.judge.ending import Ending
 
 SERVING, BUSY, WEDGED, DEAD = "serving", "busy", "wedged", "dead"
 #: a batch the scheduler has run: `Decode batch. #running-req: 4, …`, `Prefill batch, #new-seq: 1, …` (every release)
@@ -61,7 +65,7 @@ class WatchPolicy:
 
 @dataclass(frozen=True, slots=True)
 class Incident:
-    """Something that happened to a healthy server: `wedged` or `died_after_ready`."""
+    """Something that happened to a healthy server: `wedged`, `died_after_ready` or `killed` (judge.ending's kinds)."""
 
     kind: str
     ts: float  # when it was said
@@ -132,20 +136,19 @@ class ServingWatch:
             return None
         return self._wedged(ts)
 
-    def ended(self, ts: float, how: str, *, stopped: bool, cause: str | None = None,
-              evidence: tuple[str, ...] = ()) -> Incident | None:
-        """The process ended (`how`: "status 1", "killed by SIGKILL"); `stopped`: someone asked it to."""
+    def ended(self, ts: float, ending: Ending | None, how: str) -> Incident | None:
+        """The process ended (`how`: "status 1", "killed by SIGKILL"); `ending`: the judge's one decision on how
+        (judge.ending.decide, as `replay` and `wait` take it). A stop, or an exit 0, is no incident; a kill is one
+        (`killed`), a crash too (`died_after_ready`)."""
         if self.state == DEAD:
             return None
-        if stopped:
-            self._to(DEAD, ts)
+        self._to(DEAD, ts)
+        if ending is None or not ending.incident:
             return None
         fatal = self.fatal
-        why = f": {fatal[2]}" if fatal is not None else ""
-        inc = Incident("died_after_ready", ts, fatal[0] if fatal else ts, cause or (fatal[1] if fatal else None),
-                       f"the server exited ({how}) {ts - self.ready_ts:.0f} s after it was ready{why}",
-                       (*(fatal[3] if fatal else ()), f"exit: {how}")[-EVIDENCE_MAX:])
-        self._to(DEAD, ts)
+        inc = Incident(ending.kind, ts, min(fatal[0], ending.since or ts) if fatal else (ending.since or ts), ending.cause,
+                       f"the server exited ({how}) {ts - self.ready_ts:.0f} s after it was ready: {ending.message}",
+                       (*ending.evidence, f"exit: {how}")[-EVIDENCE_MAX:])
         self.incidents.append(inc)
         return inc
 

@@ -72,6 +72,10 @@ PROGRESS_SILENT = 1.0
 #: the ready line this long after: journald dropped lines, and the supervisor's verdict is taken (at
 #: once where journald has said so: its "Suppressed N messages" record, Judge.journal_dropped)
 SUPERVISOR_GRACE = 3.0
+#: a healthy start whose unit has ended: how long the journal gets to show systemd's account of the end (its
+#: `Failed with result …` line) before D-Bus's stands in for it, and how often it is read again meanwhile
+END_LINES_WAIT = 1.0
+END_LINES_EVERY = 0.2
 LOCK_DIR = Path(os.environ.get("SVCDIAG_LOCK_DIR", "/run/svcdiag"))
 
 
@@ -348,6 +352,27 @@ class _Loop:
             _whose_kill(judge, result.props)
             _supervisors_failure(judge, result.props)
         return result
+
+
+def judge_ended(sd: Systemd, cfg: ServiceConfig | None, unit: str, props: UnitProps, end: UnitProps) -> Verdict:
+    """A start judged healthy whose unit has ended since (`wait` after the end, or a kill that came while
+    `up --wait-ready` still checked HTTP): this start's journal read again from its first line to its end, as
+    `replay` reads it, so that both reach the one decision on how the server's life ended (judge.ending); systemd's
+    D-Bus account of the end (`end`) stands in only for lines the journal does not hold yet."""
+    deadline = time.monotonic() + END_LINES_WAIT
+    while True:
+        judge = follow(sd, cfg, unit, props, emit=lambda _ev: None, keep_following=False, until_verdict=False,
+                       notify=False).judge
+        facts = judge.readiness.after_ready
+        if facts.result is not None or end.result in ("success", "") or time.monotonic() >= deadline:
+            break
+        time.sleep(END_LINES_EVERY)
+    at = end.state_change_ts or time.time()
+    if facts.exit is None and end.exit_line:
+        judge.systemd_line(end.exit_line, at)
+    if judge.readiness.after_ready.result is None and end.result not in ("success", ""):
+        judge.systemd_line(f"Failed with result '{end.result}'.", at)
+    return judge.finish()
 
 
 def _supervisors_failure(judge: Judge, props: UnitProps) -> None:

@@ -17,11 +17,11 @@ from typing import Any
 from svcdiag.config.service import ServiceConfig, UnitsDir
 from svcdiag.errors import SvcdiagError
 from svcdiag.files import UnsafePath, state_dir
-from svcdiag.judge.verdict import Verdict, ended_after_ready
+from svcdiag.judge.verdict import Verdict
 from svcdiag.ops import gpu_hygiene, history
 from svcdiag.ops.check import check, require_ok
 from svcdiag.ops.conclude import conclude, diagnoser
-from svcdiag.ops.follow import follow, start_unit, unit_lock
+from svcdiag.ops.follow import follow, judge_ended, start_unit, unit_lock
 from svcdiag.ops.http_check import cross_check
 from svcdiag.ops.preflight import Calibration, Plan, plan, predicted_cause
 from svcdiag.ops.sglang_version import SglangVersion, resolve
@@ -65,12 +65,15 @@ def judge_start(sd: Systemd, cfg: ServiceConfig, props: UnitProps, pub: Publishe
                       batch=pub.terminal_first)
     verdict, end = followed.verdict, followed.props
     assert verdict is not None
-    verdict = verdict.with_(figures=verdict.figures.replace(sglang_version=sglang.version,
-                                                            sglang_version_source=sglang.source))
+
+    def released(v: Verdict) -> Verdict:
+        return v.with_(figures=v.figures.replace(sglang_version=sglang.version, sglang_version_source=sglang.source))
+
+    verdict = released(verdict)
     if verdict.verdict == "healthy" and end.invocation == props.invocation and not end.running:
         if end.result == "success":
             pub.note(f"{cfg.unit} was stopped cleanly after this healthy start: it serves nothing now")
-        return ended_after_ready(verdict, end.result, end.exit_line, end.state_change_ts)  # no HTTP to check
+        return released(judge_ended(sd, watch.cfg, cfg.unit, props, end))  # no HTTP to check
     if verdict.figures.verdict_source == "supervisor":
         return verdict  # the supervisor said READY=1 only once HTTP agreed; the journal lacks the figures to compare
     if verdict.verdict == "healthy" and not cfg.node_rank:  # a worker node (rank ≥ 1) serves no HTTP
@@ -78,7 +81,12 @@ def judge_start(sd: Systemd, cfg: ServiceConfig, props: UnitProps, pub: Publishe
         if sd.remote is not None:  # the server's port there, through the SSH connection
             local = sd.remote.forward(cfg.host, cfg.port)
             host, port = ("127.0.0.1", local) if local else (host, port)
-        verdict = cross_check(verdict, host, port, cfg.timeout["http_check"])
+        checked = cross_check(verdict, host, port, cfg.timeout["http_check"])
+        if checked.verdict != "healthy":  # the server may have ended while HTTP was asked (a kill after ready)
+            now = sd.props(cfg.unit)
+            if now.invocation == props.invocation and not now.running:
+                return released(judge_ended(sd, watch.cfg, cfg.unit, props, now))
+        verdict = checked
     return verdict
 
 

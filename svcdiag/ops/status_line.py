@@ -74,12 +74,12 @@ def tells(status: str, said: str | None) -> bool:
 
 
 #: the serving watch's word in a supervisor's STATUS= after ready (svcdiag.judge.watch.ServingWatch.status)
-_WATCH = re.compile(r"(?:^|· )(serving|busy|wedged|died_after_ready)\b")
+_WATCH = re.compile(r"(?:^|· )(serving|busy|wedged|died_after_ready|killed)\b")
 
 
 def watch_word(status: str) -> tuple[str, str] | None:
     """What the serving watch says in STATUS= `status` after ready: (serving | busy | wedged |
-    died_after_ready, its words), or None where it says nothing (a start, a journal-mode unit)."""
+    died_after_ready | killed, its words), or None where it says nothing (a start, a journal-mode unit)."""
     m = _WATCH.search(status or "")
     if m is None or (m.start() > 0 and not status.startswith("ready")):
         return None

@@ -53,6 +53,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from svcdiag.config.service import ServiceConfig, UnitsDir
+from svcdiag.judge.ending import DIED
 from svcdiag.judge.pipeline import TAIL_WAIT, Judge
 from svcdiag.judge.verdict import PhaseChange, Verdict
 from svcdiag.judge.watch import WEDGED, Incident, ServingWatch, WatchPolicy
@@ -212,6 +213,7 @@ class Supervisor:
                 if exited_at is not None:
                     timeout = min(timeout, max(0.0, exited_at + DRAIN_AFTER_EXIT_S - time.monotonic()))
                 ready = poller.poll(None if timeout == float("inf") else max(0, int(timeout * 1000) + 1))
+                self._tell_stop()  # before the lines the stop makes SGLang print: as systemd's `Stopping …` is
                 eof = False
                 for fd, _ in ready:
                     if fd == pipe:
@@ -246,6 +248,16 @@ class Supervisor:
                 child.wait()
         self._flush_partial()
         return self._ended(child.returncode)
+
+    def _tell_stop(self) -> None:
+        """A stop the supervisor was asked for after ready (a signal it forwards: `systemctl stop`, `svcdiag down`, the
+        kubelet) told to the judge once, in the words systemd's journal has for it, so that it decides as `replay`
+        does."""
+        v = self.judge.verdict
+        if self._stop_asked is None or self._stop_told or v is None or v.verdict != "healthy":
+            return  # (before ready, the child's end says it: a start stopped is judged by its exit)
+        self._stop_told = True
+        self.judge.stop_asked(signal.Signals(self._stop_asked).name, self.clock())
 
     def _forward(self, child: subprocess.Popen[bytes], sig: int) -> None:
         """A signal the supervisor got, passed on to the child; a SIGTERM that `up` sent with a
@@ -322,9 +334,8 @@ class Supervisor:
         the runs of quiet lines between them (decode batches, access lines) in bulk (`_quiet`). A read
         holding a CR, a colour code or a traceback's opening goes line by line."""
         parser = self.judge.parser
-        if self.judge.verdict is not None:  # after the verdict only the serving watch reads, every line
-            if self.watch is not None:
-                self._each(data, start + 1, end)
+        if self.judge.verdict is not None:  # after the verdict, every line: how the server's life ends, its batches
+            self._each(data, start + 1, end)
             return
         if any(data.find(w, start, end) >= 0 for w in _LINE_BY_LINE):
             self._each(data, start + 1, end)
@@ -372,30 +383,30 @@ class Supervisor:
 
     def _feed(self, text: str) -> None:
         if self.judge.verdict is not None:
-            if self.watch is not None:
-                self._watch_line(text)
+            self._watch_line(text)
             return
         now = self.clock()
         self._tail_due = now + TAIL_WAIT + 0.01  # a traceback this line ends is complete after TAIL_WAIT
         self._on_events(self.judge.line(text, now), now)
 
     def _watch_line(self, text: str) -> None:
-        """A line after ready: a batch is progress; the judge reads it for a fatal one (died_after_ready)."""
-        assert self.watch is not None
+        """A line after ready (from the ready line on, the HTTP cross-check's time included): a batch is progress
+        for the watch; the judge reads it for how the server's life ends (judge.ending), as `replay` does."""
         now = self.clock()
-        self.watch.line(now, text)
+        if self.watch is not None:
+            self.watch.line(now, text)
         self._tail_due = now + TAIL_WAIT + 0.01
         self.judge.line(text, now)
         self._judge_after_ready(now)
 
     def _judge_after_ready(self, now: float) -> None:
-        """The judge turned the healthy start into died_after_ready on a line: the watch's fatal line."""
-        v = self.judge.verdict
-        if self.watch is None or v is None or v.cause != Cause.DIED_AFTER_READY or self.watch.fatal is not None:
+        """The judge read a line that ends the server (a crash's fatal line, a process killed) while it still runs:
+        the watch's fatal line."""
+        e = self.judge.readiness.ending
+        if self.watch is None or e is None or not e.incident or self.watch.fatal is not None:
             return
-        said = v.message.split("died while serving: ", 1)[-1]
-        self.watch.fatal_line(now, v.figures.died_of, said, tuple(v.evidence[self._ready_evidence:][-4:]))
-        self.notify.status(f"{self.watch_status(now)} · the log: {said}")
+        self.watch.fatal_line(now, e.cause, e.message, e.evidence[-4:])
+        self.notify.status(f"{self.watch_status(now)} · the log: {e.message}")
 
     def _on_events(self, events: list[Event], now: float) -> None:
         """What one line (or tick) made of the start: a new phase extends systemd's timeout, the
@@ -537,7 +548,7 @@ class Supervisor:
         """The start is healthy: record it (under systemd: a restart is a start nobody's `up` waits for),
         then watch the server while it serves."""
         self.watch = ServingWatch(self.policy, now)
-        self._ready_evidence = len(self.judge.verdict.evidence) if self.judge.verdict is not None else 0
+        self._oom_kills_at_ready = _oom_kills()
         self._record_start(v)
         if self.cfg.node_rank:  # a worker node serves no HTTP: its log and its process are watched
             return
@@ -655,11 +666,12 @@ class Supervisor:
             _warn(f"textfile {path}: {e}")
 
     def incident_record(self, inc: Incident, action: str | None) -> ReadinessEvent:
-        """The incident as an event (docs/events.md `incident`): `verdict` wedged or failed, its cause."""
+        """The incident as an event (docs/events.md `incident`): `verdict` wedged or failed (the server is gone: died,
+        or killed, the start itself staying healthy), its cause (killed: host_oom or killed_by_signal)."""
         return ReadinessEvent(event="incident", ts=inc.ts, unit=self.cfg.unit, config=self.cfg.name,
                               invocation=self.environ.get("INVOCATION_ID") or None, phase="ready",
                               verdict=WEDGED if inc.kind == WEDGED else "failed",
-                              cause=inc.cause if inc.kind == WEDGED else Cause.DIED_AFTER_READY, message=inc.message,
+                              cause=Cause.DIED_AFTER_READY if inc.kind == DIED else inc.cause, message=inc.message,
                               data={"kind": inc.kind, "since": round(inc.since, 3), "evidence": list(inc.evidence),
                                     "action": action})
 
@@ -679,7 +691,8 @@ class Supervisor:
 
     _watchdog_next: float = 0.0
     _stopped_for: str | None = None  # why `up` stopped this start (another node failed), when it said
-    _ready_evidence = 0  # the judge's evidence at ready: what a fatal line after it adds is the incident's
+    _stop_told = False  # the stop asked was told to the judge (as systemd's `Stopping …`)
+    _oom_kills_at_ready: int | None = None  # the cgroup's OOM kills when the start was healthy (None: unreadable)
     _phase_deadline: float | None = None
     _tail_due: float | None = None
     _phase_since: float | None = None
@@ -689,12 +702,7 @@ class Supervisor:
         """The child is gone: say so in the words systemd would use, then hand back how it ended."""
         now = self.clock()
         if self.verdict is None and self.judge.verdict is None:
-            if returncode < 0:
-                sig = -returncode
-                line = f"Main process exited, code=killed, status={sig}/{signal.Signals(sig).name[3:]}"
-            else:
-                line = f"Main process exited, code=exited, status={returncode}/{'SUCCESS' if returncode == 0 else 'FAILURE'}"
-            self.judge.systemd_line(line, now)
+            self.judge.systemd_line(_exit_line(returncode), now)
         if self.verdict is None:
             self.verdict = self.judge.verdict
         if self._stopped_for:  # a failed start, though this node's own was fine: systemd records it as one
@@ -709,17 +717,20 @@ class Supervisor:
         return Supervised(self.verdict, EXIT_TIMED_OUT if self._stopped else returncode, incidents)
 
     def _died_after_ready(self, returncode: int, now: float) -> None:
-        """The server ended after a healthy start: an operator's stop, or an incident (dead)."""
+        """The server ended after a healthy start: its end told to the judge in systemd's words (a stop asked, the
+        OOM killer where the unit's cgroup counted a kill since ready, the exit status), and the judge's one decision
+        (judge.ending, as `replay` and `wait` take it) says whether that is an incident, and which."""
+        self._tell_stop()
+        if self._oom_kills_at_ready is not None and (_oom_kills() or 0) > self._oom_kills_at_ready:
+            self.judge.systemd_line(f"{self.cfg.unit}: A process of this unit has been killed by the OOM killer.", now)
+        self.judge.systemd_line(_exit_line(returncode), now)
         if self.watch is None or self._triggered:
             self.notify.status(f"stopped: the server exited ({_how(returncode)}) after it was ready")
             return
-        jv = self.judge.verdict
-        by_log = jv is not None and jv.figures.stopped_after_ready_by is not None and returncode in (0, -15, 143)
-        stopped = self._stop_asked is not None or by_log
-        inc = self.watch.ended(now, _how(returncode), stopped=stopped,
-                               cause=jv.figures.died_of if jv is not None and jv.cause == Cause.DIED_AFTER_READY else None)
+        ending = self.judge.readiness.ending
+        inc = self.watch.ended(now, ending, _how(returncode))
         if inc is None:
-            who = signal.Signals(self._stop_asked).name if self._stop_asked is not None else "a stop in the log"
+            who = ending.by if ending is not None and ending.by else "nobody said"
             self.notify.status(f"stopped: the server exited ({_how(returncode)}) after it was ready ({who}: "
                                "not an incident)")
             return
@@ -740,6 +751,28 @@ def _sleep_unless_cleared(flag: threading.Event, seconds: float) -> bool:
         if not flag.is_set():
             return True
     return not flag.is_set()
+
+
+def _exit_line(returncode: int) -> str:
+    """The child's end in systemd's words for a main process's (`Main process exited, code=killed, status=9/KILL`)."""
+    if returncode < 0:
+        sig = -returncode
+        return f"Main process exited, code=killed, status={sig}/{signal.Signals(sig).name[3:]}"
+    return f"Main process exited, code=exited, status={returncode}/{'SUCCESS' if returncode == 0 else 'FAILURE'}"
+
+
+def _oom_kills() -> int | None:
+    """How many processes of this unit's cgroup the kernel's OOM killer has killed (cgroup v2's memory.events
+    `oom_kill`), or None where it cannot be read: the supervisor's view of systemd's `… killed by the OOM killer`."""
+    try:
+        with open("/proc/self/cgroup") as f:
+            path = next((line.split("::", 1)[1].strip() for line in f if line.startswith("0::")), None)
+        if path is None:
+            return None
+        with open(f"/sys/fs/cgroup{path}/memory.events") as f:
+            return next((int(line.split()[1]) for line in f if line.startswith("oom_kill ")), None)
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def _how(returncode: int) -> str:

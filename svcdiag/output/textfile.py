@@ -36,7 +36,7 @@ GAUGES = {
 _UPDATES_ON = {"phase_entered", "failure", "verdict", "incident"}
 #: the serving watch's states (svcdiag.judge.watch), after a healthy verdict
 WATCH_STATES = ("serving", "busy", "wedged", "dead")
-INCIDENTS = ("wedged", "died_after_ready")
+INCIDENTS = ("wedged", "died_after_ready", "killed")
 _FIGURE_MILESTONES = {"kv_cache", "weights_end", "mamba_cache", "scheduler"}
 
 

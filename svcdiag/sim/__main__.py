@@ -482,6 +482,8 @@ def run(own: argparse.Namespace, launch_argv: list[str]) -> int:
     log.uvicorn('INFO:     127.0.0.1:51240 - "POST /generate HTTP/1.1" 200 OK')
     server.ready.set()
     log.main("The server is fired up and ready to roll!")
+    if fault == "killed_after_ready" and not a.no_http and virtual is None:
+        server.ready.clear()  # the first batch never comes back: /ready and /health say 503 until the kill
     for i in range(a.decode_lines):
         if i % 40 == 0:
             clock.sleep(1.0)
@@ -492,6 +494,15 @@ def run(own: argparse.Namespace, launch_argv: list[str]) -> int:
     if fault == "stops_serving":  # a wedged scheduler: the process lives on, silent, and answers 503
         clock.sleep(scenario.serving_s)
         server.ready.clear()
+    if fault == "killed_after_ready":  # a scheduler SIGKILLed (the OOM killer's way); the launcher ends itself
+        clock.sleep(scenario.serving_s)
+        child = os.getpid() + 1  # the stand-in has no scheduler process: the pid it would have had
+        if rel.new:
+            log.main(f"Subprocess scheduler_0 (pid={child}) crashed with exit code -9. Triggering SIGQUIT for cleanup...")
+        else:
+            log.main(f"Child process unexpectedly failed with an exit code 9. pid={child}")
+        log.main("Received sigquit from a child process. It usually means the child failed.")
+        os.kill(os.getpid(), signal.SIGKILL)  # kill_process_tree of itself
     if fault == "loaded_serving":  # busy, not wedged: slow /health, a decode batch every second
         clock.sleep(scenario.serving_s)
         server.loaded.set()

@@ -25,7 +25,8 @@ class Scenario:
     #: what /get_server_info reports, when it lies (the HTTP cross-check's test)
     server_info_tokens_delta: int = 0
     #: fault "stops_serving": nominal seconds the server answers after ready, before /ready and /health* say 503;
-    #: fault "loaded_serving": before /health* turn slow (LOADED_HEALTH_S) while decode batches go on
+    #: fault "loaded_serving": before /health* turn slow (LOADED_HEALTH_S) while decode batches go on;
+    #: fault "killed_after_ready": before the scheduler is SIGKILLed
     serving_s: float = 40.0
     #: nominal seconds of DeepGEMM's JIT pre-compile at the start of CUDA-graph capture (a first start on a host)
     precompile_s: float = 0.0
@@ -66,6 +67,11 @@ SCENARIOS: dict[str, Scenario] = {
     "loaded-serving": Scenario("starts healthy, then serves under load: /health answers only after 30 s while "
                                "decode batches are printed every second (busy, not wedged: the serving watch's test)",
                                fault="loaded_serving"),
+    "killed-while-serving": Scenario("starts healthy, then a scheduler is SIGKILLed while serving, as the kernel's OOM "
+                                     "killer does (40 s later, unscaled): from the ready line on, /ready and /health "
+                                     "answer 503 (the first batch never comes back); the launcher says its child's exit "
+                                     "code 9 and kills itself (a post-ready incident `killed`: live and replay agree)",
+                                     fault="killed_after_ready"),
 }
 #: fault "loaded_serving": nominal seconds /health and /health_generate take once the server is loaded
 LOADED_HEALTH_S = 30.0
