@@ -357,7 +357,8 @@ class Supervisor:
         traceback is open or the clock has reached a deadline or a failure's grace (then a line may
         end the start: each is judged)."""
         judge = self.judge
-        if judge.verdict is not None:
+        if judge.verdict is not None:  # the verdict came earlier in this read: the rest is read after ready
+            self._each(data, a, b)
             return
         now = self.clock()
         if judge.parser.quiet_ok() and now < judge.readiness.quiet_until() - 1e-3 \
