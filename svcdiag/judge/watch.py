@@ -2,7 +2,7 @@
 
 svcdiag judged the start; operators then run the server for weeks. The supervisor keeps feeding
 this machine what it sees: every line of the server's log (a batch scheduled is progress; a
-fatal line the judge reads after ready, `died_after_ready`, is a fault) and each answer of
+fatal line the judge reads after ready, a crash or a kill (svcdiag.judge.ending), is a fault) and each answer of
 SGLang's `/health`, asked every `interval_s`. It says one of:
 
 - `serving`: /health answers;

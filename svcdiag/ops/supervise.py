@@ -21,7 +21,8 @@ docs/benchmarks.md); a bigger one is passed through first. systemd hears
   when the judge says the start failed;
 - after ready, the serving watch (svcdiag.judge.watch): every line still goes to the judge (a
   fatal line after ready) and the watch (batches run), and a thread asks SGLang's /health every
-  `health_interval_s`. STATUS= says serving, busy, wedged or died_after_ready; WATCHDOG=1 goes
+  `health_interval_s`. STATUS= says serving, busy, wedged, died_after_ready or killed (how the server's
+  life ended is the judge's one decision, svcdiag.judge.ending, as replay's and `wait`'s); WATCHDOG=1 goes
   out only while the watch says serving or busy, WATCHDOG=trigger once it says wedged (systemd
   then restarts the unit, Restart=on-failure); each incident is recorded in the history under
   the start's invocation. A stop the supervisor was asked for (any signal it forwards: `systemctl
@@ -109,7 +110,7 @@ class Supervised:
 
     verdict: Verdict | None
     returncode: int  # Popen's: negative for a signal
-    #: after a healthy start: what the serving watch saw (wedged, died_after_ready)
+    #: after a healthy start: what the serving watch saw (wedged, died_after_ready, killed)
     incidents: tuple[Incident, ...] = ()
 
     @property
