@@ -83,6 +83,12 @@ def test_a_stop_is_never_an_incident_whatever_follows_it() -> None:
     assert v.figures.stopped_after_ready_by == "systemd" and "a clean stop" in v.message
 
 
+def test_a_main_process_ended_by_a_stops_signal_is_stopped() -> None:
+    """`systemctl kill -s TERM` (no `Stopping …` line), or a supervisor re-raising the SIGTERM it forwarded."""
+    v = judged([("d", "Main process exited, code=killed, status=15/TERM"), ("d", "Failed with result 'signal'.")]).finish()
+    assert (v.verdict, v.figures.incident, v.figures.stopped_after_ready_by) == ("healthy", None, "SIGTERM")
+
+
 def test_the_oom_killer_is_named_with_its_line_and_the_kernels_line_is_the_killed_pids() -> None:
     v = judged(ENDINGS["OOM killer"]).finish()
     assert (v.figures.incident, v.figures.oom_killer_line) == (KILLED, OOM_SYSTEMD)

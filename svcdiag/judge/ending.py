@@ -116,6 +116,10 @@ def _fold(a: AfterReady, ev: Event) -> AfterReady:
             return replace(a, stop="systemd", stop_line=ev.line)
         if ev.state == "oom" and a.oom is None:
             return replace(a, oom=ev.line or "systemd: killed by the OOM killer")
+        if ev.state == "exited" and a.exit is None and _status_signal(ev) in STOP_SIGNALS and not _ended(a):
+            # the main process ended by a stop's signal (`systemctl kill -s TERM`, a supervisor re-raising the TERM it
+            # forwarded) and nothing ended it before: stopped
+            return replace(a, exit=ev, stop=f"SIG{_status_signal(ev)}", stop_line=ev.line)
         if ev.state == "exited" and a.exit is None:
             a = replace(a, exit=ev)
             if _status_signal(ev) == "KILL" and a.kill is None and a.death is None:
