@@ -84,9 +84,11 @@ def test_a_stop_is_never_an_incident_whatever_follows_it() -> None:
 
 
 def test_a_main_process_ended_by_a_stops_signal_is_stopped() -> None:
-    """`systemctl kill -s TERM` (no `Stopping …` line), or a supervisor re-raising the SIGTERM it forwarded."""
-    v = judged([("d", "Main process exited, code=killed, status=15/TERM"), ("d", "Failed with result 'signal'.")]).finish()
-    assert (v.verdict, v.figures.incident, v.figures.stopped_after_ready_by) == ("healthy", None, "SIGTERM")
+    """`systemctl kill -s TERM` (no `Stopping …` line), or a supervisor re-raising the SIGTERM it forwarded; SIGQUIT
+    too (the supervisor forwards it as a stop; SGLang's own SIGQUIT ends in its SIGKILL of itself)."""
+    for status, by in (("killed, status=15/TERM", "SIGTERM"), ("dumped, status=3/QUIT", "SIGQUIT")):
+        v = judged([("d", f"Main process exited, code={status}"), ("d", "Failed with result 'signal'.")]).finish()
+        assert (v.verdict, v.figures.incident, v.figures.stopped_after_ready_by) == ("healthy", None, by)
 
 
 def test_the_oom_killer_is_named_with_its_line_and_the_kernels_line_is_the_killed_pids() -> None:

@@ -35,6 +35,9 @@ STOPPED, KILLED, DIED, WEDGED = "stopped", "killed", "died_after_ready", "wedged
 INCIDENT_KINDS = (WEDGED, DIED, KILLED)
 #: the signals a stop from outside sends (systemd, docker, kubelet: TERM; a terminal's Ctrl-C: INT; its hang-up: HUP)
 STOP_SIGNALS = frozenset(("TERM", "INT", "HUP"))
+#: ... and the main process's end by SIGQUIT too (`code=dumped, status=3/QUIT`): an operator's (`systemctl kill -s
+#: QUIT`, which svcdiag supervise forwards as a stop); SGLang's own SIGQUIT ends in its SIGKILL of itself, never this
+EXIT_STOP_SIGNALS = STOP_SIGNALS | {"QUIT"}
 #: the kernel's own line: `Out of memory: Killed process 4562 (sglang::schedul) total-vm:…`, `oom-kill:…,task=…,pid=4562`
 KERNEL_OOM_RE = re.compile(r"(?:Out of memory|Memory cgroup out of memory): Killed process (\d+)"
                            r"|\boom-kill:.*?\bpid=(\d+)")
@@ -116,7 +119,7 @@ def _fold(a: AfterReady, ev: Event) -> AfterReady:
             return replace(a, stop="systemd", stop_line=ev.line)
         if ev.state == "oom" and a.oom is None:
             return replace(a, oom=ev.line or "systemd: killed by the OOM killer")
-        if ev.state == "exited" and a.exit is None and _status_signal(ev) in STOP_SIGNALS and not _ended(a):
+        if ev.state == "exited" and a.exit is None and _status_signal(ev) in EXIT_STOP_SIGNALS and not _ended(a):
             # the main process ended by a stop's signal (`systemctl kill -s TERM`, a supervisor re-raising the TERM it
             # forwarded) and nothing ended it before: stopped
             return replace(a, exit=ev, stop=f"SIG{_status_signal(ev)}", stop_line=ev.line)

@@ -201,7 +201,12 @@ def test_watchdog_fails_a_server_that_stopped_serving_and_status_says_so(rig, un
     assert got["Result"] == "watchdog", got  # systemd's watchdog, told at once the server is wedged
     assert got["StatusText"].startswith("wedged [health_failed] since ") and "HTTP 503" in got["StatusText"], got
     st_ = json_lines(sv(rig, units, "status", stuck, "--json"))[0]
-    assert (st_["active_state"], st_["result"], st_["verdict"]["verdict"]) == ("failed", "watchdog", "healthy"), st_
+    # the start's verdict as its journal reads now, replay's and `wait`'s (svcdiag.judge.ending): it served, then
+    # systemd's watchdog killed it
+    v = st_["verdict"]
+    assert (st_["active_state"], st_["result"], v["verdict"], v["cause"]) == ("failed", "watchdog", "failed",
+                                                                             "died_after_ready"), st_
+    assert v["figures"]["incident"] == "wedged", v
     assert "failed (watchdog)" in sv(rig, units, "status", stuck).stdout.decode()
     # the healthy one is fed: still active, same process, past several watchdog periods
     first = show(rig, units_[1], "MainPID", "ActiveEnterTimestampMonotonic")
