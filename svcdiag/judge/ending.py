@@ -43,9 +43,6 @@ KERNEL_OOM_RE = re.compile(r"(?:Out of memory|Memory cgroup out of memory): Kill
                            r"|\boom-kill:.*?\bpid=(\d+)")
 #: a process id a kill line names: `pid=4571`, `(pid=4562)`
 PID_RE = re.compile(r"\bpid=(\d+)")
-#: systemd's words for its watchdog firing: `Watchdog timeout (limit 2s)!`
-WATCHDOG_LINE = "Watchdog timeout"
-EVIDENCE_MAX = 6
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,10 +69,6 @@ class AfterReady:
     watchdog: str | None = None
     #: when the first of these came (the incident's `since`)
     since: float | None = None
-
-    @property
-    def empty(self) -> bool:
-        return self == AfterReady()
 
 
 def after(a: AfterReady, ev: Event) -> AfterReady:
