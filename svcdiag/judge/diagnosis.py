@@ -77,15 +77,17 @@ def _template(v: Verdict, cfg: ServiceConfig | None, **more: str) -> tuple[list[
     """The registry's explanation and fixes of the verdict's sub-case (or, lacking words of its own, its cause),
     over the failure's words and what its pattern captured; None when the registry has none."""
     sub = failures.row(v.cause or "", v.detail)
-    row = sub if sub is not None and sub.explain is not None else failures.row(v.cause or "")
-    if row is None or row.explain is None:
+    row = sub if sub is not None and failures.prose(sub.cause, sub.detail).explain else failures.row(v.cause or "")
+    sentences = failures.prose(row.cause, row.detail).explain if row is not None else ()
+    if row is None or not sentences:
         return None
     model = cfg.model_path if cfg else v.figures.model_path
     words = _Words({"message": v.message, "short": _short(v.message), "phase": v.phase, "name": cfg.name if cfg else "NAME",
                     "unit": v.unit or (cfg.unit if cfg else "UNIT"), "model": repr(model) if model else "the model",
                     "model_type": v.figures.model_type or "the target model", **v.captures, **more})
-    lines = row.explain(words) if callable(row.explain) else [line.format_map(words) for line in row.explain]
-    return list(lines), \
+    if row.words is not None:
+        words.update(row.words(words))
+    return [line.format_map(words) for line in sentences], \
         [_fix({k: val.format_map(words) if isinstance(val, str) else val for k, val in change.items()}, why.format_map(words))
          for change, why in row.fixes]
 
