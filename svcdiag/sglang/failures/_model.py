@@ -51,6 +51,7 @@ class Cause(StrEnum):
     HTTP_UNREACHABLE = "http_unreachable"
     HTTP_MISMATCH = "http_mismatch"
     DIED_AFTER_READY = "died_after_ready"
+    CONNECTION_LOST = "connection_lost"
 
 
 class Family(StrEnum):
@@ -113,6 +114,7 @@ FAMILY: Mapping[Cause, Family] = {
     Cause.HTTP_UNREACHABLE: Family.SERVING,
     Cause.HTTP_MISMATCH: Family.SERVING,
     Cause.DIED_AFTER_READY: Family.SERVING,
+    Cause.CONNECTION_LOST: Family.PROCESS,
 }
 
 

@@ -38,6 +38,7 @@ ROWS: tuple[FailureClass, ...] = (
         doc="no progress in a phase past its deadline, and no error said"),
     FailureClass(Cause.INCOMPLETE, priority=340,
         doc="the log ends before a verdict: no error, no ready line"),
+    FailureClass(Cause.CONNECTION_LOST, priority=345, doc="the log could no longer be read (a remote host's connection died)"),
     FailureClass(Cause.WATCHDOG_TIMEOUT, "timeout_said", priority=710, said=said(r"watchdog_timeout=(?P<secs>\d+(?:\.\d+)?)"),
                  doc="Scheduler watchdog timeout (self.watchdog_timeout=300, self.soft=False)"),
 )
