@@ -92,6 +92,14 @@ def _template(v: Verdict, cfg: ServiceConfig | None, **more: str) -> tuple[list[
          for change, why in row.fixes]
 
 
+def _said(v: Verdict, cfg: ServiceConfig | None, **more: str) -> list[str]:
+    """The registry's sentences for the verdict's row, over its words and `more` (what only the verdict's figures or
+    the config can say)."""
+    found = _template(v, cfg, **more)
+    assert found is not None, f"{v.cause}/{v.detail}: no sentences in its family's .toml"
+    return found[0]
+
+
 # ---------------------------------------------------------------- memory: the seed's failure
 
 
@@ -401,59 +409,36 @@ def _model_not_found(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tup
 
 
 def _bind_address(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
-    return [f"Everything loaded, then uvicorn could not bind {v.captures['host']}:{v.captures['port']}: {v.message}",
-            "The address is --host's: one this host does not have (`ip -br addr`; a config copied from another "
-            "node), or IPv6's `::` where IPv6 is off. 0.0.0.0 listens on every address."], \
-        [_fix({"host": "0.0.0.0"}, "every address of this host (127.0.0.1: this host alone)")] if cfg else []
+    return _said(v, cfg), [_fix({"host": "0.0.0.0"}, "every address of this host (127.0.0.1: this host alone)")] if cfg else []
 
 
 def _quantization_blocks(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
     tp = cfg.tp_size if cfg else v.figures.tp_size
-    say = [f"Tensor parallelism{f' over {tp} GPUs' if tp else ''} cuts a quantized weight across its "
-           f"quantization blocks: {v.message}",
-           "Each GPU's slice of every weight must be whole blocks (fp8 block 128, AWQ/GPTQ groups): use a smaller "
-           "tp_size; for a MoE model, expert parallelism (--ep-size, extra_args) splits whole experts instead. A "
-           "checkpoint converted to BF16 that still carries quantization_config in its config.json is read as "
-           "quantized: delete that block."]
-    return say, [_fix({"tp_size": tp // 2}, "whole quantization blocks on each GPU")] if tp and tp > 1 else []
+    return _said(v, cfg, over_gpus=f" over {tp} GPUs" if tp else ""), \
+        [_fix({"tp_size": tp // 2}, "whole quantization blocks on each GPU")] if tp and tp > 1 else []
 
 
 def _unrecognized(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
     flags = v.captures["args"].split()
-    flag = next((f for f in flags if f.startswith("--")), flags[0] if flags else "?")
-    return [f"This SGLang does not know {flag}: its argument parser refused the command line before loading "
-            "anything (exit 2).",
-            f"Flags change between releases; `svcdiag check {cfg.name if cfg else 'NAME'}` names the replacement for the "
-            "release the unit runs (set `sglang_version` in the config, or let svcdiag ask the unit's interpreter)."], []
+    return _said(v, cfg, flag=next((f for f in flags if f.startswith("--")), flags[0] if flags else "?")), []
 
 
 def _context_length(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
     asked, derived = int(v.captures["asked"]), int(v.captures["derived"])
-    return [f"context_length {asked:,} is longer than the model's own {derived:,} (max_position_embeddings or its "
-            "rope scaling), and SGLang refuses to stretch it unasked.",
-            "Serve at most the model's length; or, if the model really takes longer inputs (YaRN rope scaling set "
-            "with json_model_override_args), set SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1 in the unit's "
-            "environment."], \
+    return _said(v, cfg, asked=f"{asked:,}", derived=f"{derived:,}"), \
         [_fix({"context_length": derived}, "the length the model was built for")]
 
 
 def _not_an_eagle_draft(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
-    draft = v.figures.draft_model_path
-    return [f"The speculative draft model ({draft if draft else 'none given: SGLang loaded the target itself'}"
-            f"{', class ' + str(v.figures.draft_model_type) if v.figures.draft_model_type else ''}) "
-            "is not an EAGLE draft: it lacks the draft's methods ({}).".format(v.message.split(": ", 1)[-1]),
-            "Set speculative_draft_model_path to a draft trained for this target (an EAGLE3 draft's class is "
-            "…ForCausalLMEagle3); only a model with its own MTP layers (DeepSeek, Qwen3-Next) runs "
-            "EAGLE/NEXTN without one."], []
+    kind = v.figures.draft_model_type
+    return _said(v, cfg, draft=v.figures.draft_model_path or "none given: SGLang loaded the target itself",
+                 draft_class=f", class {kind}" if kind else "", methods=v.message.split(": ", 1)[-1]), []
 
 
 def _tp_split(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
     tp = cfg.tp_size if cfg else v.figures.tp_size
-    say = [f"tp_size {tp if tp else '(the one given)'} does not divide the model's attention heads, so the "
-           "weights cannot be split evenly over the GPUs (SGLang asserts it while building the model).",
-           "Use a tp_size that divides the number of attention (and KV) heads in config.json: 1, 2, 4 or 8 "
-           "for most models."]
-    return say, [_fix({"tp_size": max(1, tp // 2)}, "a divisor of the head count, as a rule")] if tp and tp > 1 else []
+    return _said(v, cfg, tp=str(tp) if tp else "(the one given)"), \
+        [_fix({"tp_size": max(1, tp // 2)}, "a divisor of the head count, as a rule")] if tp and tp > 1 else []
 
 
 def _pd_warmup(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
@@ -472,40 +457,18 @@ def _pd_warmup(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[lis
 
 
 def _torch_compile_failed(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
-    when = " while capturing CUDA graphs" if v.phase == "cuda_graph" else ""
-    return [f"torch.compile (--enable-torch-compile) could not compile the model{when}: {v.message}",
-            "Start without --enable-torch-compile (SGLang serves the same model uncompiled, a little slower at small "
-            "batches), or lower --torch-compile-max-bs; an inductor error is a torch/SGLang version mismatch or bug, "
-            "so the torch release SGLang pins is the other way out."], []
+    return _said(v, cfg, when=" while capturing CUDA graphs" if v.phase == "cuda_graph" else ""), []
 
 
-def _ep_dispatch_timeout(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
-    """DeepEP's dispatch waited for an expert-parallel rank that never came."""
-    return [f"DeepEP's all-to-all timed out in phase {v.phase}: an expert-parallel rank never reached the dispatch "
-            f"({v.message}).",
-            "Look first for another rank's own error just before (it died, and this is the consequence). A rank that "
-            "was only slow is most often compiling DeepGEMM kernels on a first start: `python3 -m "
-            "sglang.compile_deep_gemm` with the server's flags beforehand, or SGL_ENABLE_JIT_DEEPGEMM=0; across nodes, "
-            "the RDMA path between them (NVSHMEM/IB). `--deepep-mode auto` avoids the normal mode's timeout during "
-            "capture."], []
 
 
-def _pd_bootstrap_failed(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
-    return [f"The PD prefill server could not register with its bootstrap server: {v.message}",
-            "It says it is ready, but a decode server never finds it (every request then fails with `Could not fetch "
-            "prefill parallel info`). The bootstrap server (--disaggregation-bootstrap-port, 8998 unless set) was not "
-            "up yet or not reachable at that address: restart the prefill, give each prefill on a host its own "
-            "bootstrap port, or upgrade to a release that retries the registration."], []
 
 
 
 
 def _invalid_ordinal(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
     tp = v.figures.tp_size or (cfg.tp_size if cfg else None)
-    return ["A rank asked for a GPU this process cannot see (CUDA: invalid device ordinal): tp_size"
-            + (f" {tp}" if tp else "") + " × dp_size (+ base_gpu_id) is more GPUs than are visible to it.",
-            "`nvidia-smi -L` lists the host's GPUs; CUDA_VISIBLE_DEVICES (the config's gpus) and the unit's "
-            "DeviceAllow= narrow them. Give the unit as many GPUs as ranks, or lower tp_size."], \
+    return _said(v, cfg, tp=f" {tp}" if tp else ""), \
         [_fix({"tp_size": tp // 2}, "half the ranks, if half the GPUs are what it sees")] if tp and tp > 1 else []
 
 
@@ -588,11 +551,7 @@ def _short(msg: str, limit: int = 160) -> str:
 
 
 def _bind_port(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
-    port = int(v.captures["port"])
-    return [f"uvicorn may not bind port {port}: below 1024 that takes CAP_NET_BIND_SERVICE, which the unit does not "
-            "have (svcdiag's strict sandbox keeps no capability, even as root).",
-            "Serve on a port above 1024 and put a proxy in front if clients need the low one."], \
-        [_fix({"port": 30000}, "an unprivileged port")] if port < 1024 else []
+    return _said(v, cfg), [_fix({"port": 30000}, "an unprivileged port")] if int(v.captures["port"]) < 1024 else []
 
 
 #: a path's parts below the folder a unit should be let write (the hub's cache layout, its locks)
@@ -624,8 +583,7 @@ def _access_denied(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple
 def _mamba_small(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
     spr = memory_plan.slots_per_request(v.figures, cfg)
     req = v.figures.requested_max_running_requests or (cfg.max_running_requests if cfg else None) or 1
-    return [v.message, f"Each request takes {spr} Mamba state slots."], \
-        [_fix({"max_mamba_cache_size": req * spr}, f"{req} request(s) × {spr} slots")]
+    return _said(v, cfg, slots=str(spr)), [_fix({"max_mamba_cache_size": req * spr}, f"{req} request(s) × {spr} slots")]
 
 
 def _timed_out(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
@@ -725,9 +683,6 @@ def _incomplete(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[li
     return say, []
 
 
-def _stopped(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
-    return [f"The unit was stopped from outside in phase {v.phase}, before it was ready (systemctl stop, a "
-            "conflicting unit, or another svcdiag)."], []
 
 
 def _died_after_ready(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
@@ -743,8 +698,6 @@ def _died_after_ready(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tu
     return say, []
 
 
-def _http(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
-    return [v.message], []
 
 
 def _generic(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
@@ -781,8 +734,6 @@ _BY_CAUSE = {
     Cause.NOT_ENOUGH_MEMORY: _not_enough_memory,
     Cause.CUDA_OOM: _cuda_oom,
     Cause.TORCH_COMPILE_FAILED: _torch_compile_failed,
-    Cause.EP_DISPATCH_TIMEOUT: _ep_dispatch_timeout,
-    Cause.PD_BOOTSTRAP_FAILED: _pd_bootstrap_failed,
     Cause.KILLED_BY_SIGNAL: _killed,
     Cause.EXITED: _exited,
     Cause.MODEL_NOT_FOUND: _model_not_found,
@@ -792,8 +743,5 @@ _BY_CAUSE = {
     Cause.MAMBA_CACHE_TOO_SMALL: _mamba_small,
     Cause.TIMED_OUT: _timed_out,
     Cause.INCOMPLETE: _incomplete,
-    Cause.STOPPED: _stopped,
-    Cause.HTTP_UNREACHABLE: _http,
-    Cause.HTTP_MISMATCH: _http,
     Cause.DIED_AFTER_READY: _died_after_ready,
 }
