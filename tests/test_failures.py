@@ -60,6 +60,27 @@ def test_every_cause_has_its_evidence_and_the_prose_files_name_only_their_module
         _prose.read(bad, memory.ROWS)
 
 
+def test_every_sentence_a_diagnosis_function_names_is_in_its_rows_prose() -> None:
+    """judge/diagnosis.py's functions choose sentences by name (`_said(v, cfg, "sigbus")`): each name is in the .toml of
+    the row the function explains (or of its cause), so no choice fails at run time on a start that takes it."""
+    import ast
+    import inspect
+
+    from svcdiag.judge import diagnosis
+
+    rows = {fn: key for key, fn in diagnosis._BY_DETAIL.items() if fn.__name__ != "<lambda>"} \
+        | {fn: (c, "") for c, fn in diagnosis._BY_CAUSE.items()}
+    checked = 0
+    for fn, (cause, detail) in rows.items():
+        for call in ast.walk(ast.parse(inspect.getsource(fn).lstrip())):
+            if isinstance(call, ast.Call) and getattr(call.func, "id", "") == "_said" and len(call.args) > 2:
+                names = [a.value for a in ast.walk(call.args[2]) if isinstance(a, ast.Constant) and isinstance(a.value, str)]
+                for name in names:
+                    assert name in failures.prose(cause, detail).say or name in failures.prose(cause).say, (cause, detail, name)
+                    checked += 1
+    assert checked >= 20
+
+
 def test_a_rows_text_is_one_line_in_its_module() -> None:
     """A row's own text (`doc`) is one string on one line; the long text is its family's .toml."""
     import ast

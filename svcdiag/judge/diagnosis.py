@@ -73,12 +73,14 @@ class _Words(dict[str, str]):
         return ""
 
 
-def _template(v: Verdict, cfg: ServiceConfig | None, **more: str) -> tuple[list[str], list[dict[str, Any]]] | None:
+def _template(v: Verdict, cfg: ServiceConfig | None, say: str = "", **more: str) -> tuple[list[str], list[dict[str, Any]]] | None:
     """The registry's explanation and fixes of the verdict's sub-case (or, lacking words of its own, its cause),
-    over the failure's words and what its pattern captured; None when the registry has none."""
-    sub = failures.row(v.cause or "", v.detail)
-    row = sub if sub is not None and failures.prose(sub.cause, sub.detail).explain else failures.row(v.cause or "")
-    sentences = failures.prose(row.cause, row.detail).explain if row is not None else ()
+    over the failure's words and what its pattern captured (`say`: its sentences of that name, which a function
+    here chose); None when the registry has none."""
+    cause = v.cause or v.verdict
+    sub = failures.row(cause, v.detail)
+    row = sub if sub is not None and _sentences(sub, say) else failures.row(cause)
+    sentences = _sentences(row, say) if row is not None else ()
     if row is None or not sentences:
         return None
     model = cfg.model_path if cfg else v.figures.model_path
@@ -92,11 +94,16 @@ def _template(v: Verdict, cfg: ServiceConfig | None, **more: str) -> tuple[list[
          for change, why in row.fixes]
 
 
-def _said(v: Verdict, cfg: ServiceConfig | None, **more: str) -> list[str]:
-    """The registry's sentences for the verdict's row, over its words and `more` (what only the verdict's figures or
-    the config can say)."""
-    found = _template(v, cfg, **more)
-    assert found is not None, f"{v.cause}/{v.detail}: no sentences in its family's .toml"
+def _sentences(row: failures.FailureClass, say: str) -> tuple[str, ...]:
+    p = failures.prose(row.cause, row.detail)
+    return p.say.get(say, ()) if say else p.explain
+
+
+def _said(v: Verdict, cfg: ServiceConfig | None, say: str = "", **more: str) -> list[str]:
+    """The registry's sentences for the verdict's row (those named `say`, where a function here chooses), over its
+    words and `more` (what only the verdict's figures or the config can say)."""
+    found = _template(v, cfg, say, **more)
+    assert found is not None, f"{v.cause}/{v.detail}: no sentences {say!r} in its family's .toml"
     return found[0]
 
 
@@ -307,40 +314,20 @@ def _draft_oom(v: Verdict, cfg: ServiceConfig | None, mfs: float | None) -> tupl
 
 def _killed(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
     sig = v.figures.signal or ""
-    unit = v.unit or (cfg.unit if cfg else "UNIT")
     if sig == "KILL" and v.figures.killed == "supervisor":
-        return [f"svcdiag supervise, the unit's main process, was killed by SIGKILL in phase {v.phase} (`kill -9`, "
-                "`systemctl kill`), and SGLang, its child, stopped with it: the server itself did not fail.",
-                f"Find who sent it (`journalctl -u {unit}`, your automation); `svcdiag up {cfg.name if cfg else 'NAME'} "
-                "--wait-ready --restart` starts it again."], []
+        return _said(v, cfg, "supervisor"), []
     if sig == "KILL":
         certain = any("OOM killer" in e for e in v.evidence)
-        say = [f"The server was killed by SIGKILL in phase {v.phase}"
-               + (": systemd reports the kernel's OOM killer." if certain else
-                  ", without a word in its log: the signature of the kernel's OOM killer (host RAM, not GPU memory)."),
-               "Look at `journalctl -k | grep -i -e 'out of memory' -e oom-kill` and the unit's MemoryMax=; "
-               "safetensors are read through host memory, once per rank."]
-        return say, []
+        return _said(v, cfg, "sigkill", how=_said(v, cfg, "oom_reported" if certain else "oom_suspected")[0]), []
     if sig == "BUS":
-        return [f"The server died of SIGBUS in phase {v.phase}: a process touched shared memory that was not there. "
-                "For SGLang that is nearly always /dev/shm too small: its ranks and NCCL put their buffers there, and "
-                "a container's /dev/shm is 64 MB unless raised.",
-                "`docker run --shm-size 16g` (or `--ipc=host`; compose `shm_size:`, Kubernetes an `emptyDir: {medium: "
-                "Memory}` mounted at /dev/shm); on a host, `df -h /dev/shm`. A disk full under a memory-mapped "
-                "checkpoint is the other cause (`df -h` where the model is)."], \
+        return _said(v, cfg, "sigbus"), \
             [_fix({"env.NCCL_SHM_DISABLE": "1"}, "only if /dev/shm cannot be raised: NCCL then avoids it, a little slower")]
     if sig in ("SEGV", "ABRT", "ILL", "FPE"):
-        say = [f"The server crashed with SIG{sig} in phase {v.phase}: a native fault (CUDA, NCCL or a kernel "
-               "extension), not a Python exception, so its log says nothing about it.",
-               f"Look at `coredumpctl info {unit}` for the stack, `journalctl -k` for GPU Xid errors, and re-run "
-               "with CUDA_LAUNCH_BLOCKING=1 to find the failing kernel."]
-        return say, [_fix({"env.CUDA_LAUNCH_BLOCKING": "1"}, "the crash then points at the kernel that faulted")]
+        return _said(v, cfg, "native", signal=sig), \
+            [_fix({"env.CUDA_LAUNCH_BLOCKING": "1"}, "the crash then points at the kernel that faulted")]
     if not sig:  # ≤ 0.4.1: the launcher's EOFError is all that is left of a scheduler that died silently
-        return [f"A scheduler process died in phase {v.phase} without a word of its own: a signal killed it, most "
-                "often SIGKILL from the kernel's OOM killer (host RAM) while the weights load, once per rank.",
-                "Look at `journalctl -k | grep -i -e 'out of memory' -e oom-kill`, and at the host's free memory "
-                "against the checkpoint's size times the ranks that read it."], []
-    return [f"The server was killed by SIG{sig} in phase {v.phase}; see `journalctl -u {unit}` for who sent it."], []
+        return _said(v, cfg, "unnamed"), []
+    return _said(v, cfg, "other", signal=sig), []
 
 
 #: systemd's own exit statuses (systemd.exec(5)): the process never became the server
@@ -354,15 +341,12 @@ SYSTEMD_STEPS = {
 
 def _exited(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
     status = v.figures.exit_status
-    name = cfg.name if cfg else "NAME"
     if status in SYSTEMD_STEPS:
         step, key, what = SYSTEMD_STEPS[status]
         value = getattr(cfg, key, None) if cfg else None
-        return [f"systemd could not start the process: exit status {status}/{step}, before SGLang ran at all.",
-                f"The config's {key}" + (f" ({value!r})" if value else "") + f" {what}."], []
-    return [f"The server exited with status {status} in phase {v.phase} without printing an exception.",
-            f"Run its command in a shell to see what it says on the terminal: `svcdiag render {name}` shows the "
-            "ExecStart line."], []
+        return _said(v, cfg, "systemd_step", status=str(status), step=step, key=key, what=what,
+                     value=f" ({value!r})" if value else ""), []
+    return _said(v, cfg, "status", status=str(status)), []
 
 
 def _port_in_use(v: Verdict, cfg: ServiceConfig | None, owners: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
@@ -443,17 +427,9 @@ def _tp_split(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list
 
 def _pd_warmup(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
     status = v.captures.get("status", "?")
-    say = [f"The PD server's own warmup request failed (HTTP {status}). SGLang prints 'ready' all the same, but "
-           "marks itself unhealthy: /health answers 503, so a router never registers it or sends it a request."]
     model = f"{v.figures.model_type} {v.figures.model_path}"
-    if status in ("400", "422") and ("ForConditionalGeneration" in model or "VL" in model):
-        say.append("A 400/422 on /v1/chat/completions is SGLang's own bug for a multimodal model in PD mode "
-                   "(the warmup sends a /generate payload there: sgl-project/sglang#22871): a release with the "
-                   "fix, or --skip-server-warmup, which marks the server up without the request.")
-    else:
-        say.append("The scheduler's lines just before the warmup say why (a KV transfer or bootstrap error, a "
-                   "kernel failing on the first batch); restart it once that is fixed.")
-    return say, []
+    multimodal = status in ("400", "422") and ("ForConditionalGeneration" in model or "VL" in model)
+    return [*_said(v, cfg, "unhealthy", status=status), *_said(v, cfg, "multimodal" if multimodal else "other")], []
 
 
 def _torch_compile_failed(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
@@ -476,15 +452,12 @@ def _invalid_ordinal(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tup
 
 def _rendezvous(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
     node = v.figures.node_rank
-    say = [f"The ranks of a multi-node start never all met at dist_init_addr: {v.message}"]
+    say = _said(v, cfg, "never_met")
     if v.detail == "clients_missing":
-        say.append(f"Only {v.captures['joined']} of {v.captures['total']} ranks joined: the other node(s) were not started with "
-                   "the same nnodes/dist_init_addr, or could not reach this one.")
+        say += _said(v, cfg, "clients_missing")
     elif node:
-        say.append(f"This is node {node}: it could not reach node 0's TCP store. Is node 0 running, and is its port "
-                   "open from here (`nc -vz HOST PORT`; a firewall, a hostname that resolves differently)?")
-    say.append("Start every node with the same nnodes and dist_init_addr, node 0 first or within the store's timeout.")
-    return say, []
+        say += _said(v, cfg, "node", node=str(node))
+    return say + _said(v, cfg, "same_flags"), []
 
 
 def _kv_transfer_failed(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
@@ -510,17 +483,10 @@ def _kv_transfer_failed(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> 
 
 
 def _nvshmem_failed(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
-    say = [f"DeepEP's NVSHMEM (expert parallel's all-to-all over RDMA, --moe-a2a-backend deepep) could not connect "
-           f"the ranks in phase {v.phase}: {v.message}"]
-    if v.detail == "ib_connect":
-        say.append("Its InfiniBand/RoCE queue pairs would not connect: on RoCE the GID index (NVSHMEM_IB_GID_INDEX), "
-                   "the NIC each GPU uses (NVSHMEM_HCA_PE_MAPPING, NVSHMEM_HCA_LIST), a port down (`ibstat`).")
-    else:
-        say.append("Usual causes: no RDMA NIC it can open (`ibv_devices`), nvidia_peermem or GDRCopy not loaded, "
-                   "the NIC each GPU uses (NVSHMEM_HCA_PE_MAPPING), or the sandbox hiding /dev/infiniband.")
+    say = _said(v, cfg, "not_connected") + _said(v, cfg, "ib_connect" if v.detail == "ib_connect" else "usual")
     fixes = [_fix({"env.NVSHMEM_DEBUG": "INFO"}, "NVSHMEM then says which transport and NIC failed")]
     if cfg is not None and cfg.hardening == "strict" and "infiniband" not in cfg.devices:
-        say.append("svcdiag's strict units open only the GPU nodes unless `devices` lists \"infiniband\".")
+        say += _said(v, cfg, "strict_unit")
         fixes.append(_fix({"devices": [*cfg.devices, "infiniband"]}, "the RDMA devices (/dev/infiniband) in the sandbox"))
     return say, fixes
 
@@ -530,13 +496,8 @@ def _nvshmem_failed(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tupl
 def _shape_mismatch(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
     draft = v.figures.draft_model_path
     if draft and v.figures.weights_gb is not None:  # the target had loaded: this is the draft's
-        return [f"The draft model {draft!r} does not fit the target: a tensor of its checkpoint has another shape "
-                f"than the draft layer built for this target ({v.message}).",
-                "An EAGLE/EAGLE3/MTP draft is trained for one target model (its hidden size and vocabulary): "
-                "use the draft published for this exact target, with the speculative_algorithm it was made for."], []
-    return [f"A tensor of the checkpoint has another shape than the layer SGLang built for it: {v.message}",
-            "config.json does not describe these weights (another model's config, a quantized checkpoint "
-            "loaded without its quantization, or a tp_size the checkpoint was pre-split for)."], []
+        return _said(v, cfg, "draft", draft=draft), []
+    return _said(v, cfg, "target"), []
 
 
 
