@@ -60,6 +60,15 @@ def test_every_cause_has_its_evidence_and_the_prose_files_name_only_their_module
         _prose.read(bad, memory.ROWS)
 
 
+def _names(arg: object) -> list[str]:
+    """The sentence names an argument can be: a string, or either branch of a conditional expression."""
+    import ast
+
+    if isinstance(arg, ast.IfExp):
+        return _names(arg.body) + _names(arg.orelse)
+    return [arg.value] if isinstance(arg, ast.Constant) and isinstance(arg.value, str) else []
+
+
 def test_every_sentence_a_diagnosis_function_names_is_in_its_rows_prose() -> None:
     """judge/diagnosis.py's functions choose sentences by name (`_said(v, cfg, "sigbus")`): each name is in the .toml of
     the row the function explains (or of its cause), so no choice fails at run time on a start that takes it."""
@@ -74,8 +83,7 @@ def test_every_sentence_a_diagnosis_function_names_is_in_its_rows_prose() -> Non
     for fn, (cause, detail) in rows.items():
         for call in ast.walk(ast.parse(inspect.getsource(fn).lstrip())):
             if isinstance(call, ast.Call) and getattr(call.func, "id", "") == "_said" and len(call.args) > 2:
-                names = [a.value for a in ast.walk(call.args[2]) if isinstance(a, ast.Constant) and isinstance(a.value, str)]
-                for name in names:
+                for name in _names(call.args[2]):
                     assert name in failures.prose(cause, detail).say or name in failures.prose(cause).say, (cause, detail, name)
                     checked += 1
     assert checked >= 20

@@ -352,25 +352,16 @@ def _exited(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[s
 def _port_in_use(v: Verdict, cfg: ServiceConfig | None, owners: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
     """uvicorn's own port (the sub-cases, SGLang's other ports, are the registry's)."""
     port = cfg.port if cfg else v.figures.port
-    say = [f"Everything loaded, then uvicorn could not bind port {port}: another process listens there."]
-    if owners:
-        say.append(f"Our unit(s) configured for port {port} and running: {', '.join(owners)}.")
-    else:
-        say.append(f"No other svcdiag unit is configured for it; `ss -ltnp 'sport = :{port}'` names the holder.")
+    say = _said(v, cfg, "http_port", port=str(port)) + _said(v, cfg, "owners" if owners else "no_owner", port=str(port),
+                                                            owners=", ".join(owners))
     return say, [_fix({"port": (port or 30000) + 100}, "a port no running server uses")] if port else []
 
 
 def _store_port_in_use(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
     """torch.distributed's TCP store, not the HTTP port: --nccl-port on one node, dist_init_addr's port on several."""
     port = v.captures.get("port") or v.captures.get("errno_port")
-    multi = (v.figures.nnodes or 1) > 1
-    whose = "dist_init_addr's port (the ranks' rendezvous on node 0)" if multi else "the NCCL port (--nccl-port)"
-    say = [f"The ranks' rendezvous (torch.distributed's TCP store) could not listen on port {port or '?'}: it is in use. "
-           f"That is {whose}, not the HTTP port: the start stopped before loading anything.",
-           f"Another server on this host took it (two SGLang servers given the same --nccl-port, or a leftover of an "
-           f"earlier start: `ss -ltnp 'sport = :{port or 'PORT'}'` names it). Give each server its own "
-           + ("dist_init_addr port." if multi else "--nccl-port (extra_args), or leave it unset: SGLang then picks a free one.")]
-    return say, []
+    whose, give = _said(v, cfg, "multi_node" if (v.figures.nnodes or 1) > 1 else "one_node")
+    return _said(v, cfg, "store", port=port or "?", port_or=port or "PORT", whose=whose, give=give), []
 
 
 def _model_not_found(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
@@ -380,12 +371,8 @@ def _model_not_found(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tup
     if named and model and model.rstrip("/") not in named:  # the missing path is another flag's
         draft = (cfg.speculative.draft_model_path if cfg and cfg.speculative else None) \
             or v.figures.draft_model_path
-        whose = "the speculative draft model (speculative_draft_model_path)" if draft and draft.rstrip("/") in \
-            named else "a LoRA adapter (lora_paths), tokenizer_path or another path in the flags"
-        return [f"SGLang cannot open {named!r}: not model_path ({model!r}) but {whose}; it is "
-                "neither a folder on this host nor a repo id it can reach.",
-                f"`ls {named}` on the GPU host: a LoRA adapter folder holds adapter_config.json and the adapter's "
-                "weights; fix that path in the flags, or download the adapter there."], []
+        whose = _said(v, cfg, "draft" if draft and draft.rstrip("/") in named else "other_path")[0]
+        return _said(v, cfg, "another_flag", named=named, model_path=model, whose=whose), []
     path = model or named
     found = _template(v, cfg, what=repr(path) if path else "the model", path=path or "MODEL_PATH")
     assert found is not None
@@ -461,22 +448,16 @@ def _rendezvous(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[li
 
 
 def _kv_transfer_failed(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
-    name = cfg.name if cfg else "NAME"
-    say = [f"The PD server's KV transfer engine could not start: {v.message}",
-           "Most often it found no RDMA NIC it could open: --disaggregation-ib-device names one this host lacks "
-           "(`ibv_devices` lists them), the NIC is down (`ibstat`), or the sandbox hides /dev/infiniband."]
+    say = _said(v, cfg, "engine")
     if v.detail in ("ascend", "nixl_plugin"):  # an NPU's engine, a plugin missing: the registry's words, no RDMA device
         return _template(v, cfg) or (say[:1], [])
     if v.detail == "init_timeout":  # a set-up that hung: the registry's words, then the sandbox's devices below
         say = (_template(v, cfg) or (say, []))[0]
     if v.detail == "nixl":
-        say.append("NIXL's UCX backend could not set up its transfers (UCX's own line above says on which device): "
-                   "UCX_NET_DEVICES names the NICs it may use (`mlx5_0:1`), or run with "
-                   "--disaggregation-transfer-backend mooncake.")
+        say += _said(v, cfg, "nixl")
     fixes: list[dict[str, Any]] = []
     if cfg is None or (cfg.hardening == "strict" and "infiniband" not in cfg.devices):
-        say.append(f"svcdiag's strict units open only the GPU nodes unless `devices` lists \"infiniband\" "
-                   f"(then `svcdiag install {name}`).")
+        say += _said(v, cfg, "strict_unit")
         fixes.append(_fix({"devices": [*(cfg.devices if cfg else ()), "infiniband"]},
                           "the RDMA devices (/dev/infiniband) opened in the sandbox"))
     return say, fixes
@@ -520,17 +501,8 @@ _CACHE_PARTS = (".locks", ".cache", "blobs", "snapshots")
 
 
 def _access_denied(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
-    name = cfg.name if cfg else "NAME"
     path = v.captures.get("path")
-    say = [(f"The server may not write {path!r}" if path else "The server was refused a file") + ": the unit's "
-           "sandbox keeps the file system read-only outside its writable paths (ProtectSystem=strict, "
-           "ProtectHome=read-only), or its user lacks the permission.",
-           f"svcdiag's strict units may write ~/.cache, ~/.triton, /dev/shm, working_directory and the cache "
-           f"folders [env] names (docs/security.md#the-hardened-unit); a --download-dir or any other folder goes in "
-           f"`read_write_paths` (then `svcdiag install {name}`). Check the owner too: `ls -ld` the folder as the unit's User=.",
-           "In a container: a read-only root (`--read-only`, Kubernetes readOnlyRootFilesystem) or a volume mounted "
-           ":ro; mount the HF cache writable (`-v ~/.cache/huggingface:/root/.cache/huggingface`) or set HF_HOME to a "
-           "writable volume."]
+    say = _said(v, cfg, "refused", who=_said(v, cfg, "path" if path else "no_path")[0])
     if path:
         parts = (path.rstrip("/").rsplit("/", 1)[0] or path).split("/")
         cut = next((i for i, p in enumerate(parts) if i and (p in _CACHE_PARTS or p.startswith("models--"))), len(parts))
@@ -632,30 +604,22 @@ def _last_work(v: Verdict) -> tuple[str, str] | None:
 
 def _incomplete(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
     """Not a failure: the input ended while the start was still going."""
-    say = [f"The log ends in phase {v.phase} with no verdict in sight: it shows no error, and no ready line yet."]
+    say = _said(v, cfg, "no_verdict")
     if v.last_line:
-        say.append(f"Last line seen: {v.last_line!r}.")
+        say += _said(v, cfg, "last_line", last_line=v.last_line)
     if _at_rendezvous(v):
-        say.append("It stops where the ranks wait for each other at dist_init_addr: if it stayed there, a node of this "
-                   "multi-node start never joined (not started, another nnodes or dist_init_addr, a firewall).")
+        say += _said(v, cfg, "at_rendezvous")
     elif (work := _last_work(v)) is not None:
-        say.append(f"So {work[0]}: {work[1]}.")
-    say.append("A saved log may be cut short; for a live unit, `svcdiag wait NAME` follows it to its verdict.")
-    return say, []
+        say += _said(v, cfg, "working", what=work[0], hang=work[1])
+    return say + _said(v, cfg, "saved_log"), []
 
 
 
 
 def _died_after_ready(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
-    name = cfg.name if cfg else "NAME"
-    say = [f"{v.message[:1].upper()}{v.message[1:]}.",
-           f"What it printed last is in `svcdiag logs {name}` (this invocation only); `svcdiag up {name} --wait-ready` "
-           "starts it afresh and judges the new start."]
+    say = _said(v, cfg, "died", Message=f"{v.message[:1].upper()}{v.message[1:]}")
     if v.figures.unit_result == "watchdog":
-        say.insert(1, "The supervisor's serving watch found it wedged (/health failed health_failures times in a row "
-                      "while the log showed no batch, or printed a fatal line) and told systemd (WATCHDOG=trigger): "
-                      "the server hung or stopped serving (a stuck scheduler, a dead rank, NCCL waiting on a peer); "
-                      f"`svcdiag history {name}` has the incident and its evidence.")
+        say[1:1] = _said(v, cfg, "watchdog")
     return say, []
 
 
