@@ -73,12 +73,13 @@ class _Words(dict[str, str]):
         return ""
 
 
-def _template(v: Verdict, cfg: ServiceConfig | None, say: str = "", **more: str) -> tuple[list[str], list[dict[str, Any]]] | None:
+def _template(v: Verdict, cfg: ServiceConfig | None, say: str = "", of: str = "",
+              **more: str) -> tuple[list[str], list[dict[str, Any]]] | None:
     """The registry's explanation and fixes of the verdict's sub-case (or, lacking words of its own, its cause),
     over the failure's words and what its pattern captured (`say`: its sentences of that name, which a function
-    here chose); None when the registry has none."""
-    cause = v.cause or v.verdict
-    sub = failures.row(cause, v.detail)
+    here chose; `of`: another cause's, where two say the same); None when the registry has none."""
+    cause = of or v.cause or v.verdict
+    sub = failures.row(cause, "" if of else v.detail)
     row = sub if sub is not None and _sentences(sub, say) else failures.row(cause)
     sentences = _sentences(row, say) if row is not None else ()
     if row is None or not sentences:
@@ -99,10 +100,10 @@ def _sentences(row: failures.FailureClass, say: str) -> tuple[str, ...]:
     return p.say.get(say, ()) if say else p.explain
 
 
-def _said(v: Verdict, cfg: ServiceConfig | None, say: str = "", **more: str) -> list[str]:
-    """The registry's sentences for the verdict's row (those named `say`, where a function here chooses), over its
-    words and `more` (what only the verdict's figures or the config can say)."""
-    found = _template(v, cfg, say, **more)
+def _said(v: Verdict, cfg: ServiceConfig | None, say: str = "", of: str = "", **more: str) -> list[str]:
+    """The registry's sentences for the verdict's row (those named `say`, where a function here chooses; `of`
+    another cause's row), over its words and `more` (what only the verdict's figures or the config can say)."""
+    found = _template(v, cfg, say, of, **more)
     assert found is not None, f"{v.cause}/{v.detail}: no sentences {say!r} in its family's .toml"
     return found[0]
 
@@ -521,18 +522,8 @@ def _mamba_small(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[l
 
 def _timed_out(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
     limit = cfg.timeout.get(v.phase) if cfg else None
-    name = cfg.name if cfg else "NAME"
     if (total := v.figures.systemd_timeout_s) is not None:
-        unit = v.unit or (cfg.unit if cfg else "UNIT")
-        return [f"systemd stopped the start after {total:.0f} s, in phase {v.phase}, before svcdiag's deadline for "
-                f"it: the unit's TimeoutStartSec= (`systemctl show -p TimeoutStartUSec {unit}`) ran out; SGLang "
-                "itself reported no error.",
-                "A daemon-reload during a start (any `systemctl daemon-reload`, or an install that makes one) "
-                "re-arms that limit from the start's beginning and forgets every EXTEND_TIMEOUT_USEC: a unit whose "
-                "limit is shorter than the start is killed at once. Units svcdiag renders now set it to the whole "
-                f"start's deadlines; re-render this one (`svcdiag install {name}`) while none of its starts runs, or "
-                f"raise TimeoutStartSec= in {unit} by hand. `svcdiag history {name} --advise` says what the "
-                "recorded starts need."], []
+        return _said(v, cfg, "systemd_limit", total=f"{total:.0f}"), []
     extra = (v.figures.precompile_extra_s or {}).get(v.phase)
     f = v.figures
     # the time a phase gets beyond its deadline for what the log announced in it (readiness._allow)
@@ -540,36 +531,23 @@ def _timed_out(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[lis
                   (f.draft_extra_s, "the speculative draft's load and capture"),
                   (f.pool_extra_s, "pinning the hierarchical cache's host pool"))
     more = [f" + {s:.0f} s for {why}" for granted, why in allowances if (s := (granted or {}).get(v.phase))]
-    allowed = f" (its deadline is {limit:.0f} s{''.join(more)})" if limit else ""
+    allowed = _said(v, cfg, "deadline", limit=f"{limit:.0f}", allowances="".join(more))[0] if limit else ""
     stop = v.figures.stopped_after_s
-    if stop is not None:
-        left = f"it was then stopped from outside, {stop:.0f} s into the phase (a start given up on as stuck)"
-    elif cfg is not None and cfg.readiness == "notify":
-        left = "svcdiag supervise stopped the server (the unit ends failed, exit status 3)"
-    else:
-        left = "the service is left running"
-    say = [f"No progress in phase {v.phase} for {v.stalled_s or 0:.0f} s" + allowed + f"; {left}.",
-           f"Last line seen: {v.last_line!r}." if v.last_line else "No line at all since the phase began.",
-           f"If that line still changes, the start is slow, not stuck: `svcdiag wait {name}` waits longer. If it "
-           "does not, look inside: `py-spy dump --pid $(systemctl show -p MainPID --value "
-           f"{cfg.unit if cfg else 'UNIT'})`."]
+    left = _said(v, cfg, "stopped_outside", stop=f"{stop:.0f}")[0] if stop is not None else \
+        _said(v, cfg, "supervisor_stopped" if cfg is not None and cfg.readiness == "notify" else "left_running")[0]
+    say = [*_said(v, cfg, "no_progress", stalled=f"{v.stalled_s or 0:.0f}", allowed=allowed, left=left),
+           *(_said(v, cfg, "last_line", of=Cause.INCOMPLETE, last_line=v.last_line) if v.last_line else
+             _said(v, cfg, "no_line")),
+           *_said(v, cfg, "slow_or_stuck", main_unit=cfg.unit if cfg else "UNIT")]
     if _at_rendezvous(v):
-        say.insert(1, "The ranks are waiting for each other at dist_init_addr: a node of this multi-node start has not "
-                      "joined (not started, another nnodes or dist_init_addr, or a firewall between the nodes).")
+        say[1:1] = _said(v, cfg, "at_rendezvous")
     elif (work := _last_work(v)) is not None:
-        say.insert(2, f"So {work[0]}: {work[1]}.")
+        say[2:2] = _said(v, cfg, "working", of=Cause.INCOMPLETE, what=work[0], hang=work[1])
     fixes = [_fix({f"timeouts.{v.phase}": round((limit or 300) * 2)}, "if this phase is merely slow on this host")] \
         if v.phase in PHASE_TIMEOUTS else []
     if extra:
         said = " ".join(v.evidence)
-        say.insert(2, "SGLang said it was entering DeepGEMM's JIT pre-compile (10-20 min the first time on a host): "
-                      "`python3 -m sglang.compile_deep_gemm` with the server's own flags fills the cache beforehand, and "
-                      "the next start reads it." if "DeepGEMM" in said else
-                      "ROCm's AITER was building its JIT modules (minutes each on a fresh container): keep its build "
-                      "folder (aiter/jit) on a volume across starts, or use an image with them prebuilt." if "[aiter]" in said
-                      else "torch.compile (--enable-torch-compile) compiles while CUDA graphs are captured, minutes per "
-                      "batch size the first time: TORCHINDUCTOR_CACHE_DIR kept across starts (in [env]), or a lower "
-                      "--torch-compile-max-bs, makes it short.")
+        say[2:2] = _said(v, cfg, "deep_gemm" if "DeepGEMM" in said else "aiter" if "[aiter]" in said else "torch_compile")
         fixes = [_fix({"timeouts.jit_compile": round(extra * 2)}, "if the compile is merely slow on this host")]
     return say, fixes
 
