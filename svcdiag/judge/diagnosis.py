@@ -257,10 +257,10 @@ def _cuda_oom(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list
     dev = _device(v)
     if v.phase == "cuda_graph":
         graphs = "CUDA" if dev in ("CUDA", "HIP") else dev[4:]
-        say = [f"{dev} ran out of memory while capturing {graphs} graphs, after the KV cache"
-               + (f" ({_n(f.kv_tokens)} tokens)" if f.kv_tokens else "") + " had taken its share.",
-               f"{graphs} graphs and activations live in the 1 − mem_fraction_static reserve"
-               + (f": {_gb(f.pool_end_avail_gb)} were free when capture began." if f.pool_end_avail_gb else ".")]
+        say = _said(v, cfg, "graphs", dev=dev, graphs=graphs,
+                    kv_tokens=_said(v, cfg, "kv_tokens", tokens=_n(f.kv_tokens))[0] if f.kv_tokens else "",
+                    free_at_capture=_said(v, cfg, "free_at_capture", free=_gb(f.pool_end_avail_gb))[0]
+                    if f.pool_end_avail_gb else ".")
         fixes = []
         bs = cfg.cuda_graph_max_bs if cfg else None
         if bs and bs > 1:
@@ -270,23 +270,19 @@ def _cuda_oom(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list
         return say, fixes
     if v.phase == "loading_weights":
         tp = cfg.tp_size if cfg else f.tp_size
-        say = [f"{dev} ran out of memory while loading the weights: the model does not fit on "
-               f"{tp or '?'} {'GPU' if dev in ('CUDA', 'HIP') else dev[4:]}(s)"
-               + (f" with {_gb(f.avail_before_load_gb)} free each" if f.avail_before_load_gb else "") + "."]
+        free_each = _said(v, cfg, "free_each", free=_gb(f.avail_before_load_gb))[0] if f.avail_before_load_gb else ""
+        say = _said(v, cfg, "weights", dev=dev, tp=str(tp or "?"), devices="GPU" if dev in ("CUDA", "HIP") else dev[4:],
+                    free_each=free_each)
         return say, [_fix({"tp_size": (tp or 1) * 2}, "splits the weights over twice as many devices")]
     if v.phase == "scheduler" and f.draft_avail_before_load_gb is not None:
         return _draft_oom(v, cfg, mfs)
     if v.phase == "kv_cache":
-        say = [f"{dev} ran out of memory while allocating the KV cache" + (" and the Mamba state" if f.mamba_slots is not None
-                                                                         else "")
-               + ": SGLang sized it from mem_fraction_static" + (f"={mfs}" if mfs else "")
-               + " of the memory it measured before loading, and that much was no longer free (another process on "
-               "the GPU, or a fraction that leaves nothing for the allocator's own overhead)."]
+        say = _said(v, cfg, "kv_cache", dev=dev, mamba=_said(v, cfg, "and_mamba")[0] if f.mamba_slots is not None else "",
+                    mfs=f"={mfs}" if mfs else "")
         if "other_pid" in v.captures:
-            say.append(f"Process {v.captures['other_pid']}, not this server, holds {v.captures['other_gib']} of that GPU "
-                       "(`nvidia-smi`).")
+            say += _said(v, cfg, "other_process")
         return say, [_fix({"mem_fraction_static": more_reserve(mfs)}, "a smaller KV cache")] if mfs else []
-    say = [f"{dev} ran out of memory in phase {v.phase}."]
+    say = _said(v, cfg, "elsewhere", dev=dev)
     return say, [_fix({"mem_fraction_static": more_reserve(mfs)}, "more headroom outside the caches")] if mfs else []
 
 
@@ -295,11 +291,10 @@ def _draft_oom(v: Verdict, cfg: ServiceConfig | None, mfs: float | None) -> tupl
     they left: an OOM there is the draft's (its weights, KV pool or graphs), not the target's."""
     f = v.figures
     capture = any(e.startswith("File ") and ("graphs.py" in e or "cuda_graph" in e) for e in v.evidence)
-    what = "capturing the draft model's CUDA graphs" if capture else "setting up the speculative draft model"
-    say = [f"{_device(v)} ran out of memory while {what}, after the target model's KV cache and CUDA graphs: the draft "
-           "(its weights, its KV pool, its graphs) gets only what they left"
-           + (f", {_gb(f.draft_avail_before_load_gb)} when it began loading." if f.draft_avail_before_load_gb
-              is not None else ".")]
+    left = _said(v, cfg, "draft_left", free=_gb(f.draft_avail_before_load_gb))[0] \
+        if f.draft_avail_before_load_gb is not None else "."
+    say = _said(v, cfg, "draft", dev=_device(v), what=_said(v, cfg, "draft_graphs" if capture else "draft_setup")[0],
+                left=left)
     fixes = []
     bs = cfg.cuda_graph_max_bs if cfg else None
     if capture and bs and bs > 1:
@@ -308,8 +303,7 @@ def _draft_oom(v: Verdict, cfg: ServiceConfig | None, mfs: float | None) -> tupl
         fixes.append(_fix({"mem_fraction_static": more_reserve(mfs)}, "moves 5 % of the GPU from the target's KV "
                           "cache to the reserve the draft is set up in"))
     if not fixes:
-        say.append("Lower mem_fraction_static (the target's KV cache) or cuda_graph_max_bs, or fewer "
-                   "speculative_num_draft_tokens / speculative_eagle_topk (smaller draft graphs).")
+        say += _said(v, cfg, "draft_advice")
     return say, fixes
 
 
