@@ -77,14 +77,14 @@ def test_every_sentence_a_diagnosis_function_names_is_in_its_rows_prose() -> Non
 
     from svcdiag.judge import diagnosis
 
-    rows = {fn: key for key, fn in diagnosis._BY_DETAIL.items() if fn.__name__ != "<lambda>"} \
-        | {fn: (c, "") for c, fn in diagnosis._BY_CAUSE.items()}
+    rows = {fn.__name__: key for key, fn in diagnosis._BY_DETAIL.items() if fn.__name__ != "<lambda>"} \
+        | {fn.__name__: (c, "") for c, fn in diagnosis._BY_CAUSE.items()} | {"_draft_oom": (Cause.CUDA_OOM, "")}
     checked = 0
-    for fn, (cause, detail) in rows.items():
-        for call in ast.walk(ast.parse(inspect.getsource(fn).lstrip())):
+    for fn in (n for n in ast.parse(inspect.getsource(diagnosis)).body if isinstance(n, ast.FunctionDef)):
+        for call in ast.walk(fn):
             if isinstance(call, ast.Call) and getattr(call.func, "id", "") == "_said" and len(call.args) > 2:
                 of = next((k.value for k in call.keywords if k.arg == "of"), None)  # another cause's row: Cause.X
-                row = (Cause[of.attr], "") if isinstance(of, ast.Attribute) else (cause, detail)
+                row = (Cause[of.attr], "") if isinstance(of, ast.Attribute) else rows[fn.name]
                 for name in _names(call.args[2]):
                     assert name in failures.prose(*row).say or name in failures.prose(row[0]).say, (row, name)
                     checked += 1

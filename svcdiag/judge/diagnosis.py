@@ -218,10 +218,7 @@ def _shorter_context(logged: memory_plan.Logged, req: int, ctx: int | None) -> l
 def _not_enough_memory(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
     f = v.figures
     if v.detail == "swa_pool":
-        return [f"The sliding-window layers' KV pool holds {_n(int(v.captures['tokens']))} tokens, not even one window of "
-                f"{_n(int(v.captures['window']))} (plus a page): no request could ever be admitted, so SGLang refuses to start.",
-                "The SWA pool is --swa-full-tokens-ratio of the full-attention pool: raise it (the default 0.8), or "
-                "give the KV caches more memory (mem_fraction_static)."], []
+        return _said(v, cfg, "swa_pool", tokens=_n(int(v.captures["tokens"])), window=_n(int(v.captures["window"]))), []
     say = [v.message]
     fixes = []
     floor = v.captures.get("floor")
@@ -598,11 +595,10 @@ def _died_after_ready(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tu
 
 
 def _generic(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
+    """What any failure without sentences of its own gets: exception's."""
     where = next((e for e in v.evidence if e.startswith("File ")), None)
-    say = [f"The start failed in phase {v.phase}: {v.message}"]
-    if where:
-        say.append(f"Raised at {where}.")
-    return say, []
+    say = _said(v, cfg, "failed", of=Cause.EXCEPTION)
+    return [*say, *_said(v, cfg, "raised_at", of=Cause.EXCEPTION, where=where)] if where else say, []
 
 
 #: sub-cases whose explanation needs the config or arithmetic (the rest are the registry's templates)
