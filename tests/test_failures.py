@@ -141,16 +141,16 @@ def test_a_sub_case_is_reachable_from_its_own_example(row: failures.FailureClass
 
 #: a line of each row's `alone` pattern, as SGLang (or its launcher) prints it
 _ALONE_LINES = {
-    ("bad_arguments", ""): "launch_server.py: error: unrecognized arguments: --enable-magic",
-    ("host_oom", ""): "slurmstepd: error: Detected 1 oom_kill event in StepId=4242.0. Some of your processes may have "
-                      "been killed by the cgroup out-of-memory handler.",
-    ("router_failed", ""): "[Router (Python)] 2025-03-07 10:00:01 - ERROR - Failed to start router: no workers - "
-                           "launch_server.py:177",
-    ("pd_bootstrap_failed", ""): "[2025-03-07 10:00:01] Prefill instance failed to register to bootstrap server: 503",
-    ("warmup_failed", "pd_warmup"): "[2025-03-07 10:00:01] Prefill disaggregation mode warm Up Failed, status code: 400",
-    ("watchdog_timeout", ""): "[2025-03-07 10:00:01 TP0] Scheduler debug info: running_reqs=1, waiting_reqs=0",
-    ("port_in_use", "pd_bootstrap"): "[2025-03-07 10:00:01] Server error: [Errno 98] error while attempting to bind on "
-                                     "address ('0.0.0.0', 8998): address already in use",
+    (Cause.BAD_ARGUMENTS, ""): "launch_server.py: error: unrecognized arguments: --enable-magic",
+    (Cause.HOST_OOM, ""): "slurmstepd: error: Detected 1 oom_kill event in StepId=4242.0. Some of your processes may have "
+                          "been killed by the cgroup out-of-memory handler.",
+    (Cause.ROUTER_FAILED, ""): "[Router (Python)] 2025-03-07 10:00:01 - ERROR - Failed to start router: no workers - "
+                               "launch_server.py:177",
+    (Cause.PD_BOOTSTRAP_FAILED, ""): "[2025-03-07 10:00:01] Prefill instance failed to register to bootstrap server: 503",
+    (Cause.WARMUP_FAILED, "pd_warmup"): "[2025-03-07 10:00:01] Prefill disaggregation mode warm Up Failed, status code: 400",
+    (Cause.WATCHDOG_TIMEOUT, ""): "[2025-03-07 10:00:01 TP0] Scheduler debug info: running_reqs=1, waiting_reqs=0",
+    (Cause.PORT_IN_USE, "pd_bootstrap"): "[2025-03-07 10:00:01] Server error: [Errno 98] error while attempting to bind on "
+                                         "address ('0.0.0.0', 8998): address already in use",
 }
 
 
