@@ -2,7 +2,9 @@
 
 Pure: a verdict's figures (what SGLang printed), its cause and sub-case (the grammar read them off the
 log once, sglang/failures/ holds each one's words) and the effective config in, sentences and fixes
-out; no text is matched here. The memory arithmetic is SGLang's own for the start's release family
+out; no text is matched here. The sentences are the registry's (each family's .toml): a function here chooses
+among a row's named ones (`_said`) and fills in what the figures and the config say, and only the memory
+arithmetic's narration is written here. The memory arithmetic is SGLang's own for the start's release family
 (svcdiag.sglang.memory.predict, the logged start read back by svcdiag.sglang.memory_plan), the same model
 every memory fix is re-checked with (preflight.recheck_fixes), so the explanation and the fixes agree:
     rest = free_after_weights − free_before_load × (1 − mem_fraction_static)

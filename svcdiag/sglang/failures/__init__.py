@@ -11,7 +11,8 @@ on the message, `^File ` on a traceback's frame; `read`: what else a picked row 
 line of its own that names the cause only where the grammar finds it, as argparse's last word), its
 role, the releases it applies to, its fixes and one line of text (`doc`). Its long text, a cause's evidence and a
 row's explanation (templates over the captures; a row's `words` function computes what a sentence needs beyond
-them), is the family's .toml beside its module (memory.toml for memory.py), read when first asked (`prose`).
+them) and the named sentences a function of judge/diagnosis.py chooses among, is the family's .toml beside its
+module (memory.toml for memory.py), read when first asked (`prose`).
 The grammar asks `classify` for a line's cause (rows by ascending priority: the first whose `line` matches) and a
 Failure `refine`s itself into its sub-case once; diagnosis looks the row up and matches no text. docs/replay.md's
 cause table is `cause_table()`, and docs/causes.md every row with its prose (scripts/cause-table;
