@@ -58,6 +58,26 @@ def test_every_cause_has_its_evidence_and_the_prose_files_name_only_their_module
     bad.write_text('[cuda_oom]\nexplian = ["a typo"]\n')
     with pytest.raises(ValueError, match=r"memory.toml: \[cuda_oom\] has explian"):
         _prose.read(bad, memory.ROWS)
+    bad.write_text('[cuda_oom.say]\nfull = ["It is full."]\n\n[cuda_oom.npu]\nexplain = [{ say = "ful" }]\n')
+    with pytest.raises(ValueError, match=r"memory.toml: \[cuda_oom.npu\]'s explain has \{'say': 'ful'\}"):
+        _prose.read(bad, memory.ROWS)
+    bad.write_text('[cuda_oom.say]\nfull = ["It is full."]\n\n[cuda_oom.npu]\nexplain = [{ say = "full" }, "On the NPU."]\n')
+    assert _prose.read(bad, memory.ROWS)[("cuda_oom", "npu")].explain == ("It is full.", "On the NPU.")
+
+
+def test_no_sentence_is_written_twice_in_the_registrys_prose() -> None:
+    """Where two rows say the same, the sentence is written once (a cause's `say`, named in their `explain`)."""
+    import tomllib
+    from collections import Counter
+
+    def sentences(table: dict) -> list[str]:
+        return [x for k, v in table.items() for x in (sentences(v) if isinstance(v, dict) else
+                                                       v if isinstance(v, list) else [v] if k == "evidence" else [])
+                if isinstance(x, str)]
+
+    said = Counter(s for path in (ROOT / "svcdiag" / "sglang" / "failures").glob("*.toml")
+                   for s in sentences(tomllib.loads(path.read_text())))
+    assert [s for s, n in said.items() if n > 1 and s.strip("{}") not in ("message", "short")] == []
 
 
 def _names(arg: object) -> list[str]:
