@@ -63,6 +63,9 @@ def test_every_cause_has_its_evidence_and_the_prose_files_name_only_their_module
         _prose.read(bad, memory.ROWS)
     bad.write_text('[cuda_oom.say]\nfull = ["It is full."]\n\n[cuda_oom.npu]\nexplain = [{ say = "full" }, "On the NPU."]\n')
     assert _prose.read(bad, memory.ROWS)[("cuda_oom", "npu")].explain == ("It is full.", "On the NPU.")
+    bad.write_text('explain = ["whose?"]\n')
+    with pytest.raises(ValueError, match=r"memory.toml: explain is a key outside any table"):
+        _prose.read(bad, memory.ROWS)
 
 
 def test_no_sentence_is_written_twice_in_the_registrys_prose() -> None:
