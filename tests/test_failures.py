@@ -45,6 +45,87 @@ def test_every_cause_has_one_row_with_its_evidence_and_sub_cases_have_ids() -> N
     assert all(r.said is not None for r in FAILURES if r.detail), "a sub-case is picked by its words"
 
 
+def test_every_cause_has_its_evidence_and_the_prose_files_name_only_their_modules_rows(tmp_path: Path) -> None:
+    """A family's .toml (memory.toml beside memory.py) holds its causes' evidence and its rows' sentences; a table that
+    names no row of its module, or a field the loader does not know, is refused naming the file and the table."""
+    from svcdiag.sglang.failures import _prose, memory
+
+    assert all(failures.prose(c).evidence for c in Cause), "each cause's evidence, for docs/replay.md's table"
+    bad = tmp_path / "memory.toml"
+    bad.write_text('[cuda_oom.npu]\nexplain = ["The NPU ran out."]\n\n[cuda_oom.tpu]\nexplain = ["No such row."]\n')
+    with pytest.raises(ValueError, match=r"memory.toml: \[cuda_oom.tpu\] is no row of memory.py"):
+        _prose.read(bad, memory.ROWS)
+    bad.write_text('[cuda_oom]\nexplian = ["a typo"]\n')
+    with pytest.raises(ValueError, match=r"memory.toml: \[cuda_oom\] has explian"):
+        _prose.read(bad, memory.ROWS)
+    bad.write_text('[cuda_oom.say]\nfull = ["It is full."]\n\n[cuda_oom.npu]\nexplain = [{ say = "ful" }]\n')
+    with pytest.raises(ValueError, match=r"memory.toml: \[cuda_oom.npu\]'s explain has \{'say': 'ful'\}"):
+        _prose.read(bad, memory.ROWS)
+    bad.write_text('[cuda_oom.say]\nfull = ["It is full."]\n\n[cuda_oom.npu]\nexplain = [{ say = "full" }, "On the NPU."]\n')
+    assert _prose.read(bad, memory.ROWS)[("cuda_oom", "npu")].explain == ("It is full.", "On the NPU.")
+    bad.write_text('explain = ["whose?"]\n')
+    with pytest.raises(ValueError, match=r"memory.toml: explain is a key outside any table"):
+        _prose.read(bad, memory.ROWS)
+
+
+def test_no_sentence_is_written_twice_in_the_registrys_prose() -> None:
+    """Where two rows say the same, the sentence is written once (a cause's `say`, named in their `explain`)."""
+    import tomllib
+    from collections import Counter
+
+    def sentences(table: dict) -> list[str]:
+        return [x for k, v in table.items() for x in (sentences(v) if isinstance(v, dict) else
+                                                       v if isinstance(v, list) else [v] if k == "evidence" else [])
+                if isinstance(x, str)]
+
+    said = Counter(s for path in (ROOT / "svcdiag" / "sglang" / "failures").glob("*.toml")
+                   for s in sentences(tomllib.loads(path.read_text())))
+    assert [s for s, n in said.items() if n > 1 and s.strip("{}") not in ("message", "short")] == []
+
+
+def _names(arg: object) -> list[str]:
+    """The sentence names an argument can be: a string, or either branch of a conditional expression."""
+    import ast
+
+    if isinstance(arg, ast.IfExp):
+        return _names(arg.body) + _names(arg.orelse)
+    return [arg.value] if isinstance(arg, ast.Constant) and isinstance(arg.value, str) else []
+
+
+def test_every_sentence_a_diagnosis_function_names_is_in_its_rows_prose() -> None:
+    """judge/diagnosis.py's functions choose sentences by name (`_said(v, cfg, "sigbus")`): each name is in the .toml of
+    the row the function explains (or of its cause), so no choice fails at run time on a start that takes it."""
+    import ast
+    import inspect
+
+    from svcdiag.judge import diagnosis
+
+    rows = {fn.__name__: key for key, fn in diagnosis._BY_DETAIL.items() if fn.__name__ != "<lambda>"} \
+        | {fn.__name__: (c, "") for c, fn in diagnosis._BY_CAUSE.items()} | {"_draft_oom": (Cause.CUDA_OOM, ""), "_per_request": (Cause.MAX_RUNNING_ZERO, ""),
+           "_fraction_fixes": (Cause.MAX_RUNNING_ZERO, "")}  # helpers, by the row they speak for
+    checked = 0
+    for fn in (n for n in ast.parse(inspect.getsource(diagnosis)).body if isinstance(n, ast.FunctionDef)):
+        for call in ast.walk(fn):
+            if isinstance(call, ast.Call) and getattr(call.func, "id", "") == "_said" and len(call.args) > 2:
+                of = next((k.value for k in call.keywords if k.arg == "of"), None)  # another cause's row: Cause.X
+                row = (Cause[of.attr], "") if isinstance(of, ast.Attribute) else rows[fn.name]
+                for name in _names(call.args[2]):
+                    assert name in failures.prose(*row).say or name in failures.prose(row[0]).say, (row, name)
+                    checked += 1
+    assert checked >= 20
+
+
+def test_a_rows_text_is_one_line_in_its_module() -> None:
+    """A row's own text (`doc`) is one string on one line; the long text is its family's .toml."""
+    import ast
+
+    for path in sorted((ROOT / "svcdiag" / "sglang" / "failures").glob("[!_]*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.keyword) and node.arg == "doc":
+                assert isinstance(node.value, ast.Constant) and node.value.lineno == node.value.end_lineno, \
+                    f"{path.name}:{node.lineno}: a row's doc is one line"
+
+
 def test_cause_ids_are_strings_in_json_and_comparisons() -> None:
     cause = classify("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.")
     assert cause == "cuda_oom" and json.dumps({"cause": cause}) == '{"cause": "cuda_oom"}'
@@ -84,16 +165,16 @@ def test_a_sub_case_is_reachable_from_its_own_example(row: failures.FailureClass
 
 #: a line of each row's `alone` pattern, as SGLang (or its launcher) prints it
 _ALONE_LINES = {
-    ("bad_arguments", ""): "launch_server.py: error: unrecognized arguments: --enable-magic",
-    ("host_oom", ""): "slurmstepd: error: Detected 1 oom_kill event in StepId=4242.0. Some of your processes may have "
-                      "been killed by the cgroup out-of-memory handler.",
-    ("router_failed", ""): "[Router (Python)] 2025-03-07 10:00:01 - ERROR - Failed to start router: no workers - "
-                           "launch_server.py:177",
-    ("pd_bootstrap_failed", ""): "[2025-03-07 10:00:01] Prefill instance failed to register to bootstrap server: 503",
-    ("warmup_failed", "pd_warmup"): "[2025-03-07 10:00:01] Prefill disaggregation mode warm Up Failed, status code: 400",
-    ("watchdog_timeout", ""): "[2025-03-07 10:00:01 TP0] Scheduler debug info: running_reqs=1, waiting_reqs=0",
-    ("port_in_use", "pd_bootstrap"): "[2025-03-07 10:00:01] Server error: [Errno 98] error while attempting to bind on "
-                                     "address ('0.0.0.0', 8998): address already in use",
+    (Cause.BAD_ARGUMENTS, ""): "launch_server.py: error: unrecognized arguments: --enable-magic",
+    (Cause.HOST_OOM, ""): "slurmstepd: error: Detected 1 oom_kill event in StepId=4242.0. Some of your processes may have "
+                          "been killed by the cgroup out-of-memory handler.",
+    (Cause.ROUTER_FAILED, ""): "[Router (Python)] 2025-03-07 10:00:01 - ERROR - Failed to start router: no workers - "
+                               "launch_server.py:177",
+    (Cause.PD_BOOTSTRAP_FAILED, ""): "[2025-03-07 10:00:01] Prefill instance failed to register to bootstrap server: 503",
+    (Cause.WARMUP_FAILED, "pd_warmup"): "[2025-03-07 10:00:01] Prefill disaggregation mode warm Up Failed, status code: 400",
+    (Cause.WATCHDOG_TIMEOUT, ""): "[2025-03-07 10:00:01 TP0] Scheduler debug info: running_reqs=1, waiting_reqs=0",
+    (Cause.PORT_IN_USE, "pd_bootstrap"): "[2025-03-07 10:00:01] Server error: [Errno 98] error while attempting to bind on "
+                                         "address ('0.0.0.0', 8998): address already in use",
 }
 
 

@@ -2,7 +2,9 @@
 
 Pure: a verdict's figures (what SGLang printed), its cause and sub-case (the grammar read them off the
 log once, sglang/failures/ holds each one's words) and the effective config in, sentences and fixes
-out; no text is matched here. The memory arithmetic is SGLang's own for the start's release family
+out; no text is matched here. The sentences are the registry's (each family's .toml): a function here chooses
+among a row's named ones (`_said`) and fills in what the figures and the config say, and only the memory
+arithmetic's narration is written here. The memory arithmetic is SGLang's own for the start's release family
 (svcdiag.sglang.memory.predict, the logged start read back by svcdiag.sglang.memory_plan), the same model
 every memory fix is re-checked with (preflight.recheck_fixes), so the explanation and the fixes agree:
     rest = free_after_weights − free_before_load × (1 − mem_fraction_static)
@@ -73,21 +75,39 @@ class _Words(dict[str, str]):
         return ""
 
 
-def _template(v: Verdict, cfg: ServiceConfig | None, **more: str) -> tuple[list[str], list[dict[str, Any]]] | None:
+def _template(v: Verdict, cfg: ServiceConfig | None, say: str = "", of: str = "",
+              **more: str) -> tuple[list[str], list[dict[str, Any]]] | None:
     """The registry's explanation and fixes of the verdict's sub-case (or, lacking words of its own, its cause),
-    over the failure's words and what its pattern captured; None when the registry has none."""
-    sub = failures.row(v.cause or "", v.detail)
-    row = sub if sub is not None and sub.explain is not None else failures.row(v.cause or "")
-    if row is None or row.explain is None:
+    over the failure's words and what its pattern captured (`say`: its sentences of that name, which a function
+    here chose; `of`: another cause's, where two say the same); None when the registry has none."""
+    cause = of or v.cause or v.verdict
+    sub = failures.row(cause, "" if of else v.detail)
+    row = sub if sub is not None and _sentences(sub, say) else failures.row(cause)
+    sentences = _sentences(row, say) if row is not None else ()
+    if row is None or not sentences:
         return None
     model = cfg.model_path if cfg else v.figures.model_path
     words = _Words({"message": v.message, "short": _short(v.message), "phase": v.phase, "name": cfg.name if cfg else "NAME",
                     "unit": v.unit or (cfg.unit if cfg else "UNIT"), "model": repr(model) if model else "the model",
                     "model_type": v.figures.model_type or "the target model", **v.captures, **more})
-    lines = row.explain(words) if callable(row.explain) else [line.format_map(words) for line in row.explain]
-    return list(lines), \
+    if row.words is not None:
+        words.update(row.words(words))
+    return [line.format_map(words) for line in sentences], \
         [_fix({k: val.format_map(words) if isinstance(val, str) else val for k, val in change.items()}, why.format_map(words))
          for change, why in row.fixes]
+
+
+def _sentences(row: failures.FailureClass, say: str) -> tuple[str, ...]:
+    p = failures.prose(row.cause, row.detail)
+    return p.say.get(say, ()) if say else p.explain
+
+
+def _said(v: Verdict, cfg: ServiceConfig | None, say: str = "", of: str = "", **more: str) -> list[str]:
+    """The registry's sentences for the verdict's row (those named `say`, where a function here chooses; `of`
+    another cause's row), over its words and `more` (what only the verdict's figures or the config can say)."""
+    found = _template(v, cfg, say, of, **more)
+    assert found is not None, f"{v.cause}/{v.detail}: no sentences {say!r} in its family's .toml"
+    return found[0]
 
 
 # ---------------------------------------------------------------- memory: the seed's failure
@@ -105,64 +125,62 @@ def _max_running_zero(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tu
     say: list[str] = []
     if tokens and ctx:
         fit = tokens // ctx
-        say.append(f"The KV cache holds {_n(tokens)} tokens, but one request needs context_len {_n(ctx)}, so not "
-                   "even one full-length request fits: max_running_requests came out zero." if fit == 0 else
-                   f"The KV cache holds {_n(tokens)} tokens: {fit} request(s) of context_len {_n(ctx)}.")
+        say += _said(v, cfg, "none_fit" if fit == 0 else "some_fit", tokens=_n(tokens), ctx=_n(ctx), fit=str(fit))
     if slots is not None:
         by_mamba = slots // spr
-        verb = "so it can serve none" if by_mamba == 0 else f"so it can serve {by_mamba}"
-        say.append(f"The Mamba state cache has {slots} slots and each request takes {spr} "
-                   f"({slots} // {spr} = {by_mamba}): {verb}"
-                   + (f" of the {req} max_running_requests asked for." if asked else "."))
+        say += _said(v, cfg, "mamba_slots", slots=str(slots), spr=str(spr), by_mamba=str(by_mamba),
+                     verb=_said(v, cfg, "serves_none" if by_mamba == 0 else "serves", by_mamba=str(by_mamba))[0],
+                     asked_for=_said(v, cfg, "of_those_asked", req=str(req))[0] if asked else ".")
     if logged is None:
         return say, []
-    say += _per_request(v, logged, ctx or 0)
+    say += _per_request(v, cfg, logged, ctx or 0)
     before, mfs = logged.inputs.free_before_gb, logged.inputs.mem_fraction_static
-    say.append(f"SGLang sizes the caches from mem_fraction_static={mfs} of the {_gb(before)} free before loading: "
-               f"each +0.01 gives them {_gb(before / 100)} (SGLang {logged.now.family}'s arithmetic).")
-    fixes = _fraction_fixes(logged, req, asked, say)
+    say += _said(v, cfg, "sizing", mfs=str(mfs), before=_gb(before), step=_gb(before / 100), family=str(logged.now.family))
+    fixes = _fraction_fixes(v, cfg, logged, req, say)
     fixes += _shorter_context(logged, req, ctx)
     if asked and slots is not None and 0 < slots // spr < asked:
         fixes.append(_fix({"max_running_requests": slots // spr}, "what the Mamba slots can serve"))
     return say, fixes
 
 
-def _per_request(v: Verdict, logged: memory_plan.Logged, ctx: int) -> list[str]:
+def _per_request(v: Verdict, cfg: ServiceConfig | None, logged: memory_plan.Logged, ctx: int) -> list[str]:
     """What one request costs: its KV per token (the draft's included) and its Mamba state."""
     f, cell = v.figures, logged.now.cell_bytes
     k, vv = f.kv_k_gb, f.kv_v_gb
-    parts = f"K {_gb(k)} + V {_gb(vv)}" if k is not None and vv is not None else _gb(f.kv_gb or 0)
+    of = Cause.MAX_RUNNING_ZERO
+    parts = _said(v, cfg, "k_and_v", of=of, k_gb=_gb(k), v_gb=_gb(vv))[0] if k is not None and vv is not None else _gb(f.kv_gb or 0)
     own = logged.inputs.kv_cell_bytes
-    draft = f", and the draft's KV adds {(cell - own) / 1024:.1f} KiB" if cell > own else ""
-    say = [f"Each token costs about {cell / 1024:.1f} KiB of KV cache ({parts} over {_n(f.kv_tokens or 0)} "
-           f"tokens{draft}); one {_n(ctx)}-token request needs {_gb(ctx * cell / GB)}."]
+    draft = _said(v, cfg, "draft_kv", of=of, kib=f"{(cell - own) / 1024:.1f}")[0] if cell > own else ""
+    say = _said(v, cfg, "per_token", of=of, cell_kib=f"{cell / 1024:.1f}", parts=parts, tokens=_n(f.kv_tokens or 0),
+                draft=draft, ctx=_n(ctx), need=_gb(ctx * cell / GB))
     spr = logged.now.slots_per_request
     if spr and logged.slot_gb:
-        spec = (f", and its {logged.draft_tokens} draft tokens' intermediate state another "
-                f"{_gb(logged.draft_tokens * logged.slot_gb)} (each pool keeps one padding slot of both)"
-                if logged.draft_tokens else "")
-        say.append(f"Each request takes {spr} Mamba state slots of {_gb(logged.slot_gb)} "
-                   f"({_gb(spr * logged.slot_gb)}){spec}.")
+        spec = _said(v, cfg, "draft_state", of=of, draft_tokens=str(logged.draft_tokens),
+                     gb=_gb(logged.draft_tokens * logged.slot_gb))[0] if logged.draft_tokens else ""
+        say += _said(v, cfg, "mamba_per_request", of=of, spr=str(spr), slot=_gb(logged.slot_gb),
+                     total=_gb(spr * logged.slot_gb), spec=spec)
     return say
 
 
-def _fraction_fixes(logged: memory_plan.Logged, req: int, asked: int | None, say: list[str]) -> list[dict[str, Any]]:
+def _fraction_fixes(v: Verdict, cfg: ServiceConfig | None, logged: memory_plan.Logged, req: int,
+                    say: list[str]) -> list[dict[str, Any]]:
     """The mem_fraction_static that holds `req` (then one) full-length requests, said in `say` either way."""
+    of = Cause.MAX_RUNNING_ZERO
     fixes: list[dict[str, Any]] = []
     for requests in dict.fromkeys((req, 1)):
         p = memory_plan.plan(logged, requests)
         if p is None:
-            say.append(f"{requests} full-length request(s) would not fit even with all of this GPU's memory.")
+            say += _said(v, cfg, "never_fits", of=of, requests=str(requests))
             continue
-        extra = f"{_gb(p.extra_kv_gb)} more KV"
+        extra = _said(v, cfg, "more_kv", of=of, gb=_gb(p.extra_kv_gb))[0]
         if round(p.mamba_delta_gb, 2):
-            extra += f" and {_gb(abs(p.mamba_delta_gb))} {'more' if p.mamba_delta_gb > 0 else 'less'} Mamba state"
-            extra += f" ({p.slots} slots)" if p.slots is not None else ""
+            extra += _said(v, cfg, "mamba_delta", of=of, gb=_gb(abs(p.mamba_delta_gb)),
+                           more_or_less="more" if p.mamba_delta_gb > 0 else "less")[0]
+            extra += _said(v, cfg, "mamba_delta_slots", of=of, slots=str(p.slots))[0] if p.slots is not None else ""
         if p.fits:
             graphs = logged.cuda_graph_gb
-            say.append(f"{requests} full-length request(s) need {extra}: mem_fraction_static {p.fraction:.2f}, which "
-                       f"still leaves {_gb(p.left_gb)} for CUDA graphs" + (f" ({_gb(graphs)} logged)" if graphs else "")
-                       + ", activations and the draft model.")
+            say += _said(v, cfg, "fits", of=of, requests=str(requests), extra=extra, fraction=f"{p.fraction:.2f}",
+                         left=_gb(p.left_gb), logged=_said(v, cfg, "graphs_logged", of=of, gb=_gb(graphs))[0] if graphs else "")
             change: dict[str, Any] = {"mem_fraction_static": p.fraction}
             if p.slots is not None and p.slots != logged.slots:
                 change["max_mamba_cache_size"] = p.slots
@@ -172,10 +190,10 @@ def _fraction_fixes(logged: memory_plan.Logged, req: int, asked: int | None, say
                 continue  # the model reads this start as serving them already: nothing to change
             fixes.append(_fix(change, f"holds {requests} request(s) of {_n(logged.inputs.context_len)} tokens"))
         else:
-            why = ("more than this GPU had free" if p.fraction > MAX_MEM_FRACTION else
-                   f"which would leave only {_gb(p.left_gb)} for CUDA graphs, activations and the draft model")
-            say.append(f"{requests} full-length request(s) would need {extra}: mem_fraction_static {p.fraction:.2f}, "
-                       f"{why}; that does not fit.")
+            why = _said(v, cfg, "more_than_free", of=of)[0] if p.fraction > MAX_MEM_FRACTION else \
+                _said(v, cfg, "too_little_left", of=of, left=_gb(p.left_gb))[0]
+            say += _said(v, cfg, "does_not_fit", of=of, requests=str(requests), extra=extra, fraction=f"{p.fraction:.2f}",
+                         why=why)
     return fixes
 
 
@@ -200,10 +218,7 @@ def _shorter_context(logged: memory_plan.Logged, req: int, ctx: int | None) -> l
 def _not_enough_memory(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
     f = v.figures
     if v.detail == "swa_pool":
-        return [f"The sliding-window layers' KV pool holds {_n(int(v.captures['tokens']))} tokens, not even one window of "
-                f"{_n(int(v.captures['window']))} (plus a page): no request could ever be admitted, so SGLang refuses to start.",
-                "The SWA pool is --swa-full-tokens-ratio of the full-attention pool: raise it (the default 0.8), or "
-                "give the KV caches more memory (mem_fraction_static)."], []
+        return _said(v, cfg, "swa_pool", tokens=_n(int(v.captures["tokens"])), window=_n(int(v.captures["window"]))), []
     say = [v.message]
     fixes = []
     floor = v.captures.get("floor")
@@ -239,10 +254,10 @@ def _cuda_oom(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list
     dev = _device(v)
     if v.phase == "cuda_graph":
         graphs = "CUDA" if dev in ("CUDA", "HIP") else dev[4:]
-        say = [f"{dev} ran out of memory while capturing {graphs} graphs, after the KV cache"
-               + (f" ({_n(f.kv_tokens)} tokens)" if f.kv_tokens else "") + " had taken its share.",
-               f"{graphs} graphs and activations live in the 1 − mem_fraction_static reserve"
-               + (f": {_gb(f.pool_end_avail_gb)} were free when capture began." if f.pool_end_avail_gb else ".")]
+        say = _said(v, cfg, "graphs", dev=dev, graphs=graphs,
+                    kv_tokens=_said(v, cfg, "kv_tokens", tokens=_n(f.kv_tokens))[0] if f.kv_tokens else "",
+                    free_at_capture=_said(v, cfg, "free_at_capture", free=_gb(f.pool_end_avail_gb))[0]
+                    if f.pool_end_avail_gb else ".")
         fixes = []
         bs = cfg.cuda_graph_max_bs if cfg else None
         if bs and bs > 1:
@@ -252,23 +267,19 @@ def _cuda_oom(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list
         return say, fixes
     if v.phase == "loading_weights":
         tp = cfg.tp_size if cfg else f.tp_size
-        say = [f"{dev} ran out of memory while loading the weights: the model does not fit on "
-               f"{tp or '?'} {'GPU' if dev in ('CUDA', 'HIP') else dev[4:]}(s)"
-               + (f" with {_gb(f.avail_before_load_gb)} free each" if f.avail_before_load_gb else "") + "."]
+        free_each = _said(v, cfg, "free_each", free=_gb(f.avail_before_load_gb))[0] if f.avail_before_load_gb else ""
+        say = _said(v, cfg, "weights", dev=dev, tp=str(tp or "?"), devices="GPU" if dev in ("CUDA", "HIP") else dev[4:],
+                    free_each=free_each)
         return say, [_fix({"tp_size": (tp or 1) * 2}, "splits the weights over twice as many devices")]
     if v.phase == "scheduler" and f.draft_avail_before_load_gb is not None:
         return _draft_oom(v, cfg, mfs)
     if v.phase == "kv_cache":
-        say = [f"{dev} ran out of memory while allocating the KV cache" + (" and the Mamba state" if f.mamba_slots is not None
-                                                                         else "")
-               + ": SGLang sized it from mem_fraction_static" + (f"={mfs}" if mfs else "")
-               + " of the memory it measured before loading, and that much was no longer free (another process on "
-               "the GPU, or a fraction that leaves nothing for the allocator's own overhead)."]
+        say = _said(v, cfg, "kv_cache", dev=dev, mamba=_said(v, cfg, "and_mamba")[0] if f.mamba_slots is not None else "",
+                    mfs=f"={mfs}" if mfs else "")
         if "other_pid" in v.captures:
-            say.append(f"Process {v.captures['other_pid']}, not this server, holds {v.captures['other_gib']} of that GPU "
-                       "(`nvidia-smi`).")
+            say += _said(v, cfg, "other_process")
         return say, [_fix({"mem_fraction_static": more_reserve(mfs)}, "a smaller KV cache")] if mfs else []
-    say = [f"{dev} ran out of memory in phase {v.phase}."]
+    say = _said(v, cfg, "elsewhere", dev=dev)
     return say, [_fix({"mem_fraction_static": more_reserve(mfs)}, "more headroom outside the caches")] if mfs else []
 
 
@@ -277,11 +288,10 @@ def _draft_oom(v: Verdict, cfg: ServiceConfig | None, mfs: float | None) -> tupl
     they left: an OOM there is the draft's (its weights, KV pool or graphs), not the target's."""
     f = v.figures
     capture = any(e.startswith("File ") and ("graphs.py" in e or "cuda_graph" in e) for e in v.evidence)
-    what = "capturing the draft model's CUDA graphs" if capture else "setting up the speculative draft model"
-    say = [f"{_device(v)} ran out of memory while {what}, after the target model's KV cache and CUDA graphs: the draft "
-           "(its weights, its KV pool, its graphs) gets only what they left"
-           + (f", {_gb(f.draft_avail_before_load_gb)} when it began loading." if f.draft_avail_before_load_gb
-              is not None else ".")]
+    left = _said(v, cfg, "draft_left", free=_gb(f.draft_avail_before_load_gb))[0] \
+        if f.draft_avail_before_load_gb is not None else "."
+    say = _said(v, cfg, "draft", dev=_device(v), what=_said(v, cfg, "draft_graphs" if capture else "draft_setup")[0],
+                left=left)
     fixes = []
     bs = cfg.cuda_graph_max_bs if cfg else None
     if capture and bs and bs > 1:
@@ -290,47 +300,26 @@ def _draft_oom(v: Verdict, cfg: ServiceConfig | None, mfs: float | None) -> tupl
         fixes.append(_fix({"mem_fraction_static": more_reserve(mfs)}, "moves 5 % of the GPU from the target's KV "
                           "cache to the reserve the draft is set up in"))
     if not fixes:
-        say.append("Lower mem_fraction_static (the target's KV cache) or cuda_graph_max_bs, or fewer "
-                   "speculative_num_draft_tokens / speculative_eagle_topk (smaller draft graphs).")
+        say += _said(v, cfg, "draft_advice")
     return say, fixes
 
 
 def _killed(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
     sig = v.figures.signal or ""
-    unit = v.unit or (cfg.unit if cfg else "UNIT")
     if sig == "KILL" and v.figures.killed == "supervisor":
-        return [f"svcdiag supervise, the unit's main process, was killed by SIGKILL in phase {v.phase} (`kill -9`, "
-                "`systemctl kill`), and SGLang, its child, stopped with it: the server itself did not fail.",
-                f"Find who sent it (`journalctl -u {unit}`, your automation); `svcdiag up {cfg.name if cfg else 'NAME'} "
-                "--wait-ready --restart` starts it again."], []
+        return _said(v, cfg, "supervisor"), []
     if sig == "KILL":
         certain = any("OOM killer" in e for e in v.evidence)
-        say = [f"The server was killed by SIGKILL in phase {v.phase}"
-               + (": systemd reports the kernel's OOM killer." if certain else
-                  ", without a word in its log: the signature of the kernel's OOM killer (host RAM, not GPU memory)."),
-               "Look at `journalctl -k | grep -i -e 'out of memory' -e oom-kill` and the unit's MemoryMax=; "
-               "safetensors are read through host memory, once per rank."]
-        return say, []
+        return _said(v, cfg, "sigkill", how=_said(v, cfg, "oom_reported" if certain else "oom_suspected")[0]), []
     if sig == "BUS":
-        return [f"The server died of SIGBUS in phase {v.phase}: a process touched shared memory that was not there. "
-                "For SGLang that is nearly always /dev/shm too small: its ranks and NCCL put their buffers there, and "
-                "a container's /dev/shm is 64 MB unless raised.",
-                "`docker run --shm-size 16g` (or `--ipc=host`; compose `shm_size:`, Kubernetes an `emptyDir: {medium: "
-                "Memory}` mounted at /dev/shm); on a host, `df -h /dev/shm`. A disk full under a memory-mapped "
-                "checkpoint is the other cause (`df -h` where the model is)."], \
+        return _said(v, cfg, "sigbus"), \
             [_fix({"env.NCCL_SHM_DISABLE": "1"}, "only if /dev/shm cannot be raised: NCCL then avoids it, a little slower")]
     if sig in ("SEGV", "ABRT", "ILL", "FPE"):
-        say = [f"The server crashed with SIG{sig} in phase {v.phase}: a native fault (CUDA, NCCL or a kernel "
-               "extension), not a Python exception, so its log says nothing about it.",
-               f"Look at `coredumpctl info {unit}` for the stack, `journalctl -k` for GPU Xid errors, and re-run "
-               "with CUDA_LAUNCH_BLOCKING=1 to find the failing kernel."]
-        return say, [_fix({"env.CUDA_LAUNCH_BLOCKING": "1"}, "the crash then points at the kernel that faulted")]
+        return _said(v, cfg, "native", signal=sig), \
+            [_fix({"env.CUDA_LAUNCH_BLOCKING": "1"}, "the crash then points at the kernel that faulted")]
     if not sig:  # ≤ 0.4.1: the launcher's EOFError is all that is left of a scheduler that died silently
-        return [f"A scheduler process died in phase {v.phase} without a word of its own: a signal killed it, most "
-                "often SIGKILL from the kernel's OOM killer (host RAM) while the weights load, once per rank.",
-                "Look at `journalctl -k | grep -i -e 'out of memory' -e oom-kill`, and at the host's free memory "
-                "against the checkpoint's size times the ranks that read it."], []
-    return [f"The server was killed by SIG{sig} in phase {v.phase}; see `journalctl -u {unit}` for who sent it."], []
+        return _said(v, cfg, "unnamed"), []
+    return _said(v, cfg, "other", signal=sig), []
 
 
 #: systemd's own exit statuses (systemd.exec(5)): the process never became the server
@@ -344,39 +333,27 @@ SYSTEMD_STEPS = {
 
 def _exited(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
     status = v.figures.exit_status
-    name = cfg.name if cfg else "NAME"
     if status in SYSTEMD_STEPS:
         step, key, what = SYSTEMD_STEPS[status]
         value = getattr(cfg, key, None) if cfg else None
-        return [f"systemd could not start the process: exit status {status}/{step}, before SGLang ran at all.",
-                f"The config's {key}" + (f" ({value!r})" if value else "") + f" {what}."], []
-    return [f"The server exited with status {status} in phase {v.phase} without printing an exception.",
-            f"Run its command in a shell to see what it says on the terminal: `svcdiag render {name}` shows the "
-            "ExecStart line."], []
+        return _said(v, cfg, "systemd_step", status=str(status), step=step, key=key, what=what,
+                     value=f" ({value!r})" if value else ""), []
+    return _said(v, cfg, "status", status=str(status)), []
 
 
 def _port_in_use(v: Verdict, cfg: ServiceConfig | None, owners: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
     """uvicorn's own port (the sub-cases, SGLang's other ports, are the registry's)."""
     port = cfg.port if cfg else v.figures.port
-    say = [f"Everything loaded, then uvicorn could not bind port {port}: another process listens there."]
-    if owners:
-        say.append(f"Our unit(s) configured for port {port} and running: {', '.join(owners)}.")
-    else:
-        say.append(f"No other svcdiag unit is configured for it; `ss -ltnp 'sport = :{port}'` names the holder.")
+    say = _said(v, cfg, "http_port", port=str(port)) + _said(v, cfg, "owners" if owners else "no_owner", port=str(port),
+                                                            owners=", ".join(owners))
     return say, [_fix({"port": (port or 30000) + 100}, "a port no running server uses")] if port else []
 
 
 def _store_port_in_use(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
     """torch.distributed's TCP store, not the HTTP port: --nccl-port on one node, dist_init_addr's port on several."""
     port = v.captures.get("port") or v.captures.get("errno_port")
-    multi = (v.figures.nnodes or 1) > 1
-    whose = "dist_init_addr's port (the ranks' rendezvous on node 0)" if multi else "the NCCL port (--nccl-port)"
-    say = [f"The ranks' rendezvous (torch.distributed's TCP store) could not listen on port {port or '?'}: it is in use. "
-           f"That is {whose}, not the HTTP port: the start stopped before loading anything.",
-           f"Another server on this host took it (two SGLang servers given the same --nccl-port, or a leftover of an "
-           f"earlier start: `ss -ltnp 'sport = :{port or 'PORT'}'` names it). Give each server its own "
-           + ("dist_init_addr port." if multi else "--nccl-port (extra_args), or leave it unset: SGLang then picks a free one.")]
-    return say, []
+    whose, give = _said(v, cfg, "multi_node" if (v.figures.nnodes or 1) > 1 else "one_node")
+    return _said(v, cfg, "store", port=port or "?", port_or=port or "PORT", whose=whose, give=give), []
 
 
 def _model_not_found(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
@@ -386,12 +363,8 @@ def _model_not_found(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tup
     if named and model and model.rstrip("/") not in named:  # the missing path is another flag's
         draft = (cfg.speculative.draft_model_path if cfg and cfg.speculative else None) \
             or v.figures.draft_model_path
-        whose = "the speculative draft model (speculative_draft_model_path)" if draft and draft.rstrip("/") in \
-            named else "a LoRA adapter (lora_paths), tokenizer_path or another path in the flags"
-        return [f"SGLang cannot open {named!r}: not model_path ({model!r}) but {whose}; it is "
-                "neither a folder on this host nor a repo id it can reach.",
-                f"`ls {named}` on the GPU host: a LoRA adapter folder holds adapter_config.json and the adapter's "
-                "weights; fix that path in the flags, or download the adapter there."], []
+        whose = _said(v, cfg, "draft" if draft and draft.rstrip("/") in named else "other_path")[0]
+        return _said(v, cfg, "another_flag", named=named, model_path=model, whose=whose), []
     path = model or named
     found = _template(v, cfg, what=repr(path) if path else "the model", path=path or "MODEL_PATH")
     assert found is not None
@@ -399,111 +372,58 @@ def _model_not_found(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tup
 
 
 def _bind_address(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
-    return [f"Everything loaded, then uvicorn could not bind {v.captures['host']}:{v.captures['port']}: {v.message}",
-            "The address is --host's: one this host does not have (`ip -br addr`; a config copied from another "
-            "node), or IPv6's `::` where IPv6 is off. 0.0.0.0 listens on every address."], \
-        [_fix({"host": "0.0.0.0"}, "every address of this host (127.0.0.1: this host alone)")] if cfg else []
+    return _said(v, cfg), [_fix({"host": "0.0.0.0"}, "every address of this host (127.0.0.1: this host alone)")] if cfg else []
 
 
 def _quantization_blocks(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
     tp = cfg.tp_size if cfg else v.figures.tp_size
-    say = [f"Tensor parallelism{f' over {tp} GPUs' if tp else ''} cuts a quantized weight across its "
-           f"quantization blocks: {v.message}",
-           "Each GPU's slice of every weight must be whole blocks (fp8 block 128, AWQ/GPTQ groups): use a smaller "
-           "tp_size; for a MoE model, expert parallelism (--ep-size, extra_args) splits whole experts instead. A "
-           "checkpoint converted to BF16 that still carries quantization_config in its config.json is read as "
-           "quantized: delete that block."]
-    return say, [_fix({"tp_size": tp // 2}, "whole quantization blocks on each GPU")] if tp and tp > 1 else []
+    return _said(v, cfg, over_gpus=f" over {tp} GPUs" if tp else ""), \
+        [_fix({"tp_size": tp // 2}, "whole quantization blocks on each GPU")] if tp and tp > 1 else []
 
 
 def _unrecognized(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
     flags = v.captures["args"].split()
-    flag = next((f for f in flags if f.startswith("--")), flags[0] if flags else "?")
-    return [f"This SGLang does not know {flag}: its argument parser refused the command line before loading "
-            "anything (exit 2).",
-            f"Flags change between releases; `svcdiag check {cfg.name if cfg else 'NAME'}` names the replacement for the "
-            "release the unit runs (set `sglang_version` in the config, or let svcdiag ask the unit's interpreter)."], []
+    return _said(v, cfg, flag=next((f for f in flags if f.startswith("--")), flags[0] if flags else "?")), []
 
 
 def _context_length(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
     asked, derived = int(v.captures["asked"]), int(v.captures["derived"])
-    return [f"context_length {asked:,} is longer than the model's own {derived:,} (max_position_embeddings or its "
-            "rope scaling), and SGLang refuses to stretch it unasked.",
-            "Serve at most the model's length; or, if the model really takes longer inputs (YaRN rope scaling set "
-            "with json_model_override_args), set SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1 in the unit's "
-            "environment."], \
+    return _said(v, cfg, asked=f"{asked:,}", derived=f"{derived:,}"), \
         [_fix({"context_length": derived}, "the length the model was built for")]
 
 
 def _not_an_eagle_draft(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
-    draft = v.figures.draft_model_path
-    return [f"The speculative draft model ({draft if draft else 'none given: SGLang loaded the target itself'}"
-            f"{', class ' + str(v.figures.draft_model_type) if v.figures.draft_model_type else ''}) "
-            "is not an EAGLE draft: it lacks the draft's methods ({}).".format(v.message.split(": ", 1)[-1]),
-            "Set speculative_draft_model_path to a draft trained for this target (an EAGLE3 draft's class is "
-            "…ForCausalLMEagle3); only a model with its own MTP layers (DeepSeek, Qwen3-Next) runs "
-            "EAGLE/NEXTN without one."], []
+    kind = v.figures.draft_model_type
+    return _said(v, cfg, draft=v.figures.draft_model_path or "none given: SGLang loaded the target itself",
+                 draft_class=f", class {kind}" if kind else "", methods=v.message.split(": ", 1)[-1]), []
 
 
 def _tp_split(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
     tp = cfg.tp_size if cfg else v.figures.tp_size
-    say = [f"tp_size {tp if tp else '(the one given)'} does not divide the model's attention heads, so the "
-           "weights cannot be split evenly over the GPUs (SGLang asserts it while building the model).",
-           "Use a tp_size that divides the number of attention (and KV) heads in config.json: 1, 2, 4 or 8 "
-           "for most models."]
-    return say, [_fix({"tp_size": max(1, tp // 2)}, "a divisor of the head count, as a rule")] if tp and tp > 1 else []
+    return _said(v, cfg, tp=str(tp) if tp else "(the one given)"), \
+        [_fix({"tp_size": max(1, tp // 2)}, "a divisor of the head count, as a rule")] if tp and tp > 1 else []
 
 
 def _pd_warmup(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
     status = v.captures.get("status", "?")
-    say = [f"The PD server's own warmup request failed (HTTP {status}). SGLang prints 'ready' all the same, but "
-           "marks itself unhealthy: /health answers 503, so a router never registers it or sends it a request."]
     model = f"{v.figures.model_type} {v.figures.model_path}"
-    if status in ("400", "422") and ("ForConditionalGeneration" in model or "VL" in model):
-        say.append("A 400/422 on /v1/chat/completions is SGLang's own bug for a multimodal model in PD mode "
-                   "(the warmup sends a /generate payload there: sgl-project/sglang#22871): a release with the "
-                   "fix, or --skip-server-warmup, which marks the server up without the request.")
-    else:
-        say.append("The scheduler's lines just before the warmup say why (a KV transfer or bootstrap error, a "
-                   "kernel failing on the first batch); restart it once that is fixed.")
-    return say, []
+    multimodal = status in ("400", "422") and ("ForConditionalGeneration" in model or "VL" in model)
+    return [*_said(v, cfg, "unhealthy", status=status), *_said(v, cfg, "multimodal" if multimodal else "other")], []
 
 
 def _torch_compile_failed(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
-    when = " while capturing CUDA graphs" if v.phase == "cuda_graph" else ""
-    return [f"torch.compile (--enable-torch-compile) could not compile the model{when}: {v.message}",
-            "Start without --enable-torch-compile (SGLang serves the same model uncompiled, a little slower at small "
-            "batches), or lower --torch-compile-max-bs; an inductor error is a torch/SGLang version mismatch or bug, "
-            "so the torch release SGLang pins is the other way out."], []
+    return _said(v, cfg, when=" while capturing CUDA graphs" if v.phase == "cuda_graph" else ""), []
 
 
-def _ep_dispatch_timeout(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
-    """DeepEP's dispatch waited for an expert-parallel rank that never came."""
-    return [f"DeepEP's all-to-all timed out in phase {v.phase}: an expert-parallel rank never reached the dispatch "
-            f"({v.message}).",
-            "Look first for another rank's own error just before (it died, and this is the consequence). A rank that "
-            "was only slow is most often compiling DeepGEMM kernels on a first start: `python3 -m "
-            "sglang.compile_deep_gemm` with the server's flags beforehand, or SGL_ENABLE_JIT_DEEPGEMM=0; across nodes, "
-            "the RDMA path between them (NVSHMEM/IB). `--deepep-mode auto` avoids the normal mode's timeout during "
-            "capture."], []
 
 
-def _pd_bootstrap_failed(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
-    return [f"The PD prefill server could not register with its bootstrap server: {v.message}",
-            "It says it is ready, but a decode server never finds it (every request then fails with `Could not fetch "
-            "prefill parallel info`). The bootstrap server (--disaggregation-bootstrap-port, 8998 unless set) was not "
-            "up yet or not reachable at that address: restart the prefill, give each prefill on a host its own "
-            "bootstrap port, or upgrade to a release that retries the registration."], []
 
 
 
 
 def _invalid_ordinal(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
     tp = v.figures.tp_size or (cfg.tp_size if cfg else None)
-    return ["A rank asked for a GPU this process cannot see (CUDA: invalid device ordinal): tp_size"
-            + (f" {tp}" if tp else "") + " × dp_size (+ base_gpu_id) is more GPUs than are visible to it.",
-            "`nvidia-smi -L` lists the host's GPUs; CUDA_VISIBLE_DEVICES (the config's gpus) and the unit's "
-            "DeviceAllow= narrow them. Give the unit as many GPUs as ranks, or lower tp_size."], \
+    return _said(v, cfg, tp=f" {tp}" if tp else ""), \
         [_fix({"tp_size": tp // 2}, "half the ranks, if half the GPUs are what it sees")] if tp and tp > 1 else []
 
 
@@ -511,51 +431,35 @@ def _invalid_ordinal(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tup
 
 def _rendezvous(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
     node = v.figures.node_rank
-    say = [f"The ranks of a multi-node start never all met at dist_init_addr: {v.message}"]
+    say = _said(v, cfg, "never_met")
     if v.detail == "clients_missing":
-        say.append(f"Only {v.captures['joined']} of {v.captures['total']} ranks joined: the other node(s) were not started with "
-                   "the same nnodes/dist_init_addr, or could not reach this one.")
+        say += _said(v, cfg, "clients_missing")
     elif node:
-        say.append(f"This is node {node}: it could not reach node 0's TCP store. Is node 0 running, and is its port "
-                   "open from here (`nc -vz HOST PORT`; a firewall, a hostname that resolves differently)?")
-    say.append("Start every node with the same nnodes and dist_init_addr, node 0 first or within the store's timeout.")
-    return say, []
+        say += _said(v, cfg, "node", node=str(node))
+    return say + _said(v, cfg, "same_flags"), []
 
 
 def _kv_transfer_failed(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
-    name = cfg.name if cfg else "NAME"
-    say = [f"The PD server's KV transfer engine could not start: {v.message}",
-           "Most often it found no RDMA NIC it could open: --disaggregation-ib-device names one this host lacks "
-           "(`ibv_devices` lists them), the NIC is down (`ibstat`), or the sandbox hides /dev/infiniband."]
+    say = _said(v, cfg, "engine")
     if v.detail in ("ascend", "nixl_plugin"):  # an NPU's engine, a plugin missing: the registry's words, no RDMA device
         return _template(v, cfg) or (say[:1], [])
     if v.detail == "init_timeout":  # a set-up that hung: the registry's words, then the sandbox's devices below
         say = (_template(v, cfg) or (say, []))[0]
     if v.detail == "nixl":
-        say.append("NIXL's UCX backend could not set up its transfers (UCX's own line above says on which device): "
-                   "UCX_NET_DEVICES names the NICs it may use (`mlx5_0:1`), or run with "
-                   "--disaggregation-transfer-backend mooncake.")
+        say += _said(v, cfg, "nixl")
     fixes: list[dict[str, Any]] = []
     if cfg is None or (cfg.hardening == "strict" and "infiniband" not in cfg.devices):
-        say.append(f"svcdiag's strict units open only the GPU nodes unless `devices` lists \"infiniband\" "
-                   f"(then `svcdiag install {name}`).")
+        say += _said(v, cfg, "strict_unit")
         fixes.append(_fix({"devices": [*(cfg.devices if cfg else ()), "infiniband"]},
                           "the RDMA devices (/dev/infiniband) opened in the sandbox"))
     return say, fixes
 
 
 def _nvshmem_failed(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
-    say = [f"DeepEP's NVSHMEM (expert parallel's all-to-all over RDMA, --moe-a2a-backend deepep) could not connect "
-           f"the ranks in phase {v.phase}: {v.message}"]
-    if v.detail == "ib_connect":
-        say.append("Its InfiniBand/RoCE queue pairs would not connect: on RoCE the GID index (NVSHMEM_IB_GID_INDEX), "
-                   "the NIC each GPU uses (NVSHMEM_HCA_PE_MAPPING, NVSHMEM_HCA_LIST), a port down (`ibstat`).")
-    else:
-        say.append("Usual causes: no RDMA NIC it can open (`ibv_devices`), nvidia_peermem or GDRCopy not loaded, "
-                   "the NIC each GPU uses (NVSHMEM_HCA_PE_MAPPING), or the sandbox hiding /dev/infiniband.")
+    say = _said(v, cfg, "not_connected") + _said(v, cfg, "ib_connect" if v.detail == "ib_connect" else "usual")
     fixes = [_fix({"env.NVSHMEM_DEBUG": "INFO"}, "NVSHMEM then says which transport and NIC failed")]
     if cfg is not None and cfg.hardening == "strict" and "infiniband" not in cfg.devices:
-        say.append("svcdiag's strict units open only the GPU nodes unless `devices` lists \"infiniband\".")
+        say += _said(v, cfg, "strict_unit")
         fixes.append(_fix({"devices": [*cfg.devices, "infiniband"]}, "the RDMA devices (/dev/infiniband) in the sandbox"))
     return say, fixes
 
@@ -565,13 +469,8 @@ def _nvshmem_failed(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tupl
 def _shape_mismatch(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
     draft = v.figures.draft_model_path
     if draft and v.figures.weights_gb is not None:  # the target had loaded: this is the draft's
-        return [f"The draft model {draft!r} does not fit the target: a tensor of its checkpoint has another shape "
-                f"than the draft layer built for this target ({v.message}).",
-                "An EAGLE/EAGLE3/MTP draft is trained for one target model (its hidden size and vocabulary): "
-                "use the draft published for this exact target, with the speculative_algorithm it was made for."], []
-    return [f"A tensor of the checkpoint has another shape than the layer SGLang built for it: {v.message}",
-            "config.json does not describe these weights (another model's config, a quantized checkpoint "
-            "loaded without its quantization, or a tp_size the checkpoint was pre-split for)."], []
+        return _said(v, cfg, "draft", draft=draft), []
+    return _said(v, cfg, "target"), []
 
 
 
@@ -586,11 +485,7 @@ def _short(msg: str, limit: int = 160) -> str:
 
 
 def _bind_port(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
-    port = int(v.captures["port"])
-    return [f"uvicorn may not bind port {port}: below 1024 that takes CAP_NET_BIND_SERVICE, which the unit does not "
-            "have (svcdiag's strict sandbox keeps no capability, even as root).",
-            "Serve on a port above 1024 and put a proxy in front if clients need the low one."], \
-        [_fix({"port": 30000}, "an unprivileged port")] if port < 1024 else []
+    return _said(v, cfg), [_fix({"port": 30000}, "an unprivileged port")] if int(v.captures["port"]) < 1024 else []
 
 
 #: a path's parts below the folder a unit should be let write (the hub's cache layout, its locks)
@@ -598,17 +493,8 @@ _CACHE_PARTS = (".locks", ".cache", "blobs", "snapshots")
 
 
 def _access_denied(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
-    name = cfg.name if cfg else "NAME"
     path = v.captures.get("path")
-    say = [(f"The server may not write {path!r}" if path else "The server was refused a file") + ": the unit's "
-           "sandbox keeps the file system read-only outside its writable paths (ProtectSystem=strict, "
-           "ProtectHome=read-only), or its user lacks the permission.",
-           f"svcdiag's strict units may write ~/.cache, ~/.triton, /dev/shm, working_directory and the cache "
-           f"folders [env] names (docs/security.md#the-hardened-unit); a --download-dir or any other folder goes in "
-           f"`read_write_paths` (then `svcdiag install {name}`). Check the owner too: `ls -ld` the folder as the unit's User=.",
-           "In a container: a read-only root (`--read-only`, Kubernetes readOnlyRootFilesystem) or a volume mounted "
-           ":ro; mount the HF cache writable (`-v ~/.cache/huggingface:/root/.cache/huggingface`) or set HF_HOME to a "
-           "writable volume."]
+    say = _said(v, cfg, "refused", who=_said(v, cfg, "path" if path else "no_path")[0])
     if path:
         parts = (path.rstrip("/").rsplit("/", 1)[0] or path).split("/")
         cut = next((i for i, p in enumerate(parts) if i and (p in _CACHE_PARTS or p.startswith("models--"))), len(parts))
@@ -622,24 +508,13 @@ def _access_denied(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple
 def _mamba_small(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
     spr = memory_plan.slots_per_request(v.figures, cfg)
     req = v.figures.requested_max_running_requests or (cfg.max_running_requests if cfg else None) or 1
-    return [v.message, f"Each request takes {spr} Mamba state slots."], \
-        [_fix({"max_mamba_cache_size": req * spr}, f"{req} request(s) × {spr} slots")]
+    return _said(v, cfg, slots=str(spr)), [_fix({"max_mamba_cache_size": req * spr}, f"{req} request(s) × {spr} slots")]
 
 
 def _timed_out(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
     limit = cfg.timeout.get(v.phase) if cfg else None
-    name = cfg.name if cfg else "NAME"
     if (total := v.figures.systemd_timeout_s) is not None:
-        unit = v.unit or (cfg.unit if cfg else "UNIT")
-        return [f"systemd stopped the start after {total:.0f} s, in phase {v.phase}, before svcdiag's deadline for "
-                f"it: the unit's TimeoutStartSec= (`systemctl show -p TimeoutStartUSec {unit}`) ran out; SGLang "
-                "itself reported no error.",
-                "A daemon-reload during a start (any `systemctl daemon-reload`, or an install that makes one) "
-                "re-arms that limit from the start's beginning and forgets every EXTEND_TIMEOUT_USEC: a unit whose "
-                "limit is shorter than the start is killed at once. Units svcdiag renders now set it to the whole "
-                f"start's deadlines; re-render this one (`svcdiag install {name}`) while none of its starts runs, or "
-                f"raise TimeoutStartSec= in {unit} by hand. `svcdiag history {name} --advise` says what the "
-                "recorded starts need."], []
+        return _said(v, cfg, "systemd_limit", total=f"{total:.0f}"), []
     extra = (v.figures.precompile_extra_s or {}).get(v.phase)
     f = v.figures
     # the time a phase gets beyond its deadline for what the log announced in it (readiness._allow)
@@ -647,36 +522,23 @@ def _timed_out(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[lis
                   (f.draft_extra_s, "the speculative draft's load and capture"),
                   (f.pool_extra_s, "pinning the hierarchical cache's host pool"))
     more = [f" + {s:.0f} s for {why}" for granted, why in allowances if (s := (granted or {}).get(v.phase))]
-    allowed = f" (its deadline is {limit:.0f} s{''.join(more)})" if limit else ""
+    allowed = _said(v, cfg, "deadline", limit=f"{limit:.0f}", allowances="".join(more))[0] if limit else ""
     stop = v.figures.stopped_after_s
-    if stop is not None:
-        left = f"it was then stopped from outside, {stop:.0f} s into the phase (a start given up on as stuck)"
-    elif cfg is not None and cfg.readiness == "notify":
-        left = "svcdiag supervise stopped the server (the unit ends failed, exit status 3)"
-    else:
-        left = "the service is left running"
-    say = [f"No progress in phase {v.phase} for {v.stalled_s or 0:.0f} s" + allowed + f"; {left}.",
-           f"Last line seen: {v.last_line!r}." if v.last_line else "No line at all since the phase began.",
-           f"If that line still changes, the start is slow, not stuck: `svcdiag wait {name}` waits longer. If it "
-           "does not, look inside: `py-spy dump --pid $(systemctl show -p MainPID --value "
-           f"{cfg.unit if cfg else 'UNIT'})`."]
+    left = _said(v, cfg, "stopped_outside", stop=f"{stop:.0f}")[0] if stop is not None else \
+        _said(v, cfg, "supervisor_stopped" if cfg is not None and cfg.readiness == "notify" else "left_running")[0]
+    say = [*_said(v, cfg, "no_progress", stalled=f"{v.stalled_s or 0:.0f}", allowed=allowed, left=left),
+           *(_said(v, cfg, "last_line", of=Cause.INCOMPLETE, last_line=v.last_line) if v.last_line else
+             _said(v, cfg, "no_line")),
+           *_said(v, cfg, "slow_or_stuck", main_unit=cfg.unit if cfg else "UNIT")]
     if _at_rendezvous(v):
-        say.insert(1, "The ranks are waiting for each other at dist_init_addr: a node of this multi-node start has not "
-                      "joined (not started, another nnodes or dist_init_addr, or a firewall between the nodes).")
+        say[1:1] = _said(v, cfg, "at_rendezvous")
     elif (work := _last_work(v)) is not None:
-        say.insert(2, f"So {work[0]}: {work[1]}.")
+        say[2:2] = _said(v, cfg, "working", of=Cause.INCOMPLETE, what=work[0], hang=work[1])
     fixes = [_fix({f"timeouts.{v.phase}": round((limit or 300) * 2)}, "if this phase is merely slow on this host")] \
         if v.phase in PHASE_TIMEOUTS else []
     if extra:
         said = " ".join(v.evidence)
-        say.insert(2, "SGLang said it was entering DeepGEMM's JIT pre-compile (10-20 min the first time on a host): "
-                      "`python3 -m sglang.compile_deep_gemm` with the server's own flags fills the cache beforehand, and "
-                      "the next start reads it." if "DeepGEMM" in said else
-                      "ROCm's AITER was building its JIT modules (minutes each on a fresh container): keep its build "
-                      "folder (aiter/jit) on a volume across starts, or use an image with them prebuilt." if "[aiter]" in said
-                      else "torch.compile (--enable-torch-compile) compiles while CUDA graphs are captured, minutes per "
-                      "batch size the first time: TORCHINDUCTOR_CACHE_DIR kept across starts (in [env]), or a lower "
-                      "--torch-compile-max-bs, makes it short.")
+        say[2:2] = _said(v, cfg, "deep_gemm" if "DeepGEMM" in said else "aiter" if "[aiter]" in said else "torch_compile")
         fixes = [_fix({"timeouts.jit_compile": round(extra * 2)}, "if the compile is merely slow on this host")]
     return say, fixes
 
@@ -711,46 +573,32 @@ def _last_work(v: Verdict) -> tuple[str, str] | None:
 
 def _incomplete(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
     """Not a failure: the input ended while the start was still going."""
-    say = [f"The log ends in phase {v.phase} with no verdict in sight: it shows no error, and no ready line yet."]
+    say = _said(v, cfg, "no_verdict")
     if v.last_line:
-        say.append(f"Last line seen: {v.last_line!r}.")
+        say += _said(v, cfg, "last_line", last_line=v.last_line)
     if _at_rendezvous(v):
-        say.append("It stops where the ranks wait for each other at dist_init_addr: if it stayed there, a node of this "
-                   "multi-node start never joined (not started, another nnodes or dist_init_addr, a firewall).")
+        say += _said(v, cfg, "at_rendezvous")
     elif (work := _last_work(v)) is not None:
-        say.append(f"So {work[0]}: {work[1]}.")
-    say.append("A saved log may be cut short; for a live unit, `svcdiag wait NAME` follows it to its verdict.")
-    return say, []
+        say += _said(v, cfg, "working", what=work[0], hang=work[1])
+    return say + _said(v, cfg, "saved_log"), []
 
 
-def _stopped(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
-    return [f"The unit was stopped from outside in phase {v.phase}, before it was ready (systemctl stop, a "
-            "conflicting unit, or another svcdiag)."], []
 
 
 def _died_after_ready(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
-    name = cfg.name if cfg else "NAME"
-    say = [f"{v.message[:1].upper()}{v.message[1:]}.",
-           f"What it printed last is in `svcdiag logs {name}` (this invocation only); `svcdiag up {name} --wait-ready` "
-           "starts it afresh and judges the new start."]
+    say = _said(v, cfg, "died", Message=f"{v.message[:1].upper()}{v.message[1:]}")
     if v.figures.unit_result == "watchdog":
-        say.insert(1, "The supervisor's serving watch found it wedged (/health failed health_failures times in a row "
-                      "while the log showed no batch, or printed a fatal line) and told systemd (WATCHDOG=trigger): "
-                      "the server hung or stopped serving (a stuck scheduler, a dead rank, NCCL waiting on a peer); "
-                      f"`svcdiag history {name}` has the incident and its evidence.")
+        say[1:1] = _said(v, cfg, "watchdog")
     return say, []
 
 
-def _http(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
-    return [v.message], []
 
 
 def _generic(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
+    """What any failure without sentences of its own gets: exception's."""
     where = next((e for e in v.evidence if e.startswith("File ")), None)
-    say = [f"The start failed in phase {v.phase}: {v.message}"]
-    if where:
-        say.append(f"Raised at {where}.")
-    return say, []
+    say = _said(v, cfg, "failed", of=Cause.EXCEPTION)
+    return [*say, *_said(v, cfg, "raised_at", of=Cause.EXCEPTION, where=where)] if where else say, []
 
 
 #: sub-cases whose explanation needs the config or arithmetic (the rest are the registry's templates)
@@ -779,8 +627,6 @@ _BY_CAUSE = {
     Cause.NOT_ENOUGH_MEMORY: _not_enough_memory,
     Cause.CUDA_OOM: _cuda_oom,
     Cause.TORCH_COMPILE_FAILED: _torch_compile_failed,
-    Cause.EP_DISPATCH_TIMEOUT: _ep_dispatch_timeout,
-    Cause.PD_BOOTSTRAP_FAILED: _pd_bootstrap_failed,
     Cause.KILLED_BY_SIGNAL: _killed,
     Cause.EXITED: _exited,
     Cause.MODEL_NOT_FOUND: _model_not_found,
@@ -790,8 +636,5 @@ _BY_CAUSE = {
     Cause.MAMBA_CACHE_TOO_SMALL: _mamba_small,
     Cause.TIMED_OUT: _timed_out,
     Cause.INCOMPLETE: _incomplete,
-    Cause.STOPPED: _stopped,
-    Cause.HTTP_UNREACHABLE: _http,
-    Cause.HTTP_MISMATCH: _http,
     Cause.DIED_AFTER_READY: _died_after_ready,
 }

@@ -30,7 +30,7 @@ from svcdiag.judge.verdict import UnitState, Verdict
 from svcdiag.sglang.events import DEATH, ROOT, Event, Failure, StopRequested
 from svcdiag.sglang.failures import Cause
 
-STOPPED, KILLED, DIED, WEDGED = "stopped", "killed", "died_after_ready", "wedged"
+STOPPED, KILLED, DIED, WEDGED = "stopped", "killed", Cause.DIED_AFTER_READY, "wedged"
 #: the kinds that are incidents (a stop never is)
 INCIDENT_KINDS = (WEDGED, DIED, KILLED)
 #: the signals a stop from outside sends (systemd, docker, kubelet: TERM; a terminal's Ctrl-C: INT; its hang-up: HUP)

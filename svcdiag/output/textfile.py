@@ -18,6 +18,7 @@ from typing import Any
 from svcdiag.config.service import PHASES
 from svcdiag.errors import SvcdiagError
 from svcdiag.files import open_lock, read_text, write_atomic
+from svcdiag.judge.ending import INCIDENT_KINDS
 from svcdiag.output.schema import ReadinessEvent
 from svcdiag.sglang.figures import Figures
 
@@ -36,7 +37,7 @@ GAUGES = {
 _UPDATES_ON = {"phase_entered", "failure", "verdict", "incident"}
 #: the serving watch's states (svcdiag.judge.watch), after a healthy verdict
 WATCH_STATES = ("serving", "busy", "wedged", "dead")
-INCIDENTS = ("wedged", "died_after_ready", "killed")
+INCIDENTS = INCIDENT_KINDS
 _FIGURE_MILESTONES = {"kv_cache", "weights_end", "mamba_cache", "scheduler"}
 
 

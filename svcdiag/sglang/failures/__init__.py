@@ -9,27 +9,32 @@ exception's final line or a lone fatal line, which names the cause; `said`: the 
 its message first and then its evidence, one per line, which picks the sub-case: `\\A.*` anchors
 on the message, `^File ` on a traceback's frame; `read`: what else a picked row captures; `alone`: a
 line of its own that names the cause only where the grammar finds it, as argparse's last word), its
-role, the releases it applies to, its explanation (templates over the captures, or a function
-in the same slot where a sentence depends on them, as pystemd keeps a lambda in a data slot)
-and its fixes. The grammar asks `classify` for a line's cause (rows by ascending priority: the first
-whose `line` matches) and a Failure `refine`s itself into its sub-case once; diagnosis looks the
-row up and matches no text. docs/replay.md's cause table is `cause_table()` (scripts/cause-table;
+role, the releases it applies to, its fixes and one line of text (`doc`). Its long text, a cause's evidence and a
+row's explanation (templates over the captures; a row's `words` function computes what a sentence needs beyond
+them) and the named sentences a function of judge/diagnosis.py chooses among, is the family's .toml beside its
+module (memory.toml for memory.py), read when first asked (`prose`).
+The grammar asks `classify` for a line's cause (rows by ascending priority: the first whose `line` matches) and a
+Failure `refine`s itself into its sub-case once; diagnosis looks the row up and matches no text. docs/replay.md's
+cause table is `cause_table()`, and docs/causes.md every row with its prose (scripts/cause-table;
 tests/test_failures.py fails when they differ).
 """
 
 from __future__ import annotations
 
 import re
+from functools import cache
+from pathlib import Path
 from typing import Any
 
-from svcdiag.sglang.failures import distributed, gpu, host, install, memory, model, network, process, serving
-from svcdiag.sglang.failures._model import FAMILY, Cause, Explain, FailureClass, Family, Role, in_family
+from svcdiag.sglang.failures import _prose, distributed, gpu, host, install, memory, model, network, process, serving
+from svcdiag.sglang.failures._model import FAMILY, Cause, FailureClass, Family, Role, Words, in_family
+from svcdiag.sglang.failures._prose import Prose
 from svcdiag.sglang.failures.gpu import CUSTOM_ALL_REDUCE_FRAME_RE
 from svcdiag.sglang.failures.install import FLAG_CHECK_FRAME_RE, FLAG_NAMED_RE
 
 __all__ = ["BY_KEY", "CLASSIFY", "CUSTOM_ALL_REDUCE_FRAME_RE", "FAILURES", "FAMILY", "FLAG_CHECK_FRAME_RE", "FLAG_NAMED_RE",
-           "SUBCASES", "Cause", "Explain", "FailureClass", "Family", "Role", "cause_table", "classify", "filed", "in_family",
-           "own_line", "refine", "row", "row_said"]
+           "SUBCASES", "Cause", "FailureClass", "Family", "Prose", "Role", "Words", "cause_table", "classify", "filed",
+           "in_family", "own_line", "prose", "refine", "row", "row_said"]
 
 _MODULES = (memory, gpu, distributed, model, install, network, host, process, serving)
 
@@ -110,8 +115,23 @@ def row(cause: str, detail: str = "") -> FailureClass | None:
     return BY_KEY.get((cause, detail)) or BY_KEY.get((cause, ""))
 
 
+#: the module that files each family's rows
+_FILED_BY = {f: mod for mod in _MODULES for f in mod.FAMILIES}
+
+
+@cache
+def _module_prose(mod: Any) -> dict[tuple[str, str], Prose]:
+    return _prose.read(Path(mod.__file__).with_suffix(".toml"), mod.ROWS)
+
+
+def prose(cause: str, detail: str = "") -> Prose:
+    """A row's long text (its family's .toml, read when first asked): a cause's evidence, a row's explanation;
+    empty where it has none."""
+    return _module_prose(_FILED_BY[FAMILY[cause]]).get((cause, detail), Prose())  # type: ignore[index]  # a str is its Cause's key
+
+
 def cause_table() -> str:
-    """docs/replay.md's table of causes, from the rows."""
+    """docs/replay.md's table of causes, from the rows and their evidence."""
     out = ["| cause | evidence line (example) |", "|---|---|"]
-    out += [f"| `{r.cause}` | {r.doc} |" for r in FAILURES if not r.detail]
+    out += [f"| `{r.cause}` | {prose(r.cause).evidence} |" for r in FAILURES if not r.detail]
     return "\n".join(out) + "\n"
