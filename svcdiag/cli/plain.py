@@ -100,7 +100,7 @@ def status(units_opt: str | None, names: tuple[str, ...], host: str | None, as_j
     configs, bad = load_many(units_opt, names)
     with Hosts(host) as hosts:
         rows = read_status(hosts, configs, units_dir(units_opt))
-        from svcdiag.output.report import render_status
+        from svcdiag.output.tables import render_status
 
         emit_rows(rows, as_json, render_status)
     end_with(bad)

@@ -8,14 +8,17 @@ follower can tell from the news at the line's end whether it has read the line a
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
 
 from svcdiag.config.service import PHASES
-from svcdiag.judge.pipeline import Judge
-from svcdiag.judge.verdict import PhaseChange, Verdict
-from svcdiag.output.report import describe
-from svcdiag.sglang.events import Event
 from svcdiag.systemd.notify import one_line
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # `status` of a healthy start reads watch_word without the judge, the events or the report
+    from collections.abc import Iterable
+
+    from svcdiag.judge.pipeline import Judge
+    from svcdiag.judge.verdict import Verdict
+    from svcdiag.sglang.events import Event
 
 SEP = " · "
 #: STATUS= of a failed start, as the supervisor says it (verdict_status)
@@ -29,6 +32,9 @@ _PHASE_WORDS = {p.replace("_", " "): p for p in PHASES}
 def news(events: Iterable[Event]) -> str | None:
     """What a line's events add to STATUS= (the last one worth a line; a new phase shows as the
     line's first part instead), or None: the line leaves the news as it was."""
+    from svcdiag.judge.verdict import PhaseChange, Verdict
+    from svcdiag.output.report import describe
+
     said = None
     for ev in events:
         if not isinstance(ev, (PhaseChange, Verdict)):

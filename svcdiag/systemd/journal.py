@@ -16,6 +16,7 @@ of CPU on a VM; the schedule, which follows the silence, is in svcdiag.ops.follo
 from __future__ import annotations
 
 import glob
+import json
 import mmap
 import os
 import re
@@ -186,6 +187,53 @@ class Follower:
         self.heads.close()
 
 
+
+
+# ---------------------------------------------------------------- a supervisor's published verdict
+
+#: the field of the one entry a notify unit's supervisor writes once it has judged its start healthy
+#: (publish_verdict): `status` and `top` read that verdict instead of judging the start's lines again
+PUBLISHED = "SVCDIAG_PUBLISHED"
+
+
+def publish_verdict(record: dict[str, Any]) -> bool:
+    """Write a start's healthy verdict record (verdict_record(...).to_json()) where `status` finds it:
+    an entry of the unit's own (the supervisor runs in its cgroup, so journald stamps it with the
+    start's `_SYSTEMD_INVOCATION_ID`, a field no client can set), not an event `svcdiag events` shows
+    (no SVCDIAG_EVENT: `up` writes the start's verdict event). False where the journal is not there."""
+    from cysystemd.journal import send
+
+    fields = {"MESSAGE": "svcdiag supervise: start judged healthy (its verdict, for svcdiag status)",
+              "SYSLOG_IDENTIFIER": "svcdiag", "PRIORITY": "6", PUBLISHED: "verdict",
+              "SVCDIAG_JSON": json.dumps(record, ensure_ascii=False, default=str, separators=(",", ":"))}
+    return send(**fields) >= 0
+
+
+def published_verdicts(invocations: Iterable[str]) -> dict[str, dict[str, Any]]:
+    """The verdict record each start's own supervisor published (publish_verdict), by invocation; a
+    start whose supervisor published none is left out. One reader, one indexed seek per start (the
+    journal's size does not matter); the last such entry of a start counts."""
+    from cysystemd.reader import JournalOpenMode, JournalReader, Rule
+
+    out: dict[str, dict[str, Any]] = {}
+    wanted = [i for i in dict.fromkeys(invocations) if i]
+    if not wanted:
+        return out
+    reader = open_journal(JournalReader, JournalOpenMode.SYSTEM)
+    for invocation in wanted:
+        reader.clear_filter()
+        reader.add_filter(Rule(PUBLISHED, "verdict") & Rule("_SYSTEMD_INVOCATION_ID", invocation))
+        reader.seek_head()
+        while entry := reader.next():  # one entry a start, as a rule (cysystemd's previous() after seek_tail finds none)
+            if entry.data.get("_SYSTEMD_INVOCATION_ID") != invocation:
+                continue
+            try:
+                record = json.loads(entry.data.get("SVCDIAG_JSON") or "")
+            except ValueError:
+                continue
+            if isinstance(record, dict) and record.get("invocation") == invocation:
+                out[invocation] = record
+    return out
 
 
 # ---------------------------------------------------------------- svcdiag's own records

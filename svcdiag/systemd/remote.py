@@ -275,9 +275,9 @@ class Connection:
         return ("unixexec:" + ",".join(parts)).encode()
 
     def open_bus(self) -> object:
-        from pystemd.dbuslib import DBusAddress
+        from svcdiag.systemd.dbus import dbuslib
 
-        bus = DBusAddress(self.dbus_address())
+        bus = dbuslib().DBusAddress(self.dbus_address())
         try:
             bus.open()
         except Exception as e:  # pystemd's DBusError: the bridge is not there, or the bus refused us
