@@ -30,6 +30,26 @@ with Systemd.connect() as sd:
     print(json.dumps({"published_for": sorted(said), "rows": [status(sd, cfgs, units, published=p) for p in (True, False)]}))
 """
 
+#: inside the rig: `top`'s snapshot rows, from the published verdicts and with none published
+BOARD = """
+import json, sys
+from svcdiag.config.service import find_units_dir
+from svcdiag.ops import service
+from svcdiag.ops.board import Board
+from svcdiag.systemd.dbus import Systemd
+units = find_units_dir(sys.argv[1])
+cfgs = [units.load(n) for n in sys.argv[2:]]
+out = []
+with Systemd.connect() as sd:
+    for _ in range(2):
+        board = Board(sd, cfgs, follow=False)
+        board.refresh()
+        out.append([r.to_json() for r in board.rows()])
+        board.close()
+        service.published_verdicts = lambda *args: {}
+print(json.dumps(out))
+"""
+
 
 def both_ways(rig, units: Path, *names: str) -> tuple[list[str], list[dict], list[dict]]:
     out = json.loads(rig.run([".venv/bin/python", "-c", BOTH_WAYS, str(units), *names]).stdout)
@@ -77,6 +97,16 @@ def test_status_from_the_supervisors_published_verdict_says_what_judging_the_jou
     assert (row["phase"], row["kv_tokens"]) == ("ready", v["figures"]["kv_tokens"])
     said = sv(rig, units, "status", name, plain).stdout.decode()
     assert said.count("phase ready") == 2 and f"kv_tokens {v['figures']['kv_tokens']}" in said
+
+    # `top`'s snapshot: the same board either way, but for the message (the supervisor's names HTTP's check)
+    published_board, judged_board = json.loads(rig.run([".venv/bin/python", "-c", BOARD, str(units), name, plain]).stdout)
+    for row in published_board + judged_board:
+        row.pop("uptime_s"), row.pop("watch")
+    [mine] = [r for r in published_board if r["name"] == name]
+    [judged_mine] = [r for r in judged_board if r["name"] == name]
+    assert mine.pop("message") == v["message"]
+    assert judged_mine.pop("message").startswith("the server is fired up")
+    assert published_board == judged_board and mine["state"] == "healthy"
 
 
 def test_a_verdict_written_from_outside_the_unit_is_not_taken_for_its_supervisors(rig, units: Path) -> None:
