@@ -28,8 +28,11 @@ from pathlib import Path
 from typing import Any
 
 from svcdiag.errors import SvcdiagError
-from svcdiag.output.schema import JOURNALED, SCHEMA_VERSION, ReadinessEvent
-from svcdiag.systemd.journal_formats import Record, record_from_fields
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # imported where used: `status` reading a published verdict needs neither
+    from svcdiag.output.schema import ReadinessEvent
+    from svcdiag.systemd.journal_formats import Record
 
 JOURNAL_GLOBS = ("/run/log/journal/*/system.journal", "/var/log/journal/*/system.journal")
 N_ENTRIES_OFFSET = 152  # Header.n_entries (systemd's JOURNAL_FILE_FORMAT.md)
@@ -170,6 +173,8 @@ class Follower:
         self.heads.rescan()
 
     def read(self) -> Iterator[Record]:
+        from svcdiag.systemd.journal_formats import record_from_fields
+
         while True:
             entry = self.reader.next()
             if not entry:
@@ -248,6 +253,8 @@ class JournalSink:
         from cysystemd.journal import send
 
         self._send, self._warn = send, warn
+        from svcdiag.output.schema import JOURNALED
+
         self._events = JOURNALED | also  # `also`: what schema.ON_REQUEST holds, when the command asked for it
         self._seen: set[tuple] = set()
         self._loaded: set[tuple[str | None, str | None]] = set()
@@ -315,6 +322,8 @@ class EventReader:
         # a config name or its unit: "dflash-smoke" and "dflash-smoke.service" both match
         self.units = set(units) | {u + ".service" for u in units if not u.endswith(".service")}
         self.reader = open_journal(JournalReader, JournalOpenMode.SYSTEM)
+        from svcdiag.output.schema import SCHEMA_VERSION
+
         rule = Rule("SVCDIAG_SCHEMA", str(SCHEMA_VERSION))
         if invocation:
             rule = rule & Rule("SVCDIAG_INVOCATION", invocation)
@@ -329,6 +338,8 @@ class EventReader:
         return self.reader.fd
 
     def read(self) -> Iterator[ReadinessEvent]:
+        from svcdiag.output.schema import ReadinessEvent
+
         while True:
             entry = self.reader.next()
             if not entry:

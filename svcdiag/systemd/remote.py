@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from svcdiag.errors import SvcdiagError
+from svcdiag.sglang import lazy_re
 
 if TYPE_CHECKING:  # subprocess, shutil, tempfile and the journal's formats are imported where SSH is used:
     import subprocess  # `Systemd.connect` asks `is_local` of every command, most with no host
@@ -57,7 +58,7 @@ except Exception as e:
     print(" ".join(str(e).split()))
     sys.exit(92)
 """
-TARGET_RE = re.compile(r"^(?:(?P<user>[A-Za-z0-9_][A-Za-z0-9_.\-]*)@)?"
+TARGET_RE = lazy_re.compile(r"^(?:(?P<user>[A-Za-z0-9_][A-Za-z0-9_.\-]*)@)?"
                        r"(?P<host>[A-Za-z0-9][A-Za-z0-9.\-]*|\[[0-9A-Fa-f:.]+\])(?::(?P<port>\d{1,5}))?$")
 
 
