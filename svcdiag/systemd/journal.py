@@ -316,7 +316,10 @@ def parse_since(text: str, now: float | None = None) -> float:
 class EventReader:
     """svcdiag's records in the journal, oldest first, each once; then, following, new ones."""
 
-    def __init__(self, *, units: Iterable[str] = (), since: float | None = None, invocation: str | None = None):
+    def __init__(self, *, units: Iterable[str] = (), since: float | None = None, invocation: str | None = None,
+                 event: str | None = None, verdict: str | None = None):
+        """`event`, `verdict`: only records of that kind (SVCDIAG_EVENT), with that verdict (SVCDIAG_VERDICT):
+        matched by the journal's index, so the others are never read."""
         from cysystemd.reader import JournalOpenMode, JournalReader, Rule
 
         # a config name or its unit: "dflash-smoke" and "dflash-smoke.service" both match
@@ -327,6 +330,10 @@ class EventReader:
         rule = Rule("SVCDIAG_SCHEMA", str(SCHEMA_VERSION))
         if invocation:
             rule = rule & Rule("SVCDIAG_INVOCATION", invocation)
+        if event:
+            rule = rule & Rule("SVCDIAG_EVENT", event)
+        if verdict:
+            rule = rule & Rule("SVCDIAG_VERDICT", verdict)
         self.reader.add_filter(rule)
         if since is not None:
             self.reader.seek_realtime_usec(int(since * 1e6))
