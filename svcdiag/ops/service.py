@@ -102,7 +102,8 @@ STILL_SERVING = (None, "serving", "busy", "wedged")
 def published_verdicts(sd: Systemd, configs: list[ServiceConfig], states: list[UnitProps]) -> dict[str, dict[str, Any]]:
     """By unit: the healthy verdict record its supervisor published for the current start
     (svcdiag.systemd.journal.publish_verdict), for each notify unit on this host that is running it
-    with systemd's STATUS= still saying ready. Reading it costs one indexed journal seek; judging the
+    with systemd's STATUS= still saying ready, unless journald says it dropped lines of the unit (a verdict
+    read from the journal counts them). Reading it costs two indexed journal seeks; judging the
     start again (`follow`) reads each of its lines through the judge. Only on this host (the
     journal read here)."""
     from svcdiag.ops.status_line import watch_word

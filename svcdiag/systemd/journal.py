@@ -23,7 +23,7 @@ import re
 import select
 import struct
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -214,22 +214,31 @@ def publish_verdict(record: dict[str, Any]) -> bool:
     return send(**fields) >= 0
 
 
-def published_verdicts(invocations: Iterable[str]) -> dict[str, dict[str, Any]]:
-    """The verdict record each start's own supervisor published (publish_verdict), by invocation; a
-    start whose supervisor published none is left out. One reader, one indexed seek per start (the
-    journal's size does not matter); the last such entry of a start counts."""
+def published_verdicts(starts: Mapping[str, str]) -> dict[str, dict[str, Any]]:
+    """The verdict record each start's own supervisor published (publish_verdict), by invocation, for
+    `starts` (invocation → unit). A start is left out where its supervisor published none, and where
+    journald says it dropped lines of the unit that may be this start's (its "Suppressed N messages"
+    record): the supervisor read them all, but the verdict a reader of the journal shows counts them
+    (`journal_dropped_lines`), so such a start is judged from its lines. One reader, two indexed
+    seeks a start (the journal's size does not matter)."""
     from cysystemd.reader import JournalOpenMode, JournalReader, Rule
 
+    from svcdiag.systemd.journal_formats import JOURNAL_DROPPED
+
     out: dict[str, dict[str, Any]] = {}
-    wanted = [i for i in dict.fromkeys(invocations) if i]
-    if not wanted:
+    if not starts:
         return out
     reader = open_journal(JournalReader, JournalOpenMode.SYSTEM)
-    for invocation in wanted:
+
+    def entries(rule: Any) -> Iterator[Any]:
         reader.clear_filter()
-        reader.add_filter(Rule(PUBLISHED, "verdict") & Rule("_SYSTEMD_INVOCATION_ID", invocation))
-        reader.seek_head()
-        while entry := reader.next():  # one entry a start, as a rule (cysystemd's previous() after seek_tail finds none)
+        reader.add_filter(rule)
+        reader.seek_head()  # (cysystemd's previous() after seek_tail finds nothing)
+        while entry := reader.next():
+            yield entry
+
+    for invocation, unit in starts.items():
+        for entry in entries(Rule(PUBLISHED, "verdict") & Rule("_SYSTEMD_INVOCATION_ID", invocation)):
             if entry.data.get("_SYSTEMD_INVOCATION_ID") != invocation:
                 continue
             try:
@@ -238,6 +247,10 @@ def published_verdicts(invocations: Iterable[str]) -> dict[str, dict[str, Any]]:
                 continue
             if isinstance(record, dict) and record.get("invocation") == invocation:
                 out[invocation] = record
+        if invocation in out and any(
+                (e.data.get("OBJECT_SYSTEMD_INVOCATION_ID") or "").lstrip("=") in ("", invocation)  # some releases: "==ID"
+                for e in entries(Rule("MESSAGE_ID", JOURNAL_DROPPED) & Rule("OBJECT_SYSTEMD_UNIT", unit))):
+            del out[invocation]
     return out
 
 
