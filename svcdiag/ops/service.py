@@ -41,7 +41,7 @@ def down(sd: Systemd, configs: list[ServiceConfig]) -> list[dict[str, Any]]:
 
 def status(sd: Systemd, configs: list[ServiceConfig], units: UnitsDir, *, published: bool = True) -> list[dict[str, Any]]:
     """State, phase, figures and verdict of each unit's current start. A notify unit serving after a
-    healthy start shows the verdict its supervisor published (`published_verdict`); any other start is
+    healthy start shows the verdict its supervisor published (`published_verdicts`); any other start is
     judged from its journal, from its first line (`published=False`: every start is)."""
     published = published and sd.remote is None  # over SSH each Get is a round trip: GetAll, and the journal judged
     states = sd.states([cfg.unit for cfg in configs], brief=published)
