@@ -156,3 +156,63 @@ def test_install_never_replaces_a_unit_it_did_not_write(cli, units: Path, tmp_pa
     assert not (tmp_path / "nospec-tp1.service").exists()  # nothing half-done
     assert cli("install", "dflash-smoke", "--unit-dir", str(tmp_path), "--force").exit_code == 0
     assert "X-SvcdiagConfig=dflash-smoke" in theirs.read_text()
+
+
+# ---------------------------------------------------------------- the template compiled ahead (#40)
+
+def test_the_compiled_template_is_current() -> None:
+    """`python -m svcdiag.systemd.template_compile` after editing svcdiag/templates/sglang.service.j2."""
+    from svcdiag.systemd import template_compile
+
+    source = (Path(template_compile.__file__).parent.parent / "templates" / "sglang.service.j2").read_text()
+    assert template_compile.OUT.read_text() == template_compile.compile_template(source), \
+        "template_compiled.py is stale: run python -m svcdiag.systemd.template_compile"
+
+
+def _by_jinja2(monkeypatch: pytest.MonkeyPatch):
+    from svcdiag.systemd import render
+
+    monkeypatch.setattr(render, "_compiled", lambda: None)
+
+
+def test_every_shipped_config_renders_alike_compiled_and_by_jinja2(units: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    u = UnitsDir(units, "t")
+    configs = [node for name in u.names() for node in u.load(name).node_configs()]
+    compiled = [render_unit(cfg, v) for cfg in configs for v in (None, "0.5.6")]
+    _by_jinja2(monkeypatch)
+    assert compiled == [render_unit(cfg, v) for cfg in configs for v in (None, "0.5.6")]
+    assert len(configs) > 10
+
+
+_text = st.text(st.characters(blacklist_categories=("Cs",)), max_size=12)
+_value = st.one_of(_text, st.none(), st.booleans(), st.integers(-3, 3), st.sampled_from(["no", "on-failure"]))
+
+
+@settings(max_examples=300, deadline=None)
+@given(values=st.fixed_dictionaries(
+    {k: _value for k in ("name", "source", "description", "config_hash", "hash_key", "exec_start", "user", "group",
+                         "working_directory", "simulate", "notify", "start_timeout", "restart", "restart_sec",
+                         "start_limit_interval", "start_limit_burst", "watchdog")}
+    | {k: st.lists(_text, max_size=3) for k in ("environment", "hardening", "credentials")}))
+def test_the_compiled_template_renders_any_values_as_jinja2_does(values: dict) -> None:
+    from svcdiag.systemd import template_compiled
+    from svcdiag.systemd.render import TEMPLATE_NAME, _environment
+
+    assert template_compiled.render(values) == _environment().get_template(TEMPLATE_NAME).render(**values)
+
+
+def test_an_operators_own_template_is_rendered_by_jinja2(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from svcdiag.systemd.render import TEMPLATE_NAME, template_dirs
+
+    bundled = next(d / TEMPLATE_NAME for d in template_dirs() if (d / TEMPLATE_NAME).is_file())
+    (tmp_path / TEMPLATE_NAME).write_text(bundled.read_text().replace("[Install]", "# site: {{ name | upper }}\n[Install]"))
+    monkeypatch.setenv("SVCDIAG_TEMPLATES", str(tmp_path))
+    cfg = UnitsDir(UNITS, "t").load("dflash-smoke")
+    assert "# site: DFLASH-SMOKE\n[Install]" in render_unit(cfg)
+
+
+def test_render_imports_no_jinja2() -> None:
+    code = ("import sys; from svcdiag.config.service import UnitsDir; from svcdiag.systemd.render import render_unit; "
+            f"import pathlib; render_unit(UnitsDir(pathlib.Path({str(UNITS)!r}), 't').load('dflash-smoke')); print('jinja2' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "False"

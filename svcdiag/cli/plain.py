@@ -100,7 +100,7 @@ def status(units_opt: str | None, names: tuple[str, ...], host: str | None, as_j
     configs, bad = load_many(units_opt, names)
     with Hosts(host) as hosts:
         rows = read_status(hosts, configs, units_dir(units_opt))
-        from svcdiag.output.report import render_status
+        from svcdiag.output.tables import render_status
 
         emit_rows(rows, as_json, render_status)
     end_with(bad)
@@ -193,8 +193,10 @@ def render(units_opt: str | None, name: str, as_json: bool) -> None:
     """`svcdiag render NAME`: the unit (one per node of a multi-node config) rendered from the config."""
     from svcdiag.ops.sglang_version import resolve
     from svcdiag.sglang.flags import exec_argv
-    from svcdiag.systemd.install import installed_unit
     from svcdiag.systemd.render import render_unit, unit_argv
+
+    if as_json:  # where the unit would go, and whether it drifted: only --json says
+        from svcdiag.systemd.install import installed_unit
 
     cfg = load(units_opt, name)
     rows = []

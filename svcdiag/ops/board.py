@@ -19,16 +19,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from svcdiag.config.service import ServiceConfig
 from svcdiag.errors import SvcdiagError
-from svcdiag.judge.pipeline import Judge
-from svcdiag.judge.progress import PhaseProgress
-from svcdiag.ops import deadline_owner
-from svcdiag.ops.follow import _supervisors_failure
 from svcdiag.ops.status_line import watch_word
-from svcdiag.sglang.figures import Figures
-from svcdiag.systemd.dbus import Systemd, UnitProps
-from svcdiag.systemd.journal import EventReader
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # the judge is imported for a start judged from its lines: a snapshot of starts whose
+    # supervisors published their verdicts (ops.service.published_verdicts) needs none of it
+    from svcdiag.config.service import ServiceConfig
+    from svcdiag.judge.progress import PhaseProgress
+    from svcdiag.systemd.dbus import Systemd, UnitProps
 
 #: how often the board moves on its own: each second while a start is in progress (its elapsed
 #: time and ETA move), rarely otherwise (uptimes)
@@ -88,7 +87,11 @@ class _Start:
     """One unit's current start: its journal, read so far, through a Judge. Not `follow`ing (a
     snapshot), a remote journal is read to its end at once."""
 
+    published: dict[str, Any] | None = None
+
     def __init__(self, cfg: ServiceConfig, props: UnitProps, sd: Systemd, *, follow: bool = True):
+        from svcdiag.judge.pipeline import Judge
+
         self.invocation = props.invocation
         start = props.inactive_exit_ts or props.state_change_ts or time.time()
         self.judge = Judge(cfg, unit=cfg.unit, invocation=props.invocation, start_ts=start)
@@ -115,13 +118,29 @@ class _Start:
             self.journal = None
 
 
+class _Published:
+    """A start whose supervisor published its healthy verdict (a snapshot of a serving notify unit):
+    its record stands for the judge, and no line of it is read."""
+
+    journal = None
+
+    def __init__(self, invocation: str, record: dict[str, Any]):
+        self.invocation, self.published = invocation, record
+
+    def drain(self) -> bool:
+        return False
+
+    def close(self) -> None:
+        pass
+
+
 class Board:
     """Every config's unit, its current start judged from the journal, and its usual times."""
 
     def __init__(self, sd: Systemd, configs: list[ServiceConfig], *, follow: bool = True):
         self.sd, self.configs, self.follow = sd, configs, follow
         self.props: dict[str, UnitProps] = {}
-        self.starts: dict[str, _Start] = {}
+        self.starts: dict[str, _Start | _Published] = {}
         self._dirty = {cfg.unit for cfg in configs}
         self.usual = usual_times([c.name for c in configs]) if sd.remote is None else usual_from_history(configs)
         for cfg in configs:
@@ -141,18 +160,32 @@ class Board:
         changed = bool(self._dirty)
         dirty = [cfg for cfg in self.configs if cfg.unit in self._dirty]
         self._dirty.clear()
-        for cfg, props in zip(dirty, self.sd.states([c.unit for c in dirty]), strict=True):
-            self.props[cfg.unit] = props
-            cur = self.starts.get(cfg.unit)
+        brief = not self.follow and self.sd.remote is None  # a snapshot here: published verdicts stand
+        states = self.sd.states([c.unit for c in dirty], brief=brief)
+        if brief:
+            from svcdiag.ops.service import published_verdicts
+
+            said = published_verdicts(self.sd, dirty, states)
+        for cfg, listed in zip(dirty, states, strict=True):
+            props, cur = listed, self.starts.get(cfg.unit)
             if props.invocation and props.load_state != "not-found" and (cur is None or cur.invocation != props.invocation):
                 if cur is not None:
                     cur.close()
-                self.starts[cfg.unit] = _Start(cfg, props, self.sd, follow=self.follow)
+                if brief and cfg.unit in said:
+                    self.starts[cfg.unit] = _Published(props.invocation, said[cfg.unit])
+                else:
+                    props = self.sd.props(cfg.unit) if brief else props  # following a start needs them all
+                    self.starts[cfg.unit] = _Start(cfg, props, self.sd, follow=self.follow)
+            self.props[cfg.unit] = props
         now = time.time() if now is None else now
         for unit, s in self.starts.items():
+            if isinstance(s, _Published):
+                continue
             changed = s.drain() or changed
             props = self.props.get(unit)
             if props is not None and s.invocation == props.invocation and props.running:
+                from svcdiag.ops import deadline_owner
+
                 before = s.judge.verdict
                 deadline_owner.tick(s.judge, now, supervised=s.notify, status=props.status_text)
                 changed = changed or s.judge.verdict is not before
@@ -160,6 +193,8 @@ class Board:
                 s.drain()
                 s.close()  # the start is over: its journal says nothing more
                 if s.notify:
+                    from svcdiag.ops.follow import _supervisors_failure
+
                     _supervisors_failure(s.judge, props)
         return changed
 
@@ -180,6 +215,8 @@ class Board:
         s = self.starts.get(cfg.unit)
         if s is None:
             return BoardRow(state="failed" if props.active_state == "failed" else "inactive", **base)
+        if isinstance(s, _Published):
+            return self._published_row(cfg, props, s, base, now)
         r, v = s.judge.readiness, s.judge.verdict
         figures = v.figures if v is not None else r.figures
         usual = self.usual.get(cfg.name, {})
@@ -209,6 +246,24 @@ class Board:
             verdict=v.verdict if v is not None else None, cause=v.cause if v is not None else None,
             message=v.message if v is not None else None, figures=figures.to_json(), watch=watch)
 
+    def _published_row(self, cfg: ServiceConfig, props: UnitProps, s: _Published, base: dict[str, Any],
+                       now: float) -> BoardRow:
+        """The row `_row` makes of a healthy start judged from its lines, from its supervisor's record."""
+        rec = s.published or {}
+        figures = rec.get("figures") or {}
+        degraded = tuple(d["reason"] for d in rec.get("degraded") or ())
+        watch = watch_word(props.status_text)
+        state = "wedged" if watch is not None and watch[0] == "wedged" else "degraded" if degraded else "healthy"
+        usual = self.usual.get(cfg.name, {})
+        phase = rec.get("phase")
+        return BoardRow(
+            state=state, invocation=s.invocation, phase=phase, **base,
+            usual_s=usual.get("startup_s"), usual_phase_s=(usual.get("phase_seconds") or {}).get(phase),
+            uptime_s=now - props.active_enter_ts if props.active_enter_ts else None,
+            kv_tokens=figures.get("kv_tokens"), max_running=figures.get("max_running_requests"),
+            max_running_requested=figures.get("requested_max_running_requests"), degraded=degraded,
+            verdict=rec.get("verdict"), cause=rec.get("cause"), message=rec.get("message"), figures=figures, watch=watch)
+
     def close(self) -> None:
         for s in self.starts.values():
             s.close()
@@ -217,14 +272,18 @@ class Board:
 def usual_times(names: list[str]) -> dict[str, dict[str, Any]]:
     """Each config's last healthy start, from the verdict records in the journal: its start-up
     time and its phase_seconds. Empty where there was none (or the journal cannot be read)."""
+    from svcdiag.systemd.journal import EventReader
+
     out: dict[str, dict[str, Any]] = {}
     try:
-        reader = EventReader(units=names)
+        reader = EventReader(units=names, event="verdict", verdict="healthy")  # not every milestone of every start
     except SvcdiagError:
         return out
     for rec in reader.read():
         if rec.event == "verdict" and rec.verdict == "healthy" and rec.config:
-            out[rec.config] = {"startup_s": Figures.from_json(rec.figures, "the journal's verdict record").startup_s,
+            startup = (rec.figures or {}).get("startup_s")  # (not Figures.from_json: its dataclass costs ~10 ms to import)
+            out[rec.config] = {"startup_s": startup if isinstance(startup, (int, float)) and not isinstance(startup, bool)
+                               else None,
                                "phase_seconds": rec.data.get("phase_seconds") or {}}
     return out
 

@@ -9,7 +9,6 @@ interpreter (argparse only, CPU only: nothing is loaded, no GPU is touched).
 
 from __future__ import annotations
 
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -176,6 +175,8 @@ def parse_with_sglang(python: str, argv: list[str], *, env: dict[str, str] | Non
     """`ServerArgs.add_cli_args` then `parse_args(argv)` in the interpreter at `python`."""
     if not Path(python).exists():
         return ParserVerdict("no_sglang", f"{python} does not exist here")
+    import subprocess  # here: ~5 ms of a command that rarely runs a probe
+
     try:
         proc = subprocess.run([python, "-c", PARSER, *argv], capture_output=True, text=True, timeout=timeout,
                               stdin=subprocess.DEVNULL, env=probe_env(env), check=False)

@@ -13,7 +13,7 @@ from svcdiag.errors import SvcdiagError
 if TYPE_CHECKING:  # the judge and following are imported when a unit has a start to judge (`status`)
     from svcdiag.config.service import ServiceConfig, UnitsDir
     from svcdiag.sglang.events import Event
-    from svcdiag.systemd.dbus import Systemd
+    from svcdiag.systemd.dbus import Systemd, UnitProps
     from svcdiag.systemd.journal_formats import Record
 
 STOP_TIMEOUT = 90.0
@@ -39,17 +39,34 @@ def down(sd: Systemd, configs: list[ServiceConfig]) -> list[dict[str, Any]]:
     return rows
 
 
-def status(sd: Systemd, configs: list[ServiceConfig], units: UnitsDir) -> list[dict[str, Any]]:
-    """State, phase, figures and verdict of each unit's current start."""
+def status(sd: Systemd, configs: list[ServiceConfig], units: UnitsDir, *, published: bool = True) -> list[dict[str, Any]]:
+    """State, phase, figures and verdict of each unit's current start. A notify unit serving after a
+    healthy start shows the verdict its supervisor published (`published_verdicts`); any other start is
+    judged from its journal, from its first line (`published=False`: every start is)."""
+    published = published and sd.remote is None  # over SSH each Get is a round trip: GetAll, and the journal judged
+    states = sd.states([cfg.unit for cfg in configs], brief=published)
+    said = published_verdicts(sd, configs, states) if published else {}
     rows = []
-    for cfg, props in zip(configs, sd.states([cfg.unit for cfg in configs]), strict=True):
+    for cfg, listed in zip(configs, states, strict=True):
+        props = listed
         row: dict[str, Any] = {"event": "status", "name": cfg.name, "unit": cfg.unit,
                                "active_state": props.active_state, "sub_state": props.sub_state,
                                # systemd's word on how the unit ended ("watchdog", "timeout", "signal"):
                                # a start judged healthy can still have been killed since
                                "result": props.result or None, "invocation": props.invocation or None}
-        if props.invocation and props.load_state != "not-found":
+        record = said.get(cfg.unit)
+        if record is not None:  # the supervisor's own verdict: what judging its lines again would say
+            figures = record.get("figures") or {}
+            row.update(phase=record.get("phase"), kv_tokens=figures.get("kv_tokens"),
+                       max_running_requests=figures.get("max_running_requests"), verdict=record)
+            if props.active_enter_ts:
+                row["uptime_s"] = round(time.time() - props.active_enter_ts, 1)
+            _watch(row, props.status_text)
+        elif props.invocation and props.load_state != "not-found":
             from svcdiag.ops.conclude import diagnoser
+
+            if published:  # the brief props a listing reads: following the start needs them all
+                props = sd.props(cfg.unit)
             from svcdiag.ops.follow import follow
             from svcdiag.output.publish import verdict_record
 
@@ -64,13 +81,50 @@ def status(sd: Systemd, configs: list[ServiceConfig], units: UnitsDir) -> list[d
             if props.running and props.active_enter_ts:
                 row["uptime_s"] = round(time.time() - props.active_enter_ts, 1)
             if v is not None and v.verdict == "healthy" and props.running and cfg.readiness == "notify":
-                from svcdiag.ops.status_line import watch_word
-
-                said = watch_word(props.status_text)
-                if said is not None:  # after ready, the supervisor's serving watch (docs/live.md#the-serving-watch)
-                    row["watch"] = {"state": said[0], "status": said[1]}
+                _watch(row, props.status_text)
         rows.append(row)
     return rows
+
+
+def _watch(row: dict[str, Any], status_text: str) -> None:
+    from svcdiag.ops.status_line import watch_word
+
+    said = watch_word(status_text)
+    if said is not None:  # after ready, the supervisor's serving watch (docs/live.md#the-serving-watch)
+        row["watch"] = {"state": said[0], "status": said[1]}
+
+
+#: what the serving watch may say for a start's published verdict to stand: a server that died after
+#: ready (its log's fatal line, which the journal's judge reads too) is judged from its lines again
+STILL_SERVING = (None, "serving", "busy", "wedged")
+
+
+def published_verdicts(sd: Systemd, configs: list[ServiceConfig], states: list[UnitProps]) -> dict[str, dict[str, Any]]:
+    """By unit: the healthy verdict record its supervisor published for the current start
+    (svcdiag.systemd.journal.publish_verdict), for each notify unit on this host that is running it
+    with systemd's STATUS= still saying ready, unless journald says it dropped lines of the unit (a verdict
+    read from the journal counts them). Reading it costs two indexed journal seeks; judging the
+    start again (`follow`) reads each of its lines through the judge. Only on this host (the
+    journal read here)."""
+    from svcdiag.ops.status_line import watch_word
+
+    candidates = {}
+    for cfg, props in zip(configs, states, strict=True):
+        if (cfg.readiness == "notify" and props.invocation and props.load_state != "not-found" and props.running
+                and props.status_text.startswith("ready")):
+            word = watch_word(props.status_text)
+            if (word[0] if word else None) in STILL_SERVING:
+                candidates[props.invocation] = cfg.unit
+    if not candidates:
+        return {}
+    from svcdiag.systemd.journal import published_verdicts as read
+
+    try:
+        found = read(candidates)
+    except SvcdiagError:  # the journal cannot be read here: judging will say why
+        return {}
+    return {candidates[inv]: rec for inv, rec in found.items()
+            if rec.get("verdict") == "healthy" and rec.get("unit") == candidates[inv]}
 
 
 def logs(sd: Systemd, cfg: ServiceConfig, *, on_record: Callable[[Record], None],

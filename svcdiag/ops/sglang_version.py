@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -91,6 +90,8 @@ def probe(python: str, *, state: str | None = None, timeout: float = PROBE_TIMEO
     hit = cache.get(python)
     if isinstance(hit, dict) and hit.get("mtime_ns") == st.st_mtime_ns and _package_unchanged(hit):
         return str(hit["version"]), f"{python} has sglang {hit['version']} (cached)"
+    import subprocess  # here: ~5 ms of a command that rarely runs a probe
+
     try:
         proc = subprocess.run([python, "-c", PROBE], capture_output=True, text=True, timeout=timeout,
                               stdin=subprocess.DEVNULL, env=probe_env(env), check=False)

@@ -7,28 +7,33 @@ follower can tell from the news at the line's end whether it has read the line a
 
 from __future__ import annotations
 
-import re
-from collections.abc import Iterable
-
 from svcdiag.config.service import PHASES
-from svcdiag.judge.pipeline import Judge
-from svcdiag.judge.verdict import PhaseChange, Verdict
-from svcdiag.output.report import describe
-from svcdiag.sglang.events import Event
+from svcdiag.sglang import lazy_re
 from svcdiag.systemd.notify import one_line
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # `status` of a healthy start reads watch_word without the judge, the events or the report
+    from collections.abc import Iterable
+
+    from svcdiag.judge.pipeline import Judge
+    from svcdiag.judge.verdict import Verdict
+    from svcdiag.sglang.events import Event
 
 SEP = " · "
 #: STATUS= of a failed start, as the supervisor says it (verdict_status)
-FAILED_STATUS = re.compile(r"(failed|timed_out)(?: \[([a-z_]+)\])?: ")
+FAILED_STATUS = lazy_re.compile(r"(failed|timed_out)(?: \[([a-z_]+)\])?: ")
 #: status_text's first part ("loading weights 12 s"), and the phase a verdict's message names
-_IN_PROGRESS = re.compile(r"([a-z ]+?) -?\d+ s(?:$| · )")
-_IN_PHASE = re.compile(r"\bin phase ([a-z_]+)")
+_IN_PROGRESS = lazy_re.compile(r"([a-z ]+?) -?\d+ s(?:$| · )")
+_IN_PHASE = lazy_re.compile(r"\bin phase ([a-z_]+)")
 _PHASE_WORDS = {p.replace("_", " "): p for p in PHASES}
 
 
 def news(events: Iterable[Event]) -> str | None:
     """What a line's events add to STATUS= (the last one worth a line; a new phase shows as the
     line's first part instead), or None: the line leaves the news as it was."""
+    from svcdiag.judge.verdict import PhaseChange, Verdict
+    from svcdiag.output.report import describe
+
     said = None
     for ev in events:
         if not isinstance(ev, (PhaseChange, Verdict)):
@@ -74,7 +79,7 @@ def tells(status: str, said: str | None) -> bool:
 
 
 #: the serving watch's word in a supervisor's STATUS= after ready (svcdiag.judge.watch.ServingWatch.status)
-_WATCH = re.compile(r"(?:^|· )(serving|busy|wedged|died_after_ready|killed)\b")
+_WATCH = lazy_re.compile(r"(?:^|· )(serving|busy|wedged|died_after_ready|killed)\b")
 
 
 def watch_word(status: str) -> tuple[str, str] | None:

@@ -438,6 +438,7 @@ class Supervisor:
         if self.cfg.node_rank:  # a worker node (rank ≥ 1) serves no HTTP: its log's verdict is final, as in `up`
             self.verdict = v
             self.notify.ready(verdict_status(v).replace("HTTP agrees", f"node {self.cfg.node_rank}: no HTTP of its own"))
+            self._publish(v)
             return
         self.notify.status(status_text(self.judge, "HTTP cross-check", now, self._phase_since))
         self._check_deadline = now + self.cfg.timeout["http_check"] + 1.0
@@ -525,6 +526,7 @@ class Supervisor:
             self.verdict = v
             if v.verdict == "healthy":
                 self.notify.ready(verdict_status(v))
+                self._publish(v)
                 self._watchdog_next = now + (self._watchdog_s or 0)
                 self._start_watch(v, now)
             else:
@@ -653,6 +655,19 @@ class Supervisor:
         _, why = record_start(self.cfg, v, "supervise")
         _warn(why)
         self._textfile(verdict_record(v, self.cfg.name))
+
+    def _publish(self, v: Verdict) -> None:
+        """Under systemd, after READY=1: the healthy verdict in the journal, where `svcdiag status` and
+        `top` read it instead of judging the start's lines again (svcdiag.systemd.journal.publish_verdict)."""
+        if not self.environ.get("INVOCATION_ID"):
+            return
+        from svcdiag.output.publish import verdict_record
+        from svcdiag.systemd.journal import publish_verdict
+
+        try:
+            publish_verdict(verdict_record(v, self.cfg.name).to_json())
+        except Exception:  # a courtesy to readers: the server must keep being watched
+            pass
 
     def _textfile(self, rec: ReadinessEvent) -> None:
         """$SVCDIAG_TEXTFILE in the unit's [env]: a restarted start and its incidents reach node_exporter too."""

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from svcdiag.judge.progress import PhaseProgress
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # `top`'s snapshot of serving starts draws no progress: the judge's module (and the events) stay out
+    from svcdiag.judge.progress import PhaseProgress
 
 _EIGHTHS = " ▏▎▍▌▋▊▉"
 _WHAT = {"shards": "shards", "cuda_graph": "CUDA-graph batches"}

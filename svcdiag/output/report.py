@@ -8,7 +8,7 @@ from typing import Any, TextIO
 
 from svcdiag.judge.verdict import PhaseChange, UnitState
 from svcdiag.output.schema import ON_REQUEST, ReadinessEvent
-from svcdiag.output.tables import table
+from svcdiag.output.tables import render_status, table  # noqa: F401  (render_status: `status`'s, kept here too)
 from svcdiag.sglang.events import (
     CudaGraph,
     DraftRunner,
@@ -277,32 +277,6 @@ def render_diff(result: dict[str, Any]) -> str:
     if any(r["memory"] for r in rows):
         out.append("(* changes GPU memory: KV cache, Mamba cache or CUDA graphs)")
     return "\n".join(out) + "\n"
-
-
-def render_status(row: dict[str, Any]) -> str:
-    v = row.get("verdict")
-    if v:
-        verdict = v["verdict"] + (f" [{v['cause']}]" if v.get("cause") else "")
-        verdict += " (degraded)" if v.get("degraded") else ""
-    else:
-        verdict = "in progress" if row["active_state"] in ("activating", "active") else "-"
-    up_for = f", up {row['uptime_s']:.0f} s" if row.get("uptime_s") is not None else ""
-    if row.get("host"):  # a remote host, or a node of a multi-node start (docs/remote.md)
-        rank = f"rank {row['node_rank']} " if row.get("node_rank") is not None else ""
-        up_for += f"  [{rank}on {row['host']}]"
-    kv, mr = row.get("kv_tokens"), row.get("max_running_requests")
-    state = row["active_state"] + (f" ({row['result']})" if row.get("result") not in (None, "success") else "")
-    out = (f"{row['name']:<24} {state:<12} phase {row.get('phase') or '-':<16} "
-           f"kv_tokens {'-' if kv is None else kv:<10} max_running {'-' if mr is None else mr:<5} {verdict}{up_for}\n")
-    if v and v.get("diagnosis"):
-        out += "".join(f"    {sentence}\n" for sentence in v["diagnosis"]["explanation"][:2])
-    if row.get("watch"):  # after ready: what the serving watch says now
-        out += f"    {row['watch']['status']}\n"
-    f = Figures.from_json((v or {}).get("figures"), f"{row['name']}'s verdict")
-    if lost := f.journal_dropped_lines:  # journald's "Suppressed N messages" record: the journal is not the whole story
-        whose = "; the verdict is svcdiag supervise's, which read them all" if f.verdict_source == "supervisor" else ""
-        out += f"    journald dropped {lost:,} of this start's lines (its rate limit){whose}\n"
-    return out
 
 
 def render_down(row: dict[str, Any]) -> str:

@@ -22,6 +22,8 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
+from svcdiag.sglang import lazy_re
+
 DATA_DIR = Path(__file__).resolve().parent / "flag_tables"
 
 __all__ = [
@@ -32,7 +34,7 @@ __all__ = [
 
 # ---------------------------------------------------------------- versions
 
-_VERSION = re.compile(
+_VERSION = lazy_re.compile(
     r"^v?(?P<release>\d+(?:\.\d+)*)"
     r"(?:[-_.]?(?P<pre>a|b|rc|alpha|beta|c)[-_.]?(?P<pre_n>\d*))?"
     r"(?:[-_.]?post[-_.]?(?P<post>\d*))?"
@@ -192,8 +194,8 @@ def _index(version: str) -> Mapping[str, FlagSpec]:
 
 # ------------------------------------------------------------------- checking
 
-_NEGATIVE_NUMBER = re.compile(r"^-\d+$|^-\d*\.\d+$")
-_HUMAN_INT = re.compile(r"^\s*(\d+(?:\.\d+)?)(Ki|Mi|Gi|Ti|k|M|G|T)\s*$")
+_NEGATIVE_NUMBER = lazy_re.compile(r"^-\d+$|^-\d*\.\d+$")
+_HUMAN_INT = lazy_re.compile(r"^\s*(\d+(?:\.\d+)?)(Ki|Mi|Gi|Ti|k|M|G|T)\s*$")
 
 
 def _convert(type_name: str | None, value: str) -> object:

@@ -138,6 +138,9 @@ SERVICE_FIELDS: dict[bytes, tuple[str, Callable[[Any], Any]]] = {
     b"ExecMainStatus": ("exec_main_status", _int), b"StatusText": ("status_text", _s),
 }
 _BY_INTERFACE = {UNIT: UNIT_FIELDS, SERVICE: SERVICE_FIELDS}
+#: what `status` shows of a unit with a start (states(brief=True)), beside ListUnitsByNames' states
+BRIEF = ((UNIT, b"ActiveEnterTimestamp", "active_enter_ts", _ts), (SERVICE, b"Result", "result", _s),
+         (SERVICE, b"StatusText", "status_text", _s))
 #: GetAll of every interface: both tables (their property names do not overlap)
 _ALL_FIELDS = {**UNIT_FIELDS, **SERVICE_FIELDS}
 _EMPTY = {"load_state": "", "active_state": "", "sub_state": "", "result": "", "invocation": "", "main_pid": 0,
@@ -236,9 +239,9 @@ class Systemd:
         direct = _private_bus()
         if direct is not None:
             return cls(direct, direct=True)
-        from pystemd.dbuslib import DBus
-
         from svcdiag.systemd.retry import briefly
+
+        DBus = dbuslib().DBus
 
         def open_bus() -> Any:
             bus = DBus()
@@ -295,7 +298,7 @@ class Systemd:
     # ------------------------------------------------------------ calls
 
     def _call(self, path: bytes, interface: bytes, method: bytes, signature: bytes = b"", args: list[Any] = ()) -> Any:
-        from pystemd.dbuslib import apply_signature
+        apply_signature = dbuslib().apply_signature
 
         try:
             return self.bus.call_method(DEST, path, interface, method,
@@ -357,9 +360,7 @@ class Systemd:
             bus = _private_bus()
         old, self.direct = self.bus, bus is not None
         if bus is None:
-            from pystemd.dbuslib import DBus
-
-            bus = DBus()
+            bus = dbuslib().DBus()
             bus.open()
         self.bus = bus
         try:
@@ -462,20 +463,26 @@ class Systemd:
             exec_start=tuple(tuple(_s(a) for a in entry[1]) for entry in values.get(b"ExecStart", []) or []),
         )
 
-    def states(self, units: list[str]) -> list[UnitProps]:
+    def states(self, units: list[str], *, brief: bool = False) -> list[UnitProps]:
         """Each unit's properties for a listing (`status`), cheaper than `props` per unit: one
         ListUnitsByNames has every unit's states (it loads each, as asking its object does); a
         unit with no start has nothing more than its Result (two Gets, ~0.1 ms); a unit with one
-        (an InvocationID) has all of `props` (GetAll, ~2 ms: PID 1 sends ~400 properties)."""
+        (an InvocationID) has all of `props` (GetAll, ~2 ms: PID 1 sends ~400 properties), or with
+        `brief` only what `status` shows of it (BRIEF: four small Gets; `props` has the rest)."""
         if not units:
             return []
         listed = self._call(MANAGER_PATH, MANAGER, b"ListUnitsByNames", b"as", [[u.encode() for u in units]])
         out = []
         for unit, row in zip(units, listed, strict=True):
             load, active, sub, path, job_id = (_s(row[2]), _s(row[3]), _s(row[4]), bytes(row[6]), row[7])
-            if active in ("inactive", "failed") and not job_id and not self._get(path, UNIT, b"InvocationID"):
-                out.append(UnitProps(name=unit, **{**_EMPTY, "load_state": load, "active_state": active,
-                                                   "sub_state": sub, "result": _s(self._get(path, SERVICE, b"Result"))}))
+            base = {**_EMPTY, "load_state": load, "active_state": active, "sub_state": sub}
+            idle = active in ("inactive", "failed") and not job_id
+            invocation = self._get(path, UNIT, b"InvocationID") if idle or brief else None
+            if idle and not invocation:
+                out.append(UnitProps(name=unit, **{**base, "result": _s(self._get(path, SERVICE, b"Result"))}))
+            elif brief:
+                got = {name: conv(self._get(path, iface, prop)) for iface, prop, name, conv in BRIEF}
+                out.append(UnitProps(name=unit, **{**base, **got, "invocation": _id(invocation), "job": bool(job_id)}))
             else:
                 out.append(self.props(unit))
         return out
@@ -494,6 +501,38 @@ def unit_object_path(unit: str) -> bytes:
     return UNIT_PATH_PREFIX + (label or "_").encode()
 
 
+def dbuslib() -> Any:
+    """pystemd's D-Bus module without pystemd's `__init__`, which imports its unit and machine classes
+    and with them lxml (~20 ms of a `status` that needs none of it). A `pystemd` already imported is
+    used as it is; else the package is stood in for only while its `dbuslib` loads, so that a later
+    `import pystemd` still runs pystemd's own `__init__`."""
+    import sys
+
+    if "pystemd.dbuslib" in sys.modules:  # (an `import` statement would import the package first)
+        return sys.modules["pystemd.dbuslib"]
+    if "pystemd" in sys.modules:
+        import pystemd.dbuslib
+
+        return pystemd.dbuslib
+    import importlib.util
+    import types
+
+    spec = importlib.util.find_spec("pystemd")
+    if spec is None or not spec.submodule_search_locations:
+        import pystemd.dbuslib  # the ImportError, as before
+
+        return pystemd.dbuslib
+    stand_in = types.ModuleType("pystemd")
+    stand_in.__path__ = list(spec.submodule_search_locations)
+    sys.modules["pystemd"] = stand_in
+    try:
+        import pystemd.dbuslib
+    finally:
+        if sys.modules.get("pystemd") is stand_in:
+            del sys.modules["pystemd"]
+    return sys.modules["pystemd.dbuslib"]
+
+
 def _private_bus() -> Any:
     """PID 1's private socket, when this process may use it (root) and nobody said otherwise; else None."""
     if os.geteuid() != 0 or os.environ.get("SVCDIAG_BUS") == "system":
@@ -501,9 +540,7 @@ def _private_bus() -> Any:
     path = PRIVATE_BUS.split(b"=", 1)[1].decode()
     if not os.path.exists(path):
         return None
-    from pystemd.dbuslib import DBusAddress
-
-    bus = DBusAddress(PRIVATE_BUS, peer_to_peer=True)
+    bus = dbuslib().DBusAddress(PRIVATE_BUS, peer_to_peer=True)
     try:
         bus.open()
     except Exception:  # pystemd's DBusError (PID 1 re-executing, a sandbox without the socket): the system bus

@@ -16,19 +16,23 @@ of CPU on a VM; the schedule, which follows the silence, is in svcdiag.ops.follo
 from __future__ import annotations
 
 import glob
+import json
 import mmap
 import os
 import re
 import select
 import struct
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 from svcdiag.errors import SvcdiagError
-from svcdiag.output.schema import JOURNALED, SCHEMA_VERSION, ReadinessEvent
-from svcdiag.systemd.journal_formats import Record, record_from_fields
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # imported where used: `status` reading a published verdict needs neither
+    from svcdiag.output.schema import ReadinessEvent
+    from svcdiag.systemd.journal_formats import Record
 
 JOURNAL_GLOBS = ("/run/log/journal/*/system.journal", "/var/log/journal/*/system.journal")
 N_ENTRIES_OFFSET = 152  # Header.n_entries (systemd's JOURNAL_FILE_FORMAT.md)
@@ -169,6 +173,8 @@ class Follower:
         self.heads.rescan()
 
     def read(self) -> Iterator[Record]:
+        from svcdiag.systemd.journal_formats import record_from_fields
+
         while True:
             entry = self.reader.next()
             if not entry:
@@ -188,6 +194,66 @@ class Follower:
 
 
 
+# ---------------------------------------------------------------- a supervisor's published verdict
+
+#: the field of the one entry a notify unit's supervisor writes once it has judged its start healthy
+#: (publish_verdict): `status` and `top` read that verdict instead of judging the start's lines again
+PUBLISHED = "SVCDIAG_PUBLISHED"
+
+
+def publish_verdict(record: dict[str, Any]) -> bool:
+    """Write a start's healthy verdict record (verdict_record(...).to_json()) where `status` finds it:
+    an entry of the unit's own (the supervisor runs in its cgroup, so journald stamps it with the
+    start's `_SYSTEMD_INVOCATION_ID`, a field no client can set), not an event `svcdiag events` shows
+    (no SVCDIAG_EVENT: `up` writes the start's verdict event). False where the journal is not there."""
+    from cysystemd.journal import send
+
+    fields = {"MESSAGE": "svcdiag supervise: start judged healthy (its verdict, for svcdiag status)",
+              "SYSLOG_IDENTIFIER": "svcdiag", "PRIORITY": "6", PUBLISHED: "verdict",
+              "SVCDIAG_JSON": json.dumps(record, ensure_ascii=False, default=str, separators=(",", ":"))}
+    return send(**fields) >= 0
+
+
+def published_verdicts(starts: Mapping[str, str]) -> dict[str, dict[str, Any]]:
+    """The verdict record each start's own supervisor published (publish_verdict), by invocation, for
+    `starts` (invocation → unit). A start is left out where its supervisor published none, and where
+    journald says it dropped lines of the unit that may be this start's (its "Suppressed N messages"
+    record): the supervisor read them all, but the verdict a reader of the journal shows counts them
+    (`journal_dropped_lines`), so such a start is judged from its lines. One reader, two indexed
+    seeks a start (the journal's size does not matter)."""
+    from cysystemd.reader import JournalOpenMode, JournalReader, Rule
+
+    from svcdiag.systemd.journal_formats import JOURNAL_DROPPED
+
+    out: dict[str, dict[str, Any]] = {}
+    if not starts:
+        return out
+    reader = open_journal(JournalReader, JournalOpenMode.SYSTEM)
+
+    def entries(rule: Any) -> Iterator[Any]:
+        reader.clear_filter()
+        reader.add_filter(rule)
+        reader.seek_head()  # (cysystemd's previous() after seek_tail finds nothing)
+        while entry := reader.next():
+            yield entry
+
+    for invocation, unit in starts.items():
+        for entry in entries(Rule(PUBLISHED, "verdict") & Rule("_SYSTEMD_INVOCATION_ID", invocation)):
+            if entry.data.get("_SYSTEMD_INVOCATION_ID") != invocation:
+                continue
+            try:
+                record = json.loads(entry.data.get("SVCDIAG_JSON") or "")
+            except ValueError:
+                continue
+            if isinstance(record, dict) and record.get("invocation") == invocation:
+                out[invocation] = record
+        if invocation in out and any(
+                (e.data.get("OBJECT_SYSTEMD_INVOCATION_ID") or "").lstrip("=") in ("", invocation)  # some releases: "==ID"
+                for e in entries(Rule("MESSAGE_ID", JOURNAL_DROPPED) & Rule("OBJECT_SYSTEMD_UNIT", unit))):
+            del out[invocation]
+    return out
+
+
 # ---------------------------------------------------------------- svcdiag's own records
 
 
@@ -200,6 +266,8 @@ class JournalSink:
         from cysystemd.journal import send
 
         self._send, self._warn = send, warn
+        from svcdiag.output.schema import JOURNALED
+
         self._events = JOURNALED | also  # `also`: what schema.ON_REQUEST holds, when the command asked for it
         self._seen: set[tuple] = set()
         self._loaded: set[tuple[str | None, str | None]] = set()
@@ -261,15 +329,24 @@ def parse_since(text: str, now: float | None = None) -> float:
 class EventReader:
     """svcdiag's records in the journal, oldest first, each once; then, following, new ones."""
 
-    def __init__(self, *, units: Iterable[str] = (), since: float | None = None, invocation: str | None = None):
+    def __init__(self, *, units: Iterable[str] = (), since: float | None = None, invocation: str | None = None,
+                 event: str | None = None, verdict: str | None = None):
+        """`event`, `verdict`: only records of that kind (SVCDIAG_EVENT), with that verdict (SVCDIAG_VERDICT):
+        matched by the journal's index, so the others are never read."""
         from cysystemd.reader import JournalOpenMode, JournalReader, Rule
 
         # a config name or its unit: "dflash-smoke" and "dflash-smoke.service" both match
         self.units = set(units) | {u + ".service" for u in units if not u.endswith(".service")}
         self.reader = open_journal(JournalReader, JournalOpenMode.SYSTEM)
+        from svcdiag.output.schema import SCHEMA_VERSION
+
         rule = Rule("SVCDIAG_SCHEMA", str(SCHEMA_VERSION))
         if invocation:
             rule = rule & Rule("SVCDIAG_INVOCATION", invocation)
+        if event:
+            rule = rule & Rule("SVCDIAG_EVENT", event)
+        if verdict:
+            rule = rule & Rule("SVCDIAG_VERDICT", verdict)
         self.reader.add_filter(rule)
         if since is not None:
             self.reader.seek_realtime_usec(int(since * 1e6))
@@ -281,6 +358,8 @@ class EventReader:
         return self.reader.fd
 
     def read(self) -> Iterator[ReadinessEvent]:
+        from svcdiag.output.schema import ReadinessEvent
+
         while True:
             entry = self.reader.next()
             if not entry:

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from svcdiag.errors import SvcdiagError
+from svcdiag.sglang import lazy_re
 
 if TYPE_CHECKING:  # subprocess, shutil, tempfile and the journal's formats are imported where SSH is used:
     import subprocess  # `Systemd.connect` asks `is_local` of every command, most with no host
@@ -57,7 +58,7 @@ except Exception as e:
     print(" ".join(str(e).split()))
     sys.exit(92)
 """
-TARGET_RE = re.compile(r"^(?:(?P<user>[A-Za-z0-9_][A-Za-z0-9_.\-]*)@)?"
+TARGET_RE = lazy_re.compile(r"^(?:(?P<user>[A-Za-z0-9_][A-Za-z0-9_.\-]*)@)?"
                        r"(?P<host>[A-Za-z0-9][A-Za-z0-9.\-]*|\[[0-9A-Fa-f:.]+\])(?::(?P<port>\d{1,5}))?$")
 
 
@@ -275,9 +276,9 @@ class Connection:
         return ("unixexec:" + ",".join(parts)).encode()
 
     def open_bus(self) -> object:
-        from pystemd.dbuslib import DBusAddress
+        from svcdiag.systemd.dbus import dbuslib
 
-        bus = DBusAddress(self.dbus_address())
+        bus = dbuslib().DBusAddress(self.dbus_address())
         try:
             bus.open()
         except Exception as e:  # pystemd's DBusError: the bridge is not there, or the bus refused us

@@ -1,4 +1,8 @@
-"""Render a config into a systemd unit (Jinja2, StrictUndefined) and detect drift."""
+"""Render a config into a systemd unit (Jinja2, StrictUndefined) and detect drift.
+
+The bundled template is also compiled ahead into Python (svcdiag.systemd.template_compile): while the
+template that would be loaded is that very text, its compiled function renders it and jinja2 is
+never imported."""
 
 from __future__ import annotations
 
@@ -6,8 +10,7 @@ import os
 import re
 import sys
 from pathlib import Path
-
-import jinja2
+from typing import Any
 
 from svcdiag.config.service import ServiceConfig
 from svcdiag.errors import SvcdiagError
@@ -51,7 +54,9 @@ def template_dirs() -> list[Path]:
     return [*dirs, here.parent / "templates", here / "templates"]
 
 
-def _environment() -> jinja2.Environment:
+def _environment() -> Any:
+    import jinja2
+
     return jinja2.Environment(
         loader=jinja2.FileSystemLoader([str(d) for d in template_dirs()]),
         undefined=jinja2.StrictUndefined,
@@ -71,12 +76,7 @@ def render_unit(cfg: ServiceConfig, version: str | None = None) -> str:
     argv = unit_argv(cfg, version)
     policy = restart_policy(cfg.timeout, cfg.watchdog_s, cfg.restart, cfg.restart_sec)
     description = cfg.description or f"SGLang server {cfg.name} ({cfg.model_path}, tp={cfg.tp_size})"
-    try:
-        template = _environment().get_template(TEMPLATE_NAME)
-    except jinja2.TemplateNotFound:
-        raise SvcdiagError(f"template {TEMPLATE_NAME} not found in "
-                           + ", ".join(str(d) for d in template_dirs())) from None
-    return template.render(
+    values = dict(
         name=cfg.name,
         source=str(cfg.path),
         description=quote_setting(description),
@@ -98,6 +98,35 @@ def render_unit(cfg: ServiceConfig, version: str | None = None) -> str:
         hardening=hardening_lines(cfg),
         credentials=credential_lines(cfg),
     )
+    compiled = _compiled()
+    if compiled is not None:
+        return compiled.render(values)
+    import jinja2
+
+    try:
+        template = _environment().get_template(TEMPLATE_NAME)
+    except jinja2.TemplateNotFound:
+        raise SvcdiagError(f"template {TEMPLATE_NAME} not found in "
+                           + ", ".join(str(d) for d in template_dirs())) from None
+    return template.render(**values)
+
+
+def _compiled() -> Any:
+    """The compiled template (template_compiled.py), when the template jinja2 would load is the text it
+    was compiled from; else None (jinja2 renders it)."""
+    for d in template_dirs():  # as jinja2's FileSystemLoader looks: the first folder that holds it
+        path = d / TEMPLATE_NAME
+        if path.is_file():
+            break
+    else:
+        return None
+    try:
+        from svcdiag.systemd import template_compiled
+        from svcdiag.systemd.template_compile import crc
+
+        return template_compiled if crc(path.read_text(encoding="utf-8")) == template_compiled.SOURCE_CRC else None
+    except (ImportError, OSError, UnicodeDecodeError):
+        return None
 
 
 def unit_argv(cfg: ServiceConfig, version: str | None = None) -> list[str]:
