@@ -152,6 +152,8 @@ def real_rows() -> list[Row]:
         f = f.replace(**least_over_ranks(every, f))
         shape = shape_from_config(entry["config"], REAL / "index.toml") if "config" in entry else None
         args = sizing_args(lines, entry.get("flags", {}))
+        if entry.get("dp_attention") and "enable_dp_attention" not in args:
+            args["enable_dp_attention"] = True  # index.toml's class, from the source's command line
         row = predict_row(entry["file"], f, entry["release"], entry["model"], source=entry["source"], shape=shape,
                           kv_bytes=kv_dtype_bytes(lines), mamba_state_tp=entry.get("mamba_state_tp"), args=args,
                           draft=entry.get("draft_config"))
@@ -271,17 +273,20 @@ def predict_row(name: str, f: Figures, release: str | None, model: str, *,
     if draft_gb and memory.family(release).draft_weights_counted:  # the draft loads before the pool is sized
         after = (round(f.draft_avail_before_load_gb - draft_gb, 2) if f.draft_avail_before_load_gb is not None
                  else round(after - draft_gb, 2))
+    dp = int(args.get("dp_size") or 1) if args.get("enable_dp_attention") else 1
+    # dp-attention splits the KV heads by the attention group, tp // dp, not by the whole tp
+    # (pool_configurator.py _compute_cell_size: get_num_kv_heads(attn_tp_size))
+    attn_tp = max(1, tp // dp)
     draft_cell = None
     if draft:
-        draft_cell = (int(draft["num_hidden_layers"]) * max(1, int(draft["num_key_value_heads"]) // tp)
+        draft_cell = (int(draft["num_hidden_layers"]) * max(1, int(draft["num_key_value_heads"]) // attn_tp)
                       * int(draft["head_dim"]) * 2 * shape.kv_dtype_bytes)
-    dp = int(args.get("dp_size") or 1) if args.get("enable_dp_attention") else 1
     inp = memory.SizingInputs(
         free_before_gb=f.avail_before_load_gb, weights_gb=f.weights_gb or 0.0,
-        free_after_load_gb=after, kv_cell_bytes=shape.kv_bytes_per_token(tp), draft_weights_gb=draft_gb,
+        free_after_load_gb=after, kv_cell_bytes=shape.kv_bytes_per_token(attn_tp), draft_weights_gb=draft_gb,
         context_len=int(f.context_len or shape.max_position_embeddings or 0),
         attention_layers=shape.attention_layers, mem_fraction_static=f.mem_fraction_static,
-        mamba_per_req_bytes=sum(shape.mamba_bytes_per_slot(mamba_state_tp or tp)) if hybrid else None,
+        mamba_per_req_bytes=sum(shape.mamba_bytes_per_slot(mamba_state_tp or attn_tp)) if hybrid else None,
         max_mamba_cache_size=f.requested_max_mamba_cache_size,
         max_running_requests=f.requested_max_running_requests,
         speculative_algorithm=algo,
@@ -299,7 +304,7 @@ def predict_row(name: str, f: Figures, release: str | None, model: str, *,
     kv_gb = f.kv_gb or ((f.kv_k_gb or 0) + (f.kv_v_gb or 0))
     if hybrid and mamba_gb and kv_gb:  # SGLang measured its budget after 'Load weight end': take it from its pools
         budget = inp.free_after_load_gb - inp.free_before_gb * (1 - inp.mem_fraction_static)  # type: ignore[operator]
-        gap = budget - (float(kv_gb) + mamba_gb)
+        gap = budget - (float(kv_gb) + mamba_gb - unbudgeted_padding_gb(f, inp))
         own = memory.predict(replace(inp, free_after_load_gb=inp.free_after_load_gb - gap)).mamba_slots  # type: ignore[operator]
     cap = memory.max_running(inp, f.kv_tokens, f.mamba_slots)[0] if f.max_running_requests is not None else None
     return Row(name, model, release or "?", p.family, f.kv_tokens, p.kv_tokens,
@@ -311,6 +316,19 @@ def mamba_pools_gb(f: Figures) -> float:
     """The Mamba pools the log gave: conv + SSM state, and speculative decoding's intermediate state."""
     return sum(float(x or 0) for x in (f.mamba_conv_gb, f.mamba_ssm_gb, f.mamba_intermediate_ssm_gb,
                                        f.mamba_intermediate_conv_gb))
+
+
+def unbudgeted_padding_gb(f: Figures, inp: memory.SizingInputs) -> float:
+    """What a log's Mamba pools hold beyond SGLang's budget. MambaPool allocates max_mamba_cache_size
+    + 1 slots' state, and a speculative start's intermediate state for its requests + 1, in every
+    release read (0.5.2 on, mem_cache/memory_pool.py: size + 1, spec_state_size + 1), but only
+    0.5.18+ budget the padding: before, one slot's state and one request's D intermediate states
+    are over budget."""
+    if not f.mamba_slots or memory.family(inp.version).mamba == "joint_padded":
+        return 0.0
+    slot = (float(f.mamba_conv_gb or 0) + float(f.mamba_ssm_gb or 0)) / (f.mamba_slots + 1)
+    d = memory.draft_tokens(inp) if f.mamba_intermediate_ssm_gb else 0
+    return slot * (1 + d)
 
 
 def inconsistency(f: Figures, inp: memory.SizingInputs, draft_in_budget: bool = False) -> str | None:
@@ -328,10 +346,7 @@ def inconsistency(f: Figures, inp: memory.SizingInputs, draft_in_budget: bool = 
                     f"{inp.kv_cell_bytes:,}: another model's line, or another KV dtype")
     budget = float(inp.free_after_load_gb or 0) - inp.free_before_gb * (1 - float(inp.mem_fraction_static or 0))
     pools = float(kv_gb or tokens * inp.kv_cell_bytes / GB) + mamba_pools_gb(f)
-    if f.mamba_slots and memory.family(inp.version).mamba != "joint_padded":
-        # MambaPool allocates max_mamba_cache_size + 1 slots' state in every release read (0.5.2 on,
-        # mem_cache/memory_pool.py), but only 0.5.18+ budget the padding slot: before, it is over budget
-        pools -= (float(f.mamba_conv_gb or 0) + float(f.mamba_ssm_gb or 0)) / (f.mamba_slots + 1)
+    pools -= unbudgeted_padding_gb(f, inp)
     if draft_in_budget:
         pools += float(f.draft_kv_gb or 0)
     if abs(pools - budget) > max(ROUNDING_GB, 0.005 * pools):
