@@ -297,7 +297,8 @@ def predict_row(name: str, f: Figures, release: str | None, model: str, *,
                                      or "auto"),
         disable_overlap_schedule=bool(args.get("disable_overlap_schedule")),
         disable_radix_cache=bool(args.get("disable_radix_cache")), page_size=int(args.get("page_size") or 1),  # type: ignore[arg-type]
-        dp_size=dp, slots_per_request=f.mamba_slots_per_request, tp_size=tp, version=release)
+        dp_size=dp, slots_per_request=f.mamba_slots_per_request, tp_size=tp, version=release,
+        multimodal=is_multimodal(shape))
     p = memory.predict(inp)
     own = None
     mamba_gb = mamba_pools_gb(f)
@@ -310,6 +311,14 @@ def predict_row(name: str, f: Figures, release: str | None, model: str, *,
     return Row(name, model, release or "?", p.family, f.kv_tokens, p.kv_tokens,
                f.max_running_requests, p.max_running_requests, f.mamba_slots, p.mamba_slots, cap,
                inconsistency(f, inp, draft_in_budget=p.cell_bytes > inp.kv_cell_bytes), source, own, algo or (f.speculative_algorithm or "").upper() or None, hybrid, tp)
+
+
+def is_multimodal(shape: ModelShape) -> bool:
+    """A vision-language model, as SGLang's model_config reads it: a vision_config, or a
+    `…ForConditionalGeneration` architecture (Qwen3.5/3.6/3.8, Qwen3-VL, Llava), whose KV budget
+    0.5.18+ cut by 100 MB for the embedding cache (kv_cache_configurator.py mm_runtime_reservation_gb;
+    the DFlash log's own 'Reserving 0.10 GB of the KV budget for post-sizing multimodal allocations')."""
+    return bool(shape.multimodal or (shape.architecture or "").endswith("ForConditionalGeneration"))
 
 
 def mamba_pools_gb(f: Figures) -> float:
