@@ -65,23 +65,26 @@ MAX_RUNNING_NOTES = {
 REAL_MISSES = {
     "rdna4-2xr9700-qwen3-coder-30b-a3b-ream-awq-tp2-0.5.11.log":
         "SGLang sizes the pools on a second free-memory reading after 'Load weight end', the least over the "
-        "ranks (v0.5.11 model_runner_kv_cache_mixin.py _profile_available_bytes, "
-        "get_available_gpu_memory(distributed=True)); on this ROCm rig it is 0.07 GB below the logged "
-        "figures, which no input before the start shows (+1.2 %)",
+        "ranks (v0.5.11 model_runner_kv_cache_mixin.py _profile_available_bytes); between the two, load_model "
+        "re-allocates the RoPE cos/sin cache for the context (utils/common.py reserve_rope_cache_for_long_sequences, "
+        "0.5.6 on: 262,144 + 256 positions → 262,528 rows × 128 rotary dims × 2 bytes on ROCm = 0.063 GiB). "
+        "The pools are 0.065 GiB below the logged budget (+1.19 %): that new cache, with the old block kept "
+        "by the caching allocator",
     "rdna4-2xr9700-qwen3-coder-reap-25b-a3b-awq-tp2-0.5.11.log":
-        "as the REAM start: the second reading 0.06 GB below the logged one (+1.8 %)",
+        "as the REAM start: 0.071 GiB below the logged budget, the re-allocated RoPE cache is 0.063 GiB (+1.83 %)",
     "rdna4-2xr9700-qwen3-coder-30b-a3b-reap-awq-tp2-0.5.11.log":
-        "as the REAM start: the second reading 0.07 GB below the logged one (+1.2 %)",
+        "as the REAM start: 0.065 GiB below, the RoPE cache 0.063 GiB (+1.19 %)",
     "rdna4-2xr9700-qwen3-vl-32b-awq-tp2-0.5.11.log":
-        "as the REAM start: the second reading 0.14 GB below the logged one (+0.85 %, within 1 %, but its "
-        "pools are not the logged budget)",
+        "as the REAM start, a VLM: 0.142 GiB below the logged budget, more than the re-allocated text and vision "
+        "RoPE caches (0.063 + 0.018 GiB, 36 rotary dims from 8,192 to 262,528 rows) (+0.85 %, within 1 %, but "
+        "its pools are not the logged budget)",
     "rdna4-2xr9700-qwen3.5-27b-awq-tp2-0.5.11.log":
-        "as the REAM start: the second reading 0.08 GB below the ranks' least logged one (+1.2 %); the Mamba "
-        "slots (40) and the cap (13) exact. Its pools hold 41 slots' state for 40 budgeted: v0.5.11 budgets "
-        "max_mamba_cache_size slots (handle_max_mamba_cache) and allocates + 1 (MambaPool), as the model does",
+        "as the VL start: 0.08 GiB below the ranks' least logged budget against 0.049 GiB of re-allocated RoPE "
+        "caches (64 text, 36 vision rotary dims) (+1.2 %); the Mamba slots (40) and the cap (13) exact. Its pools "
+        "hold 41 slots' state for 40 budgeted: v0.5.11 budgets max_mamba_cache_size slots (handle_max_mamba_cache) "
+        "and allocates + 1 (MambaPool), as the model does",
     "rdna4-2xr9700-qwen3.6-27b-awq-tp2-0.5.11.log":
-        "as the Qwen3.5-27B start (the same shape): the second reading 0.10 GB below the logged one (+1.5 %); "
-        "slots and cap exact",
+        "as the Qwen3.5-27B start (the same shape): 0.10 GiB below the logged budget (+1.5 %); slots and cap exact",
 }
 
 

@@ -151,3 +151,38 @@ def test_the_real_dflash_start_is_predicted(table) -> None:
     assert row.speculative == "DFLASH" and row.hybrid and row.outlier is None
     assert abs(row.error_pct) < 1 and row.predicted_slots == row.logged_slots == 8
     assert row.predicted_mr == row.logged_mr == 2
+
+
+def test_the_real_mtp_start_gets_sglangs_speculative_default(table) -> None:
+    """A hybrid target with its own MTP head and max_running_requests unset: SGLang's speculative
+    default 48, the Mamba slots solved with the intermediate state reserved up front, KV within 1 %."""
+    row = next(r for r in table if r.file.startswith("kiln-a6000-qwen3.5-4b-mtp"))
+    assert row.speculative == "NEXTN" and row.hybrid and row.outlier is None
+    assert row.predicted_mr == row.logged_mr == 48
+    assert row.predicted_slots == row.logged_slots == row.slots_on_logged_budget == 265
+    assert abs(row.error_pct) < 1
+
+
+def test_dp_attention_splits_the_kv_heads_by_the_attention_group(backtest) -> None:
+    """tp 4 with dp-attention 4: each attention group is one GPU, so it holds all 8 KV heads,
+    not 8 / 4: the same memory holds 4× fewer tokens than the same tp without dp-attention."""
+    from svcdiag.sglang.figures import Figures
+    from svcdiag.sglang.modelinfo import public_shape
+
+    shape = public_shape("Qwen3-8B")
+    assert shape is not None
+    f = Figures(avail_before_load_gb=79.0, avail_after_load_gb=75.0, weights_gb=4.0, mem_fraction_static=0.85,
+                kv_tokens=1, tp_size=4, context_len=32768)
+    plain = backtest.predict_row("x.log", f, "0.5.23", "Qwen3-8B", shape=shape, args={})
+    dpa = backtest.predict_row("x.log", f, "0.5.23", "Qwen3-8B", shape=shape,
+                               args={"enable_dp_attention": True, "dp_size": 4})
+    assert plain and dpa
+    assert 3.9 < plain.predicted_kv / dpa.predicted_kv < 4.1
+
+
+def test_a_vision_language_model_is_sized_as_one(backtest) -> None:
+    from svcdiag.sglang.modelinfo import public_shape
+
+    qwen38, qwen3 = public_shape("Qwen3.8-27B"), public_shape("Qwen3-8B")
+    assert qwen38 and qwen3
+    assert backtest.is_multimodal(qwen38) and not backtest.is_multimodal(qwen3)
