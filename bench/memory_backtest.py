@@ -47,8 +47,6 @@ ROUNDING_GB = 0.05
 MAX_RUNNING_NOTES = {
     "v0214-port-not-available-moved-healthy.log":
         "0.2.14 is older than the oldest wheel read (0.4.6): its request pool is max_num_reqs − 1 (2047), not + 1",
-    "v046-pd-decode-dp16-deepep-node0-healthy.log":
-        "a PD decode server: the cap (256) is its CUDA-graph batch size with DP attention, which the model leaves out",
     "v046-torch-compile-17min-capture-healthy.log":
         "the summary says 4097 with --max-running-requests unset and 443,560 tokens for a 131,072 context: 0.4.6's "
         "init_memory_pool gives 2049 (2048 + 1); the log's summary line is not that start's",
@@ -165,7 +163,8 @@ def real_rows() -> list[Row]:
         platform = entry.get("platform", "cuda")
         if platform not in ("cuda", "rocm"):
             raise ValueError(f"{where}: platform {platform!r} is not cuda or rocm")
-        out.append(replace(row, dp_attention=bool(entry.get("dp_attention", False)), rocm=platform == "rocm"))
+        out.append(replace(row, dp_attention=row.dp_attention or bool(entry.get("dp_attention", False)),
+                           rocm=platform == "rocm"))
     return out
 
 
@@ -173,8 +172,11 @@ def fixture_rows() -> list[Row]:
     cases = {c["file"]: c for c in tomllib.loads((FIXTURES / "cases.toml").read_text())["case"]}
     out: list[Row] = []
     for path in sorted(FIXTURES.glob("*.log")):
-        f = figures(path.read_text(errors="replace").splitlines())
-        row = predict_row(path.name, f, release_of(cases.get(path.name, {})), f.model_path or "")
+        lines = path.read_text(errors="replace").splitlines()
+        f = figures(lines)
+        # the log's own server_args line gives its sizing flags (dp-attention's split, the draft's D, an fp8 cache)
+        row = predict_row(path.name, f, release_of(cases.get(path.name, {})), f.model_path or "",
+                          args=sizing_args(lines, {}), kv_bytes=kv_dtype_bytes(lines))
         if row is not None:
             out.append(row)
     return out
@@ -313,7 +315,8 @@ def predict_row(name: str, f: Figures, release: str | None, model: str, *,
     cap = memory.max_running(inp, f.kv_tokens, f.mamba_slots)[0] if f.max_running_requests is not None else None
     return Row(name, model, release or "?", p.family, f.kv_tokens, p.kv_tokens,
                f.max_running_requests, p.max_running_requests, f.mamba_slots, p.mamba_slots, cap,
-               inconsistency(f, inp, draft_in_budget=p.cell_bytes > inp.kv_cell_bytes), source, own, algo or (f.speculative_algorithm or "").upper() or None, hybrid, tp)
+               inconsistency(f, inp, draft_in_budget=p.cell_bytes > inp.kv_cell_bytes), source, own, algo or (f.speculative_algorithm or "").upper() or None, hybrid, tp,
+               dp_attention=bool(args.get("enable_dp_attention")))
 
 
 def is_multimodal(shape: ModelShape) -> bool:
