@@ -21,9 +21,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from svcdiag.judge.pipeline import Judge
-from svcdiag.sglang import memory
+from svcdiag.sglang import memory, rope
 from svcdiag.sglang.figures import Figures
-from svcdiag.sglang.modelinfo import ModelShape, public_shape, shape_from_config
+from svcdiag.sglang.modelinfo import PUBLIC_CONFIGS, ModelShape, public_shape, shape_from_config
 
 FIXTURES = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "sglang"
 REAL = FIXTURES.parent / "memory-backtest"
@@ -60,30 +60,7 @@ MAX_RUNNING_NOTES = {
 #: real logs (tests/fixtures/memory-backtest) the model misses — KV tokens off by more than 1 %, the
 #: request cap or the Mamba slots not SGLang's, or pools that are not the logged budget — and why, with
 #: SGLang's file and function where the miss is a rule of its release (docs/preflight.md#back-test)
-REAL_MISSES = {
-    "rdna4-2xr9700-qwen3-coder-30b-a3b-ream-awq-tp2-0.5.11.log":
-        "SGLang sizes the pools on a second free-memory reading after 'Load weight end', the least over the "
-        "ranks (v0.5.11 model_runner_kv_cache_mixin.py _profile_available_bytes); between the two, load_model "
-        "re-allocates the RoPE cos/sin cache for the context (utils/common.py reserve_rope_cache_for_long_sequences, "
-        "0.5.6 on: 262,144 + 256 positions → 262,528 rows × 128 rotary dims × 2 bytes on ROCm = 0.063 GiB). "
-        "The pools are 0.065 GiB below the logged budget (+1.19 %): that new cache, with the old block kept "
-        "by the caching allocator",
-    "rdna4-2xr9700-qwen3-coder-reap-25b-a3b-awq-tp2-0.5.11.log":
-        "as the REAM start: 0.071 GiB below the logged budget, the re-allocated RoPE cache is 0.063 GiB (+1.83 %)",
-    "rdna4-2xr9700-qwen3-coder-30b-a3b-reap-awq-tp2-0.5.11.log":
-        "as the REAM start: 0.065 GiB below, the RoPE cache 0.063 GiB (+1.19 %)",
-    "rdna4-2xr9700-qwen3-vl-32b-awq-tp2-0.5.11.log":
-        "as the REAM start, a VLM: 0.142 GiB below the logged budget, more than the re-allocated text and vision "
-        "RoPE caches (0.063 + 0.018 GiB, 36 rotary dims from 8,192 to 262,528 rows) (+0.85 %, within 1 %, but "
-        "its pools are not the logged budget)",
-    "rdna4-2xr9700-qwen3.5-27b-awq-tp2-0.5.11.log":
-        "as the VL start: 0.08 GiB below the ranks' least logged budget against 0.049 GiB of re-allocated RoPE "
-        "caches (64 text, 36 vision rotary dims) (+1.2 %); the Mamba slots (40) and the cap (13) exact. Its pools "
-        "hold 41 slots' state for 40 budgeted: v0.5.11 budgets max_mamba_cache_size slots (handle_max_mamba_cache) "
-        "and allocates + 1 (MambaPool), as the model does",
-    "rdna4-2xr9700-qwen3.6-27b-awq-tp2-0.5.11.log":
-        "as the Qwen3.5-27B start (the same shape): 0.10 GiB below the logged budget (+1.5 %); slots and cap exact",
-}
+REAL_MISSES: dict[str, str] = {}
 
 
 @dataclass(frozen=True)
@@ -155,14 +132,14 @@ def real_rows() -> list[Row]:
         args = sizing_args(lines, entry.get("flags", {}))
         if entry.get("dp_attention") and "enable_dp_attention" not in args:
             args["enable_dp_attention"] = True  # index.toml's class, from the source's command line
-        row = predict_row(entry["file"], f, entry["release"], entry["model"], source=entry["source"], shape=shape,
-                          kv_bytes=kv_dtype_bytes(lines), mamba_state_tp=entry.get("mamba_state_tp"), args=args,
-                          draft=entry.get("draft_config"))
-        if row is None:
-            raise ValueError(f"{where}: its inputs are not all known")
         platform = entry.get("platform", "cuda")
         if platform not in ("cuda", "rocm"):
             raise ValueError(f"{where}: platform {platform!r} is not cuda or rocm")
+        row = predict_row(entry["file"], f, entry["release"], entry["model"], source=entry["source"], shape=shape,
+                          kv_bytes=kv_dtype_bytes(lines), mamba_state_tp=entry.get("mamba_state_tp"), args=args,
+                          draft=entry.get("draft_config"), config=entry.get("config"), rocm=platform == "rocm")
+        if row is None:
+            raise ValueError(f"{where}: its inputs are not all known")
         out.append(replace(row, dp_attention=row.dp_attention or bool(entry.get("dp_attention", False)),
                            rocm=platform == "rocm"))
     return out
@@ -218,7 +195,7 @@ def least_over_ranks(lines: list[str], f: Figures) -> dict[str, float]:
 #: gives them, else index.toml's flags (the source's command line)
 SIZING_ARGS = ("speculative_num_draft_tokens", "speculative_dflash_block_size", "mamba_scheduler_strategy",
                "mamba_radix_cache_strategy", "disable_overlap_schedule", "disable_radix_cache", "page_size",
-               "dp_size", "enable_dp_attention")
+               "dp_size", "enable_dp_attention", "speculative_num_steps")
 
 
 def _literal(text: str) -> object:
@@ -251,14 +228,17 @@ def kv_dtype_bytes(lines: list[str]) -> int | None:
 def predict_row(name: str, f: Figures, release: str | None, model: str, *,
                 source: str | None = None, shape: ModelShape | None = None,
                 kv_bytes: int | None = None, mamba_state_tp: int | None = None,
-                args: dict[str, object] | None = None, draft: dict[str, int] | None = None) -> Row | None:
+                args: dict[str, object] | None = None, draft: dict[str, int] | None = None,
+                config: dict[str, object] | None = None, rocm: bool = False) -> Row | None:
     """The model's prediction for one log's inputs, beside what SGLang logged; None when an
     input is unknown. Free memory before loading is the logged one, else (an excerpt that
     starts at 'Load weight end') free after loading + the weights' 'mem usage', SGLang's own sum.
     The model's shape is `shape` (a real log's config facts in index.toml), else its public one by name;
     `kv_bytes` an fp8 cache's 1 byte; `mamba_state_tp` the split of the linear-attention state where the
     source's build does not split it by tp (index.toml says why); `args` the start's other sizing flags
-    (SIZING_ARGS); `draft` a DFlash draft's KV shape (index.toml's draft_config: its own layers, KV heads, head_dim)."""
+    (SIZING_ARGS); `draft` a DFlash draft's KV shape (index.toml's draft_config: its own layers, KV heads, head_dim);
+    `config` the model's config.json facts (else its public ones by name), for the RoPE caches SGLang grows
+    after loading (svcdiag.sglang.rope; `rocm`: in the model dtype, not float32)."""
     shape = shape or public_shape(model)
     if shape is not None and kv_bytes is not None:
         shape = replace(shape, kv_dtype_bytes=kv_bytes)
@@ -275,8 +255,10 @@ def predict_row(name: str, f: Figures, release: str | None, model: str, *,
     args = args or {}
     draft_gb = float(f.draft_weights_gb or 0.0)
     after = f.avail_after_load_gb
+    draft_reading = False
     if draft_gb and memory.family(release).draft_weights_counted:  # the draft loads before the pool is sized
-        after = (round(f.draft_avail_before_load_gb - draft_gb, 2) if f.draft_avail_before_load_gb is not None
+        draft_reading = f.draft_avail_before_load_gb is not None
+        after = (round(f.draft_avail_before_load_gb - draft_gb, 2) if draft_reading
                  else round(after - draft_gb, 2))
     dp = int(args.get("dp_size") or 1) if args.get("enable_dp_attention") else 1
     # dp-attention splits the KV heads by the attention group, tp // dp, not by the whole tp
@@ -303,20 +285,35 @@ def predict_row(name: str, f: Figures, release: str | None, model: str, *,
         disable_overlap_schedule=bool(args.get("disable_overlap_schedule")),
         disable_radix_cache=bool(args.get("disable_radix_cache")), page_size=int(args.get("page_size") or 1),  # type: ignore[arg-type]
         dp_size=dp, slots_per_request=f.mamba_slots_per_request, tp_size=tp, version=release,
-        multimodal=is_multimodal(shape))
+        multimodal=is_multimodal(shape),
+        # the draft's own 'Load weight begin' reading comes after the target's caches grew: only the draft's
+        # would be left, and its config.json is not in the inputs
+        rope_growth_gb=0.0 if draft_reading else rope_growth(config or PUBLIC_CONFIGS.get(model.lower(), {}),
+                                                             int(f.context_len or shape.max_position_embeddings or 0),
+                                                             release, rocm, args).nominal_bytes / GB)
     p = memory.predict(inp)
     own = None
     mamba_gb = mamba_pools_gb(f)
     kv_gb = f.kv_gb or ((f.kv_k_gb or 0) + (f.kv_v_gb or 0))
     if hybrid and mamba_gb and kv_gb:  # SGLang measured its budget after 'Load weight end': take it from its pools
-        budget = inp.free_after_load_gb - inp.free_before_gb * (1 - inp.mem_fraction_static)  # type: ignore[operator]
+        budget = inp.free_after_load_gb - inp.rope_growth_gb - inp.free_before_gb * (1 - inp.mem_fraction_static)  # type: ignore[operator]
         gap = budget - (float(kv_gb) + mamba_gb - unbudgeted_padding_gb(f, inp))
-        own = memory.predict(replace(inp, free_after_load_gb=inp.free_after_load_gb - gap)).mamba_slots  # type: ignore[operator]
+        own = memory.predict(replace(inp, free_after_load_gb=inp.free_after_load_gb - gap,  # type: ignore[operator]
+                                     rope_growth_gb=0.0)).mamba_slots
     cap = memory.max_running(inp, f.kv_tokens, f.mamba_slots)[0] if f.max_running_requests is not None else None
     return Row(name, model, release or "?", p.family, f.kv_tokens, p.kv_tokens,
                f.max_running_requests, p.max_running_requests, f.mamba_slots, p.mamba_slots, cap,
                inconsistency(f, inp, draft_in_budget=p.cell_bytes > inp.kv_cell_bytes), source, own, algo or (f.speculative_algorithm or "").upper() or None, hybrid, tp,
                dp_attention=bool(args.get("enable_dp_attention")))
+
+
+def rope_growth(config: dict[str, object], context_len: int, release: str | None, rocm: bool,
+                args: dict[str, object]) -> rope.RopeGrowth:
+    """The RoPE caches the start's release grows between 'Load weight end' and the pool sizing
+    (svcdiag.sglang.rope); its nominal end is the figure preflight takes too."""
+    return rope.rope_growth(rope.rope_caches(config), context_len, version=release, rocm=rocm,
+                            speculative_num_steps=int(args.get("speculative_num_steps") or 0),  # type: ignore[call-overload]
+                            num_draft_tokens=int(args.get("speculative_num_draft_tokens") or 0))  # type: ignore[call-overload]
 
 
 def is_multimodal(shape: ModelShape) -> bool:
@@ -359,14 +356,16 @@ def inconsistency(f: Figures, inp: memory.SizingInputs, draft_in_budget: bool = 
         if abs(logged_cell - inp.kv_cell_bytes) > max(0.01 * inp.kv_cell_bytes, 0.006 * GB / tokens):
             return (f"its KV line is {logged_cell:,.0f} bytes per token, the model's cell at tp {inp.tp_size} is "
                     f"{inp.kv_cell_bytes:,}: another model's line, or another KV dtype")
-    budget = float(inp.free_after_load_gb or 0) - inp.free_before_gb * (1 - float(inp.mem_fraction_static or 0))
+    budget = float(inp.free_after_load_gb or 0) - inp.rope_growth_gb \
+        - inp.free_before_gb * (1 - float(inp.mem_fraction_static or 0))
     pools = float(kv_gb or tokens * inp.kv_cell_bytes / GB) + mamba_pools_gb(f)
     pools -= unbudgeted_padding_gb(f, inp)
     if draft_in_budget:
         pools += float(f.draft_kv_gb or 0)
     if abs(pools - budget) > max(ROUNDING_GB, 0.005 * pools):
         return (f"its pools ({pools:.2f} GB) are not its own budget, {inp.free_after_load_gb} − "
-                f"{inp.free_before_gb} × (1 − {inp.mem_fraction_static}) = {budget:.2f} GB")
+                f"{inp.free_before_gb} × (1 − {inp.mem_fraction_static})"
+                + (f" − {inp.rope_growth_gb:.3f} RoPE" if inp.rope_growth_gb else "") + f" = {budget:.2f} GB")
     return None
 
 
