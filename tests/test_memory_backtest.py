@@ -186,3 +186,20 @@ def test_a_vision_language_model_is_sized_as_one(backtest) -> None:
     qwen38, qwen3 = public_shape("Qwen3.8-27B"), public_shape("Qwen3-8B")
     assert qwen38 and qwen3
     assert backtest.is_multimodal(qwen38) and not backtest.is_multimodal(qwen3)
+
+
+def test_the_rope_caches_sglang_grows_after_loading_are_in_the_budget(table) -> None:
+    """The RDNA4 rig's Qwen3-Coder starts run at their whole 262,144 context: SGLang grows the RoPE
+    cache to 262,400 rows between its two readings, and the ROCm starts keep the old block. Taken
+    off the budget, their pools are their budget and KV is within 0.2 %; the same model's start at
+    131,072 context on the rig grows nothing (the Devstral start's cache is longer than its context)."""
+    coder = [r for r in table if r.file.startswith("rdna4-2xr9700-qwen3-coder")]
+    assert len(coder) == 3 and all(r.outlier is None and abs(r.error_pct) < 0.2 for r in coder)
+    devstral = next(r for r in table if r.file.startswith("rdna4-2xr9700-devstral"))
+    assert devstral.outlier is None and abs(devstral.error_pct) < 0.1
+
+
+def test_a_real_dp_attention_start_is_back_tested(table) -> None:
+    """SGLang PR #17392's decode server: tp 4, dp 4 with dp-attention, every KV head on each rank."""
+    row = next(r for r in table if r.file.startswith("sglang-pr17392"))
+    assert row.dp_attention and row.tp == 4 and row.outlier is None and abs(row.error_pct) < 0.1
