@@ -23,7 +23,7 @@ from pathlib import Path
 from svcdiag.judge.pipeline import Judge
 from svcdiag.sglang import memory, rope
 from svcdiag.sglang.figures import Figures
-from svcdiag.sglang.modelinfo import PUBLIC_CONFIGS, ModelShape, public_shape, shape_from_config
+from svcdiag.sglang.modelinfo import DTYPE_BYTES, PUBLIC_CONFIGS, ModelShape, public_shape, shape_from_config
 
 FIXTURES = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "sglang"
 REAL = FIXTURES.parent / "memory-backtest"
@@ -195,7 +195,8 @@ def least_over_ranks(lines: list[str], f: Figures) -> dict[str, float]:
 #: gives them, else index.toml's flags (the source's command line)
 SIZING_ARGS = ("speculative_num_draft_tokens", "speculative_dflash_block_size", "mamba_scheduler_strategy",
                "mamba_radix_cache_strategy", "disable_overlap_schedule", "disable_radix_cache", "page_size",
-               "dp_size", "enable_dp_attention", "speculative_num_steps")
+               "dp_size", "enable_dp_attention", "speculative_num_steps", "speculative_draft_model_path",
+               "mamba_ssm_dtype")
 
 
 def _literal(text: str) -> object:
@@ -273,11 +274,12 @@ def predict_row(name: str, f: Figures, release: str | None, model: str, *,
         free_after_load_gb=after, kv_cell_bytes=shape.kv_bytes_per_token(attn_tp), draft_weights_gb=draft_gb,
         context_len=int(f.context_len or shape.max_position_embeddings or 0),
         attention_layers=shape.attention_layers, mem_fraction_static=f.mem_fraction_static,
-        mamba_per_req_bytes=sum(shape.mamba_bytes_per_slot(mamba_state_tp or attn_tp)) if hybrid else None,
+        mamba_per_req_bytes=mamba_slot_bytes(shape, mamba_state_tp or attn_tp, args) if hybrid else None,
         max_mamba_cache_size=f.requested_max_mamba_cache_size,
         max_running_requests=f.requested_max_running_requests,
         speculative_algorithm=algo,
-        draft_layers=1 if algo in ("EAGLE", "NEXTN") else int(draft["num_hidden_layers"]) if draft else None,
+        draft_layers=eagle_draft_layers(shape, args) if algo in ("EAGLE", "NEXTN")
+        else int(draft["num_hidden_layers"]) if draft else None,
         num_draft_tokens=args.get("speculative_num_draft_tokens") or args.get("speculative_dflash_block_size"),  # type: ignore[arg-type]
         draft_cell_bytes=draft_cell,
         mamba_scheduler_strategy=str(args.get("mamba_scheduler_strategy") or args.get("mamba_radix_cache_strategy")
@@ -297,6 +299,8 @@ def predict_row(name: str, f: Figures, release: str | None, model: str, *,
     kv_gb = f.kv_gb or ((f.kv_k_gb or 0) + (f.kv_v_gb or 0))
     if hybrid and mamba_gb and kv_gb:  # SGLang measured its budget after 'Load weight end': take it from its pools
         budget = inp.free_after_load_gb - inp.rope_growth_gb - inp.free_before_gb * (1 - inp.mem_fraction_static)  # type: ignore[operator]
+        # the multimodal reserve (0.5.18+) is not a pool: predict() takes it out of the budget itself
+        budget -= memory.family(release).mm_reserve_gb if inp.multimodal else 0.0
         gap = budget - (float(kv_gb) + mamba_gb - unbudgeted_padding_gb(f, inp))
         own = memory.predict(replace(inp, free_after_load_gb=inp.free_after_load_gb - gap,  # type: ignore[operator]
                                      rope_growth_gb=0.0)).mamba_slots
@@ -305,6 +309,29 @@ def predict_row(name: str, f: Figures, release: str | None, model: str, *,
                f.max_running_requests, p.max_running_requests, f.mamba_slots, p.mamba_slots, cap,
                inconsistency(f, inp, draft_in_budget=p.cell_bytes > inp.kv_cell_bytes), source, own, algo or (f.speculative_algorithm or "").upper() or None, hybrid, tp,
                dp_attention=bool(args.get("enable_dp_attention")))
+
+
+def eagle_draft_layers(shape: ModelShape, args: dict[str, object]) -> int | None:
+    """An EAGLE/MTP draft's layers in the target's KV cell, as preflight takes them: one (a draft
+    model's path given, or a log that does not say), else, for a path-less MTP start (index.toml's
+    speculative_draft_model_path = "None"), the target's own num_nextn_predict_layers, none when its
+    config has none (Qwen3.5: mtp_num_hidden_layers). SGLang counts a draft in the cell only through
+    spec_aux_hidden_state.py's eagle_draft_num_layers, which a path-less start leaves unset unless the
+    target's config has num_nextn_predict_layers (0.5.19: the path alone; 0.5.20+: the target's config)."""
+    if "speculative_draft_model_path" in args and args["speculative_draft_model_path"] in (None, "None"):
+        return shape.nextn_layers or None
+    return 1
+
+
+def mamba_slot_bytes(shape: ModelShape, tp: int, args: dict[str, object]) -> int:
+    """One request slot's linear-attention state on one GPU, its SSM state in --mamba-ssm-dtype (or
+    SGLANG_MAMBA_SSM_DTYPE, which SGLang's mamba_utils reads first) where the start sets one, as
+    preflight sizes it; float32 otherwise."""
+    conv, ssm = shape.mamba_bytes_per_slot(tp)
+    dtype = args.get("mamba_ssm_dtype")
+    if dtype and dtype != "None":
+        ssm = ssm * DTYPE_BYTES.get(str(dtype), 4) // 4
+    return conv + ssm
 
 
 def rope_growth(config: dict[str, object], context_len: int, release: str | None, rocm: bool,
