@@ -21,9 +21,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from svcdiag.judge.pipeline import Judge
-from svcdiag.sglang import memory
+from svcdiag.sglang import memory, rope
 from svcdiag.sglang.figures import Figures
-from svcdiag.sglang.modelinfo import ModelShape, public_shape, shape_from_config
+from svcdiag.sglang.modelinfo import DTYPE_BYTES, PUBLIC_CONFIGS, ModelShape, public_shape, shape_from_config
 
 FIXTURES = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "sglang"
 REAL = FIXTURES.parent / "memory-backtest"
@@ -47,8 +47,6 @@ ROUNDING_GB = 0.05
 MAX_RUNNING_NOTES = {
     "v0214-port-not-available-moved-healthy.log":
         "0.2.14 is older than the oldest wheel read (0.4.6): its request pool is max_num_reqs − 1 (2047), not + 1",
-    "v046-pd-decode-dp16-deepep-node0-healthy.log":
-        "a PD decode server: the cap (256) is its CUDA-graph batch size with DP attention, which the model leaves out",
     "v046-torch-compile-17min-capture-healthy.log":
         "the summary says 4097 with --max-running-requests unset and 443,560 tokens for a 131,072 context: 0.4.6's "
         "init_memory_pool gives 2049 (2048 + 1); the log's summary line is not that start's",
@@ -62,27 +60,7 @@ MAX_RUNNING_NOTES = {
 #: real logs (tests/fixtures/memory-backtest) the model misses — KV tokens off by more than 1 %, the
 #: request cap or the Mamba slots not SGLang's, or pools that are not the logged budget — and why, with
 #: SGLang's file and function where the miss is a rule of its release (docs/preflight.md#back-test)
-REAL_MISSES = {
-    "rdna4-2xr9700-qwen3-coder-30b-a3b-ream-awq-tp2-0.5.11.log":
-        "SGLang sizes the pools on a second free-memory reading after 'Load weight end', the least over the "
-        "ranks (v0.5.11 model_runner_kv_cache_mixin.py _profile_available_bytes, "
-        "get_available_gpu_memory(distributed=True)); on this ROCm rig it is 0.07 GB below the logged "
-        "figures, which no input before the start shows (+1.2 %)",
-    "rdna4-2xr9700-qwen3-coder-reap-25b-a3b-awq-tp2-0.5.11.log":
-        "as the REAM start: the second reading 0.06 GB below the logged one (+1.8 %)",
-    "rdna4-2xr9700-qwen3-coder-30b-a3b-reap-awq-tp2-0.5.11.log":
-        "as the REAM start: the second reading 0.07 GB below the logged one (+1.2 %)",
-    "rdna4-2xr9700-qwen3-vl-32b-awq-tp2-0.5.11.log":
-        "as the REAM start: the second reading 0.14 GB below the logged one (+0.85 %, within 1 %, but its "
-        "pools are not the logged budget)",
-    "rdna4-2xr9700-qwen3.5-27b-awq-tp2-0.5.11.log":
-        "as the REAM start: the second reading 0.08 GB below the ranks' least logged one (+1.2 %); the Mamba "
-        "slots (40) and the cap (13) exact. Its pools hold 41 slots' state for 40 budgeted: v0.5.11 budgets "
-        "max_mamba_cache_size slots (handle_max_mamba_cache) and allocates + 1 (MambaPool), as the model does",
-    "rdna4-2xr9700-qwen3.6-27b-awq-tp2-0.5.11.log":
-        "as the Qwen3.5-27B start (the same shape): the second reading 0.10 GB below the logged one (+1.5 %); "
-        "slots and cap exact",
-}
+REAL_MISSES: dict[str, str] = {}
 
 
 @dataclass(frozen=True)
@@ -152,15 +130,18 @@ def real_rows() -> list[Row]:
         f = f.replace(**least_over_ranks(every, f))
         shape = shape_from_config(entry["config"], REAL / "index.toml") if "config" in entry else None
         args = sizing_args(lines, entry.get("flags", {}))
-        row = predict_row(entry["file"], f, entry["release"], entry["model"], source=entry["source"], shape=shape,
-                          kv_bytes=kv_dtype_bytes(lines), mamba_state_tp=entry.get("mamba_state_tp"), args=args,
-                          draft=entry.get("draft_config"))
-        if row is None:
-            raise ValueError(f"{where}: its inputs are not all known")
+        if entry.get("dp_attention") and "enable_dp_attention" not in args:
+            args["enable_dp_attention"] = True  # index.toml's class, from the source's command line
         platform = entry.get("platform", "cuda")
         if platform not in ("cuda", "rocm"):
             raise ValueError(f"{where}: platform {platform!r} is not cuda or rocm")
-        out.append(replace(row, dp_attention=bool(entry.get("dp_attention", False)), rocm=platform == "rocm"))
+        row = predict_row(entry["file"], f, entry["release"], entry["model"], source=entry["source"], shape=shape,
+                          kv_bytes=kv_dtype_bytes(lines), mamba_state_tp=entry.get("mamba_state_tp"), args=args,
+                          draft=entry.get("draft_config"), config=entry.get("config"), rocm=platform == "rocm")
+        if row is None:
+            raise ValueError(f"{where}: its inputs are not all known")
+        out.append(replace(row, dp_attention=row.dp_attention or bool(entry.get("dp_attention", False)),
+                           rocm=platform == "rocm"))
     return out
 
 
@@ -168,8 +149,11 @@ def fixture_rows() -> list[Row]:
     cases = {c["file"]: c for c in tomllib.loads((FIXTURES / "cases.toml").read_text())["case"]}
     out: list[Row] = []
     for path in sorted(FIXTURES.glob("*.log")):
-        f = figures(path.read_text(errors="replace").splitlines())
-        row = predict_row(path.name, f, release_of(cases.get(path.name, {})), f.model_path or "")
+        lines = path.read_text(errors="replace").splitlines()
+        f = figures(lines)
+        # the log's own server_args line gives its sizing flags (dp-attention's split, the draft's D, an fp8 cache)
+        row = predict_row(path.name, f, release_of(cases.get(path.name, {})), f.model_path or "",
+                          args=sizing_args(lines, {}), kv_bytes=kv_dtype_bytes(lines))
         if row is not None:
             out.append(row)
     return out
@@ -211,7 +195,8 @@ def least_over_ranks(lines: list[str], f: Figures) -> dict[str, float]:
 #: gives them, else index.toml's flags (the source's command line)
 SIZING_ARGS = ("speculative_num_draft_tokens", "speculative_dflash_block_size", "mamba_scheduler_strategy",
                "mamba_radix_cache_strategy", "disable_overlap_schedule", "disable_radix_cache", "page_size",
-               "dp_size", "enable_dp_attention")
+               "dp_size", "enable_dp_attention", "speculative_num_steps", "speculative_draft_model_path",
+               "mamba_ssm_dtype")
 
 
 def _literal(text: str) -> object:
@@ -244,14 +229,17 @@ def kv_dtype_bytes(lines: list[str]) -> int | None:
 def predict_row(name: str, f: Figures, release: str | None, model: str, *,
                 source: str | None = None, shape: ModelShape | None = None,
                 kv_bytes: int | None = None, mamba_state_tp: int | None = None,
-                args: dict[str, object] | None = None, draft: dict[str, int] | None = None) -> Row | None:
+                args: dict[str, object] | None = None, draft: dict[str, int] | None = None,
+                config: dict[str, object] | None = None, rocm: bool = False) -> Row | None:
     """The model's prediction for one log's inputs, beside what SGLang logged; None when an
     input is unknown. Free memory before loading is the logged one, else (an excerpt that
     starts at 'Load weight end') free after loading + the weights' 'mem usage', SGLang's own sum.
     The model's shape is `shape` (a real log's config facts in index.toml), else its public one by name;
     `kv_bytes` an fp8 cache's 1 byte; `mamba_state_tp` the split of the linear-attention state where the
     source's build does not split it by tp (index.toml says why); `args` the start's other sizing flags
-    (SIZING_ARGS); `draft` a DFlash draft's KV shape (index.toml's draft_config: its own layers, KV heads, head_dim)."""
+    (SIZING_ARGS); `draft` a DFlash draft's KV shape (index.toml's draft_config: its own layers, KV heads, head_dim);
+    `config` the model's config.json facts (else its public ones by name), for the RoPE caches SGLang grows
+    after loading (svcdiag.sglang.rope; `rocm`: in the model dtype, not float32)."""
     shape = shape or public_shape(model)
     if shape is not None and kv_bytes is not None:
         shape = replace(shape, kv_dtype_bytes=kv_bytes)
@@ -268,49 +256,118 @@ def predict_row(name: str, f: Figures, release: str | None, model: str, *,
     args = args or {}
     draft_gb = float(f.draft_weights_gb or 0.0)
     after = f.avail_after_load_gb
+    draft_reading = False
     if draft_gb and memory.family(release).draft_weights_counted:  # the draft loads before the pool is sized
-        after = (round(f.draft_avail_before_load_gb - draft_gb, 2) if f.draft_avail_before_load_gb is not None
+        draft_reading = f.draft_avail_before_load_gb is not None
+        after = (round(f.draft_avail_before_load_gb - draft_gb, 2) if draft_reading
                  else round(after - draft_gb, 2))
+    dp = int(args.get("dp_size") or 1) if args.get("enable_dp_attention") else 1
+    # dp-attention splits the KV heads by the attention group, tp // dp, not by the whole tp
+    # (pool_configurator.py _compute_cell_size: get_num_kv_heads(attn_tp_size))
+    attn_tp = max(1, tp // dp)
     draft_cell = None
     if draft:
-        draft_cell = (int(draft["num_hidden_layers"]) * max(1, int(draft["num_key_value_heads"]) // tp)
+        draft_cell = (int(draft["num_hidden_layers"]) * max(1, int(draft["num_key_value_heads"]) // attn_tp)
                       * int(draft["head_dim"]) * 2 * shape.kv_dtype_bytes)
-    dp = int(args.get("dp_size") or 1) if args.get("enable_dp_attention") else 1
     inp = memory.SizingInputs(
         free_before_gb=f.avail_before_load_gb, weights_gb=f.weights_gb or 0.0,
-        free_after_load_gb=after, kv_cell_bytes=shape.kv_bytes_per_token(tp), draft_weights_gb=draft_gb,
+        free_after_load_gb=after, kv_cell_bytes=shape.kv_bytes_per_token(attn_tp), draft_weights_gb=draft_gb,
         context_len=int(f.context_len or shape.max_position_embeddings or 0),
         attention_layers=shape.attention_layers, mem_fraction_static=f.mem_fraction_static,
-        mamba_per_req_bytes=sum(shape.mamba_bytes_per_slot(mamba_state_tp or tp)) if hybrid else None,
+        mamba_per_req_bytes=mamba_slot_bytes(shape, mamba_state_tp or attn_tp, args) if hybrid else None,
         max_mamba_cache_size=f.requested_max_mamba_cache_size,
         max_running_requests=f.requested_max_running_requests,
         speculative_algorithm=algo,
-        draft_layers=1 if algo in ("EAGLE", "NEXTN") else int(draft["num_hidden_layers"]) if draft else None,
+        draft_layers=eagle_draft_layers(shape, args) if algo in ("EAGLE", "NEXTN")
+        else int(draft["num_hidden_layers"]) if draft else None,
         num_draft_tokens=args.get("speculative_num_draft_tokens") or args.get("speculative_dflash_block_size"),  # type: ignore[arg-type]
         draft_cell_bytes=draft_cell,
         mamba_scheduler_strategy=str(args.get("mamba_scheduler_strategy") or args.get("mamba_radix_cache_strategy")
                                      or "auto"),
         disable_overlap_schedule=bool(args.get("disable_overlap_schedule")),
         disable_radix_cache=bool(args.get("disable_radix_cache")), page_size=int(args.get("page_size") or 1),  # type: ignore[arg-type]
-        dp_size=dp, slots_per_request=f.mamba_slots_per_request, tp_size=tp, version=release)
+        dp_size=dp, slots_per_request=f.mamba_slots_per_request, tp_size=tp, version=release,
+        multimodal=is_multimodal(shape),
+        # the draft's own 'Load weight begin' reading comes after the target's caches grew: only the draft's
+        # would be left, and its config.json is not in the inputs
+        rope_growth_gb=0.0 if draft_reading else rope_growth(config or PUBLIC_CONFIGS.get(model.lower(), {}),
+                                                             int(f.context_len or shape.max_position_embeddings or 0),
+                                                             release, rocm, args).nominal_bytes / GB)
     p = memory.predict(inp)
     own = None
     mamba_gb = mamba_pools_gb(f)
     kv_gb = f.kv_gb or ((f.kv_k_gb or 0) + (f.kv_v_gb or 0))
     if hybrid and mamba_gb and kv_gb:  # SGLang measured its budget after 'Load weight end': take it from its pools
-        budget = inp.free_after_load_gb - inp.free_before_gb * (1 - inp.mem_fraction_static)  # type: ignore[operator]
-        gap = budget - (float(kv_gb) + mamba_gb)
-        own = memory.predict(replace(inp, free_after_load_gb=inp.free_after_load_gb - gap)).mamba_slots  # type: ignore[operator]
+        budget = inp.free_after_load_gb - inp.rope_growth_gb - inp.free_before_gb * (1 - inp.mem_fraction_static)  # type: ignore[operator]
+        # the multimodal reserve (0.5.18+) is not a pool: predict() takes it out of the budget itself
+        budget -= memory.family(release).mm_reserve_gb if inp.multimodal else 0.0
+        gap = budget - (float(kv_gb) + mamba_gb - unbudgeted_padding_gb(f, inp))
+        own = memory.predict(replace(inp, free_after_load_gb=inp.free_after_load_gb - gap,  # type: ignore[operator]
+                                     rope_growth_gb=0.0)).mamba_slots
     cap = memory.max_running(inp, f.kv_tokens, f.mamba_slots)[0] if f.max_running_requests is not None else None
     return Row(name, model, release or "?", p.family, f.kv_tokens, p.kv_tokens,
                f.max_running_requests, p.max_running_requests, f.mamba_slots, p.mamba_slots, cap,
-               inconsistency(f, inp, draft_in_budget=p.cell_bytes > inp.kv_cell_bytes), source, own, algo or (f.speculative_algorithm or "").upper() or None, hybrid, tp)
+               inconsistency(f, inp, draft_in_budget=p.cell_bytes > inp.kv_cell_bytes), source, own, algo or (f.speculative_algorithm or "").upper() or None, hybrid, tp,
+               dp_attention=bool(args.get("enable_dp_attention")))
+
+
+def eagle_draft_layers(shape: ModelShape, args: dict[str, object]) -> int | None:
+    """An EAGLE/MTP draft's layers in the target's KV cell, as preflight takes them: one (a draft
+    model's path given, or a log that does not say), else, for a path-less MTP start (index.toml's
+    speculative_draft_model_path = "None"), the target's own num_nextn_predict_layers, none when its
+    config has none (Qwen3.5: mtp_num_hidden_layers). SGLang counts a draft in the cell only through
+    spec_aux_hidden_state.py's eagle_draft_num_layers, which a path-less start leaves unset unless the
+    target's config has num_nextn_predict_layers (0.5.19: the path alone; 0.5.20+: the target's config)."""
+    if "speculative_draft_model_path" in args and args["speculative_draft_model_path"] in (None, "None"):
+        return shape.nextn_layers or None
+    return 1
+
+
+def mamba_slot_bytes(shape: ModelShape, tp: int, args: dict[str, object]) -> int:
+    """One request slot's linear-attention state on one GPU, its SSM state in --mamba-ssm-dtype (or
+    SGLANG_MAMBA_SSM_DTYPE, which SGLang's mamba_utils reads first) where the start sets one, as
+    preflight sizes it; float32 otherwise."""
+    conv, ssm = shape.mamba_bytes_per_slot(tp)
+    dtype = args.get("mamba_ssm_dtype")
+    if dtype and dtype != "None":
+        ssm = ssm * DTYPE_BYTES.get(str(dtype), 4) // 4
+    return conv + ssm
+
+
+def rope_growth(config: dict[str, object], context_len: int, release: str | None, rocm: bool,
+                args: dict[str, object]) -> rope.RopeGrowth:
+    """The RoPE caches the start's release grows between 'Load weight end' and the pool sizing
+    (svcdiag.sglang.rope); its nominal end is the figure preflight takes too."""
+    return rope.rope_growth(rope.rope_caches(config), context_len, version=release, rocm=rocm,
+                            speculative_num_steps=int(args.get("speculative_num_steps") or 0),  # type: ignore[call-overload]
+                            num_draft_tokens=int(args.get("speculative_num_draft_tokens") or 0))  # type: ignore[call-overload]
+
+
+def is_multimodal(shape: ModelShape) -> bool:
+    """A vision-language model, as SGLang's model_config reads it: a vision_config, or a
+    `…ForConditionalGeneration` architecture (Qwen3.5/3.6/3.8, Qwen3-VL, Llava), whose KV budget
+    0.5.18+ cut by 100 MB for the embedding cache (kv_cache_configurator.py mm_runtime_reservation_gb;
+    the DFlash log's own 'Reserving 0.10 GB of the KV budget for post-sizing multimodal allocations')."""
+    return bool(shape.multimodal or (shape.architecture or "").endswith("ForConditionalGeneration"))
 
 
 def mamba_pools_gb(f: Figures) -> float:
     """The Mamba pools the log gave: conv + SSM state, and speculative decoding's intermediate state."""
     return sum(float(x or 0) for x in (f.mamba_conv_gb, f.mamba_ssm_gb, f.mamba_intermediate_ssm_gb,
                                        f.mamba_intermediate_conv_gb))
+
+
+def unbudgeted_padding_gb(f: Figures, inp: memory.SizingInputs) -> float:
+    """What a log's Mamba pools hold beyond SGLang's budget. MambaPool allocates max_mamba_cache_size
+    + 1 slots' state, and a speculative start's intermediate state for its requests + 1, in every
+    release read (0.5.2 on, mem_cache/memory_pool.py: size + 1, spec_state_size + 1), but only
+    0.5.18+ budget the padding: before, one slot's state and one request's D intermediate states
+    are over budget."""
+    if not f.mamba_slots or memory.family(inp.version).mamba == "joint_padded":
+        return 0.0
+    slot = (float(f.mamba_conv_gb or 0) + float(f.mamba_ssm_gb or 0)) / (f.mamba_slots + 1)
+    d = memory.draft_tokens(inp) if f.mamba_intermediate_ssm_gb else 0
+    return slot * (1 + d)
 
 
 def inconsistency(f: Figures, inp: memory.SizingInputs, draft_in_budget: bool = False) -> str | None:
@@ -326,17 +383,16 @@ def inconsistency(f: Figures, inp: memory.SizingInputs, draft_in_budget: bool = 
         if abs(logged_cell - inp.kv_cell_bytes) > max(0.01 * inp.kv_cell_bytes, 0.006 * GB / tokens):
             return (f"its KV line is {logged_cell:,.0f} bytes per token, the model's cell at tp {inp.tp_size} is "
                     f"{inp.kv_cell_bytes:,}: another model's line, or another KV dtype")
-    budget = float(inp.free_after_load_gb or 0) - inp.free_before_gb * (1 - float(inp.mem_fraction_static or 0))
+    budget = float(inp.free_after_load_gb or 0) - inp.rope_growth_gb \
+        - inp.free_before_gb * (1 - float(inp.mem_fraction_static or 0))
     pools = float(kv_gb or tokens * inp.kv_cell_bytes / GB) + mamba_pools_gb(f)
-    if f.mamba_slots and memory.family(inp.version).mamba != "joint_padded":
-        # MambaPool allocates max_mamba_cache_size + 1 slots' state in every release read (0.5.2 on,
-        # mem_cache/memory_pool.py), but only 0.5.18+ budget the padding slot: before, it is over budget
-        pools -= (float(f.mamba_conv_gb or 0) + float(f.mamba_ssm_gb or 0)) / (f.mamba_slots + 1)
+    pools -= unbudgeted_padding_gb(f, inp)
     if draft_in_budget:
         pools += float(f.draft_kv_gb or 0)
     if abs(pools - budget) > max(ROUNDING_GB, 0.005 * pools):
         return (f"its pools ({pools:.2f} GB) are not its own budget, {inp.free_after_load_gb} − "
-                f"{inp.free_before_gb} × (1 − {inp.mem_fraction_static}) = {budget:.2f} GB")
+                f"{inp.free_before_gb} × (1 − {inp.mem_fraction_static})"
+                + (f" − {inp.rope_growth_gb:.3f} RoPE" if inp.rope_growth_gb else "") + f" = {budget:.2f} GB")
     return None
 
 

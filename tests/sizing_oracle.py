@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -86,7 +86,9 @@ def sizing(c: dict[str, Any], release: str, model_cfg: dict[str, Any]) -> memory
                             weights_bytes=int(c["weights_gb"] * GB) * c["tp"],
                             draft_bytes=int((c.get("draft_weights_gb") or 0.0) * GB), draft_layers=draft_layers,
                             gpu_total_gb=c["gpu_capacity_mib"] / 1024)
-    return sizing_inputs(cfg, inp)
+    # the oracle stubs the post-load reading: the RoPE caches SGLang grows before it (svcdiag.sglang.rope,
+    # reserve_rope_cache_for_long_sequences) are outside the sizing code it runs
+    return replace(sizing_inputs(cfg, inp), rope_growth_gb=0.0)
 
 
 @dataclass(frozen=True)

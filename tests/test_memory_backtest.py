@@ -151,3 +151,55 @@ def test_the_real_dflash_start_is_predicted(table) -> None:
     assert row.speculative == "DFLASH" and row.hybrid and row.outlier is None
     assert abs(row.error_pct) < 1 and row.predicted_slots == row.logged_slots == 8
     assert row.predicted_mr == row.logged_mr == 2
+
+
+def test_the_real_mtp_start_gets_sglangs_speculative_default(table) -> None:
+    """A hybrid target with its own MTP head and max_running_requests unset: SGLang's speculative
+    default 48, the Mamba slots solved with the intermediate state reserved up front, KV within 1 %."""
+    row = next(r for r in table if r.file.startswith("kiln-a6000-qwen3.5-4b-mtp"))
+    assert row.speculative == "NEXTN" and row.hybrid and row.outlier is None
+    assert row.predicted_mr == row.logged_mr == 48
+    assert row.predicted_slots == row.logged_slots == row.slots_on_logged_budget == 265
+    assert abs(row.error_pct) < 1
+
+
+def test_dp_attention_splits_the_kv_heads_by_the_attention_group(backtest) -> None:
+    """tp 4 with dp-attention 4: each attention group is one GPU, so it holds all 8 KV heads,
+    not 8 / 4: the same memory holds 4× fewer tokens than the same tp without dp-attention."""
+    from svcdiag.sglang.figures import Figures
+    from svcdiag.sglang.modelinfo import public_shape
+
+    shape = public_shape("Qwen3-8B")
+    assert shape is not None
+    f = Figures(avail_before_load_gb=79.0, avail_after_load_gb=75.0, weights_gb=4.0, mem_fraction_static=0.85,
+                kv_tokens=1, tp_size=4, context_len=32768)
+    plain = backtest.predict_row("x.log", f, "0.5.23", "Qwen3-8B", shape=shape, args={})
+    dpa = backtest.predict_row("x.log", f, "0.5.23", "Qwen3-8B", shape=shape,
+                               args={"enable_dp_attention": True, "dp_size": 4})
+    assert plain and dpa
+    assert 3.9 < plain.predicted_kv / dpa.predicted_kv < 4.1
+
+
+def test_a_vision_language_model_is_sized_as_one(backtest) -> None:
+    from svcdiag.sglang.modelinfo import public_shape
+
+    qwen38, qwen3 = public_shape("Qwen3.8-27B"), public_shape("Qwen3-8B")
+    assert qwen38 and qwen3
+    assert backtest.is_multimodal(qwen38) and not backtest.is_multimodal(qwen3)
+
+
+def test_the_rope_caches_sglang_grows_after_loading_are_in_the_budget(table) -> None:
+    """The RDNA4 rig's Qwen3-Coder starts run at their whole 262,144 context: SGLang grows the RoPE
+    cache to 262,400 rows between its two readings, and the ROCm starts keep the old block. Taken
+    off the budget, their pools are their budget and KV is within 0.2 %; the same model's start at
+    131,072 context on the rig grows nothing (the Devstral start's cache is longer than its context)."""
+    coder = [r for r in table if r.file.startswith("rdna4-2xr9700-qwen3-coder")]
+    assert len(coder) == 3 and all(r.outlier is None and abs(r.error_pct) < 0.2 for r in coder)
+    devstral = next(r for r in table if r.file.startswith("rdna4-2xr9700-devstral"))
+    assert devstral.outlier is None and abs(devstral.error_pct) < 0.1
+
+
+def test_a_real_dp_attention_start_is_back_tested(table) -> None:
+    """SGLang PR #17392's decode server: tp 4, dp 4 with dp-attention, every KV head on each rank."""
+    row = next(r for r in table if r.file.startswith("sglang-pr17392"))
+    assert row.dp_attention and row.tp == 4 and row.outlier is None and abs(row.error_pct) < 0.1

@@ -202,7 +202,7 @@ def plan(cfg: ServiceConfig, *, gpu_memory: float | None = None, kv_bytes_per_to
                             sources=sources, gpu_total_gb=total)
     if span is not None or uncertain:
         inp = replace(inp, gpu_free_range_gb=span, upper_bound=bool(uncertain), uncertainty=tuple(
-            ([f"{sources['gpu_reading']}"] if span is not None else []) + uncertain))
+            ([f"{sources['gpu_reading']}"] if span is not None else []) + uncertain) + inp.uncertainty)
     if inp.context_len is None:
         notes.append("no context_length in the config and none in config.json: the one-request check is skipped")
     return Plan(inp, predict(cfg, inp), tuple(notes))

@@ -167,6 +167,9 @@ class SizingInputs:
     swa_cell_bytes: int = 0  # a hybrid-SWA model's sliding-window layers' KV bytes per token (gpt-oss)
     swa_full_tokens_ratio: float = 0.8  # --swa-full-tokens-ratio: SWA tokens per full-attention token
     sliding_window: int | None = None  # config.json's sliding_window (the SWA request cap's window)
+    #: GiB SGLang allocates after its 'Load weight end' reading and before the one the pools are sized on:
+    #: the RoPE caches it grows for the context (svcdiag.sglang.rope), 0 where none grows
+    rope_growth_gb: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -528,6 +531,7 @@ def predict(inp: SizingInputs) -> Prediction:
     after = inp.free_after_load_gb
     if after is None:
         after = inp.free_before_gb - inp.weights_gb - (inp.draft_weights_gb if fam.draft_weights_counted else 0.0)
+    after -= inp.rope_growth_gb  # the RoPE caches grown between the two readings (svcdiag.sglang.rope)
     rest = after - inp.free_before_gb * (1 - mfs) - (fam.mm_reserve_gb if inp.multimodal else 0.0)
     hybrid = inp.mamba_per_req_bytes is not None
     ratio = state_slots_per_request(inp, fam) if hybrid else None

@@ -19,6 +19,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any, Protocol
 
 from svcdiag.errors import SvcdiagError
+from svcdiag.sglang.rope import RopeCache, rope_caches
 
 DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "half": 2, "float32": 4, "float": 4, "float8_e4m3fn": 1, "fp8": 1,
                "auto": 2}
@@ -130,6 +131,7 @@ class ModelShape:
     attn_tp_weight_bytes: int = 0
     sliding_window: int | None = None
     swa_layers: int = 0  # sliding-window layers in their own pool (a hybrid-SWA architecture); not in attention_layers
+    rope: tuple[RopeCache, ...] = ()  # the RoPE caches SGLang grows after loading when the context needs it
 
     def swa_kv_bytes_per_token(self, tp: int) -> int:
         """The sliding-window layers' KV bytes per token on one GPU (HybridSWAPoolConfigurator's
@@ -178,7 +180,7 @@ def shape_from_config(cfg: dict[str, Any], path: Path | PurePosixPath) -> ModelS
     layers = get("num_hidden_layers")
     vision = cfg.get("vision_config")
     extra: dict[str, Any] = {"nextn_layers": int(c.get("num_nextn_predict_layers") or 0),
-                             "multimodal": isinstance(vision, dict)}
+                             "multimodal": isinstance(vision, dict), "rope": rope_caches(cfg)}
     if isinstance(vision, dict):
         extra["vit"] = (int(vision.get("num_hidden_layers") or 24), int(vision.get("hidden_size") or 1024))
     dtype = DTYPE_BYTES.get(str(c.get("torch_dtype") or c.get("dtype") or "bfloat16").replace("torch.", ""), 2)
@@ -300,11 +302,14 @@ _R1_DISTILL_QWEN_7B = {**_QWEN25_7B, "max_position_embeddings": 131072}
 #: that loads it pins it (the Qwen3.8-27B contract and metadata tests of MLX ports); the FP8 checkpoint
 #: has the same text_config. Its state per slot, 146.81 MiB, is the figure SGLang itself printed for it
 #: (github.com/farbodtavakkoli/OTel inference/sglang/llm/README.md: mamba_cache_per_req=146.81 MB).
+#: Its RoPE (svcdiag.sglang.rope): partial_rotary_factor 0.25 of the 256 head dims, and the vision
+#: tower's (hidden 1152 over 16 heads), as Qwen3.5-27B's config.json has them.
 _QWEN38_27B = {"architectures": ["Qwen3_5ForConditionalGeneration"], "text_config": {
     "num_hidden_layers": 64, "num_attention_heads": 24, "num_key_value_heads": 4, "head_dim": 256,
     "full_attention_interval": 4, "linear_num_key_heads": 16, "linear_key_head_dim": 128,
     "linear_num_value_heads": 48, "linear_value_head_dim": 128, "linear_conv_kernel_dim": 4,
-    "max_position_embeddings": 262144}}
+    "max_position_embeddings": 262144, "partial_rotary_factor": 0.25},
+    "vision_config": {"hidden_size": 1152, "num_heads": 16}}
 
 PUBLIC_CONFIGS: dict[str, dict[str, Any]] = {
     "llama-3.1-8b-instruct": _LLAMA_8B, "meta-llama-3.1-8b-instruct": _LLAMA_8B, "meta-llama-3.1-8b": _LLAMA_8B,

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from svcdiag.config.service import ServiceConfig
-from svcdiag.sglang import memory
+from svcdiag.sglang import memory, rope
 from svcdiag.sglang.failures import Cause
 from svcdiag.sglang.figures import Figures
 from svcdiag.sglang.memory import ACTIVATION_HEADROOM_GB, GB, MAX_MEM_FRACTION, SizingInputs
@@ -126,6 +126,9 @@ class Inputs:
     gpu_free_range_gb: tuple[float, float] | None = None
     upper_bound: bool = False  # a model file unread (the Mamba state, the draft): the prediction is at most this
     uncertainty: tuple[str, ...] = ()  # why the figures may be off, in words
+    #: the RoPE caches SGLang grows after loading (svcdiag.sglang.rope): its nominal end is taken off the
+    #: budget, the other end is part of the uncertainty
+    rope_growth: rope.RopeGrowth = rope.NONE
 
 
 @dataclass(frozen=True, slots=True)
@@ -189,12 +192,30 @@ def inputs_from_shape(cfg: ServiceConfig, shape: ModelShape | None, *, gpu_free_
     if shape is not None and shape.attn_tp_weight_bytes and tp < whole:
         # DP attention: the attention layers and the embedding split over tp / DP ranks only
         per_gpu += shape.attn_tp_weight_bytes // tp - shape.attn_tp_weight_bytes // whole
+    grown = rope_growth(cfg, shape, ctx)
     return Inputs(gpu_free_gb, gpu_source, per_gpu, kv_bytes_per_token, slot, draft_bytes // whole,
                   ctx, dict(sources or {}), attention_layers=shape.attention_layers if shape else 0,
                   draft_layers=draft_layers, draft_kv_bytes_per_token=draft_kv, gpu_total_gb=gpu_total_gb,
                   model_kind=shape.kind if shape else None, multimodal=bool(shape and shape.multimodal),
                   swa_kv_bytes_per_token=swa, architecture=shape.architecture if shape else None,
-                  vit=shape.vit if shape else None, sliding_window=shape.sliding_window if swa else None)
+                  vit=shape.vit if shape else None, sliding_window=shape.sliding_window if swa else None,
+                  rope_growth=grown, uncertainty=(rope_words(grown),) if grown.released_bytes else ())
+
+
+def rope_growth(cfg: ServiceConfig, shape: ModelShape | None, ctx: int | None) -> rope.RopeGrowth:
+    """The RoPE caches `cfg`'s release grows between 'Load weight end' and the pool sizing (one GPU)."""
+    if shape is None or not shape.rope or not ctx:
+        return rope.NONE
+    spec = cfg.speculative
+    d = (spec.num_draft_tokens or 0) if spec else 0
+    return rope.rope_growth(shape.rope, int(ctx), version=cfg.sglang_version, rocm="rocm" in cfg.devices,
+                            speculative_num_steps=(spec.num_steps or 0) if spec else 0, num_draft_tokens=d)
+
+
+def rope_words(g: rope.RopeGrowth) -> str:
+    """The RoPE growth's uncertainty, in words."""
+    return (f"the RoPE caches SGLang grows after loading ({', '.join(f'{w} {a:,} → {b:,} rows' for w, a, b in g.grown)}): "
+            f"{g.least_bytes / GB:.3f}–{g.kept_bytes / GB:.3f} GB, as the allocator keeps the old blocks or not")
 
 
 def speculative_steps(cfg: ServiceConfig | None, flags: SizingFlags, logged: str | None = None) -> tuple[str | None, int | None]:
@@ -229,7 +250,8 @@ def sizing_inputs(cfg: ServiceConfig, inp: Inputs) -> SizingInputs:
         speculative_eagle_topk=cfg.speculative.eagle_topk if cfg.speculative else None,
         disable_cuda_graph=flags.disable_cuda_graph, mla=inp.model_kind == "mla", multimodal=inp.multimodal,
         swa_cell_bytes=inp.swa_kv_bytes_per_token, swa_full_tokens_ratio=flags.swa_full_tokens_ratio,
-        architecture=inp.architecture, vit=inp.vit, sliding_window=inp.sliding_window)
+        architecture=inp.architecture, vit=inp.vit, sliding_window=inp.sliding_window,
+        rope_growth_gb=inp.rope_growth.nominal_bytes / GB)
 
 
 def fewest_slots_per_request(cfg: ServiceConfig) -> int:
@@ -280,14 +302,16 @@ def predict(cfg: ServiceConfig, inp: Inputs, *, with_fixes: bool = True) -> Pred
     when no reading within it would serve (the model is monotone in free memory, so its high end
     decides); a nominal failure that the high end serves, or a nominal OK that the low end does
     not keep, is TIGHT: the start decides. Fixes are the nominal reading's."""
-    if inp.gpu_free_range_gb is None and not inp.upper_bound:
+    g = inp.rope_growth
+    if inp.gpu_free_range_gb is None and not inp.upper_bound and not g.released_bytes:
         return predict_at(cfg, inp, with_fixes=with_fixes)
     nominal = predict_at(cfg, inp, with_fixes=False)
     low_gb, high_gb = inp.gpu_free_range_gb or (inp.gpu_free_gb, inp.gpu_free_gb)
-    high = predict_at(cfg, replace(inp, gpu_free_gb=high_gb), with_fixes=False) if high_gb != inp.gpu_free_gb \
-        else nominal
-    low = None if inp.upper_bound else predict_at(cfg, replace(inp, gpu_free_gb=low_gb), with_fixes=False) \
-        if low_gb != inp.gpu_free_gb else nominal
+    # the RoPE growth's ends: the old blocks released at the high end, kept at the low end
+    most = replace(inp, gpu_free_gb=high_gb, rope_growth=replace(g, rocm=False))
+    least = replace(inp, gpu_free_gb=low_gb, rope_growth=replace(g, rocm=True))
+    high = predict_at(cfg, most, with_fixes=False) if most != inp else nominal
+    low = None if inp.upper_bound else predict_at(cfg, least, with_fixes=False) if least != inp else nominal
     why = "; ".join(inp.uncertainty) or "the free-memory reading"
     spread = max(high.kv_tokens - nominal.kv_tokens, nominal.kv_tokens - (low.kv_tokens if low else nominal.kv_tokens))
     interval = {"kv_tokens": [low.kv_tokens if low else None, high.kv_tokens],
