@@ -136,6 +136,18 @@ class _Segments:
         self.args_seen = False
         self.recognized = False  # any line of SGLang's or systemd's, in any start
         self.current: str | None = None  # the invocation of the last record that named one
+        #: SVCDIAG_PREFILTER: "hyperscan", "python" or "auto" (Hyperscan for chunks of CHUNK // 2 or more, where installed)
+        self.prefilter = "python"
+
+    def use_hyperscan(self, size: int) -> bool:
+        """Whether the fast path finds this chunk's needles with Hyperscan (sglang.prefilter)."""
+        if self.prefilter == "auto":
+            if size < CHUNK // 2:
+                return False  # a small input: not worth Hyperscan's import (~10 ms)
+            from svcdiag.sglang import prefilter
+
+            self.prefilter = "hyperscan" if prefilter.available() else "python"
+        return self.prefilter == "hyperscan"
 
     def new(self, invocation: str | None = None) -> None:
         self.close()
@@ -296,9 +308,18 @@ def _fast_lines(seg: _Segments, data: bytes, start: int, end: int, *, final: boo
     """The lines of data[start + 1:end] (data[start] is a newline, so is data[end] unless `final`).
 
     Each line holding one of `_ALONE` is walked alone by the reference; the lines between them are
-    scanned (`_scan`). Each needle is searched once per chunk (one byte: memchr), and again only
-    past the line where it was found."""
+    scanned (`_scan`). The needles are found by Hyperscan in one pass (`_hyperscan_alone`), or each
+    searched once per chunk (one byte: memchr), and again only past the line where it was found."""
     ascii_only = data.isascii()
+    if seg.use_hyperscan(end - start):
+        for at in _hyperscan_alone(data, start, end):
+            if at <= start:
+                continue  # on a line already walked
+            start = _alone_line(seg, data, start, end, at, ascii_only, final=final)
+            if start >= end:
+                return
+        _scan(seg, data, start, end, ascii_only, final=final)
+        return
     nxt = [data.find(w, start, end) for w in _ALONE]
     while True:
         for i, at in enumerate(nxt):
@@ -308,15 +329,28 @@ def _fast_lines(seg: _Segments, data: bytes, start: int, end: int, *, final: boo
         if at < 0:
             _scan(seg, data, start, end, ascii_only, final=final)
             return
-        ls = data.rfind(b"\n", start, at)  # data[start] is a newline: ls >= start
-        le = data.find(b"\n", at, end)
-        le = end if le < 0 else le
-        if ls > start:
-            _scan(seg, data, start, ls, ascii_only)
-        _reference_range(seg, data, ls + 1, le, final=final and le == end)
-        if le >= end:
+        start = _alone_line(seg, data, start, end, at, ascii_only, final=final)
+        if start >= end:
             return
-        start = le
+
+
+def _hyperscan_alone(data: bytes, start: int, end: int) -> list[int]:
+    """A position in each line of data[start:end] that holds one of `_ALONE`, in order (one Hyperscan pass)."""
+    from svcdiag.sglang import prefilter
+
+    return prefilter.needles(_ALONE).lines(data, start, end)
+
+
+def _alone_line(seg: _Segments, data: bytes, start: int, end: int, at: int, ascii_only: bool, *,
+                final: bool) -> int:
+    """Scan the lines before the one holding data[at], walk that one alone; the newline it ends at (end: the last)."""
+    ls = data.rfind(b"\n", start, at)  # data[start] is a newline: ls >= start
+    le = data.find(b"\n", at, end)
+    le = end if le < 0 else le
+    if ls > start:
+        _scan(seg, data, start, ls, ascii_only)
+    _reference_range(seg, data, ls + 1, le, final=final and le == end)
+    return le
 
 
 def _scan(seg: _Segments, data: bytes, start: int, end: int, ascii_only: bool, *, final: bool = False) -> None:
@@ -671,6 +705,7 @@ def replay(stream: BinaryIO, name: str, cfg: ServiceConfig | None = None,
         cut, stream = bounded.cut, bounded  # type: ignore[assignment]
         head = bounded.read(64 * 1024)
     seg = _Segments(cfg, invocation, start)
+    seg.prefilter = _prefilter_engine()
     if fmt == "plain" and fast:
         seg.new()
         _plain_fast(seg, head, stream, chunk or CHUNK)
@@ -694,6 +729,17 @@ def replay(stream: BinaryIO, name: str, cfg: ServiceConfig | None = None,
                            f"about a start{cut_note}")
     chosen = _choose(seg, name)
     return ReplayResult(fmt, seg.starts, chosen, seg.kept.get(chosen.index, []), cut)
+
+
+def _prefilter_engine() -> str:
+    """SVCDIAG_PREFILTER's engine for the fast paths (sglang.prefilter; Hyperscan is imported only when named
+    or needed); a bad value is a one-line error."""
+    from svcdiag.sglang import prefilter
+
+    try:
+        return prefilter.asked()
+    except prefilter.PrefilterError as e:
+        raise SvcdiagError(str(e)) from None
 
 
 def _record(seg: _Segments, rec: Record, fmt: str) -> None:

@@ -1,0 +1,105 @@
+"""Replay's pre-filter: where, in a chunk, the strings that send a line or a record the slow way are, all
+found in one pass by Hyperscan (the optional `hyperscan` wheel: `pip install 'svcdiag[fast]'`).
+
+The fast paths ask each chunk for a few strings (a CR, a colour code, a traceback's opening, a start's
+`] server_args=`; in a journal, PID 1's fields and escapes); CPython searches each in its own pass, a
+multi-byte one at ~3 GB/s. Hyperscan finds them all in one pass over the chunk. The quiet test itself
+(quiet.interesting_re) stays re's: it is a negative lookahead at each newline, which Hyperscan cannot
+express; spelled as its positive complement (the lines not prefix-shaped, and the prefixed ones whose
+message begins with a key) it was measured slower than re (every line of a log is a candidate of the
+prefix's part): see docs/benchmarks.md.
+
+`SVCDIAG_PREFILTER` picks the engine: `hyperscan`, `python` (CPython's searches, as where the wheel is
+missing), or unset/`auto` (Hyperscan where it imports, for inputs past a chunk: its import is ~10 ms).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Sequence
+from typing import Any
+
+ENV = "SVCDIAG_PREFILTER"
+ENGINES = ("hyperscan", "python")
+
+
+class PrefilterError(ValueError):
+    """SVCDIAG_PREFILTER names an engine that is unknown or not installed."""
+
+
+def asked() -> str:
+    """What SVCDIAG_PREFILTER asks for: hyperscan, python or auto (an unknown name is refused in one line)."""
+    value = os.environ.get(ENV, "").strip().lower() or "auto"
+    if value not in (*ENGINES, "auto"):
+        raise PrefilterError(f"{ENV}={value!r}: expected hyperscan, python or auto")
+    if value == "hyperscan" and _hyperscan() is None:
+        raise PrefilterError(f"{ENV}=hyperscan: the hyperscan wheel is not installed (pip install 'svcdiag[fast]')")
+    return value
+
+
+def available() -> bool:
+    """Whether the hyperscan wheel imports here."""
+    return _hyperscan() is not None
+
+
+_HS: list[Any] = []
+
+
+def _hyperscan() -> Any:
+    """The hyperscan module, or None where it is not installed (or its library does not load)."""
+    if not _HS:
+        try:
+            import hyperscan
+        except ImportError:
+            _HS.append(None)
+        else:
+            _HS.append(hyperscan)
+    return _HS[0]
+
+
+class Needles:
+    """A set of literal strings, each found everywhere in a chunk in one Hyperscan pass."""
+
+    def __init__(self, words: Sequence[bytes]) -> None:
+        hs = _hyperscan()
+        assert hs is not None, "Needles needs the hyperscan wheel (prefilter.available())"
+        assert all(words) and not any(b"\n" in w for w in words), "a needle is one line's"
+        self.words = tuple(words)
+        self.db = hs.Database(mode=hs.HS_MODE_BLOCK)
+        pats = [re.escape(w) for w in self.words]
+        self.db.compile(expressions=pats, ids=list(range(len(pats))), elements=len(pats), flags=[0] * len(pats))
+        self.scratch = hs.Scratch(self.db)
+
+    def lines(self, data: bytes, start: int, end: int) -> list[int]:
+        """Where a needle ends (its last byte) in data[start:end], one position per line that holds any, in order."""
+        found: list[int] = []
+        add = found.append
+
+        def hit(_id: int, _from: int, to: int, _flags: int, _ctx: object) -> None:
+            add(to)
+
+        self.db.scan(memoryview(data)[start:end], match_event_handler=hit, scratch=self.scratch)
+        if len(found) > 1:
+            found.sort()  # matches come in the order they end, almost always; a line's own order is kept
+        out: list[int] = []
+        last_line = -2
+        for to in found:
+            at = start + to - 1
+            line = data.rfind(b"\n", 0, at)
+            if line != last_line:
+                out.append(at)
+                last_line = line
+        return out
+
+
+_BY_WORDS: dict[tuple[bytes, ...], Needles] = {}
+
+
+def needles(words: Sequence[bytes]) -> Needles:
+    """The compiled needles for these words, once per process (~0.4 ms)."""
+    key = tuple(words)
+    n = _BY_WORDS.get(key)
+    if n is None:
+        n = _BY_WORDS[key] = Needles(key)
+    return n
