@@ -25,6 +25,7 @@ from svcdiag.systemd.journal_formats import (
     Cut,
     ExportReader,
     LineBound,
+    LineMaxExceeded,
     Record,
     detect,
     json_record,
@@ -138,6 +139,16 @@ class _Segments:
         self.current: str | None = None  # the invocation of the last record that named one
         #: SVCDIAG_PREFILTER: "hyperscan", "python" or "auto" (Hyperscan for chunks of CHUNK // 2 or more, where installed)
         self.prefilter = "python"
+        #: lines and records read one by one (the quiet ones skipped in bulk are not), and the most a bundle may
+        #: need (WalkLimit): ~16 µs each, a bundle of a million tiny lines that are not quiet would take minutes
+        self.walked = 0
+        self.walk_max: float = float("inf")
+        self.walk_name = ""
+
+    def refuse(self) -> None:
+        raise SvcdiagError(f"{self.walk_name}: refused: more than {int(self.walk_max):,} of its journal's lines would be "
+                           "read one by one (a start's journal holds far fewer that are not routine); to judge it "
+                           "whole anyway, unpack it (tar -xzf) and replay its journal.export")
 
     def use_hyperscan(self, size: int) -> bool:
         """Whether the fast path finds this chunk's needles with Hyperscan (sglang.prefilter)."""
@@ -197,7 +208,7 @@ def replay_path(path: str, stdin: BinaryIO, cfg: ServiceConfig | None = None,
     if path == "-":
         return "<stdin>", replay(stdin, "<stdin>", cfg, invocation, start=start)
     if path.endswith((".tar.gz", ".tgz")):  # a post-mortem bundle (svcdiag bundle): its journal slice
-        from svcdiag.ops.bundle_read import open_bundle
+        from svcdiag.ops.bundle_read import BUNDLE_WALK_MAX, open_bundle
 
         slice_ = open_bundle(path)
         if slice_ is not None:
@@ -205,7 +216,7 @@ def replay_path(path: str, stdin: BinaryIO, cfg: ServiceConfig | None = None,
             import zlib
 
             try:
-                return path, replay(slice_, path, cfg, invocation, start=start)
+                return path, replay(slice_, path, cfg, invocation, start=start, walk_max=BUNDLE_WALK_MAX)
             except (OSError, EOFError, zlib.error, tarfile.TarError) as e:  # a bundle cut short, or corrupt
                 raise SvcdiagError(f"{path}: cannot read the bundle: {e}") from None
     try:
@@ -233,6 +244,9 @@ def _starts_server(line: str) -> bool:
 
 def _plain_line(seg: _Segments, line: str, starts: bool = True) -> None:
     """One line of a plain log, as the reference walks it (`starts`: the chunk may hold a start)."""
+    seg.walked += 1
+    if seg.walked > seg.walk_max:
+        seg.refuse()
     if starts and _starts_server(line):
         if seg.has_lines and not seg.judge.parser.awaits_worker_args():  # type: ignore[union-attr]
             seg.new()  # a second server_args: the server was started again (not a router's next worker)
@@ -508,7 +522,7 @@ def _journal_fast(seg: _Segments, fmt: str, head: bytes, stream: BinaryIO, name:
     """
     src = _JournalInput(fmt, name, checked=fmt == "export")  # export has no first line to check
     if fmt == "export":
-        reader = ExportReader(head, stream, size, cut)
+        reader = ExportReader(head, stream, size, cut, line_max=seg.walk_max)
         while True:
             block = reader.text_block()
             if block is not None:
@@ -634,6 +648,8 @@ def _walk_records_while_open(seg: _Segments, src: _JournalInput, data: bytes, a:
 
 def _quiet_records(seg: _Segments, src: _JournalInput, data: bytes, a: int, b: int) -> None:
     """The quiet records data[a:b]: in bulk (`_skip_records`) once the parser allows it, else read one by one."""
+    if src.fmt == "export" and data.find(b"\nMESSAGE=", a - 1, b) < 0:
+        return  # no entry here has a message: the reference makes no record of them (record_from_fields)
     a = _walk_records_while_open(seg, src, data, a, b)
     if a <= b and not _skip_records(seg, _SHAPES[src.fmt], data, a, b):
         _journal_walk(seg, src, data, a, b)
@@ -693,10 +709,11 @@ def _decoded(shape: _Shape, data: bytes, a: int, b: int) -> Record | None:
 
 def replay(stream: BinaryIO, name: str, cfg: ServiceConfig | None = None,
            invocation: str | None = None, *, start: int | None = None, fast: bool = True,
-           chunk: int | None = None) -> ReplayResult:
+           chunk: int | None = None, walk_max: int | None = None) -> ReplayResult:
     """Judge a saved log: its last start, or the one whose invocation id begins with `invocation`,
     or the `start`-th (1-based). `fast=False` reads it line by line, record by record (the reference
-    the fast paths are tested against); `chunk` overrides the fast paths' chunk size."""
+    the fast paths are tested against); `chunk` overrides the fast paths' chunk size; past `walk_max` lines read
+    one by one (a bundle's bound: ops.bundle_read.BUNDLE_WALK_MAX) the input is refused in one line."""
     head = stream.read(64 * 1024)
     fmt = detect(head)
     cut = Cut()
@@ -706,6 +723,8 @@ def replay(stream: BinaryIO, name: str, cfg: ServiceConfig | None = None,
         head = bounded.read(64 * 1024)
     seg = _Segments(cfg, invocation, start)
     seg.prefilter = _prefilter_engine()
+    if walk_max is not None:
+        seg.walk_max, seg.walk_name = walk_max, name
     if fmt == "plain" and fast:
         seg.new()
         _plain_fast(seg, head, stream, chunk or CHUNK)
@@ -716,7 +735,10 @@ def replay(stream: BinaryIO, name: str, cfg: ServiceConfig | None = None,
             for line in lines:
                 _plain_line(seg, line, starts)
     elif fast and fmt in ("json", "export"):
-        _journal_fast(seg, fmt, head, stream, name, chunk or CHUNK, cut)
+        try:
+            _journal_fast(seg, fmt, head, stream, name, chunk or CHUNK, cut)
+        except LineMaxExceeded:
+            seg.refuse()
     else:
         for rec in records(fmt, head, stream, name, cut):
             _record(seg, rec, fmt)
@@ -744,6 +766,9 @@ def _prefilter_engine() -> str:
 
 def _record(seg: _Segments, rec: Record, fmt: str) -> None:
     """One record of a journal format (or short, or a container's log), as the reference reads it."""
+    seg.walked += 1
+    if seg.walked > seg.walk_max:
+        seg.refuse()
     if rec.dropped:  # journald's "Suppressed N messages" record: counted on the start it names
         if seg.judge is not None and rec.invocation in (None, seg.current):
             seg.judge.journal_dropped(rec.dropped)
