@@ -150,5 +150,6 @@ def test_needles_give_one_position_per_line_in_order() -> None:
 def test_other_value_finds_the_lines_naming_another_value() -> None:
     key = b"\n_SYSTEMD_INVOCATION_ID="
     data = b"\nA=1" + key + b"ab\n" + key + b"abc\n" + key + b"a\n" + key + b"\n" + key + b"ab\n\n"
-    assert [data[p:data.find(b"\n", p)] for p in prefilter.other_value(key, b"ab").lines(data, 0, len(data))] == [
+    other = prefilter.needles((), prefilter.other_value(key, b"ab"))
+    assert [data[p:data.find(b"\n", p)] for p in other.lines(data, 0, len(data))] == [
         b"_SYSTEMD_INVOCATION_ID=abc", b"_SYSTEMD_INVOCATION_ID=a", b"_SYSTEMD_INVOCATION_ID="]

@@ -582,11 +582,16 @@ def _journal_range(seg: _Segments, src: _JournalInput, data: bytes, start: int, 
         return at
 
     walk: list[int] | None = None  # Hyperscan's one pass: where walk_re and _WALK_IF match (export only)
+    others: dict[str, list[int]] = {}  # and the lines naming a start other than each current one
     if src.fmt == "export" and src.checked and seg.use_hyperscan(end - start):
         from svcdiag.sglang import prefilter
 
-        walk = prefilter.needles(_EXPORT_WALK).lines(data, start, end)
-    others: dict[str, list[int]] = {}  # Hyperscan's: the lines naming a start other than each current one
+        if seg.current is None:
+            walk = prefilter.needles(_EXPORT_WALK).lines(data, start, end)
+        else:  # both in one pass: data[end] is the last record's newline, which ends the other start's value
+            walk, others[seg.current] = prefilter.needles(
+                _EXPORT_WALK, prefilter.other_value(shape.invocation_key, seg.current.encode())).lines_by_kind(
+                    data, start, end + 1)
 
     def another_start(at: int, current: str | None) -> int:
         if walk is None or current is None:
@@ -595,8 +600,8 @@ def _journal_range(seg: _Segments, src: _JournalInput, data: bytes, start: int, 
 
         lines = others.get(current)
         if lines is None:
-            lines = others[current] = prefilter.other_value(shape.invocation_key, current.encode()).lines(
-                data, at, end + 1)
+            lines = others[current] = prefilter.needles((), prefilter.other_value(
+                shape.invocation_key, current.encode())).lines(data, at, end + 1)
         i = bisect.bisect_left(lines, at + 1)
         return lines[i] - 1 if i < len(lines) else end  # the newline before the key, as the pattern's match
 

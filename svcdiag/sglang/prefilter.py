@@ -15,6 +15,7 @@ missing), or unset/`auto` (Hyperscan where it imports, for inputs past a chunk: 
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 from collections.abc import Sequence
@@ -61,11 +62,12 @@ def _hyperscan() -> Any:
 class Needles:
     """Patterns (literal strings, or `other_value`'s) each found everywhere in a chunk in one Hyperscan pass."""
 
-    def __init__(self, patterns: Sequence[bytes]) -> None:
+    def __init__(self, patterns: Sequence[bytes], extra: bytes | None = None) -> None:
         hs = _hyperscan()
         assert hs is not None, "Needles needs the hyperscan wheel (prefilter.available())"
         self.db = hs.Database(mode=hs.HS_MODE_BLOCK)
-        pats = list(patterns)
+        pats = list(patterns) + ([extra] if extra is not None else [])
+        self.extra_id = len(patterns) if extra is not None else -1  # lines_by_kind tells its matches apart
         self.db.compile(expressions=pats, ids=list(range(len(pats))), elements=len(pats), flags=[0] * len(pats))
         self.scratch = hs.Scratch(self.db)
 
@@ -79,40 +81,56 @@ class Needles:
             add(to)
 
         self.db.scan(memoryview(data)[start:end], match_event_handler=hit, scratch=self.scratch)
-        if len(found) > 1:
-            found.sort()  # matches come in the order they end, almost always
-        out: list[int] = []
-        for to in found:
-            line = data.rfind(b"\n", 0, start + to - 1) + 1
-            if not out or out[-1] != line:
-                out.append(line)
-        return out
+        return _line_starts(data, start, found)
+
+    def lines_by_kind(self, data: bytes, start: int, end: int) -> tuple[list[int], list[int]]:
+        """`lines`, for the patterns and for the extra one apart, in one pass."""
+        found: tuple[list[int], list[int]] = ([], [])
+        words, extra = found[0].append, found[1].append
+        x = self.extra_id
+
+        def hit(i: int, _from: int, to: int, _flags: int, _ctx: object) -> None:
+            (extra if i == x else words)(to)
+
+        self.db.scan(memoryview(data)[start:end], match_event_handler=hit, scratch=self.scratch)
+        return _line_starts(data, start, found[0]), _line_starts(data, start, found[1])
 
 
-_BY_PATTERNS: dict[tuple[bytes, ...], Needles] = {}
+def _line_starts(data: bytes, start: int, ends: list[int]) -> list[int]:
+    """The first byte of the line of each match ending at `ends` (offsets from `start`), once a line, in order."""
+    if len(ends) > 1:
+        ends.sort()  # matches come in the order they end, almost always
+    out: list[int] = []
+    for to in ends:
+        line = data.rfind(b"\n", 0, start + to - 1) + 1
+        if not out or out[-1] != line:
+            out.append(line)
+    return out
 
 
-def _cached(patterns: tuple[bytes, ...]) -> Needles:
-    n = _BY_PATTERNS.get(patterns)
+_BY_PATTERNS: dict[tuple[tuple[bytes, ...], bytes | None], Needles] = {}
+
+
+def needles(words: Sequence[bytes], extra: bytes | None = None) -> Needles:
+    """The lines holding any of these strings (none holding a newline but at its start), and those `extra`'s pattern
+    (other_value's) matches, compiled once (~0.4 ms; a log of many starts compiles each start's once)."""
+    key = (tuple(words), extra)
+    n = _BY_PATTERNS.get(key)
     if n is None:
-        if len(_BY_PATTERNS) > 64:  # other_value's, one per start: a log of many starts compiles each once
+        assert all(words) and not any(b"\n" in w[1:] for w in words), "a needle is one line's"
+        if len(_BY_PATTERNS) > 64:
             _BY_PATTERNS.clear()
-        n = _BY_PATTERNS[patterns] = Needles(patterns)
+        n = _BY_PATTERNS[key] = Needles([re.escape(w) for w in words], extra)
     return n
 
 
-def needles(words: Sequence[bytes]) -> Needles:
-    """The lines holding any of these strings (none holding a newline but at its start), compiled once (~0.4 ms)."""
-    assert all(words) and not any(b"\n" in w[1:] for w in words), "a needle is one line's"
-    return _cached(tuple(re.escape(w) for w in words))
-
-
-def other_value(key: bytes, value: bytes) -> Needles:
-    """The lines `key` begins (it starts with a newline) whose value is not `value` up to its newline: export's
-    `\\n_SYSTEMD_INVOCATION_ID=(?!VALUE\\n)`, spelled positively (Hyperscan has no lookahead)."""
+@functools.lru_cache(maxsize=64)
+def other_value(key: bytes, value: bytes) -> bytes:
+    """A pattern of the lines `key` begins (it starts with a newline) whose value is not `value` up to its newline:
+    export's `\\n_SYSTEMD_INVOCATION_ID=(?!VALUE\\n)`, spelled positively (Hyperscan has no lookahead)."""
     rest = value + b"\n"
     pat = b""
     for i in range(len(rest) - 1, -1, -1):
         c = re.escape(rest[i:i + 1])
         pat = b"(?:[^" + c + b"]" + (b"|" + c + pat if pat else b"") + b")"
-    return _cached((re.escape(key) + pat,))
+    return re.escape(key) + pat
