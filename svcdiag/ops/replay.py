@@ -133,6 +133,7 @@ class _Segments:
         self.starts: list[Start] = []
         self.kept: dict[int, list[Event]] = {}
         self.judge: Judge | None = None
+        self.interesting: dict[bool, re.Pattern[bytes]] = {}
         self.has_lines = False
         self.ended = False  # systemd said this start's process exited or the unit stopped
         self.args_seen = False
@@ -170,6 +171,7 @@ class _Segments:
         self.args_seen = False  # a journal record of this start was SGLang's server_args line
         self.ended = False
         self.events: list[Event] = []
+        self.interesting: dict[bool, re.Pattern[bytes]] = {}  # this start's parser's interesting_re, ascii or not
         self._keep_if_wanted(start)
 
     def _keep_if_wanted(self, start: Start) -> None:
@@ -378,7 +380,10 @@ def _scan(seg: _Segments, data: bytes, start: int, end: int, ascii_only: bool, *
         a = _walk_while_open(seg, data, a, end, final=final)
         if a > end:
             return
-    for m in judge.parser.interesting_re(ascii_only).finditer(data, a - 1, end):
+    pat = seg.interesting.get(ascii_only)
+    if pat is None:  # asked once per start, not per run: quiet's cache sorts the ~60 keys each time it is asked
+        pat = seg.interesting[ascii_only] = judge.parser.interesting_re(ascii_only)
+    for m in pat.finditer(data, a - 1, end):
         s = m.start() + 1
         if s > a:
             _quiet_run(seg, data, a, s - 1)
