@@ -26,10 +26,11 @@ demo-rig:
 	.venv/bin/python -m svcdiag.systemd.rig run -- svcdiag --units units up demo-smoke --wait-ready
 
 # each row beside its anchor, with the ratio (docs/benchmarks.md): replay of clean and noisy logs against
-# grep, the fixed cost of everyday commands against `python -c pass`, the supervisor against cat + the grammar
+# grep (both pre-filter engines side by side), bundles of bad shapes (answered or refused), the fixed cost of everyday commands against `python -c pass`, the supervisor against cat + the grammar
 bench:
 	@scripts/setup
 	env -u PYTHONDONTWRITEBYTECODE .venv/bin/python bench/replay_noise.py
+	env -u PYTHONDONTWRITEBYTECODE .venv/bin/python bench/bundle_shapes.py
 	env -u PYTHONDONTWRITEBYTECODE .venv/bin/python bench/fixed_cost.py
 	env -u PYTHONDONTWRITEBYTECODE .venv/bin/python bench/supervise_cost.py
 	env -u PYTHONDONTWRITEBYTECODE .venv/bin/python bench/scan.py

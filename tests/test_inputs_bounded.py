@@ -94,7 +94,67 @@ def test_a_bundle_of_a_million_tiny_members_is_refused_in_one_line(tmp_path, cli
         f.write(gzip.compress(one * 1_000_000 + bytes(1024), compresslevel=1))
     r = cli("replay", str(path))
     assert r.exit_code == 2 and r.output.count("\n") == 1, r.output
-    assert "a tar archive without journal.export: not a svcdiag bundle" in r.output
+    assert "refused: more than 256 members before its journal.export" in r.output
+
+
+def _tar_gz(path: Path, members: list[tuple[str, bytes]], *, empties: int = 0) -> Path:
+    """A .tar.gz of `empties` empty members (512 bytes of header each, no data), then `members`."""
+    out = [tarfile.TarInfo("b/x").tobuf(format=tarfile.GNU_FORMAT) * empties]
+    for name, data in members:
+        info = tarfile.TarInfo(name)
+        info.size = len(data)
+        out += [info.tobuf(format=tarfile.GNU_FORMAT), data, bytes(-len(data) % 512)]
+    path.write_bytes(gzip.compress(b"".join(out) + bytes(1024), compresslevel=1))
+    return path
+
+
+def test_a_journal_after_a_million_tiny_members_is_refused_not_searched_for(tmp_path, cli) -> None:
+    path = _tar_gz(tmp_path / "many.tar.gz", [("b/journal.export", _export_entry(b"[2026-01-01 00:00:00] hi"))],
+                   empties=1_000_000)
+    r = cli("replay", str(path))
+    assert r.exit_code == 2 and r.output.count("\n") == 1, r.output
+    assert "refused: more than 256 members before its journal.export" in r.output
+
+
+#: journals no start writes, each far more lines that are not routine than a bundle may need read one by one:
+#: tiny messages (each an entry to judge alone), `KEY=value` lines of no end, names of binary fields with no size,
+#: blank lines, short lines (read as a plain log)
+_TINY = {
+    "messages": b"MESSAGE=x\n\n",
+    "one endless entry": b"A=b\n",
+    "fields with no size": b"MESSAGE\n\xff\xff\xff\xff\xff\xff\xff\x7f",
+    "blank lines": b"\n",
+    "short lines": b"a\n",
+}
+
+
+@pytest.mark.parametrize("shape", list(_TINY))
+def test_a_bundle_of_tiny_lines_is_refused_in_one_line(tmp_path, cli, monkeypatch, shape) -> None:
+    """The bound is BUNDLE_WALK_MAX lines read one by one (200,000: ~3 s here); at 2,000 the test is quick."""
+    from svcdiag.ops import bundle_read
+
+    monkeypatch.setattr(bundle_read, "BUNDLE_WALK_MAX", 2_000)
+    path = _tar_gz(tmp_path / "tiny.tar.gz", [("b/journal.export", _TINY[shape] * 5_000)])
+    r = cli("replay", str(path))
+    assert r.exit_code == 2 and r.output.count("\n") == 1, r.output
+    assert (f"{path}: refused: more than 2,000 of its journal's lines would be read one by one" in r.output
+            and "replay its journal.export" in r.output), r.output
+    # the same journal unpacked is the operator's own file: judged whole, no bound
+    journal = tmp_path / "journal.export"
+    journal.write_bytes(_TINY[shape] * 5_000)
+    assert "refused" not in cli("replay", str(journal)).output
+
+
+def test_a_bundle_within_the_bound_is_judged(tmp_path, cli, monkeypatch) -> None:
+    """Routine lines (decode batches, access lines) go in bulk and do not count: a long healthy start is judged."""
+    from svcdiag.ops import bundle_read
+
+    monkeypatch.setattr(bundle_read, "BUNDLE_WALK_MAX", 2_000)
+    start = (EXAMPLES / "dflash-smoke.log").read_text().splitlines()
+    serving = [f"[2026-05-23 09:50:{i // 100 % 60:02d} TP0] Decode batch. #running-req: 1, #token: {i}, " for i in range(20_000)]
+    journal = b"".join(_export_entry(line.encode()) for line in start + serving)
+    r = cli("replay", str(_tar_gz(tmp_path / "ok.tar.gz", [("b/journal.export", journal)])))
+    assert r.exit_code == 0 and "HEALTHY" in r.output and "refused" not in r.output, r.output
 
 
 def _export_entry(message: bytes, inv: str = "a" * 32) -> bytes:

@@ -22,6 +22,10 @@ JOURNAL = "journal.export"  # the member holding the start's journal slice, in e
 BUNDLE_BEFORE_MAX = 64 * 1024 * 1024
 BUNDLE_JOURNAL_MAX = 2 * 1024 * 1024 * 1024
 BUNDLE_MEMBERS_MAX = 256
+#: the most lines or entries of a bundle's journal replay may read one by one (the routine ones, decode batches and
+#: access lines, go in bulk and do not count): ~16 µs each here, so a bundle of a million tiny messages (a few MB
+#: packed) answers within seconds, refused, instead of minutes
+BUNDLE_WALK_MAX = 200_000
 #: the most a member's extended header may hold (pax, GNU long name: a path, a few fields), which tarfile
 #: reads whole into memory before the member (a 1.4 MB .tar.gz whose pax header unpacks to 512 MiB: 544 MB, 30 s)
 BUNDLE_HEADER_MAX = 1024 * 1024
@@ -52,7 +56,8 @@ def open_bundle(path: str) -> BinaryIO | None:
         before = 0
         for n, m in enumerate(tar):
             if n >= BUNDLE_MEMBERS_MAX:
-                break
+                raise SvcdiagError(f"{path}: refused: more than {BUNDLE_MEMBERS_MAX} members before its {JOURNAL} "
+                                   "(a bundle holds a few files); not a bundle svcdiag wrote")
             if m.isfile() and m.name.rsplit("/", 1)[-1] == JOURNAL:
                 if m.size > BUNDLE_JOURNAL_MAX:
                     raise SvcdiagError(f"{path}: refused: its {JOURNAL} would unpack to {m.size:,} bytes, more than "

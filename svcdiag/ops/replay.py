@@ -7,6 +7,7 @@ for the last one unless one is picked. Only the chosen start's events are kept.
 
 from __future__ import annotations
 
+import bisect
 import functools
 import re
 from collections.abc import Callable, Iterator
@@ -25,6 +26,7 @@ from svcdiag.systemd.journal_formats import (
     Cut,
     ExportReader,
     LineBound,
+    LineMaxExceeded,
     Record,
     detect,
     json_record,
@@ -131,11 +133,34 @@ class _Segments:
         self.starts: list[Start] = []
         self.kept: dict[int, list[Event]] = {}
         self.judge: Judge | None = None
+        self.interesting: dict[bool, re.Pattern[bytes]] = {}
         self.has_lines = False
         self.ended = False  # systemd said this start's process exited or the unit stopped
         self.args_seen = False
         self.recognized = False  # any line of SGLang's or systemd's, in any start
         self.current: str | None = None  # the invocation of the last record that named one
+        #: SVCDIAG_PREFILTER: "hyperscan", "python" or "auto" (Hyperscan for chunks of CHUNK // 2 or more, where installed)
+        self.prefilter = "python"
+        #: lines and records read one by one (the quiet ones skipped in bulk are not), and the most a bundle may
+        #: need (WalkLimit): ~16 µs each, a bundle of a million tiny lines that are not quiet would take minutes
+        self.walked = 0
+        self.walk_max: float = float("inf")
+        self.walk_name = ""
+
+    def refuse(self) -> None:
+        raise SvcdiagError(f"{self.walk_name}: refused: more than {int(self.walk_max):,} of its journal's lines would be "
+                           "read one by one (a start's journal holds far fewer that are not routine); to judge it "
+                           "whole anyway, unpack it (tar -xzf) and replay its journal.export")
+
+    def use_hyperscan(self, size: int) -> bool:
+        """Whether the fast path finds this chunk's needles with Hyperscan (sglang.prefilter)."""
+        if self.prefilter == "auto":
+            if size < CHUNK // 2:
+                return False  # a small input: not worth Hyperscan's import (~10 ms)
+            from svcdiag.sglang import prefilter
+
+            self.prefilter = "hyperscan" if prefilter.available() else "python"
+        return self.prefilter == "hyperscan"
 
     def new(self, invocation: str | None = None) -> None:
         self.close()
@@ -146,6 +171,7 @@ class _Segments:
         self.args_seen = False  # a journal record of this start was SGLang's server_args line
         self.ended = False
         self.events: list[Event] = []
+        self.interesting: dict[bool, re.Pattern[bytes]] = {}  # this start's parser's interesting_re, ascii or not
         self._keep_if_wanted(start)
 
     def _keep_if_wanted(self, start: Start) -> None:
@@ -185,7 +211,7 @@ def replay_path(path: str, stdin: BinaryIO, cfg: ServiceConfig | None = None,
     if path == "-":
         return "<stdin>", replay(stdin, "<stdin>", cfg, invocation, start=start)
     if path.endswith((".tar.gz", ".tgz")):  # a post-mortem bundle (svcdiag bundle): its journal slice
-        from svcdiag.ops.bundle_read import open_bundle
+        from svcdiag.ops.bundle_read import BUNDLE_WALK_MAX, open_bundle
 
         slice_ = open_bundle(path)
         if slice_ is not None:
@@ -193,7 +219,7 @@ def replay_path(path: str, stdin: BinaryIO, cfg: ServiceConfig | None = None,
             import zlib
 
             try:
-                return path, replay(slice_, path, cfg, invocation, start=start)
+                return path, replay(slice_, path, cfg, invocation, start=start, walk_max=BUNDLE_WALK_MAX)
             except (OSError, EOFError, zlib.error, tarfile.TarError) as e:  # a bundle cut short, or corrupt
                 raise SvcdiagError(f"{path}: cannot read the bundle: {e}") from None
     try:
@@ -221,6 +247,9 @@ def _starts_server(line: str) -> bool:
 
 def _plain_line(seg: _Segments, line: str, starts: bool = True) -> None:
     """One line of a plain log, as the reference walks it (`starts`: the chunk may hold a start)."""
+    seg.walked += 1
+    if seg.walked > seg.walk_max:
+        seg.refuse()
     if starts and _starts_server(line):
         if seg.has_lines and not seg.judge.parser.awaits_worker_args():  # type: ignore[union-attr]
             seg.new()  # a second server_args: the server was started again (not a router's next worker)
@@ -296,9 +325,18 @@ def _fast_lines(seg: _Segments, data: bytes, start: int, end: int, *, final: boo
     """The lines of data[start + 1:end] (data[start] is a newline, so is data[end] unless `final`).
 
     Each line holding one of `_ALONE` is walked alone by the reference; the lines between them are
-    scanned (`_scan`). Each needle is searched once per chunk (one byte: memchr), and again only
-    past the line where it was found."""
+    scanned (`_scan`). The needles are found by Hyperscan in one pass (`_hyperscan_alone`), or each
+    searched once per chunk (one byte: memchr), and again only past the line where it was found."""
     ascii_only = data.isascii()
+    if seg.use_hyperscan(end - start):
+        for at in _hyperscan_alone(data, start, end):
+            if at <= start:
+                continue  # on a line already walked
+            start = _alone_line(seg, data, start, end, at, ascii_only, final=final)
+            if start >= end:
+                return
+        _scan(seg, data, start, end, ascii_only, final=final)
+        return
     nxt = [data.find(w, start, end) for w in _ALONE]
     while True:
         for i, at in enumerate(nxt):
@@ -308,15 +346,28 @@ def _fast_lines(seg: _Segments, data: bytes, start: int, end: int, *, final: boo
         if at < 0:
             _scan(seg, data, start, end, ascii_only, final=final)
             return
-        ls = data.rfind(b"\n", start, at)  # data[start] is a newline: ls >= start
-        le = data.find(b"\n", at, end)
-        le = end if le < 0 else le
-        if ls > start:
-            _scan(seg, data, start, ls, ascii_only)
-        _reference_range(seg, data, ls + 1, le, final=final and le == end)
-        if le >= end:
+        start = _alone_line(seg, data, start, end, at, ascii_only, final=final)
+        if start >= end:
             return
-        start = le
+
+
+def _hyperscan_alone(data: bytes, start: int, end: int) -> list[int]:
+    """A position in each line of data[start:end] that holds one of `_ALONE`, in order (one Hyperscan pass)."""
+    from svcdiag.sglang import prefilter
+
+    return prefilter.needles(_ALONE).lines(data, start, end)
+
+
+def _alone_line(seg: _Segments, data: bytes, start: int, end: int, at: int, ascii_only: bool, *,
+                final: bool) -> int:
+    """Scan the lines before the one holding data[at], walk that one alone; the newline it ends at (end: the last)."""
+    ls = data.rfind(b"\n", start, at)  # data[start] is a newline: ls >= start
+    le = data.find(b"\n", at, end)
+    le = end if le < 0 else le
+    if ls > start:
+        _scan(seg, data, start, ls, ascii_only)
+    _reference_range(seg, data, ls + 1, le, final=final and le == end)
+    return le
 
 
 def _scan(seg: _Segments, data: bytes, start: int, end: int, ascii_only: bool, *, final: bool = False) -> None:
@@ -329,7 +380,10 @@ def _scan(seg: _Segments, data: bytes, start: int, end: int, ascii_only: bool, *
         a = _walk_while_open(seg, data, a, end, final=final)
         if a > end:
             return
-    for m in judge.parser.interesting_re(ascii_only).finditer(data, a - 1, end):
+    pat = seg.interesting.get(ascii_only)
+    if pat is None:  # asked once per start, not per run: quiet's cache sorts the ~60 keys each time it is asked
+        pat = seg.interesting[ascii_only] = judge.parser.interesting_re(ascii_only)
+    for m in pat.finditer(data, a - 1, end):
         s = m.start() + 1
         if s > a:
             _quiet_run(seg, data, a, s - 1)
@@ -448,6 +502,9 @@ _SHAPES = {
 #: line by line) or a traceback's opening (its body lines are unprefixed; they are read one by one
 #: until it ends)
 _WALK_IF = (b"\r", b"\x1b", TRACEBACK_BYTES)
+#: export's walk_re and _WALK_IF as literals, for Hyperscan's one pass (`USER_UNIT=|UNIT=(?<=\nUNIT=)`: CPython
+#: searches `USER_UNIT=` and `\nUNIT=` at ~0.6 GB/s, their last byte `=` being in every field)
+_EXPORT_WALK = (b"USER_UNIT=", b"\nUNIT=", *_WALK_IF)
 
 
 @dataclass
@@ -474,7 +531,7 @@ def _journal_fast(seg: _Segments, fmt: str, head: bytes, stream: BinaryIO, name:
     """
     src = _JournalInput(fmt, name, checked=fmt == "export")  # export has no first line to check
     if fmt == "export":
-        reader = ExportReader(head, stream, size, cut)
+        reader = ExportReader(head, stream, size, cut, line_max=seg.walk_max)
         while True:
             block = reader.text_block()
             if block is not None:
@@ -529,13 +586,41 @@ def _journal_range(seg: _Segments, src: _JournalInput, data: bytes, start: int, 
             at = found[key] = search(start)
         return at
 
+    walk: list[int] | None = None  # Hyperscan's one pass: where walk_re and _WALK_IF match (export only)
+    others: dict[str, list[int]] = {}  # and the lines naming a start other than each current one
+    if src.fmt == "export" and src.checked and seg.use_hyperscan(end - start):
+        from svcdiag.sglang import prefilter
+
+        if seg.current is None:
+            walk = prefilter.needles(_EXPORT_WALK).lines(data, start, end)
+        else:  # both in one pass: data[end] is the last record's newline, which ends the other start's value
+            walk, others[seg.current] = prefilter.needles(
+                _EXPORT_WALK, prefilter.other_value(shape.invocation_key, seg.current.encode())).lines_by_kind(
+                    data, start, end + 1)
+
+    def another_start(at: int, current: str | None) -> int:
+        if walk is None or current is None:
+            return shape.another_start(data, at, end, current)
+        from svcdiag.sglang import prefilter
+
+        lines = others.get(current)
+        if lines is None:
+            lines = others[current] = prefilter.needles((), prefilter.other_value(
+                shape.invocation_key, current.encode())).lines(data, at, end + 1)
+        i = bisect.bisect_left(lines, at + 1)
+        return lines[i] - 1 if i < len(lines) else end  # the newline before the key, as the pattern's match
+
     while start < end:
         rs = start + 1  # the record to read alone: the first, until the input is known journal JSON
         if seg.judge is not None and src.checked:
             current = seg.current
-            marks = [first(p, lambda at, p=p: _at(p.search(data, at, end), end)) for p in shape.walk_re]
-            marks += [first(w, lambda at, w=w: _at(data.find(w, at, end), end)) for w in _WALK_IF]
-            marks.append(first(("start", current), lambda at, c=current: shape.another_start(data, at, end, c)))
+            if walk is not None:
+                i = bisect.bisect_left(walk, start)
+                marks = [walk[i] if i < len(walk) else end]
+            else:
+                marks = [first(p, lambda at, p=p: _at(p.search(data, at, end), end)) for p in shape.walk_re]
+                marks += [first(w, lambda at, w=w: _at(data.find(w, at, end), end)) for w in _WALK_IF]
+            marks.append(first(("start", current), lambda at, c=current: another_start(at, c)))
             if seg.judge.readiness.unit is None:
                 marks.append(first("unit", lambda at: _at(data.find(shape.unit_key, at, end), end)))
             special = min(marks)
@@ -600,6 +685,8 @@ def _walk_records_while_open(seg: _Segments, src: _JournalInput, data: bytes, a:
 
 def _quiet_records(seg: _Segments, src: _JournalInput, data: bytes, a: int, b: int) -> None:
     """The quiet records data[a:b]: in bulk (`_skip_records`) once the parser allows it, else read one by one."""
+    if src.fmt == "export" and data.find(b"\nMESSAGE=", a - 1, b) < 0:
+        return  # no entry here has a message: the reference makes no record of them (record_from_fields)
     a = _walk_records_while_open(seg, src, data, a, b)
     if a <= b and not _skip_records(seg, _SHAPES[src.fmt], data, a, b):
         _journal_walk(seg, src, data, a, b)
@@ -659,10 +746,11 @@ def _decoded(shape: _Shape, data: bytes, a: int, b: int) -> Record | None:
 
 def replay(stream: BinaryIO, name: str, cfg: ServiceConfig | None = None,
            invocation: str | None = None, *, start: int | None = None, fast: bool = True,
-           chunk: int | None = None) -> ReplayResult:
+           chunk: int | None = None, walk_max: int | None = None) -> ReplayResult:
     """Judge a saved log: its last start, or the one whose invocation id begins with `invocation`,
     or the `start`-th (1-based). `fast=False` reads it line by line, record by record (the reference
-    the fast paths are tested against); `chunk` overrides the fast paths' chunk size."""
+    the fast paths are tested against); `chunk` overrides the fast paths' chunk size; past `walk_max` lines read
+    one by one (a bundle's bound: ops.bundle_read.BUNDLE_WALK_MAX) the input is refused in one line."""
     head = stream.read(64 * 1024)
     fmt = detect(head)
     cut = Cut()
@@ -671,6 +759,9 @@ def replay(stream: BinaryIO, name: str, cfg: ServiceConfig | None = None,
         cut, stream = bounded.cut, bounded  # type: ignore[assignment]
         head = bounded.read(64 * 1024)
     seg = _Segments(cfg, invocation, start)
+    seg.prefilter = _prefilter_engine()
+    if walk_max is not None:
+        seg.walk_max, seg.walk_name = walk_max, name
     if fmt == "plain" and fast:
         seg.new()
         _plain_fast(seg, head, stream, chunk or CHUNK)
@@ -681,7 +772,10 @@ def replay(stream: BinaryIO, name: str, cfg: ServiceConfig | None = None,
             for line in lines:
                 _plain_line(seg, line, starts)
     elif fast and fmt in ("json", "export"):
-        _journal_fast(seg, fmt, head, stream, name, chunk or CHUNK, cut)
+        try:
+            _journal_fast(seg, fmt, head, stream, name, chunk or CHUNK, cut)
+        except LineMaxExceeded:
+            seg.refuse()
     else:
         for rec in records(fmt, head, stream, name, cut):
             _record(seg, rec, fmt)
@@ -696,8 +790,22 @@ def replay(stream: BinaryIO, name: str, cfg: ServiceConfig | None = None,
     return ReplayResult(fmt, seg.starts, chosen, seg.kept.get(chosen.index, []), cut)
 
 
+def _prefilter_engine() -> str:
+    """SVCDIAG_PREFILTER's engine for the fast paths (sglang.prefilter; Hyperscan is imported only when named
+    or needed); a bad value is a one-line error."""
+    from svcdiag.sglang import prefilter
+
+    try:
+        return prefilter.asked()
+    except prefilter.PrefilterError as e:
+        raise SvcdiagError(str(e)) from None
+
+
 def _record(seg: _Segments, rec: Record, fmt: str) -> None:
     """One record of a journal format (or short, or a container's log), as the reference reads it."""
+    seg.walked += 1
+    if seg.walked > seg.walk_max:
+        seg.refuse()
     if rec.dropped:  # journald's "Suppressed N messages" record: counted on the start it names
         if seg.judge is not None and rec.invocation in (None, seg.current):
             seg.judge.journal_dropped(rec.dropped)

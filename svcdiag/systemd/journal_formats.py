@@ -413,12 +413,21 @@ def export_entries(head: bytes, stream: BinaryIO, cut: Cut | None = None) -> Ite
         yield fields
 
 
+class LineMaxExceeded(SvcdiagError):
+    """ExportReader.entry read more lines than its line_max allows."""
+
+
 class ExportReader:
     """`-o export` an entry at a time (`entry`), or, for replay's fast path, as blocks of whole
     entries holding no binary field (`text_block`), which `text_entries` reads the same way."""
 
-    def __init__(self, head: bytes, stream: BinaryIO, block: int = CHUNK, cut: Cut | None = None):
+    def __init__(self, head: bytes, stream: BinaryIO, block: int = CHUNK, cut: Cut | None = None,
+                 line_max: float = float("inf")):
         self.block = block  # text_block's size, about (tests use a small one)
+        #: the most lines `entry` may read, all entries together (a bundle's bound: a GiB of tiny lines that are
+        #: no entry's, `A=b` or a field's name with no size after it, is a loop of a billion turns): LineMaxExceeded
+        self.line_max = line_max
+        self.lines = 0
         self.buf = bytearray(head)
         self.pos = 0
         self.eof = False
@@ -485,6 +494,9 @@ class ExportReader:
                 break
             line = bytes(buf[self.pos:nl])
             self.pos = nl + 1
+            self.lines += 1
+            if self.lines > self.line_max:
+                raise LineMaxExceeded(f"more than {int(self.line_max):,} lines read one by one")
             if not line:
                 if fields:
                     return fields
