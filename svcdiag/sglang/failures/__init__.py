@@ -5,31 +5,47 @@ network, host, process, serving; `_model.FAMILY` names each cause's family once)
 `priority`: the order below is the rows' priorities, whatever module or place in it a row stands in.
 
 A row holds the patterns that recognise it, each named by where it matches (`line`: an
-exception's final line or a lone fatal line, which names the cause; `said`: the failure's record,
-its message first and then its evidence, one per line, which picks the sub-case: `\\A.*` anchors
-on the message, `^File ` on a traceback's frame; `read`: what else a picked row captures; `alone`: a
-line of its own that names the cause only where the grammar finds it, as argparse's last word), its
+exception's final line or a lone fatal line, which names the cause at the `Place`s of its `where`;
+`said`: the failure's record, its message first and then its evidence, one per line, which picks the
+sub-case: `\\A.*` anchors on the message, `^File ` on a traceback's frame; `read`: what else a picked
+row captures; `alone`: lines of their own that name the cause at one place only, as argparse's last
+word, with the failure they are; `raised`: frames that name it when no line does), its
 role, the releases it applies to, its explanation (templates over the captures, or a function
 in the same slot where a sentence depends on them, as pystemd keeps a lambda in a data slot)
-and its fixes. The grammar asks `classify` for a line's cause (rows by ascending priority: the first
-whose `line` matches) and a Failure `refine`s itself into its sub-case once; diagnosis looks the
-row up and matches no text. docs/replay.md's cause table is `cause_table()` (scripts/cause-table;
-tests/test_failures.py fails when they differ).
+and its fixes. The grammar asks `classify` for a line's cause at a place (rows by ascending priority:
+the first tagged with the place whose `line` matches), `own` for a line of its own at a place and
+`raised_in` for a traceback's frames, and names no cause itself (docs/architecture.md, "Where a line stands");
+a Failure `refine`s itself into its sub-case once; diagnosis looks the row up and matches no text.
+docs/replay.md's cause table is `cause_table()` (scripts/cause-table; tests/test_failures.py fails when
+they differ).
 """
 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from typing import Any
 
 from svcdiag.sglang.failures import distributed, gpu, host, install, memory, model, network, process, serving
-from svcdiag.sglang.failures._model import FAMILY, Cause, Explain, FailureClass, Family, Role, in_family
-from svcdiag.sglang.failures.gpu import CUSTOM_ALL_REDUCE_FRAME_RE
-from svcdiag.sglang.failures.install import FLAG_CHECK_FRAME_RE, FLAG_NAMED_RE
+from svcdiag.sglang.failures._model import (
+    EVERYWHERE,
+    FAMILY,
+    Cause,
+    Explain,
+    FailureClass,
+    Family,
+    Own,
+    Place,
+    Raised,
+    Role,
+    in_family,
+)
+from svcdiag.sglang.failures.process import EXIT_STATUS, KERNEL_CHECK, SIGKILLED, SIGNALLED, UNNAMED
 
-__all__ = ["BY_KEY", "CLASSIFY", "CUSTOM_ALL_REDUCE_FRAME_RE", "FAILURES", "FAMILY", "FLAG_CHECK_FRAME_RE", "FLAG_NAMED_RE",
-           "SUBCASES", "Cause", "Explain", "FailureClass", "Family", "Role", "cause_table", "classify", "filed", "in_family",
-           "own_line", "refine", "row", "row_said"]
+__all__ = ["BY_KEY", "CLASSIFY", "EVERYWHERE", "EXIT_STATUS", "FAILURES", "FAMILY", "KERNEL_CHECK", "SIGKILLED",
+           "SIGNALLED", "SUBCASES", "UNNAMED", "Cause", "Explain", "FailureClass", "Family", "Own", "Place", "Raised",
+           "Role", "Said", "cause_table", "classify", "filed", "in_family", "own", "raised_in", "reads_on", "refine",
+           "row"]
 
 _MODULES = (memory, gpu, distributed, model, install, network, host, process, serving)
 
@@ -55,16 +71,68 @@ FAILURES: tuple[FailureClass, ...] = filed(_MODULES)
 
 #: the causes a line names, in priority order
 CLASSIFY: tuple[tuple[Cause, re.Pattern[str]], ...] = tuple((r.cause, r.line) for r in FAILURES if r.line is not None)
+#: the same at each place: the rows tagged with it (`where`)
+_AT: dict[Place | None, tuple[tuple[Cause, re.Pattern[str]], ...]] = {
+    None: CLASSIFY, **{p: tuple((r.cause, r.line) for r in FAILURES if r.line is not None and p in r.where) for p in Place}}
+#: the lines of their own at each place, in priority order
+_OWN: dict[Place, tuple[tuple[FailureClass, Own], ...]] = {
+    p: tuple((r, o) for r in FAILURES for o in r.alone if o.place is p) for p in Place}
+#: the frames that name a cause, in priority order
+_RAISED: tuple[tuple[Cause, Raised], ...] = tuple((r.cause, x) for r in FAILURES for x in r.raised)
 #: each cause's sub-cases, in the order they are tried
 SUBCASES: dict[Cause, tuple[FailureClass, ...]] = {
     c: tuple(r for r in FAILURES if r.cause == c and r.detail) for c in Cause}
 BY_KEY: dict[tuple[str, str], FailureClass] = {(r.cause, r.detail): r for r in FAILURES}
 
 
-def classify(text: str) -> Cause | None:
-    """The cause a final exception line or a fatal line names, or None."""
-    for cause, pat in CLASSIFY:
+def classify(text: str, place: Place | None = None) -> Cause | None:
+    """The cause a line names at a place (None: wherever it stands), or None."""
+    for cause, pat in _AT[place]:
         if pat.search(text):
+            return cause
+    return None
+
+
+def reads_on(final: str) -> bool | None:
+    """Whether the row a traceback's final line names reads on past it (NCCL's `Last error:`); None: it names none."""
+    for r in FAILURES:
+        if r.line is not None and Place.FINAL in r.where and r.line.search(final):
+            return r.reads_on
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class Said:
+    """A line of its own, read: the failure it is, built from its row's data."""
+
+    cause: Cause
+    message: str
+    event: str
+    signal: str | None
+
+
+def own(text: str, place: Place) -> Said | None:
+    """The failure a line of its own says at a place (the first row's, by priority), or None."""
+    for r, o in _OWN[place]:
+        if o.pattern is None:
+            if r.line is None or (m := r.line.search(text)) is None:
+                continue
+        elif (m := o.pattern.match(text)) is None:
+            continue
+        cause = (classify(text, place) or r.cause) if o.deferred else r.cause
+        message = o.says.format(*m.groups(), line=text) if o.says else text
+        return Said(cause, message, o.event, o.signal)
+    return None
+
+
+def raised_in(final: str, frames: list[str], cut: bool) -> Cause | None:
+    """The cause the frames an exception was raised under tell (stripped `File …` lines, outermost first) when no
+    line names one; `cut`: the traceback has no final line, so its last frame is not the raising one."""
+    for cause, x in _RAISED:
+        if x.final is not None and x.final.search(final) is None:
+            continue
+        seen = (frames[-1:] if not cut else []) if x.raising else frames[-x.window:] if x.window else frames
+        if x.frame is None or any(x.frame.search(f) for f in seen):
             return cause
     return None
 
@@ -87,22 +155,6 @@ def _read(row: FailureClass, said: str, have: dict[str, str]) -> dict[str, str]:
         if (r := pat.search(said)) is not None:
             out.update((k, v) for k, v in r.groupdict().items() if v is not None and k not in have and k not in out)
     return out
-
-
-def own_line(cause: Cause, detail: str = "") -> re.Pattern[str]:
-    """A row's `alone` pattern, for the grammar to match where such a line stands."""
-    pattern = BY_KEY[(cause, detail)].alone
-    if pattern is None:
-        raise KeyError(f"the row {cause}/{detail} has no line of its own")
-    return pattern
-
-
-def row_said(cause: Cause, detail: str) -> re.Pattern[str]:
-    """A sub-case's `said` pattern, for the grammar where the words that pick the sub-case also name the cause."""
-    pattern = BY_KEY[(cause, detail)].said
-    if pattern is None:
-        raise KeyError(f"the row {cause}/{detail} has no words of its own")
-    return pattern
 
 
 def row(cause: str, detail: str = "") -> FailureClass | None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from svcdiag.sglang import lazy_re
-from svcdiag.sglang.failures._model import Cause, FailureClass, Family, said
+from svcdiag.sglang.failures._model import Cause, FailureClass, Family, Raised, said
 
 #: the families whose rows this module files
 FAMILIES = (Family.GPU,)
@@ -111,6 +111,7 @@ ROWS: tuple[FailureClass, ...] = (
         r"illegal memory access was encountered|device-side assert triggered|CUDA error: misaligned address"
         r"|unspecified launch failure|illegal instruction was encountered|cudaErrorIllegalAddress"
         r"|CUBLAS_STATUS_EXECUTION_FAILED|Memory access fault by GPU"),  # ROCm's illegal address, printed by HSA
+        raised=(Raised(CUSTOM_ALL_REDUCE_FRAME_RE),),  # SGLang's custom all-reduce, wherever its frame stands
         doc="a CUDA kernel fault that is not OOM: `RuntimeError: CUDA error: an illegal memory access was"
             " encountered`, `device-side assert triggered`, `unspecified launch failure`; ROCm's "
             "unprefixed `Memory access fault by GPU node-N (…) on address 0x…. Reason: Page not present "

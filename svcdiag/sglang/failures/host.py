@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from svcdiag.sglang import lazy_re
-from svcdiag.sglang.failures._model import Cause, FailureClass, Family, said
+from svcdiag.sglang.failures._model import Cause, FailureClass, Family, Own, Place, said
 
 #: the families whose rows this module files
 FAMILIES = (Family.HOST,)
@@ -37,6 +37,7 @@ ROWS: tuple[FailureClass, ...] = (
                  "Free space, or point HF_HOME at a larger disk.")),
     FailureClass(Cause.ACCESS_DENIED, priority=200,
         line=lazy_re.compile(r"\[Errno 30\] Read-only file system|\[Errno 13\]|PermissionError"),
+        alone=(Own(Place.UVICORN, lazy_re.compile(r"(?=.*error while attempting to bind).*(?:\[Errno 13\]|PermissionError)")),),
         doc="the sandbox or a file's owner refused a write: `OSError: [Errno 30] Read-only file system: "
             "'/data/hf/.locks'` (a strict unit writes only its `ReadWritePaths=`; the fix names "
             "`read_write_paths`), `PermissionError: [Errno 13] …`; uvicorn's `ERROR:    [Errno 13] error "

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from svcdiag.sglang import lazy_re
-from svcdiag.sglang.failures._model import Cause, FailureClass, Family, said
+from svcdiag.sglang.failures._model import Cause, FailureClass, Family, Own, Place, said
 
 #: the families whose rows this module files
 FAMILIES = (Family.NETWORK,)
@@ -42,6 +42,7 @@ def _internal_port(w: Mapping[str, str]) -> tuple[str, ...]:
 ROWS: tuple[FailureClass, ...] = (
     FailureClass(Cause.PORT_IN_USE, priority=70, line=lazy_re.compile(
         r"\[Errno 98\]|[Aa]ddress already in use|is not available in [\d.]+ seconds"),
+        alone=(Own(Place.UVICORN),),  # uvicorn's HTTP port, taken
         doc="`ERROR:    [Errno 98] error while attempting to bind on address ('0.0.0.0', 30000): address "
             "already in use` (uvicorn's HTTP port); torch's rendezvous store `DistNetworkError: The "
             "server socket has failed to listen on any local network address. port: 29500, …, name: "
@@ -74,7 +75,10 @@ ROWS: tuple[FailureClass, ...] = (
                  fixes=(({"env.HF_HUB_OFFLINE": "1"}, "once the model is in the unit's HF cache: ask the hub nothing"),)),
     FailureClass(Cause.PORT_IN_USE, "pd_bootstrap", priority=860, said=said(r"\A.*PD bootstrap server"),
                  # the bootstrap server's thread, its address and port: the grammar words the message above
-                 alone=lazy_re.compile(r"Server error: \[Errno 98\] error while attempting to bind on address \('([^']*)', (\d+)\)"),
+                 alone=(Own(Place.MESSAGE, lazy_re.compile(
+                     r"Server error: \[Errno 98\] error while attempting to bind on address \('([^']*)', (\d+)\)"),
+                     says="the PD bootstrap server could not bind {0}:{1} (--disaggregation-bootstrap-port): address "
+                          "already in use"),),
                  doc="the PD bootstrap server could not bind 0.0.0.0:8998 (--disaggregation-bootstrap-port): address "
                      "already in use",
                  explain=_pd_bootstrap_port),

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from svcdiag.sglang import lazy_re
-from svcdiag.sglang.failures._model import Cause, FailureClass, Family, Role, said
+from svcdiag.sglang.failures._model import Cause, FailureClass, Family, Own, Place, Role, said
 
 #: the families whose rows this module files
 FAMILIES = (Family.SERVING,)
@@ -15,12 +15,14 @@ _WARMUP_SAY = ("The server loaded and listened, then its own warmup request to i
 
 ROWS: tuple[FailureClass, ...] = (
     FailureClass(Cause.WARMUP_FAILED, priority=250,
+        alone=(Own(Place.HANDLER, lazy_re.compile(r"Initialization failed\W+warmup error")),),  # its traceback follows
         doc="`Initialization failed. warmup error: Traceback …` ending in `AssertionError: res=<Response "
             "[502]>` (a proxy without `no_proxy`); a PD server's `Prefill disaggregation mode warm Up "
             "Failed, status code: 500` (it prints ready after it, but is UnHealthy: `/health` 503)",
         explain=(_WARMUP_SAY, "It said: {message}")),
     FailureClass(Cause.ROUTER_FAILED, priority=260,
-        alone=lazy_re.compile(r"Failed to start router|Error starting router|Failed to create router"),
+        alone=(Own(Place.ROUTER, lazy_re.compile(r"Failed to start router|Error starting router|Failed to create router"),
+                   deferred=True),),
         doc="`sglang_router.launch_server` gave up and killed its workers: `[Router (Python)] … - ERROR -"
             " Failed to start router: Timeout 300s waiting for workers [...] to become healthy. Please "
             "set --router-worker-startup-timeout-secs …`",
@@ -42,6 +44,8 @@ ROWS: tuple[FailureClass, ...] = (
             "process SIGKILLed while serving (`… exit code 9`, `… crashed with exit code -9`) leaves it healthy with a "
             "post-ready incident (`figures.killed_after_ready`)"),
     FailureClass(Cause.ROUTER_FAILED, "worker_timeout", priority=720, said=said(r"Timeout (?P<secs>\d+)s waiting for workers"),
+                 # the Rust router's own words, without the Python launcher's `Failed to start router`
+                 alone=(Own(Place.ROUTER, lazy_re.compile(r".*?Timeout \d+s waiting for workers"), deferred=True),),
                  doc="Failed to start router: Timeout 300s waiting for workers ['http://127.0.0.1:31000'] to become healthy",
                  explain=("sglang_router waited {secs} s for its workers' /health and gave up, killing them all; the "
                           "workers had not failed, they were still starting (phase {phase}).",
@@ -49,7 +53,8 @@ ROWS: tuple[FailureClass, ...] = (
                           "first kernel JIT and a large checkpoint take minutes), or start them faster. If the workers did "
                           "print ready, the router could not reach them: an http_proxy in its environment without no_proxy "
                           "for their addresses.")),
-    FailureClass(Cause.WARMUP_FAILED, "pd_warmup", priority=730, alone=lazy_re.compile(r"Prefill disaggregation mode warm Up Failed"),
+    FailureClass(Cause.WARMUP_FAILED, "pd_warmup", priority=730,
+                 alone=(Own(Place.MESSAGE, lazy_re.compile(r"Prefill disaggregation mode warm Up Failed")),),
                  said=said(r"disaggregation mode warm Up Failed(?:.*?status code: (?P<status>\d+))?"),
                  doc="Prefill disaggregation mode warm Up Failed, status code: 400"),
     FailureClass(Cause.WARMUP_FAILED, "proxy", priority=740, said=said(r"Response \[(?P<status>502|503|403|407)\]"),
