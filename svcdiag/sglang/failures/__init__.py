@@ -42,10 +42,10 @@ from svcdiag.sglang.failures._model import (
 )
 from svcdiag.sglang.failures.process import EXIT_STATUS, KERNEL_CHECK, SIGKILLED, SIGNALLED, UNNAMED
 
-__all__ = ["BY_KEY", "CLASSIFY", "EVERYWHERE", "EXIT_STATUS", "FAILURES", "FAMILY", "KERNEL_CHECK", "SIGKILLED",
-           "SIGNALLED", "SUBCASES", "UNNAMED", "Cause", "Explain", "FailureClass", "Family", "Own", "Place", "Raised",
-           "Role", "Said", "cause_table", "classify", "filed", "in_family", "own", "raised_in", "reads_on", "refine",
-           "row"]
+__all__ = ["BY_KEY", "CLASSIFY", "EVERYWHERE", "EXIT_STATUS", "FAILURES", "FAMILY", "KERNEL_CHECK", "PLACES",
+           "SIGKILLED", "SIGNALLED", "SUBCASES", "UNNAMED", "Cause", "Explain", "FailureClass", "Family", "Own", "Place",
+           "Places", "Raised", "Role", "Said", "by_place", "cause_table", "classify", "filed", "in_family", "own",
+           "raised_in", "reads_on", "refine", "row"]
 
 _MODULES = (memory, gpu, distributed, model, install, network, host, process, serving)
 
@@ -71,14 +71,29 @@ FAILURES: tuple[FailureClass, ...] = filed(_MODULES)
 
 #: the causes a line names, in priority order
 CLASSIFY: tuple[tuple[Cause, re.Pattern[str]], ...] = tuple((r.cause, r.line) for r in FAILURES if r.line is not None)
-#: the same at each place: the rows tagged with it (`where`)
-_AT: dict[Place | None, tuple[tuple[Cause, re.Pattern[str]], ...]] = {
-    None: CLASSIFY, **{p: tuple((r.cause, r.line) for r in FAILURES if r.line is not None and p in r.where) for p in Place}}
-#: the lines of their own at each place, in priority order
-_OWN: dict[Place, tuple[tuple[FailureClass, Own], ...]] = {
-    p: tuple((r, o) for r in FAILURES for o in r.alone if o.place is p) for p in Place}
-#: the frames that name a cause, in priority order
-_RAISED: tuple[tuple[Cause, Raised], ...] = tuple((r.cause, x) for r in FAILURES for x in r.raised)
+
+
+@dataclass(frozen=True, slots=True)
+class Places:
+    """The rows by the place they speak at, in priority order: what the grammar asks at each place."""
+
+    at: dict[Place | None, tuple[tuple[Cause, re.Pattern[str]], ...]]  # `line`s tagged with the place (None: any)
+    own: dict[Place, tuple[tuple[FailureClass, Own], ...]]  # lines of their own at the place
+    raised: tuple[tuple[Cause, Raised], ...]  # frames that name a cause (Place.FRAME)
+    reads_on: tuple[tuple[re.Pattern[str], bool], ...]  # final lines (Place.FINAL) and whether their words go on
+
+
+def by_place(rows: tuple[FailureClass, ...]) -> Places:
+    """The rows (in priority order) by place: the registry's own at import; a test's, with a row more."""
+    lines = tuple((r, r.line) for r in rows if r.line is not None)
+    return Places(at={None: tuple((r.cause, pat) for r, pat in lines),
+                      **{p: tuple((r.cause, pat) for r, pat in lines if p in r.where) for p in Place}},
+                  own={p: tuple((r, o) for r in rows for o in r.alone if o.place is p) for p in Place},
+                  raised=tuple((r.cause, x) for r in rows for x in r.raised),
+                  reads_on=tuple((pat, r.reads_on) for r, pat in lines if Place.FINAL in r.where))
+
+
+PLACES = by_place(FAILURES)
 #: each cause's sub-cases, in the order they are tried
 SUBCASES: dict[Cause, tuple[FailureClass, ...]] = {
     c: tuple(r for r in FAILURES if r.cause == c and r.detail) for c in Cause}
@@ -87,7 +102,7 @@ BY_KEY: dict[tuple[str, str], FailureClass] = {(r.cause, r.detail): r for r in F
 
 def classify(text: str, place: Place | None = None) -> Cause | None:
     """The cause a line names at a place (None: wherever it stands), or None."""
-    for cause, pat in _AT[place]:
+    for cause, pat in PLACES.at[place]:
         if pat.search(text):
             return cause
     return None
@@ -95,9 +110,9 @@ def classify(text: str, place: Place | None = None) -> Cause | None:
 
 def reads_on(final: str) -> bool | None:
     """Whether the row a traceback's final line names reads on past it (NCCL's `Last error:`); None: it names none."""
-    for r in FAILURES:
-        if r.line is not None and Place.FINAL in r.where and r.line.search(final):
-            return r.reads_on
+    for pat, goes_on in PLACES.reads_on:
+        if pat.search(final):
+            return goes_on
     return None
 
 
@@ -113,7 +128,7 @@ class Said:
 
 def own(text: str, place: Place) -> Said | None:
     """The failure a line of its own says at a place (the first row's, by priority), or None."""
-    for r, o in _OWN[place]:
+    for r, o in PLACES.own[place]:
         if o.pattern is None:
             if r.line is None or (m := r.line.search(text)) is None:
                 continue
@@ -128,7 +143,7 @@ def own(text: str, place: Place) -> Said | None:
 def raised_in(final: str, frames: list[str], cut: bool) -> Cause | None:
     """The cause the frames an exception was raised under tell (stripped `File …` lines, outermost first) when no
     line names one; `cut`: the traceback has no final line, so its last frame is not the raising one."""
-    for cause, x in _RAISED:
+    for cause, x in PLACES.raised:
         if x.final is not None and x.final.search(final) is None:
             continue
         seen = (frames[-1:] if not cut else []) if x.raising else frames[-x.window:] if x.window else frames

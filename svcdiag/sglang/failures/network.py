@@ -94,4 +94,20 @@ ROWS: tuple[FailureClass, ...] = (
     FailureClass(Cause.PORT_IN_USE, "zmq", priority=890, said=said(r"ZMQError"), read=(said(r"addr='(?P<addr>[^']+)'"),),
                  doc="zmq.error.ZMQError: Address already in use (addr='tcp://10.0.0.1:5002')",
                  explain=_zmq),
+    # a port named by its flag, taken, said only as an exception's message: raised in a flag check's frame or naming
+    # the flag, which at the frame's place would say bad_arguments (the final line is asked first)
+    FailureClass(Cause.PORT_IN_USE, "strict_ports", priority=893, where=frozenset({Place.FINAL, Place.TAIL}),
+                 line=lazy_re.compile(r"port \d+ is unavailable and --strict-ports is enabled"),
+                 said=said(r"(?P<name>\w+(?:\[\d+\])?) port (?P<port>\d+) is unavailable and --strict-ports"),
+                 doc="RuntimeError: HTTP port 30000 is unavailable and --strict-ports is enabled. Either use a different "
+                     "port or disable --strict-ports.",
+                 explain=("The diffusion server's {name} port {port} is held by another process, and --strict-ports "
+                          "forbids it to move to a free one: stop what holds it, or give another port.",)),
+    FailureClass(Cause.PORT_IN_USE, "engine_info_bootstrap", priority=896, where=frozenset({Place.FINAL, Place.TAIL}),
+                 line=lazy_re.compile(r"engine_info_bootstrap_port \d+ is already in use"),
+                 said=said(r"engine_info_bootstrap_port (?P<port>\d+) is already in use"),
+                 doc="RuntimeError: engine_info_bootstrap_port 6789 is already in use. When running multiple instances "
+                     "on the same node, each instance must use a different --engine-info-bootstrap-port.",
+                 explain=("A weight-transfer seed's engine-info bootstrap server could not bind port {port}: another "
+                          "instance on this node holds it. Give each instance its own --engine-info-bootstrap-port.",)),
 )
