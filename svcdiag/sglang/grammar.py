@@ -203,6 +203,15 @@ DISPATCH: dict[str, str | Reader] = {
 }
 
 
+#: a line of its own's reader: (line, time, the journal's time) → its events, or None when the line is not its
+AloneReader = Callable[[str, float | None, float | None], list[Event] | None]
+#: what a line of its own may be (no prefix, no traceback open), as the LineParser methods that read each, asked in
+#: this order: the first that answers takes the line (the causes are the registry's rows' at Place.OUTSIDE, LONE,
+#: MESSAGE)
+ALONE = ("_opens", "_headless", "_ctrl_c", "_glued_prefix", "_outside", "_ignored", "_fatal", "_glued_bar",
+         "_unprefixed_message", "_lone_reader")
+
+
 class LineParser:
     """Lines in, events out. One instance per start (it holds the open traceback)."""
 
@@ -235,6 +244,7 @@ class LineParser:
         self._terminate: tuple[str, str] | None = None
         self._dispatch: dict[str, Reader] = {
             key: getattr(self, read) if isinstance(read, str) else read for key, read in DISPATCH.items()}
+        self._alone_readers: tuple[AloneReader, ...] = tuple(getattr(self, name) for name in ALONE)
 
     # ------------------------------------------------------------ chunk-level helpers (replay's fast path)
 
@@ -414,36 +424,67 @@ class LineParser:
         return done + self._unprefixed(text, ts) if took is Took.NOT_MINE else done
 
     def _alone(self, text: str, ts: float | None, given: float | None = None) -> list[Event]:
-        """A line of its own, no traceback open: one that opens one, a fatal line, an unprefixed message (a
-        custom format, a journal entry timed by the journal, a paste), torch's C++ error lines."""
-        if text.startswith(TRACEBACK_OPEN):  # the record just before logged it and went on, or a bare one: a suspect
-            logged = self._logged_at == self.sglang_lines
-            self._logged_at = -1  # one record, one traceback: a second one after it is a process's own
-            self._open_traceback(Traceback("", "", ts, role=None if logged else SUSPECT))
-            return NOTHING
+        """A line of its own, no traceback open: ALONE's readers in order, the first that answers takes it (a line
+        that opens a traceback, a fatal line, an unprefixed message, torch's C++ error lines)."""
         if not text:
             return NOTHING
-        if text[0] in " \t" and FRAME_RE.match(text) is not None:  # a traceback cut at its top: a suspect
-            self._tb = Traceback("", "", ts, role=SUSPECT, lines=[text], headless=True)
-            return NOTHING
-        if text.startswith("^C"):  # the terminal echoed the operator's Ctrl-C; what follows is a line of its own
-            rest = text
-            while rest.startswith("^C"):  # pressed more than once
-                rest = rest[2:]
-            return [StopRequested(ts=ts, line=text, by="Ctrl-C"), *(self.feed_line(rest, ts) if rest else NOTHING)]
+        for read in self._alone_readers:
+            if (out := read(text, ts, given)) is not None:
+                return out
+        return NOTHING
+
+    def _opens(self, text: str, ts: float | None, given: float | None) -> list[Event] | None:
+        """`Traceback …` alone: the record just before logged it and went on, or a bare one (a suspect)."""
+        if not text.startswith(TRACEBACK_OPEN):
+            return None
+        logged = self._logged_at == self.sglang_lines
+        self._logged_at = -1  # one record, one traceback: a second one after it is a process's own
+        self._open_traceback(Traceback("", "", ts, role=None if logged else SUSPECT))
+        return NOTHING
+
+    def _headless(self, text: str, ts: float | None, given: float | None) -> list[Event] | None:
+        """A frame first: a traceback cut at its top, a suspect."""
+        if text[0] not in " \t" or FRAME_RE.match(text) is None:
+            return None
+        self._tb = Traceback("", "", ts, role=SUSPECT, lines=[text], headless=True)
+        return NOTHING
+
+    def _ctrl_c(self, text: str, ts: float | None, given: float | None) -> list[Event] | None:
+        """The terminal echoed the operator's Ctrl-C (once or more); what follows is a line of its own."""
+        if not text.startswith("^C"):
+            return None
+        rest = text
+        while rest.startswith("^C"):
+            rest = rest[2:]
+        return [StopRequested(ts=ts, line=text, by="Ctrl-C"), *(self.feed_line(rest, ts) if rest else NOTHING)]
+
+    def _glued_prefix(self, text: str, ts: float | None, given: float | None) -> list[Event] | None:
+        """A line of SGLang's glued after another writer's unfinished one: each read on its own."""
         if (at := text.find("[20", 1)) > 0 and (g := GLUED_PREFIX_RE.search(text, at)) is not None \
-                and text[:g.start()].strip():  # a line of SGLang's glued after another writer's unfinished one
+                and text[:g.start()].strip():
             return self._alone(text[:g.start()].rstrip(), ts, given) + self.feed_line(text[g.start():], given)
-        if (outside := endings.from_outside(text, ts)) is not None:  # compose, the tracker, a launcher
-            return outside
-        if text.startswith(IGNORED):  # Python's own word that the traceback after it changed nothing
-            self._open_traceback(Traceback(text, "", ts, role=None))
-            return NOTHING
-        fatal = self._fatal_alone(text, ts)
-        if fatal is not None:
-            return fatal
-        if "%|" in text and (glued := self._glued(text, given)) is not None:
-            return glued
+        return None
+
+    def _outside(self, text: str, ts: float | None, given: float | None) -> list[Event] | None:
+        return endings.from_outside(text, ts)  # compose, the tracker, a launcher, Slurm (Place.OUTSIDE rows)
+
+    def _ignored(self, text: str, ts: float | None, given: float | None) -> list[Event] | None:
+        """Python's own word that the traceback after it changed nothing."""
+        if not text.startswith(IGNORED):
+            return None
+        self._open_traceback(Traceback(text, "", ts, role=None))
+        return NOTHING
+
+    def _fatal(self, text: str, ts: float | None, given: float | None) -> list[Event] | None:
+        return self._fatal_alone(text, ts)
+
+    def _glued_bar(self, text: str, ts: float | None, given: float | None) -> list[Event] | None:
+        return self._glued(text, given) if "%|" in text else None
+
+    def _unprefixed_message(self, text: str, ts: float | None, given: float | None) -> list[Event] | None:
+        """A message of SGLang's without its prefix (a custom format, a journal entry timed by the journal, a paste):
+        its dispatch key's reader, where a head any program's line may start with says what the reader looks for;
+        then another formatter's level before a line of SGLang's."""
         handler = self._dispatch.get(text[:6])
         if handler is not None and (text[:6] not in COMMON_HEADS or LOGGED_EXC_RE.match(text) is not None
                                     or own(text, Place.MESSAGE) is not None or text.startswith("WARNING: Port ")):
@@ -452,9 +493,12 @@ class LineParser:
             if result is not None:
                 return result if isinstance(result, list) else [result]
         if text[:1] in LEVEL_HEADS and (lv := LEVEL_RE.match(text)) is not None and _wraps(text, lv.end()):
-            return self.feed_line(text[lv.end():], given)  # another formatter's level before a line of SGLang's
+            return self.feed_line(text[lv.end():], given)
         if handler is not None and text[:6] not in COMMON_HEADS:  # (`Exception: …` alone: a lone line, R14)
             return NOTHING
+        return None
+
+    def _lone_reader(self, text: str, ts: float | None, given: float | None) -> list[Event] | None:
         return self._lone_line(text, ts)
 
     def _lone_line(self, text: str, ts: float | None) -> list[Event]:
