@@ -44,6 +44,53 @@ def test_every_cause_has_one_row_with_its_evidence_and_sub_cases_have_ids() -> N
     assert all(r.said is not None for r in FAILURES if r.detail), "a sub-case is picked by its words"
 
 
+def test_every_cause_has_its_evidence_and_the_prose_files_name_only_their_modules_rows(tmp_path: Path) -> None:
+    """A family's .toml (memory.toml beside memory.py) holds its causes' evidence and its rows' sentences; a table that
+    names no row of its module, or a field the loader does not know, is refused naming the file and the table."""
+    from svcdiag.sglang.failures import _prose, memory
+
+    assert all(failures.prose(c).evidence for c in Cause), "each cause's evidence, for docs/replay.md's table"
+    bad = tmp_path / "memory.toml"
+    bad.write_text('[cuda_oom.npu]\nexplain = ["The NPU ran out."]\n\n[cuda_oom.tpu]\nexplain = ["No such row."]\n')
+    with pytest.raises(ValueError, match=r"memory.toml: \[cuda_oom.tpu\] is no row of memory.py"):
+        _prose.read(bad, memory.ROWS)
+    bad.write_text('[cuda_oom]\nexplian = ["a typo"]\n')
+    with pytest.raises(ValueError, match=r"memory.toml: \[cuda_oom\] has explian"):
+        _prose.read(bad, memory.ROWS)
+
+
+def test_every_sentence_a_diagnosis_function_names_is_in_its_rows_prose() -> None:
+    """judge/diagnosis.py's functions choose sentences by name (`_said(v, cfg, "sigbus")`): each name is in the .toml of
+    the row the function explains (or of its cause), so no choice fails at run time on a start that takes it."""
+    import ast
+    import inspect
+
+    from svcdiag.judge import diagnosis
+
+    rows = {fn: key for key, fn in diagnosis._BY_DETAIL.items() if fn.__name__ != "<lambda>"} \
+        | {fn: (c, "") for c, fn in diagnosis._BY_CAUSE.items()}
+    checked = 0
+    for fn, (cause, detail) in rows.items():
+        for call in ast.walk(ast.parse(inspect.getsource(fn).lstrip())):
+            if isinstance(call, ast.Call) and getattr(call.func, "id", "") == "_said" and len(call.args) > 2:
+                names = [a.value for a in ast.walk(call.args[2]) if isinstance(a, ast.Constant) and isinstance(a.value, str)]
+                for name in names:
+                    assert name in failures.prose(cause, detail).say or name in failures.prose(cause).say, (cause, detail, name)
+                    checked += 1
+    assert checked >= 20
+
+
+def test_a_rows_text_is_one_line_in_its_module() -> None:
+    """A row's own text (`doc`) is one string on one line; the long text is its family's .toml."""
+    import ast
+
+    for path in sorted((ROOT / "svcdiag" / "sglang" / "failures").glob("[!_]*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.keyword) and node.arg == "doc":
+                assert isinstance(node.value, ast.Constant) and node.value.lineno == node.value.end_lineno, \
+                    f"{path.name}:{node.lineno}: a row's doc is one line"
+
+
 def test_cause_ids_are_strings_in_json_and_comparisons() -> None:
     cause = classify("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.")
     assert cause == "cuda_oom" and json.dumps({"cause": cause}) == '{"cause": "cuda_oom"}'

@@ -31,7 +31,7 @@ def test_the_wheel_holds_what_svcdiag_reads_at_run_time(dist: Path) -> None:
     names = set(zipfile.ZipFile(next(dist.glob("*.whl"))).namelist())
     for needed in ("svcdiag/templates/sglang.service.j2", "svcdiag/sglang/flag_tables/sglang-0.5.23.json",
                    "svcdiag/examples/max-running-zero.log", "svcdiag/systemd/polkit/50-svcdiag.rules",
-                   "svcdiag/cli/help_manifest.py"):
+                   "svcdiag/cli/help_manifest.py", "svcdiag/sglang/failures/memory.toml"):
         assert needed in names, needed
     assert not [n for n in names if n.startswith(("tests/", "units/", "bench/"))]
     entry = next(n for n in names if n.endswith("entry_points.txt"))

@@ -73,21 +73,38 @@ class _Words(dict[str, str]):
         return ""
 
 
-def _template(v: Verdict, cfg: ServiceConfig | None, **more: str) -> tuple[list[str], list[dict[str, Any]]] | None:
+def _template(v: Verdict, cfg: ServiceConfig | None, say: str = "", **more: str) -> tuple[list[str], list[dict[str, Any]]] | None:
     """The registry's explanation and fixes of the verdict's sub-case (or, lacking words of its own, its cause),
-    over the failure's words and what its pattern captured; None when the registry has none."""
-    sub = failures.row(v.cause or "", v.detail)
-    row = sub if sub is not None and sub.explain is not None else failures.row(v.cause or "")
-    if row is None or row.explain is None:
+    over the failure's words and what its pattern captured (`say`: its sentences of that name, which a function
+    here chose); None when the registry has none."""
+    cause = v.cause or v.verdict
+    sub = failures.row(cause, v.detail)
+    row = sub if sub is not None and _sentences(sub, say) else failures.row(cause)
+    sentences = _sentences(row, say) if row is not None else ()
+    if row is None or not sentences:
         return None
     model = cfg.model_path if cfg else v.figures.model_path
     words = _Words({"message": v.message, "short": _short(v.message), "phase": v.phase, "name": cfg.name if cfg else "NAME",
                     "unit": v.unit or (cfg.unit if cfg else "UNIT"), "model": repr(model) if model else "the model",
                     "model_type": v.figures.model_type or "the target model", **v.captures, **more})
-    lines = row.explain(words) if callable(row.explain) else [line.format_map(words) for line in row.explain]
-    return list(lines), \
+    if row.words is not None:
+        words.update(row.words(words))
+    return [line.format_map(words) for line in sentences], \
         [_fix({k: val.format_map(words) if isinstance(val, str) else val for k, val in change.items()}, why.format_map(words))
          for change, why in row.fixes]
+
+
+def _sentences(row: failures.FailureClass, say: str) -> tuple[str, ...]:
+    p = failures.prose(row.cause, row.detail)
+    return p.say.get(say, ()) if say else p.explain
+
+
+def _said(v: Verdict, cfg: ServiceConfig | None, say: str = "", **more: str) -> list[str]:
+    """The registry's sentences for the verdict's row (those named `say`, where a function here chooses), over its
+    words and `more` (what only the verdict's figures or the config can say)."""
+    found = _template(v, cfg, say, **more)
+    assert found is not None, f"{v.cause}/{v.detail}: no sentences {say!r} in its family's .toml"
+    return found[0]
 
 
 # ---------------------------------------------------------------- memory: the seed's failure
@@ -297,40 +314,20 @@ def _draft_oom(v: Verdict, cfg: ServiceConfig | None, mfs: float | None) -> tupl
 
 def _killed(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
     sig = v.figures.signal or ""
-    unit = v.unit or (cfg.unit if cfg else "UNIT")
     if sig == "KILL" and v.figures.killed == "supervisor":
-        return [f"svcdiag supervise, the unit's main process, was killed by SIGKILL in phase {v.phase} (`kill -9`, "
-                "`systemctl kill`), and SGLang, its child, stopped with it: the server itself did not fail.",
-                f"Find who sent it (`journalctl -u {unit}`, your automation); `svcdiag up {cfg.name if cfg else 'NAME'} "
-                "--wait-ready --restart` starts it again."], []
+        return _said(v, cfg, "supervisor"), []
     if sig == "KILL":
         certain = any("OOM killer" in e for e in v.evidence)
-        say = [f"The server was killed by SIGKILL in phase {v.phase}"
-               + (": systemd reports the kernel's OOM killer." if certain else
-                  ", without a word in its log: the signature of the kernel's OOM killer (host RAM, not GPU memory)."),
-               "Look at `journalctl -k | grep -i -e 'out of memory' -e oom-kill` and the unit's MemoryMax=; "
-               "safetensors are read through host memory, once per rank."]
-        return say, []
+        return _said(v, cfg, "sigkill", how=_said(v, cfg, "oom_reported" if certain else "oom_suspected")[0]), []
     if sig == "BUS":
-        return [f"The server died of SIGBUS in phase {v.phase}: a process touched shared memory that was not there. "
-                "For SGLang that is nearly always /dev/shm too small: its ranks and NCCL put their buffers there, and "
-                "a container's /dev/shm is 64 MB unless raised.",
-                "`docker run --shm-size 16g` (or `--ipc=host`; compose `shm_size:`, Kubernetes an `emptyDir: {medium: "
-                "Memory}` mounted at /dev/shm); on a host, `df -h /dev/shm`. A disk full under a memory-mapped "
-                "checkpoint is the other cause (`df -h` where the model is)."], \
+        return _said(v, cfg, "sigbus"), \
             [_fix({"env.NCCL_SHM_DISABLE": "1"}, "only if /dev/shm cannot be raised: NCCL then avoids it, a little slower")]
     if sig in ("SEGV", "ABRT", "ILL", "FPE"):
-        say = [f"The server crashed with SIG{sig} in phase {v.phase}: a native fault (CUDA, NCCL or a kernel "
-               "extension), not a Python exception, so its log says nothing about it.",
-               f"Look at `coredumpctl info {unit}` for the stack, `journalctl -k` for GPU Xid errors, and re-run "
-               "with CUDA_LAUNCH_BLOCKING=1 to find the failing kernel."]
-        return say, [_fix({"env.CUDA_LAUNCH_BLOCKING": "1"}, "the crash then points at the kernel that faulted")]
+        return _said(v, cfg, "native", signal=sig), \
+            [_fix({"env.CUDA_LAUNCH_BLOCKING": "1"}, "the crash then points at the kernel that faulted")]
     if not sig:  # ≤ 0.4.1: the launcher's EOFError is all that is left of a scheduler that died silently
-        return [f"A scheduler process died in phase {v.phase} without a word of its own: a signal killed it, most "
-                "often SIGKILL from the kernel's OOM killer (host RAM) while the weights load, once per rank.",
-                "Look at `journalctl -k | grep -i -e 'out of memory' -e oom-kill`, and at the host's free memory "
-                "against the checkpoint's size times the ranks that read it."], []
-    return [f"The server was killed by SIG{sig} in phase {v.phase}; see `journalctl -u {unit}` for who sent it."], []
+        return _said(v, cfg, "unnamed"), []
+    return _said(v, cfg, "other", signal=sig), []
 
 
 #: systemd's own exit statuses (systemd.exec(5)): the process never became the server
@@ -344,15 +341,12 @@ SYSTEMD_STEPS = {
 
 def _exited(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
     status = v.figures.exit_status
-    name = cfg.name if cfg else "NAME"
     if status in SYSTEMD_STEPS:
         step, key, what = SYSTEMD_STEPS[status]
         value = getattr(cfg, key, None) if cfg else None
-        return [f"systemd could not start the process: exit status {status}/{step}, before SGLang ran at all.",
-                f"The config's {key}" + (f" ({value!r})" if value else "") + f" {what}."], []
-    return [f"The server exited with status {status} in phase {v.phase} without printing an exception.",
-            f"Run its command in a shell to see what it says on the terminal: `svcdiag render {name}` shows the "
-            "ExecStart line."], []
+        return _said(v, cfg, "systemd_step", status=str(status), step=step, key=key, what=what,
+                     value=f" ({value!r})" if value else ""), []
+    return _said(v, cfg, "status", status=str(status)), []
 
 
 def _port_in_use(v: Verdict, cfg: ServiceConfig | None, owners: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
@@ -399,111 +393,58 @@ def _model_not_found(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tup
 
 
 def _bind_address(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
-    return [f"Everything loaded, then uvicorn could not bind {v.captures['host']}:{v.captures['port']}: {v.message}",
-            "The address is --host's: one this host does not have (`ip -br addr`; a config copied from another "
-            "node), or IPv6's `::` where IPv6 is off. 0.0.0.0 listens on every address."], \
-        [_fix({"host": "0.0.0.0"}, "every address of this host (127.0.0.1: this host alone)")] if cfg else []
+    return _said(v, cfg), [_fix({"host": "0.0.0.0"}, "every address of this host (127.0.0.1: this host alone)")] if cfg else []
 
 
 def _quantization_blocks(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
     tp = cfg.tp_size if cfg else v.figures.tp_size
-    say = [f"Tensor parallelism{f' over {tp} GPUs' if tp else ''} cuts a quantized weight across its "
-           f"quantization blocks: {v.message}",
-           "Each GPU's slice of every weight must be whole blocks (fp8 block 128, AWQ/GPTQ groups): use a smaller "
-           "tp_size; for a MoE model, expert parallelism (--ep-size, extra_args) splits whole experts instead. A "
-           "checkpoint converted to BF16 that still carries quantization_config in its config.json is read as "
-           "quantized: delete that block."]
-    return say, [_fix({"tp_size": tp // 2}, "whole quantization blocks on each GPU")] if tp and tp > 1 else []
+    return _said(v, cfg, over_gpus=f" over {tp} GPUs" if tp else ""), \
+        [_fix({"tp_size": tp // 2}, "whole quantization blocks on each GPU")] if tp and tp > 1 else []
 
 
 def _unrecognized(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
     flags = v.captures["args"].split()
-    flag = next((f for f in flags if f.startswith("--")), flags[0] if flags else "?")
-    return [f"This SGLang does not know {flag}: its argument parser refused the command line before loading "
-            "anything (exit 2).",
-            f"Flags change between releases; `svcdiag check {cfg.name if cfg else 'NAME'}` names the replacement for the "
-            "release the unit runs (set `sglang_version` in the config, or let svcdiag ask the unit's interpreter)."], []
+    return _said(v, cfg, flag=next((f for f in flags if f.startswith("--")), flags[0] if flags else "?")), []
 
 
 def _context_length(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
     asked, derived = int(v.captures["asked"]), int(v.captures["derived"])
-    return [f"context_length {asked:,} is longer than the model's own {derived:,} (max_position_embeddings or its "
-            "rope scaling), and SGLang refuses to stretch it unasked.",
-            "Serve at most the model's length; or, if the model really takes longer inputs (YaRN rope scaling set "
-            "with json_model_override_args), set SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1 in the unit's "
-            "environment."], \
+    return _said(v, cfg, asked=f"{asked:,}", derived=f"{derived:,}"), \
         [_fix({"context_length": derived}, "the length the model was built for")]
 
 
 def _not_an_eagle_draft(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
-    draft = v.figures.draft_model_path
-    return [f"The speculative draft model ({draft if draft else 'none given: SGLang loaded the target itself'}"
-            f"{', class ' + str(v.figures.draft_model_type) if v.figures.draft_model_type else ''}) "
-            "is not an EAGLE draft: it lacks the draft's methods ({}).".format(v.message.split(": ", 1)[-1]),
-            "Set speculative_draft_model_path to a draft trained for this target (an EAGLE3 draft's class is "
-            "…ForCausalLMEagle3); only a model with its own MTP layers (DeepSeek, Qwen3-Next) runs "
-            "EAGLE/NEXTN without one."], []
+    kind = v.figures.draft_model_type
+    return _said(v, cfg, draft=v.figures.draft_model_path or "none given: SGLang loaded the target itself",
+                 draft_class=f", class {kind}" if kind else "", methods=v.message.split(": ", 1)[-1]), []
 
 
 def _tp_split(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
     tp = cfg.tp_size if cfg else v.figures.tp_size
-    say = [f"tp_size {tp if tp else '(the one given)'} does not divide the model's attention heads, so the "
-           "weights cannot be split evenly over the GPUs (SGLang asserts it while building the model).",
-           "Use a tp_size that divides the number of attention (and KV) heads in config.json: 1, 2, 4 or 8 "
-           "for most models."]
-    return say, [_fix({"tp_size": max(1, tp // 2)}, "a divisor of the head count, as a rule")] if tp and tp > 1 else []
+    return _said(v, cfg, tp=str(tp) if tp else "(the one given)"), \
+        [_fix({"tp_size": max(1, tp // 2)}, "a divisor of the head count, as a rule")] if tp and tp > 1 else []
 
 
 def _pd_warmup(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
     status = v.captures.get("status", "?")
-    say = [f"The PD server's own warmup request failed (HTTP {status}). SGLang prints 'ready' all the same, but "
-           "marks itself unhealthy: /health answers 503, so a router never registers it or sends it a request."]
     model = f"{v.figures.model_type} {v.figures.model_path}"
-    if status in ("400", "422") and ("ForConditionalGeneration" in model or "VL" in model):
-        say.append("A 400/422 on /v1/chat/completions is SGLang's own bug for a multimodal model in PD mode "
-                   "(the warmup sends a /generate payload there: sgl-project/sglang#22871): a release with the "
-                   "fix, or --skip-server-warmup, which marks the server up without the request.")
-    else:
-        say.append("The scheduler's lines just before the warmup say why (a KV transfer or bootstrap error, a "
-                   "kernel failing on the first batch); restart it once that is fixed.")
-    return say, []
+    multimodal = status in ("400", "422") and ("ForConditionalGeneration" in model or "VL" in model)
+    return [*_said(v, cfg, "unhealthy", status=status), *_said(v, cfg, "multimodal" if multimodal else "other")], []
 
 
 def _torch_compile_failed(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
-    when = " while capturing CUDA graphs" if v.phase == "cuda_graph" else ""
-    return [f"torch.compile (--enable-torch-compile) could not compile the model{when}: {v.message}",
-            "Start without --enable-torch-compile (SGLang serves the same model uncompiled, a little slower at small "
-            "batches), or lower --torch-compile-max-bs; an inductor error is a torch/SGLang version mismatch or bug, "
-            "so the torch release SGLang pins is the other way out."], []
+    return _said(v, cfg, when=" while capturing CUDA graphs" if v.phase == "cuda_graph" else ""), []
 
 
-def _ep_dispatch_timeout(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
-    """DeepEP's dispatch waited for an expert-parallel rank that never came."""
-    return [f"DeepEP's all-to-all timed out in phase {v.phase}: an expert-parallel rank never reached the dispatch "
-            f"({v.message}).",
-            "Look first for another rank's own error just before (it died, and this is the consequence). A rank that "
-            "was only slow is most often compiling DeepGEMM kernels on a first start: `python3 -m "
-            "sglang.compile_deep_gemm` with the server's flags beforehand, or SGL_ENABLE_JIT_DEEPGEMM=0; across nodes, "
-            "the RDMA path between them (NVSHMEM/IB). `--deepep-mode auto` avoids the normal mode's timeout during "
-            "capture."], []
 
 
-def _pd_bootstrap_failed(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
-    return [f"The PD prefill server could not register with its bootstrap server: {v.message}",
-            "It says it is ready, but a decode server never finds it (every request then fails with `Could not fetch "
-            "prefill parallel info`). The bootstrap server (--disaggregation-bootstrap-port, 8998 unless set) was not "
-            "up yet or not reachable at that address: restart the prefill, give each prefill on a host its own "
-            "bootstrap port, or upgrade to a release that retries the registration."], []
 
 
 
 
 def _invalid_ordinal(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
     tp = v.figures.tp_size or (cfg.tp_size if cfg else None)
-    return ["A rank asked for a GPU this process cannot see (CUDA: invalid device ordinal): tp_size"
-            + (f" {tp}" if tp else "") + " × dp_size (+ base_gpu_id) is more GPUs than are visible to it.",
-            "`nvidia-smi -L` lists the host's GPUs; CUDA_VISIBLE_DEVICES (the config's gpus) and the unit's "
-            "DeviceAllow= narrow them. Give the unit as many GPUs as ranks, or lower tp_size."], \
+    return _said(v, cfg, tp=f" {tp}" if tp else ""), \
         [_fix({"tp_size": tp // 2}, "half the ranks, if half the GPUs are what it sees")] if tp and tp > 1 else []
 
 
@@ -511,15 +452,12 @@ def _invalid_ordinal(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tup
 
 def _rendezvous(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
     node = v.figures.node_rank
-    say = [f"The ranks of a multi-node start never all met at dist_init_addr: {v.message}"]
+    say = _said(v, cfg, "never_met")
     if v.detail == "clients_missing":
-        say.append(f"Only {v.captures['joined']} of {v.captures['total']} ranks joined: the other node(s) were not started with "
-                   "the same nnodes/dist_init_addr, or could not reach this one.")
+        say += _said(v, cfg, "clients_missing")
     elif node:
-        say.append(f"This is node {node}: it could not reach node 0's TCP store. Is node 0 running, and is its port "
-                   "open from here (`nc -vz HOST PORT`; a firewall, a hostname that resolves differently)?")
-    say.append("Start every node with the same nnodes and dist_init_addr, node 0 first or within the store's timeout.")
-    return say, []
+        say += _said(v, cfg, "node", node=str(node))
+    return say + _said(v, cfg, "same_flags"), []
 
 
 def _kv_transfer_failed(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
@@ -545,17 +483,10 @@ def _kv_transfer_failed(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> 
 
 
 def _nvshmem_failed(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
-    say = [f"DeepEP's NVSHMEM (expert parallel's all-to-all over RDMA, --moe-a2a-backend deepep) could not connect "
-           f"the ranks in phase {v.phase}: {v.message}"]
-    if v.detail == "ib_connect":
-        say.append("Its InfiniBand/RoCE queue pairs would not connect: on RoCE the GID index (NVSHMEM_IB_GID_INDEX), "
-                   "the NIC each GPU uses (NVSHMEM_HCA_PE_MAPPING, NVSHMEM_HCA_LIST), a port down (`ibstat`).")
-    else:
-        say.append("Usual causes: no RDMA NIC it can open (`ibv_devices`), nvidia_peermem or GDRCopy not loaded, "
-                   "the NIC each GPU uses (NVSHMEM_HCA_PE_MAPPING), or the sandbox hiding /dev/infiniband.")
+    say = _said(v, cfg, "not_connected") + _said(v, cfg, "ib_connect" if v.detail == "ib_connect" else "usual")
     fixes = [_fix({"env.NVSHMEM_DEBUG": "INFO"}, "NVSHMEM then says which transport and NIC failed")]
     if cfg is not None and cfg.hardening == "strict" and "infiniband" not in cfg.devices:
-        say.append("svcdiag's strict units open only the GPU nodes unless `devices` lists \"infiniband\".")
+        say += _said(v, cfg, "strict_unit")
         fixes.append(_fix({"devices": [*cfg.devices, "infiniband"]}, "the RDMA devices (/dev/infiniband) in the sandbox"))
     return say, fixes
 
@@ -565,13 +496,8 @@ def _nvshmem_failed(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tupl
 def _shape_mismatch(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
     draft = v.figures.draft_model_path
     if draft and v.figures.weights_gb is not None:  # the target had loaded: this is the draft's
-        return [f"The draft model {draft!r} does not fit the target: a tensor of its checkpoint has another shape "
-                f"than the draft layer built for this target ({v.message}).",
-                "An EAGLE/EAGLE3/MTP draft is trained for one target model (its hidden size and vocabulary): "
-                "use the draft published for this exact target, with the speculative_algorithm it was made for."], []
-    return [f"A tensor of the checkpoint has another shape than the layer SGLang built for it: {v.message}",
-            "config.json does not describe these weights (another model's config, a quantized checkpoint "
-            "loaded without its quantization, or a tp_size the checkpoint was pre-split for)."], []
+        return _said(v, cfg, "draft", draft=draft), []
+    return _said(v, cfg, "target"), []
 
 
 
@@ -586,11 +512,7 @@ def _short(msg: str, limit: int = 160) -> str:
 
 
 def _bind_port(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
-    port = int(v.captures["port"])
-    return [f"uvicorn may not bind port {port}: below 1024 that takes CAP_NET_BIND_SERVICE, which the unit does not "
-            "have (svcdiag's strict sandbox keeps no capability, even as root).",
-            "Serve on a port above 1024 and put a proxy in front if clients need the low one."], \
-        [_fix({"port": 30000}, "an unprivileged port")] if port < 1024 else []
+    return _said(v, cfg), [_fix({"port": 30000}, "an unprivileged port")] if int(v.captures["port"]) < 1024 else []
 
 
 #: a path's parts below the folder a unit should be let write (the hub's cache layout, its locks)
@@ -622,8 +544,7 @@ def _access_denied(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple
 def _mamba_small(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
     spr = memory_plan.slots_per_request(v.figures, cfg)
     req = v.figures.requested_max_running_requests or (cfg.max_running_requests if cfg else None) or 1
-    return [v.message, f"Each request takes {spr} Mamba state slots."], \
-        [_fix({"max_mamba_cache_size": req * spr}, f"{req} request(s) × {spr} slots")]
+    return _said(v, cfg, slots=str(spr)), [_fix({"max_mamba_cache_size": req * spr}, f"{req} request(s) × {spr} slots")]
 
 
 def _timed_out(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
@@ -723,9 +644,6 @@ def _incomplete(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[li
     return say, []
 
 
-def _stopped(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
-    return [f"The unit was stopped from outside in phase {v.phase}, before it was ready (systemctl stop, a "
-            "conflicting unit, or another svcdiag)."], []
 
 
 def _died_after_ready(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
@@ -741,8 +659,6 @@ def _died_after_ready(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tu
     return say, []
 
 
-def _http(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
-    return [v.message], []
 
 
 def _generic(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
@@ -779,8 +695,6 @@ _BY_CAUSE = {
     Cause.NOT_ENOUGH_MEMORY: _not_enough_memory,
     Cause.CUDA_OOM: _cuda_oom,
     Cause.TORCH_COMPILE_FAILED: _torch_compile_failed,
-    Cause.EP_DISPATCH_TIMEOUT: _ep_dispatch_timeout,
-    Cause.PD_BOOTSTRAP_FAILED: _pd_bootstrap_failed,
     Cause.KILLED_BY_SIGNAL: _killed,
     Cause.EXITED: _exited,
     Cause.MODEL_NOT_FOUND: _model_not_found,
@@ -790,8 +704,5 @@ _BY_CAUSE = {
     Cause.MAMBA_CACHE_TOO_SMALL: _mamba_small,
     Cause.TIMED_OUT: _timed_out,
     Cause.INCOMPLETE: _incomplete,
-    Cause.STOPPED: _stopped,
-    Cause.HTTP_UNREACHABLE: _http,
-    Cause.HTTP_MISMATCH: _http,
     Cause.DIED_AFTER_READY: _died_after_ready,
 }

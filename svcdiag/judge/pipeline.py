@@ -7,6 +7,7 @@ from svcdiag.judge.readiness import Readiness
 from svcdiag.judge.unit_lines import parse_systemd
 from svcdiag.judge.verdict import Verdict
 from svcdiag.sglang.events import Event
+from svcdiag.sglang.failures import Cause
 from svcdiag.sglang.grammar import LineParser
 
 #: journald's record of lines it dropped (systemd.journal_formats.JOURNAL_DROPPED; judge/ imports no systemd/)
@@ -115,7 +116,7 @@ class Judge:
 
     def connection_lost(self, message: str, ts: float) -> Verdict:
         """The log can no longer be read (a remote host's connection died): incomplete, never failed."""
-        return self.readiness.conclude_from_outside("incomplete", "connection_lost", message, ts)
+        return self.readiness.conclude_from_outside("incomplete", Cause.CONNECTION_LOST, message, ts)
 
     def journal_dropped(self, n: int) -> None:
         """journald's rate limit dropped `n` of this start's lines (its "Suppressed N messages" record):

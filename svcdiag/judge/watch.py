@@ -28,6 +28,8 @@ import re
 import time
 from dataclasses import dataclass, field
 
+from svcdiag.sglang.failures import Cause
+
 SERVING, BUSY, WEDGED, DEAD = "serving", "busy", "wedged", "dead"
 #: a batch the scheduler has run: `Decode batch. #running-req: 4, …`, `Prefill batch, #new-seq: 1, …` (every release)
 PROGRESS = re.compile(r"\b(?:Decode|Prefill) batch[.,]")
@@ -142,7 +144,7 @@ class ServingWatch:
             return None
         fatal = self.fatal
         why = f": {fatal[2]}" if fatal is not None else ""
-        inc = Incident("died_after_ready", ts, fatal[0] if fatal else ts, cause or (fatal[1] if fatal else None),
+        inc = Incident(Cause.DIED_AFTER_READY, ts, fatal[0] if fatal else ts, cause or (fatal[1] if fatal else None),
                        f"the server exited ({how}) {ts - self.ready_ts:.0f} s after it was ready{why}",
                        (*(fatal[3] if fatal else ()), f"exit: {how}")[-EVIDENCE_MAX:])
         self._to(DEAD, ts)

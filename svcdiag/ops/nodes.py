@@ -201,8 +201,9 @@ def _lost(n: ServiceConfig, props: Any, why: str) -> Verdict:
     import time
 
     from svcdiag.judge.verdict import Verdict
+    from svcdiag.sglang.failures import Cause
 
-    return Verdict(ts=time.time(), verdict="incomplete", phase="starting", cause="connection_lost",
+    return Verdict(ts=time.time(), verdict="incomplete", phase="starting", cause=Cause.CONNECTION_LOST,
                    message=why, unit=n.unit, invocation=props.invocation)
 
 

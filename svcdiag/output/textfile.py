@@ -19,6 +19,7 @@ from svcdiag.config.service import PHASES
 from svcdiag.errors import SvcdiagError
 from svcdiag.files import open_lock, read_text, write_atomic
 from svcdiag.output.schema import ReadinessEvent
+from svcdiag.sglang.failures import Cause
 from svcdiag.sglang.figures import Figures
 
 VERDICTS = ("pending", "healthy", "failed", "timed_out", "incomplete")
@@ -36,7 +37,7 @@ GAUGES = {
 _UPDATES_ON = {"phase_entered", "failure", "verdict", "incident"}
 #: the serving watch's states (svcdiag.judge.watch), after a healthy verdict
 WATCH_STATES = ("serving", "busy", "wedged", "dead")
-INCIDENTS = ("wedged", "died_after_ready")
+INCIDENTS = ("wedged", Cause.DIED_AFTER_READY)
 _FIGURE_MILESTONES = {"kv_cache", "weights_end", "mamba_cache", "scheduler"}
 
 

@@ -9,43 +9,46 @@ exception's final line or a lone fatal line, which names the cause at the `Place
 `said`: the failure's record, its message first and then its evidence, one per line, which picks the
 sub-case: `\\A.*` anchors on the message, `^File ` on a traceback's frame; `read`: what else a picked
 row captures; `alone`: lines of their own that name the cause at one place only, as argparse's last
-word, with the failure they are; `raised`: frames that name it when no line does), its
-role, the releases it applies to, its explanation (templates over the captures, or a function
-in the same slot where a sentence depends on them, as pystemd keeps a lambda in a data slot)
-and its fixes. The grammar asks `classify` for a line's cause at a place (rows by ascending priority:
-the first tagged with the place whose `line` matches), `own` for a line of its own at a place and
-`raised_in` for a traceback's frames, and names no cause itself (docs/architecture.md, "Where a line stands");
-a Failure `refine`s itself into its sub-case once; diagnosis looks the row up and matches no text.
-docs/replay.md's cause table is `cause_table()` (scripts/cause-table; tests/test_failures.py fails when
-they differ).
+word, with the failure they are; `raised`: frames that name it when no line does), its role, the
+releases it applies to, its fixes and one line of text (`doc`). Its long text, a cause's evidence and a
+row's explanation (templates over the captures; a row's `words` function computes what a sentence needs beyond
+them), is the family's .toml beside its module (memory.toml for memory.py), read when first asked (`prose`).
+The grammar asks `classify` for a line's cause at a place (rows by ascending priority: the first tagged with the
+place whose `line` matches), `own` for a line of its own at a place and `raised_in` for a traceback's frames,
+and names no cause itself (docs/architecture.md, "Where a line stands"); a Failure `refine`s itself into its
+sub-case once; diagnosis looks the row up and matches no text. docs/replay.md's cause table is `cause_table()`,
+and docs/causes.md every row with its prose (scripts/cause-table; tests/test_failures.py fails when they differ).
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
 from typing import Any
 
-from svcdiag.sglang.failures import distributed, gpu, host, install, memory, model, network, process, serving
+from svcdiag.sglang.failures import _prose, distributed, gpu, host, install, memory, model, network, process, serving
 from svcdiag.sglang.failures._model import (
     EVERYWHERE,
     FAMILY,
     Cause,
-    Explain,
     FailureClass,
     Family,
     Own,
     Place,
     Raised,
     Role,
+    Words,
     in_family,
 )
+from svcdiag.sglang.failures._prose import Prose
 from svcdiag.sglang.failures.process import EXIT_STATUS, KERNEL_CHECK, SIGKILLED, SIGNALLED, UNNAMED
 
 __all__ = ["BY_KEY", "CLASSIFY", "EVERYWHERE", "EXIT_STATUS", "FAILURES", "FAMILY", "KERNEL_CHECK", "PLACES",
-           "SIGKILLED", "SIGNALLED", "SUBCASES", "UNNAMED", "Cause", "Explain", "FailureClass", "Family", "Own", "Place",
-           "Places", "Raised", "Role", "Said", "by_place", "cause_table", "classify", "filed", "in_family", "own",
-           "raised_in", "reads_on", "refine", "row"]
+           "SIGKILLED", "SIGNALLED", "SUBCASES", "UNNAMED", "Cause", "FailureClass", "Family", "Own", "Place", "Places",
+           "Prose", "Raised", "Role", "Said", "Words", "by_place", "cause_table", "classify", "filed", "in_family", "own",
+           "prose", "raised_in", "reads_on", "refine", "row"]
 
 _MODULES = (memory, gpu, distributed, model, install, network, host, process, serving)
 
@@ -177,8 +180,23 @@ def row(cause: str, detail: str = "") -> FailureClass | None:
     return BY_KEY.get((cause, detail)) or BY_KEY.get((cause, ""))
 
 
+#: the module that files each family's rows
+_FILED_BY = {f: mod for mod in _MODULES for f in mod.FAMILIES}
+
+
+@cache
+def _module_prose(mod: Any) -> dict[tuple[str, str], Prose]:
+    return _prose.read(Path(mod.__file__).with_suffix(".toml"), mod.ROWS)
+
+
+def prose(cause: str, detail: str = "") -> Prose:
+    """A row's long text (its family's .toml, read when first asked): a cause's evidence, a row's explanation;
+    empty where it has none."""
+    return _module_prose(_FILED_BY[FAMILY[cause]]).get((cause, detail), Prose())  # type: ignore[index]  # a str is its Cause's key
+
+
 def cause_table() -> str:
-    """docs/replay.md's table of causes, from the rows."""
+    """docs/replay.md's table of causes, from the rows and their evidence."""
     out = ["| cause | evidence line (example) |", "|---|---|"]
-    out += [f"| `{r.cause}` | {r.doc} |" for r in FAILURES if not r.detail]
+    out += [f"| `{r.cause}` | {prose(r.cause).evidence} |" for r in FAILURES if not r.detail]
     return "\n".join(out) + "\n"

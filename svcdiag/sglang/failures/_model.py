@@ -51,6 +51,7 @@ class Cause(StrEnum):
     HTTP_UNREACHABLE = "http_unreachable"
     HTTP_MISMATCH = "http_mismatch"
     DIED_AFTER_READY = "died_after_ready"
+    CONNECTION_LOST = "connection_lost"
 
 
 class Family(StrEnum):
@@ -165,6 +166,7 @@ FAMILY: Mapping[Cause, Family] = {
     Cause.HTTP_UNREACHABLE: Family.SERVING,
     Cause.HTTP_MISMATCH: Family.SERVING,
     Cause.DIED_AFTER_READY: Family.SERVING,
+    Cause.CONNECTION_LOST: Family.PROCESS,
 }
 
 
@@ -174,8 +176,9 @@ def in_family(*families: Family) -> frozenset[Cause]:
     return frozenset(c for c, f in FAMILY.items() if f in families)
 
 
-#: what a row's explanation may be: lines to format, or a function of the context (the verdict's, in diagnosis)
-Explain = tuple[str, ...] | Callable[..., Any] | None
+#: the words a row's sentences need beyond what its patterns captured and the verdict says (a default for a capture
+#: that may be missing, a name looked up): a function of those words, so the sentences stay in the family's .toml
+Words = Callable[[Mapping[str, str]], Mapping[str, str]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -206,9 +209,11 @@ class FailureClass:
     #: the SGLang releases whose words these are, by hand, where the catalogues cannot say ("<= 0.4.3"); a row whose
     #: words are all SGLang's has its range in message_catalogue/releases.json (message_catalogue.row_releases)
     releases: str = ""
-    explain: Explain = None
+    words: Words | None = None
     fixes: tuple[tuple[Mapping[str, Any], str], ...] = ()  # (settings, why), formatted as the explanation is
-    doc: str = ""  # the cause's row: docs/replay.md's evidence column; a sub-case's: an example it is picked by
+    #: one line: a cause's row says what the cause is; a sub-case's is an example of the words it is picked by. The
+    #: long text (a cause's evidence, a row's explanation) is the family's .toml (`prose`), shown in docs/causes.md
+    doc: str = ""
 
 
 def said(pattern: str) -> re.Pattern[str]:

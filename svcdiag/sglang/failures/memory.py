@@ -13,47 +13,30 @@ from svcdiag.sglang.failures._model import Cause, FailureClass, Family, Own, Pla
 FAMILIES = (Family.NOT_ENOUGH_MEMORY, Family.OUT_OF_MEMORY)
 
 
-def _hicache(w: Mapping[str, str]) -> tuple[str, ...]:
-    asked = f" ({w['asked']} GB asked, {w['free']} GB free)" if w["asked"] else ""
-    return ("The hierarchical cache's host pool (--enable-hierarchical-cache) is larger than the RAM this rank may take"
-            f"{asked}: SGLang sizes it as --hicache-ratio × the GPU's KV pool (default 2), or --hicache-size GB, for "
-            "every rank on the host, and keeps some RAM back for everything else.",
-            "Set --hicache-size to what the host (or the container's memory limit) holds divided by the ranks on it, or "
-            "lower --hicache-ratio (it must stay above 1); a smaller KV pool (mem_fraction_static) shrinks the host pool "
-            "with it.")
+def _hicache(w: Mapping[str, str]) -> Mapping[str, str]:
+    return {"asked_free": f" ({w['asked']} GB asked, {w['free']} GB free)" if w["asked"] else ""}
 
 
 ROWS: tuple[FailureClass, ...] = (
     FailureClass(Cause.MAX_RUNNING_ZERO, priority=10, line=lazy_re.compile(r"max_running_requests? is zero"),
-        doc="`AssertionError: max_running_request is zero`"),
+        doc="SGLang's KV cache holds not even one request of the context length: max_running_requests came out zero"),
     FailureClass(Cause.MAMBA_CACHE_TOO_SMALL, priority=30, line=lazy_re.compile(
         r"state cache is too small to serve any requests|Not enough GPU memory for hybrid \(mamba"),
-        doc="`RuntimeError: Hybrid (mamba/linear-attention) state cache is too small to serve any "
-            "requests …`"),
+        doc="a hybrid model's Mamba state cache too small to serve any request"),
     FailureClass(Cause.NOT_ENOUGH_MEMORY, priority=40, read=(said(r"above (?P<floor>\d\.\d+)"),), line=lazy_re.compile(
         r"Not enought? memory\. Please try to increase --mem-fraction-static"  # ≤ 0.1.17 spells it "enought"
         r"|leave no GPU memory for the KV cache|Memory pool size is too small"
         r"|SWA pool \(\d+ tokens\) cannot hold even one request"
         # 0.5.23: the SWA pool's cap (or a UnifiedKVPool sub-pool) takes what the full KV pool needed
         r"|leaves no room for (?:the full KV pool|real data)"),  # 0.5.23: a sliding-window pool under its window
-        doc="`RuntimeError: Not enough memory. Please try to increase --mem-fraction-static.`, `Loaded "
-            "weights leave no GPU memory for the KV cache …`; 0.5.23's `ValueError: SWA pool (659 tokens)"
-            " cannot hold even one request: … sliding_window_size (1024) + page_size (1). Increase "
-            "--swa-full-tokens-ratio …` (the diagnosis names that ratio), its `SWA pool cap (…) leaves no room for "
-            "the full KV pool …` and `UnifiedKVPool: … leaves no room for real data`"),
+        doc="SGLang's sizing left no memory for the KV cache (a sliding-window pool too small for its window)"),
     FailureClass(Cause.CUDA_OOM, priority=50,
                  read=(said(r"\A.*Process (?P<other_pid>\d+) has (?P<other_gib>[\d.]+ GiB) memory in use"),),
                  line=lazy_re.compile(
         r"CUDA out of memory|HIP out of memory|OutOfMemoryError|(?:CUDA|HIP) error: out of memory"
                             r"|hipErrorOutOfMemory|(?:NPU|XPU) out of memory"  # Ascend's torch_npu, Intel's XPU
                             r"|UR_RESULT_ERROR_OUT_OF_DEVICE_MEMORY"),  # Intel's Level Zero runtime, under torch
-        doc="`torch.OutOfMemoryError: CUDA out of memory. Tried to allocate …`; ROCm's `HIP out of "
-            "memory`, `HIP error: out of memory`; Ascend's `RuntimeError: NPU out of memory. Tried to "
-            "allocate … (NPU 2; …)` and Intel's `XPU out of memory` / `UR error: "
-            "UR_RESULT_ERROR_OUT_OF_DEVICE_MEMORY` (the diagnosis names the device, and `Capture npu "
-            "graph begin` is a capture); `Exception: Capture cuda graph failed: CUDA out of memory …` "
-            "(with its `Possible solutions:` list); after the target's capture, while a speculative draft"
-            " loads or captures (`Capture draft cuda graph begin`), the diagnosis says it is the draft's"),
+        doc="the device's memory ran out (CUDA, ROCm's HIP, Ascend's NPU, Intel's XPU)"),
     FailureClass(Cause.HOST_OOM, priority=60,
                  # Slurm's own account of the kernel's OOM killer in a job step
                  alone=(Own(Place.OUTSIDE, lazy_re.compile(r"^slurmstepd: error: Detected \d+ oom[-_]kill events? in "),
@@ -68,29 +51,15 @@ ROWS: tuple[FailureClass, ...] = (
                             # page envelope), not a PD decode server's `… for request X`
                             r"|Not enough host memory for (?!request\b)[^\n]*?\. Requesting [\d.]+ GB but only have"
                             r"|Cannot automatically size HiCache host memory"),
-        doc="`OSError: [Errno 12] Cannot allocate memory`; torch's `DefaultCPUAllocator: can't allocate "
-            "memory: you tried to allocate N bytes` (`--device cpu`); `--enable-hierarchical-cache`'s "
-            "host pool above the RAM free (`ValueError: Not enough host memory available. Requesting "
-            "69.63 GB but only have 41.87 GB free. Please reduce the size of the hierarchical cache.`, "
-            "0.5.23's `Cannot automatically size HiCache host memory`: the fix is --hicache-size / "
-            "--hicache-ratio; 0.5.23's own host pools, `Not enough host memory for V4 paged pool …`; a PD decode "
-            "server's runtime `Not enough host memory for request …` is no failure); systemd's `… killed by the "
-            "OOM killer`; a bare `Killed` with no other cause before it (also a script's `./serve.sh: line 7: "
-            "48211 Killed    python3 …`, zh_CN `已杀死`; a launcher's "
-            "`sglang-1 exited with code 137`, `command terminated with exit code 137`, `srun: error: node-06: tasks "
-            "0-3: Killed`; Slurm's `slurmstepd: error: Detected 1 oom_kill event in StepId=…`)",
-        explain=("The host ran out of memory (RAM, not GPU memory) in phase {phase}: {message}",
-                 "safetensors are read through host memory once per rank; `journalctl -k | grep -i -e oom -e 'out of "
-                 "memory'` shows the kernel's account, and `systemctl show -p MemoryMax {unit}` the unit's limit.")),
+        doc="the host's memory ran out (RAM, not GPU memory): an allocation refused, or the OOM killer"),
     FailureClass(Cause.HOST_OOM, "hicache_host_pool", priority=850,
                  said=said(r"\A.*(?:Requesting (?P<asked>[\d.]+) GB but only have (?P<free>[\d.]+) GB free"
                             r"|HiCache host memory)"),
                  doc="ValueError: Not enough host memory available. Requesting 69.63 GB but only have 41.87 GB free.",
-                 explain=_hicache),
+                 words=_hicache),
     FailureClass(Cause.NOT_ENOUGH_MEMORY, "swa_pool", priority=1290,
                  said=said(r"\A.*SWA pool \((?P<tokens>\d+) tokens\).*?sliding_window_size \((?P<window>\d+)\)"),
-                 doc="ValueError: SWA pool (659 tokens) cannot hold even one request: needs sliding_window_size (1024) "
-                     "+ page_size (1)."),
+                 doc="ValueError: SWA pool (659 tokens) cannot hold even one request: needs sliding_window_size (1024) + …"),
     FailureClass(Cause.CUDA_OOM, "npu", priority=1300, said=said(r"NPU out of memory"),
                  doc="RuntimeError: NPU out of memory. Tried to allocate 2.00 GiB (NPU 2; 60.96 GiB total capacity)"),
     FailureClass(Cause.CUDA_OOM, "xpu", priority=1310, said=said(r"XPU out of memory|UR_RESULT_ERROR_OUT_OF_DEVICE_MEMORY"),
@@ -102,12 +71,5 @@ ROWS: tuple[FailureClass, ...] = (
     FailureClass(Cause.MAMBA_CACHE_TOO_SMALL, "slots_exhausted", priority=1330,
                  line=lazy_re.compile(r"Not enough space for mamba|Can not alloc mamba cache"),
                  said=said(r"Not enough space for mamba|Can not alloc mamba cache"),
-                 doc="AssertionError: Not enough space for mamba ping pong idx, try to increase "
-                     "--mamba-full-memory-ratio.",
-                 explain=("The Mamba state pool had no free slot for a request (its state, or the two ping-pong "
-                          "buffers MambaRadixCache keeps per request), and the scheduler died on it: {message}",
-                          "The pool was sized for fewer requests than were admitted (prefix-cache hits and "
-                          "speculative decoding hold extra slots). Give Mamba states a larger share of the pool "
-                          "(--mamba-full-memory-ratio, extra_args, as SGLang says), or a larger max_mamba_cache_size, "
-                          "or admit fewer at once (max_running_requests).")),
+                 doc="AssertionError: Not enough space for mamba ping pong idx, try to increase --mamba-full-memory-ratio."),
 )
