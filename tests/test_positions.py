@@ -20,7 +20,8 @@ from svcdiag.sglang.traceback import CLOSE_ORDER, RULES, Took, Traceback, take
 
 ROOT = Path(__file__).resolve().parents[1]
 #: the modules that decide where a line stands: they ask the registry, and name no cause
-POSITION_MODULES = ("svcdiag/sglang/grammar.py", "svcdiag/sglang/traceback.py", "svcdiag/sglang/endings.py")
+POSITION_MODULES = ("svcdiag/sglang/grammar.py", "svcdiag/sglang/traceback.py", "svcdiag/sglang/endings.py",
+                    "svcdiag/sglang/milestone_lines.py")
 CAUSE_IDS = frozenset(c.value for c in Cause)
 
 
@@ -189,3 +190,14 @@ def test_a_line_of_its_own_added_at_a_place_is_judged_there(monkeypatch: pytest.
     assert [(f.cause, f.message) for f in _judged([said])] == [("watchdog_timeout", f"stuck: {said[len(_T):]}")]
     assert _judged([said[len(_T):].replace("Watchdog", "watchdog")]) == []
     assert [f.cause for f in _judged(framed)] == ["watchdog_timeout"]
+
+
+def test_a_row_that_cannot_say_its_failure_is_refused_at_import() -> None:
+    from types import SimpleNamespace
+
+    with pytest.raises(ValueError, match="event is one of root, suspect, death, not 'fatal'"):
+        Own(Place.LONE, lazy_re.compile("x"), event="fatal")
+    lineless = FailureClass(Cause.PORT_IN_USE, "lineless", priority=1, alone=(Own(Place.UVICORN),))
+    with pytest.raises(ValueError, match="network: the row port_in_use/lineless has an own line of its `line`"):
+        failures.filed((SimpleNamespace(__name__="network", FAMILIES=(failures.FAMILY[Cause.PORT_IN_USE],),
+                                        ROWS=(lineless,)),))

@@ -55,12 +55,15 @@ _MODULES = (memory, gpu, distributed, model, install, network, host, process, se
 
 def filed(modules: tuple[Any, ...]) -> tuple[FailureClass, ...]:
     """Every module's rows in priority order; a row filed outside its cause's family, or two rows of one priority,
-    is a registry that cannot say which comes first, refused at import."""
+    is a registry that cannot say which comes first, refused at import (and an own line that is the row's `line`
+    on a row without one)."""
     rows = []
     for mod in modules:
         for r in mod.ROWS:
             if FAMILY[r.cause] not in mod.FAMILIES:
                 raise ValueError(f"{mod.__name__}: the row {r.cause}/{r.detail} belongs to family {FAMILY[r.cause]}")
+            if r.line is None and any(o.pattern is None for o in r.alone):
+                raise ValueError(f"{mod.__name__}: the row {r.cause}/{r.detail} has an own line of its `line`, and no line")
             rows.append(r)
     by_priority: dict[int, FailureClass] = {}
     for r in rows:

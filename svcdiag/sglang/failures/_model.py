@@ -96,6 +96,10 @@ class Place(StrEnum):
 EVERYWHERE: frozenset[Place] = frozenset(Place) - {Place.FRAME}
 
 
+#: the roles a failure may have in a start (events.ROOT, SUSPECT, DEATH: the registry imports nothing of events)
+EVENTS = ("root", "suspect", "death")
+
+
 @dataclass(frozen=True, slots=True)
 class Own:
     """A line of its own that names a row's cause at one place only (argparse's last word, a PD server's failed
@@ -109,6 +113,10 @@ class Own:
     signal: str | None = None  # the signal it says ended the process (Slurm's OOM killer: KILL)
     #: the line's words may name a cause of their own first (classify at the place), this row's only if they do not
     deferred: bool = False
+
+    def __post_init__(self) -> None:
+        if self.event not in EVENTS:
+            raise ValueError(f"an own line's event is one of {', '.join(EVENTS)}, not {self.event!r}")
 
 
 @dataclass(frozen=True, slots=True)
