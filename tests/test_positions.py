@@ -7,6 +7,7 @@ from __future__ import annotations
 import ast
 from dataclasses import replace
 from pathlib import Path
+from unittest import mock
 
 import pytest
 from hypothesis import given
@@ -201,3 +202,14 @@ def test_a_row_that_cannot_say_its_failure_is_refused_at_import() -> None:
     with pytest.raises(ValueError, match="network: the row port_in_use/lineless has an own line of its `line`"):
         failures.filed((SimpleNamespace(__name__="network", FAMILIES=(failures.FAMILY[Cause.PORT_IN_USE],),
                                         ROWS=(lineless,)),))
+
+
+@given(st.sets(st.sampled_from(sorted(failures.EVERYWHERE))), st.sampled_from(sorted(failures.EVERYWHERE)))
+def test_a_rows_line_speaks_exactly_at_its_places(where: set[Place], place: Place) -> None:
+    """classify at a place asks the rows tagged with it only, and every one of them (a test-only row, its own words)."""
+    row = FailureClass(Cause.DISK_FULL, "tagged", priority=99_997, where=frozenset(where),
+                       line=lazy_re.compile(r"quux volume overfull"))
+    with mock.patch.object(failures, "PLACES", failures.by_place((*FAILURES, row))):
+        named = failures.classify("OSError: quux volume overfull", place)
+    assert (named == Cause.DISK_FULL) == (place in where)
+    assert failures.classify("OSError: quux volume overfull", place) is None  # the registry's own rows: none of them
