@@ -100,6 +100,16 @@ def test_a_line_of_its_own_is_judged_its_rows_cause_where_it_stands(key: tuple[s
     assert key[1] in ("", out[0].detail)
 
 
+MESSAGES = [(r.cause.value, r.detail, i) for r in FAILURES for i, o in enumerate(r.alone) if o.place is Place.MESSAGE]
+
+
+@pytest.mark.parametrize("key", MESSAGES, ids=[f"{c}/{d}/{i}" for c, d, i in MESSAGES])
+def test_an_sglang_message_of_its_own_names_its_cause_without_its_prefix_too(key: tuple[str, str, int]) -> None:
+    """Place.MESSAGE is SGLang's message wherever its prefix went (a paste, a journal entry timed by the journal)."""
+    line = OWN_LINES[key][0]
+    assert [f.cause for f in _judged([line[line.index("] ") + 2:]])] == [key[0]]
+
+
 #: a traceback ending in `final` raised under these frames (innermost last)
 def _raised(frames: list[str], final: str) -> list[str]:
     return [f"{_T}Scheduler hit an exception: Traceback (most recent call last):",
