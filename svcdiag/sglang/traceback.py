@@ -216,19 +216,13 @@ def _named(place: Place, asked: dict[Place, tuple[str, ...]], final: str, frames
 def close(tb: Traceback, nccl_warn: str | None) -> list[Failure]:
     """A complete (or cut off) traceback as the failure it says, or nothing: logged by a handler that goes on,
     another process's client refused."""
-    if tb.role is None:  # logged by a handler that carries on (a warning): not a failure
-        return []
-    if tb.headless and not tb.finals:  # frames alone (a stack printed, not raised): nothing failed that they say
-        return []
     # cut off before its final line: the last line only if it is no frame, code or `^^^^` marker under it
     # (nor a frame whose indentation a paste lost: `File "…", line N, in f` at its margin, audit R14)
     finals = tb.finals or [ln for ln in tb.lines[-1:] if ln.strip() and ln[0] not in " \t"
                            and not ln.startswith('File "')] or [CUT_OFF]
     final = finals[-1]
-    if tb.role == SUSPECT and not tb.head and LOCAL_CLIENT_RE.match(final):
-        return []  # another process's: a client refused by this server, not yet listening
-    if tb.role == SUSPECT and not tb.head and tb.lines and REQUEST_FRAME_RE.search(tb.lines[0].strip()):
-        return []  # a request's error, logged by uvicorn above the paste's first line: the server went on
+    if _no_failure(tb, final):
+        return []
     said = [x for x in tb.tail if not DYNAMO_ADVICE_RE.search(x)]  # torch.compile's advice, not what failed
     if len(said) > 4:  # a tool's output (ninja, a compiler): the lines that say what failed, not its commands
         said = [x for x in said if ERRORISH_RE.search(x)] or said
@@ -245,18 +239,8 @@ def close(tb: Traceback, nccl_warn: str | None) -> list[Failure]:
                              UNNAMED)
     if tb.lone and cause == UNNAMED:
         return []  # its continuation lines named no cause either: it speaks for a cut traceback only
-    m = SCHEDULER_DIED_RE.search(final)
-    if m is not None and tb.cause is None:  # 0.5.10+: the engine's consequence, the cause is elsewhere
-        status = int(m.group(1))
-        cause, sig = exit_cause(status)
-        return [Failure(ts=tb.ts, line=final, cause=cause, message=final, evidence=(final,), signal=sig,
-                        status=None if sig else status, role=DEATH)]
-    if final.rstrip().endswith("ChildFailedError:") and tb.cause is None:
-        return _elastic_summary(tb, final)
-    if final == "EOFError" and tb.cause is None:  # the launcher's pipe from a scheduler closed (0.3.4-0.4.1)
-        return [Failure(ts=tb.ts, line=final, cause=SIGNALLED, evidence=(final,), role=DEATH,
-                        message="a scheduler process died without a word of its own (the launcher read EOF from "
-                                "its pipe): a signal killed it")]
+    if tb.cause is None and (death := _launcher_saw(tb, final)) is not None:
+        return death
     message = f"{final} {tail}".strip() if tail else final
     if not tb.finals and tb.head and final == CUT_OFF:  # say whose: `Scheduler hit an exception`
         message = f"{tb.head.removesuffix(TRACEBACK_OPEN).rstrip(': ')}: its traceback cut off"
@@ -264,11 +248,7 @@ def close(tb: Traceback, nccl_warn: str | None) -> list[Failure]:
     if nccl_warn and nccl_warn not in message and own is not None and own.reads_on:  # NCCL's own words, said before
         message = f"{message} (NCCL WARN {nccl_warn})"
         said = [f"NCCL WARN {nccl_warn}", *said]
-    role = tb.role
-    if role in (ROOT, SUSPECT) and final == CUT_OFF and not tb.head and frames and all(LAUNCHER_FRAME_RE.match(f) for f in frames):
-        role = DEATH  # the launcher's wait on a child, cut: a consequence of the death it reported (audit R14)
-    if role == ROOT and own is not None and own.consequence is not None and own.consequence.search(message):
-        role = DEATH  # a consequence: it waits for the dead rank's own cause, and stands without one
+    role = _role(tb, final, frames, own.consequence if own is not None else None, message)
     chain = next((i for i, ln in enumerate(tb.lines) if ln.startswith(CHAIN_LINES)), None)
     # chained exceptions (a wrapper's `Capture cuda graph failed`): SGLang's own frame the first was raised under
     inner = next((ln.strip() for ln in reversed(tb.lines[:chain]) if "/sglang/" in ln and ln.strip().startswith(
@@ -278,6 +258,46 @@ def close(tb: Traceback, nccl_warn: str | None) -> list[Failure]:
                                  *finals[:-1][-1:], final, late, *said[:4], inner if inner != where else None) if x)
     return [Failure(ts=tb.ts, ranks=tb.ranks, line=final, cause=cause, message=message, evidence=evidence,
                     role=role, raised_in=raised_in)]
+
+
+def _no_failure(tb: Traceback, final: str) -> bool:
+    """A traceback that says no failure of this server: logged by a handler that carries on (a warning), frames
+    alone (a stack printed, not raised), another process's client refused, a request's error."""
+    if tb.role is None or (tb.headless and not tb.finals):
+        return True
+    if tb.role != SUSPECT or tb.head:
+        return False
+    # another process's: a client refused by this server, not yet listening; a request's error, logged by uvicorn
+    # above the paste's first line: the server went on
+    return LOCAL_CLIENT_RE.match(final) is not None or bool(tb.lines and REQUEST_FRAME_RE.search(tb.lines[0].strip()))
+
+
+def _launcher_saw(tb: Traceback, final: str) -> list[Failure] | None:
+    """The launcher's own word that a child died (its cause is elsewhere): 0.5.10+'s engine exception with the exit
+    code, torchrun's ChildFailedError, 0.3.4-0.4.1's EOFError on the pipe from a scheduler; None: none of them."""
+    if (m := SCHEDULER_DIED_RE.search(final)) is not None:
+        status = int(m.group(1))
+        cause, sig = exit_cause(status)
+        return [Failure(ts=tb.ts, line=final, cause=cause, message=final, evidence=(final,), signal=sig,
+                        status=None if sig else status, role=DEATH)]
+    if final.rstrip().endswith("ChildFailedError:"):
+        return _elastic_summary(tb, final)
+    if final == "EOFError":
+        return [Failure(ts=tb.ts, line=final, cause=SIGNALLED, evidence=(final,), role=DEATH,
+                        message="a scheduler process died without a word of its own (the launcher read EOF from "
+                                "its pipe): a signal killed it")]
+    return None
+
+
+def _role(tb: Traceback, final: str, frames: list[str], consequence: re.Pattern[str] | None, message: str) -> str | None:
+    """The failure's role: its traceback's, or DEATH where it is a consequence of a death said elsewhere."""
+    if tb.role in (ROOT, SUSPECT) and final == CUT_OFF and not tb.head and frames \
+            and all(LAUNCHER_FRAME_RE.match(f) for f in frames):
+        return DEATH  # the launcher's wait on a child, cut: a consequence of the death it reported (audit R14)
+    if tb.role == ROOT and consequence is not None and consequence.search(message):
+        return DEATH  # a consequence: it waits for the dead rank's own cause, and stands without one
+    return tb.role
+
 
 def _elastic_summary(tb: Traceback, final: str) -> list[Failure]:
     """torchrun's ChildFailedError: a consequence, its `Root Cause` block says which rank ended and how (a
