@@ -10,7 +10,7 @@ from pathlib import Path
 from unittest import mock
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from svcdiag.sglang import failures, lazy_re
@@ -214,6 +214,7 @@ def test_a_row_that_cannot_say_its_failure_is_refused_at_import() -> None:
                                         ROWS=(lineless,)),))
 
 
+@settings(deadline=None)  # (each example indexes the whole registry again: slow on a loaded CI)
 @given(st.sets(st.sampled_from(sorted(failures.EVERYWHERE))), st.sampled_from(sorted(failures.EVERYWHERE)))
 def test_a_rows_line_speaks_exactly_at_its_places(where: set[Place], place: Place) -> None:
     """classify at a place asks the rows tagged with it only, and every one of them (a test-only row, its own words)."""
