@@ -57,6 +57,35 @@ def test_every_cause_has_its_evidence_and_the_prose_files_name_only_their_module
     bad.write_text('[cuda_oom]\nexplian = ["a typo"]\n')
     with pytest.raises(ValueError, match=r"memory.toml: \[cuda_oom\] has explian"):
         _prose.read(bad, memory.ROWS)
+    bad.write_text('[cuda_oom.say]\nfull = ["It is full."]\n\n[cuda_oom.npu]\nexplain = [{ say = "ful" }]\n')
+    with pytest.raises(ValueError, match=r"memory.toml: \[cuda_oom.npu\]'s explain has \{'say': 'ful'\}"):
+        _prose.read(bad, memory.ROWS)
+    bad.write_text('[cuda_oom.say]\nfull = ["It is full."]\n\n[cuda_oom.npu]\nexplain = [{ say = "full" }, "On the NPU."]\n')
+    assert _prose.read(bad, memory.ROWS)[("cuda_oom", "npu")].explain == ("It is full.", "On the NPU.")
+
+
+def test_no_sentence_is_written_twice_in_the_registrys_prose() -> None:
+    """Where two rows say the same, the sentence is written once (a cause's `say`, named in their `explain`)."""
+    import tomllib
+    from collections import Counter
+
+    def sentences(table: dict) -> list[str]:
+        return [x for k, v in table.items() for x in (sentences(v) if isinstance(v, dict) else
+                                                       v if isinstance(v, list) else [v] if k == "evidence" else [])
+                if isinstance(x, str)]
+
+    said = Counter(s for path in (ROOT / "svcdiag" / "sglang" / "failures").glob("*.toml")
+                   for s in sentences(tomllib.loads(path.read_text())))
+    assert [s for s, n in said.items() if n > 1 and s.strip("{}") not in ("message", "short")] == []
+
+
+def _names(arg: object) -> list[str]:
+    """The sentence names an argument can be: a string, or either branch of a conditional expression."""
+    import ast
+
+    if isinstance(arg, ast.IfExp):
+        return _names(arg.body) + _names(arg.orelse)
+    return [arg.value] if isinstance(arg, ast.Constant) and isinstance(arg.value, str) else []
 
 
 def test_every_sentence_a_diagnosis_function_names_is_in_its_rows_prose() -> None:
@@ -67,15 +96,16 @@ def test_every_sentence_a_diagnosis_function_names_is_in_its_rows_prose() -> Non
 
     from svcdiag.judge import diagnosis
 
-    rows = {fn: key for key, fn in diagnosis._BY_DETAIL.items() if fn.__name__ != "<lambda>"} \
-        | {fn: (c, "") for c, fn in diagnosis._BY_CAUSE.items()}
+    rows = {fn.__name__: key for key, fn in diagnosis._BY_DETAIL.items() if fn.__name__ != "<lambda>"} \
+        | {fn.__name__: (c, "") for c, fn in diagnosis._BY_CAUSE.items()} | {"_draft_oom": (Cause.CUDA_OOM, "")}
     checked = 0
-    for fn, (cause, detail) in rows.items():
-        for call in ast.walk(ast.parse(inspect.getsource(fn).lstrip())):
+    for fn in (n for n in ast.parse(inspect.getsource(diagnosis)).body if isinstance(n, ast.FunctionDef)):
+        for call in ast.walk(fn):
             if isinstance(call, ast.Call) and getattr(call.func, "id", "") == "_said" and len(call.args) > 2:
-                names = [a.value for a in ast.walk(call.args[2]) if isinstance(a, ast.Constant) and isinstance(a.value, str)]
-                for name in names:
-                    assert name in failures.prose(cause, detail).say or name in failures.prose(cause).say, (cause, detail, name)
+                of = next((k.value for k in call.keywords if k.arg == "of"), None)  # another cause's row: Cause.X
+                row = (Cause[of.attr], "") if isinstance(of, ast.Attribute) else rows[fn.name]
+                for name in _names(call.args[2]):
+                    assert name in failures.prose(*row).say or name in failures.prose(row[0]).say, (row, name)
                     checked += 1
     assert checked >= 20
 

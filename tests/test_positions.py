@@ -60,35 +60,35 @@ _CUT = [f"{_T}Scheduler hit an exception: Traceback (most recent call last):",
         '  File "/x/sglang/srt/managers/scheduler.py", line 3, in run_scheduler_process', "    s()"]
 #: a line of each row's own (`alone`), where its place is: (cause, detail, its index in `alone`) -> lines
 OWN_LINES: dict[tuple[str, str, int], list[str]] = {
-    ("bad_arguments", "", 0): ["launch_server.py: error: unrecognized arguments: --enable-magic"],
-    ("bad_arguments", "", 1): [f"{_T}ERROR:    [Errno 99] error while attempting to bind on address ('10.9.9.9', "
+    (Cause.BAD_ARGUMENTS, "", 0): ["launch_server.py: error: unrecognized arguments: --enable-magic"],
+    (Cause.BAD_ARGUMENTS, "", 1): [f"{_T}ERROR:    [Errno 99] error while attempting to bind on address ('10.9.9.9', "
                                "30000): cannot assign requested address"],
-    ("access_denied", "", 0): [f"{_T}ERROR:    [Errno 13] error while attempting to bind on address ('0.0.0.0', 80): "
+    (Cause.ACCESS_DENIED, "", 0): [f"{_T}ERROR:    [Errno 13] error while attempting to bind on address ('0.0.0.0', 80): "
                                "permission denied"],
-    ("port_in_use", "", 0): [f"{_T}ERROR:    [Errno 98] error while attempting to bind on address ('0.0.0.0', 30000): "
+    (Cause.PORT_IN_USE, "", 0): [f"{_T}ERROR:    [Errno 98] error while attempting to bind on address ('0.0.0.0', 30000): "
                              "address already in use"],
-    ("host_oom", "", 0): ["slurmstepd: error: Detected 1 oom_kill event in StepId=4242.0. Some of your processes may "
+    (Cause.HOST_OOM, "", 0): ["slurmstepd: error: Detected 1 oom_kill event in StepId=4242.0. Some of your processes may "
                           "have been killed by the cgroup out-of-memory handler."],
-    ("router_failed", "", 0): ["[Router (Python)] 2025-03-07 10:00:01 - ERROR - Failed to start router: no workers - "
+    (Cause.ROUTER_FAILED, "", 0): ["[Router (Python)] 2025-03-07 10:00:01 - ERROR - Failed to start router: no workers - "
                                "launch_server.py:177"],
-    ("router_failed", "worker_timeout", 0): [
+    (Cause.ROUTER_FAILED, "worker_timeout", 0): [
         "2025-11-04 10:05:37  ERROR sglang_router_rs::core::worker_manager: src/core/worker_manager.rs:120: Timeout "
         "1800s waiting for workers [\"http://127.0.0.1:31000\"] to become healthy"],
-    ("pd_bootstrap_failed", "", 0): [f"{_T}Prefill instance failed to register to bootstrap server: 503"],
-    ("pd_bootstrap_failed", "", 1): [f"{_T}Error fetching prefill parallel info from bootstrap: 500", *_CUT],
-    ("warmup_failed", "", 0): [f"{_T}Initialization failed. warmup error: Traceback (most recent call last):",
+    (Cause.PD_BOOTSTRAP_FAILED, "", 0): [f"{_T}Prefill instance failed to register to bootstrap server: 503"],
+    (Cause.PD_BOOTSTRAP_FAILED, "", 1): [f"{_T}Error fetching prefill parallel info from bootstrap: 500", *_CUT],
+    (Cause.WARMUP_FAILED, "", 0): [f"{_T}Initialization failed. warmup error: Traceback (most recent call last):",
                                '  File "/x/sglang/srt/entrypoints/http_server.py", line 9, in _wait_and_warmup',
                                "    assert res.status_code == 200", "AssertionError: res=<Response [500]>"],
-    ("warmup_failed", "pd_warmup", 0): [f"{_T}Prefill disaggregation mode warm Up Failed, status code: 400"],
-    ("watchdog_timeout", "", 0): [f"{_T[:-2]} TP0] Scheduler debug info: running_reqs=1, waiting_reqs=0"],
-    ("watchdog_timeout", "", 1): [f"{_T[:-2]} TP0] Scheduler watchdog timeout (self.watchdog_timeout=300, "
+    (Cause.WARMUP_FAILED, "pd_warmup", 0): [f"{_T}Prefill disaggregation mode warm Up Failed, status code: 400"],
+    (Cause.WATCHDOG_TIMEOUT, "", 0): [f"{_T[:-2]} TP0] Scheduler debug info: running_reqs=1, waiting_reqs=0"],
+    (Cause.WATCHDOG_TIMEOUT, "", 1): [f"{_T[:-2]} TP0] Scheduler watchdog timeout (self.watchdog_timeout=300, "
                                   "self.soft=False)"],
-    ("port_in_use", "pd_bootstrap", 0): [f"{_T}Server error: [Errno 98] error while attempting to bind on address "
+    (Cause.PORT_IN_USE, "pd_bootstrap", 0): [f"{_T}Server error: [Errno 98] error while attempting to bind on address "
                                          "('0.0.0.0', 8998): address already in use"],
-    ("nvshmem_failed", "", 0): ["/sgl-workspace/nvshmem/src/modules/transport/ibrc/ibrc.cpp:420: non-zero status: 22 "
+    (Cause.NVSHMEM_FAILED, "", 0): ["/sgl-workspace/nvshmem/src/modules/transport/ibrc/ibrc.cpp:420: non-zero status: 22 "
                                 "ibv_modify_qp failed"],
 }
-OWNS = [(r.cause.value, r.detail, i) for r in FAILURES for i, _ in enumerate(r.alone)]
+OWNS = [(r.cause, r.detail, i) for r in FAILURES for i, _ in enumerate(r.alone)]
 
 
 @pytest.mark.parametrize("key", OWNS, ids=[f"{c}/{d}/{i}" for c, d, i in OWNS])
@@ -100,7 +100,7 @@ def test_a_line_of_its_own_is_judged_its_rows_cause_where_it_stands(key: tuple[s
     assert key[1] in ("", out[0].detail)
 
 
-MESSAGES = [(r.cause.value, r.detail, i) for r in FAILURES for i, o in enumerate(r.alone) if o.place is Place.MESSAGE]
+MESSAGES = [(r.cause, r.detail, i) for r in FAILURES for i, o in enumerate(r.alone) if o.place is Place.MESSAGE]
 
 
 @pytest.mark.parametrize("key", MESSAGES, ids=[f"{c}/{d}/{i}" for c, d, i in MESSAGES])
@@ -117,21 +117,21 @@ def _raised(frames: list[str], final: str) -> list[str]:
 
 
 RAISED_CASES = {  # (cause, index in `raised`) -> lines
-    ("bad_arguments", 0): _raised(['/x/sglang/srt/server_args.py", line 812, in __post_init__'],
+    (Cause.BAD_ARGUMENTS, 0): _raised(['/x/sglang/srt/server_args.py", line 812, in __post_init__'],
                                   "ValueError: topk must be 1 here"),
-    ("bad_arguments", 1): _raised(['/x/sglang/srt/managers/scheduler.py", line 3, in __init__'],
+    (Cause.BAD_ARGUMENTS, 1): _raised(['/x/sglang/srt/managers/scheduler.py", line 3, in __init__'],
                                   "ValueError: --enable-dp-attention requires --dp-size above 1"),
-    ("bad_checkpoint", 0): _raised(['/x/sglang/srt/models/llama.py", line 512, in load_weights'],
+    (Cause.BAD_CHECKPOINT, 0): _raised(['/x/sglang/srt/models/llama.py", line 512, in load_weights'],
                                    "KeyError: 'model.layers.0.mlp.gate.weight'"),
-    ("bad_checkpoint", 1): _raised(['/x/sglang/srt/layers/linear.py", line 90, in weight_loader'],
+    (Cause.BAD_CHECKPOINT, 1): _raised(['/x/sglang/srt/layers/linear.py", line 90, in weight_loader'],
                                    "RuntimeError: The size of tensor a (4096) must match the size of tensor b (2048)"),
-    ("cuda_error", 0): _raised(['/x/sglang/srt/distributed/device_communicators/custom_all_reduce.py", line 9, in '
+    (Cause.CUDA_ERROR, 0): _raised(['/x/sglang/srt/distributed/device_communicators/custom_all_reduce.py", line 9, in '
                                 "__init__", '/x/torch/cuda/__init__.py", line 3, in f'],
                                "RuntimeError: invalid argument"),
-    ("unsupported_model", 0): _raised(['/x/transformers/models/auto/configuration_auto.py", line 1, in __getitem__'],
+    (Cause.UNSUPPORTED_MODEL, 0): _raised(['/x/transformers/models/auto/configuration_auto.py", line 1, in __getitem__'],
                                       "KeyError: 'qwen9'"),
 }
-RAISES = [(r.cause.value, i) for r in FAILURES for i, _ in enumerate(r.raised)]
+RAISES = [(r.cause, i) for r in FAILURES for i, _ in enumerate(r.raised)]
 
 
 @pytest.mark.parametrize("key", RAISES, ids=[f"{c}/{i}" for c, i in RAISES])
@@ -143,15 +143,15 @@ def test_a_frame_names_its_rows_cause_when_no_line_does(key: tuple[str, int]) ->
 def test_a_flag_checks_frame_names_bad_arguments_only_where_it_raised() -> None:
     """The raising frame's place: a traceback cut off in server_args.py did not raise there (it has no final line)."""
     lines = _raised(['/x/sglang/srt/server_args.py", line 812, in __post_init__'], "")[:-1] + ["    self.check()"]
-    assert [f.cause for f in _judged(lines)] == ["exception"]
+    assert [f.cause for f in _judged(lines)] == [Cause.EXCEPTION]
 
 
 def test_close_asks_its_places_in_order_the_final_line_before_the_head() -> None:
     head = f"{_T}Scheduler hit an exception: CUDA out of memory: Traceback (most recent call last):"
     frame = '  File "/x/sglang/srt/managers/scheduler.py", line 3, in run'
     assert CLOSE_ORDER.index(Place.FINAL) < CLOSE_ORDER.index(Place.HEAD)
-    assert [f.cause for f in _judged([head, frame, "RuntimeError: NCCL error: unhandled system error"])] == ["nccl_error"]
-    assert [f.cause for f in _judged([head, frame, "RuntimeError: something odd"])] == ["cuda_oom"]
+    assert [f.cause for f in _judged([head, frame, "RuntimeError: NCCL error: unhandled system error"])] == [Cause.NCCL_ERROR]
+    assert [f.cause for f in _judged([head, frame, "RuntimeError: something odd"])] == [Cause.CUDA_OOM]
 
 
 @given(st.booleans(), st.booleans(), st.booleans(), st.text(max_size=40))
@@ -179,13 +179,13 @@ _ALONE = ["RuntimeError: the frobnicator refused to start"]
 def test_a_row_tagged_with_its_place_changes_the_judgement_there_only(monkeypatch: pytest.MonkeyPatch) -> None:
     """Adding one row (in a test-only registry) with a place tag changes what the grammar judges at that place, and
     nowhere else, with no code changed."""
-    assert [f.cause for f in _judged(_HEADED)] == ["exception"]
+    assert [f.cause for f in _judged(_HEADED)] == [Cause.EXCEPTION]
     assert [f.cause for f in _judged(_ALONE)] == []
     monkeypatch.setattr(failures, "PLACES", failures.by_place((*FAILURES, HEAD_ONLY)))
-    assert [f.cause for f in _judged(_HEADED)] == ["broken_install"]
+    assert [f.cause for f in _judged(_HEADED)] == [Cause.BROKEN_INSTALL]
     assert [f.cause for f in _judged(_ALONE)] == []  # a lone line is no head: the row does not speak there
     monkeypatch.setattr(failures, "PLACES", failures.by_place((*FAILURES, replace(HEAD_ONLY, where=frozenset(Place)))))
-    assert [f.cause for f in _judged(_ALONE)] == ["broken_install"]  # tagged everywhere, it does
+    assert [f.cause for f in _judged(_ALONE)] == [Cause.BROKEN_INSTALL]  # tagged everywhere, it does
 
 
 def test_a_line_of_its_own_added_at_a_place_is_judged_there(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -196,11 +196,11 @@ def test_a_line_of_its_own_added_at_a_place_is_judged_there(monkeypatch: pytest.
                        alone=(Own(Place.MESSAGE, lazy_re.compile(r"Watchdog: frobnicator stuck"), says="stuck: {line}"),),
                        raised=(Raised(lazy_re.compile(r"/frobnicator\.py\""), final=lazy_re.compile(r"^OSError")),))
     framed = _raised(['/x/frobnicator.py", line 1, in go'], "OSError: [Errno 5] Input/output error")
-    assert _judged([said]) == [] and [f.cause for f in _judged(framed)] == ["exception"]
+    assert _judged([said]) == [] and [f.cause for f in _judged(framed)] == [Cause.EXCEPTION]
     monkeypatch.setattr(failures, "PLACES", failures.by_place((*FAILURES, row)))
-    assert [(f.cause, f.message) for f in _judged([said])] == [("watchdog_timeout", f"stuck: {said[len(_T):]}")]
+    assert [(f.cause, f.message) for f in _judged([said])] == [(Cause.WATCHDOG_TIMEOUT, f"stuck: {said[len(_T):]}")]
     assert _judged([said[len(_T):].replace("Watchdog", "watchdog")]) == []
-    assert [f.cause for f in _judged(framed)] == ["watchdog_timeout"]
+    assert [f.cause for f in _judged(framed)] == [Cause.WATCHDOG_TIMEOUT]
 
 
 def test_a_row_that_cannot_say_its_failure_is_refused_at_import() -> None:

@@ -2,7 +2,9 @@
 
 Pure: a verdict's figures (what SGLang printed), its cause and sub-case (the grammar read them off the
 log once, sglang/failures/ holds each one's words) and the effective config in, sentences and fixes
-out; no text is matched here. The memory arithmetic is SGLang's own for the start's release family
+out; no text is matched here. The sentences are the registry's (each family's .toml): a function here chooses
+among a row's named ones (`_said`) and fills in what the figures and the config say, and only the memory
+arithmetic's narration is written here. The memory arithmetic is SGLang's own for the start's release family
 (svcdiag.sglang.memory.predict, the logged start read back by svcdiag.sglang.memory_plan), the same model
 every memory fix is re-checked with (preflight.recheck_fixes), so the explanation and the fixes agree:
     rest = free_after_weights − free_before_load × (1 − mem_fraction_static)
@@ -73,12 +75,13 @@ class _Words(dict[str, str]):
         return ""
 
 
-def _template(v: Verdict, cfg: ServiceConfig | None, say: str = "", **more: str) -> tuple[list[str], list[dict[str, Any]]] | None:
+def _template(v: Verdict, cfg: ServiceConfig | None, say: str = "", of: str = "",
+              **more: str) -> tuple[list[str], list[dict[str, Any]]] | None:
     """The registry's explanation and fixes of the verdict's sub-case (or, lacking words of its own, its cause),
     over the failure's words and what its pattern captured (`say`: its sentences of that name, which a function
-    here chose); None when the registry has none."""
-    cause = v.cause or v.verdict
-    sub = failures.row(cause, v.detail)
+    here chose; `of`: another cause's, where two say the same); None when the registry has none."""
+    cause = of or v.cause or v.verdict
+    sub = failures.row(cause, "" if of else v.detail)
     row = sub if sub is not None and _sentences(sub, say) else failures.row(cause)
     sentences = _sentences(row, say) if row is not None else ()
     if row is None or not sentences:
@@ -99,10 +102,10 @@ def _sentences(row: failures.FailureClass, say: str) -> tuple[str, ...]:
     return p.say.get(say, ()) if say else p.explain
 
 
-def _said(v: Verdict, cfg: ServiceConfig | None, say: str = "", **more: str) -> list[str]:
-    """The registry's sentences for the verdict's row (those named `say`, where a function here chooses), over its
-    words and `more` (what only the verdict's figures or the config can say)."""
-    found = _template(v, cfg, say, **more)
+def _said(v: Verdict, cfg: ServiceConfig | None, say: str = "", of: str = "", **more: str) -> list[str]:
+    """The registry's sentences for the verdict's row (those named `say`, where a function here chooses; `of`
+    another cause's row), over its words and `more` (what only the verdict's figures or the config can say)."""
+    found = _template(v, cfg, say, of, **more)
     assert found is not None, f"{v.cause}/{v.detail}: no sentences {say!r} in its family's .toml"
     return found[0]
 
@@ -217,10 +220,7 @@ def _shorter_context(logged: memory_plan.Logged, req: int, ctx: int | None) -> l
 def _not_enough_memory(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
     f = v.figures
     if v.detail == "swa_pool":
-        return [f"The sliding-window layers' KV pool holds {_n(int(v.captures['tokens']))} tokens, not even one window of "
-                f"{_n(int(v.captures['window']))} (plus a page): no request could ever be admitted, so SGLang refuses to start.",
-                "The SWA pool is --swa-full-tokens-ratio of the full-attention pool: raise it (the default 0.8), or "
-                "give the KV caches more memory (mem_fraction_static)."], []
+        return _said(v, cfg, "swa_pool", tokens=_n(int(v.captures["tokens"])), window=_n(int(v.captures["window"]))), []
     say = [v.message]
     fixes = []
     floor = v.captures.get("floor")
@@ -256,10 +256,10 @@ def _cuda_oom(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list
     dev = _device(v)
     if v.phase == "cuda_graph":
         graphs = "CUDA" if dev in ("CUDA", "HIP") else dev[4:]
-        say = [f"{dev} ran out of memory while capturing {graphs} graphs, after the KV cache"
-               + (f" ({_n(f.kv_tokens)} tokens)" if f.kv_tokens else "") + " had taken its share.",
-               f"{graphs} graphs and activations live in the 1 − mem_fraction_static reserve"
-               + (f": {_gb(f.pool_end_avail_gb)} were free when capture began." if f.pool_end_avail_gb else ".")]
+        say = _said(v, cfg, "graphs", dev=dev, graphs=graphs,
+                    kv_tokens=_said(v, cfg, "kv_tokens", tokens=_n(f.kv_tokens))[0] if f.kv_tokens else "",
+                    free_at_capture=_said(v, cfg, "free_at_capture", free=_gb(f.pool_end_avail_gb))[0]
+                    if f.pool_end_avail_gb else ".")
         fixes = []
         bs = cfg.cuda_graph_max_bs if cfg else None
         if bs and bs > 1:
@@ -269,23 +269,19 @@ def _cuda_oom(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list
         return say, fixes
     if v.phase == "loading_weights":
         tp = cfg.tp_size if cfg else f.tp_size
-        say = [f"{dev} ran out of memory while loading the weights: the model does not fit on "
-               f"{tp or '?'} {'GPU' if dev in ('CUDA', 'HIP') else dev[4:]}(s)"
-               + (f" with {_gb(f.avail_before_load_gb)} free each" if f.avail_before_load_gb else "") + "."]
+        free_each = _said(v, cfg, "free_each", free=_gb(f.avail_before_load_gb))[0] if f.avail_before_load_gb else ""
+        say = _said(v, cfg, "weights", dev=dev, tp=str(tp or "?"), devices="GPU" if dev in ("CUDA", "HIP") else dev[4:],
+                    free_each=free_each)
         return say, [_fix({"tp_size": (tp or 1) * 2}, "splits the weights over twice as many devices")]
     if v.phase == "scheduler" and f.draft_avail_before_load_gb is not None:
         return _draft_oom(v, cfg, mfs)
     if v.phase == "kv_cache":
-        say = [f"{dev} ran out of memory while allocating the KV cache" + (" and the Mamba state" if f.mamba_slots is not None
-                                                                         else "")
-               + ": SGLang sized it from mem_fraction_static" + (f"={mfs}" if mfs else "")
-               + " of the memory it measured before loading, and that much was no longer free (another process on "
-               "the GPU, or a fraction that leaves nothing for the allocator's own overhead)."]
+        say = _said(v, cfg, "kv_cache", dev=dev, mamba=_said(v, cfg, "and_mamba")[0] if f.mamba_slots is not None else "",
+                    mfs=f"={mfs}" if mfs else "")
         if "other_pid" in v.captures:
-            say.append(f"Process {v.captures['other_pid']}, not this server, holds {v.captures['other_gib']} of that GPU "
-                       "(`nvidia-smi`).")
+            say += _said(v, cfg, "other_process")
         return say, [_fix({"mem_fraction_static": more_reserve(mfs)}, "a smaller KV cache")] if mfs else []
-    say = [f"{dev} ran out of memory in phase {v.phase}."]
+    say = _said(v, cfg, "elsewhere", dev=dev)
     return say, [_fix({"mem_fraction_static": more_reserve(mfs)}, "more headroom outside the caches")] if mfs else []
 
 
@@ -294,11 +290,10 @@ def _draft_oom(v: Verdict, cfg: ServiceConfig | None, mfs: float | None) -> tupl
     they left: an OOM there is the draft's (its weights, KV pool or graphs), not the target's."""
     f = v.figures
     capture = any(e.startswith("File ") and ("graphs.py" in e or "cuda_graph" in e) for e in v.evidence)
-    what = "capturing the draft model's CUDA graphs" if capture else "setting up the speculative draft model"
-    say = [f"{_device(v)} ran out of memory while {what}, after the target model's KV cache and CUDA graphs: the draft "
-           "(its weights, its KV pool, its graphs) gets only what they left"
-           + (f", {_gb(f.draft_avail_before_load_gb)} when it began loading." if f.draft_avail_before_load_gb
-              is not None else ".")]
+    left = _said(v, cfg, "draft_left", free=_gb(f.draft_avail_before_load_gb))[0] \
+        if f.draft_avail_before_load_gb is not None else "."
+    say = _said(v, cfg, "draft", dev=_device(v), what=_said(v, cfg, "draft_graphs" if capture else "draft_setup")[0],
+                left=left)
     fixes = []
     bs = cfg.cuda_graph_max_bs if cfg else None
     if capture and bs and bs > 1:
@@ -307,8 +302,7 @@ def _draft_oom(v: Verdict, cfg: ServiceConfig | None, mfs: float | None) -> tupl
         fixes.append(_fix({"mem_fraction_static": more_reserve(mfs)}, "moves 5 % of the GPU from the target's KV "
                           "cache to the reserve the draft is set up in"))
     if not fixes:
-        say.append("Lower mem_fraction_static (the target's KV cache) or cuda_graph_max_bs, or fewer "
-                   "speculative_num_draft_tokens / speculative_eagle_topk (smaller draft graphs).")
+        say += _said(v, cfg, "draft_advice")
     return say, fixes
 
 
@@ -352,25 +346,16 @@ def _exited(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[s
 def _port_in_use(v: Verdict, cfg: ServiceConfig | None, owners: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
     """uvicorn's own port (the sub-cases, SGLang's other ports, are the registry's)."""
     port = cfg.port if cfg else v.figures.port
-    say = [f"Everything loaded, then uvicorn could not bind port {port}: another process listens there."]
-    if owners:
-        say.append(f"Our unit(s) configured for port {port} and running: {', '.join(owners)}.")
-    else:
-        say.append(f"No other svcdiag unit is configured for it; `ss -ltnp 'sport = :{port}'` names the holder.")
+    say = _said(v, cfg, "http_port", port=str(port)) + _said(v, cfg, "owners" if owners else "no_owner", port=str(port),
+                                                            owners=", ".join(owners))
     return say, [_fix({"port": (port or 30000) + 100}, "a port no running server uses")] if port else []
 
 
 def _store_port_in_use(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
     """torch.distributed's TCP store, not the HTTP port: --nccl-port on one node, dist_init_addr's port on several."""
     port = v.captures.get("port") or v.captures.get("errno_port")
-    multi = (v.figures.nnodes or 1) > 1
-    whose = "dist_init_addr's port (the ranks' rendezvous on node 0)" if multi else "the NCCL port (--nccl-port)"
-    say = [f"The ranks' rendezvous (torch.distributed's TCP store) could not listen on port {port or '?'}: it is in use. "
-           f"That is {whose}, not the HTTP port: the start stopped before loading anything.",
-           f"Another server on this host took it (two SGLang servers given the same --nccl-port, or a leftover of an "
-           f"earlier start: `ss -ltnp 'sport = :{port or 'PORT'}'` names it). Give each server its own "
-           + ("dist_init_addr port." if multi else "--nccl-port (extra_args), or leave it unset: SGLang then picks a free one.")]
-    return say, []
+    whose, give = _said(v, cfg, "multi_node" if (v.figures.nnodes or 1) > 1 else "one_node")
+    return _said(v, cfg, "store", port=port or "?", port_or=port or "PORT", whose=whose, give=give), []
 
 
 def _model_not_found(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
@@ -380,12 +365,8 @@ def _model_not_found(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tup
     if named and model and model.rstrip("/") not in named:  # the missing path is another flag's
         draft = (cfg.speculative.draft_model_path if cfg and cfg.speculative else None) \
             or v.figures.draft_model_path
-        whose = "the speculative draft model (speculative_draft_model_path)" if draft and draft.rstrip("/") in \
-            named else "a LoRA adapter (lora_paths), tokenizer_path or another path in the flags"
-        return [f"SGLang cannot open {named!r}: not model_path ({model!r}) but {whose}; it is "
-                "neither a folder on this host nor a repo id it can reach.",
-                f"`ls {named}` on the GPU host: a LoRA adapter folder holds adapter_config.json and the adapter's "
-                "weights; fix that path in the flags, or download the adapter there."], []
+        whose = _said(v, cfg, "draft" if draft and draft.rstrip("/") in named else "other_path")[0]
+        return _said(v, cfg, "another_flag", named=named, model_path=model, whose=whose), []
     path = model or named
     found = _template(v, cfg, what=repr(path) if path else "the model", path=path or "MODEL_PATH")
     assert found is not None
@@ -461,22 +442,16 @@ def _rendezvous(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[li
 
 
 def _kv_transfer_failed(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
-    name = cfg.name if cfg else "NAME"
-    say = [f"The PD server's KV transfer engine could not start: {v.message}",
-           "Most often it found no RDMA NIC it could open: --disaggregation-ib-device names one this host lacks "
-           "(`ibv_devices` lists them), the NIC is down (`ibstat`), or the sandbox hides /dev/infiniband."]
+    say = _said(v, cfg, "engine")
     if v.detail in ("ascend", "nixl_plugin"):  # an NPU's engine, a plugin missing: the registry's words, no RDMA device
         return _template(v, cfg) or (say[:1], [])
     if v.detail == "init_timeout":  # a set-up that hung: the registry's words, then the sandbox's devices below
         say = (_template(v, cfg) or (say, []))[0]
     if v.detail == "nixl":
-        say.append("NIXL's UCX backend could not set up its transfers (UCX's own line above says on which device): "
-                   "UCX_NET_DEVICES names the NICs it may use (`mlx5_0:1`), or run with "
-                   "--disaggregation-transfer-backend mooncake.")
+        say += _said(v, cfg, "nixl")
     fixes: list[dict[str, Any]] = []
     if cfg is None or (cfg.hardening == "strict" and "infiniband" not in cfg.devices):
-        say.append(f"svcdiag's strict units open only the GPU nodes unless `devices` lists \"infiniband\" "
-                   f"(then `svcdiag install {name}`).")
+        say += _said(v, cfg, "strict_unit")
         fixes.append(_fix({"devices": [*(cfg.devices if cfg else ()), "infiniband"]},
                           "the RDMA devices (/dev/infiniband) opened in the sandbox"))
     return say, fixes
@@ -520,17 +495,8 @@ _CACHE_PARTS = (".locks", ".cache", "blobs", "snapshots")
 
 
 def _access_denied(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
-    name = cfg.name if cfg else "NAME"
     path = v.captures.get("path")
-    say = [(f"The server may not write {path!r}" if path else "The server was refused a file") + ": the unit's "
-           "sandbox keeps the file system read-only outside its writable paths (ProtectSystem=strict, "
-           "ProtectHome=read-only), or its user lacks the permission.",
-           f"svcdiag's strict units may write ~/.cache, ~/.triton, /dev/shm, working_directory and the cache "
-           f"folders [env] names (docs/security.md#the-hardened-unit); a --download-dir or any other folder goes in "
-           f"`read_write_paths` (then `svcdiag install {name}`). Check the owner too: `ls -ld` the folder as the unit's User=.",
-           "In a container: a read-only root (`--read-only`, Kubernetes readOnlyRootFilesystem) or a volume mounted "
-           ":ro; mount the HF cache writable (`-v ~/.cache/huggingface:/root/.cache/huggingface`) or set HF_HOME to a "
-           "writable volume."]
+    say = _said(v, cfg, "refused", who=_said(v, cfg, "path" if path else "no_path")[0])
     if path:
         parts = (path.rstrip("/").rsplit("/", 1)[0] or path).split("/")
         cut = next((i for i, p in enumerate(parts) if i and (p in _CACHE_PARTS or p.startswith("models--"))), len(parts))
@@ -549,18 +515,8 @@ def _mamba_small(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[l
 
 def _timed_out(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
     limit = cfg.timeout.get(v.phase) if cfg else None
-    name = cfg.name if cfg else "NAME"
     if (total := v.figures.systemd_timeout_s) is not None:
-        unit = v.unit or (cfg.unit if cfg else "UNIT")
-        return [f"systemd stopped the start after {total:.0f} s, in phase {v.phase}, before svcdiag's deadline for "
-                f"it: the unit's TimeoutStartSec= (`systemctl show -p TimeoutStartUSec {unit}`) ran out; SGLang "
-                "itself reported no error.",
-                "A daemon-reload during a start (any `systemctl daemon-reload`, or an install that makes one) "
-                "re-arms that limit from the start's beginning and forgets every EXTEND_TIMEOUT_USEC: a unit whose "
-                "limit is shorter than the start is killed at once. Units svcdiag renders now set it to the whole "
-                f"start's deadlines; re-render this one (`svcdiag install {name}`) while none of its starts runs, or "
-                f"raise TimeoutStartSec= in {unit} by hand. `svcdiag history {name} --advise` says what the "
-                "recorded starts need."], []
+        return _said(v, cfg, "systemd_limit", total=f"{total:.0f}"), []
     extra = (v.figures.precompile_extra_s or {}).get(v.phase)
     f = v.figures
     # the time a phase gets beyond its deadline for what the log announced in it (readiness._allow)
@@ -568,36 +524,23 @@ def _timed_out(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[lis
                   (f.draft_extra_s, "the speculative draft's load and capture"),
                   (f.pool_extra_s, "pinning the hierarchical cache's host pool"))
     more = [f" + {s:.0f} s for {why}" for granted, why in allowances if (s := (granted or {}).get(v.phase))]
-    allowed = f" (its deadline is {limit:.0f} s{''.join(more)})" if limit else ""
+    allowed = _said(v, cfg, "deadline", limit=f"{limit:.0f}", allowances="".join(more))[0] if limit else ""
     stop = v.figures.stopped_after_s
-    if stop is not None:
-        left = f"it was then stopped from outside, {stop:.0f} s into the phase (a start given up on as stuck)"
-    elif cfg is not None and cfg.readiness == "notify":
-        left = "svcdiag supervise stopped the server (the unit ends failed, exit status 3)"
-    else:
-        left = "the service is left running"
-    say = [f"No progress in phase {v.phase} for {v.stalled_s or 0:.0f} s" + allowed + f"; {left}.",
-           f"Last line seen: {v.last_line!r}." if v.last_line else "No line at all since the phase began.",
-           f"If that line still changes, the start is slow, not stuck: `svcdiag wait {name}` waits longer. If it "
-           "does not, look inside: `py-spy dump --pid $(systemctl show -p MainPID --value "
-           f"{cfg.unit if cfg else 'UNIT'})`."]
+    left = _said(v, cfg, "stopped_outside", stop=f"{stop:.0f}")[0] if stop is not None else \
+        _said(v, cfg, "supervisor_stopped" if cfg is not None and cfg.readiness == "notify" else "left_running")[0]
+    say = [*_said(v, cfg, "no_progress", stalled=f"{v.stalled_s or 0:.0f}", allowed=allowed, left=left),
+           *(_said(v, cfg, "last_line", of=Cause.INCOMPLETE, last_line=v.last_line) if v.last_line else
+             _said(v, cfg, "no_line")),
+           *_said(v, cfg, "slow_or_stuck", main_unit=cfg.unit if cfg else "UNIT")]
     if _at_rendezvous(v):
-        say.insert(1, "The ranks are waiting for each other at dist_init_addr: a node of this multi-node start has not "
-                      "joined (not started, another nnodes or dist_init_addr, or a firewall between the nodes).")
+        say[1:1] = _said(v, cfg, "at_rendezvous")
     elif (work := _last_work(v)) is not None:
-        say.insert(2, f"So {work[0]}: {work[1]}.")
+        say[2:2] = _said(v, cfg, "working", of=Cause.INCOMPLETE, what=work[0], hang=work[1])
     fixes = [_fix({f"timeouts.{v.phase}": round((limit or 300) * 2)}, "if this phase is merely slow on this host")] \
         if v.phase in PHASE_TIMEOUTS else []
     if extra:
         said = " ".join(v.evidence)
-        say.insert(2, "SGLang said it was entering DeepGEMM's JIT pre-compile (10-20 min the first time on a host): "
-                      "`python3 -m sglang.compile_deep_gemm` with the server's own flags fills the cache beforehand, and "
-                      "the next start reads it." if "DeepGEMM" in said else
-                      "ROCm's AITER was building its JIT modules (minutes each on a fresh container): keep its build "
-                      "folder (aiter/jit) on a volume across starts, or use an image with them prebuilt." if "[aiter]" in said
-                      else "torch.compile (--enable-torch-compile) compiles while CUDA graphs are captured, minutes per "
-                      "batch size the first time: TORCHINDUCTOR_CACHE_DIR kept across starts (in [env]), or a lower "
-                      "--torch-compile-max-bs, makes it short.")
+        say[2:2] = _said(v, cfg, "deep_gemm" if "DeepGEMM" in said else "aiter" if "[aiter]" in said else "torch_compile")
         fixes = [_fix({"timeouts.jit_compile": round(extra * 2)}, "if the compile is merely slow on this host")]
     return say, fixes
 
@@ -632,41 +575,32 @@ def _last_work(v: Verdict) -> tuple[str, str] | None:
 
 def _incomplete(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
     """Not a failure: the input ended while the start was still going."""
-    say = [f"The log ends in phase {v.phase} with no verdict in sight: it shows no error, and no ready line yet."]
+    say = _said(v, cfg, "no_verdict")
     if v.last_line:
-        say.append(f"Last line seen: {v.last_line!r}.")
+        say += _said(v, cfg, "last_line", last_line=v.last_line)
     if _at_rendezvous(v):
-        say.append("It stops where the ranks wait for each other at dist_init_addr: if it stayed there, a node of this "
-                   "multi-node start never joined (not started, another nnodes or dist_init_addr, a firewall).")
+        say += _said(v, cfg, "at_rendezvous")
     elif (work := _last_work(v)) is not None:
-        say.append(f"So {work[0]}: {work[1]}.")
-    say.append("A saved log may be cut short; for a live unit, `svcdiag wait NAME` follows it to its verdict.")
-    return say, []
+        say += _said(v, cfg, "working", what=work[0], hang=work[1])
+    return say + _said(v, cfg, "saved_log"), []
 
 
 
 
 def _died_after_ready(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
-    name = cfg.name if cfg else "NAME"
-    say = [f"{v.message[:1].upper()}{v.message[1:]}.",
-           f"What it printed last is in `svcdiag logs {name}` (this invocation only); `svcdiag up {name} --wait-ready` "
-           "starts it afresh and judges the new start."]
+    say = _said(v, cfg, "died", Message=f"{v.message[:1].upper()}{v.message[1:]}")
     if v.figures.unit_result == "watchdog":
-        say.insert(1, "The supervisor's serving watch found it wedged (/health failed health_failures times in a row "
-                      "while the log showed no batch, or printed a fatal line) and told systemd (WATCHDOG=trigger): "
-                      "the server hung or stopped serving (a stuck scheduler, a dead rank, NCCL waiting on a peer); "
-                      f"`svcdiag history {name}` has the incident and its evidence.")
+        say[1:1] = _said(v, cfg, "watchdog")
     return say, []
 
 
 
 
 def _generic(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
+    """What any failure without sentences of its own gets: exception's."""
     where = next((e for e in v.evidence if e.startswith("File ")), None)
-    say = [f"The start failed in phase {v.phase}: {v.message}"]
-    if where:
-        say.append(f"Raised at {where}.")
-    return say, []
+    say = _said(v, cfg, "failed", of=Cause.EXCEPTION)
+    return [*say, *_said(v, cfg, "raised_at", of=Cause.EXCEPTION, where=where)] if where else say, []
 
 
 #: sub-cases whose explanation needs the config or arithmetic (the rest are the registry's templates)

@@ -12,7 +12,8 @@ row captures; `alone`: lines of their own that name the cause at one place only,
 word, with the failure they are; `raised`: frames that name it when no line does), its role, the
 releases it applies to, its fixes and one line of text (`doc`). Its long text, a cause's evidence and a
 row's explanation (templates over the captures; a row's `words` function computes what a sentence needs beyond
-them), is the family's .toml beside its module (memory.toml for memory.py), read when first asked (`prose`).
+them) and the named sentences a function of judge/diagnosis.py chooses among, is the family's .toml beside its
+module (memory.toml for memory.py), read when first asked (`prose`).
 The grammar asks `classify` for a line's cause at a place (rows by ascending priority: the first tagged with the
 place whose `line` matches), `own` for a line of its own at a place and `raised_in` for a traceback's frames,
 and names no cause itself (docs/architecture.md, "Where a line stands"); a Failure `refine`s itself into its

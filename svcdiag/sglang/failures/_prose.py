@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from svcdiag.sglang.failures._model import FailureClass
 
@@ -35,21 +36,35 @@ def read(path: Path, rows: Iterable[FailureClass]) -> dict[tuple[str, str], Pros
     out: dict[tuple[str, str], Prose] = {}
     for cause, table in data.items():
         subs = {k: v for k, v in table.items() if isinstance(v, dict) and k != "say"}
+        cause_says = {k: tuple(v) for k, v in table.get("say", {}).items()}
         out[(cause, "")] = _prose(path, (cause, ""), keys, {k: v for k, v in table.items() if k not in subs}, {})
-        out.update(((cause, d), _prose(path, (cause, d), keys, t, subs)) for d, t in subs.items())
+        out.update(((cause, d), _prose(path, (cause, d), keys, t, cause_says)) for d, t in subs.items())
     return {k: p for k, p in out.items() if p != Prose()}
 
 
-def _prose(path: Path, key: tuple[str, str], keys: set[tuple[str, str]], table: dict, siblings: dict) -> Prose:
+def _prose(path: Path, key: tuple[str, str], keys: set[tuple[str, str]], table: dict,
+           cause_says: Mapping[str, tuple[str, ...]]) -> Prose:
     name = ".".join(k for k in key if k)
     if key not in keys:
         raise ValueError(f"{path}: [{name}] is no row of {path.with_suffix('.py').name}")
-    if unknown := set(table) - ({"explain", "explain_as", "say"} if key[1] else {"evidence", "explain", "say"}):
+    if unknown := set(table) - ({"explain", "say"} if key[1] else {"evidence", "explain", "say"}):
         raise ValueError(f"{path}: [{name}] has {', '.join(sorted(unknown))}: a cause has evidence, explain and say, "
-                         "a sub-case explain (or explain_as, a sibling sub-case whose sentences it shares) and say")
+                         "a sub-case explain and say")
     say = {k: tuple(v) for k, v in table.get("say", {}).items()}
-    if (like := table.get("explain_as")) is not None:
-        if like not in siblings or "explain" not in siblings[like]:
-            raise ValueError(f"{path}: [{name}]'s explain_as names no sub-case of {key[0]} with sentences: {like!r}")
-        table = siblings[like]
-    return Prose(evidence=table.get("evidence", ""), explain=tuple(table.get("explain", ())), say=say)
+    return Prose(evidence=table.get("evidence", ""), explain=_explain(path, name, table.get("explain", ()),
+                                                                      {**cause_says, **say}), say=say)
+
+
+def _explain(path: Path, name: str, items: list[Any], says: Mapping[str, tuple[str, ...]]) -> tuple[str, ...]:
+    """A row's sentences: each a template, or `{say = "NAME"}` for its own or its cause's sentences of that name
+    (where two rows say the same, it is written once)."""
+    out: list[str] = []
+    for item in items:
+        if isinstance(item, dict) and set(item) == {"say"} and item["say"] in says:
+            out += says[item["say"]]
+        elif isinstance(item, str):
+            out.append(item)
+        else:
+            raise ValueError(f"{path}: [{name}]'s explain has {item!r}: a sentence, or {{say = \"NAME\"}} naming one "
+                             "of its own or its cause's [….say] sentences")
+    return tuple(out)

@@ -60,7 +60,7 @@ def _system_library(w: Mapping[str, str]) -> Mapping[str, str]:
 
 
 def _undefined_symbol(against: str) -> Callable[[Mapping[str, str]], Mapping[str, str]]:
-    """broken_install/undefined_symbol's sentences, for a binary built against `against`."""
+    """broken_install's built_against sentences (install.toml), for a binary built against `against`."""
     def words(w: Mapping[str, str]) -> Mapping[str, str]:
         pkg = w["pkg"]
         return {"against": against, "binary": pkg or "A compiled package", "build": pkg or "package", "show": pkg or ""}
