@@ -62,6 +62,9 @@ def test_every_cause_has_its_evidence_and_the_prose_files_name_only_their_module
         _prose.read(bad, memory.ROWS)
     bad.write_text('[cuda_oom.say]\nfull = ["It is full."]\n\n[cuda_oom.npu]\nexplain = [{ say = "full" }, "On the NPU."]\n')
     assert _prose.read(bad, memory.ROWS)[("cuda_oom", "npu")].explain == ("It is full.", "On the NPU.")
+    bad.write_text('explain = ["whose?"]\n')
+    with pytest.raises(ValueError, match=r"memory.toml: explain is a key outside any table"):
+        _prose.read(bad, memory.ROWS)
 
 
 def test_no_sentence_is_written_twice_in_the_registrys_prose() -> None:
@@ -97,7 +100,8 @@ def test_every_sentence_a_diagnosis_function_names_is_in_its_rows_prose() -> Non
     from svcdiag.judge import diagnosis
 
     rows = {fn.__name__: key for key, fn in diagnosis._BY_DETAIL.items() if fn.__name__ != "<lambda>"} \
-        | {fn.__name__: (c, "") for c, fn in diagnosis._BY_CAUSE.items()} | {"_draft_oom": (Cause.CUDA_OOM, "")}
+        | {fn.__name__: (c, "") for c, fn in diagnosis._BY_CAUSE.items()} | {"_draft_oom": (Cause.CUDA_OOM, ""), "_per_request": (Cause.MAX_RUNNING_ZERO, ""),
+           "_fraction_fixes": (Cause.MAX_RUNNING_ZERO, "")}  # helpers, by the row they speak for
     checked = 0
     for fn in (n for n in ast.parse(inspect.getsource(diagnosis)).body if isinstance(n, ast.FunctionDef)):
         for call in ast.walk(fn):

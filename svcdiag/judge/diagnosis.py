@@ -125,64 +125,62 @@ def _max_running_zero(v: Verdict, cfg: ServiceConfig | None, _: list[str]) -> tu
     say: list[str] = []
     if tokens and ctx:
         fit = tokens // ctx
-        say.append(f"The KV cache holds {_n(tokens)} tokens, but one request needs context_len {_n(ctx)}, so not "
-                   "even one full-length request fits: max_running_requests came out zero." if fit == 0 else
-                   f"The KV cache holds {_n(tokens)} tokens: {fit} request(s) of context_len {_n(ctx)}.")
+        say += _said(v, cfg, "none_fit" if fit == 0 else "some_fit", tokens=_n(tokens), ctx=_n(ctx), fit=str(fit))
     if slots is not None:
         by_mamba = slots // spr
-        verb = "so it can serve none" if by_mamba == 0 else f"so it can serve {by_mamba}"
-        say.append(f"The Mamba state cache has {slots} slots and each request takes {spr} "
-                   f"({slots} // {spr} = {by_mamba}): {verb}"
-                   + (f" of the {req} max_running_requests asked for." if asked else "."))
+        say += _said(v, cfg, "mamba_slots", slots=str(slots), spr=str(spr), by_mamba=str(by_mamba),
+                     verb=_said(v, cfg, "serves_none" if by_mamba == 0 else "serves", by_mamba=str(by_mamba))[0],
+                     asked_for=_said(v, cfg, "of_those_asked", req=str(req))[0] if asked else ".")
     if logged is None:
         return say, []
-    say += _per_request(v, logged, ctx or 0)
+    say += _per_request(v, cfg, logged, ctx or 0)
     before, mfs = logged.inputs.free_before_gb, logged.inputs.mem_fraction_static
-    say.append(f"SGLang sizes the caches from mem_fraction_static={mfs} of the {_gb(before)} free before loading: "
-               f"each +0.01 gives them {_gb(before / 100)} (SGLang {logged.now.family}'s arithmetic).")
-    fixes = _fraction_fixes(logged, req, asked, say)
+    say += _said(v, cfg, "sizing", mfs=str(mfs), before=_gb(before), step=_gb(before / 100), family=str(logged.now.family))
+    fixes = _fraction_fixes(v, cfg, logged, req, say)
     fixes += _shorter_context(logged, req, ctx)
     if asked and slots is not None and 0 < slots // spr < asked:
         fixes.append(_fix({"max_running_requests": slots // spr}, "what the Mamba slots can serve"))
     return say, fixes
 
 
-def _per_request(v: Verdict, logged: memory_plan.Logged, ctx: int) -> list[str]:
+def _per_request(v: Verdict, cfg: ServiceConfig | None, logged: memory_plan.Logged, ctx: int) -> list[str]:
     """What one request costs: its KV per token (the draft's included) and its Mamba state."""
     f, cell = v.figures, logged.now.cell_bytes
     k, vv = f.kv_k_gb, f.kv_v_gb
-    parts = f"K {_gb(k)} + V {_gb(vv)}" if k is not None and vv is not None else _gb(f.kv_gb or 0)
+    of = Cause.MAX_RUNNING_ZERO
+    parts = _said(v, cfg, "k_and_v", of=of, k_gb=_gb(k), v_gb=_gb(vv))[0] if k is not None and vv is not None else _gb(f.kv_gb or 0)
     own = logged.inputs.kv_cell_bytes
-    draft = f", and the draft's KV adds {(cell - own) / 1024:.1f} KiB" if cell > own else ""
-    say = [f"Each token costs about {cell / 1024:.1f} KiB of KV cache ({parts} over {_n(f.kv_tokens or 0)} "
-           f"tokens{draft}); one {_n(ctx)}-token request needs {_gb(ctx * cell / GB)}."]
+    draft = _said(v, cfg, "draft_kv", of=of, kib=f"{(cell - own) / 1024:.1f}")[0] if cell > own else ""
+    say = _said(v, cfg, "per_token", of=of, cell_kib=f"{cell / 1024:.1f}", parts=parts, tokens=_n(f.kv_tokens or 0),
+                draft=draft, ctx=_n(ctx), need=_gb(ctx * cell / GB))
     spr = logged.now.slots_per_request
     if spr and logged.slot_gb:
-        spec = (f", and its {logged.draft_tokens} draft tokens' intermediate state another "
-                f"{_gb(logged.draft_tokens * logged.slot_gb)} (each pool keeps one padding slot of both)"
-                if logged.draft_tokens else "")
-        say.append(f"Each request takes {spr} Mamba state slots of {_gb(logged.slot_gb)} "
-                   f"({_gb(spr * logged.slot_gb)}){spec}.")
+        spec = _said(v, cfg, "draft_state", of=of, draft_tokens=str(logged.draft_tokens),
+                     gb=_gb(logged.draft_tokens * logged.slot_gb))[0] if logged.draft_tokens else ""
+        say += _said(v, cfg, "mamba_per_request", of=of, spr=str(spr), slot=_gb(logged.slot_gb),
+                     total=_gb(spr * logged.slot_gb), spec=spec)
     return say
 
 
-def _fraction_fixes(logged: memory_plan.Logged, req: int, asked: int | None, say: list[str]) -> list[dict[str, Any]]:
+def _fraction_fixes(v: Verdict, cfg: ServiceConfig | None, logged: memory_plan.Logged, req: int,
+                    say: list[str]) -> list[dict[str, Any]]:
     """The mem_fraction_static that holds `req` (then one) full-length requests, said in `say` either way."""
+    of = Cause.MAX_RUNNING_ZERO
     fixes: list[dict[str, Any]] = []
     for requests in dict.fromkeys((req, 1)):
         p = memory_plan.plan(logged, requests)
         if p is None:
-            say.append(f"{requests} full-length request(s) would not fit even with all of this GPU's memory.")
+            say += _said(v, cfg, "never_fits", of=of, requests=str(requests))
             continue
-        extra = f"{_gb(p.extra_kv_gb)} more KV"
+        extra = _said(v, cfg, "more_kv", of=of, gb=_gb(p.extra_kv_gb))[0]
         if round(p.mamba_delta_gb, 2):
-            extra += f" and {_gb(abs(p.mamba_delta_gb))} {'more' if p.mamba_delta_gb > 0 else 'less'} Mamba state"
-            extra += f" ({p.slots} slots)" if p.slots is not None else ""
+            extra += _said(v, cfg, "mamba_delta", of=of, gb=_gb(abs(p.mamba_delta_gb)),
+                           more_or_less="more" if p.mamba_delta_gb > 0 else "less")[0]
+            extra += _said(v, cfg, "mamba_delta_slots", of=of, slots=str(p.slots))[0] if p.slots is not None else ""
         if p.fits:
             graphs = logged.cuda_graph_gb
-            say.append(f"{requests} full-length request(s) need {extra}: mem_fraction_static {p.fraction:.2f}, which "
-                       f"still leaves {_gb(p.left_gb)} for CUDA graphs" + (f" ({_gb(graphs)} logged)" if graphs else "")
-                       + ", activations and the draft model.")
+            say += _said(v, cfg, "fits", of=of, requests=str(requests), extra=extra, fraction=f"{p.fraction:.2f}",
+                         left=_gb(p.left_gb), logged=_said(v, cfg, "graphs_logged", of=of, gb=_gb(graphs))[0] if graphs else "")
             change: dict[str, Any] = {"mem_fraction_static": p.fraction}
             if p.slots is not None and p.slots != logged.slots:
                 change["max_mamba_cache_size"] = p.slots
@@ -192,10 +190,10 @@ def _fraction_fixes(logged: memory_plan.Logged, req: int, asked: int | None, say
                 continue  # the model reads this start as serving them already: nothing to change
             fixes.append(_fix(change, f"holds {requests} request(s) of {_n(logged.inputs.context_len)} tokens"))
         else:
-            why = ("more than this GPU had free" if p.fraction > MAX_MEM_FRACTION else
-                   f"which would leave only {_gb(p.left_gb)} for CUDA graphs, activations and the draft model")
-            say.append(f"{requests} full-length request(s) would need {extra}: mem_fraction_static {p.fraction:.2f}, "
-                       f"{why}; that does not fit.")
+            why = _said(v, cfg, "more_than_free", of=of)[0] if p.fraction > MAX_MEM_FRACTION else \
+                _said(v, cfg, "too_little_left", of=of, left=_gb(p.left_gb))[0]
+            say += _said(v, cfg, "does_not_fit", of=of, requests=str(requests), extra=extra, fraction=f"{p.fraction:.2f}",
+                         why=why)
     return fixes
 
 

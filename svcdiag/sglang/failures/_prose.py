@@ -35,6 +35,9 @@ def read(path: Path, rows: Iterable[FailureClass]) -> dict[tuple[str, str], Pros
         raise ValueError(f"{path}: {e}") from None
     out: dict[tuple[str, str], Prose] = {}
     for cause, table in data.items():
+        if not isinstance(table, dict):
+            raise ValueError(f"{path}: {cause} is a key outside any table: a row's words go under [cause] or "
+                             "[cause.sub-case]")
         subs = {k: v for k, v in table.items() if isinstance(v, dict) and k != "say"}
         cause_says = {k: tuple(v) for k, v in table.get("say", {}).items()}
         out[(cause, "")] = _prose(path, (cause, ""), keys, {k: v for k, v in table.items() if k not in subs}, {})
