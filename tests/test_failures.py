@@ -15,7 +15,6 @@ from svcdiag.judge.verdict import Verdict
 from svcdiag.sglang import failures
 from svcdiag.sglang.events import Failure
 from svcdiag.sglang.failures import FAILURES, Cause, classify, refine
-from svcdiag.sglang.grammar import LineParser
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -161,27 +160,3 @@ def test_a_sub_case_is_reachable_from_its_own_example(row: failures.FailureClass
     v = Verdict(verdict="failed", phase="starting", cause=f.cause, message=f.message, detail=f.detail, captures=f.captures)
     d = diagnose(v)
     assert d is not None and d["detail"] == row.detail and all(d["explanation"]), d
-
-
-#: a line of each row's `alone` pattern, as SGLang (or its launcher) prints it
-_ALONE_LINES = {
-    (Cause.BAD_ARGUMENTS, ""): "launch_server.py: error: unrecognized arguments: --enable-magic",
-    (Cause.HOST_OOM, ""): "slurmstepd: error: Detected 1 oom_kill event in StepId=4242.0. Some of your processes may have "
-                          "been killed by the cgroup out-of-memory handler.",
-    (Cause.ROUTER_FAILED, ""): "[Router (Python)] 2025-03-07 10:00:01 - ERROR - Failed to start router: no workers - "
-                               "launch_server.py:177",
-    (Cause.PD_BOOTSTRAP_FAILED, ""): "[2025-03-07 10:00:01] Prefill instance failed to register to bootstrap server: 503",
-    (Cause.WARMUP_FAILED, "pd_warmup"): "[2025-03-07 10:00:01] Prefill disaggregation mode warm Up Failed, status code: 400",
-    (Cause.WATCHDOG_TIMEOUT, ""): "[2025-03-07 10:00:01 TP0] Scheduler debug info: running_reqs=1, waiting_reqs=0",
-    (Cause.PORT_IN_USE, "pd_bootstrap"): "[2025-03-07 10:00:01] Server error: [Errno 98] error while attempting to bind on "
-                                         "address ('0.0.0.0', 8998): address already in use",
-}
-
-
-@pytest.mark.parametrize("key", sorted((r.cause.value, r.detail) for r in failures.FAILURES if r.alone is not None))
-def test_a_line_of_its_own_in_the_registry_is_judged_its_cause_by_the_grammar(key: tuple[str, str]) -> None:
-    """A row's own line (its words kept in the registry only) reads as that cause, and as the row's sub-case."""
-    p = LineParser()
-    out = [e for e in p.feed(_ALONE_LINES[key]) + p.close() if isinstance(e, Failure)]
-    assert [f.cause for f in out] == [key[0]]
-    assert key[1] in ("", out[0].detail)

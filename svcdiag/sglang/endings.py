@@ -12,7 +12,7 @@ import re
 
 from svcdiag.sglang import lazy_re
 from svcdiag.sglang.events import DEATH, SUSPECT, Event, Failure, ProcessesGone, Recovered, StopRequested
-from svcdiag.sglang.failures import Cause, classify, own_line
+from svcdiag.sglang.failures import EXIT_STATUS, KERNEL_CHECK, SIGKILLED, SIGNALLED, UNNAMED, Place, classify, own
 from svcdiag.sglang.traceback import exit_cause
 from svcdiag.signals import signal_name
 
@@ -64,8 +64,6 @@ LAUNCHER_EXIT_RE = lazy_re.compile(r"^(?:[\w.-]+ exited|command terminated) with
                               r"|^mpirun noticed that process rank \d+ with PID \d+ on node \S+ exited on signal (\d+)\b")
 #: docker compose's word that it stops its services: `docker compose up`'s Ctrl-C, `--abort-on-container-exit`
 COMPOSE_STOPS = ("Gracefully stopping... (press Ctrl+C again to force)", "Aborting on container exit...")
-#: Slurm's own account of the kernel's OOM killer in a job step (host_oom's row keeps its words)
-SLURM_OOM_RE = own_line(Cause.HOST_OOM)
 WAIT_STATUS_RE = lazy_re.compile(r"Child process unexpectedly failed with (?:an exit code |exitcode=)(\d+)")
 DIED_RE = lazy_re.compile(r"exit code: (-?\d+)|Exit code: (-?\d+)|crashed with exit code (-?\d+)")
 #: the words of the resource tracker's notice a quick test finds (TRACKER_NOTICE_RE reads it)
@@ -79,26 +77,26 @@ def last_words(text: str, ts: float | None) -> list[Event] | None:
     if text.startswith(FATAL_PYTHON):
         what = text[len(FATAL_PYTHON):]
         sig = next((s for name, s in FAULTHANDLER_SIGNALS.items() if what.startswith(name)), None)
-        return [Failure(ts=ts, line=text, cause=Cause.KILLED_BY_SIGNAL if sig else Cause.EXCEPTION, message=text,
+        return [Failure(ts=ts, line=text, cause=SIGNALLED if sig else UNNAMED, message=text,
                         evidence=(text,), signal=sig, role=DEATH)]
     if (n := NATIVE_SIGNAL_RE.match(text)) is not None:
         sig = n.group("sig") or ("ABRT" if n.group("abrt") else "SEGV")
-        return [Failure(ts=ts, line=text, cause=Cause.KILLED_BY_SIGNAL, message=f"the process died of SIG{sig}: {text}",
+        return [Failure(ts=ts, line=text, cause=SIGNALLED, message=f"the process died of SIG{sig}: {text}",
                         evidence=(text,), signal=sig, role=DEATH)]
     if (sh := SHELL_SIGNAL_RE.match(text)) is not None:  # the shell's word for the signal that ended it
         sig = SHELL_SIGNALS[sh.group(2)]
         if sig == "KILL":  # the kernel's OOM killer, most often
-            return [Failure(ts=ts, line=text, cause=Cause.HOST_OOM, message="the process was killed (SIGKILL) without "
+            return [Failure(ts=ts, line=text, cause=SIGKILLED, message="the process was killed (SIGKILL) without "
                             "a word of its own: most often the kernel's OOM killer (host RAM)", evidence=(text,),
                             signal="KILL", role=DEATH)]
-        return [Failure(ts=ts, line=text, cause=Cause.KILLED_BY_SIGNAL, message=f"the process died of SIG{sig}: {text}",
+        return [Failure(ts=ts, line=text, cause=SIGNALLED, message=f"the process died of SIG{sig}: {text}",
                         evidence=(text,), signal=sig, role=DEATH)]
     if (k := KERNEL_CHECK_RE.match(text)) is not None:  # then exit(1): the cause, ahead of the launcher's EOF
         lib, what = k.group(1).upper(), k.group(3)
-        cause = classify(f"{lib} error: {what}") or (Cause.NCCL_ERROR if lib == "NCCL" else Cause.CUDA_ERROR)
+        cause = classify(f"{lib} error: {what}", Place.LONE) or KERNEL_CHECK[lib]
         return [Failure(ts=ts, line=text, cause=cause, message=text, evidence=(text,))]
     if text.startswith(NATIVE_ABORTS):
-        cause = classify(text)  # ROCm's runtime on a bad address (then SIGABRT)
+        cause = classify(text, Place.LONE)  # ROCm's runtime on a bad address (then SIGABRT)
         return [Failure(ts=ts, line=text, cause=cause, message=text, evidence=(text,), role=SUSPECT)] if cause else []
     return None
 
@@ -114,11 +112,11 @@ def terminate_what(head: str, kind: str, text: str, ts: float | None) -> list[Ev
     """C++'s terminate (`head`, of an uncaught `kind`), then its `what():` line (`text`): what() names the root
     cause (a device out of memory, a CUDA error) or, when it names none, the process is aborted for it (SIGABRT)."""
     what = text.removeprefix("what():").strip()
-    cause = classify(what)
+    cause = classify(what, Place.LONE)
     if cause is not None:
         return [Failure(ts=ts, line=text, cause=cause, message=f"{what} (C++ {kind}, then abort)",
                         evidence=(head, text))]
-    return [Failure(ts=ts, line=text, cause=Cause.KILLED_BY_SIGNAL, signal="ABRT", role=DEATH, evidence=(head, text),
+    return [Failure(ts=ts, line=text, cause=SIGNALLED, signal="ABRT", role=DEATH, evidence=(head, text),
                     message=f"an uncaught C++ {kind} aborted the process (SIGABRT): what(): {what}")]
 
 
@@ -135,9 +133,9 @@ def from_outside(text: str, ts: float | None) -> list[Event] | None:
             sig = SHELL_SIGNALS.get(x.group(3) or "")  # srun's words for the signal: `Killed`, `Segmentation fault`
             if code is not None or sig is not None:
                 return launcher_exit(text, int(code) if code is not None else None, sig, ts)
-        if SLURM_OOM_RE.match(text) is not None:
-            return [Failure(ts=ts, line=text, cause=Cause.HOST_OOM, signal="KILL", evidence=(text,), role=DEATH,
-                            message=f"Slurm says the kernel's OOM killer ended a task of this step: {text}")]
+        if (said := own(text, Place.OUTSIDE)) is not None:  # Slurm's OOM-killer count, as the rows word it
+            return [Failure(ts=ts, line=text, cause=said.cause, signal=said.signal, evidence=(text,), role=said.event,
+                            message=said.message)]
     return None
 
 
@@ -148,12 +146,12 @@ def launcher_exit(text: str, code: int | None, sig: str | None, ts: float | None
         sig = signal_name(code - 128)
     if sig is not None:
         if sig == "KILL":
-            return [Failure(ts=ts, line=text, cause=Cause.HOST_OOM, signal=sig, evidence=(text,), role=DEATH,
+            return [Failure(ts=ts, line=text, cause=SIGKILLED, signal=sig, evidence=(text,), role=DEATH,
                             message=f"the server's process was killed (SIGKILL, {text!r}) without a word of its own: "
                                     "most often the kernel's OOM killer (host RAM, or the container's memory limit)")]
-        return [Failure(ts=ts, line=text, cause=Cause.KILLED_BY_SIGNAL, message=f"the process died of SIG{sig}: {text}",
+        return [Failure(ts=ts, line=text, cause=SIGNALLED, message=f"the process died of SIG{sig}: {text}",
                         evidence=(text,), signal=sig, role=DEATH)]
-    return [Failure(ts=ts, line=text, cause=Cause.EXITED, message=text, evidence=(text,), status=code, role=DEATH)] \
+    return [Failure(ts=ts, line=text, cause=EXIT_STATUS, message=text, evidence=(text,), status=code, role=DEATH)] \
         if code else []
 
 
@@ -164,7 +162,7 @@ def died(msg: str, ranks: str, ts: float | None) -> Event | None:
         return child_status(msg, ranks, ts, int(w.group(1)))
     m = DIED_RE.search(msg)
     if m is None:
-        return Failure(ts=ts, ranks=ranks, line=msg, cause=Cause.EXCEPTION, message=msg, evidence=(msg,),
+        return Failure(ts=ts, ranks=ranks, line=msg, cause=UNNAMED, message=msg, evidence=(msg,),
                        role=DEATH) if msg.startswith(("Rank ", "Scheduler or")) and " dead" in msg else None
     code = int(next(g for g in m.groups() if g is not None))
     cause, sig = exit_cause(code)
@@ -180,7 +178,7 @@ def child_status(msg: str, ranks: str, ts: float | None, status: int) -> Event |
     if sig in (0, 0x7F):  # exited, or stopped: no signal killed it
         return None
     name = signal_name(sig)
-    return Failure(ts=ts, ranks=ranks, line=msg, cause=Cause.KILLED_BY_SIGNAL, message=f"{msg} (SIG{name})",
+    return Failure(ts=ts, ranks=ranks, line=msg, cause=SIGNALLED, message=f"{msg} (SIG{name})",
                    evidence=(msg,), signal=name, role=SUSPECT)
 
 
@@ -189,7 +187,7 @@ def sigquit(msg: str, ranks: str, ts: float | None) -> Event | None:
     process. …` (0.4.x-0.5.x), `SIGQUIT received. signum=…, frame=…. It usually means one child failed.` (0.5.1x)."""
     if msg.startswith("Received sigquit from a child proces") or (  # 0.4.3 spells it "proces"
             msg.startswith("SIGQUIT received") and msg.endswith("child failed.")):
-        return Failure(ts=ts, ranks=ranks, line=msg, cause=Cause.EXCEPTION, message=msg, evidence=(msg,), role=DEATH)
+        return Failure(ts=ts, ranks=ranks, line=msg, cause=UNNAMED, message=msg, evidence=(msg,), role=DEATH)
     return None
 
 

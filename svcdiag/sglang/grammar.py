@@ -26,7 +26,7 @@ from svcdiag.sglang.events import (
     StopRequested,
     Uvicorn,
 )
-from svcdiag.sglang.failures import Cause, classify, own_line, row_said
+from svcdiag.sglang.failures import UNNAMED, Place, Said, classify, own
 from svcdiag.sglang.quiet import LEVEL_HEADS, LEVEL_RE
 from svcdiag.sglang.traceback import (
     CHAIN_LINES,
@@ -54,8 +54,8 @@ DIFFUSION_PREFIX_RE = lazy_re.compile(r"\[([01]\d-[0-3]\d) (\d\d:\d\d:\d\d)\] ")
 OLD_PREFIX_DATE = "2000-01-01"  # a time of day alone: the phases' durations are right, the date is not known
 #: a library's own line at a level that says it carries on (NCCL INFO, glog's I/W lines): never fatal alone
 CHATTER_RE = lazy_re.compile(r"\b(?:INFO|DEBUG|TRACE)\b|^[IWD]\d{4} ")
-#: NVSHMEM's error lines (DeepEP), unprefixed, each a source path: `/sgl-workspace/nvshmem/src/…: non-zero status: 7 …`
-NVSHMEM_MARK = "nvshmem/src/"
+#: argparse's last word under a program's name: `sglang serve: error: …` (0.5.10+), `launch_server.py: error: …` (≤ 0.5.9)
+ARGPARSE_PROGRAM_RE = lazy_re.compile(r"(?:[\w.-]+\.py|sglang(?: [\w-]+)?|launch_server|python3? -m [\w.]+): error: ")
 ANSI_RE = lazy_re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 #: the warmup request `_wait_and_warmup` sends, answered: ≤ 0.1.17's only word that the server is up
 WARMUP_OK_RE = lazy_re.compile(r'"POST /generate HTTP/1\.[01]" 200')
@@ -65,17 +65,6 @@ RANK_COLON_RE = lazy_re.compile(r"Rank (\d+): (.+)")
 #: a request that failed (SGLang's serving code, uvicorn, asyncio), the server goes on serving
 LOGGED_EXC_RE = lazy_re.compile(r"(?:ERROR: +)?(?:Error in request|Exception in (?:ASGI application|callback)"
                            r"|(?:Task|Future) exception was never retrieved)")
-#: lines of their own that name a cause where they stand (the registry's rows keep their words): argparse's last
-#: word; a PD server's failed warmup (--disaggregation-mode, 0.4.6+: it stays up but unhealthy, /health 503), its
-#: failed registration, its bootstrap server's failed bind (a thread: the server goes on); the router's own failure;
-#: the watchdog's dump of a stuck scheduler
-ARGPARSE_RE = own_line(Cause.BAD_ARGUMENTS)
-PD_WARMUP_RE = own_line(Cause.WARMUP_FAILED, "pd_warmup")
-PD_REGISTER_RE = own_line(Cause.PD_BOOTSTRAP_FAILED)
-BOOTSTRAP_BIND_RE = own_line(Cause.PORT_IN_USE, "pd_bootstrap")
-ROUTER_FAILED_RE = own_line(Cause.ROUTER_FAILED)
-ROUTER_TIMEOUT_RE = row_said(Cause.ROUTER_FAILED, "worker_timeout")
-WATCHDOG_DUMP_RE = own_line(Cause.WATCHDOG_TIMEOUT)
 #: a time and a level before the message, another formatter's than SGLang's: SGLANG_LOGGING_CONFIG_PATH's as
 #: SGLang's docs show it (`2025-04-13 15:34:02 INFO 228 [file.py:301] msg`), Python's (`… - INFO - msg`, `… - name -
 #: INFO - msg`), loguru's (`… | INFO     | module:fn:12 - msg`), a bare `<time> INFO msg`; the first with the
@@ -88,8 +77,6 @@ CUSTOM_PREFIX_RE = lazy_re.compile(
 NCCL_WARN_RE = lazy_re.compile(r"^\S+:\d+:\d+ \[\d+\] \S+ NCCL WARN (.+)$")
 #: heads of those keys that any program's line may start with (`Error response from daemon`, `FutureWarning`):
 #: without SGLang's prefix such a line is SGLang's only when it says what the handler looks for
-#: a PD decode server's word that the prefill's bootstrap server did not answer a request's query (audit R12)
-PD_FETCH = "Error fetching prefill parallel info from bootstrap"
 COMMON_HEADS = frozenset(("Error ", "Except", "Task e", "Future", "Prefil", "WARNIN"))
 #: sglang.utils.wait_for_server's note, printed once the server answered (docs notebooks)
 NOTEBOOK_READY = "NOTE: Typically, the server runs in a separate terminal"
@@ -192,12 +179,12 @@ DISPATCH: dict[str, str | Reader] = {
     "INFO: ": "_uvicorn",
     "ERROR:": "_uvicorn_error",
     "Schedu": "_handler_exception",
-    "Server": "_bootstrap_bind",
+    "Server": "_own_message",  # the PD bootstrap server's failed bind
     "Receiv": endings.sigquit,
     "SIGQUI": endings.sigquit,
     "SIGTER": endings.sigterm,
-    "Watchd": "_watchdog",  # ≤ 0.4.x: `Watchdog timeout (self.watchdog_timeout=300)`
-    "Tokeni": "_watchdog",  # `TokenizerManager watchdog timeout (…)`
+    "Watchd": "_own_message",  # ≤ 0.4.x: `Watchdog timeout (self.watchdog_timeout=300)`
+    "Tokeni": "_own_message",  # `TokenizerManager watchdog timeout (…)`
     "Exit c": endings.died,
     "Subpro": endings.died,
     "Not en": "_fatal_line",
@@ -205,7 +192,7 @@ DISPATCH: dict[str, str | Reader] = {
     "Except": "_logs_exception",
     "Task e": "_logs_exception",
     "Future": "_logs_exception",
-    "Prefil": "_pd_warmup",
+    "Prefil": "_own_message",  # a PD server's failed warmup, its failed registration
     "Hybrid": "_fatal_line",
     "Enteri": milestone_lines.precompile,
     "Alloca": milestone_lines.host_pool,
@@ -214,6 +201,15 @@ DISPATCH: dict[str, str | Reader] = {
     "WARNIN": milestone_lines.port_moved,
     **{f"Rank {d}": "_died" for d in range(10)},  # ≤ 0.1.16's `Rank 0: …`, and `Rank 0 scheduler is dead`
 }
+
+
+#: a line of its own's reader: (line, time, the journal's time) → its events, or None when the line is not its
+AloneReader = Callable[[str, float | None, float | None], list[Event] | None]
+#: what a line of its own may be (no prefix, no traceback open), as the LineParser methods that read each, asked in
+#: this order: the first that answers takes the line (the causes are the registry's rows' at Place.OUTSIDE, LONE,
+#: MESSAGE)
+ALONE = ("_opens", "_headless", "_ctrl_c", "_glued_prefix", "_outside", "_ignored", "_fatal", "_glued_bar",
+         "_unprefixed_message", "_lone_reader")
 
 
 class LineParser:
@@ -237,9 +233,9 @@ class LineParser:
         self._ready_by_warmup = False
         #: NCCL's last `NCCL WARN` (what failed); an nccl_error says it
         self.nccl_warn: str | None = None
-        #: a PD decode server's `Error fetching prefill parallel info from bootstrap: …` (audit R12): the scheduler's
-        #: exception after it, cut or generic, is that failure
-        self._pd_fetch: str | None = None
+        #: a line said before a traceback that speaks for it if it names no cause (Place.NOTED: a PD decode server's
+        #: `Error fetching prefill parallel info from bootstrap: …`, audit R12): the line and what it says
+        self._noted: tuple[str, Said] | None = None
         #: the last lone exception line (no traceback around it: a pasted tail, a library's own report) and the count
         #: of SGLang's lines then; a scheduler's traceback cut off right after it failed of it (audit R13)
         self._lone: tuple[str, int] | None = None
@@ -248,6 +244,7 @@ class LineParser:
         self._terminate: tuple[str, str] | None = None
         self._dispatch: dict[str, Reader] = {
             key: getattr(self, read) if isinstance(read, str) else read for key, read in DISPATCH.items()}
+        self._alone_readers: tuple[AloneReader, ...] = tuple(getattr(self, name) for name in ALONE)
 
     # ------------------------------------------------------------ chunk-level helpers (replay's fast path)
 
@@ -427,53 +424,87 @@ class LineParser:
         return done + self._unprefixed(text, ts) if took is Took.NOT_MINE else done
 
     def _alone(self, text: str, ts: float | None, given: float | None = None) -> list[Event]:
-        """A line of its own, no traceback open: one that opens one, a fatal line, an unprefixed message (a
-        custom format, a journal entry timed by the journal, a paste), torch's C++ error lines."""
-        if text.startswith(TRACEBACK_OPEN):  # the record just before logged it and went on, or a bare one: a suspect
-            logged = self._logged_at == self.sglang_lines
-            self._logged_at = -1  # one record, one traceback: a second one after it is a process's own
-            self._open_traceback(Traceback("", "", ts, role=None if logged else SUSPECT))
-            return NOTHING
+        """A line of its own, no traceback open: ALONE's readers in order, the first that answers takes it (a line
+        that opens a traceback, a fatal line, an unprefixed message, torch's C++ error lines)."""
         if not text:
             return NOTHING
-        if text[0] in " \t" and FRAME_RE.match(text) is not None:  # a traceback cut at its top: a suspect
-            self._tb = Traceback("", "", ts, role=SUSPECT, lines=[text], headless=True)
-            return NOTHING
-        if text.startswith("^C"):  # the terminal echoed the operator's Ctrl-C; what follows is a line of its own
-            rest = text
-            while rest.startswith("^C"):  # pressed more than once
-                rest = rest[2:]
-            return [StopRequested(ts=ts, line=text, by="Ctrl-C"), *(self.feed_line(rest, ts) if rest else NOTHING)]
+        for read in self._alone_readers:
+            if (out := read(text, ts, given)) is not None:
+                return out
+        return NOTHING
+
+    def _opens(self, text: str, ts: float | None, given: float | None) -> list[Event] | None:
+        """`Traceback …` alone: the record just before logged it and went on, or a bare one (a suspect)."""
+        if not text.startswith(TRACEBACK_OPEN):
+            return None
+        logged = self._logged_at == self.sglang_lines
+        self._logged_at = -1  # one record, one traceback: a second one after it is a process's own
+        self._open_traceback(Traceback("", "", ts, role=None if logged else SUSPECT))
+        return NOTHING
+
+    def _headless(self, text: str, ts: float | None, given: float | None) -> list[Event] | None:
+        """A frame first: a traceback cut at its top, a suspect."""
+        if text[0] not in " \t" or FRAME_RE.match(text) is None:
+            return None
+        self._tb = Traceback("", "", ts, role=SUSPECT, lines=[text], headless=True)
+        return NOTHING
+
+    def _ctrl_c(self, text: str, ts: float | None, given: float | None) -> list[Event] | None:
+        """The terminal echoed the operator's Ctrl-C (once or more); what follows is a line of its own."""
+        if not text.startswith("^C"):
+            return None
+        rest = text
+        while rest.startswith("^C"):
+            rest = rest[2:]
+        return [StopRequested(ts=ts, line=text, by="Ctrl-C"), *(self.feed_line(rest, ts) if rest else NOTHING)]
+
+    def _glued_prefix(self, text: str, ts: float | None, given: float | None) -> list[Event] | None:
+        """A line of SGLang's glued after another writer's unfinished one: each read on its own."""
         if (at := text.find("[20", 1)) > 0 and (g := GLUED_PREFIX_RE.search(text, at)) is not None \
-                and text[:g.start()].strip():  # a line of SGLang's glued after another writer's unfinished one
+                and text[:g.start()].strip():
             return self._alone(text[:g.start()].rstrip(), ts, given) + self.feed_line(text[g.start():], given)
-        if (outside := endings.from_outside(text, ts)) is not None:  # compose, the tracker, a launcher
-            return outside
-        if text.startswith(IGNORED):  # Python's own word that the traceback after it changed nothing
-            self._open_traceback(Traceback(text, "", ts, role=None))
-            return NOTHING
-        fatal = self._fatal_alone(text, ts)
-        if fatal is not None:
-            return fatal
-        if "%|" in text and (glued := self._glued(text, given)) is not None:
-            return glued
+        return None
+
+    def _outside(self, text: str, ts: float | None, given: float | None) -> list[Event] | None:
+        return endings.from_outside(text, ts)  # compose, the tracker, a launcher, Slurm (Place.OUTSIDE rows)
+
+    def _ignored(self, text: str, ts: float | None, given: float | None) -> list[Event] | None:
+        """Python's own word that the traceback after it changed nothing."""
+        if not text.startswith(IGNORED):
+            return None
+        self._open_traceback(Traceback(text, "", ts, role=None))
+        return NOTHING
+
+    def _fatal(self, text: str, ts: float | None, given: float | None) -> list[Event] | None:
+        return self._fatal_alone(text, ts)
+
+    def _glued_bar(self, text: str, ts: float | None, given: float | None) -> list[Event] | None:
+        return self._glued(text, given) if "%|" in text else None
+
+    def _unprefixed_message(self, text: str, ts: float | None, given: float | None) -> list[Event] | None:
+        """A message of SGLang's without its prefix (a custom format, a journal entry timed by the journal, a paste):
+        its dispatch key's reader, where a head any program's line may start with says what the reader looks for;
+        then another formatter's level before a line of SGLang's."""
         handler = self._dispatch.get(text[:6])
         if handler is not None and (text[:6] not in COMMON_HEADS or LOGGED_EXC_RE.match(text) is not None
-                                    or PD_WARMUP_RE.match(text) is not None or text.startswith("WARNING: Port ")):
+                                    or own(text, Place.MESSAGE) is not None or text.startswith("WARNING: Port ")):
             self.sglang_lines += 1
             result = handler(text, "", ts)
             if result is not None:
                 return result if isinstance(result, list) else [result]
         if text[:1] in LEVEL_HEADS and (lv := LEVEL_RE.match(text)) is not None and _wraps(text, lv.end()):
-            return self.feed_line(text[lv.end():], given)  # another formatter's level before a line of SGLang's
+            return self.feed_line(text[lv.end():], given)
         if handler is not None and text[:6] not in COMMON_HEADS:  # (`Exception: …` alone: a lone line, R14)
             return NOTHING
+        return None
+
+    def _lone_reader(self, text: str, ts: float | None, given: float | None) -> list[Event] | None:
         return self._lone_line(text, ts)
 
     def _lone_line(self, text: str, ts: float | None) -> list[Event]:
         """A line no handler took: torch's C++ error lines, a lone exception line, the notebook's ready note."""
         if text[0] == "[" and text.startswith("[rank") and ("]:[E" in text[:16] or "]:[W" in text[:16]):
-            cause = classify(text)  # torch's C++ error lines: "[rank9]:[E917 ...] ... Watchdog caught ..."
+            cause = classify(text, Place.LONE)  # torch's C++ error lines: "[rank9]:[E917 ...] ... Watchdog caught ..."
             if cause is None:
                 return NOTHING
             self._lone = (text, self.sglang_lines)  # it speaks for a cut traceback right after it, too
@@ -481,7 +512,7 @@ class LineParser:
                 return NOTHING
             return [Failure(ts=ts, line=text, cause=cause, message=text, evidence=(text,), role=SUSPECT)]
         if text[0] not in " \t[" and CHATTER_RE.search(text) is None:
-            if classify(text) is not None:
+            if classify(text, Place.LONE) is not None:
                 # a lone exception line (a pasted tail) or a library's fatal words (the hub's, the driver's) with no
                 # exception around them: a suspect, cleared if the start goes on; its wrapped lines may follow
                 return self._lone_suspect(text, ts, lone=False)
@@ -502,21 +533,20 @@ class LineParser:
         return NOTHING
 
     def _fatal_alone(self, text: str, ts: float | None) -> list[Event] | None:
-        """A line that is fatal on its own: a process's last words (endings.last_words), argparse's, NVSHMEM's;
-        C++'s terminate, whose what() on the next line says why."""
+        """A line that is fatal on its own: a process's last words (endings.last_words), a row's line of its own
+        (Place.LONE: argparse's last word, NVSHMEM's error lines); C++'s terminate, whose what() on the next line says
+        why."""
         if (term := endings.TERMINATE_RE.match(text)) is not None:
             self._terminate = (text, term.group(1))
             return NOTHING
         if (ended := endings.last_words(text, ts)) is not None:
             return ended
-        if ARGPARSE_RE.match(text) is not None:
-            if not text.startswith("error:"):
-                self.version_hint = ">= 0.5.10" if text.startswith("sglang serve") else "<= 0.5.9"
-            return [Failure(ts=ts, line=text, cause=Cause.BAD_ARGUMENTS, message=text, evidence=(text,))]
-        if text[0] == "/" and NVSHMEM_MARK in text and classify(text) == Cause.NVSHMEM_FAILED:
-            # a suspect: the first line names the step that failed; the rank's exit is the consequence
-            return [Failure(ts=ts, line=text, cause=Cause.NVSHMEM_FAILED, message=text, evidence=(text,), role=SUSPECT)]
-        return None
+        if (said := own(text, Place.LONE)) is None:
+            return None
+        if ARGPARSE_PROGRAM_RE.match(text) is not None:  # argparse's program name tells the release
+            self.version_hint = ">= 0.5.10" if text.startswith("sglang serve") else "<= 0.5.9"
+        return [Failure(ts=ts, line=text, cause=said.cause, message=said.message, evidence=(text,), role=said.event,
+                        signal=said.signal)]
 
     def _old_prefixed(self, m: re.Match[str], text: str, ts: float | None) -> list[Event]:
         """A line of a release before the dated prefix: `[gpu_id=0] …` (0.2), `[00:19:29 TP0] …` (0.3.0):
@@ -583,14 +613,14 @@ class LineParser:
         failures = close(tb, self.nccl_warn)
         if tb.lone and tb.tail and self._lone is not None:  # the message with its continuation lines
             self._lone = (" ".join(x.strip() for x in (tb.final, *tb.tail) if x.strip()), self._lone[1])
-        if self._pd_fetch and failures and failures[0].cause == Cause.EXCEPTION:
-            said = self._pd_fetch
-            failures = [replace(failures[0], cause=Cause.PD_BOOTSTRAP_FAILED, message=said,
-                                evidence=(said, *failures[0].evidence)), *failures[1:]]
+        if self._noted and failures and failures[0].cause == UNNAMED:
+            line, said = self._noted
+            failures = [replace(failures[0], cause=said.cause, message=said.message,
+                                evidence=(line, *failures[0].evidence)), *failures[1:]]
         lone, self._lone_before_tb = self._lone_before_tb, None
-        if lone and failures and failures[0].cause == Cause.EXCEPTION and CUT_OFF in failures[0].evidence:
+        if lone and failures and failures[0].cause == UNNAMED and CUT_OFF in failures[0].evidence:
             # the lone exception line just above says what the cut traceback would have ended in (audit R13)
-            failures = [replace(failures[0], cause=classify(lone) or Cause.EXCEPTION, message=lone,
+            failures = [replace(failures[0], cause=classify(lone, Place.BEFORE_CUT) or UNNAMED, message=lone,
                                 evidence=(lone, *failures[0].evidence)), *failures[1:]]
         return failures or NOTHING  # type: ignore[return-value]
 
@@ -602,14 +632,8 @@ class LineParser:
 
     def _handler_exception(self, msg: str, ranks: str, ts: float | None) -> Event | None:
         """`Scheduler hit an exception: Traceback …` and its kin: SGLang's handler then kills the server."""
-        if " hit an exception" not in msg[:40]:
-            if WATCHDOG_DUMP_RE.match(msg) is not None:  # the watchdog's dump, before its py-spy and timeout lines
-                return Failure(ts=ts, ranks=ranks, line=msg, cause=Cause.WATCHDOG_TIMEOUT, evidence=(msg,),
-                               message="SGLang's watchdog saw no progress and dumped the scheduler's state "
-                                       "(`Scheduler debug info:`): a hang")
-            if "atchdog timeout" in msg[:40]:  # 0.5.x: `Scheduler watchdog timeout (self.watchdog_timeout=300, …)`
-                return self._watchdog(msg, ranks, ts)
-            return endings.died(msg, ranks, ts) if "terminated with" in msg else None
+        if " hit an exception" not in msg[:40]:  # the watchdog's dump, its timeout (0.5.x), a process's end
+            return self._own_message(msg, ranks, ts) or (endings.died(msg, ranks, ts) if "terminated with" in msg else None)
         head = f"[{ranks}] {msg}" if ranks else msg
         if msg.endswith(TRACEBACK_OPEN):
             self._open_traceback(Traceback(head, ranks, ts, role=ROOT))
@@ -617,8 +641,8 @@ class LineParser:
         # a bare head (its traceback cut off, another rank's): it says only that a handler caught something, so
         # the traceback before it, if any, says what
         bare = msg.rstrip().endswith(" hit an exception:")
-        return Failure(ts=ts, ranks=ranks, line=msg, cause=classify(msg) or Cause.EXCEPTION, message=msg, evidence=(msg,),
-                       role=DEATH if bare else ROOT)
+        return Failure(ts=ts, ranks=ranks, line=msg, cause=classify(msg, Place.MESSAGE) or UNNAMED, message=msg,
+                       evidence=(msg,), role=DEATH if bare else ROOT)
 
     # ------------------------------------------------------------ milestones
 
@@ -640,10 +664,10 @@ class LineParser:
     def _router_said(self, text: str, msg: str, ts: float | None) -> list[Event]:
         """The router's own failure to start (it then kills every worker): the Python launcher's words, or
         the Rust router's own (`Timeout 1800s waiting for workers [...] to become healthy`)."""
-        if ROUTER_FAILED_RE.match(msg) or ROUTER_TIMEOUT_RE.search(msg):
-            cause = classify(msg) or Cause.ROUTER_FAILED
-            return [Failure(ts=ts, line=text, cause=cause, message=msg, evidence=(text,))]
-        return NOTHING
+        said = own(msg, Place.ROUTER)
+        if said is None:
+            return NOTHING
+        return [Failure(ts=ts, line=text, cause=said.cause, message=said.message, evidence=(text,), role=said.event)]
 
     def _server_args(self, msg: str, ranks: str, ts: float | None) -> Event | None:
         args = milestone_lines.server_args(msg, ranks, ts)
@@ -663,11 +687,11 @@ class LineParser:
         if msg.endswith(INIT_OK):  # 0.1.17-0.2.13: the process that did start says so after the one that failed
             return None
         if msg.startswith("Initialization failed"):
-            warmup = "warmup error" in msg[:40]
+            said = own(msg, Place.HANDLER)  # `Initialization failed. warmup error: …`: whatever its traceback says
             if msg.endswith(TRACEBACK_OPEN):
-                self._open_traceback(Traceback(msg, ranks, ts, role=ROOT, cause=Cause.WARMUP_FAILED if warmup else None))
+                self._open_traceback(Traceback(msg, ranks, ts, role=ROOT, cause=said.cause if said else None))
                 return None
-            cause = Cause.WARMUP_FAILED if warmup else classify(msg) or Cause.EXCEPTION
+            cause = said.cause if said else classify(msg, Place.MESSAGE) or UNNAMED
             return Failure(ts=ts, ranks=ranks, line=msg, cause=cause, message=msg, evidence=(msg,))
         return milestone_lines.draft_initialized(msg, ranks, ts)
 
@@ -706,22 +730,20 @@ class LineParser:
             self._open_traceback(Traceback("", ranks, ts, role=SUSPECT))
             return None
         if body.startswith("Application startup failed"):
-            return Failure(ts=ts, line=msg, cause=Cause.EXCEPTION, message=body, evidence=(msg,), role=DEATH)
-        cause = classify(msg)  # fatal here: the port taken, or not ours to bind (`[Errno 13] error while attempting to bind`)
-        if "error while attempting to bind" in body:
-            # any other errno is the address's: `[Errno 99] … cannot assign requested address` (--host is no address
-            # of this host), `[Errno 97] … address family not supported` (`::` with IPv6 off)
-            cause = cause if cause in (Cause.PORT_IN_USE, Cause.ACCESS_DENIED) else Cause.BAD_ARGUMENTS
-        if cause == Cause.PORT_IN_USE or (cause in (Cause.ACCESS_DENIED, Cause.BAD_ARGUMENTS) and "attempting to bind" in body):
-            return Failure(ts=ts, line=msg, cause=cause, message=body, evidence=(msg,))
-        return None
-
-    def _watchdog(self, msg: str, ranks: str, ts: float | None) -> Event | None:
-        """SGLang's watchdog saw no progress for watchdog_timeout s, dumps the stacks (py-spy) and SIGQUITs
-        the server: the hang is the root cause, the sigquit that follows its consequence."""
-        if classify(msg) != Cause.WATCHDOG_TIMEOUT:  # its row's words
+            return Failure(ts=ts, line=msg, cause=UNNAMED, message=body, evidence=(msg,), role=DEATH)
+        said = own(body, Place.UVICORN)  # fatal here: the port taken, or an address not ours to bind
+        if said is None:
             return None
-        return Failure(ts=ts, ranks=ranks, line=msg, cause=Cause.WATCHDOG_TIMEOUT, message=msg, evidence=(msg,))
+        return Failure(ts=ts, line=msg, cause=said.cause, message=said.message, evidence=(msg,), role=said.event)
+
+    def _own_message(self, msg: str, ranks: str, ts: float | None) -> Event | None:
+        """An SGLang message of its own that names its cause there (Place.MESSAGE rows: the watchdog's dump and
+        timeout, a PD server's failed warmup or registration, its bootstrap server's failed bind)."""
+        said = own(msg, Place.MESSAGE)
+        if said is None:
+            return None
+        return Failure(ts=ts, ranks=ranks, line=msg, cause=said.cause, message=said.message, evidence=(msg,),
+                       role=said.event, signal=said.signal)
 
     def _died(self, msg: str, ranks: str, ts: float | None) -> Event | list[Event] | None:
         """`Rank 0 …`: ≤ 0.1.16's prefix before any message, or a rank's end as SGLang reports it (endings.died)."""
@@ -734,35 +756,16 @@ class LineParser:
     def _logs_exception(self, msg: str, ranks: str, ts: float | None) -> Event | None:
         """`Error in request: …`, `Exception in ASGI application`: a request failed and was answered with an
         error; the traceback on the next lines is this record's, not a process dying."""
-        if msg.startswith(PD_FETCH):
-            self._pd_fetch = msg
+        if (said := own(msg, Place.NOTED)) is not None:
+            self._noted = (msg, said)
         elif msg.endswith(TRACEBACK_OPEN):  # any handler's message that holds its traceback: logged, carried on
             self._open_traceback(Traceback(msg, ranks, ts, role=None))
         elif LOGGED_EXC_RE.match(msg) is not None:
             self._logged_at = self.sglang_lines
         return None
 
-    def _bootstrap_bind(self, msg: str, ranks: str, ts: float | None) -> Event | None:
-        m = BOOTSTRAP_BIND_RE.match(msg)
-        if m is None:
-            return None
-        said = (f"the PD bootstrap server could not bind {m.group(1)}:{m.group(2)} (--disaggregation-bootstrap-port): "
-                "address already in use")
-        return Failure(ts=ts, ranks=ranks, line=msg, cause=Cause.PORT_IN_USE, message=said, evidence=(msg,))
-
-    def _pd_warmup(self, msg: str, ranks: str, ts: float | None) -> Event | None:
-        """`Prefill disaggregation mode warm Up Failed, status code: 400`: SGLang still says it is ready, but
-        marks itself unhealthy (/health answers 503, a router never registers it). `Prefill instance failed to
-        register to bootstrap server: …` (after its retries, where a release has them): the decode side never
-        finds this prefill, though it too says it is ready."""
-        if PD_REGISTER_RE.match(msg) is not None:
-            return Failure(ts=ts, ranks=ranks, line=msg, cause=Cause.PD_BOOTSTRAP_FAILED, message=msg, evidence=(msg,))
-        if PD_WARMUP_RE.match(msg) is None:
-            return None
-        return Failure(ts=ts, ranks=ranks, line=msg, cause=Cause.WARMUP_FAILED, message=msg, evidence=(msg,))
-
     def _fatal_line(self, msg: str, ranks: str, ts: float | None) -> Event | None:
-        cause = classify(msg)
+        cause = classify(msg, Place.MESSAGE)
         if cause is None:
             return None
         return Failure(ts=ts, ranks=ranks, line=msg, cause=cause, message=msg, evidence=(msg,))

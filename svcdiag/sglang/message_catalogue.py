@@ -245,8 +245,8 @@ def rendered(messages: Sequence[Message]) -> list[str]:
 
 def _row_patterns(row: FailureClass) -> list[re.Pattern[str]]:
     """A row's words, one pattern per top-level alternative: a sub-case's `said` (its cause's `line` for the
-    cause's own row) and its `alone`."""
-    pats = [p for p in (row.said if row.detail else row.line, row.alone) if p is not None]
+    cause's own row) and its lines of their own (`alone`)."""
+    pats = [p for p in (row.said if row.detail else row.line, *(o.pattern for o in row.alone)) if p is not None]
     return [re.compile(a, p.flags) for p in pats for a in _alternatives(p.pattern) if a]
 
 

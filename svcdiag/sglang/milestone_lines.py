@@ -35,7 +35,7 @@ from svcdiag.sglang.events import (
     WeightsBegin,
     WeightsEnd,
 )
-from svcdiag.sglang.failures import Cause, classify
+from svcdiag.sglang.failures import UNNAMED, Place, classify
 
 _F = r"(-?\d+(?:\.\d+)?)"
 ELAPSED_RE = lazy_re.compile(r"elapsed=" + _F + r" s")
@@ -220,7 +220,7 @@ def scheduler(msg: str, ranks: str, ts: float | None) -> Event | None:
 
 def capture(msg: str, ranks: str, ts: float | None) -> Event | None:
     if msg.startswith("Capture cuda graph failed"):
-        cause = classify(msg) or Cause.EXCEPTION
+        cause = classify(msg, Place.MESSAGE) or UNNAMED
         return Failure(ts=ts, ranks=ranks, line=msg, cause=cause, message=msg, evidence=(msg,))
     m = CAPTURE_NAME_RE.match(msg)
     if m is None:

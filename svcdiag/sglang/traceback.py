@@ -12,7 +12,7 @@ from enum import Enum
 
 from svcdiag.sglang import lazy_re
 from svcdiag.sglang.events import DEATH, ROOT, SUSPECT, Failure
-from svcdiag.sglang.failures import CUSTOM_ALL_REDUCE_FRAME_RE, FLAG_CHECK_FRAME_RE, FLAG_NAMED_RE, Cause, classify
+from svcdiag.sglang.failures import EXIT_STATUS, SIGNALLED, UNNAMED, Place, classify, raised_in, reads_on, row
 from svcdiag.signals import signal_name
 
 FINAL_EXC_RE = lazy_re.compile(
@@ -59,9 +59,6 @@ LOCAL_CLIENT_RE = lazy_re.compile(
 #: the outermost frame of a request's traceback: uvicorn's ASGI runner (audit R12b: pasted without the
 #: `Exception in ASGI application` head that says so, it is still a request's error, which the server survives)
 REQUEST_FRAME_RE = lazy_re.compile(r'File "[^"]*/uvicorn/protocols/http/\w+\.py", line \d+, in run_asgi$')
-#: NCCL's word that the other end went away (ncclRemoteError): on one node most often another rank that died,
-#: whose own error may come after this one's
-PEER_GONE_RE = lazy_re.compile(r"remote process exited or there was a network error|Connection closed by remote peer")
 #: torchrun's summary after a rank died (`ChildFailedError:` then its `Root Cause` block): which rank, and how
 ELASTIC_ROOT_RE = lazy_re.compile(r"^\s*(rank|exitcode)\s*: (-?\d+)")
 
@@ -101,84 +98,131 @@ def _code_line(lines: list[str]) -> str | None:
 
 
 
-def _raised_in(final: str, lines: list[str]) -> str | None:
-    """A cause the raising frame tells when the exception's words do not: a check of the flags refuses
-    them (`ValueError: speculative_eagle_topk …`; in server_args.py, or from 0.5.2x in one of
-    arg_groups/), a KeyError in a model's load_weights is a checkpoint tensor the model class does
-    not have; last, a message that names a --flag or an SGLANG_* variable is a check refusing them."""
-    frames = [ln.strip() for ln in lines if ln.strip().startswith("File ")]
-    if frames and final != CUT_OFF and FLAG_CHECK_FRAME_RE.search(frames[-1]):  # (cut off: not the raising frame)
-        return Cause.BAD_ARGUMENTS
-    if final.startswith("KeyError") and any(f.endswith(" in load_weights") for f in frames[-3:]):
-        return Cause.BAD_CHECKPOINT
-    if "must match the size of tensor" in final and any(f.endswith((" in weight_loader", " in load_weights"))
-                                                         for f in frames[-4:]):
-        return Cause.BAD_CHECKPOINT  # the checkpoint's shapes are not what this release's model class (and tp) expect
-    if any(CUSTOM_ALL_REDUCE_FRAME_RE.search(f) for f in frames):
-        return Cause.CUDA_ERROR
-    if final.startswith("KeyError") and any(f'/{m}.py"' in f for f in frames[-2:]
-                                            for m in ("configuration_auto", "auto_factory")):
-        return Cause.UNSUPPORTED_MODEL  # transformers' CONFIG_MAPPING (or a class mapping) lacks it: `KeyError: 'qwen2'`
-    if FLAG_NAMED_RE.search(final):  # SGLang's check of a combination it refuses, outside the flag-check frames
-        return Cause.BAD_ARGUMENTS
-    return None
+#: what a line does to an open traceback: its state is whether the final line was read (AFTER) or not (BEFORE); the
+#: first row of that state whose test holds acts (Fluent Bit's python multiline rules: state, test, next state)
+Test = Callable[["Traceback", str, Callable[[str], bool]], bool]
+BEFORE, AFTER = "frames", "tail"
+
+
+def _blank(tb: Traceback, text: str, own_line: Callable[[str], bool]) -> bool:
+    return not text.strip()
+
+
+def _chained(tb: Traceback, text: str, own_line: Callable[[str], bool]) -> bool:
+    return text.startswith(CHAIN_LINES)
+
+
+def _lone_ends(tb: Traceback, text: str, own_line: Callable[[str], bool]) -> bool:
+    """A lone line's message goes on only indented or after a line left unfinished."""
+    return tb.lone and text[0] not in " \t" and not (tb.tail[-1] if tb.tail else tb.final).rstrip().endswith(UNFINISHED)
+
+
+def _tail_line(tb: Traceback, text: str, own_line: Callable[[str], bool]) -> bool:
+    """`Possible solutions:`, a wrapped message: no new traceback, no line of its own, the tail not yet full."""
+    return not text.startswith(TRACEBACK_OPEN) and not own_line(text) and len(tb.tail) < MAX_TAIL_LINES
+
+
+def _anything(tb: Traceback, text: str, own_line: Callable[[str], bool]) -> bool:
+    return True
+
+
+def _stack_ends(tb: Traceback, text: str, own_line: Callable[[str], bool]) -> bool:
+    """Frames cut at their top, then a line of its own: a stack printed, no exception."""
+    return tb.headless and bool(text) and text[0] not in " \t" and own_line(text)
+
+
+def _body(tb: Traceback, text: str, own_line: Callable[[str], bool]) -> bool:
+    """A frame, code, a chain line, a nested `Traceback …`, or any line before the final one (cut at its top: its
+    first line after the frames is the final one)."""
+    return not text or text[0] in " \t" or text.startswith(CHAIN_LINES) or text.startswith(TRACEBACK_OPEN) \
+        or not (FINAL_EXC_RE.match(text) or tb.headless)
+
+
+def _keep(tb: Traceback, text: str) -> Took:
+    return Took.TAKEN
+
+
+def _rechain(tb: Traceback, text: str) -> Took:
+    tb.final = ""  # back to frames: the chained exception's
+    tb.lines.append(text)
+    return Took.TAKEN
+
+
+def _to_tail(tb: Traceback, text: str) -> Took:
+    tb.tail.append(text)
+    return Took.TAKEN
+
+
+def _not_mine(tb: Traceback, text: str) -> Took:
+    return Took.NOT_MINE
+
+
+def _to_lines(tb: Traceback, text: str) -> Took:
+    if len(tb.lines) < MAX_TRACEBACK_LINES:
+        tb.lines.append(text)
+    return Took.TAKEN
+
+
+def _final(tb: Traceback, text: str) -> Took:
+    """The final line: done at once when SGLang's handler dies after it and its row says all there (a final line
+    ending in a colon announces its output: `Ninja build failed. Ninja output:` then the compiler's)."""
+    tb.final = text
+    tb.finals.append(text)
+    plain = tb.role == ROOT and not tb.cause and not text.endswith(":") and reads_on(text) is False
+    return Took.DONE if plain else Took.TAKEN
+
+
+RULES: tuple[tuple[str, Test, Callable[[Traceback, str], Took]], ...] = (
+    (AFTER, _blank, _keep),
+    (AFTER, _chained, _rechain),
+    (AFTER, _lone_ends, _not_mine),
+    (AFTER, _tail_line, _to_tail),
+    (AFTER, _anything, _not_mine),
+    (BEFORE, _stack_ends, _not_mine),
+    (BEFORE, _body, _to_lines),
+    (BEFORE, _anything, _final),
+)
 
 
 def take(tb: Traceback, text: str, own_line: Callable[[str], bool]) -> Took:
-    """The state table: before the final line, frames and code (indented), chain lines and the final line; after
-    it, a chained exception (back to frames), blank lines and the message's tail, until a line of its own."""
-    if tb.final:
-        if not text.strip():
-            return Took.TAKEN
-        if text.startswith(CHAIN_LINES):
-            tb.final = ""
-            tb.lines.append(text)
-            return Took.TAKEN
-        if tb.lone and text[0] not in " \t" and not (tb.tail[-1] if tb.tail else tb.final).rstrip().endswith(
-                UNFINISHED):
-            return Took.NOT_MINE  # a lone line's message goes on only indented or after a line left unfinished
-        if not text.startswith(TRACEBACK_OPEN) and not own_line(text) and len(tb.tail) < MAX_TAIL_LINES:
-            tb.tail.append(text)  # "Possible solutions:", a wrapped message
-            return Took.TAKEN
-        return Took.NOT_MINE
-    if tb.headless and text and text[0] not in " \t" and own_line(text):
-        return Took.NOT_MINE  # frames, then a line of its own: a stack printed, no exception
-    if not text or text[0] in " \t" or text.startswith(CHAIN_LINES) or text.startswith(TRACEBACK_OPEN) \
-            or not (FINAL_EXC_RE.match(text) or tb.headless):  # (cut at its top: its first line after the frames)
-        if len(tb.lines) < MAX_TRACEBACK_LINES:
-            tb.lines.append(text)
-        return Took.TAKEN
-    tb.final = text
-    tb.finals.append(text)
-    # (NCCL's own words come after its final line: `Last error:` and what failed; a final line ending in a colon
-    # announces its output: `Ninja build failed. Ninja output:` then the compiler's)
-    plain = tb.role == ROOT and not tb.cause and not text.endswith(":") and classify(text) not in (None, Cause.NCCL_ERROR)
-    return Took.DONE if plain else Took.TAKEN
+    """The line's effect on the traceback, by RULES: before the final line, frames and code (indented), chain lines
+    and the final line; after it, a chained exception (back to frames), blank lines and the message's tail, until
+    a line of its own."""
+    state = AFTER if tb.final else BEFORE
+    for at, test, act in RULES:
+        if at == state and test(tb, text, own_line):
+            return act(tb, text)
+    raise AssertionError("RULES end each state with a row that takes any line")
 
 
 def exit_cause(code: int) -> tuple[str, str | None]:
     """A child's exit code as SGLang's engine prints it: negative means a signal."""
     if code < 0:
-        return Cause.KILLED_BY_SIGNAL, signal_name(-code)
-    return Cause.EXITED, None
+        return SIGNALLED, signal_name(-code)
+    return EXIT_STATUS, None
+
+
+#: where close looks for what a traceback failed of, in order: the first place whose rows name a cause does
+CLOSE_ORDER = (Place.FINAL, Place.TAIL, Place.LATE, Place.HEAD, Place.CODE, Place.FRAME)
+
+
+def _named(place: Place, asked: dict[Place, tuple[str, ...]], final: str, frames: list[str]) -> str | None:
+    """The cause the rows of a place name in what close asks there (the frames: the rows' `raised`)."""
+    if place is Place.FRAME:
+        return raised_in(final, frames, cut=final == CUT_OFF)
+    return next((c for text in asked[place] if (c := classify(text, place)) is not None), None)
 
 
 def close(tb: Traceback, nccl_warn: str | None) -> list[Failure]:
     """A complete (or cut off) traceback as the failure it says, or nothing: logged by a handler that goes on,
     another process's client refused."""
-    if tb.role is None:  # logged by a handler that carries on (a warning): not a failure
-        return []
-    if tb.headless and not tb.finals:  # frames alone (a stack printed, not raised): nothing failed that they say
-        return []
     # cut off before its final line: the last line only if it is no frame, code or `^^^^` marker under it
     # (nor a frame whose indentation a paste lost: `File "…", line N, in f` at its margin, audit R14)
     finals = tb.finals or [ln for ln in tb.lines[-1:] if ln.strip() and ln[0] not in " \t"
                            and not ln.startswith('File "')] or [CUT_OFF]
     final = finals[-1]
-    if tb.role == SUSPECT and not tb.head and LOCAL_CLIENT_RE.match(final):
-        return []  # another process's: a client refused by this server, not yet listening
-    if tb.role == SUSPECT and not tb.head and tb.lines and REQUEST_FRAME_RE.search(tb.lines[0].strip()):
-        return []  # a request's error, logged by uvicorn above the paste's first line: the server went on
+    if _no_failure(tb, final):
+        return []
     said = [x for x in tb.tail if not DYNAMO_ADVICE_RE.search(x)]  # torch.compile's advice, not what failed
     if len(said) > 4:  # a tool's output (ninja, a compiler): the lines that say what failed, not its commands
         said = [x for x in said if ERRORISH_RE.search(x)] or said
@@ -188,36 +232,23 @@ def close(tb: Traceback, nccl_warn: str | None) -> list[Failure]:
     code = _code_line(tb.lines)
     # a runtime's own report under the exception (Ascend's CANN prints a dozen lines): the one that names the
     # cause may come after the four the message keeps, and is then kept as evidence
-    late = next((x.strip() for x in said[4:] if classify(x) is not None), None)
-    cause = tb.cause or next((c for f in reversed(finals) if (c := classify(f)) is not None), None) \
-        or classify(f"{final} {tail}") or (classify(late) if late else None) or classify(tb.head) \
-        or (classify(code) if code and BARE_FINAL_RE.match(final) else None) or _raised_in(final, tb.lines) \
-        or Cause.EXCEPTION
-    if tb.lone and cause == Cause.EXCEPTION:
+    late = next((x.strip() for x in said[4:] if classify(x, Place.LATE) is not None), None)
+    asked = {Place.FINAL: finals[::-1], Place.TAIL: (f"{final} {tail}",), Place.LATE: (late,) if late else (),
+             Place.HEAD: (tb.head,), Place.CODE: (code,) if code and BARE_FINAL_RE.match(final) else ()}
+    cause = tb.cause or next((c for place in CLOSE_ORDER if (c := _named(place, asked, final, frames)) is not None),
+                             UNNAMED)
+    if tb.lone and cause == UNNAMED:
         return []  # its continuation lines named no cause either: it speaks for a cut traceback only
-    m = SCHEDULER_DIED_RE.search(final)
-    if m is not None and tb.cause is None:  # 0.5.10+: the engine's consequence, the cause is elsewhere
-        status = int(m.group(1))
-        cause, sig = exit_cause(status)
-        return [Failure(ts=tb.ts, line=final, cause=cause, message=final, evidence=(final,), signal=sig,
-                        status=None if sig else status, role=DEATH)]
-    if final.rstrip().endswith("ChildFailedError:") and tb.cause is None:
-        return _elastic_summary(tb, final)
-    if final == "EOFError" and tb.cause is None:  # the launcher's pipe from a scheduler closed (0.3.4-0.4.1)
-        return [Failure(ts=tb.ts, line=final, cause=Cause.KILLED_BY_SIGNAL, evidence=(final,), role=DEATH,
-                        message="a scheduler process died without a word of its own (the launcher read EOF from "
-                                "its pipe): a signal killed it")]
+    if tb.cause is None and (death := _launcher_saw(tb, final)) is not None:
+        return death
     message = f"{final} {tail}".strip() if tail else final
     if not tb.finals and tb.head and final == CUT_OFF:  # say whose: `Scheduler hit an exception`
         message = f"{tb.head.removesuffix(TRACEBACK_OPEN).rstrip(': ')}: its traceback cut off"
-    if cause == Cause.NCCL_ERROR and nccl_warn and nccl_warn not in message:
+    own = row(cause)
+    if nccl_warn and nccl_warn not in message and own is not None and own.reads_on:  # NCCL's own words, said before
         message = f"{message} (NCCL WARN {nccl_warn})"
         said = [f"NCCL WARN {nccl_warn}", *said]
-    role = tb.role
-    if role in (ROOT, SUSPECT) and final == CUT_OFF and not tb.head and frames and all(LAUNCHER_FRAME_RE.match(f) for f in frames):
-        role = DEATH  # the launcher's wait on a child, cut: a consequence of the death it reported (audit R14)
-    if role == ROOT and cause == Cause.NCCL_ERROR and PEER_GONE_RE.search(message):
-        role = DEATH  # a consequence: it waits for the dead rank's own cause, and stands without one
+    role = _role(tb, final, frames, own.consequence if own is not None else None, message)
     chain = next((i for i, ln in enumerate(tb.lines) if ln.startswith(CHAIN_LINES)), None)
     # chained exceptions (a wrapper's `Capture cuda graph failed`): SGLang's own frame the first was raised under
     inner = next((ln.strip() for ln in reversed(tb.lines[:chain]) if "/sglang/" in ln and ln.strip().startswith(
@@ -228,12 +259,52 @@ def close(tb: Traceback, nccl_warn: str | None) -> list[Failure]:
     return [Failure(ts=tb.ts, ranks=tb.ranks, line=final, cause=cause, message=message, evidence=evidence,
                     role=role, raised_in=raised_in)]
 
+
+def _no_failure(tb: Traceback, final: str) -> bool:
+    """A traceback that says no failure of this server: logged by a handler that carries on (a warning), frames
+    alone (a stack printed, not raised), another process's client refused, a request's error."""
+    if tb.role is None or (tb.headless and not tb.finals):
+        return True
+    if tb.role != SUSPECT or tb.head:
+        return False
+    # another process's: a client refused by this server, not yet listening; a request's error, logged by uvicorn
+    # above the paste's first line: the server went on
+    return LOCAL_CLIENT_RE.match(final) is not None or bool(tb.lines and REQUEST_FRAME_RE.search(tb.lines[0].strip()))
+
+
+def _launcher_saw(tb: Traceback, final: str) -> list[Failure] | None:
+    """The launcher's own word that a child died (its cause is elsewhere): 0.5.10+'s engine exception with the exit
+    code, torchrun's ChildFailedError, 0.3.4-0.4.1's EOFError on the pipe from a scheduler; None: none of them."""
+    if (m := SCHEDULER_DIED_RE.search(final)) is not None:
+        status = int(m.group(1))
+        cause, sig = exit_cause(status)
+        return [Failure(ts=tb.ts, line=final, cause=cause, message=final, evidence=(final,), signal=sig,
+                        status=None if sig else status, role=DEATH)]
+    if final.rstrip().endswith("ChildFailedError:"):
+        return _elastic_summary(tb, final)
+    if final == "EOFError":
+        return [Failure(ts=tb.ts, line=final, cause=SIGNALLED, evidence=(final,), role=DEATH,
+                        message="a scheduler process died without a word of its own (the launcher read EOF from "
+                                "its pipe): a signal killed it")]
+    return None
+
+
+def _role(tb: Traceback, final: str, frames: list[str], consequence: re.Pattern[str] | None, message: str) -> str | None:
+    """The failure's role: its traceback's, or DEATH where it is a consequence of a death said elsewhere."""
+    if tb.role in (ROOT, SUSPECT) and final == CUT_OFF and not tb.head and frames \
+            and all(LAUNCHER_FRAME_RE.match(f) for f in frames):
+        return DEATH  # the launcher's wait on a child, cut: a consequence of the death it reported (audit R14)
+    if tb.role == ROOT and consequence is not None and consequence.search(message):
+        return DEATH  # a consequence: it waits for the dead rank's own cause, and stands without one
+    return tb.role
+
+
 def _elastic_summary(tb: Traceback, final: str) -> list[Failure]:
     """torchrun's ChildFailedError: a consequence, its `Root Cause` block says which rank ended and how (a
     negative exitcode is a signal); the rank's own traceback or NCCL's lines before it are the cause."""
     found = dict(m.group(1, 2) for ln in tb.tail if (m := ELASTIC_ROOT_RE.match(ln)) is not None)
     status = int(found["exitcode"]) if "exitcode" in found else None
-    cause, sig = exit_cause(status) if status is not None else (Cause.EXCEPTION, None)
+    cause, sig = exit_cause(status) if status is not None else (UNNAMED, None)
     rank = f"rank {found['rank']}" if "rank" in found else "a rank"
     how = f"died of SIG{sig}" if sig else f"exited with status {status}" if status is not None else "failed"
     evidence = tuple(x.strip() for x in tb.tail if ELASTIC_ROOT_RE.match(x) or "Signal " in x)

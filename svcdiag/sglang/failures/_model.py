@@ -70,6 +70,66 @@ class Family(StrEnum):
     SERVING = "serving"
 
 
+class Place(StrEnum):
+    """Where in a log a line stands (Fluent Bit's multiline states): a row's pattern names its cause only at the
+    places it is tagged with, and the grammar asks the registry for a place's rows, never for a cause."""
+
+    # inside a traceback, in the order traceback.close asks them (traceback.CLOSE_ORDER)
+    FINAL = "final"  # an exception's final line, each of a chain's, innermost first
+    TAIL = "tail"  # the final line with the lines after it (a wrapped message, `Possible solutions:`)
+    LATE = "late"  # a line of a runtime's report past the four the message keeps (Ascend's CANN)
+    HEAD = "head"  # the line that logged the traceback (`Scheduler hit an exception: …`), when the traceback names none
+    CODE = "code"  # the source line under the raising frame, after a bare final line (`AssertionError`)
+    FRAME = "frame"  # the frames the exception was raised under (a flag check's, load_weights'): a row's `raised`
+    # outside one
+    HANDLER = "handler"  # the line that logs a traceback, naming its cause whatever the traceback says (warmup's)
+    NOTED = "noted"  # a line said before a traceback: it speaks for the traceback if that names no cause (PD's fetch)
+    BEFORE_CUT = "before_cut"  # a lone exception line just before a traceback cut off: what it would have ended in
+    LONE = "lone"  # a line said alone, no traceback open: a pasted exception line, a library's fatal words
+    MESSAGE = "message"  # an SGLang message of its own (a PD server's, the watchdog's), prefixed or not
+    ROUTER = "router"  # the router's own message (sglang_router's Python launcher, the Rust router)
+    UVICORN = "uvicorn"  # uvicorn's `ERROR:` line
+    OUTSIDE = "outside"  # what the process's surroundings say of its end (Slurm, a launcher)
+
+
+#: where a row's `line` names its cause unless the row says otherwise: everywhere a line is classified
+EVERYWHERE: frozenset[Place] = frozenset(Place) - {Place.FRAME}
+
+
+#: the roles a failure may have in a start (events.ROOT, SUSPECT, DEATH: the registry imports nothing of events)
+EVENTS = ("root", "suspect", "death")
+
+
+@dataclass(frozen=True, slots=True)
+class Own:
+    """A line of its own that names a row's cause at one place only (argparse's last word, a PD server's failed
+    warmup): the failure it is, as data, so that the grammar builds it without naming the cause."""
+
+    place: Place
+    pattern: re.Pattern[str] | None = None  # matched at the line's (or the message's) start; None: the row's `line`
+    #: the failure's message: a template over the match's groups (`{0}`) and the line (`{line}`); "" is the line
+    says: str = ""
+    event: str = "root"  # the failure's role in the start (events.ROOT, SUSPECT, DEATH)
+    signal: str | None = None  # the signal it says ended the process (Slurm's OOM killer: KILL)
+    #: the line's words may name a cause of their own first (classify at the place), this row's only if they do not
+    deferred: bool = False
+
+    def __post_init__(self) -> None:
+        if self.event not in EVENTS:
+            raise ValueError(f"an own line's event is one of {', '.join(EVENTS)}, not {self.event!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class Raised:
+    """A frame the exception was raised under that names a row's cause when no line does (Place.FRAME): a KeyError
+    raised in a model's load_weights is a checkpoint tensor the model class lacks."""
+
+    frame: re.Pattern[str] | None  # one of the frames (`File "…", line N, in f`, stripped); None: any frames
+    window: int = 0  # among the last N frames only (0: all)
+    final: re.Pattern[str] | None = None  # and the final line says this (searched)
+    raising: bool = False  # the last frame, and only when the traceback has its final line (a cut one has none)
+
+
 class Role(StrEnum):
     ROOT = "root"  # the failure itself
     CONSEQUENCE = "consequence"  # a process ended because of something said elsewhere
@@ -141,9 +201,18 @@ class FailureClass:
     line: re.Pattern[str] | None = None  # an exception's final line or a lone fatal line: names the cause
     said: re.Pattern[str] | None = None  # the failure's message and evidence: picks the sub-case
     read: tuple[re.Pattern[str], ...] = ()  # more of what a picked sub-case captures (each first match's groups)
-    #: a line of its own that names this cause where the grammar reads it (matched at the line's start): not
-    #: classify's, since its words name the cause only there (an argparse line, a launcher's, a PD server's)
-    alone: re.Pattern[str] | None = None
+    #: the places where `line` names the cause (a position-dependent class is tagged with its places only)
+    where: frozenset[Place] = EVERYWHERE
+    #: lines of their own that name this cause only at their place (an argparse line, a launcher's, a PD server's):
+    #: not classify's, since their words name the cause only there
+    alone: tuple[Own, ...] = ()
+    raised: tuple[Raised, ...] = ()  # frames that name the cause when no line does (Place.FRAME)
+    #: its own words go on after its final line (NCCL's `Last error:`, and its `NCCL WARN` said before it): a traceback
+    #: it ends stays open for them, and its message keeps them
+    reads_on: bool = False
+    #: words in its message that make it another failure's consequence (NCCL's `remote process exited`: it waits for
+    #: the dead rank's own cause)
+    consequence: re.Pattern[str] | None = None
     role: Role = Role.ROOT
     #: the SGLang releases whose words these are, by hand, where the catalogues cannot say ("<= 0.4.3"); a row whose
     #: words are all SGLang's has its range in message_catalogue/releases.json (message_catalogue.row_releases)

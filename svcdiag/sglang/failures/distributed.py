@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 from svcdiag.sglang import lazy_re
-from svcdiag.sglang.failures._model import Cause, FailureClass, Family, said
+from svcdiag.sglang.failures._model import Cause, FailureClass, Family, Own, Place, said
 
 #: the families whose rows this module files
 FAMILIES = (Family.DISTRIBUTED,)
@@ -43,6 +43,10 @@ ROWS: tuple[FailureClass, ...] = (
     FailureClass(Cause.NVSHMEM_FAILED, priority=160, line=lazy_re.compile(
         r"nvshmem/src/\S+: non-zero status: \d+|nvshmem initialization failed"
         r"|NVSHMEM API called before NVSHMEM initialization"),
+        # its unprefixed error lines, each a source path: the first names the step that failed, the rank's exit follows
+        alone=(Own(Place.LONE, lazy_re.compile(r"/(?=.*nvshmem/src/)(?=.*(?:nvshmem/src/\S+: non-zero status: \d+"
+                                               r"|nvshmem initialization failed|NVSHMEM API called before NVSHMEM initialization))"),
+                   event="suspect"),),
         doc="DeepEP's NVSHMEM could not connect the ranks over RDMA"),
     FailureClass(Cause.RENDEZVOUS_FAILED, priority=170, line=lazy_re.compile(
         r"DistStoreError|DistNetworkError|[Tt]he client socket has timed out|TCP client failed to connect"
@@ -51,10 +55,17 @@ ROWS: tuple[FailureClass, ...] = (
     FailureClass(Cause.NCCL_ERROR, priority=180, line=lazy_re.compile(
         r"NCCL error|DistBackendError|ncclInternalError|ncclUnhandledCudaError|ncclSystemError"
                               r"|Watchdog caught collective operation timeout|NCCL communicator was aborted"),
+        reads_on=True,  # NCCL's own words come after its final line: `Last error:` and what failed
+        # the other end went away (ncclRemoteError): on one node most often another rank that died, whose own error may come
+        # after this one's
+        consequence=lazy_re.compile(r"remote process exited or there was a network error|Connection closed by remote peer"),
         doc="NCCL (or torch.distributed's backend) failed between the ranks",
         fixes=(({"env.NCCL_DEBUG": "INFO"}, "NCCL then says which rank and transport failed"),)),
     FailureClass(Cause.PD_BOOTSTRAP_FAILED, priority=270,
-        alone=lazy_re.compile(r"Prefill instance failed to register to bootstrap server"),
+        alone=(Own(Place.MESSAGE, lazy_re.compile(r"Prefill instance failed to register to bootstrap server")),
+               # a PD decode server's word that the prefill's bootstrap server did not answer (audit R12): the scheduler's
+               # exception after it, cut or generic, is that failure
+               Own(Place.NOTED, lazy_re.compile(r"Error fetching prefill parallel info from bootstrap"))),
         doc="a PD server could not reach or register with its bootstrap server"),
     FailureClass(Cause.NCCL_ERROR, "no_route", priority=490,
                  said=_warn(r"socketPollConnect: Connect to (?P<addr>[\d.]+)\S* returned 113|No route to host"),

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from svcdiag.sglang import lazy_re
-from svcdiag.sglang.failures._model import Cause, FailureClass, Family, said
+from svcdiag.sglang.failures._model import Cause, FailureClass, Family, Raised, said
 
 #: the families whose rows this module files
 FAMILIES = (Family.GPU,)
@@ -67,6 +67,7 @@ ROWS: tuple[FailureClass, ...] = (
         r"illegal memory access was encountered|device-side assert triggered|CUDA error: misaligned address"
         r"|unspecified launch failure|illegal instruction was encountered|cudaErrorIllegalAddress"
         r"|CUBLAS_STATUS_EXECUTION_FAILED|Memory access fault by GPU"),  # ROCm's illegal address, printed by HSA
+        raised=(Raised(CUSTOM_ALL_REDUCE_FRAME_RE),),  # SGLang's custom all-reduce, wherever its frame stands
         doc="a CUDA kernel fault that is not out of memory",
         fixes=(({"env.CUDA_LAUNCH_BLOCKING": "1"}, "the traceback then names the kernel that faulted"),)),
     # torch.compile (--enable-torch-compile) could not compile the model: dynamo/inductor's own error; after

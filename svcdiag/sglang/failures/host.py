@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from svcdiag.sglang import lazy_re
-from svcdiag.sglang.failures._model import Cause, FailureClass, Family, said
+from svcdiag.sglang.failures._model import Cause, FailureClass, Family, Own, Place, said
 
 #: the families whose rows this module files
 FAMILIES = (Family.HOST,)
@@ -26,6 +26,7 @@ ROWS: tuple[FailureClass, ...] = (
         doc="a disk (the HF cache, a kernel cache, /dev/shm) filled up"),
     FailureClass(Cause.ACCESS_DENIED, priority=200,
         line=lazy_re.compile(r"\[Errno 30\] Read-only file system|\[Errno 13\]|PermissionError"),
+        alone=(Own(Place.UVICORN, lazy_re.compile(r"(?=.*error while attempting to bind).*(?:\[Errno 13\]|PermissionError)")),),
         doc="the sandbox or a file's owner refused a read or a write"),
     FailureClass(Cause.DISK_FULL, "dev_shm", priority=690, said=said(r"/dev/shm|</torch_|shared memory\(shm\)"),
                  doc="RuntimeError: unable to allocate shared memory(shm) for file </torch_1234_567_0>"),

@@ -6,7 +6,7 @@ import re
 from collections.abc import Callable, Mapping
 
 from svcdiag.sglang import lazy_re
-from svcdiag.sglang.failures._model import Cause, FailureClass, Family, said
+from svcdiag.sglang.failures._model import Cause, FailureClass, Family, Own, Place, Raised, said
 
 #: the families whose rows this module files
 FAMILIES = (Family.INSTALL,)
@@ -104,10 +104,17 @@ ROWS: tuple[FailureClass, ...] = (
         r"|Invalid quantization choice: |Unsupported kv_cache_dtype: |Not supported device type: "),
         doc="SGLang refused its flags, a combination of them, or a variable",
         # argparse's last word: `launch_server.py: error: …` (≤ 0.5.9) or `sglang serve: error: …` (0.5.10+)
-        alone=lazy_re.compile(r"^(?:[\w.-]+\.py|sglang(?: [\w-]+)?|launch_server|python3? -m [\w.]+): error: (.+)$"
-                         # `sglang serve` of a diffusion model (0.5.1x+) and other entry points: no program name
-                         r"|^error: ((?:unrecognized arguments|the following arguments are required|argument -"
-                         r"|ambiguous option|invalid choice|expected one argument).*)$")),
+        alone=(Own(Place.LONE, lazy_re.compile(
+            r"^(?:[\w.-]+\.py|sglang(?: [\w-]+)?|launch_server|python3? -m [\w.]+): error: (.+)$"
+            # `sglang serve` of a diffusion model (0.5.1x+) and other entry points: no program name
+            r"|^error: ((?:unrecognized arguments|the following arguments are required|argument -"
+            r"|ambiguous option|invalid choice|expected one argument).*)$")),
+            # uvicorn's bind to an address not of this host (`[Errno 99] … cannot assign requested address`: --host),
+            # or of a family it lacks (`[Errno 97]`: `::` with IPv6 off), the port's and the permission's rows before it
+            Own(Place.UVICORN, lazy_re.compile(r".*error while attempting to bind"))),
+        # SGLang's check of its flags refused them: raised in server_args.py (or from 0.5.2x in one of arg_groups/);
+        # last, a message that names a --flag or an SGLANG_* variable is a check refusing them, whatever raised it
+        raised=(Raised(FLAG_CHECK_FRAME_RE, raising=True), Raised(None, final=FLAG_NAMED_RE))),
     FailureClass(Cause.BAD_ARGUMENTS, "bind_address", priority=920,
                  said=said(r"\A.*attempting to bind on address \('(?P<host>[^']*)', (?P<port>\d+)"),
                  doc="ERROR:    [Errno 99] error while attempting to bind on address ('10.0.0.12', 30000): cannot assign …"),

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from svcdiag.sglang import lazy_re
-from svcdiag.sglang.failures._model import Cause, FailureClass, Family, said
+from svcdiag.sglang.failures._model import Cause, FailureClass, Family, Own, Place, said
 
 #: the families whose rows this module files
 FAMILIES = (Family.NOT_ENOUGH_MEMORY, Family.OUT_OF_MEMORY)
@@ -37,7 +37,11 @@ ROWS: tuple[FailureClass, ...] = (
                             r"|hipErrorOutOfMemory|(?:NPU|XPU) out of memory"  # Ascend's torch_npu, Intel's XPU
                             r"|UR_RESULT_ERROR_OUT_OF_DEVICE_MEMORY"),  # Intel's Level Zero runtime, under torch
         doc="the device's memory ran out (CUDA, ROCm's HIP, Ascend's NPU, Intel's XPU)"),
-    FailureClass(Cause.HOST_OOM, priority=60, alone=lazy_re.compile(r"^slurmstepd: error: Detected \d+ oom[-_]kill events? in "),
+    FailureClass(Cause.HOST_OOM, priority=60,
+                 # Slurm's own account of the kernel's OOM killer in a job step
+                 alone=(Own(Place.OUTSIDE, lazy_re.compile(r"^slurmstepd: error: Detected \d+ oom[-_]kill events? in "),
+                            says="Slurm says the kernel's OOM killer ended a task of this step: {line}",
+                            event="death", signal="KILL"),),
                  line=lazy_re.compile(r"\[Errno 12\] Cannot allocate memory|Out of memory: Killed process|oom-kill"
                             r"|DefaultCPUAllocator: can't allocate memory"  # torch's CPU allocator (--device cpu, offload)
                             # --enable-hierarchical-cache: its host pool (--hicache-ratio × the KV pool, or --hicache-size)

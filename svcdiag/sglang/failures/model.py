@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from svcdiag.sglang import lazy_re
-from svcdiag.sglang.failures._model import Cause, FailureClass, Family, said
+from svcdiag.sglang.failures._model import Cause, FailureClass, Family, Raised, said
 
 #: the families whose rows this module files
 FAMILIES = (Family.MODEL,)
@@ -32,6 +32,9 @@ ROWS: tuple[FailureClass, ...] = (
         r"|has no SGl?ang implementation and the Transformers implementation is not compatible"
         # a feature the flags ask for that this model's class does not have
         r"|\b[Mm]odel '?\S+?'? does not support |(?:Pipeline Parallel|PP) is not compatible with (?:this model|MTP models)"),
+        # transformers' CONFIG_MAPPING (or a class mapping) lacks it: `KeyError: 'qwen2'`
+        raised=(Raised(lazy_re.compile(r'/(?:configuration_auto|auto_factory)\.py"'), window=2,
+                       final=lazy_re.compile(r"^KeyError")),),
         doc="this SGLang release (or its transformers) does not know the model's architecture"),
     FailureClass(Cause.MODEL_NOT_FOUND, priority=90, read=(_NAMED_PATH,), line=lazy_re.compile(
         r"Incorrect path_or_model_id|HFValidationError|RepositoryNotFoundError|Repository Not Found"
@@ -54,6 +57,11 @@ ROWS: tuple[FailureClass, ...] = (
         r"|incomplete metadata, file not fully covered|PytorchStreamReader failed|invalid load key"
         r"|Attempted to load weight \(|is not a valid JSON file"
         r"|checksum mismatch for presharded checkpoint"),
+        # a tensor the model class does not have (a KeyError in its load_weights), or of another shape than this release's
+        # class (and tp) expect
+        raised=(Raised(lazy_re.compile(r" in load_weights$"), window=3, final=lazy_re.compile(r"^KeyError")),
+                Raised(lazy_re.compile(r" in (?:weight_loader|load_weights)$"), window=4,
+                       final=lazy_re.compile(r"must match the size of tensor"))),
         doc="a weights file that cannot be read, or a tensor whose shape the model does not expect"),
     FailureClass(Cause.UNSUPPORTED_MODEL, "feature", priority=600,
                  said=said(r"\A.*(?:\b[Mm]odel '?\S+?'? does not support |is not compatible with (?:this model|MTP))"),

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from svcdiag.sglang import lazy_re
-from svcdiag.sglang.failures._model import Cause, FailureClass, Family, said
+from svcdiag.sglang.failures._model import Cause, FailureClass, Family, Own, Place, said
 
 #: the families whose rows this module files
 FAMILIES = (Family.NETWORK,)
@@ -27,6 +27,7 @@ def _internal_port(w: Mapping[str, str]) -> Mapping[str, str]:
 ROWS: tuple[FailureClass, ...] = (
     FailureClass(Cause.PORT_IN_USE, priority=70, line=lazy_re.compile(
         r"\[Errno 98\]|[Aa]ddress already in use|is not available in [\d.]+ seconds"),
+        alone=(Own(Place.UVICORN),),  # uvicorn's HTTP port, taken
         doc="a port the server binds (HTTP, the rendezvous store, ZMQ, PD bootstrap) is taken"),
     # the hub itself out of reach: rate-limited (429), no route, a proxy; the repo id may well be right
     FailureClass(Cause.HUB_UNREACHABLE, priority=100, line=lazy_re.compile(
@@ -39,7 +40,10 @@ ROWS: tuple[FailureClass, ...] = (
                  fixes=(({"env.HF_HUB_OFFLINE": "1"}, "once the model is in the unit's HF cache: ask the hub nothing"),)),
     FailureClass(Cause.PORT_IN_USE, "pd_bootstrap", priority=860, said=said(r"\A.*PD bootstrap server"),
                  # the bootstrap server's thread, its address and port: the grammar words the message above
-                 alone=lazy_re.compile(r"Server error: \[Errno 98\] error while attempting to bind on address \('([^']*)', (\d+)\)"),
+                 alone=(Own(Place.MESSAGE, lazy_re.compile(
+                     r"Server error: \[Errno 98\] error while attempting to bind on address \('([^']*)', (\d+)\)"),
+                     says="the PD bootstrap server could not bind {0}:{1} (--disaggregation-bootstrap-port): address "
+                          "already in use"),),
                  doc="the PD bootstrap server could not bind 0.0.0.0:8998 (--disaggregation-bootstrap-port): address already in …",
                  words=_pd_bootstrap_port),
     FailureClass(Cause.PORT_IN_USE, "rendezvous_store", priority=870, said=said(r"server socket has failed|EADDRINUSE|TCPStore"
@@ -53,4 +57,14 @@ ROWS: tuple[FailureClass, ...] = (
     FailureClass(Cause.PORT_IN_USE, "zmq", priority=890, said=said(r"ZMQError"), read=(said(r"addr='(?P<addr>[^']+)'"),),
                  doc="zmq.error.ZMQError: Address already in use (addr='tcp://10.0.0.1:5002')",
                  words=_zmq),
+    # a port named by its flag, taken, said only as an exception's message: raised in a flag check's frame or naming
+    # the flag, which at the frame's place would say bad_arguments (the final line is asked first)
+    FailureClass(Cause.PORT_IN_USE, "strict_ports", priority=893, where=frozenset({Place.FINAL, Place.TAIL}),
+                 line=lazy_re.compile(r"port \d+ is unavailable and --strict-ports is enabled"),
+                 said=said(r"(?P<name>\w+(?:\[\d+\])?) port (?P<port>\d+) is unavailable and --strict-ports"),
+                 doc="RuntimeError: HTTP port 30000 is unavailable and --strict-ports is enabled. …"),
+    FailureClass(Cause.PORT_IN_USE, "engine_info_bootstrap", priority=896, where=frozenset({Place.FINAL, Place.TAIL}),
+                 line=lazy_re.compile(r"engine_info_bootstrap_port \d+ is already in use"),
+                 said=said(r"engine_info_bootstrap_port (?P<port>\d+) is already in use"),
+                 doc="RuntimeError: engine_info_bootstrap_port 6789 is already in use. …"),
 )

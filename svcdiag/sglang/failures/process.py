@@ -7,10 +7,19 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from svcdiag.sglang import lazy_re
-from svcdiag.sglang.failures._model import Cause, FailureClass, Family, Role, said
+from svcdiag.sglang.failures._model import Cause, FailureClass, Family, Own, Place, Role, said
 
 #: the families whose rows this module files
 FAMILIES = (Family.PROCESS,)
+
+#: the causes the grammar gives a process's end by how it ended, where no line's words name one (the rows name every
+#: other cause): a failure whose words name none, a signal, an exit status, SIGKILL with no word (most often the
+#: kernel's OOM killer), and a kernel library's own check (`Failed: NCCL error …`) by its library
+UNNAMED = Cause.EXCEPTION
+SIGNALLED = Cause.KILLED_BY_SIGNAL
+EXIT_STATUS = Cause.EXITED
+SIGKILLED = Cause.HOST_OOM
+KERNEL_CHECK: Mapping[str, Cause] = {"NCCL": Cause.NCCL_ERROR, "CUDA": Cause.CUDA_ERROR, "HIP": Cause.CUDA_ERROR}
 
 
 def _watchdog(w: Mapping[str, str]) -> Mapping[str, str]:
@@ -20,7 +29,9 @@ def _watchdog(w: Mapping[str, str]) -> Mapping[str, str]:
 ROWS: tuple[FailureClass, ...] = (
     # SGLang's own watchdog: a forward pass (or the tokenizer) made no progress for --watchdog-timeout s
     FailureClass(Cause.WATCHDOG_TIMEOUT, priority=20, line=lazy_re.compile(r"[Ww]atchdog timeout \(self\.watchdog_timeout="),
-        alone=lazy_re.compile(r"Scheduler debug info:"),  # the watchdog's dump of the scheduler, before its timeout line
+        alone=(Own(Place.MESSAGE, lazy_re.compile(r"Scheduler debug info:"),  # its dump of the scheduler, before the timeout
+                   says="SGLang's watchdog saw no progress and dumped the scheduler's state (`Scheduler debug info:`): a hang"),
+               Own(Place.MESSAGE)),  # its timeout line, where SGLang's own message says it
         doc="SGLang's own watchdog found a batch stuck and killed the server",
         words=_watchdog),
     FailureClass(Cause.KILLED_BY_SIGNAL, priority=280, role=Role.CONSEQUENCE,

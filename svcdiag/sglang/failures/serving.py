@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from svcdiag.sglang import lazy_re
-from svcdiag.sglang.failures._model import Cause, FailureClass, Family, Role, said
+from svcdiag.sglang.failures._model import Cause, FailureClass, Family, Own, Place, Role, said
 
 #: the families whose rows this module files
 FAMILIES = (Family.SERVING,)
@@ -15,9 +15,11 @@ _WARMUP_SAY = ("The server loaded and listened, then its own warmup request to i
 
 ROWS: tuple[FailureClass, ...] = (
     FailureClass(Cause.WARMUP_FAILED, priority=250,
+        alone=(Own(Place.HANDLER, lazy_re.compile(r"Initialization failed\W+warmup error")),),  # its traceback follows
         doc="the server's own warm-up request after start-up failed"),
     FailureClass(Cause.ROUTER_FAILED, priority=260,
-        alone=lazy_re.compile(r"Failed to start router|Error starting router|Failed to create router"),
+        alone=(Own(Place.ROUTER, lazy_re.compile(r"Failed to start router|Error starting router|Failed to create router"),
+                   deferred=True),),
         doc="sglang_router gave up on its workers and killed them"),
     FailureClass(Cause.HTTP_UNREACHABLE, priority=350,
         doc="the live path's HTTP cross-check after the log says ready: the server does not answer"),
@@ -26,8 +28,11 @@ ROWS: tuple[FailureClass, ...] = (
     FailureClass(Cause.DIED_AFTER_READY, priority=370, role=Role.CONSEQUENCE,
         doc="the log says ready, then the server crashes or systemd's watchdog kills it (a kill from outside is no death)"),
     FailureClass(Cause.ROUTER_FAILED, "worker_timeout", priority=720, said=said(r"Timeout (?P<secs>\d+)s waiting for workers"),
+                 # the Rust router's own words, without the Python launcher's `Failed to start router`
+                 alone=(Own(Place.ROUTER, lazy_re.compile(r".*?Timeout \d+s waiting for workers"), deferred=True),),
                  doc="Failed to start router: Timeout 300s waiting for workers ['http://127.0.0.1:31000'] to become healthy"),
-    FailureClass(Cause.WARMUP_FAILED, "pd_warmup", priority=730, alone=lazy_re.compile(r"Prefill disaggregation mode warm Up Failed"),
+    FailureClass(Cause.WARMUP_FAILED, "pd_warmup", priority=730,
+                 alone=(Own(Place.MESSAGE, lazy_re.compile(r"Prefill disaggregation mode warm Up Failed")),),
                  said=said(r"disaggregation mode warm Up Failed(?:.*?status code: (?P<status>\d+))?"),
                  doc="Prefill disaggregation mode warm Up Failed, status code: 400"),
     FailureClass(Cause.WARMUP_FAILED, "proxy", priority=740, said=said(r"Response \[(?P<status>502|503|403|407)\]"),
