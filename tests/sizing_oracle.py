@@ -23,6 +23,7 @@ from typing import Any
 
 from svcdiag.config.service import ServiceConfig, Speculative
 from svcdiag.sglang import memory
+from svcdiag.sglang.failures import Cause
 from svcdiag.sglang.memory import GB
 from svcdiag.sglang.modelinfo import shape_from_config
 from svcdiag.sglang.preflight import inputs_from_shape, sizing_inputs
@@ -105,10 +106,15 @@ def compare(row: dict[str, Any], release: str, model_cfg: dict[str, Any]) -> Mis
     ours = {"kv_tokens": p.kv_tokens, "max_running_requests": p.max_running_requests, "mamba_slots": p.mamba_slots,
             "mem_fraction_static": p.mem_fraction_static, "failure": p.failure}
     fields: list[str] = []
-    # SGLang fails: its code raised, or (up to 0.5.9) the scheduler's `max_running_request is zero` assert
-    sglang_fails = "error" in out or out.get("max_running_requests") == 0
+    # SGLang fails: its code raised, or (up to 0.5.9) the scheduler's `max_running_request is zero` assert,
+    # or (0.5.6) a negative slot count from a negative budget (handle_max_mamba_cache's floor division):
+    # the oracle stops before the pools are built, where HybridReqToTokenPool's torch.zeros((-1, …)) raises
+    sglang_fails = "error" in out or (out.get("max_running_requests") is not None and out["max_running_requests"] <= 0)
+    # its server args' ValueError (0.5.10-0.5.13 _handle_mamba_radix_cache) is a refusal of the arguments:
+    # svcdiag must say so (bad_arguments, SGLang's words), not predict a memory failure in its place
+    args_refused = out.get("error", "").startswith("ValueError: Speculative decoding for")
     if sglang_fails:
-        if p.failure is None:
+        if p.failure is None or args_refused != (p.failure == Cause.BAD_ARGUMENTS):
             fields.append("refusal")
     elif p.failure is not None:
         fields.append("refusal")

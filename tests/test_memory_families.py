@@ -318,3 +318,45 @@ def test_a_radix_less_gpt_oss_start_sizes_its_swa_pool_from_its_requests_on_0_5_
     ratio = predict(sizing_inputs(units_with(tmp_path, "oss2", 'model_path = "/m/gpt-oss-120b"\n'  # type: ignore[arg-type]
                                              'mem_fraction_static = 0.85\nmax_running_requests = 64\n'), inp))
     assert ratio.kv_tokens == int(ratio.rest_gb * GB // (18 * layer * 1.8))  # the radix cache on: the 0.8 split
+
+
+# ---------------------------------------------------------------- a speculative hybrid's radix cache, 0.5.7-0.5.14
+
+
+@pytest.mark.parametrize(("version", "rule"), [("0.5.7", None), ("0.5.8", None), ("0.5.9", "off"), ("0.5.10", "refuse"),
+                                               ("0.5.12", "refuse"), ("0.5.13", "refuse"), ("0.5.14", None)])
+def test_a_speculative_hybrid_keeping_the_radix_cache_per_release(version: str, rule: str | None) -> None:
+    """0.5.9 turns a speculative Qwen3-Next's radix cache off (its slots are then the 48 requests), 0.5.10-0.5.13
+    refuse it with SGLang's ValueError; 0.5.7-0.5.8 (NemotronH only in 0.5.8) and 0.5.14+ size it with the cache."""
+    inp = next80b(speculative_algorithm="NGRAM", num_draft_tokens=8, version=version,
+                  architecture="Qwen3NextForCausalLM")
+    p = predict(inp)
+    assert memory.spec_radix_rule(inp) == rule
+    if rule == "refuse":
+        assert (p.failure, p.kv_tokens, p.max_running_requests) == ("bad_arguments", 0, 0)
+        assert p.refusal is not None and p.refusal.startswith("ValueError: Speculative decoding for Qwen3NextForCausalLM")
+        # a start SGLang ran (read from its log), a ROCm host, an explicit extra_buffer or no radix cache: sized
+        for other in ({"logged": True}, {"rocm": True}, {"mamba_scheduler_strategy": "extra_buffer"},
+                      {"disable_radix_cache": True}):
+            assert predict(memory.replace(inp, **other)).failure is None, other
+        assert predict(memory.replace(inp, rocm=True)).slots_per_request == 1  # is_hip(): the radix cache off
+    elif rule == "off":
+        assert p.failure is None and (p.slots_per_request, p.mamba_slots, p.max_running_requests) == (1, 48, 48)
+    else:
+        assert p.failure is None and p.slots_per_request in (3, 5) and p.mamba_slots > 48
+    other_arch = predict(memory.replace(inp, architecture="Qwen3_5ForCausalLM"))  # not one server_args names
+    assert other_arch.failure is None and other_arch.slots_per_request != 1
+
+
+@pytest.mark.parametrize("version", ["0.4.6", "0.5.6", "0.5.9"])
+def test_up_to_0_5_9_the_request_estimate_is_taken_before_the_page_alignment(version: str) -> None:
+    """init_memory_pool estimates max_num_reqs (tokens / context × 512) from profile_max_num_token's figure,
+    then rounds the pool down to the page: at page 64 the cap can be one above what the aligned pool gives."""
+    inp = dense(context_len=60007, page_size=64, free_before_gb=43.9, weights_gb=27.5, mem_fraction_static=0.8,
+                kv_cell_bytes=QWEN3_8B_CELL // 8, version=version)
+    p = predict(inp)
+    profiled = int(p.rest_gb * GB // p.cell_bytes)
+    assert p.kv_tokens == profiled // 64 * 64 < profiled
+    want = min(max(int(profiled / 60007 * 512), 2048), 4096)
+    assert want == min(max(int(p.kv_tokens / 60007 * 512), 2048), 4096) + 1  # the case tells the two apart
+    assert p.limits["auto" if version != "0.4.6" else "req_pool"] == want + (version == "0.4.6")

@@ -92,7 +92,9 @@ FAMILIES = (
     Family("0.5.6", "0.5.4", False, "draft_divided", False, False, False, False, "0.5.6", "extra_tokens", "pool"),  # 0.5.6's
     Family("0.5.9", "0.5.7", False, "upfront", False, False, False, False, "0.5.6", "target", "pool"),  # 0.5.9's
     Family("0.5.12", "0.5.10", False, "upfront", False, False, False, False, "0.5.11", "target", "estimate"),  # 0.5.11's, 0.5.12's
-    Family("0.5.15", "0.5.13", False, "joint", True, False, True, True, "0.5.15", "scaled"),  # 0.5.15's
+    # 0.5.13's wheel: 0.5.15's pools, but "auto" is still no_buffer (_handle_missing_default_values)
+    Family("0.5.13", "0.5.13", False, "joint", True, False, False, True, "0.5.15", "scaled"),
+    Family("0.5.15", "0.5.14", False, "joint", True, False, True, True, "0.5.15", "scaled"),  # 0.5.14's, 0.5.15's
     # a real 0.5.18 log (tests/fixtures/memory-backtest, OTel H100) allocates max_mamba_cache_size + 1
     # slots' state and solves for the slots with that padding slot taken out first; 0.5.16-0.5.17 unseen
     Family("0.5.18", "0.5.18", False, "joint_padded", True, True, True, True, "0.5.18", "scaled", "kv_half", 100 / 1024),
@@ -117,6 +119,36 @@ def family(version: str | None) -> Family:
         if key >= version_key(f.first):
             chosen = f
     return chosen
+
+
+#: SGLang's words (0.5.10-0.5.13 server_args.py ServerArgs._handle_mamba_radix_cache, the missing
+#: space after "no_buffer." its own); `arch` is config.json's architectures[0]
+RADIX_SPEC_REFUSAL = ("ValueError: Speculative decoding for {arch} is not compatible with radix cache when using "
+                      "--mamba-scheduler-strategy no_buffer.To use radix cache with speculative decoding, please use "
+                      "--mamba-scheduler-strategy extra_buffer and set SGLANG_ENABLE_SPEC_V2=1.")
+#: the hybrids server_args.py hands to _handle_mamba_radix_cache with support_mamba_cache=True (0.5.9-0.5.11
+#: _handle_model_specific_adjustments; 0.5.12 adds InternS2Preview and MiniCPM-V 4.6, NemotronH through
+#: arg_groups/nemotron_h_hook.py; 0.5.13 NemotronHPuzzle and BailingMoeV2_5, which 0.5.9-0.5.12 give no radix cache)
+_MAMBA_RADIX_ARCHS = frozenset({
+    "NemotronHForCausalLM", "Qwen3NextForCausalLM", "Qwen3_5MoeForConditionalGeneration",
+    "Qwen3_5ForConditionalGeneration", "FalconH1ForCausalLM", "JetNemotronForCausalLM",
+    "JetVLMForConditionalGeneration", "GraniteMoeHybridForCausalLM", "Lfm2ForCausalLM"})
+_MAMBA_RADIX_ARCHS_0512 = _MAMBA_RADIX_ARCHS | {"InternS2PreviewForConditionalGeneration",
+                                                "MiniCPMV4_6ForConditionalGeneration"}
+#: what a release's server args do with a speculative start of a hybrid that keeps the radix cache
+#: under no_buffer ("auto" there): (first, last, the architectures it applies to, "off": the radix
+#: cache is turned off with a warning, or "refuse": RADIX_SPEC_REFUSAL). 0.5.8's NemotronH branch of
+#: _handle_model_specific_adjustments, 0.5.9's _handle_mamba_radix_cache ("Disabling radix cache since
+#: speculative decoding for … is not supported with radix cache yet"), 0.5.10-0.5.13's ValueError; 0.5.14
+#: resolves "auto" to extra_buffer and the check is gone. Read from each wheel (docs/preflight.md).
+SPEC_RADIX_RULES: tuple[tuple[str, str, frozenset[str], str], ...] = (
+    ("0.5.8", "0.5.8", frozenset({"NemotronHForCausalLM"}), "off"),
+    ("0.5.9", "0.5.9", _MAMBA_RADIX_ARCHS, "off"),
+    ("0.5.10", "0.5.11", _MAMBA_RADIX_ARCHS, "refuse"),
+    ("0.5.12", "0.5.12", _MAMBA_RADIX_ARCHS_0512, "refuse"),
+    ("0.5.13", "0.5.13", _MAMBA_RADIX_ARCHS_0512 | {"NemotronHPuzzleForCausalLM", "BailingMoeV2_5ForCausalLM"},
+     "refuse"),
+)
 
 
 EAGLE_FAMILY = frozenset({"EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "MTP"})
@@ -167,6 +199,8 @@ class SizingInputs:
     swa_cell_bytes: int = 0  # a hybrid-SWA model's sliding-window layers' KV bytes per token (gpt-oss)
     swa_full_tokens_ratio: float = 0.8  # --swa-full-tokens-ratio: SWA tokens per full-attention token
     sliding_window: int | None = None  # config.json's sliding_window (the SWA request cap's window)
+    logged: bool = False  # a start SGLang ran (read from its log): its arguments passed, args_refusal does not apply
+    rocm: bool = False  # an AMD GPU (is_hip): 0.5.10-0.5.13 turn a speculative hybrid's radix cache off instead of refusing
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,7 +220,9 @@ class Prediction:
     limits: dict[str, int]
     max_running_requests: int
     binding: str  # the limit that sets max_running_requests
-    failure: str | None = None  # the cause SGLang would fail with: not_enough_memory, mamba_cache_too_small, max_running_zero
+    #: the cause SGLang would fail with: not_enough_memory, mamba_cache_too_small, max_running_zero, bad_arguments
+    failure: str | None = None
+    refusal: str | None = None  # SGLang's own words when it refuses the arguments before sizing anything (bad_arguments)
 
     def to_json(self) -> dict[str, Any]:
         return {"family": self.family, "mem_fraction_static": self.mem_fraction_static,
@@ -194,7 +230,7 @@ class Prediction:
                 "mamba_slots": self.mamba_slots, "slots_per_request": self.slots_per_request,
                 "mamba_gb": round(self.mamba_gb, 3), "intermediate_gb": round(self.intermediate_gb, 3),
                 "limits": dict(self.limits), "max_running_requests": self.max_running_requests,
-                "binding": self.binding, "failure": self.failure}
+                "binding": self.binding, "failure": self.failure, "refusal": self.refusal}
 
 
 def _card_defaults(mb: float, tp_size: int, rule: str) -> tuple[int, int]:
@@ -519,11 +555,47 @@ def _mamba_legacy(inp: SizingInputs, fam: Family, rest_gb: float) -> tuple[int, 
     return slots, slots * per_req / GB, slots * per_req * d / GB
 
 
+def spec_radix_rule(inp: SizingInputs) -> str | None:
+    """SPEC_RADIX_RULES' "off" or "refuse" for this start, else None (the release has no such
+    rule, the start is not a speculative hybrid keeping the radix cache under no_buffer, or its
+    architecture is not one the rule names)."""
+    if not inp.version or inp.mamba_per_req_bytes is None or not inp.speculative_algorithm \
+            or inp.disable_radix_cache or inp.mamba_scheduler_strategy not in ("auto", "no_buffer"):
+        return None
+    from svcdiag.sglang.flag_tables import version_key
+
+    try:
+        key = version_key(inp.version)
+    except ValueError:
+        return None
+    for first, last, archs, what in SPEC_RADIX_RULES:
+        if version_key(first) <= key <= version_key(last) and inp.architecture in archs:
+            return what
+    return None
+
+
+def args_refusal(inp: SizingInputs) -> str | None:
+    """SGLang's ValueError when its server args refuse the start before anything is sized, else
+    None: 0.5.10-0.5.13 ServerArgs._handle_mamba_radix_cache (SPEC_RADIX_RULES), except on ROCm
+    (is_hip(): the radix cache goes off instead) and for a start SGLang ran (`logged`)."""
+    if inp.logged or inp.rocm or spec_radix_rule(inp) != "refuse":
+        return None
+    return RADIX_SPEC_REFUSAL.format(arch=inp.architecture)
+
+
 def predict(inp: SizingInputs) -> Prediction:
     """SGLang's own arithmetic for the release `inp.version` runs (the newest when unknown):
-    KV tokens, Mamba state slots and max_running_requests, each bound named."""
+    KV tokens, Mamba state slots and max_running_requests, each bound named; a start its
+    server args refuse (args_refusal) is a bad_arguments failure with SGLang's words, nothing sized."""
     fam = family(inp.version)
+    rule = spec_radix_rule(inp)
+    if rule == "off" or (rule == "refuse" and inp.rocm):  # 0.5.8-0.5.9, and is_hip() in 0.5.10-0.5.13
+        inp = replace(inp, disable_radix_cache=True)
     mfs = mem_fraction(inp, fam)
+    refused = args_refusal(inp)
+    if refused is not None:
+        return Prediction(fam.name, mfs, 0.0, inp.kv_cell_bytes, 0, None, None, 0.0, 0.0, {"arguments": 0}, 0,
+                          "arguments", Cause.BAD_ARGUMENTS, refused)
     inp = replace(inp, max_running_requests=asked_running(inp))
     after = inp.free_after_load_gb
     if after is None:
@@ -547,6 +619,9 @@ def predict(inp: SizingInputs) -> Prediction:
     kv_rest = rest - mamba_gb - intermediate
     cell = cell_with_draft(inp, fam)
     tokens = int(kv_rest * GB // cell) if kv_rest > 0 and cell > 0 else 0
+    # up to 0.5.9 init_memory_pool estimates max_num_reqs from profile_max_num_token's figure (every
+    # layer's cell), before the EAGLE headroom, --max-total-tokens, the page alignment and the SWA split
+    profiled = int(kv_rest * GB // (cell + inp.swa_cell_bytes)) if tokens > 0 else 0
     if inp.swa_cell_bytes and tokens > 0:
         capped = swa_request_cap(inp, fam)
         if capped is not None:
@@ -557,7 +632,7 @@ def predict(inp: SizingInputs) -> Prediction:
     if tokens > 0 and fam.eagle_pool == "extra_tokens":
         reqs = inp.max_running_requests
         if reqs is None:
-            reqs = min(max(int(tokens / max(1, inp.context_len) * 512), 2048), 4096)
+            reqs = min(max(int(profiled / max(1, inp.context_len) * 512), 2048), 4096)
         if slots is not None and ratio:
             reqs = min(reqs, slots // ratio)
         extra = eagle_extra_tokens(inp, fam, reqs)
@@ -568,7 +643,7 @@ def predict(inp: SizingInputs) -> Prediction:
     tokens = tokens // page * page
     if tokens <= 0 and failure is None:
         failure = Cause.NOT_ENOUGH_MEMORY
-    limits = _limits(inp, fam, tokens, slots, ratio)
+    limits = _limits(inp, fam, tokens, slots, ratio, profiled if fam.asked_rule == "pool" else None)
     binding = min(limits, key=lambda k: limits[k])
     cap = max(0, limits[binding])
     if failure is None and cap <= 0:
@@ -588,11 +663,13 @@ def max_running(inp: SizingInputs, tokens: int, slots: int | None = None) -> tup
     return max(0, limits[binding]), binding, limits
 
 
-def _limits(inp: SizingInputs, fam: Family, tokens: int, slots: int | None, ratio: int | None) -> dict[str, int]:
-    """Every bound on max_running_requests (per DP worker), by name."""
+def _limits(inp: SizingInputs, fam: Family, tokens: int, slots: int | None, ratio: int | None,
+            estimate_from: int | None = None) -> dict[str, int]:
+    """Every bound on max_running_requests (per DP worker), by name; the 2048-4096 estimate from
+    `estimate_from` tokens where the release takes it before the pool's final size (≤ 0.5.9)."""
     dp = max(1, inp.dp_size)
     ctx = max(1, inp.context_len)
-    estimated = min(max(int(tokens / ctx * 512), 2048), 4096)
+    estimated = min(max(int((tokens if estimate_from is None else estimate_from) / ctx * 512), 2048), 4096)
     limits: dict[str, int] = {}
     if inp.max_running_requests is None or fam.asked_rule == "kv_half":
         limits["kv_half"] = tokens // 2
