@@ -147,13 +147,19 @@ def args_0523(L: Loader, cfg: Bag, mc: Bag, c: dict[str, Any], code: list[str]) 
 
 
 def args_0518(L: Loader, cfg: Bag, mc: Bag, c: dict[str, Any], code: list[str]) -> None:
-    """0.5.13-0.5.18: ServerArgs.__post_init__'s handlers, in its order. _handle_cuda_graph_config
+    """0.5.14-0.5.18: ServerArgs.__post_init__'s handlers, in its order. _handle_cuda_graph_config
     runs first, as in __post_init__: it turns the prefill graph off (MLA, DP attention, a VLM...)
     before _handle_gpu_memory_settings reserves memory for it."""
     cfg._handle_cuda_graph_config()
     cfg._handle_gpu_memory_settings(c["gpu_capacity_mib"])
     if mc.is_hybrid:
         cfg._handle_mamba_radix_cache(model_arch=mc.hf_config.architectures[0])
+    _dp_and_speculative_hook(L, cfg, c)
+
+
+def _dp_and_speculative_hook(L: Loader, cfg: Bag, c: dict[str, Any]) -> None:
+    """0.5.13-0.5.18: ServerArgs._handle_data_parallelism, then the "max_running_requests unset → 48"
+    statement of the algorithm's handler in arg_groups/speculative_hook.py."""
     cfg._handle_data_parallelism()
     if cfg.enable_dp_attention:
         cfg.set(attn_dp_size=cfg.dp_size)
@@ -341,7 +347,7 @@ def drive_configurator(root: Path, c: dict[str, Any], model_cfg: dict[str, Any],
     publish()
     par = st["par"]
     # The draft's weights are in the memory the target's pool is sized from only where the scheduler
-    # allocates every pool after both workers load (0.5.13+ Scheduler.init_memory_pools); up to 0.5.12
+    # allocates every pool after both workers load (0.5.14+ Scheduler.init_memory_pools); up to 0.5.13
     # the target's ModelRunner sizes its pool in TpModelWorker, before maybe_init_draft_worker loads the draft
     scheduler = root / "sglang/srt/managers/scheduler.py"
     draft_loaded_first = scheduler.is_file() and "def init_memory_pools(" in scheduler.read_text()
@@ -425,7 +431,7 @@ def drive_configurator(root: Path, c: dict[str, Any], model_cfg: dict[str, Any],
 
 
 def args_0515(L: Loader, cfg: Bag, mc: Bag, c: dict[str, Any], code: list[str]) -> None:
-    """0.5.13-0.5.15: the same ServerArgs handlers as 0.5.18."""
+    """0.5.14-0.5.15: the same ServerArgs handlers as 0.5.18."""
     args_0518(L, cfg, mc, c, code)
 
 
@@ -443,6 +449,20 @@ def _dp_and_speculative_48(L: Loader, cfg: Bag, c: dict[str, Any]) -> None:
 def args_0512(L: Loader, cfg: Bag, mc: Bag, c: dict[str, Any], code: list[str]) -> None:
     """0.5.10-0.5.12: ServerArgs.__post_init__'s handlers; speculative defaults in
     ServerArgs._handle_speculative_decoding."""
+    _server_args_0512(cfg, mc, c)
+    _dp_and_speculative_48(L, cfg, c)
+
+
+def args_0513(L: Loader, cfg: Bag, mc: Bag, c: dict[str, Any], code: list[str]) -> None:
+    """0.5.13: 0.5.12's ServerArgs handlers (the "auto" Mamba strategy → no_buffer, the piecewise
+    prefill graph, _handle_mamba_radix_cache and its ValueError); the speculative defaults already
+    in arg_groups/speculative_hook.py, as 0.5.14+."""
+    _server_args_0512(cfg, mc, c)
+    _dp_and_speculative_hook(L, cfg, c)
+
+
+def _server_args_0512(cfg: Bag, mc: Bag, c: dict[str, Any]) -> None:
+    """0.5.10-0.5.13 ServerArgs.__post_init__'s handlers before data parallelism, in its order."""
     if cfg._d.get("_loader") and cfg._d["_loader"].has("sglang.srt.server_args", "ServerArgs"):
         try:
             missing = cfg._handle_missing_default_values  # "auto" Mamba strategy → no_buffer (≤ 0.5.12)
@@ -460,7 +480,10 @@ def args_0512(L: Loader, cfg: Bag, mc: Bag, c: dict[str, Any], code: list[str]) 
     cfg._handle_gpu_memory_settings(c["gpu_capacity_mib"])
     if mc.is_hybrid:
         cfg._handle_mamba_radix_cache(model_arch=mc.hf_config.architectures[0])
-    _dp_and_speculative_48(L, cfg, c)
+
+
+def drive_0513(root: Path, c: dict[str, Any], model_cfg: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    return drive_configurator(root, c, model_cfg, args_0513)
 
 
 def drive_0512(root: Path, c: dict[str, Any], model_cfg: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
@@ -553,6 +576,8 @@ POOL_OWNERS = {
                 ("sglang.srt.model_executor.model_runner", "ModelRunner")],
     args_0512: [("sglang.srt.model_executor.model_runner_kv_cache_mixin", "ModelRunnerKVCacheMixin"),
                 ("sglang.srt.model_executor.model_runner", "ModelRunner")],
+    args_0513: [("sglang.srt.model_executor.model_runner_kv_cache_mixin", "ModelRunnerKVCacheMixin"),
+                ("sglang.srt.model_executor.model_runner", "ModelRunner")],
     args_0515: [("sglang.srt.model_executor.model_runner_kv_cache_mixin", "ModelRunnerKVCacheMixin"),
                 ("sglang.srt.model_executor.model_runner", "ModelRunner")],
     args_0523: [("sglang.srt.mem_cache.kv_cache_configurator", "KVCacheConfigurator")],
@@ -566,8 +591,10 @@ def driver_for(release: str):
         return drive_0523
     if key >= (0, 5, 18):
         return drive_0518
-    if key >= (0, 5, 13):
+    if key >= (0, 5, 14):
         return drive_0515
+    if key >= (0, 5, 13):
+        return drive_0513
     if key >= (0, 5, 10):
         return drive_0512
     if key >= (0, 5, 7):

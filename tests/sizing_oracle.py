@@ -164,8 +164,8 @@ CAUSES: list[tuple[str, str, Callable[[Mismatch], bool]]] = [
      "kv_cache_configurator.py resolve_max_num_reqs; up to 0.5.9 model_runner(_kv_cache_mixin).py "
      "get_cell_size_per_token (get_attention_tp_size()), init_memory_pool",
      lambda m: m.case["dp_mode"] != "none"),
-    ("draft-kv-cell", "the draft's KV in the target's budget: 0.5.13+ pool_configurator.py "
-     "DefaultPoolConfigurator.__init__ (EAGLE / DFlash draft layers in the cell); up to 0.5.12 "
+    ("draft-kv-cell", "the draft's KV in the target's budget: 0.5.14+ pool_configurator.py "
+     "DefaultPoolConfigurator.__init__ (EAGLE / DFlash draft layers in the cell); up to 0.5.13 "
      "model_runner(_kv_cache_mixin).py profile_max_num_token / init_memory_pool", lambda m: m.case.get("spec") in ("EAGLE3", "NEXTN", "DFLASH")),
     ("hybrid-mamba", "mem_cache/kv_cache_configurator.py _handle_max_mamba_cache, _calculate_mamba_ratio",
      lambda m: _kind(m.case) == "hybrid"),

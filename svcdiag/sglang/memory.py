@@ -67,7 +67,7 @@ class Family:
     dflash_draft_cell: bool  # DFlash draft KV: its own bytes per token (else the target's, scaled by layers)
     auto_extra_buffer: bool  # --mamba-scheduler-strategy auto → extra_buffer with the overlap scheduler
     hybrid_zero_raises: bool  # a hybrid whose state cache serves no request raises RuntimeError
-    #: SGLang's automatic mem_fraction_static (auto_mem_fraction): "0.4", "0.5.2", "0.5.6", "0.5.11",
+    #: SGLang's automatic mem_fraction_static (auto_mem_fraction): "0.4", "0.5.2", "0.5.6", "0.5.10", "0.5.11",
     #: "0.5.15", "0.5.18", "0.5.23": the release whose server_args / arg_groups/memory_hook.py rule it is
     mfs_rule: str = "0.5.23"
     #: an EAGLE / MTP / STANDALONE draft's KV: "extra_tokens" (init_memory_pool adds max_num_reqs ×
@@ -91,9 +91,14 @@ FAMILIES = (
     Family("0.5.3", "0.5.3", False, "radix_off", False, False, False, False, "0.5.6", "extra_tokens", "pool"),
     Family("0.5.6", "0.5.4", False, "draft_divided", False, False, False, False, "0.5.6", "extra_tokens", "pool"),  # 0.5.6's
     Family("0.5.9", "0.5.7", False, "upfront", False, False, False, False, "0.5.6", "target", "pool"),  # 0.5.9's
-    Family("0.5.12", "0.5.10", False, "upfront", False, False, False, False, "0.5.11", "target", "estimate"),  # 0.5.11's, 0.5.12's
-    # 0.5.13's wheel: 0.5.15's pools, but "auto" is still no_buffer (_handle_missing_default_values)
-    Family("0.5.13", "0.5.13", False, "joint", True, False, False, True, "0.5.15", "scaled"),
+    # 0.5.10's wheel: 0.5.12's, but speculative decoding turns the piecewise prefill graph off
+    Family("0.5.10", "0.5.10", False, "upfront", False, False, False, False, "0.5.10", "target", "estimate"),
+    Family("0.5.12", "0.5.11", False, "upfront", False, False, False, False, "0.5.11", "target", "estimate"),  # 0.5.11's, 0.5.12's
+    # 0.5.13's wheel: 0.5.15's Mamba solve (handle_max_mamba_cache, the zero-slot RuntimeError), but
+    # 0.5.12's server args ("auto" is no_buffer, the piecewise prefill graph and a draft's 4 GB in the
+    # automatic fraction), the draft loaded after the target's pool (no Scheduler.init_memory_pools),
+    # an EAGLE draft outside the target's cell and _resolve_max_num_reqs capping an asked cap by the estimate
+    Family("0.5.13", "0.5.13", False, "joint", False, False, False, True, "0.5.11", "target", "estimate"),
     Family("0.5.15", "0.5.14", False, "joint", True, False, True, True, "0.5.15", "scaled"),  # 0.5.14's, 0.5.15's
     # a real 0.5.18 log (tests/fixtures/memory-backtest, OTel H100) allocates max_mamba_cache_size + 1
     # slots' state and solves for the slots with that padding slot taken out first; 0.5.16-0.5.17 unseen
@@ -335,8 +340,9 @@ def _auto_fraction(gpu_total_gb: float, tp_size: int, chunked_prefill_size: int 
     # with DP attention, for a VLM and for the listed architectures)
     prefill_graph = rule in ("0.5.18", "0.5.23") and not disable_cuda_graph and \
         (not multimodal or architecture in MULTIMODAL_BREAKABLE_ARCHS)
-    if rule == "0.5.11":
-        prefill_graph = not dp and not multimodal and architecture not in PIECEWISE_DISABLED_ARCHS
+    if rule in ("0.5.10", "0.5.11"):  # 0.5.10's _handle_piecewise_cuda_graph also turns it off for speculative decoding
+        prefill_graph = not dp and not multimodal and architecture not in PIECEWISE_DISABLED_ARCHS \
+            and not (rule == "0.5.10" and algo is not None)
     if rule == "0.5.15":  # _disable_breakable_cudagraph_if_incompatible: off for MLA, DP attention, any VLM
         prefill_graph = not disable_cuda_graph and not mla and not dp and not multimodal
     if prefill_graph:
@@ -350,9 +356,9 @@ def _auto_fraction(gpu_total_gb: float, tp_size: int, chunked_prefill_size: int 
     reserved += graphs
     if mb > 60 * 1024:
         reserved = max(reserved, 10 * 1024)
-    if rule in ("0.5.6", "0.5.11") and algo is not None and algo != "NGRAM":
-        # the draft model and its graphs: 2 GB (0.5.6-0.5.9), 4 GB (0.5.11-0.5.12), STANDALONE 6 GB;
-        # 0.5.13+ reserve nothing for the draft
+    if rule in ("0.5.6", "0.5.10", "0.5.11") and algo is not None and algo != "NGRAM":
+        # the draft model and its graphs: 2 GB (0.5.6-0.5.9), 4 GB (0.5.10-0.5.13), STANDALONE 6 GB;
+        # 0.5.14+ reserve nothing for the draft
         reserved += (6 if algo == "STANDALONE" else 2 if rule == "0.5.6" else 4) * 1024
     return round((mb - reserved) / mb, 3)
 
@@ -416,7 +422,7 @@ def draft_tokens(inp: SizingInputs) -> int:
 
 def cell_with_draft(inp: SizingInputs, fam: Family) -> int:
     """KV bytes per token the target's pool is sized with. An EAGLE/MTP draft's layers share the
-    pool from 0.5.13 (pool_configurator.py DefaultPoolConfigurator.__init__: 0.5.15 and 0.5.18
+    pool from 0.5.14 (pool_configurator.py DefaultPoolConfigurator.__init__: 0.5.15 and 0.5.18
     int(cell × (1 + draft / layers)), 0.5.23 cell + int(cell × draft / layers)); before, the
     target's cell alone (its extra tokens, if any, are eagle_extra_tokens). A DFlash draft's
     own pool is paid from the same budget (0.5.23: + its bytes per token; before: the target's
