@@ -238,6 +238,8 @@ def test_a_release_that_refuses_a_speculative_hybrid_with_the_radix_cache_is_can
     r = cli("preflight", "r", "--gpu-memory", "139.72", "--json")
     out = json.loads(r.output)
     refused = release in ("0.5.10", "0.5.12", "0.5.13")
+    human = cli("preflight", "r", "--gpu-memory", "139.72").output
+    assert ("preflight CANNOT SERVE: SGLang refuses the arguments" in human) == refused, human
     assert (r.exit_code, out["verdict"] == "cannot_serve", out["failure"] == "bad_arguments") == \
         ((1, True, True) if refused else (0, False, False)), r.output
     assert out["slots_per_request"] == {"0.5.9": 1}.get(release, None if refused else 5), out
