@@ -360,3 +360,16 @@ def test_up_to_0_5_9_the_request_estimate_is_taken_before_the_page_alignment(ver
     want = min(max(int(profiled / 60007 * 512), 2048), 4096)
     assert want == min(max(int(p.kv_tokens / 60007 * 512), 2048), 4096) + 1  # the case tells the two apart
     assert p.limits["auto" if version != "0.4.6" else "req_pool"] == want + (version == "0.4.6")
+
+
+def test_the_fewest_slots_a_request_takes_follow_the_release_and_the_architecture(tmp_path: Path) -> None:
+    """A config alone can be called CANNOT SERVE only at the fewest slots a request may take: on 0.5.9 a
+    speculative hybrid of a listed architecture takes one (its radix cache off), another three; unread, one."""
+    from svcdiag.sglang.preflight import fewest_slots_per_request
+
+    cfg = units_with(tmp_path, "s", 'model_path = "/m"\nmax_mamba_cache_size = 2\nsglang_version = "0.5.9"\n'
+                                    '[speculative]\nalgorithm = "EAGLE3"\n')
+    assert fewest_slots_per_request(cfg, "Qwen3NextForCausalLM") == 1
+    assert fewest_slots_per_request(cfg, "Qwen3_5ForCausalLM") == 3
+    assert fewest_slots_per_request(cfg) == 1
+    assert fewest_slots_per_request(memory.replace(cfg, sglang_version="0.5.12"), "Qwen3NextForCausalLM") == 3

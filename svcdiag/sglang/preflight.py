@@ -232,16 +232,18 @@ def sizing_inputs(cfg: ServiceConfig, inp: Inputs) -> SizingInputs:
         architecture=inp.architecture, vit=inp.vit, sliding_window=inp.sliding_window, rocm="rocm" in cfg.devices)
 
 
-def fewest_slots_per_request(cfg: ServiceConfig) -> int:
+def fewest_slots_per_request(cfg: ServiceConfig, architecture: str | None = None) -> int:
     """The fewest Mamba slots a request of `cfg` can take on its release (flags as given): one
-    where the release may turn a speculative hybrid's radix cache off (memory.SPEC_RADIX_RULES
-    "off", whose architectures config.json would tell)."""
+    where the release turns a speculative hybrid's radix cache off (memory.SPEC_RADIX_RULES "off")
+    for `architecture`, or, unknown (config.json unread), for any it names."""
     flags = sizing_flags(cfg.extra_args)
-    if cfg.speculative is not None and flags.mamba_scheduler_strategy in ("auto", "no_buffer") and any(
-            memory.spec_radix_rule(SizingInputs(free_before_gb=0, weights_gb=0, kv_cell_bytes=1, context_len=1,
-                                                mamba_per_req_bytes=1, speculative_algorithm=cfg.speculative.algorithm,
-                                                version=cfg.sglang_version, architecture=arch)) == "off"
-            for _, _, archs, _ in memory.SPEC_RADIX_RULES for arch in archs):
+    archs = [architecture] if architecture else [a for _, _, names, _ in memory.SPEC_RADIX_RULES for a in names]
+    if cfg.speculative is not None and any(
+            memory.spec_radix_rule(SizingInputs(
+                free_before_gb=0, weights_gb=0, kv_cell_bytes=1, context_len=1, mamba_per_req_bytes=1,
+                speculative_algorithm=cfg.speculative.algorithm, version=cfg.sglang_version, architecture=arch,
+                disable_radix_cache=flags.disable_radix_cache, mamba_scheduler_strategy=flags.mamba_scheduler_strategy))
+            == "off" for arch in archs):
         return 1
     fake = SizingInputs(free_before_gb=0, weights_gb=0, kv_cell_bytes=1, context_len=1,
                         disable_radix_cache=flags.disable_radix_cache,
@@ -441,7 +443,7 @@ def _serving(cfg: ServiceConfig, inp: Inputs, want: int) -> Prediction | None:
 def _smallest_fraction(cfg: ServiceConfig, inp: Inputs, r: int) -> dict[str, Any] | None:
     """The smallest mem_fraction_static (≤ 0.95) that serves r requests, keeping the
     config's Mamba slots when they suffice, else with the r × slots-per-request it needs."""
-    spr = fewest_slots_per_request(cfg)
+    spr = fewest_slots_per_request(cfg, inp.architecture)
     slot_options: list[dict[str, Any]] = [{}]
     if inp.mamba_slot_bytes is not None and cfg.max_mamba_cache_size is not None:
         if cfg.max_mamba_cache_size < r * spr:
