@@ -143,8 +143,8 @@ def mismatches(path: Path) -> Iterator[Mismatch]:
 
 def _kind(c: dict[str, Any]) -> str:
     m = c["model"]
-    return ("hybrid" if "Next" in m or "3.8-27B" in m else "mla" if "DeepSeek" in m else "vlm" if "VL" in m else
-            "moe" if "A3B" in m or "A22B" in m else "dense")
+    return ("hybrid" if "Next" in m or "3.8-27B" in m else "mla" if "DeepSeek" in m else "swa" if "gpt-oss" in m
+            else "vlm" if "VL" in m or "gemma-3" in m else "moe" if "A3B" in m or "A22B" in m else "dense")
 
 
 #: (cause, where in SGLang, predicate on a mismatch): the first that holds names the row's cause
@@ -169,6 +169,11 @@ CAUSES: list[tuple[str, str, Callable[[Mismatch], bool]]] = [
      "model_runner(_kv_cache_mixin).py profile_max_num_token / init_memory_pool", lambda m: m.case.get("spec") in ("EAGLE3", "NEXTN", "DFLASH")),
     ("hybrid-mamba", "mem_cache/kv_cache_configurator.py _handle_max_mamba_cache, _calculate_mamba_ratio",
      lambda m: _kind(m.case) == "hybrid"),
+    ("hybrid-swa", "the sliding-window pool beside the full one: 0.5.11+ model_executor/pool_configurator.py "
+     "HybridSWAPoolConfigurator (calculate_pool_sizes, _solve_pool_sizes); 0.5.10 model_runner_kv_cache_mixin.py "
+     "_resolve_token_capacity, _resolve_hybrid_swa_tokens; 0.5.7-0.5.9 set_num_tokens_hybrid_swa; 0.5.2-0.5.6 none "
+     "(server_args.py _handle_model_specific_adjustments: disable_hybrid_swa_memory)",
+     lambda m: _kind(m.case) == "swa"),
     ("multimodal-reserve", "mem_cache/kv_cache_configurator.py mm_runtime_reservation_gb",
      lambda m: _kind(m.case) == "vlm"),
     ("estimate-before-page-align", "up to 0.5.9 model_runner(_kv_cache_mixin).py init_memory_pool estimates "

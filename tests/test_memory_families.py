@@ -4,6 +4,8 @@ KV heads and GPUs, 0.5.2 / 0.5.6's hybrid state cache, and where an EAGLE draft'
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import json
 from pathlib import Path
 
@@ -245,6 +247,38 @@ def test_up_to_0_5_9_the_swa_pool_is_split_from_an_every_layer_profile() -> None
     assert p.kv_tokens == int(profiled * 36 * layer / (18 * layer + 0.8 * 18 * layer))
 
 
+def test_0_5_10_page_aligns_the_every_layer_profile_before_the_swa_split() -> None:
+    """0.5.10 _resolve_token_capacity aligns the profiled tokens to the page, then _resolve_hybrid_swa_tokens
+    splits them: a page-64 gpt-oss start lands a page off the 0.5.11+ direct solve."""
+    layer = 8 * 128 * 2
+    inp = dense(kv_cell_bytes=18 * layer, attention_layers=18, swa_cell_bytes=18 * layer, page_size=64, version="0.5.10")
+    p = predict(inp)
+    profiled = int(p.rest_gb * GB // (36 * layer)) // 64 * 64
+    assert p.kv_tokens == int(profiled * 36 * layer / (18 * layer + 0.8 * 18 * layer)) // 64 * 64
+    assert predict(replace(inp, version="0.5.12")).kv_tokens == int(p.rest_gb * GB // (1.8 * 18 * layer)) // 64 * 64
+
+
+def test_up_to_0_5_6_gpt_oss_has_one_pool_of_every_layer() -> None:
+    """0.5.2-0.5.6 _handle_model_specific_adjustments sets disable_hybrid_swa_memory for gpt-oss."""
+    layer = 8 * 128 * 2
+    inp = dense(kv_cell_bytes=18 * layer, attention_layers=18, swa_cell_bytes=18 * layer, sliding_window=127)
+    old = predict(replace(inp, version="0.5.6"))
+    assert old.kv_tokens == int(old.rest_gb * GB // (36 * layer))
+    new = predict(replace(inp, version="0.5.9"))
+    assert new.kv_tokens > old.kv_tokens * 1.1  # 0.5.7+: its own SWA pool, 0.8 of the full one
+
+
+def test_a_dflash_draft_beside_a_sliding_window_pool() -> None:
+    """HybridSWAPoolConfigurator prices a DFlash draft by its own resolved cell from 0.5.19 (none when the
+    draft's geometry is unknown), and not at all up to 0.5.18: never by the target's layers."""
+    layer = 8 * 128 * 2
+    swa = dict(kv_cell_bytes=18 * layer, attention_layers=18, swa_cell_bytes=18 * layer,
+               speculative_algorithm="DFLASH", draft_layers=5, max_running_requests=8)
+    assert predict(dense(version="0.5.18", **swa)).cell_bytes == 18 * layer
+    assert predict(dense(version="0.5.23", **swa)).cell_bytes == 18 * layer
+    assert predict(dense(version="0.5.23", draft_cell_bytes=5 * layer, **swa)).cell_bytes == 23 * layer
+
+
 # ---------------------------------------------------------------- 7: the smaller ones
 
 
@@ -311,8 +345,10 @@ def test_a_radix_less_gpt_oss_start_sizes_its_swa_pool_from_its_requests_on_0_5_
                             gpu_total_gb=143771 / 1024)
     s = sizing_inputs(cfg, inp)  # type: ignore[arg-type]
     layer = 8 * (64 + 64) * 2
-    # compute_swa_request_cap: (window 128 + eviction 128 + page + page) × 64 requests + 2 chunks of 8,192 + page
-    swa_tokens = (128 + 128 + 1 + 1) * 64 + 2 * 8192 + 1
+    # compute_swa_request_cap: (window + eviction 128 + page + page) × 64 requests + 2 chunks of 8,192 + page, the
+    # window gpt_oss.py's get_attention_sliding_window_size gives: config.json's 128 − 1
+    assert shape.sliding_window == 127
+    swa_tokens = (127 + 128 + 1 + 1) * 64 + 2 * 8192 + 1
     p = predict(s)
     assert p.kv_tokens == int((p.rest_gb * GB - swa_tokens * 18 * layer) // (18 * layer))
     ratio = predict(sizing_inputs(units_with(tmp_path, "oss2", 'model_path = "/m/gpt-oss-120b"\n'  # type: ignore[arg-type]

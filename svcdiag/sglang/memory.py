@@ -203,7 +203,7 @@ class SizingInputs:
     vit: tuple[int, int] | None = None  # a VLM's vision_config (num_hidden_layers, hidden_size), 24 / 1024 unset
     swa_cell_bytes: int = 0  # a hybrid-SWA model's sliding-window layers' KV bytes per token (gpt-oss)
     swa_full_tokens_ratio: float = 0.8  # --swa-full-tokens-ratio: SWA tokens per full-attention token
-    sliding_window: int | None = None  # config.json's sliding_window (the SWA request cap's window)
+    sliding_window: int | None = None  # the model's sliding_window_size as SGLang reads it (the SWA request cap's window)
     logged: bool = False  # a start SGLang ran (read from its log): its arguments passed, args_refusal does not apply
     rocm: bool = False  # an AMD GPU (is_hip): 0.5.10-0.5.13 turn a speculative hybrid's radix cache off instead of refusing
 
@@ -437,6 +437,9 @@ def cell_with_draft(inp: SizingInputs, fam: Family) -> int:
             return int(cell * (1 + draft / layers))
         return cell
     if algo in DFLASH_FAMILY:
+        if inp.swa_cell_bytes:  # HybridSWAPoolConfigurator: 0.5.19+ adds the draft's resolved cell
+            # (_dflash_draft_cell_size, none when unresolved); up to 0.5.18 the target's layers alone
+            return cell + int(inp.draft_cell_bytes or 0) if fam is NEWEST else cell
         if fam.dflash_draft_cell and inp.draft_cell_bytes:
             return cell + int(inp.draft_cell_bytes)
         if draft > 0 and layers > 0:
@@ -502,19 +505,29 @@ def _mamba(inp: SizingInputs, fam: Family, rest_gb: float, ratio: int) -> tuple[
     return slots, (slots + pad) * per_req / GB if slots > 0 else 0.0, max(intermediate, 0.0)
 
 
-def swa_full_tokens(kv_bytes: float, full_cell: int, swa_cell: int, ratio: float, fam: Family) -> int:
+def swa_full_tokens(kv_bytes: float, full_cell: int, swa_cell: int, ratio: float, fam: Family, page: int = 1,
+                    max_total_tokens: int | None = None) -> int:
     """The full-attention pool of a hybrid sliding-window model (gpt-oss), SWA tokens = ratio ×
-    full: from 0.5.10 int(bytes // (full + ratio × swa)) (pool_configurator.py
-    HybridSWAPoolConfigurator.calculate_pool_sizes); up to 0.5.9 the pool is first profiled with
-    every layer's cell and then split (0.5.9 model_runner_kv_cache_mixin.py
-    set_num_tokens_hybrid_swa; 0.5.2 / 0.5.6 model_runner.py set_num_token_hybrid, the same with
-    equal full and SWA heads)."""
-    if fam.name in ("0.4", "0.5.2", "0.5.3", "0.5.6", "0.5.9"):
+    full: from 0.5.11 int(bytes // (full + ratio × swa)) (pool_configurator.py
+    HybridSWAPoolConfigurator.calculate_pool_sizes); up to 0.5.10 the pool is first profiled with
+    every layer's cell, capped by --max-total-tokens and page-aligned, then split (0.5.10
+    model_runner_kv_cache_mixin.py _resolve_token_capacity, _resolve_hybrid_swa_tokens; 0.5.9
+    init_memory_pool, set_num_tokens_hybrid_swa; 0.5.2 / 0.5.6 model_runner.py
+    set_num_token_hybrid, the same with equal full and SWA heads)."""
+    if fam.name in ("0.4", "0.5.2", "0.5.3", "0.5.6", "0.5.9", "0.5.10"):
         profiled = int(kv_bytes // (full_cell + swa_cell))
+        if max_total_tokens is not None:
+            profiled = min(profiled, max_total_tokens)
+        profiled = profiled // page * page
         return int(profiled * (full_cell + swa_cell) / (full_cell + ratio * swa_cell))
     return int(kv_bytes // (full_cell + ratio * swa_cell))
 
 
+#: the families whose server args turn gpt-oss's (and Gemma 2/3's) hybrid sliding-window pool off
+#: (0.5.2-0.5.6 server_args.py ServerArgs._handle_model_specific_adjustments: disable_hybrid_swa_memory
+#: = True): one pool, every layer in the cell; from 0.5.7 configs/model_config.py is_hybrid_swa_model
+#: gives gpt-oss its own SWA pool (Gemma 2/3 are not on its list: one pool, as svcdiag's SWA_ARCHS)
+SWA_POOL_OFF_FAMILIES = frozenset({"0.4", "0.5.2", "0.5.3", "0.5.6"})
 SWA_EVICTION_INTERVAL = 128  # SGLANG_SWA_EVICTION_INTERVAL's default
 
 
@@ -594,6 +607,8 @@ def predict(inp: SizingInputs) -> Prediction:
     KV tokens, Mamba state slots and max_running_requests, each bound named; a start its
     server args refuse (args_refusal) is a bad_arguments failure with SGLang's words, nothing sized."""
     fam = family(inp.version)
+    if inp.swa_cell_bytes and fam.name in SWA_POOL_OFF_FAMILIES:
+        inp = replace(inp, kv_cell_bytes=inp.kv_cell_bytes + inp.swa_cell_bytes, swa_cell_bytes=0, sliding_window=None)
     rule = spec_radix_rule(inp)
     if rule == "off" or (rule == "refuse" and inp.rocm):  # 0.5.8-0.5.9, and is_hip() in 0.5.10-0.5.13
         inp = replace(inp, disable_radix_cache=True)
@@ -633,7 +648,8 @@ def predict(inp: SizingInputs) -> Prediction:
         if capped is not None:
             tokens = max(0, int((kv_rest * GB - capped * inp.swa_cell_bytes) // cell))
         else:
-            tokens = swa_full_tokens(kv_rest * GB, cell, inp.swa_cell_bytes, inp.swa_full_tokens_ratio, fam)
+            tokens = swa_full_tokens(kv_rest * GB, cell, inp.swa_cell_bytes, inp.swa_full_tokens_ratio, fam,
+                                     max(1, inp.page_size), inp.max_total_tokens)
     extra = 0
     if tokens > 0 and fam.eagle_pool == "extra_tokens":
         reqs = inp.max_running_requests
