@@ -4,9 +4,8 @@ KV heads and GPUs, 0.5.2 / 0.5.6's hybrid state cache, and where an EAGLE draft'
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
