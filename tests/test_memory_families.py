@@ -257,14 +257,17 @@ def test_0_5_10_page_aligns_the_every_layer_profile_before_the_swa_split() -> No
     assert predict(replace(inp, version="0.5.12")).kv_tokens == int(p.rest_gb * GB // (1.8 * 18 * layer)) // 64 * 64
 
 
-def test_up_to_0_5_6_gpt_oss_has_one_pool_of_every_layer() -> None:
-    """0.5.2-0.5.6 _handle_model_specific_adjustments sets disable_hybrid_swa_memory for gpt-oss."""
+@pytest.mark.parametrize("version", ["0.5.2", "0.5.6", "0.5.7"])
+def test_up_to_0_5_7_gpt_oss_has_one_pool_of_every_layer(version: str) -> None:
+    """0.5.2-0.5.6 _handle_model_specific_adjustments sets disable_hybrid_swa_memory for gpt-oss; 0.5.7's
+    is_hybrid_model gives a sliding pool to MiMoV2Flash only; 0.5.8's is_hybrid_swa_model lists gpt-oss."""
     layer = 8 * 128 * 2
-    inp = dense(kv_cell_bytes=18 * layer, attention_layers=18, swa_cell_bytes=18 * layer, sliding_window=127)
-    old = predict(replace(inp, version="0.5.6"))
+    inp = dense(kv_cell_bytes=18 * layer, attention_layers=18, swa_cell_bytes=18 * layer, sliding_window=127,
+                architecture="GptOssForCausalLM")
+    old = predict(replace(inp, version=version))
     assert old.kv_tokens == int(old.rest_gb * GB // (36 * layer))
-    new = predict(replace(inp, version="0.5.9"))
-    assert new.kv_tokens > old.kv_tokens * 1.1  # 0.5.7+: its own SWA pool, 0.8 of the full one
+    new = predict(replace(inp, version="0.5.8"))
+    assert new.kv_tokens > old.kv_tokens * 1.1  # its own SWA pool, 0.8 of the full one
 
 
 def test_a_dflash_draft_beside_a_sliding_window_pool() -> None:

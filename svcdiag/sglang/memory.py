@@ -523,11 +523,29 @@ def swa_full_tokens(kv_bytes: float, full_cell: int, swa_cell: int, ratio: float
     return int(kv_bytes // (full_cell + ratio * swa_cell))
 
 
-#: the families whose server args turn gpt-oss's (and Gemma 2/3's) hybrid sliding-window pool off
-#: (0.5.2-0.5.6 server_args.py ServerArgs._handle_model_specific_adjustments: disable_hybrid_swa_memory
-#: = True): one pool, every layer in the cell; from 0.5.7 configs/model_config.py is_hybrid_swa_model
-#: gives gpt-oss its own SWA pool (Gemma 2/3 are not on its list: one pool, as svcdiag's SWA_ARCHS)
-SWA_POOL_OFF_FAMILIES = frozenset({"0.4", "0.5.2", "0.5.3", "0.5.6"})
+#: the last release that gives gpt-oss no sliding-window pool: 0.5.2-0.5.6 server_args.py
+#: ServerArgs._handle_model_specific_adjustments sets disable_hybrid_swa_memory for it; 0.5.7's
+#: configs/model_config.py is_hybrid_model gives one only to MiMoV2Flash/MiMoV2MTP (and Llama 4 with
+#: --hybrid-kvcache-ratio); 0.5.8's is_hybrid_swa_model lists GptOssForCausalLM. Gemma 2/3 get none in
+#: any release (disable_hybrid_swa_memory up to 0.5.6, not on the list after): svcdiag's SWA_ARCHS
+LAST_WITHOUT_SWA_POOL = "0.5.7"
+_SWA_POOL_0507 = frozenset({"MiMoV2FlashForCausalLM", "MiMoV2MTP"})
+
+
+def swa_pool_off(inp: SizingInputs) -> bool:
+    """Whether the release sizes a hybrid-SWA model's sliding layers in its one full pool."""
+    if not inp.swa_cell_bytes or not inp.version:
+        return False
+    from svcdiag.sglang.flag_tables import version_key
+
+    try:
+        key = version_key(inp.version)
+    except ValueError:
+        return False
+    return key <= version_key(LAST_WITHOUT_SWA_POOL) and not (
+        key == version_key("0.5.7") and inp.architecture in _SWA_POOL_0507)
+
+
 SWA_EVICTION_INTERVAL = 128  # SGLANG_SWA_EVICTION_INTERVAL's default
 
 
@@ -607,7 +625,7 @@ def predict(inp: SizingInputs) -> Prediction:
     KV tokens, Mamba state slots and max_running_requests, each bound named; a start its
     server args refuse (args_refusal) is a bad_arguments failure with SGLang's words, nothing sized."""
     fam = family(inp.version)
-    if inp.swa_cell_bytes and fam.name in SWA_POOL_OFF_FAMILIES:
+    if swa_pool_off(inp):
         inp = replace(inp, kv_cell_bytes=inp.kv_cell_bytes + inp.swa_cell_bytes, swa_cell_bytes=0, sliding_window=None)
     rule = spec_radix_rule(inp)
     if rule == "off" or (rule == "refuse" and inp.rocm):  # 0.5.8-0.5.9, and is_hip() in 0.5.10-0.5.13
