@@ -61,6 +61,8 @@ def service_config(c: dict[str, Any], release: str) -> ServiceConfig:
     extra: list[str] = []
     if c["page_size"] != 1:
         extra += ["--page-size", str(c["page_size"])]
+    if c.get("disable_radix_cache"):
+        extra.append("--disable-radix-cache")
     dp = 1
     if c["dp_mode"] == "dp_attention":
         extra.append("--enable-dp-attention")

@@ -358,6 +358,21 @@ def test_a_radix_less_gpt_oss_start_sizes_its_swa_pool_from_its_requests_on_0_5_
     assert ratio.kv_tokens == int(ratio.rest_gb * GB // (18 * layer * 1.8))  # the radix cache on: the 0.8 split
 
 
+
+@pytest.mark.parametrize(("version", "from_requests"), [("0.5.13", False), ("0.5.14", True), ("0.5.18", True)])
+def test_the_request_sized_swa_pool_starts_with_0_5_14(version: str, from_requests: bool) -> None:
+    """0.5.14-0.5.18 SWAChunkCapPoolConfigurator sizes a radix-less start's sliding pool from its requests, as
+    0.5.19+'s SWARequestCapPoolConfigurator; 0.5.13 splits by --swa-full-tokens-ratio."""
+    layer = 8 * 128 * 2
+    inp = dense(kv_cell_bytes=18 * layer, attention_layers=18, swa_cell_bytes=18 * layer, sliding_window=127,
+                max_running_requests=64, disable_radix_cache=True, chunked_prefill_size=8192, version=version)
+    p = predict(inp)
+    swa_tokens = (127 + 128 + 1 + 1) * 64 + 2 * 8192 + 1
+    capped = int((p.rest_gb * GB - swa_tokens * 18 * layer) // (18 * layer))
+    assert (p.kv_tokens == capped) is from_requests
+    assert (p.kv_tokens == int(p.rest_gb * GB // (1.8 * 18 * layer))) is not from_requests
+
+
 # ---------------------------------------------------------------- a speculative hybrid's radix cache, 0.5.7-0.5.14
 
 

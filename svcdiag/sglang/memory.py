@@ -546,17 +546,19 @@ def swa_pool_off(inp: SizingInputs) -> bool:
         key == version_key("0.5.7") and inp.architecture in _SWA_POOL_0507)
 
 
+#: the families that size a radix-less SWA pool from the requests (swa_request_cap)
+SWA_CAP_FAMILIES = frozenset({"0.5.15", "0.5.18", "0.5.23"})
 SWA_EVICTION_INTERVAL = 128  # SGLANG_SWA_EVICTION_INTERVAL's default
 
 
 def swa_request_cap(inp: SizingInputs, fam: Family) -> int | None:
-    """0.5.23's SWA pool for a radix-less hybrid-SWA start with max_running_requests set
-    (pool_configurator.py SWARequestCapPoolConfigurator, compute_swa_request_cap): the
-    worst case of its requests' windows, page-aligned; the full pool gets the rest. None when
-    the ratio split applies instead (and for a speculative start, whose decode allocation is
-    not modeled)."""
+    """The SWA pool of a radix-less hybrid-SWA start with max_running_requests set, from 0.5.14
+    (pool_configurator.py: 0.5.14-0.5.18 SWAChunkCapPoolConfigurator, 0.5.19+
+    SWARequestCapPoolConfigurator / compute_swa_request_cap): the worst case of its requests'
+    windows, page-aligned; the full pool gets the rest. None when the ratio split applies
+    instead (and for a speculative start, whose decode allocation is not modeled)."""
     asked = inp.max_running_requests
-    if fam is not NEWEST or asked is None or not inp.disable_radix_cache or not inp.sliding_window \
+    if fam.name not in SWA_CAP_FAMILIES or asked is None or not inp.disable_radix_cache or not inp.sliding_window \
             or inp.speculative_algorithm:
         return None
     page = max(1, inp.page_size)
@@ -566,7 +568,8 @@ def swa_request_cap(inp: SizingInputs, fam: Family) -> int | None:
     if chunk <= 0:
         return None
     per_request = inp.sliding_window + SWA_EVICTION_INTERVAL + page + page
-    cap = per_request * max(1, asked // max(1, inp.dp_size)) + (1 if inp.disable_overlap_schedule else 2) * chunk + page
+    reqs = asked // max(1, inp.dp_size)  # 0.5.19+ at least one
+    cap = per_request * (max(1, reqs) if fam is NEWEST else reqs) + (1 if inp.disable_overlap_schedule else 2) * chunk + page
     return -(-cap // page) * page
 
 
