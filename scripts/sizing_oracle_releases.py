@@ -147,13 +147,19 @@ def args_0523(L: Loader, cfg: Bag, mc: Bag, c: dict[str, Any], code: list[str]) 
 
 
 def args_0518(L: Loader, cfg: Bag, mc: Bag, c: dict[str, Any], code: list[str]) -> None:
-    """0.5.13-0.5.18: ServerArgs.__post_init__'s handlers, in its order. _handle_cuda_graph_config
+    """0.5.14-0.5.18: ServerArgs.__post_init__'s handlers, in its order. _handle_cuda_graph_config
     runs first, as in __post_init__: it turns the prefill graph off (MLA, DP attention, a VLM...)
     before _handle_gpu_memory_settings reserves memory for it."""
     cfg._handle_cuda_graph_config()
     cfg._handle_gpu_memory_settings(c["gpu_capacity_mib"])
     if mc.is_hybrid:
         cfg._handle_mamba_radix_cache(model_arch=mc.hf_config.architectures[0])
+    _dp_and_speculative_hook(L, cfg, c)
+
+
+def _dp_and_speculative_hook(L: Loader, cfg: Bag, c: dict[str, Any]) -> None:
+    """0.5.13-0.5.18: ServerArgs._handle_data_parallelism, then the "max_running_requests unset → 48"
+    statement of the algorithm's handler in arg_groups/speculative_hook.py."""
     cfg._handle_data_parallelism()
     if cfg.enable_dp_attention:
         cfg.set(attn_dp_size=cfg.dp_size)
@@ -197,6 +203,22 @@ def server_args_defaults(L: Loader) -> dict[str, Any]:
                         out[item.target.id] = ast.literal_eval(item.value)
                     except ValueError:
                         pass
+    return out
+
+
+def field_defaults(root: Path, names: tuple[str, ...]) -> dict[str, Any]:
+    """0.5.19+: `names`' defaults as the wheel's arg_groups/fields/*.py declare them (`name: A[T,
+    Arg(..., fallback=X)] = default`): the fallback where one is declared (what the resolved field
+    answers when unset), else the default."""
+    out: dict[str, Any] = {}
+    for path in sorted((root / "sglang/srt/arg_groups/fields").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.target.id in names:
+                value = ast.literal_eval(node.value) if node.value is not None else None
+                for kw in (k for n in ast.walk(node.annotation) if isinstance(n, ast.Call) for k in n.keywords):
+                    if kw.arg == "fallback":
+                        value = ast.literal_eval(kw.value)
+                out[node.target.id] = value
     return out
 
 
@@ -277,6 +299,8 @@ def drive_configurator(root: Path, c: dict[str, Any], model_cfg: dict[str, Any],
     CudaGraphConfig = (L.get(graphs_module, "CudaGraphConfig") if L.has(graphs_module, "CudaGraphConfig")
                        else lambda: None)
     cfg.set(**server_args_defaults(L))
+    cfg.set(**{k: v for k, v in field_defaults(root, ("swa_full_tokens_ratio", "disable_hybrid_swa_memory")).items()
+               if not cfg.has(k)})
     cfg.set(device="cuda", tp_size=c["tp"], pp_size=1, dp_size=c["dp_size"] if c["dp_mode"] == "dp_attention" else 1,
             attn_dp_size=c["dp_size"] if c["dp_mode"] == "attn_dp_size" else 1,
             enable_dp_attention=c["dp_mode"] == "dp_attention", attn_cp_size=1, dcp_size=1, ep_size=1,
@@ -285,7 +309,7 @@ def drive_configurator(root: Path, c: dict[str, Any], model_cfg: dict[str, Any],
             max_total_tokens=None, page_size=c["page_size"], model_path=c["model"], language_only=False,
             language_model_only=False, disaggregation_mode="null", speculative_algorithm=c["spec"],
             speculative_num_draft_tokens=c.get("num_draft_tokens"), speculative_num_steps=c.get("num_steps"),
-            speculative_eagle_topk=c.get("topk"), disable_radix_cache=False, disable_overlap_schedule=False,
+            speculative_eagle_topk=c.get("topk"), disable_radix_cache=bool(c.get("disable_radix_cache")), disable_overlap_schedule=False,
             mamba_radix_cache_strategy="auto", linear_attn_backend="triton", mamba_full_memory_ratio=0.9,
             max_mamba_cache_size=None, enable_symm_mem=False, torch_compile_max_bs=None,
             cuda_graph_config=CudaGraphConfig(), disable_cuda_graph_padding=False, enable_kv_cache_sharding=False,
@@ -341,7 +365,7 @@ def drive_configurator(root: Path, c: dict[str, Any], model_cfg: dict[str, Any],
     publish()
     par = st["par"]
     # The draft's weights are in the memory the target's pool is sized from only where the scheduler
-    # allocates every pool after both workers load (0.5.13+ Scheduler.init_memory_pools); up to 0.5.12
+    # allocates every pool after both workers load (0.5.14+ Scheduler.init_memory_pools); up to 0.5.13
     # the target's ModelRunner sizes its pool in TpModelWorker, before maybe_init_draft_worker loads the draft
     scheduler = root / "sglang/srt/managers/scheduler.py"
     draft_loaded_first = scheduler.is_file() and "def init_memory_pools(" in scheduler.read_text()
@@ -380,7 +404,8 @@ def drive_configurator(root: Path, c: dict[str, Any], model_cfg: dict[str, Any],
     layers = facts["num_hidden_layers"]
     spec_aux = Bag("spec_aux_config", eagle_draft_num_layers=c.get("draft_layers") if c["spec"] in ("EAGLE3", "NEXTN") else None,
                    dflash_draft_num_layers=c.get("draft_layers") if c["spec"] == "DFLASH" else None,
-                   draft_model_config=None, dflash_draft_cell_size_per_token=None)
+                   draft_model_config=None, dflash_draft_cell_size_per_token=None,
+                   eagle_draft_swa_num_layers=None)  # an EAGLE draft of full-attention layers (a Llama layer)
     kvc.__dict__.update(
         device="cuda", gpu_id=0, attn_dp_size=cfg.attn_dp_size, pp_size=1, pp_group=None, model=None,
         model_config=mc, server_args=cfg, kv_cache_dtype=torch.bfloat16, model_dtype=torch.bfloat16,
@@ -398,6 +423,7 @@ def drive_configurator(root: Path, c: dict[str, Any], model_cfg: dict[str, Any],
                         _linear_attn_registry_cache=mc.linear_attn_registry_result, ps=par, dtype=torch.bfloat16,
                         eagle_draft_num_layers=spec_aux.eagle_draft_num_layers,  # ModelRunner.__init__ sets them
                         dflash_draft_num_layers=spec_aux.dflash_draft_num_layers)  # from the draft's config
+    hybrid_swa(L, kvc, mc, cfg, hf)
     if owners[0][1] == "KVCacheConfigurator":
         find("__post_init__")(kvc)  # mambaish / hybrid_gdn / kda configs, the DFlash draft cell
     mem_fraction = cfg.mem_fraction_static
@@ -424,8 +450,75 @@ def drive_configurator(root: Path, c: dict[str, Any], model_cfg: dict[str, Any],
     return out, code + sorted(set(L.used))
 
 
+#: the model file that defines a sliding-window architecture's get_attention_sliding_window_size
+#: (Gemma 3's multimodal class hands it to its language model's, gemma3_causal.py's)
+SWA_MODEL_FILES = {"GptOssForCausalLM": "sglang.srt.models.gpt_oss",
+                   "Gemma3ForConditionalGeneration": "sglang.srt.models.gemma3_causal",
+                   "Gemma3ForCausalLM": "sglang.srt.models.gemma3_causal", "Gemma2ForCausalLM": "sglang.srt.models.gemma2"}
+
+
+def hybrid_swa(L: Loader, kvc: Any, mc: Bag, cfg: Bag, hf: Any) -> None:
+    """Whether the model gets a hybrid sliding-window pool, its layer split and window, as the
+    wheel decides them after the server args: the model file's get_attention_sliding_window_size
+    (ModelRunner.sliding_window_size), then 0.5.7+ configs/model_config.py is_hybrid_swa_model /
+    get_hybrid_layer_ids (ModelConfig._derive_hybrid_model, off under disable_hybrid_swa_memory);
+    up to 0.5.6 ModelRunner.initialize's own check ("Check if the model is using hybrid SWA": any
+    model with a sliding window but Llama4, unless the server args disabled it)."""
+    text = hf.get_text_config()
+    archs = list(hf.architectures or [])
+    mod = SWA_MODEL_FILES.get(archs[0] if archs else "")
+    window = (L.get(mod, "get_attention_sliding_window_size")(text)
+              if mod and getattr(text, "sliding_window", None) and L.has(mod, "get_attention_sliding_window_size")
+              else None)
+    mcm = "sglang.srt.configs.model_config"
+    swa_ids = full_ids = None
+    if L.has(mcm, "is_hybrid_swa_model"):
+        fn = L.get(mcm, "is_hybrid_swa_model")
+        on = bool(fn(*(archs, text)[: fn.__code__.co_argcount])) and not cfg.disable_hybrid_swa_memory
+        if on:
+            swa_ids, full_ids = L.get(mcm, "get_hybrid_layer_ids")(archs, text)
+    else:
+        runner = "sglang.srt.model_executor.model_runner"
+        check = top_level_if(L, runner, "ModelRunner", "initialize", "self.is_hybrid_swa = self.model_config.is_hybrid_swa = True")
+        probe = Bag("model_runner", server_args=cfg, sliding_window_size=window, model_config=mc, is_hybrid_swa=False)
+        mc.set(is_hybrid_swa=False)
+        check(probe)
+        on = bool(probe.is_hybrid_swa)
+        if on:  # set_num_token_hybrid reads the split off the model's layers: not modelled
+            raise NameError("oracle: 0.5.6-style hybrid SWA pool (set_num_token_hybrid) not stubbed")
+    head = mc.head_dim
+    mc.set(is_hybrid_swa=on, swa_attention_layer_ids=swa_ids, full_attention_layer_ids=full_ids,
+           sliding_window_size=getattr(text, "sliding_window", None), swa_head_dim=head, swa_v_head_dim=mc.v_head_dim,
+           is_hybrid_swa_compress=False)  # ModelConfig: swa head dims default to the full layers' (no swa_head_dim)
+    if on:
+        fn = L.method(mcm, "ModelConfig", "get_swa_num_kv_heads")
+        mc.set(get_swa_num_kv_heads=lambda *a, **k: fn(mc, *a, **k))
+    kvc.__dict__.update(is_hybrid_swa=on, sliding_window_size=window)
+    if on:
+        kvc.layer_info.set(swa_attention_layer_ids=swa_ids, full_attention_layer_ids=full_ids)
+
+
+def top_level_if(L: Loader, module: str, cls: str, func: str, needle: str) -> Any:
+    """The one top-level statement of `cls.func` whose source holds `needle`, as a function of
+    `self` (SGLang's statement as written, without the rest of the method)."""
+    L._index(module)
+    klass = next(n for n in L._defs[module][cls] if isinstance(n, ast.ClassDef))
+    node = next(n for n in klass.body if isinstance(n, ast.FunctionDef) and n.name == func)
+    body = [st for st in node.body if needle in L._segment(module, st)]
+    if not body:
+        raise NameError(f"oracle: no statement with {needle!r} in {cls}.{func}")
+    new = ast.FunctionDef(name=func, args=ast.arguments(posonlyargs=[], args=[ast.arg("self")], kwonlyargs=[],
+                                                        kw_defaults=[], defaults=[]),
+                          body=body, decorator_list=[], returns=None, type_params=[])
+    ast.fix_missing_locations(new)
+    ns = L.namespace(module)
+    exec(compile(ast.Module(body=[new], type_ignores=[]), f"<wheel {module}.{cls}.{func} (statement)>", "exec"), ns)
+    L.used.append(f"{L.path(module).relative_to(L.root)}:{cls}.{func} (its hybrid-SWA check)")
+    return ns[func]
+
+
 def args_0515(L: Loader, cfg: Bag, mc: Bag, c: dict[str, Any], code: list[str]) -> None:
-    """0.5.13-0.5.15: the same ServerArgs handlers as 0.5.18."""
+    """0.5.14-0.5.15: the same ServerArgs handlers as 0.5.18."""
     args_0518(L, cfg, mc, c, code)
 
 
@@ -443,6 +536,20 @@ def _dp_and_speculative_48(L: Loader, cfg: Bag, c: dict[str, Any]) -> None:
 def args_0512(L: Loader, cfg: Bag, mc: Bag, c: dict[str, Any], code: list[str]) -> None:
     """0.5.10-0.5.12: ServerArgs.__post_init__'s handlers; speculative defaults in
     ServerArgs._handle_speculative_decoding."""
+    _server_args_0512(cfg, mc, c)
+    _dp_and_speculative_48(L, cfg, c)
+
+
+def args_0513(L: Loader, cfg: Bag, mc: Bag, c: dict[str, Any], code: list[str]) -> None:
+    """0.5.13: 0.5.12's ServerArgs handlers (the "auto" Mamba strategy → no_buffer, the piecewise
+    prefill graph, _handle_mamba_radix_cache and its ValueError); the speculative defaults already
+    in arg_groups/speculative_hook.py, as 0.5.14+."""
+    _server_args_0512(cfg, mc, c)
+    _dp_and_speculative_hook(L, cfg, c)
+
+
+def _server_args_0512(cfg: Bag, mc: Bag, c: dict[str, Any]) -> None:
+    """0.5.10-0.5.13 ServerArgs.__post_init__'s handlers before data parallelism, in its order."""
     if cfg._d.get("_loader") and cfg._d["_loader"].has("sglang.srt.server_args", "ServerArgs"):
         try:
             missing = cfg._handle_missing_default_values  # "auto" Mamba strategy → no_buffer (≤ 0.5.12)
@@ -460,7 +567,10 @@ def args_0512(L: Loader, cfg: Bag, mc: Bag, c: dict[str, Any], code: list[str]) 
     cfg._handle_gpu_memory_settings(c["gpu_capacity_mib"])
     if mc.is_hybrid:
         cfg._handle_mamba_radix_cache(model_arch=mc.hf_config.architectures[0])
-    _dp_and_speculative_48(L, cfg, c)
+
+
+def drive_0513(root: Path, c: dict[str, Any], model_cfg: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    return drive_configurator(root, c, model_cfg, args_0513)
 
 
 def drive_0512(root: Path, c: dict[str, Any], model_cfg: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
@@ -540,6 +650,8 @@ def args_0506(L: Loader, cfg: Bag, mc: Bag, c: dict[str, Any], code: list[str]) 
     if mc.is_hybrid:
         cfg._handle_model_specific_adjustments()
         cfg._handle_environment_variables()  # SGLANG_MAMBA_SSM_DTYPE, which mamba_utils reads back
+    elif getattr(mc.hf_text_config, "sliding_window", None):
+        cfg._handle_model_specific_adjustments()  # gpt-oss, Gemma 2/3: disable_hybrid_swa_memory
     _dp_and_speculative_48(L, cfg, c)
 
 
@@ -552,6 +664,8 @@ POOL_OWNERS = {
     args_0509: [("sglang.srt.model_executor.model_runner_kv_cache_mixin", "ModelRunnerKVCacheMixin"),
                 ("sglang.srt.model_executor.model_runner", "ModelRunner")],
     args_0512: [("sglang.srt.model_executor.model_runner_kv_cache_mixin", "ModelRunnerKVCacheMixin"),
+                ("sglang.srt.model_executor.model_runner", "ModelRunner")],
+    args_0513: [("sglang.srt.model_executor.model_runner_kv_cache_mixin", "ModelRunnerKVCacheMixin"),
                 ("sglang.srt.model_executor.model_runner", "ModelRunner")],
     args_0515: [("sglang.srt.model_executor.model_runner_kv_cache_mixin", "ModelRunnerKVCacheMixin"),
                 ("sglang.srt.model_executor.model_runner", "ModelRunner")],
@@ -566,8 +680,10 @@ def driver_for(release: str):
         return drive_0523
     if key >= (0, 5, 18):
         return drive_0518
-    if key >= (0, 5, 13):
+    if key >= (0, 5, 14):
         return drive_0515
+    if key >= (0, 5, 13):
+        return drive_0513
     if key >= (0, 5, 10):
         return drive_0512
     if key >= (0, 5, 7):

@@ -23,6 +23,7 @@ from typing import Any
 
 from svcdiag.config.service import ServiceConfig, Speculative
 from svcdiag.sglang import memory
+from svcdiag.sglang.failures import Cause
 from svcdiag.sglang.memory import GB
 from svcdiag.sglang.modelinfo import shape_from_config
 from svcdiag.sglang.preflight import inputs_from_shape, sizing_inputs
@@ -60,6 +61,8 @@ def service_config(c: dict[str, Any], release: str) -> ServiceConfig:
     extra: list[str] = []
     if c["page_size"] != 1:
         extra += ["--page-size", str(c["page_size"])]
+    if c.get("disable_radix_cache"):
+        extra.append("--disable-radix-cache")
     dp = 1
     if c["dp_mode"] == "dp_attention":
         extra.append("--enable-dp-attention")
@@ -107,10 +110,15 @@ def compare(row: dict[str, Any], release: str, model_cfg: dict[str, Any]) -> Mis
     ours = {"kv_tokens": p.kv_tokens, "max_running_requests": p.max_running_requests, "mamba_slots": p.mamba_slots,
             "mem_fraction_static": p.mem_fraction_static, "failure": p.failure}
     fields: list[str] = []
-    # SGLang fails: its code raised, or (up to 0.5.9) the scheduler's `max_running_request is zero` assert
-    sglang_fails = "error" in out or out.get("max_running_requests") == 0
+    # SGLang fails: its code raised, or (up to 0.5.9) the scheduler's `max_running_request is zero` assert,
+    # or (0.5.6) a negative slot count from a negative budget (handle_max_mamba_cache's floor division):
+    # the oracle stops before the pools are built, where HybridReqToTokenPool's torch.zeros((-1, …)) raises
+    sglang_fails = "error" in out or (out.get("max_running_requests") is not None and out["max_running_requests"] <= 0)
+    # its server args' ValueError (0.5.10-0.5.13 _handle_mamba_radix_cache) is a refusal of the arguments:
+    # svcdiag must say so (bad_arguments, SGLang's words), not predict a memory failure in its place
+    args_refused = out.get("error", "").startswith("ValueError: Speculative decoding for")
     if sglang_fails:
-        if p.failure is None:
+        if p.failure is None or args_refused != (p.failure == Cause.BAD_ARGUMENTS):
             fields.append("refusal")
     elif p.failure is not None:
         fields.append("refusal")
@@ -139,8 +147,8 @@ def mismatches(path: Path) -> Iterator[Mismatch]:
 
 def _kind(c: dict[str, Any]) -> str:
     m = c["model"]
-    return ("hybrid" if "Next" in m or "3.8-27B" in m else "mla" if "DeepSeek" in m else "vlm" if "VL" in m else
-            "moe" if "A3B" in m or "A22B" in m else "dense")
+    return ("hybrid" if "Next" in m or "3.8-27B" in m else "mla" if "DeepSeek" in m else "swa" if "gpt-oss" in m
+            else "vlm" if "VL" in m or "gemma-3" in m else "moe" if "A3B" in m or "A22B" in m else "dense")
 
 
 #: (cause, where in SGLang, predicate on a mismatch): the first that holds names the row's cause
@@ -160,11 +168,16 @@ CAUSES: list[tuple[str, str, Callable[[Mismatch], bool]]] = [
      "kv_cache_configurator.py resolve_max_num_reqs; up to 0.5.9 model_runner(_kv_cache_mixin).py "
      "get_cell_size_per_token (get_attention_tp_size()), init_memory_pool",
      lambda m: m.case["dp_mode"] != "none"),
-    ("draft-kv-cell", "the draft's KV in the target's budget: 0.5.13+ pool_configurator.py "
-     "DefaultPoolConfigurator.__init__ (EAGLE / DFlash draft layers in the cell); up to 0.5.12 "
+    ("draft-kv-cell", "the draft's KV in the target's budget: 0.5.14+ pool_configurator.py "
+     "DefaultPoolConfigurator.__init__ (EAGLE / DFlash draft layers in the cell); up to 0.5.13 "
      "model_runner(_kv_cache_mixin).py profile_max_num_token / init_memory_pool", lambda m: m.case.get("spec") in ("EAGLE3", "NEXTN", "DFLASH")),
     ("hybrid-mamba", "mem_cache/kv_cache_configurator.py _handle_max_mamba_cache, _calculate_mamba_ratio",
      lambda m: _kind(m.case) == "hybrid"),
+    ("hybrid-swa", "the sliding-window pool beside the full one: 0.5.11+ model_executor/pool_configurator.py "
+     "HybridSWAPoolConfigurator (calculate_pool_sizes, _solve_pool_sizes); 0.5.10 model_runner_kv_cache_mixin.py "
+     "_resolve_token_capacity, _resolve_hybrid_swa_tokens; 0.5.7-0.5.9 set_num_tokens_hybrid_swa; 0.5.2-0.5.6 none "
+     "(server_args.py _handle_model_specific_adjustments: disable_hybrid_swa_memory)",
+     lambda m: _kind(m.case) == "swa"),
     ("multimodal-reserve", "mem_cache/kv_cache_configurator.py mm_runtime_reservation_gb",
      lambda m: _kind(m.case) == "vlm"),
     ("estimate-before-page-align", "up to 0.5.9 model_runner(_kv_cache_mixin).py init_memory_pool estimates "

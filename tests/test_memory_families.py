@@ -5,6 +5,7 @@ KV heads and GPUs, 0.5.2 / 0.5.6's hybrid state cache, and where an EAGLE draft'
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -245,6 +246,41 @@ def test_up_to_0_5_9_the_swa_pool_is_split_from_an_every_layer_profile() -> None
     assert p.kv_tokens == int(profiled * 36 * layer / (18 * layer + 0.8 * 18 * layer))
 
 
+def test_0_5_10_page_aligns_the_every_layer_profile_before_the_swa_split() -> None:
+    """0.5.10 _resolve_token_capacity aligns the profiled tokens to the page, then _resolve_hybrid_swa_tokens
+    splits them: a page-64 gpt-oss start lands a page off the 0.5.11+ direct solve."""
+    layer = 8 * 128 * 2
+    inp = dense(kv_cell_bytes=18 * layer, attention_layers=18, swa_cell_bytes=18 * layer, page_size=64, version="0.5.10")
+    p = predict(inp)
+    profiled = int(p.rest_gb * GB // (36 * layer)) // 64 * 64
+    assert p.kv_tokens == int(profiled * 36 * layer / (18 * layer + 0.8 * 18 * layer)) // 64 * 64
+    assert predict(replace(inp, version="0.5.12")).kv_tokens == int(p.rest_gb * GB // (1.8 * 18 * layer)) // 64 * 64
+
+
+@pytest.mark.parametrize("version", ["0.5.2", "0.5.6", "0.5.7"])
+def test_up_to_0_5_7_gpt_oss_has_one_pool_of_every_layer(version: str) -> None:
+    """0.5.2-0.5.6 _handle_model_specific_adjustments sets disable_hybrid_swa_memory for gpt-oss; 0.5.7's
+    is_hybrid_model gives a sliding pool to MiMoV2Flash only; 0.5.8's is_hybrid_swa_model lists gpt-oss."""
+    layer = 8 * 128 * 2
+    inp = dense(kv_cell_bytes=18 * layer, attention_layers=18, swa_cell_bytes=18 * layer, sliding_window=127,
+                architecture="GptOssForCausalLM")
+    old = predict(replace(inp, version=version))
+    assert old.kv_tokens == int(old.rest_gb * GB // (36 * layer))
+    new = predict(replace(inp, version="0.5.8"))
+    assert new.kv_tokens > old.kv_tokens * 1.1  # its own SWA pool, 0.8 of the full one
+
+
+def test_a_dflash_draft_beside_a_sliding_window_pool() -> None:
+    """HybridSWAPoolConfigurator prices a DFlash draft by its own resolved cell from 0.5.19 (none when the
+    draft's geometry is unknown), and not at all up to 0.5.18: never by the target's layers."""
+    layer = 8 * 128 * 2
+    swa = dict(kv_cell_bytes=18 * layer, attention_layers=18, swa_cell_bytes=18 * layer,
+               speculative_algorithm="DFLASH", draft_layers=5, max_running_requests=8)
+    assert predict(dense(version="0.5.18", **swa)).cell_bytes == 18 * layer
+    assert predict(dense(version="0.5.23", **swa)).cell_bytes == 18 * layer
+    assert predict(dense(version="0.5.23", draft_cell_bytes=5 * layer, **swa)).cell_bytes == 23 * layer
+
+
 # ---------------------------------------------------------------- 7: the smaller ones
 
 
@@ -311,10 +347,82 @@ def test_a_radix_less_gpt_oss_start_sizes_its_swa_pool_from_its_requests_on_0_5_
                             gpu_total_gb=143771 / 1024)
     s = sizing_inputs(cfg, inp)  # type: ignore[arg-type]
     layer = 8 * (64 + 64) * 2
-    # compute_swa_request_cap: (window 128 + eviction 128 + page + page) × 64 requests + 2 chunks of 8,192 + page
-    swa_tokens = (128 + 128 + 1 + 1) * 64 + 2 * 8192 + 1
+    # compute_swa_request_cap: (window + eviction 128 + page + page) × 64 requests + 2 chunks of 8,192 + page, the
+    # window gpt_oss.py's get_attention_sliding_window_size gives: config.json's 128 − 1
+    assert shape.sliding_window == 127
+    swa_tokens = (127 + 128 + 1 + 1) * 64 + 2 * 8192 + 1
     p = predict(s)
     assert p.kv_tokens == int((p.rest_gb * GB - swa_tokens * 18 * layer) // (18 * layer))
     ratio = predict(sizing_inputs(units_with(tmp_path, "oss2", 'model_path = "/m/gpt-oss-120b"\n'  # type: ignore[arg-type]
                                              'mem_fraction_static = 0.85\nmax_running_requests = 64\n'), inp))
     assert ratio.kv_tokens == int(ratio.rest_gb * GB // (18 * layer * 1.8))  # the radix cache on: the 0.8 split
+
+
+
+@pytest.mark.parametrize(("version", "from_requests"), [("0.5.13", False), ("0.5.14", True), ("0.5.18", True)])
+def test_the_request_sized_swa_pool_starts_with_0_5_14(version: str, from_requests: bool) -> None:
+    """0.5.14-0.5.18 SWAChunkCapPoolConfigurator sizes a radix-less start's sliding pool from its requests, as
+    0.5.19+'s SWARequestCapPoolConfigurator; 0.5.13 splits by --swa-full-tokens-ratio."""
+    layer = 8 * 128 * 2
+    inp = dense(kv_cell_bytes=18 * layer, attention_layers=18, swa_cell_bytes=18 * layer, sliding_window=127,
+                max_running_requests=64, disable_radix_cache=True, chunked_prefill_size=8192, version=version)
+    p = predict(inp)
+    swa_tokens = (127 + 128 + 1 + 1) * 64 + 2 * 8192 + 1
+    capped = int((p.rest_gb * GB - swa_tokens * 18 * layer) // (18 * layer))
+    assert (p.kv_tokens == capped) is from_requests
+    assert (p.kv_tokens == int(p.rest_gb * GB // (1.8 * 18 * layer))) is not from_requests
+
+
+# ---------------------------------------------------------------- a speculative hybrid's radix cache, 0.5.7-0.5.14
+
+
+@pytest.mark.parametrize(("version", "rule"), [("0.5.7", None), ("0.5.8", None), ("0.5.9", "off"), ("0.5.10", "refuse"),
+                                               ("0.5.12", "refuse"), ("0.5.13", "refuse"), ("0.5.14", None)])
+def test_a_speculative_hybrid_keeping_the_radix_cache_per_release(version: str, rule: str | None) -> None:
+    """0.5.9 turns a speculative Qwen3-Next's radix cache off (its slots are then the 48 requests), 0.5.10-0.5.13
+    refuse it with SGLang's ValueError; 0.5.7-0.5.8 (NemotronH only in 0.5.8) and 0.5.14+ size it with the cache."""
+    inp = next80b(speculative_algorithm="NGRAM", num_draft_tokens=8, version=version,
+                  architecture="Qwen3NextForCausalLM")
+    p = predict(inp)
+    assert memory.spec_radix_rule(inp) == rule
+    if rule == "refuse":
+        assert (p.failure, p.kv_tokens, p.max_running_requests) == ("bad_arguments", 0, 0)
+        assert p.refusal is not None and p.refusal.startswith("ValueError: Speculative decoding for Qwen3NextForCausalLM")
+        # a start SGLang ran (read from its log), a ROCm host, an explicit extra_buffer or no radix cache: sized
+        for other in ({"logged": True}, {"rocm": True}, {"mamba_scheduler_strategy": "extra_buffer"},
+                      {"disable_radix_cache": True}):
+            assert predict(memory.replace(inp, **other)).failure is None, other
+        assert predict(memory.replace(inp, rocm=True)).slots_per_request == 1  # is_hip(): the radix cache off
+    elif rule == "off":
+        assert p.failure is None and (p.slots_per_request, p.mamba_slots, p.max_running_requests) == (1, 48, 48)
+    else:
+        assert p.failure is None and p.slots_per_request in (3, 5) and p.mamba_slots > 48
+    other_arch = predict(memory.replace(inp, architecture="Qwen3_5ForCausalLM"))  # not one server_args names
+    assert other_arch.failure is None and other_arch.slots_per_request != 1
+
+
+@pytest.mark.parametrize("version", ["0.4.6", "0.5.6", "0.5.9"])
+def test_up_to_0_5_9_the_request_estimate_is_taken_before_the_page_alignment(version: str) -> None:
+    """init_memory_pool estimates max_num_reqs (tokens / context × 512) from profile_max_num_token's figure,
+    then rounds the pool down to the page: at page 64 the cap can be one above what the aligned pool gives."""
+    inp = dense(context_len=60007, page_size=64, free_before_gb=43.9, weights_gb=27.5, mem_fraction_static=0.8,
+                kv_cell_bytes=QWEN3_8B_CELL // 8, version=version)
+    p = predict(inp)
+    profiled = int(p.rest_gb * GB // p.cell_bytes)
+    assert p.kv_tokens == profiled // 64 * 64 < profiled
+    want = min(max(int(profiled / 60007 * 512), 2048), 4096)
+    assert want == min(max(int(p.kv_tokens / 60007 * 512), 2048), 4096) + 1  # the case tells the two apart
+    assert p.limits["auto" if version != "0.4.6" else "req_pool"] == want + (version == "0.4.6")
+
+
+def test_the_fewest_slots_a_request_takes_follow_the_release_and_the_architecture(tmp_path: Path) -> None:
+    """A config alone can be called CANNOT SERVE only at the fewest slots a request may take: on 0.5.9 a
+    speculative hybrid of a listed architecture takes one (its radix cache off), another three; unread, one."""
+    from svcdiag.sglang.preflight import fewest_slots_per_request
+
+    cfg = units_with(tmp_path, "s", 'model_path = "/m"\nmax_mamba_cache_size = 2\nsglang_version = "0.5.9"\n'
+                                    '[speculative]\nalgorithm = "EAGLE3"\n')
+    assert fewest_slots_per_request(cfg, "Qwen3NextForCausalLM") == 1
+    assert fewest_slots_per_request(cfg, "Qwen3_5ForCausalLM") == 3
+    assert fewest_slots_per_request(cfg) == 1
+    assert fewest_slots_per_request(memory.replace(cfg, sglang_version="0.5.12"), "Qwen3NextForCausalLM") == 3

@@ -225,6 +225,64 @@ def test_preflight_cli_exit_codes_and_human_budget(units: Path, tmp_path: Path, 
     assert ok.exit_code == 0 and json.loads(ok.output)["verdict"] == "ok"
 
 
+@pytest.mark.parametrize("release", ["0.5.9", "0.5.10", "0.5.12", "0.5.13", "0.5.14", "0.5.23"])
+def test_a_release_that_refuses_a_speculative_hybrid_with_the_radix_cache_is_cannot_serve(
+        units: Path, tmp_path: Path, cli, release: str) -> None:
+    """0.5.10-0.5.13 ServerArgs._handle_mamba_radix_cache raise a ValueError for a speculative hybrid that keeps
+    the radix cache under no_buffer (their "auto"): certain whatever the GPU reads, so CANNOT SERVE with SGLang's
+    words and the flags that get past it; 0.5.9 turns the radix cache off instead (one state slot a request),
+    0.5.14+ pick extra_buffer; an architecture the check does not name is sized as before."""
+    real = model_dir(tmp_path, "Qwen3.6-27B-vl", {**HYBRID_QWEN35_27B,
+                                                  "architectures": ["Qwen3_5ForConditionalGeneration"]}, 50.29)
+    configure(units, "r", "dflash-smoke", tmp_path, sglang_version=release, model_path=str(real))
+    r = cli("preflight", "r", "--gpu-memory", "139.72", "--json")
+    out = json.loads(r.output)
+    refused = release in ("0.5.10", "0.5.12", "0.5.13")
+    human = cli("preflight", "r", "--gpu-memory", "139.72").output
+    assert ("preflight CANNOT SERVE: SGLang refuses the arguments" in human) == refused, human
+    assert (r.exit_code, out["verdict"] == "cannot_serve", out["failure"] == "bad_arguments") == \
+        ((1, True, True) if refused else (0, False, False)), r.output
+    assert out["slots_per_request"] == {"0.5.9": 1}.get(release, None if refused else 5), out
+    # the architecture the fixtures name (not one SGLang's check lists) is sized on every release
+    configure(units, "other", "dflash-smoke", tmp_path, sglang_version=release)
+    assert json.loads(cli("preflight", "other", "--gpu-memory", "139.72", "--json").output)["failure"] is None
+    if not refused:
+        return
+    assert out["kv_tokens"] == 0 and any("--mamba-scheduler-strategy no_buffer.To use radix cache" in why
+                                         and "Qwen3_5ForConditionalGeneration" in why for why in out["reasons"])
+    fixes = {tuple(f["set"]["extra_args"]): f for f in out["fixes"]}
+    assert ("--disable-radix-cache",) in fixes and "predicted" in fixes[("--disable-radix-cache",)]["reason"]
+    assert fixes[("--mamba-scheduler-strategy", "extra_buffer")]["set"]["env.SGLANG_ENABLE_SPEC_V2"] == "1"
+    for extra in fixes:  # each fix gets past SGLang's check, by svcdiag's own model of it
+        configure(units, "f", "dflash-smoke", tmp_path, sglang_version=release, extra_args=list(extra),
+                  model_path=str(real))
+        fixed = json.loads(cli("preflight", "f", "--gpu-memory", "139.72", "--json").output)
+        assert fixed["failure"] != "bad_arguments" and fixed["verdict"] != "cannot_serve", fixed
+    # a ROCm host: SGLang turns the radix cache off instead ("Automatically disabling radix cache")
+    configure(units, "amd", "dflash-smoke", tmp_path, sglang_version=release, devices=["rocm"], model_path=str(real))
+    amd = json.loads(cli("preflight", "amd", "--gpu-memory", "139.72", "--json").output)
+    assert amd["verdict"] != "cannot_serve" and amd["slots_per_request"] == 1
+    # `up` refuses it (the gate), naming the cause
+    from svcdiag.ops.preflight import predicted_cause
+    from svcdiag.ops.start import preflight_gate
+
+    class Pub:
+        def note(self, text: str) -> None:
+            pass
+
+        def record(self, *a, **k):
+            return k
+
+        def publish(self, rec) -> None:
+            self.rec = rec
+
+    pub = Pub()
+    cfg = UnitsDir(units, "t").load("r")
+    plan_, refuse = preflight_gate(cfg, pub, force=False, gpu_memory=139.72)  # type: ignore[arg-type]
+    assert refuse and plan_ is not None and predicted_cause(plan_.prediction) == "bad_arguments"
+    assert pub.rec["cause"] == "bad_arguments" and "refuses these arguments" in pub.rec["message"]
+
+
 def test_calibration_is_appended_and_a_torn_line_loses_nothing_else(units: Path, tmp_path: Path, cli) -> None:
     from svcdiag.judge.verdict import Verdict
 

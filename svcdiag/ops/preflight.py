@@ -245,6 +245,8 @@ def predicted_cause(p: Prediction) -> str | None:
     """The failure SGLang would report for this prediction."""
     if p.verdict != "cannot_serve":
         return None
+    if p.failure == Cause.BAD_ARGUMENTS:  # its server args refuse the start (memory.args_refusal)
+        return Cause.BAD_ARGUMENTS
     if p.failure in in_family(Family.NOT_ENOUGH_MEMORY):  # the one it names, or one that admits no request
         return Cause(p.failure)
     return Cause.MAX_RUNNING_ZERO

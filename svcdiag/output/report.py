@@ -215,6 +215,8 @@ def render_preflight(name: str, plan: dict[str, Any]) -> str:
     head = {"ok": "OK", "tight": "TIGHT", "cannot_serve": "CANNOT SERVE"}[plan["verdict"]]
     pool = f"{plan['kv_tokens']:,} KV tokens predicted{_spread(plan.get('interval'))}, " if b \
         else "from the config's own limits: "
+    if plan.get("failure") == "bad_arguments":  # its server args refuse the flags before sizing anything
+        pool = "SGLang refuses the arguments, "
     lines = [f"{name}: preflight {head}: {pool}max_running_requests {plan['max_running_requests']}, "
              f"context_len {_n(plan['context_len'])}"
              + (f" (SGLang {plan['sizing_family']}'s arithmetic)" if plan.get("sizing_family") else "")]

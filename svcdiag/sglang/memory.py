@@ -67,7 +67,7 @@ class Family:
     dflash_draft_cell: bool  # DFlash draft KV: its own bytes per token (else the target's, scaled by layers)
     auto_extra_buffer: bool  # --mamba-scheduler-strategy auto → extra_buffer with the overlap scheduler
     hybrid_zero_raises: bool  # a hybrid whose state cache serves no request raises RuntimeError
-    #: SGLang's automatic mem_fraction_static (auto_mem_fraction): "0.4", "0.5.2", "0.5.6", "0.5.11",
+    #: SGLang's automatic mem_fraction_static (auto_mem_fraction): "0.4", "0.5.2", "0.5.6", "0.5.10", "0.5.11",
     #: "0.5.15", "0.5.18", "0.5.23": the release whose server_args / arg_groups/memory_hook.py rule it is
     mfs_rule: str = "0.5.23"
     #: an EAGLE / MTP / STANDALONE draft's KV: "extra_tokens" (init_memory_pool adds max_num_reqs ×
@@ -91,8 +91,15 @@ FAMILIES = (
     Family("0.5.3", "0.5.3", False, "radix_off", False, False, False, False, "0.5.6", "extra_tokens", "pool"),
     Family("0.5.6", "0.5.4", False, "draft_divided", False, False, False, False, "0.5.6", "extra_tokens", "pool"),  # 0.5.6's
     Family("0.5.9", "0.5.7", False, "upfront", False, False, False, False, "0.5.6", "target", "pool"),  # 0.5.9's
-    Family("0.5.12", "0.5.10", False, "upfront", False, False, False, False, "0.5.11", "target", "estimate"),  # 0.5.11's, 0.5.12's
-    Family("0.5.15", "0.5.13", False, "joint", True, False, True, True, "0.5.15", "scaled"),  # 0.5.15's
+    # 0.5.10's wheel: 0.5.12's, but speculative decoding turns the piecewise prefill graph off
+    Family("0.5.10", "0.5.10", False, "upfront", False, False, False, False, "0.5.10", "target", "estimate"),
+    Family("0.5.12", "0.5.11", False, "upfront", False, False, False, False, "0.5.11", "target", "estimate"),  # 0.5.11's, 0.5.12's
+    # 0.5.13's wheel: 0.5.15's Mamba solve (handle_max_mamba_cache, the zero-slot RuntimeError), but
+    # 0.5.12's server args ("auto" is no_buffer, the piecewise prefill graph and a draft's 4 GB in the
+    # automatic fraction), the draft loaded after the target's pool (no Scheduler.init_memory_pools),
+    # an EAGLE draft outside the target's cell and _resolve_max_num_reqs capping an asked cap by the estimate
+    Family("0.5.13", "0.5.13", False, "joint", False, False, False, True, "0.5.11", "target", "estimate"),
+    Family("0.5.15", "0.5.14", False, "joint", True, False, True, True, "0.5.15", "scaled"),  # 0.5.14's, 0.5.15's
     # a real 0.5.18 log (tests/fixtures/memory-backtest, OTel H100) allocates max_mamba_cache_size + 1
     # slots' state and solves for the slots with that padding slot taken out first; 0.5.16-0.5.17 unseen
     Family("0.5.18", "0.5.18", False, "joint_padded", True, True, True, True, "0.5.18", "scaled", "kv_half", 100 / 1024),
@@ -117,6 +124,36 @@ def family(version: str | None) -> Family:
         if key >= version_key(f.first):
             chosen = f
     return chosen
+
+
+#: SGLang's words (0.5.10-0.5.13 server_args.py ServerArgs._handle_mamba_radix_cache, the missing
+#: space after "no_buffer." its own); `arch` is config.json's architectures[0]
+RADIX_SPEC_REFUSAL = ("ValueError: Speculative decoding for {arch} is not compatible with radix cache when using "
+                      "--mamba-scheduler-strategy no_buffer.To use radix cache with speculative decoding, please use "
+                      "--mamba-scheduler-strategy extra_buffer and set SGLANG_ENABLE_SPEC_V2=1.")
+#: the hybrids server_args.py hands to _handle_mamba_radix_cache with support_mamba_cache=True (0.5.9-0.5.11
+#: _handle_model_specific_adjustments; 0.5.12 adds InternS2Preview and MiniCPM-V 4.6, NemotronH through
+#: arg_groups/nemotron_h_hook.py; 0.5.13 NemotronHPuzzle and BailingMoeV2_5, which 0.5.9-0.5.12 give no radix cache)
+_MAMBA_RADIX_ARCHS = frozenset({
+    "NemotronHForCausalLM", "Qwen3NextForCausalLM", "Qwen3_5MoeForConditionalGeneration",
+    "Qwen3_5ForConditionalGeneration", "FalconH1ForCausalLM", "JetNemotronForCausalLM",
+    "JetVLMForConditionalGeneration", "GraniteMoeHybridForCausalLM", "Lfm2ForCausalLM"})
+_MAMBA_RADIX_ARCHS_0512 = _MAMBA_RADIX_ARCHS | {"InternS2PreviewForConditionalGeneration",
+                                                "MiniCPMV4_6ForConditionalGeneration"}
+#: what a release's server args do with a speculative start of a hybrid that keeps the radix cache
+#: under no_buffer ("auto" there): (first, last, the architectures it applies to, "off": the radix
+#: cache is turned off with a warning, or "refuse": RADIX_SPEC_REFUSAL). 0.5.8's NemotronH branch of
+#: _handle_model_specific_adjustments, 0.5.9's _handle_mamba_radix_cache ("Disabling radix cache since
+#: speculative decoding for … is not supported with radix cache yet"), 0.5.10-0.5.13's ValueError; 0.5.14
+#: resolves "auto" to extra_buffer and the check is gone. Read from each wheel (docs/preflight.md).
+SPEC_RADIX_RULES: tuple[tuple[str, str, frozenset[str], str], ...] = (
+    ("0.5.8", "0.5.8", frozenset({"NemotronHForCausalLM"}), "off"),
+    ("0.5.9", "0.5.9", _MAMBA_RADIX_ARCHS, "off"),
+    ("0.5.10", "0.5.11", _MAMBA_RADIX_ARCHS, "refuse"),
+    ("0.5.12", "0.5.12", _MAMBA_RADIX_ARCHS_0512, "refuse"),
+    ("0.5.13", "0.5.13", _MAMBA_RADIX_ARCHS_0512 | {"NemotronHPuzzleForCausalLM", "BailingMoeV2_5ForCausalLM"},
+     "refuse"),
+)
 
 
 EAGLE_FAMILY = frozenset({"EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "MTP"})
@@ -166,7 +203,9 @@ class SizingInputs:
     vit: tuple[int, int] | None = None  # a VLM's vision_config (num_hidden_layers, hidden_size), 24 / 1024 unset
     swa_cell_bytes: int = 0  # a hybrid-SWA model's sliding-window layers' KV bytes per token (gpt-oss)
     swa_full_tokens_ratio: float = 0.8  # --swa-full-tokens-ratio: SWA tokens per full-attention token
-    sliding_window: int | None = None  # config.json's sliding_window (the SWA request cap's window)
+    sliding_window: int | None = None  # the model's sliding_window_size as SGLang reads it (the SWA request cap's window)
+    logged: bool = False  # a start SGLang ran (read from its log): its arguments passed, args_refusal does not apply
+    rocm: bool = False  # an AMD GPU (is_hip): 0.5.10-0.5.13 turn a speculative hybrid's radix cache off instead of refusing
     #: GiB SGLang allocates after its 'Load weight end' reading and before the one the pools are sized on:
     #: the RoPE caches it grows for the context (svcdiag.sglang.rope), 0 where none grows
     rope_growth_gb: float = 0.0
@@ -189,7 +228,9 @@ class Prediction:
     limits: dict[str, int]
     max_running_requests: int
     binding: str  # the limit that sets max_running_requests
-    failure: str | None = None  # the cause SGLang would fail with: not_enough_memory, mamba_cache_too_small, max_running_zero
+    #: the cause SGLang would fail with: not_enough_memory, mamba_cache_too_small, max_running_zero, bad_arguments
+    failure: str | None = None
+    refusal: str | None = None  # SGLang's own words when it refuses the arguments before sizing anything (bad_arguments)
 
     def to_json(self) -> dict[str, Any]:
         return {"family": self.family, "mem_fraction_static": self.mem_fraction_static,
@@ -197,7 +238,7 @@ class Prediction:
                 "mamba_slots": self.mamba_slots, "slots_per_request": self.slots_per_request,
                 "mamba_gb": round(self.mamba_gb, 3), "intermediate_gb": round(self.intermediate_gb, 3),
                 "limits": dict(self.limits), "max_running_requests": self.max_running_requests,
-                "binding": self.binding, "failure": self.failure}
+                "binding": self.binding, "failure": self.failure, "refusal": self.refusal}
 
 
 def _card_defaults(mb: float, tp_size: int, rule: str) -> tuple[int, int]:
@@ -302,8 +343,9 @@ def _auto_fraction(gpu_total_gb: float, tp_size: int, chunked_prefill_size: int 
     # with DP attention, for a VLM and for the listed architectures)
     prefill_graph = rule in ("0.5.18", "0.5.23") and not disable_cuda_graph and \
         (not multimodal or architecture in MULTIMODAL_BREAKABLE_ARCHS)
-    if rule == "0.5.11":
-        prefill_graph = not dp and not multimodal and architecture not in PIECEWISE_DISABLED_ARCHS
+    if rule in ("0.5.10", "0.5.11"):  # 0.5.10's _handle_piecewise_cuda_graph also turns it off for speculative decoding
+        prefill_graph = not dp and not multimodal and architecture not in PIECEWISE_DISABLED_ARCHS \
+            and not (rule == "0.5.10" and algo is not None)
     if rule == "0.5.15":  # _disable_breakable_cudagraph_if_incompatible: off for MLA, DP attention, any VLM
         prefill_graph = not disable_cuda_graph and not mla and not dp and not multimodal
     if prefill_graph:
@@ -317,9 +359,9 @@ def _auto_fraction(gpu_total_gb: float, tp_size: int, chunked_prefill_size: int 
     reserved += graphs
     if mb > 60 * 1024:
         reserved = max(reserved, 10 * 1024)
-    if rule in ("0.5.6", "0.5.11") and algo is not None and algo != "NGRAM":
-        # the draft model and its graphs: 2 GB (0.5.6-0.5.9), 4 GB (0.5.11-0.5.12), STANDALONE 6 GB;
-        # 0.5.13+ reserve nothing for the draft
+    if rule in ("0.5.6", "0.5.10", "0.5.11") and algo is not None and algo != "NGRAM":
+        # the draft model and its graphs: 2 GB (0.5.6-0.5.9), 4 GB (0.5.10-0.5.13), STANDALONE 6 GB;
+        # 0.5.14+ reserve nothing for the draft
         reserved += (6 if algo == "STANDALONE" else 2 if rule == "0.5.6" else 4) * 1024
     return round((mb - reserved) / mb, 3)
 
@@ -383,7 +425,7 @@ def draft_tokens(inp: SizingInputs) -> int:
 
 def cell_with_draft(inp: SizingInputs, fam: Family) -> int:
     """KV bytes per token the target's pool is sized with. An EAGLE/MTP draft's layers share the
-    pool from 0.5.13 (pool_configurator.py DefaultPoolConfigurator.__init__: 0.5.15 and 0.5.18
+    pool from 0.5.14 (pool_configurator.py DefaultPoolConfigurator.__init__: 0.5.15 and 0.5.18
     int(cell × (1 + draft / layers)), 0.5.23 cell + int(cell × draft / layers)); before, the
     target's cell alone (its extra tokens, if any, are eagle_extra_tokens). A DFlash draft's
     own pool is paid from the same budget (0.5.23: + its bytes per token; before: the target's
@@ -398,6 +440,9 @@ def cell_with_draft(inp: SizingInputs, fam: Family) -> int:
             return int(cell * (1 + draft / layers))
         return cell
     if algo in DFLASH_FAMILY:
+        if inp.swa_cell_bytes:  # HybridSWAPoolConfigurator: 0.5.19+ adds the draft's resolved cell
+            # (_dflash_draft_cell_size, none when unresolved); up to 0.5.18 the target's layers alone
+            return cell + int(inp.draft_cell_bytes or 0) if fam is NEWEST else cell
         if fam.dflash_draft_cell and inp.draft_cell_bytes:
             return cell + int(inp.draft_cell_bytes)
         if draft > 0 and layers > 0:
@@ -463,30 +508,60 @@ def _mamba(inp: SizingInputs, fam: Family, rest_gb: float, ratio: int) -> tuple[
     return slots, (slots + pad) * per_req / GB if slots > 0 else 0.0, max(intermediate, 0.0)
 
 
-def swa_full_tokens(kv_bytes: float, full_cell: int, swa_cell: int, ratio: float, fam: Family) -> int:
+def swa_full_tokens(kv_bytes: float, full_cell: int, swa_cell: int, ratio: float, fam: Family, page: int = 1,
+                    max_total_tokens: int | None = None) -> int:
     """The full-attention pool of a hybrid sliding-window model (gpt-oss), SWA tokens = ratio ×
-    full: from 0.5.10 int(bytes // (full + ratio × swa)) (pool_configurator.py
-    HybridSWAPoolConfigurator.calculate_pool_sizes); up to 0.5.9 the pool is first profiled with
-    every layer's cell and then split (0.5.9 model_runner_kv_cache_mixin.py
-    set_num_tokens_hybrid_swa; 0.5.2 / 0.5.6 model_runner.py set_num_token_hybrid, the same with
-    equal full and SWA heads)."""
-    if fam.name in ("0.4", "0.5.2", "0.5.3", "0.5.6", "0.5.9"):
+    full: from 0.5.11 int(bytes // (full + ratio × swa)) (pool_configurator.py
+    HybridSWAPoolConfigurator.calculate_pool_sizes); up to 0.5.10 the pool is first profiled with
+    every layer's cell, capped by --max-total-tokens and page-aligned, then split (0.5.10
+    model_runner_kv_cache_mixin.py _resolve_token_capacity, _resolve_hybrid_swa_tokens; 0.5.9
+    init_memory_pool, set_num_tokens_hybrid_swa; 0.5.2 / 0.5.6 model_runner.py
+    set_num_token_hybrid, the same with equal full and SWA heads)."""
+    if fam.name in ("0.4", "0.5.2", "0.5.3", "0.5.6", "0.5.9", "0.5.10"):
         profiled = int(kv_bytes // (full_cell + swa_cell))
+        if max_total_tokens is not None:
+            profiled = min(profiled, max_total_tokens)
+        profiled = profiled // page * page
         return int(profiled * (full_cell + swa_cell) / (full_cell + ratio * swa_cell))
     return int(kv_bytes // (full_cell + ratio * swa_cell))
 
 
+#: the last release that gives gpt-oss no sliding-window pool: 0.5.2-0.5.6 server_args.py
+#: ServerArgs._handle_model_specific_adjustments sets disable_hybrid_swa_memory for it; 0.5.7's
+#: configs/model_config.py is_hybrid_model gives one only to MiMoV2Flash/MiMoV2MTP (and Llama 4 with
+#: --hybrid-kvcache-ratio); 0.5.8's is_hybrid_swa_model lists GptOssForCausalLM. Gemma 2/3 get none in
+#: any release (disable_hybrid_swa_memory up to 0.5.6, not on the list after): svcdiag's SWA_ARCHS
+LAST_WITHOUT_SWA_POOL = "0.5.7"
+_SWA_POOL_0507 = frozenset({"MiMoV2FlashForCausalLM", "MiMoV2MTP"})
+
+
+def swa_pool_off(inp: SizingInputs) -> bool:
+    """Whether the release sizes a hybrid-SWA model's sliding layers in its one full pool."""
+    if not inp.swa_cell_bytes or not inp.version:
+        return False
+    from svcdiag.sglang.flag_tables import version_key
+
+    try:
+        key = version_key(inp.version)
+    except ValueError:
+        return False
+    return key <= version_key(LAST_WITHOUT_SWA_POOL) and not (
+        key == version_key("0.5.7") and inp.architecture in _SWA_POOL_0507)
+
+
+#: the families that size a radix-less SWA pool from the requests (swa_request_cap)
+SWA_CAP_FAMILIES = frozenset({"0.5.15", "0.5.18", "0.5.23"})
 SWA_EVICTION_INTERVAL = 128  # SGLANG_SWA_EVICTION_INTERVAL's default
 
 
 def swa_request_cap(inp: SizingInputs, fam: Family) -> int | None:
-    """0.5.23's SWA pool for a radix-less hybrid-SWA start with max_running_requests set
-    (pool_configurator.py SWARequestCapPoolConfigurator, compute_swa_request_cap): the
-    worst case of its requests' windows, page-aligned; the full pool gets the rest. None when
-    the ratio split applies instead (and for a speculative start, whose decode allocation is
-    not modeled)."""
+    """The SWA pool of a radix-less hybrid-SWA start with max_running_requests set, from 0.5.14
+    (pool_configurator.py: 0.5.14-0.5.18 SWAChunkCapPoolConfigurator, 0.5.19+
+    SWARequestCapPoolConfigurator / compute_swa_request_cap): the worst case of its requests'
+    windows, page-aligned; the full pool gets the rest. None when the ratio split applies
+    instead (and for a speculative start, whose decode allocation is not modeled)."""
     asked = inp.max_running_requests
-    if fam is not NEWEST or asked is None or not inp.disable_radix_cache or not inp.sliding_window \
+    if fam.name not in SWA_CAP_FAMILIES or asked is None or not inp.disable_radix_cache or not inp.sliding_window \
             or inp.speculative_algorithm:
         return None
     page = max(1, inp.page_size)
@@ -496,7 +571,8 @@ def swa_request_cap(inp: SizingInputs, fam: Family) -> int | None:
     if chunk <= 0:
         return None
     per_request = inp.sliding_window + SWA_EVICTION_INTERVAL + page + page
-    cap = per_request * max(1, asked // max(1, inp.dp_size)) + (1 if inp.disable_overlap_schedule else 2) * chunk + page
+    reqs = asked // max(1, inp.dp_size)  # 0.5.19+ at least one
+    cap = per_request * (max(1, reqs) if fam is NEWEST else reqs) + (1 if inp.disable_overlap_schedule else 2) * chunk + page
     return -(-cap // page) * page
 
 
@@ -522,11 +598,49 @@ def _mamba_legacy(inp: SizingInputs, fam: Family, rest_gb: float) -> tuple[int, 
     return slots, slots * per_req / GB, slots * per_req * d / GB
 
 
+def spec_radix_rule(inp: SizingInputs) -> str | None:
+    """SPEC_RADIX_RULES' "off" or "refuse" for this start, else None (the release has no such
+    rule, the start is not a speculative hybrid keeping the radix cache under no_buffer, or its
+    architecture is not one the rule names)."""
+    if not inp.version or inp.mamba_per_req_bytes is None or not inp.speculative_algorithm \
+            or inp.disable_radix_cache or inp.mamba_scheduler_strategy not in ("auto", "no_buffer"):
+        return None
+    from svcdiag.sglang.flag_tables import version_key
+
+    try:
+        key = version_key(inp.version)
+    except ValueError:
+        return None
+    for first, last, archs, what in SPEC_RADIX_RULES:
+        if version_key(first) <= key <= version_key(last) and inp.architecture in archs:
+            return what
+    return None
+
+
+def args_refusal(inp: SizingInputs) -> str | None:
+    """SGLang's ValueError when its server args refuse the start before anything is sized, else
+    None: 0.5.10-0.5.13 ServerArgs._handle_mamba_radix_cache (SPEC_RADIX_RULES), except on ROCm
+    (is_hip(): the radix cache goes off instead) and for a start SGLang ran (`logged`)."""
+    if inp.logged or inp.rocm or spec_radix_rule(inp) != "refuse":
+        return None
+    return RADIX_SPEC_REFUSAL.format(arch=inp.architecture)
+
+
 def predict(inp: SizingInputs) -> Prediction:
     """SGLang's own arithmetic for the release `inp.version` runs (the newest when unknown):
-    KV tokens, Mamba state slots and max_running_requests, each bound named."""
+    KV tokens, Mamba state slots and max_running_requests, each bound named; a start its
+    server args refuse (args_refusal) is a bad_arguments failure with SGLang's words, nothing sized."""
     fam = family(inp.version)
+    if swa_pool_off(inp):
+        inp = replace(inp, kv_cell_bytes=inp.kv_cell_bytes + inp.swa_cell_bytes, swa_cell_bytes=0, sliding_window=None)
+    rule = spec_radix_rule(inp)
+    if rule == "off" or (rule == "refuse" and inp.rocm):  # 0.5.8-0.5.9, and is_hip() in 0.5.10-0.5.13
+        inp = replace(inp, disable_radix_cache=True)
     mfs = mem_fraction(inp, fam)
+    refused = args_refusal(inp)
+    if refused is not None:
+        return Prediction(fam.name, mfs, 0.0, inp.kv_cell_bytes, 0, None, None, 0.0, 0.0, {"arguments": 0}, 0,
+                          "arguments", Cause.BAD_ARGUMENTS, refused)
     inp = replace(inp, max_running_requests=asked_running(inp))
     after = inp.free_after_load_gb
     if after is None:
@@ -551,17 +665,21 @@ def predict(inp: SizingInputs) -> Prediction:
     kv_rest = rest - mamba_gb - intermediate
     cell = cell_with_draft(inp, fam)
     tokens = int(kv_rest * GB // cell) if kv_rest > 0 and cell > 0 else 0
+    # up to 0.5.9 init_memory_pool estimates max_num_reqs from profile_max_num_token's figure (every
+    # layer's cell), before the EAGLE headroom, --max-total-tokens, the page alignment and the SWA split
+    profiled = int(kv_rest * GB // (cell + inp.swa_cell_bytes)) if tokens > 0 else 0
     if inp.swa_cell_bytes and tokens > 0:
         capped = swa_request_cap(inp, fam)
         if capped is not None:
             tokens = max(0, int((kv_rest * GB - capped * inp.swa_cell_bytes) // cell))
         else:
-            tokens = swa_full_tokens(kv_rest * GB, cell, inp.swa_cell_bytes, inp.swa_full_tokens_ratio, fam)
+            tokens = swa_full_tokens(kv_rest * GB, cell, inp.swa_cell_bytes, inp.swa_full_tokens_ratio, fam,
+                                     max(1, inp.page_size), inp.max_total_tokens)
     extra = 0
     if tokens > 0 and fam.eagle_pool == "extra_tokens":
         reqs = inp.max_running_requests
         if reqs is None:
-            reqs = min(max(int(tokens / max(1, inp.context_len) * 512), 2048), 4096)
+            reqs = min(max(int(profiled / max(1, inp.context_len) * 512), 2048), 4096)
         if slots is not None and ratio:
             reqs = min(reqs, slots // ratio)
         extra = eagle_extra_tokens(inp, fam, reqs)
@@ -572,7 +690,7 @@ def predict(inp: SizingInputs) -> Prediction:
     tokens = tokens // page * page
     if tokens <= 0 and failure is None:
         failure = Cause.NOT_ENOUGH_MEMORY
-    limits = _limits(inp, fam, tokens, slots, ratio)
+    limits = _limits(inp, fam, tokens, slots, ratio, profiled if fam.asked_rule == "pool" else None)
     binding = min(limits, key=lambda k: limits[k])
     cap = max(0, limits[binding])
     if failure is None and cap <= 0:
@@ -592,11 +710,13 @@ def max_running(inp: SizingInputs, tokens: int, slots: int | None = None) -> tup
     return max(0, limits[binding]), binding, limits
 
 
-def _limits(inp: SizingInputs, fam: Family, tokens: int, slots: int | None, ratio: int | None) -> dict[str, int]:
-    """Every bound on max_running_requests (per DP worker), by name."""
+def _limits(inp: SizingInputs, fam: Family, tokens: int, slots: int | None, ratio: int | None,
+            estimate_from: int | None = None) -> dict[str, int]:
+    """Every bound on max_running_requests (per DP worker), by name; the 2048-4096 estimate from
+    `estimate_from` tokens where the release takes it before the pool's final size (≤ 0.5.9)."""
     dp = max(1, inp.dp_size)
     ctx = max(1, inp.context_len)
-    estimated = min(max(int(tokens / ctx * 512), 2048), 4096)
+    estimated = min(max(int((tokens if estimate_from is None else estimate_from) / ctx * 512), 2048), 4096)
     limits: dict[str, int] = {}
     if inp.max_running_requests is None or fam.asked_rule == "kv_half":
         limits["kv_half"] = tokens // 2

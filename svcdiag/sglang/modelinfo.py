@@ -129,7 +129,7 @@ class ModelShape:
     #: the weights DP attention splits over the attention group, not the whole tp (q/k/v/o of the
     #: attention layers and the input embedding, SGLang's attn_tp-sized layers), in bytes; 0: unknown
     attn_tp_weight_bytes: int = 0
-    sliding_window: int | None = None
+    sliding_window: int | None = None  # the window SGLang's model file gives (INCLUSIVE_WINDOW_ARCHS: the config's − 1)
     swa_layers: int = 0  # sliding-window layers in their own pool (a hybrid-SWA architecture); not in attention_layers
     rope: tuple[RopeCache, ...] = ()  # the RoPE caches SGLang grows after loading when the context needs it
 
@@ -158,6 +158,11 @@ class ModelShape:
 SWA_ARCHS = frozenset({"GptOssForCausalLM", "GraniteSWAForCausalLM", "GraniteMoeSWAForCausalLM",
                        "MiMoV2FlashForCausalLM", "Step3p5ForCausalLM", "Gemma4ForCausalLM",
                        "Gemma4ForConditionalGeneration", "LagunaForCausalLM", "MellumForCausalLM"})
+
+#: the SWA architectures whose model file hands SGLang config.json's window less one (HF's window counts
+#: the last token, SGLang's does not: 0.5.23 models/gpt_oss.py and gemma4_causal.py
+#: get_attention_sliding_window_size, `config.sliding_window - 1`); the others' is the config's own
+INCLUSIVE_WINDOW_ARCHS = frozenset({"GptOssForCausalLM", "Gemma4ForCausalLM", "Gemma4ForConditionalGeneration"})
 
 
 def _text_config(cfg: dict[str, Any]) -> dict[str, Any]:
@@ -200,7 +205,7 @@ def shape_from_config(cfg: dict[str, Any], path: Path | PurePosixPath) -> ModelS
     linear = 0
     if arch in SWA_ARCHS and isinstance(types, list) and "sliding_attention" in types and c.get("sliding_window"):
         extra["swa_layers"] = sum(1 for t in types if t == "sliding_attention")
-        extra["sliding_window"] = int(c["sliding_window"])
+        extra["sliding_window"] = int(c["sliding_window"]) - (1 if arch in INCLUSIVE_WINDOW_ARCHS else 0)
         attention = len(types) - extra["swa_layers"]
     elif isinstance(types, list) and any("linear" in str(t) for t in types):
         linear = sum(1 for t in types if "linear" in str(t))

@@ -250,13 +250,23 @@ def sizing_inputs(cfg: ServiceConfig, inp: Inputs) -> SizingInputs:
         speculative_eagle_topk=cfg.speculative.eagle_topk if cfg.speculative else None,
         disable_cuda_graph=flags.disable_cuda_graph, mla=inp.model_kind == "mla", multimodal=inp.multimodal,
         swa_cell_bytes=inp.swa_kv_bytes_per_token, swa_full_tokens_ratio=flags.swa_full_tokens_ratio,
-        architecture=inp.architecture, vit=inp.vit, sliding_window=inp.sliding_window,
+        architecture=inp.architecture, vit=inp.vit, sliding_window=inp.sliding_window, rocm="rocm" in cfg.devices,
         rope_growth_gb=inp.rope_growth.nominal_bytes / GB)
 
 
-def fewest_slots_per_request(cfg: ServiceConfig) -> int:
-    """The fewest Mamba slots a request of `cfg` can take on its release (flags as given)."""
+def fewest_slots_per_request(cfg: ServiceConfig, architecture: str | None = None) -> int:
+    """The fewest Mamba slots a request of `cfg` can take on its release (flags as given): one
+    where the release turns a speculative hybrid's radix cache off (memory.SPEC_RADIX_RULES "off")
+    for `architecture`, or, unknown (config.json unread), for any it names."""
     flags = sizing_flags(cfg.extra_args)
+    archs = [architecture] if architecture else [a for _, _, names, _ in memory.SPEC_RADIX_RULES for a in names]
+    if cfg.speculative is not None and any(
+            memory.spec_radix_rule(SizingInputs(
+                free_before_gb=0, weights_gb=0, kv_cell_bytes=1, context_len=1, mamba_per_req_bytes=1,
+                speculative_algorithm=cfg.speculative.algorithm, version=cfg.sglang_version, architecture=arch,
+                disable_radix_cache=flags.disable_radix_cache, mamba_scheduler_strategy=flags.mamba_scheduler_strategy))
+            == "off" for arch in archs):
+        return 1
     fake = SizingInputs(free_before_gb=0, weights_gb=0, kv_cell_bytes=1, context_len=1,
                         disable_radix_cache=flags.disable_radix_cache,
                         mamba_scheduler_strategy=flags.mamba_scheduler_strategy,
@@ -336,6 +346,8 @@ def predict(cfg: ServiceConfig, inp: Inputs, *, with_fixes: bool = True) -> Pred
 def predict_at(cfg: ServiceConfig, inp: Inputs, *, with_fixes: bool = True) -> Prediction:
     """The prediction at `inp`'s nominal free memory, its uncertainty left out."""
     m = memory.predict(sizing_inputs(cfg, inp))
+    if m.refusal is not None:
+        return _refused(cfg, inp, m, with_fixes=with_fixes)
     mfs = m.mem_fraction_static
     pre = inp.gpu_free_gb
     weights = inp.weights_bytes / GB
@@ -391,6 +403,57 @@ def predict_at(cfg: ServiceConfig, inp: Inputs, *, with_fixes: bool = True) -> P
                       binding=binding, failure=failure, family=m.family, slots_per_request=spr)
 
 
+def _refused(cfg: ServiceConfig, inp: Inputs, m: memory.Prediction, *, with_fixes: bool) -> Prediction:
+    """CANNOT SERVE, certain whatever the GPU reads: the release's server args refuse these
+    arguments (memory.args_refusal) before a byte is sized; SGLang's words and the flags that fix it."""
+    release = cfg.sglang_version or m.family
+    reasons = (f"SGLang {release} refuses these arguments before loading anything (server_args.py "
+               f"ServerArgs._handle_mamba_radix_cache): {m.refusal}",)
+    budget = {"free_before_load": inp.gpu_free_gb, "mem_fraction_static": m.mem_fraction_static,
+              "weights": inp.weights_bytes / GB, "mamba_cache": 0.0, "mamba_intermediate": 0.0, "kv_cache": 0.0,
+              "reserve": inp.gpu_free_gb * (1 - m.mem_fraction_static), "draft": inp.draft_bytes / GB}
+    fixes = tuple(refusal_fixes(cfg, inp)) if with_fixes else ()
+    return Prediction("cannot_serve", 0, 0, inp.context_len or 0, None, budget, dict(m.limits), reasons, fixes,
+                      binding=m.binding, failure=m.failure, family=m.family)
+
+
+def _with_args(cfg: ServiceConfig, drop: str, add: tuple[str, ...]) -> tuple[str, ...]:
+    """cfg's extra_args without `--drop` (and its value) and with `add` appended."""
+    out: list[str] = []
+    skip = False
+    for a in cfg.extra_args:
+        if skip:
+            skip = False
+            continue
+        if a == f"--{drop}":
+            skip = True
+            continue
+        if not a.startswith(f"--{drop}="):
+            out.append(a)
+    return (*out, *add)
+
+
+def refusal_fixes(cfg: ServiceConfig, inp: Inputs) -> list[dict[str, Any]]:
+    """The flags that get a refused start past SGLang's check, each predicted through the
+    release's arithmetic: --disable-radix-cache (one state slot a request), and SGLang's own
+    advice, --mamba-scheduler-strategy extra_buffer with SGLANG_ENABLE_SPEC_V2=1."""
+    options = (({"extra_args": list(_with_args(cfg, "disable-radix-cache", ("--disable-radix-cache",)))},
+                "the radix cache off (no prefix reuse)"),
+               ({"extra_args": list(_with_args(cfg, "mamba-scheduler-strategy",
+                                               ("--mamba-scheduler-strategy", "extra_buffer"))),
+                 "env.SGLANG_ENABLE_SPEC_V2": "1"}, "SGLang's own advice: the radix cache kept"))
+    fixes: list[dict[str, Any]] = []
+    for change, what in options:
+        fixed = replace(cfg, extra_args=tuple(change["extra_args"]))
+        p = predict_at(fixed, inp, with_fixes=False)
+        if p.failure == Cause.BAD_ARGUMENTS:
+            continue
+        said = (f"predicted {p.kv_tokens:,} KV tokens, max_running_requests {p.max_running_requests}"
+                if p.verdict != "cannot_serve" else f"past the check, but still CANNOT SERVE: {'; '.join(p.reasons)}")
+        fixes.append({"set": change, "reason": f"{what}: {said}"})
+    return fixes
+
+
 def _serving(cfg: ServiceConfig, inp: Inputs, want: int) -> Prediction | None:
     """The prediction when `cfg` serves `want` requests and leaves the reserve its due, else None
     (at the nominal reading: a fix is offered only where it serves there)."""
@@ -404,7 +467,7 @@ def _serving(cfg: ServiceConfig, inp: Inputs, want: int) -> Prediction | None:
 def _smallest_fraction(cfg: ServiceConfig, inp: Inputs, r: int) -> dict[str, Any] | None:
     """The smallest mem_fraction_static (≤ 0.95) that serves r requests, keeping the
     config's Mamba slots when they suffice, else with the r × slots-per-request it needs."""
-    spr = fewest_slots_per_request(cfg)
+    spr = fewest_slots_per_request(cfg, inp.architecture)
     slot_options: list[dict[str, Any]] = [{}]
     if inp.mamba_slot_bytes is not None and cfg.max_mamba_cache_size is not None:
         if cfg.max_mamba_cache_size < r * spr:
@@ -433,6 +496,8 @@ def _smallest_fraction(cfg: ServiceConfig, inp: Inputs, r: int) -> dict[str, Any
 def find_fixes(cfg: ServiceConfig, inp: Inputs, tokens: int) -> list[dict[str, Any]]:
     """The smallest mem_fraction_static that serves one request; the one that serves the
     most of those asked for; and the largest context_length that fits as the config is."""
+    if memory.predict(sizing_inputs(cfg, inp)).refusal is not None:
+        return refusal_fixes(cfg, inp)
     fixes: list[dict[str, Any]] = []
     first = _smallest_fraction(cfg, inp, 1)
     if first is not None:
@@ -497,7 +562,7 @@ def logged_sizing(figures: Figures, cfg: ServiceConfig | None) -> SizingInputs |
         disable_overlap_schedule=flags.disable_overlap_schedule, mamba_full_memory_ratio=flags.mamba_full_memory_ratio,
         dp_size=attn_dp_size(cfg, flags) if cfg else 1, page_size=flags.page_size,
         tp_size=cfg.tp_size if cfg else int(f.tp_size or 1),
-        slots_per_request=f.mamba_slots_per_request, version=version)
+        slots_per_request=f.mamba_slots_per_request, version=version, logged=True)
 
 
 def _serves(inp: SizingInputs, want: int, reserve_gb: float) -> memory.Prediction | None:
@@ -569,7 +634,7 @@ def estimate_candidate(figures: Figures, base: ServiceConfig, cand: ServiceConfi
                   disable_radix_cache=own.disable_radix_cache, mamba_scheduler_strategy=own.mamba_scheduler_strategy,
                   disable_overlap_schedule=own.disable_overlap_schedule,
                   mamba_full_memory_ratio=own.mamba_full_memory_ratio, page_size=own.page_size,
-                  slots_per_request=None)
+                  slots_per_request=None, logged=False, rocm="rocm" in cand.devices)
     p = memory.predict(inp)
     return {"kv_tokens": p.kv_tokens, "mamba_slots": p.mamba_slots, "slots_per_req": p.slots_per_request,
             "context_len": inp.context_len, "limits": dict(p.limits), "max_running_requests": p.max_running_requests,
