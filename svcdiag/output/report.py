@@ -31,6 +31,7 @@ from svcdiag.sglang.events import (
     WeightsBegin,
     WeightsEnd,
 )
+from svcdiag.sglang.failures import Cause
 from svcdiag.sglang.figures import Figures
 
 KEY_FIGURES = ("kv_tokens", "max_total_num_tokens", "max_running_requests", "context_len", "mamba_slots",
@@ -215,7 +216,7 @@ def render_preflight(name: str, plan: dict[str, Any]) -> str:
     head = {"ok": "OK", "tight": "TIGHT", "cannot_serve": "CANNOT SERVE"}[plan["verdict"]]
     pool = f"{plan['kv_tokens']:,} KV tokens predicted{_spread(plan.get('interval'))}, " if b \
         else "from the config's own limits: "
-    if plan.get("failure") == "bad_arguments":  # its server args refuse the flags before sizing anything
+    if plan.get("failure") == Cause.BAD_ARGUMENTS:  # its server args refuse the flags before sizing anything
         pool = "SGLang refuses the arguments, "
     lines = [f"{name}: preflight {head}: {pool}max_running_requests {plan['max_running_requests']}, "
              f"context_len {_n(plan['context_len'])}"
