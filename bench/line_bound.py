@@ -14,7 +14,7 @@ import sys
 import time
 from pathlib import Path
 
-from svcdiag.ops import replay as replay_mod
+from svcdiag.ops.offline import replay as replay_mod
 from svcdiag.systemd.journal_formats import LineBound
 
 ROOT = Path(__file__).resolve().parent.parent

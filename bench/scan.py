@@ -137,7 +137,7 @@ def make(path: Path, n: int, fmt: str) -> None:
 
 
 #: --direct: the CLI's imports and the replay use case, without click's command (for a CLI mid-edit)
-DIRECT = ("import sys, svcdiag.cli.app; from svcdiag.ops.replay import replay_path; "
+DIRECT = ("import sys, svcdiag.cli.app; from svcdiag.ops.offline.replay import replay_path; "
           "r = replay_path(sys.argv[1], sys.stdin.buffer)[1]; print(r.describe(), r.verdict.verdict)")
 
 
@@ -190,7 +190,7 @@ def main() -> None:
     ap.add_argument("--10m", dest="big", action="store_true",
                     help="also 10M plain lines (1.4 GB of /tmp) and 1M journal records (~1 GB each), a few minutes")
     ap.add_argument("--runs", type=int, default=3, help="best of N runs (default 3)")
-    ap.add_argument("--direct", action="store_true", help="replay through ops.replay after importing the CLI "
+    ap.add_argument("--direct", action="store_true", help="replay through ops.offline.replay after importing the CLI "
                     "(the same work without click's command)")
     args = ap.parse_args()
     sizes = [100_000, 1_000_000] + ([10_000_000] if args.big else [])

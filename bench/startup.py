@@ -85,13 +85,13 @@ configs = plain.load_many(None, ())
 step("start-up: argv, imports, every config read and checked")
 import pystemd.dbuslib
 step("import pystemd.dbuslib (pystemd's __init__ imports lxml)")
-from svcdiag.ops.nodes import Hosts, status
+from svcdiag.ops.serve.nodes import Hosts, status
 from svcdiag.systemd.dbus import Systemd
 hosts = Hosts(None); hosts.get(None)
 step("D-Bus: connect")
 import cysystemd.reader
 step("import cysystemd.reader")
-import svcdiag.ops.follow, svcdiag.ops.conclude, svcdiag.output.publish, svcdiag.output.report
+import svcdiag.ops.serve.follow, svcdiag.ops.offline.conclude, svcdiag.output.publish, svcdiag.output.report
 step("import the judge, follow and output modules")
 rows = status(hosts, configs, plain.units_dir(None))
 step(f"D-Bus and journal reads, judging ({len(rows)} units, {sum('phase' in r for r in rows)} with a start)")

@@ -42,7 +42,7 @@ def child_cpu(argv: list[str], env: dict[str, str] | None = None) -> float:
 
 def grammar_alone(log: Path) -> float:
     """CPU seconds of judging the log in this process (replay's fast path), imports already done."""
-    from svcdiag.ops.replay import replay
+    from svcdiag.ops.offline.replay import replay
 
     t = time.process_time()
     with open(log, "rb") as f:

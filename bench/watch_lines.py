@@ -21,7 +21,7 @@ sys.path.insert(0, str(ROOT))
 
 from svcdiag.config.service import find_units_dir  # noqa: E402
 from svcdiag.judge.watch import ServingWatch  # noqa: E402
-from svcdiag.ops.supervise import Supervisor  # noqa: E402
+from svcdiag.ops.serve.supervise import Supervisor  # noqa: E402
 from svcdiag.systemd.notify import Notifier  # noqa: E402
 
 LINE = ("[2026-12-06 10:00:00 TP0] Decode batch. #running-req: 64, #token: 90000, token usage: 0.93, cuda graph: True, "

@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from svcdiag.config.service import ServiceConfig, Speculative, UnitsDir
-from svcdiag.ops.check import FlagCheckError, check, parse_with_sglang
+from svcdiag.ops.host.check import FlagCheckError, check, parse_with_sglang
 from svcdiag.sglang.flag_tables import known_versions, table_for, version_key
 from svcdiag.sglang.flags import sglang_args
 
@@ -151,7 +151,7 @@ def test_an_interpreter_without_sglang_is_refused_not_ok(cli, units: Path, tmp_p
         for argv in (["check", name], ["install", name, "--unit-dir", str(tmp_path / "u")]):
             assert_one_line_error(cli(*argv), f"{name}:", said, "set python =", "pin sglang_version")
         assert not (tmp_path / "u").exists()
-        from svcdiag.ops.start import flag_check
+        from svcdiag.ops.serve.start import flag_check
 
         with pytest.raises(FlagCheckError, match=said):  # up, tune, baseline-check: before anything starts
             flag_check(UnitsDir(units, "t").load(name), lambda _: None)
@@ -228,7 +228,7 @@ class NoSystemd:
 
 
 def test_up_refuses_before_starting(units: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from svcdiag.ops import follow, start
+    from svcdiag.ops.serve import follow, start
 
     monkeypatch.setattr(follow, "LOCK_DIR", tmp_path / "locks")
     monkeypatch.setattr(start, "install_units", lambda *a, **k: pytest.fail("installed"))
@@ -244,7 +244,7 @@ def test_up_refuses_before_starting(units: Path, tmp_path: Path, monkeypatch: py
 
 
 def test_ensure_started_checks_when_not_told_the_release(units: Path) -> None:
-    from svcdiag.ops import start
+    from svcdiag.ops.serve import start
 
     variant(units, "old", 'sglang_version = "0.5.23"', OLD_FLAG)
     with pytest.raises(FlagCheckError):

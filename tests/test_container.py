@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from svcdiag.config.from_argv import ARGV_SOURCE, config_name
 from svcdiag.config.service import DEFAULT_TIMEOUTS, ServiceConfig, Speculative
 from svcdiag.errors import ConfigError
-from svcdiag.ops.container import PodConfig, fix_words, from_argv, read_argv, with_server_args
+from svcdiag.ops.containers.container import PodConfig, fix_words, from_argv, read_argv, with_server_args
 from svcdiag.sglang.events import ServerArgs
 from svcdiag.sglang.flags import exec_argv, sglang_args
 from svcdiag.sglang.grammar import LineParser

@@ -1,4 +1,4 @@
-"""A notify unit's phase deadlines are its supervisor's (svcdiag.ops.deadline_owner, #30 item 2): a
+"""A notify unit's phase deadlines are its supervisor's (svcdiag.ops.serve.deadline_owner, #30 item 2): a
 journal reader whose journal lost milestones never times the start out in a phase the supervisor
 has left, and a reader with no supervisor keeps its own deadlines."""
 
@@ -12,10 +12,10 @@ import pytest
 
 from svcdiag.config.service import PHASES, UnitsDir
 from svcdiag.judge.pipeline import Judge
-from svcdiag.ops.deadline_owner import SUPERVISOR_DEADLINE_GRACE, next_deadline, own_deadline, tick
-from svcdiag.ops.follow import _supervisors_failure
-from svcdiag.ops.status_line import status_phase
-from svcdiag.ops.supervise import Supervisor
+from svcdiag.ops.serve.deadline_owner import SUPERVISOR_DEADLINE_GRACE, next_deadline, own_deadline, tick
+from svcdiag.ops.serve.follow import _supervisors_failure
+from svcdiag.ops.serve.status_line import status_phase
+from svcdiag.ops.serve.supervise import Supervisor
 from svcdiag.systemd.notify import Notifier
 
 from .conftest import EXAMPLES, UNITS

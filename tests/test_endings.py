@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from svcdiag.config.service import DEFAULT_TIMEOUTS
 from svcdiag.judge.diagnosis import diagnose
 from svcdiag.judge.pipeline import Judge
-from svcdiag.ops.replay import NoStartFound, replay
+from svcdiag.ops.offline.replay import NoStartFound, replay
 
 T0 = datetime(2026, 3, 2, 9, 0, 0)
 SLOW = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])

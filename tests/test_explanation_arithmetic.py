@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from svcdiag.config.service import UnitsDir
 from svcdiag.judge.diagnosis import diagnose
-from svcdiag.ops.replay import replay
+from svcdiag.ops.offline.replay import replay
 from svcdiag.sglang import memory
 from svcdiag.sglang.preflight import logged_sizing
 

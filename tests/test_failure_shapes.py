@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from svcdiag.ops.replay import replay
+from svcdiag.ops.offline.replay import replay
 from svcdiag.sglang.events import Failure, ProgressBar, Ready
 from svcdiag.sglang.grammar import LineParser
 

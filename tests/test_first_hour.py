@@ -94,7 +94,7 @@ def test_install_with_no_name_leaves_the_stand_in_demos_out(cli: Cli, tmp_path) 
 
 
 def test_a_new_unit_is_installed_a_drifted_one_updated() -> None:
-    from svcdiag.ops.start import install_note
+    from svcdiag.ops.serve.start import install_note
 
     assert install_note("/etc/systemd/system/x.service", "not installed") == "installed /etc/systemd/system/x.service"
     assert install_note("/etc/systemd/system/x.service", "installed from config hash a, config is now b") == (
@@ -155,7 +155,7 @@ def test_shell_completion_completes_config_names_and_hosts(units) -> None:
 def test_host_completion_offers_the_hosts_starts_were_recorded_on(units, tmp_path) -> None:
     import socket
 
-    from svcdiag.ops.history import History, db_path
+    from svcdiag.ops.host.history import History, db_path
 
     with History(db_path(str(tmp_path))) as h:
         for host in ("gpu-7", socket.gethostname()):

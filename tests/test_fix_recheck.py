@@ -16,8 +16,8 @@ from hypothesis import strategies as st
 from svcdiag.config.service import UnitsDir
 from svcdiag.judge.diagnosis import diagnose
 from svcdiag.judge.pipeline import Judge
-from svcdiag.ops.baseline import estimate
-from svcdiag.ops.replay import replay
+from svcdiag.ops.fleet.baseline import estimate
+from svcdiag.ops.offline.replay import replay
 from svcdiag.sglang import memory
 from svcdiag.sglang.figures import Figures
 from svcdiag.sglang.preflight import FIX_FIELDS, estimate_candidate, logged_sizing, recheck_fixes

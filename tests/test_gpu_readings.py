@@ -16,9 +16,9 @@ import pytest
 
 from svcdiag.config.service import UnitsDir
 from svcdiag.errors import SvcdiagError
-from svcdiag.ops import gpumem
-from svcdiag.ops.gpu_hygiene import foreign_holders, own_pids, parse_apps, parse_gpus
-from svcdiag.ops.gpumem import Device, PynvmlReader, gpu_free_gb, nvml_free, parse_nvidia_smi, visible
+from svcdiag.ops.host import gpumem
+from svcdiag.ops.host.gpu_hygiene import foreign_holders, own_pids, parse_apps, parse_gpus
+from svcdiag.ops.host.gpumem import Device, PynvmlReader, gpu_free_gb, nvml_free, parse_nvidia_smi, visible
 
 from .conftest import UNITS
 
@@ -149,7 +149,7 @@ def test_hygiene_never_names_svcdiag_or_its_children(tmp_path: Path) -> None:
 
 
 def test_the_gpus_capacity_for_sglangs_automatic_fraction() -> None:
-    from svcdiag.ops.gpumem import gpu_total_gb
+    from svcdiag.ops.host.gpumem import gpu_total_gb
 
     reader = FakeNvml(h200(0), h200(1, "GPU-b"))
     assert gpu_total_gb(cfg(gpus=(1,)), nvml=lambda: reader) == pytest.approx(143771 / 1024)

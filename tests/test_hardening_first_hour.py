@@ -63,7 +63,7 @@ _NO_BUS = textwrap.dedent("""
         except BaseException as e:  # svcdiag's one-line error: SystemExit(2) after printing it
             err.write(str(e))
     said = err.getvalue()
-    heavy = sorted(m for m in ("svcdiag.ops.start", "svcdiag.ops.tune", "svcdiag.ops.baseline", "svcdiag.ops.bundle",
+    heavy = sorted(m for m in ("svcdiag.ops.serve.start", "svcdiag.ops.fleet.tune", "svcdiag.ops.fleet.baseline", "svcdiag.ops.offline.bundle",
                                "tenacity")
                    if m in sys.modules)
     print(json.dumps({"said": said, "heavy": heavy}))

@@ -21,11 +21,11 @@ from hypothesis import strategies as st
 from svcdiag.config.campaign import load_plan
 from svcdiag.config.service import find_units_dir
 from svcdiag.judge.verdict import Verdict
-from svcdiag.ops import history as h
-from svcdiag.ops.bundle import REDACTED, Redactor, Secret
-from svcdiag.ops.bundle_read import open_bundle
-from svcdiag.ops.campaign import bench_figures, benchmark_argv, resources
-from svcdiag.ops.gpu_hygiene import parse_apps, parse_gpus, unit_of
+from svcdiag.ops.fleet.campaign import bench_figures, benchmark_argv, resources
+from svcdiag.ops.host import history as h
+from svcdiag.ops.host.gpu_hygiene import parse_apps, parse_gpus, unit_of
+from svcdiag.ops.offline.bundle import REDACTED, Redactor, Secret
+from svcdiag.ops.offline.bundle_read import open_bundle
 from svcdiag.output.campaign import INSTALL_PLOT, chart, csv_text, markdown
 
 from .conftest import EXAMPLES, assert_one_line_error
@@ -140,7 +140,7 @@ def test_history_survives_sigkill_during_writes(tmp_path: Path) -> None:
     script = f"""
 import sys, time
 sys.path.insert(0, {str(Path(__file__).resolve().parent.parent)!r})
-from svcdiag.ops.history import History
+from svcdiag.ops.host.history import History
 from pathlib import Path
 h = History(Path({str(tmp_path / "history.sqlite3")!r}))
 print("ready", flush=True)

@@ -15,7 +15,7 @@ import pytest
 
 from svcdiag.config.service import find_units_dir
 from svcdiag.judge.verdict import Verdict
-from svcdiag.ops import history as h
+from svcdiag.ops.host import history as h
 
 from .conftest import ROOT, UNITS, assert_one_line_error
 
@@ -44,7 +44,7 @@ from click.testing import CliRunner
 from svcdiag.cli import main
 from svcdiag.config.service import find_units_dir
 from svcdiag.judge.verdict import Verdict
-from svcdiag.ops import history as h
+from svcdiag.ops.host import history as h
 
 state, units = sys.argv[1], sys.argv[2]
 cfg = find_units_dir(units).load("demo-smoke")

@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 
 from svcdiag.files import SHARED_DIR, shared
-from svcdiag.ops import history as h
-from svcdiag.ops.setup import Setup
+from svcdiag.ops.host import history as h
+from svcdiag.ops.host.setup import Setup
 
 from .conftest import ROOT, UNITS
 from .test_history import verdict
@@ -34,7 +34,7 @@ from pathlib import Path
 from svcdiag.config.service import UnitsDir
 from svcdiag.errors import SvcdiagError
 from svcdiag.judge.verdict import Verdict
-from svcdiag.ops import history as h
+from svcdiag.ops.host import history as h
 state, units, inv = sys.argv[1:4]
 cfg = UnitsDir(Path(units), "t").load("demo-smoke")
 v = Verdict(ts=time.time(), verdict="healthy", phase="ready", cause=None, message="ready",

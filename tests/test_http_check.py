@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from svcdiag.judge.verdict import Verdict
-from svcdiag.ops.http_check import cross_check
+from svcdiag.ops.serve.http_check import cross_check
 
 from .json_server import Server
 

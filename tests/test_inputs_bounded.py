@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from svcdiag.ops.replay import replay
+from svcdiag.ops.offline.replay import replay
 from svcdiag.systemd.journal_formats import LINE_MAX, ExportReader, LineBound
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "svcdiag" / "examples"
@@ -131,7 +131,7 @@ _TINY = {
 @pytest.mark.parametrize("shape", list(_TINY))
 def test_a_bundle_of_tiny_lines_is_refused_in_one_line(tmp_path, cli, monkeypatch, shape) -> None:
     """The bound is BUNDLE_WALK_MAX lines read one by one (200,000: ~3 s here); at 2,000 the test is quick."""
-    from svcdiag.ops import bundle_read
+    from svcdiag.ops.offline import bundle_read
 
     monkeypatch.setattr(bundle_read, "BUNDLE_WALK_MAX", 2_000)
     path = _tar_gz(tmp_path / "tiny.tar.gz", [("b/journal.export", _TINY[shape] * 5_000)])
@@ -147,7 +147,7 @@ def test_a_bundle_of_tiny_lines_is_refused_in_one_line(tmp_path, cli, monkeypatc
 
 def test_a_bundle_within_the_bound_is_judged(tmp_path, cli, monkeypatch) -> None:
     """Routine lines (decode batches, access lines) go in bulk and do not count: a long healthy start is judged."""
-    from svcdiag.ops import bundle_read
+    from svcdiag.ops.offline import bundle_read
 
     monkeypatch.setattr(bundle_read, "BUNDLE_WALK_MAX", 2_000)
     start = (EXAMPLES / "dflash-smoke.log").read_text().splitlines()

@@ -11,7 +11,7 @@ import pytest
 
 from svcdiag.judge.pipeline import JOURNAL_DROPPED as JUDGES_ID
 from svcdiag.judge.pipeline import Judge
-from svcdiag.ops.replay import replay
+from svcdiag.ops.offline.replay import replay
 from svcdiag.systemd.journal_formats import JOURNAL_DROPPED, record_from_fields
 
 from .conftest import EXAMPLES
@@ -82,7 +82,7 @@ def _port_in_use() -> Judge:
 def test_where_journald_dropped_lines_the_supervisors_failure_stands_over_the_journals() -> None:
     from types import SimpleNamespace
 
-    from svcdiag.ops.follow import _supervisors_failure
+    from svcdiag.ops.serve.follow import _supervisors_failure
 
     said = SimpleNamespace(status_text="failed [cuda_oom]: CUDA out of memory while capturing CUDA graphs")
     kept = _port_in_use()

@@ -30,8 +30,8 @@ from jsonschema import Draft7Validator
 
 from svcdiag.config.service import find_units_dir
 from svcdiag.judge.verdict import Verdict
-from svcdiag.ops import history as h
-from svcdiag.ops.container import from_argv
+from svcdiag.ops.containers.container import from_argv
+from svcdiag.ops.host import history as h
 from svcdiag.output.history import PROBE_TIMEOUT_S, probe_budget
 
 from .conftest import ROOT

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from svcdiag.ops.follow import tick_after
+from svcdiag.ops.serve.follow import tick_after
 from svcdiag.output.publish import Publisher
 from svcdiag.output.schema import ReadinessEvent
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-import svcdiag.ops.preflight as ops_preflight
+import svcdiag.ops.host.preflight as ops_preflight
 from svcdiag.config.service import UnitsDir
 from svcdiag.errors import ConfigError
 from svcdiag.sglang import memory

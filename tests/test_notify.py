@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from svcdiag.config.service import UnitsDir
-from svcdiag.ops.supervise import Supervisor
+from svcdiag.ops.serve.supervise import Supervisor
 from svcdiag.systemd.notify import Notifier
 
 

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from svcdiag.judge.ending import KILLED, STOPPED, WEDGED, AfterReady, decide
 from svcdiag.judge.pipeline import Judge
 from svcdiag.judge.watch import ServingWatch, WatchPolicy
-from svcdiag.ops.replay import replay
+from svcdiag.ops.offline.replay import replay
 
 from .test_endings import READY_AT, T0, at, start
 

@@ -13,7 +13,7 @@ import pytest
 from svcdiag.config.service import UnitsDir
 from svcdiag.judge.diagnosis import diagnose
 from svcdiag.judge.pipeline import Judge
-from svcdiag.ops.replay import replay
+from svcdiag.ops.offline.replay import replay
 from svcdiag.sglang.flags import SIM_MODULE, sglang_args
 from svcdiag.systemd.notify import slice_s
 

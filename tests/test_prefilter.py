@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from svcdiag.errors import SvcdiagError
-from svcdiag.ops import replay as replay_mod
+from svcdiag.ops.offline import replay as replay_mod
 from svcdiag.sglang import prefilter
 
 from .conftest import EXAMPLES

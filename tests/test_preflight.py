@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 
 from svcdiag.config.service import UnitsDir
 from svcdiag.errors import SvcdiagError
-from svcdiag.ops.gpumem import gpu_free_gb, parse_nvidia_smi
-from svcdiag.ops.preflight import Calibration, plan
+from svcdiag.ops.host.gpumem import gpu_free_gb, parse_nvidia_smi
+from svcdiag.ops.host.preflight import Calibration, plan
 from svcdiag.sglang.modelinfo import ModelInfoError, read_shape, shape_from_config
 from svcdiag.sglang.preflight import GB, inputs_from_shape, predict
 from svcdiag.sim.model import DENSE_8B, HYBRID_27B, IDLE_GPU_FREE_GB, compute
@@ -185,7 +185,7 @@ def test_gpu_memory_source_order_and_a_clear_error(units: Path, tmp_path: Path, 
     assert gpu_free_gb(cfg, 96.0) == (96.0, "--gpu-memory")
     assert gpu_free_gb(cfg, None)[0] == 80.0
     bare = dataclasses.replace(cfg, gpu_memory_gb=None)
-    monkeypatch.setattr("svcdiag.ops.gpumem.torch_subprocess", lambda cfg: None)
+    monkeypatch.setattr("svcdiag.ops.host.gpumem.torch_subprocess", lambda cfg: None)
     monkeypatch.setattr("shutil.which", lambda exe: None)
     with pytest.raises(SvcdiagError, match="pass --gpu-memory GB"):
         gpu_free_gb(bare, None, nvml=lambda: None)
@@ -263,8 +263,8 @@ def test_a_release_that_refuses_a_speculative_hybrid_with_the_radix_cache_is_can
     amd = json.loads(cli("preflight", "amd", "--gpu-memory", "139.72", "--json").output)
     assert amd["verdict"] != "cannot_serve" and amd["slots_per_request"] == 1
     # `up` refuses it (the gate), naming the cause
-    from svcdiag.ops.preflight import predicted_cause
-    from svcdiag.ops.start import preflight_gate
+    from svcdiag.ops.host.preflight import predicted_cause
+    from svcdiag.ops.serve.start import preflight_gate
 
     class Pub:
         def note(self, text: str) -> None:
@@ -316,7 +316,7 @@ def test_bad_overrides_are_refused_naming_the_option() -> None:
 
 
 def test_baseline_against_a_candidate_that_never_ran_uses_preflight(units: Path, tmp_path: Path) -> None:
-    from svcdiag.ops.baseline import explain_candidate
+    from svcdiag.ops.fleet.baseline import explain_candidate
 
     base = configure(units, "smoke", "dflash-smoke", tmp_path, gpu_memory_gb=139.72)
     cand = configure(units, "mr8", "dflash-tp1-mr8", tmp_path, gpu_memory_gb=139.72)
@@ -386,7 +386,7 @@ def test_a_hub_id_not_cached_says_what_sglang_will_do(units: Path, tmp_path: Pat
 
 
 def test_up_says_in_one_line_that_its_gate_was_skipped(units: Path, tmp_path: Path, monkeypatch) -> None:
-    from svcdiag.ops.start import preflight_gate
+    from svcdiag.ops.serve.start import preflight_gate
 
     monkeypatch.setenv("HOME", str(tmp_path / "nohome"))
     for var in ("HF_HOME", "HF_HUB_CACHE", "XDG_CACHE_HOME"):

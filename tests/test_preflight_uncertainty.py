@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 
 from svcdiag.config.service import UnitsDir
-from svcdiag.ops import preflight as ops_preflight
-from svcdiag.ops.gpumem import CONTEXT_FIGURES, MiB, context_figure, reading_kind, sglang_sees
-from svcdiag.ops.preflight import plan
-from svcdiag.ops.start import preflight_gate
+from svcdiag.ops.host import preflight as ops_preflight
+from svcdiag.ops.host.gpumem import CONTEXT_FIGURES, MiB, context_figure, reading_kind, sglang_sees
+from svcdiag.ops.host.preflight import plan
+from svcdiag.ops.serve.start import preflight_gate
 from svcdiag.output.report import render_preflight
 from svcdiag.sglang.memory import GB
 from svcdiag.sglang.preflight import predict, predict_at

@@ -21,7 +21,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from svcdiag.judge.diagnosis import diagnose
-from svcdiag.ops.replay import NoStartFound, replay
+from svcdiag.ops.offline.replay import NoStartFound, replay
 
 FIXTURES = Path(__file__).parent / "fixtures" / "sglang"
 CASES = tomllib.loads((FIXTURES / "cases.toml").read_text())["case"]

@@ -58,7 +58,7 @@ def test_a_notify_units_own_limit_is_the_whole_starts() -> None:
 
 
 def test_a_history_store_that_cannot_be_used_is_one_line_never_a_traceback(tmp_path, cli) -> None:
-    from svcdiag.ops.history import load_usual, record_start
+    from svcdiag.ops.host.history import load_usual, record_start
 
     state = tmp_path / "state"
     (state / "history.sqlite3").mkdir(parents=True)  # as unusable as root's store is to a user (root reads all)
@@ -129,7 +129,7 @@ def _tar_gz(path: Path, members: list[tuple[str, bytes]]) -> Path:
 
 def test_a_decompression_bomb_is_refused_in_one_line_and_fast(tmp_path, cli, monkeypatch) -> None:
     # refused before the junk is unpacked (no timing asserted: tests/test_inputs_bounded.py measures memory)
-    from svcdiag.ops import bundle_read
+    from svcdiag.ops.offline import bundle_read
 
     bomb = _tar_gz(tmp_path / "bomb.tar.gz", [("b/junk", bytes(80 * 1024 * 1024)), ("b/journal.export", b"x\n")])
     assert bomb.stat().st_size < 200_000  # 80 MB of zeros, packed small

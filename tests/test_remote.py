@@ -197,7 +197,7 @@ def sim(*extra: str) -> str:
 
 
 def test_the_stand_in_worker_node_prints_only_scheduler_lines_and_is_judged_healthy(tmp_path: Path) -> None:
-    from svcdiag.ops.replay import replay_path  # noqa: F401 -- the replay entry point exists
+    from svcdiag.ops.offline.replay import replay_path  # noqa: F401 -- the replay entry point exists
 
     log = sim("--nnodes", "2", "--node-rank", "1", "--dist-init-addr", "10.0.0.1:5000")
     assert "'node_rank': 1" in log and "'nnodes': 2" in log

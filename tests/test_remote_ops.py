@@ -14,10 +14,10 @@ import pytest
 
 from svcdiag.config.service import UnitsDir
 from svcdiag.errors import ConfigError, SvcdiagError
-from svcdiag.ops.campaign import resources
-from svcdiag.ops.gpu_hygiene import foreign_holders
-from svcdiag.ops.gpumem import gpu_free_gb
-from svcdiag.ops.preflight import RemoteFiles, plan
+from svcdiag.ops.fleet.campaign import resources
+from svcdiag.ops.host.gpu_hygiene import foreign_holders
+from svcdiag.ops.host.gpumem import gpu_free_gb
+from svcdiag.ops.host.preflight import RemoteFiles, plan
 from svcdiag.sglang.modelinfo import read_shape, weight_bytes
 from svcdiag.systemd.secrets import push_remote, remote_credential_path
 

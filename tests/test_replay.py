@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from svcdiag.judge.pipeline import Judge
-from svcdiag.ops.replay import replay
+from svcdiag.ops.offline.replay import replay
 from svcdiag.output.schema import EVENT_TYPES
 
 from .conftest import EXAMPLES, assert_one_line_error, run_svcdiag

@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from svcdiag.errors import SvcdiagError
-from svcdiag.ops.replay import replay
+from svcdiag.ops.offline.replay import replay
 
 from .conftest import EXAMPLES
 from .journal_formats import as_export, entry

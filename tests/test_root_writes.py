@@ -22,10 +22,10 @@ from svcdiag import files
 from svcdiag.config.service import UnitsDir
 from svcdiag.errors import SvcdiagError
 from svcdiag.judge.verdict import Verdict
-from svcdiag.ops import history
-from svcdiag.ops.preflight import Calibration
-from svcdiag.ops.start import calibrate
-from svcdiag.ops.tune import Run, Target
+from svcdiag.ops.fleet.tune import Run, Target
+from svcdiag.ops.host import history
+from svcdiag.ops.host.preflight import Calibration
+from svcdiag.ops.serve.start import calibrate
 from svcdiag.output.schema import ReadinessEvent
 from svcdiag.output.textfile import Textfile
 
@@ -216,7 +216,7 @@ def write_textfile(path: Path) -> None:
 
 
 def write_bundle(path: Path) -> None:
-    from svcdiag.ops.bundle import _write_tar
+    from svcdiag.ops.offline.bundle import _write_tar
 
     _write_tar(path, "top", {"MANIFEST.json": b"{}"})
 
@@ -230,7 +230,7 @@ def write_unit(path: Path) -> None:
 
 
 def write_version_cache(path: Path) -> None:
-    from svcdiag.ops import sglang_version
+    from svcdiag.ops.host import sglang_version
 
     py = path.parent / "python"
     py.write_text("#!/bin/sh\necho 0.5.22\n")
@@ -239,7 +239,7 @@ def write_version_cache(path: Path) -> None:
 
 
 def write_new_config(path: Path) -> None:
-    from svcdiag.ops.adopt import new_config
+    from svcdiag.ops.host.adopt import new_config
 
     new_config(path.stem, UnitsDir(path.parent, "t"), model="/m", force=True)  # `svcdiag new NAME --force`
 
@@ -266,7 +266,7 @@ def rewritten(request: pytest.FixtureRequest):
 
 def test_a_symlink_where_root_rewrites_a_file_is_refused(store: Path, victim: Path, rewritten) -> None:
     write, name = rewritten
-    from svcdiag.ops import sglang_version
+    from svcdiag.ops.host import sglang_version
 
     if write is write_version_cache:
         name = sglang_version.CACHE_FILE
@@ -281,7 +281,7 @@ def test_a_symlink_where_root_rewrites_a_file_is_refused(store: Path, victim: Pa
 def test_a_hard_link_where_root_rewrites_a_file_is_replaced_not_written_through(store: Path, victim: Path,
                                                                              rewritten) -> None:
     write, name = rewritten
-    from svcdiag.ops import sglang_version
+    from svcdiag.ops.host import sglang_version
 
     if write is write_version_cache:
         name = sglang_version.CACHE_FILE
@@ -302,7 +302,7 @@ def test_the_textfiles_lock_file_is_no_planted_symlink(store: Path, tmp_path: Pa
 
 
 def test_the_unit_lock_is_no_planted_symlink(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from svcdiag.ops import follow
+    from svcdiag.ops.serve import follow
 
     locks = tmp_path / "run-svcdiag"
     locks.mkdir(mode=0o777)
@@ -338,7 +338,7 @@ def test_the_history_database_is_not_followed_by_sqlite_either(store: Path, vict
 def test_setup_never_chmods_through_a_members_symlink_in_the_store(tmp_path: Path, victim: Path) -> None:
     """setup makes the history group-writable (chown, chmod 660): through a planted
     history.sqlite3-wal -> /etc/shadow it would have handed the group /etc/shadow."""
-    from svcdiag.ops.setup import Setup
+    from svcdiag.ops.host.setup import Setup
 
     from .test_setup import FakeHost, configs
 
@@ -358,9 +358,9 @@ def test_a_fifo_planted_where_root_reads_its_state_back_never_hangs(store: Path)
     --calibration and tune go on instead of blocking forever on the FIFO."""
     import signal
 
-    from svcdiag.ops import sglang_version
-    from svcdiag.ops.baseline import SnapshotStore
-    from svcdiag.ops.tune import _unfinished
+    from svcdiag.ops.fleet.baseline import SnapshotStore
+    from svcdiag.ops.fleet.tune import _unfinished
+    from svcdiag.ops.host import sglang_version
 
     os.mkfifo(store / sglang_version.CACHE_FILE)
     d = member_folder(store, "demo-smoke")

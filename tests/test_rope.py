@@ -82,7 +82,7 @@ def test_preflight_states_the_rope_growth_as_uncertainty(units: Path, tmp_path: 
     so preflight's nominal takes the new block off and its interval says how much more the
     allocator may give back; at 32,768 nothing grows and nothing is said."""
     read_by_nvidia_smi(monkeypatch, 23.0)
-    from svcdiag.ops.preflight import plan
+    from svcdiag.ops.host.preflight import plan
 
     full = plan(dense(units, tmp_path, "full", 40960))
     short = plan(dense(units, tmp_path, "short", 32768))

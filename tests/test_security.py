@@ -16,7 +16,7 @@ from svcdiag.config.secrets import environment_file_text, value_text
 from svcdiag.config.service import UnitsDir
 from svcdiag.errors import ConfigError
 from svcdiag.files import write_atomic
-from svcdiag.ops.secrets import credentials_environment
+from svcdiag.ops.serve.secrets import credentials_environment
 from svcdiag.systemd.render import render_unit
 from svcdiag.systemd.secrets import write_environment_file
 
@@ -232,7 +232,7 @@ def test_a_secret_that_cannot_be_an_environment_value_is_refused_by_name() -> No
 
 
 def test_state_is_written_private_and_the_textfile_world_readable(tmp_path: Path) -> None:
-    from svcdiag.ops.preflight import Calibration
+    from svcdiag.ops.host.preflight import Calibration
     from svcdiag.output.schema import ReadinessEvent
     from svcdiag.output.textfile import Textfile
 

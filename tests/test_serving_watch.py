@@ -135,7 +135,7 @@ def test_the_whole_starts_limit_is_one_figure_in_the_unit_the_import_warning_and
     docs = (ROOT / "docs" / "config.md").read_text()
     assert f"TimeoutStartSec={limit:g}" in docs, limit
     assert f"{int(limit // 3600)} h {int(limit % 3600 // 60)} min" in docs
-    from svcdiag.ops import adopt
+    from svcdiag.ops.host import adopt
 
     warnings: list[str] = []
     adopt._timeouts(adopt.parse_unit("[Service]\nTimeoutStartSec=900\n"), warnings)
@@ -219,7 +219,7 @@ def test_a_loaded_server_is_left_alone_and_an_operators_stop_is_no_incident(unit
 
 def test_history_prints_each_incident_under_its_start_and_the_restart_that_followed(cli, tmp_path: Path) -> None:
     from svcdiag.config.service import find_units_dir
-    from svcdiag.ops import history as h
+    from svcdiag.ops.host import history as h
 
     from .test_history import verdict
 
@@ -270,8 +270,8 @@ def test_the_textfile_counts_incidents_and_the_restart_after_one_in_names_promet
 
 
 def test_status_and_top_show_what_the_watch_says_after_ready() -> None:
-    from svcdiag.ops.board import BoardRow
-    from svcdiag.ops.status_line import watch_word
+    from svcdiag.ops.serve.board import BoardRow
+    from svcdiag.ops.serve.status_line import watch_word
     from svcdiag.output.board import cells
     from svcdiag.output.report import render_status
 
@@ -304,7 +304,7 @@ def test_a_fatal_line_after_ready_then_failing_health_is_wedged_with_the_lines_c
     """The scheduler's own watchdog line after ready, the process alive, /health failing: wedged, its cause the
     line's, its evidence the line (the supervisor in-process, on a healthy example log, its clock the test's)."""
     from svcdiag.config.service import find_units_dir
-    from svcdiag.ops.supervise import Supervisor
+    from svcdiag.ops.serve.supervise import Supervisor
     from svcdiag.systemd.notify import Notifier
 
     cfg = find_units_dir("units").load("dflash-smoke")

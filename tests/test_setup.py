@@ -8,7 +8,7 @@ import stat
 from pathlib import Path
 
 from svcdiag.config.service import UnitsDir
-from svcdiag.ops.setup import RULE_SOURCE, Setup, unreachable
+from svcdiag.ops.host.setup import RULE_SOURCE, Setup, unreachable
 
 from .conftest import ROOT, UNITS
 from .model_fixtures import seed_models

@@ -12,7 +12,7 @@ import pytest
 
 from svcdiag.config.service import UnitsDir
 from svcdiag.errors import SvcdiagError
-from svcdiag.ops.sglang_version import CACHE_FILE, probe, resolve
+from svcdiag.ops.host.sglang_version import CACHE_FILE, probe, resolve
 from svcdiag.sglang.flag_tables import known_versions
 from svcdiag.sglang.flags import exec_argv, sglang_args
 

@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from svcdiag.judge.diagnosis import diagnose
-from svcdiag.ops.replay import replay
+from svcdiag.ops.offline.replay import replay
 from svcdiag.sglang.failures import classify
 
 SITE = "/usr/local/lib/python3.12/dist-packages/sglang/"

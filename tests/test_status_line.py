@@ -1,4 +1,4 @@
-"""The STATUS= line as the follower reads it (svcdiag.ops.status_line): a notify unit's `up`
+"""The STATUS= line as the follower reads it (svcdiag.ops.serve.status_line): a notify unit's `up`
 watches the journal after a new STATUS= until it has read the line that STATUS= announces. It
 knows that line by the news at the STATUS='s end, which it computes from the same judge's events."""
 
@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 
 from svcdiag.config.service import UnitsDir
 from svcdiag.judge.pipeline import Judge
-from svcdiag.ops.status_line import SEP, news, tells
-from svcdiag.ops.supervise import Supervisor
+from svcdiag.ops.serve.status_line import SEP, news, tells
+from svcdiag.ops.serve.supervise import Supervisor
 from svcdiag.systemd.notify import STATUS_MAX, Notifier, one_line
 
 from .conftest import EXAMPLES, UNITS

@@ -1,4 +1,4 @@
-"""Which starts `status` and `top` take the supervisor's published verdict for (ops.service.published_verdicts),
+"""Which starts `status` and `top` take the supervisor's published verdict for (ops.serve.service.published_verdicts),
 and pystemd's D-Bus module loaded without pystemd's `__init__` (systemd.dbus.dbuslib). The rig test
 (tests/rig/test_rig_status_published.py) checks both ways say the same on a real systemd."""
 
@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from svcdiag.config.service import UnitsDir
-from svcdiag.ops import service
+from svcdiag.ops.serve import service
 from svcdiag.systemd import journal
 from svcdiag.systemd.dbus import UnitProps
 

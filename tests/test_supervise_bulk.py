@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from svcdiag.config.service import UnitsDir
-from svcdiag.ops.supervise import Supervisor
+from svcdiag.ops.serve.supervise import Supervisor
 from svcdiag.systemd.notify import Notifier
 
 from .test_replay_fast import LOGS, STAMP, noise, serving_line

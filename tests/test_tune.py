@@ -10,8 +10,8 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from svcdiag.ops.tune_model import ACTIVATION_HEADROOM_GB, Costs
-from svcdiag.ops.tune_search import (
+from svcdiag.ops.fleet.tune_model import ACTIVATION_HEADROOM_GB, Costs
+from svcdiag.ops.fleet.tune_search import (
     Problem,
     Start,
     Stop,
@@ -232,7 +232,7 @@ def test_reserve_headroom_is_what_activations_get() -> None:
     assert SEED.reserve_gb == 1.21 + ACTIVATION_HEADROOM_GB  # 0.5.23 counts the draft in the static part
 
 
-# ---------------------------------------------------------------- ops.tune: the loop, the run file, Ctrl-C
+# ---------------------------------------------------------------- ops.fleet.tune: the loop, the run file, Ctrl-C
 
 import pytest  # noqa: E402
 
@@ -240,8 +240,8 @@ from svcdiag.config.campaign import load_plan  # noqa: E402
 from svcdiag.config.service import UnitsDir  # noqa: E402
 from svcdiag.errors import ConfigError, SvcdiagError  # noqa: E402
 from svcdiag.judge.verdict import Verdict  # noqa: E402
-from svcdiag.ops import tune as ops_tune  # noqa: E402
-from svcdiag.ops.start import StartOutcome  # noqa: E402
+from svcdiag.ops.fleet import tune as ops_tune  # noqa: E402
+from svcdiag.ops.serve.start import StartOutcome  # noqa: E402
 from svcdiag.output.publish import Publisher  # noqa: E402
 from svcdiag.output.report import render_tune  # noqa: E402
 
@@ -406,7 +406,7 @@ def test_without_a_prior_a_start_that_logs_no_pool_is_followed_by_the_most_stati
 
 
 def test_a_foreign_process_on_the_gpus_refuses_the_start_and_the_run_can_resume(world, monkeypatch) -> None:
-    from svcdiag.ops.gpu_hygiene import GpuBusy
+    from svcdiag.ops.host.gpu_hygiene import GpuBusy
 
     def busy(cfg, note, *, force, remote=None):
         raise GpuBusy(f"{cfg.name}: GPU memory held by another process: pid 4242 (python3, 30.0 GB) on GPU 0")
@@ -418,7 +418,7 @@ def test_a_foreign_process_on_the_gpus_refuses_the_start_and_the_run_can_resume(
 
 
 def test_baseline_that_drifted_refuses_the_search(world, monkeypatch) -> None:
-    from svcdiag.ops import baseline
+    from svcdiag.ops.fleet import baseline
 
     units = world[0]
     (units.path / "base.toml").write_text('model_path = "/m"\nbaseline = true\n')
@@ -590,7 +590,7 @@ def test_an_interpreter_without_sglang_is_refused_before_any_unit_starts(world, 
 
 
 def test_ctrl_c_during_a_candidate_says_stopped_not_left_as_it_is(world, monkeypatch) -> None:
-    from svcdiag.ops import start
+    from svcdiag.ops.serve import start
 
     def hit(*a, **k):
         raise KeyboardInterrupt

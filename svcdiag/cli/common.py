@@ -150,7 +150,7 @@ HOST = click.option("--host", "host", metavar="[USER@]HOST[:PORT]", callback=pla
 
 def hosts(host: str | None) -> Any:
     """The systemd connections of one command: each config's host (or --host), one per host."""
-    from svcdiag.ops.nodes import Hosts
+    from svcdiag.ops.serve.nodes import Hosts
 
     return Hosts(host)
 
@@ -167,7 +167,7 @@ def verdict_exit(ctx: click.Context, verdict: Any, *, strict: bool = False) -> N
 
 
 def container_exit(end: Any) -> int:
-    """A container's exit status (svcdiag.ops.container.ContainerEnd): a start that did not come up
+    """A container's exit status (svcdiag.ops.containers.container.ContainerEnd): a start that did not come up
     exits with its verdict's code (1 failed, 3 timed out, 4 incomplete), so that the pod's
     `exitCode` says which; a stop the kubelet asked for, or a server that ended after ready,
     exits as SGLang did (128 + its signal)."""

@@ -46,7 +46,7 @@ def _history_hosts() -> list[str]:
     import socket
     import sqlite3
 
-    from svcdiag.ops.history import db_path
+    from svcdiag.ops.host.history import db_path
 
     try:
         path = db_path(None)

@@ -44,8 +44,8 @@ def install(ctx: click.Context, names: tuple[str, ...], unit_dir: str, force: bo
     """Check, render and write units (no NAME: every config but the stand-in demos; one per node of a
     multi-node config), atomically; daemon-reload if systemd runs. On a remote host (--host,
     remote_host, [[nodes]] host): over SSH."""
-    from svcdiag.ops.check import checked_install
-    from svcdiag.ops.nodes import expand, install_on_hosts
+    from svcdiag.ops.host.check import checked_install
+    from svcdiag.ops.serve.nodes import expand, install_on_hosts
 
     configs = c.load_many(ctx, names)
     demos = [cfg.name for cfg in configs if cfg.simulate and not names]  # named, a demo is installed

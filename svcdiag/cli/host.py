@@ -21,7 +21,7 @@ def setup(ctx: click.Context, dry_run: bool, as_json: bool) -> None:
     then check svcdiag's own interpreter, each config's SGLang interpreter, the GPUs and the model
     paths. Exit 1 when a step or a check failed."""
     from svcdiag.errors import SvcdiagError
-    from svcdiag.ops.setup import setup as prepare
+    from svcdiag.ops.host.setup import setup as prepare
 
     try:
         configs = c.units_dir(ctx).load_all()
@@ -38,7 +38,7 @@ def setup(ctx: click.Context, dry_run: bool, as_json: bool) -> None:
 
 
 def _adopted(result: object, as_json: bool, *, show_diff: bool) -> None:
-    from svcdiag.ops.adopt import Adopted
+    from svcdiag.ops.host.adopt import Adopted
 
     assert isinstance(result, Adopted)
     if as_json:
@@ -67,7 +67,7 @@ def import_cmd(ctx: click.Context, source: str, name: str | None, sglang_version
     """Turn a hand-written unit (a file, or a unit name) or a launch script / command line ('-': stdin)
     into a config: flags as config keys, the rest in extra_args, secrets from Environment= moved to
     [secrets]; then show the diff of the old unit and the one svcdiag renders."""
-    from svcdiag.ops.adopt import import_config, units_to_be
+    from svcdiag.ops.host.adopt import import_config, units_to_be
 
     units = units_to_be(c.units_opt(ctx)) if dry_run else c.units_dir(ctx)  # --dry-run: before setup made it
     result = import_config(source, units, name=name, version=sglang_version, dry_run=dry_run, force=force)
@@ -85,7 +85,7 @@ def import_cmd(ctx: click.Context, source: str, name: str | None, sglang_version
 def new(ctx: click.Context, name: str, model: str, base: str | None, dry_run: bool, force: bool, as_json: bool) -> None:
     """Write a starter config NAME for a model: the keys an operator usually sets, commented
     (docs/install.md walks through one)."""
-    from svcdiag.ops.adopt import new_config
+    from svcdiag.ops.host.adopt import new_config
 
     _adopted(new_config(name, c.units_dir(ctx), model=model, extends=base, force=force, dry_run=dry_run),
              as_json, show_diff=False)

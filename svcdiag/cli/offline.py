@@ -72,7 +72,7 @@ def events(ctx: click.Context, follow_: bool, names: tuple[str, ...], since: flo
     from svcdiag.systemd.journal import EventReader
 
     if hosts:
-        from svcdiag.ops.nodes import events_on_hosts
+        from svcdiag.ops.serve.nodes import events_on_hosts
 
         lines = Lines(sys.stdout, with_unit=True)
 

@@ -94,8 +94,8 @@ def emit_rows(rows: list[dict[str, Any]], as_json: bool, render: Callable[[dict[
 
 def status(units_opt: str | None, names: tuple[str, ...], host: str | None, as_json: bool) -> None:
     """`svcdiag status`: state, phase, figures and verdict of each unit's current start."""
-    from svcdiag.ops.nodes import Hosts
-    from svcdiag.ops.nodes import status as read_status
+    from svcdiag.ops.serve.nodes import Hosts
+    from svcdiag.ops.serve.nodes import status as read_status
 
     configs, bad = load_many(units_opt, names)
     with Hosts(host) as hosts:
@@ -152,8 +152,8 @@ def replay(units_opt: str | None, path: str | None, example: str | None, list_ex
            as_json: bool, progress: bool) -> None:
     """`svcdiag replay`: judge a saved log, its verdict the exit code."""
     from svcdiag.errors import SvcdiagError
-    from svcdiag.ops.conclude import conclude, diagnoser
-    from svcdiag.ops.replay import example_names, replay_path, source
+    from svcdiag.ops.offline.conclude import conclude, diagnoser
+    from svcdiag.ops.offline.replay import example_names, replay_path, source
 
     if list_examples:
         echo("".join(f"{n}\n" for n in example_names()))
@@ -191,7 +191,7 @@ def list_configs(units_opt: str | None, as_json: bool) -> None:
 
 def render(units_opt: str | None, name: str, as_json: bool) -> None:
     """`svcdiag render NAME`: the unit (one per node of a multi-node config) rendered from the config."""
-    from svcdiag.ops.sglang_version import resolve
+    from svcdiag.ops.host.sglang_version import resolve
     from svcdiag.sglang.flags import exec_argv
     from svcdiag.systemd.render import render_unit, unit_argv
 
@@ -214,8 +214,8 @@ def check(units_opt: str | None, name: str, sglang_version: str | None, state_di
     """`svcdiag check NAME`: its rendered SGLang arguments against the release that will run them."""
     import json
 
-    from svcdiag.ops.check import check as check_config
-    from svcdiag.ops.check import require_ok
+    from svcdiag.ops.host.check import check as check_config
+    from svcdiag.ops.host.check import require_ok
 
     result = check_config(load(units_opt, name), override=sglang_version, state=state_dir, checked_by="check")
     if as_json:
@@ -230,7 +230,7 @@ def check(units_opt: str | None, name: str, sglang_version: str | None, state_di
 
 def logs(units_opt: str | None, name: str, milestones: bool, follow_: bool, host: str | None, as_json: bool) -> None:
     """`svcdiag logs NAME`: the current start's log (this invocation only, systemd's lines about it included)."""
-    from svcdiag.ops.service import logs as read_logs
+    from svcdiag.ops.serve.service import logs as read_logs
     from svcdiag.systemd.dbus import Systemd
 
     cfg = load(units_opt, name)
@@ -252,7 +252,7 @@ def logs(units_opt: str | None, name: str, milestones: bool, follow_: bool, host
 
 def top(units_opt: str | None, host: str | None, as_json: bool) -> None:
     """`svcdiag top`: the live board of every svcdiag unit; piped, one snapshot (--json: an object per unit)."""
-    from svcdiag.ops.board import Board, watch
+    from svcdiag.ops.serve.board import Board, watch
     from svcdiag.output import board as view
     from svcdiag.systemd.dbus import Systemd
 
@@ -296,7 +296,7 @@ def preflight(units_opt: str | None, name: str | None, gpu_memory: float | None,
     one full-context request."""
     from svcdiag.errors import SvcdiagError
     from svcdiag.files import state_dir as find_state_dir
-    from svcdiag.ops.preflight import Calibration, host_files, plan
+    from svcdiag.ops.host.preflight import Calibration, host_files, plan
     from svcdiag.output.report import render_calibration, render_preflight
 
     if calibration:

@@ -23,7 +23,7 @@ def history(ctx: click.Context, name: str | None, since: float | None, advise: b
             state_dir: str | None, as_json: bool) -> None:
     """Every judged start (up, wait, baseline-check, campaign), oldest first; NAME: one config's."""
     from svcdiag.errors import SvcdiagError
-    from svcdiag.ops import history as h
+    from svcdiag.ops.host import history as h
     from svcdiag.output.history import render_advice, render_history
 
     if advise:
@@ -77,7 +77,7 @@ def campaign(ctx: click.Context, plan_path: str, rerun: bool, force: bool, host:
     from pathlib import Path
 
     from svcdiag.config.campaign import load_plan
-    from svcdiag.ops.campaign import run
+    from svcdiag.ops.fleet.campaign import run
     from svcdiag.output.campaign import summary
 
     units = c.units_dir(ctx)
@@ -109,7 +109,7 @@ def bundle(ctx: click.Context, name: str, invocation: str | None, out: str | Non
     With --host (or the config's remote_host): that host's journal, unit file and status, over SSH."""
     cfg = c.load(ctx, name)
     c.require_bus(host, cfg)  # no systemd here: no unit's journal to bundle either
-    from svcdiag.ops.bundle import bundle as make
+    from svcdiag.ops.offline.bundle import bundle as make
 
     with c.hosts(host) as hosts:
         sd = hosts.get(cfg) if hosts.key(cfg) != "local" else None

@@ -10,7 +10,7 @@ from svcdiag.cli import common as c
 from svcdiag.cli import main, plain
 
 if TYPE_CHECKING:
-    from svcdiag.ops.start import StartOutcome
+    from svcdiag.ops.serve.start import StartOutcome
     from svcdiag.output.publish import Publisher
 
 
@@ -46,7 +46,7 @@ def up(ctx: click.Context, name: str, wait_ready: bool, restart: bool, force: bo
     A multi-node config (nnodes > 1): every node's unit, on its host, judged together."""
     cfg = c.load(ctx, name)
     c.require_bus(host, cfg)
-    from svcdiag.ops import nodes, start
+    from svcdiag.ops.serve import nodes, start
 
     with c.hosts(host) as hosts:
         pub = c.publisher(as_json, cfg, textfile=textfile, progress=progress, journal_sink=hosts.key(cfg) == "local")
@@ -70,7 +70,7 @@ def wait(ctx: click.Context, name: str, host: str | None, timeout: float | None,
     """Attach to NAME's current start and wait for its verdict, restarting nothing."""
     cfg = c.load(ctx, name)
     c.require_bus(host, cfg)
-    from svcdiag.ops import nodes, start
+    from svcdiag.ops.serve import nodes, start
 
     with c.hosts(host) as hosts:
         pub = c.publisher(as_json, cfg, textfile=textfile, progress=progress, journal_sink=hosts.key(cfg) == "local")
@@ -89,7 +89,7 @@ def wait(ctx: click.Context, name: str, host: str | None, timeout: float | None,
 @click.pass_context
 def down(ctx: click.Context, names: tuple[str, ...], host: str | None, as_json: bool) -> None:
     """Stop each NAME (every node of a multi-node one) and wait until systemd has stopped it; exit 1 if one still runs."""
-    from svcdiag.ops.nodes import down as stop
+    from svcdiag.ops.serve.nodes import down as stop
 
     configs = c.load_many(ctx, names)
     with c.hosts(host) as hosts:
@@ -137,7 +137,7 @@ def baseline_check(ctx: click.Context, name: str | None, candidate: str | None, 
     cfg = c.load(ctx, name) if name else units.baseline()
     cand = c.load(ctx, candidate) if candidate else None
     c.require_bus(host, cfg)
-    from svcdiag.ops.baseline import check
+    from svcdiag.ops.fleet.baseline import check
 
     with c.hosts(host) as hosts:
         pub = c.publisher(as_json, cfg, textfile=textfile, progress=progress, journal_sink=hosts.key(cfg) == "local")
@@ -185,7 +185,7 @@ def tune(ctx: click.Context, name: str, targets: tuple[str, ...], keep: tuple[st
 
     cfg = c.load(ctx, name)
     c.require_bus(host, cfg)
-    from svcdiag.ops import tune as t
+    from svcdiag.ops.fleet import tune as t
 
     target, kept, budget_s = t.parse_target(targets, cfg), t.parse_keep(keep), t.parse_budget(budget)
     allowed = t.parse_keep(allow, "--allow")
@@ -246,13 +246,13 @@ def supervise(ctx: click.Context, name: str | None, node_rank: int | None, probe
         if given:
             raise SvcdiagError(f"supervise: {', '.join(given)}: a container's option (supervise without --config); "
                                "a notify unit tells systemd instead")
-        from svcdiag.ops.supervise import exit_like
-        from svcdiag.ops.supervise import supervise as run
+        from svcdiag.ops.serve.supervise import exit_like
+        from svcdiag.ops.serve.supervise import supervise as run
 
         ctx.exit(exit_like(run(c.units_dir(ctx), name, argv, node_rank)))
     if node_rank is not None:
         raise SvcdiagError("supervise: --node-rank needs --config (a container reads --node-rank from SGLang's command line)")
-    from svcdiag.ops.container import ContainerOptions, supervise_container
+    from svcdiag.ops.containers.container import ContainerOptions, supervise_container
 
     end = supervise_container(argv, ContainerOptions(probe_host=probe_host, probe_port=probe_port, events=events,
                                                      termination_log=termination_log, grace_s=grace))
@@ -269,7 +269,7 @@ def supervise(ctx: click.Context, name: str | None, node_rank: int | None, probe
 def probe(ctx: click.Context, which: str, port: int, host: str, timeout: float) -> None:
     """A Kubernetes exec probe: ask the container's supervisor (`supervise --probe-port`) whether the
     start is done (startup), the server serves (ready) or the start is alive (live); exit 0 or 1."""
-    from svcdiag.ops.probes import ask
+    from svcdiag.ops.containers.probes import ask
 
     a = ask(which, port, host, timeout)
     click.echo(a.text, err=not a.ok)

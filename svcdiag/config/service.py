@@ -181,7 +181,7 @@ class ServiceConfig:
     #: GPU memory free per GPU before loading (GB), for preflight; with `simulate`, the stand-in's GPU
     gpu_memory_gb: float | None = None
     #: the SGLang release `python` runs ("0.5.23"): flags are rendered and checked for it;
-    #: unset, svcdiag asks the interpreter (svcdiag.ops.sglang_version)
+    #: unset, svcdiag asks the interpreter (svcdiag.ops.host.sglang_version)
     sglang_version: str | None = None
     #: "notify" | "journal" (READINESS_MODES; docs/config.md#readiness); a loaded config that did not
     #: set it holds default_readiness(nnodes), never a placeholder

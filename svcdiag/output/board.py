@@ -14,7 +14,7 @@ from typing import Any, TextIO
 
 from svcdiag.output.progress import bar_text, duration
 
-#: svcdiag.ops.board.BoardRow (output sits below ops, so it is duck-typed here)
+#: svcdiag.ops.serve.board.BoardRow (output sits below ops, so it is duck-typed here)
 BoardRow = Any
 
 STYLE = {"failed": "bold red", "timed_out": "bold red", "wedged": "bold red", "starting": "cyan", "degraded": "yellow",

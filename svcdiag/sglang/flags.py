@@ -1,6 +1,6 @@
 """SGLang's launch_server command line, built from a config (flag names from server_args.py),
 spelled for the SGLang release that will run it. Pure: the release is given (the config's
-`sglang_version`, or what svcdiag.ops.sglang_version found out); unknown, the newest bundled
+`sglang_version`, or what svcdiag.ops.host.sglang_version found out); unknown, the newest bundled
 flag table stands in."""
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ layers' conv and SSM state, and the weight bytes. A field that is missing is nam
 guessed: the caller falls back to --kv-bytes-per-token / --weights-gb.
 
 The files are read through a `ModelFiles` reader: this host's (`LOCAL`), or one the caller
-builds for a remote host (svcdiag.ops.preflight reads them over SSH); nothing here knows SSH.
+builds for a remote host (svcdiag.ops.host.preflight reads them over SSH); nothing here knows SSH.
 """
 
 from __future__ import annotations

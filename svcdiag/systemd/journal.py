@@ -10,7 +10,7 @@ those notifications (a 250 ms timer), so a follower woken only by the journal's 
 line ~150 ms late. While a start is in progress, `JournalHeads` therefore also watches
 the active journal files' headers, mmapped read-only: `n_entries` changes the moment
 journald appends, and reading it is a memory load: a tick costs only its wakeup (~0.1 ms
-of CPU on a VM; the schedule, which follows the silence, is in svcdiag.ops.follow).
+of CPU on a VM; the schedule, which follows the silence, is in svcdiag.ops.serve.follow).
 """
 
 from __future__ import annotations

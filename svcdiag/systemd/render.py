@@ -138,7 +138,7 @@ def unit_argv(cfg: ServiceConfig, version: str | None = None) -> list[str]:
 
 def supervise_argv(cfg: ServiceConfig) -> list[str]:
     """Notify mode: svcdiag, under its own interpreter, as the unit's main process, in front of
-    the server's argv (svcdiag.ops.supervise)."""
+    the server's argv (svcdiag.ops.serve.supervise)."""
     if cfg.node_rank is not None:  # one node of a multi-node config: the config's own name, and the node's rank
         return [sys.executable, "-m", "svcdiag", "--units", str(cfg.path.parent), "supervise", "--config",
                 base_name(cfg), "--node-rank", str(cfg.node_rank), "--"]

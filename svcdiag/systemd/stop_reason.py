@@ -1,12 +1,12 @@
 """Why svcdiag stopped a unit, left where that unit's own supervisor reads it.
 
-A multi-node start stops its other nodes the moment one node fails (svcdiag.ops.nodes). To
+A multi-node start stops its other nodes the moment one node fails (svcdiag.ops.serve.nodes). To
 their systemd that is an operator's stop: SGLang ends cleanly, the unit is `Result=success`, and
 nothing on that host says the start failed, nor where. So before the stop, `up` writes the
 reason for that start (its invocation) to STOP_DIR/UNIT on the node's host (over SSH where it
 is remote); the node's supervisor, on the SIGTERM that follows, reads it, says it (STATUS=,
 its last line in the journal) and exits 1, so that systemd records a failed start
-(svcdiag.ops.supervise). A reason left for an earlier start is never taken for this one.
+(svcdiag.ops.serve.supervise). A reason left for an earlier start is never taken for this one.
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ import uuid
 from pathlib import Path
 
 from svcdiag.config.service import config_from_keys
-from svcdiag.ops.follow import start_unit
+from svcdiag.ops.serve.follow import start_unit
 from svcdiag.systemd.dbus import Systemd
 from svcdiag.systemd.journal import Follower
 from svcdiag.systemd.render import render_unit

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from svcdiag.ops.history import LEARNED_FACTOR, LEARNED_FLOOR_S, percentile
+from svcdiag.ops.host.history import LEARNED_FACTOR, LEARNED_FLOOR_S, percentile
 
 from .helpers import config as _config
 from .helpers import json_lines, sv, unit_name, verdict_of

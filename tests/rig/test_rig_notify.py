@@ -168,7 +168,7 @@ def test_wrapped_and_unwrapped_give_byte_identical_journal_messages(rig, units: 
 NO_TIMER = """
 import time
 from svcdiag.config.service import find_units_dir
-from svcdiag.ops.follow import follow, start_unit
+from svcdiag.ops.serve.follow import follow, start_unit
 from svcdiag.systemd.dbus import Systemd
 cfg = find_units_dir({units!r}).load({name!r})
 with Systemd.connect() as sd:

@@ -119,7 +119,7 @@ def test_failed_start_over_ssh_has_the_local_verdict(units: Path, sshd, readines
 NO_TIMER = """
 import sys, time
 from svcdiag.config.service import find_units_dir
-from svcdiag.ops.follow import follow, start_unit
+from svcdiag.ops.serve.follow import follow, start_unit
 from svcdiag.systemd.dbus import Systemd
 cfg = find_units_dir({units!r}).load({name!r})
 with Systemd.connect({target!r}) as sd:

@@ -21,7 +21,7 @@ pytestmark = pytest.mark.rig
 BOTH_WAYS = """
 import json, sys
 from svcdiag.config.service import find_units_dir
-from svcdiag.ops.service import published_verdicts, status
+from svcdiag.ops.serve.service import published_verdicts, status
 from svcdiag.systemd.dbus import Systemd
 units = find_units_dir(sys.argv[1])
 cfgs = [units.load(n) for n in sys.argv[2:]]
@@ -34,8 +34,8 @@ with Systemd.connect() as sd:
 BOARD = """
 import json, sys
 from svcdiag.config.service import find_units_dir
-from svcdiag.ops import service
-from svcdiag.ops.board import Board
+from svcdiag.ops.serve import service
+from svcdiag.ops.serve.board import Board
 from svcdiag.systemd.dbus import Systemd
 units = find_units_dir(sys.argv[1])
 cfgs = [units.load(n) for n in sys.argv[2:]]

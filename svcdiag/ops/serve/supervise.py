@@ -58,9 +58,9 @@ from svcdiag.judge.ending import DIED
 from svcdiag.judge.pipeline import TAIL_WAIT, Judge
 from svcdiag.judge.verdict import PhaseChange, Verdict
 from svcdiag.judge.watch import WEDGED, Incident, ServingWatch, WatchPolicy
-from svcdiag.ops.http_check import cross_check, health
-from svcdiag.ops.replay import TRACEBACK_BYTES, run_clock
-from svcdiag.ops.status_line import SEP, news, status_text, verdict_status
+from svcdiag.ops.offline.replay import TRACEBACK_BYTES, run_clock
+from svcdiag.ops.serve.http_check import cross_check, health
+from svcdiag.ops.serve.status_line import SEP, news, status_text, verdict_status
 from svcdiag.output.schema import ReadinessEvent
 from svcdiag.sglang.events import Event
 from svcdiag.sglang.failures import Cause
@@ -124,12 +124,12 @@ class Supervised:
 
 def prepare_env(cfg: ServiceConfig, environ: Mapping[str, str]) -> dict[str, str]:
     """The child's environment: the unit's, less what systemd meant for the main process only,
-    plus [secrets] from the unit's credentials ($CREDENTIALS_DIRECTORY; svcdiag.ops.secrets)."""
+    plus [secrets] from the unit's credentials ($CREDENTIALS_DIRECTORY; svcdiag.ops.serve.secrets)."""
     env = {k: v for k, v in environ.items() if k not in NOT_FOR_THE_CHILD}
     if cfg.secrets and environ.get("CREDENTIALS_DIRECTORY"):
         from pathlib import Path
 
-        from svcdiag.ops.secrets import credentials_environment
+        from svcdiag.ops.serve.secrets import credentials_environment
 
         env.update(credentials_environment(cfg, Path(environ["CREDENTIALS_DIRECTORY"])))
     return env
@@ -276,7 +276,7 @@ class Supervisor:
 
     def _after_wake(self, child: subprocess.Popen[bytes]) -> None:
         """Each turn of the loop, after the judge's: nothing here (a container's supervisor reaps
-        orphans and stops a start that failed; svcdiag.ops.container)."""
+        orphans and stops a start that failed; svcdiag.ops.containers.container)."""
 
     # ------------------------------------------------------------ bytes in, bytes out
 
@@ -649,7 +649,7 @@ class Supervisor:
         waits for (`up` records the same invocation once)."""
         if not self.environ.get("INVOCATION_ID") or not self.cfg.watchdog_s:
             return
-        from svcdiag.ops.history import record_start
+        from svcdiag.ops.host.history import record_start
         from svcdiag.output.publish import verdict_record
 
         _, why = record_start(self.cfg, v, "supervise")
@@ -696,7 +696,7 @@ class Supervisor:
         """Under systemd: in the history, under the start's invocation, and in the journal (`svcdiag events`)."""
         if not self.environ.get("INVOCATION_ID"):
             return
-        from svcdiag.ops.history import record_incident
+        from svcdiag.ops.host.history import record_incident
         from svcdiag.systemd.journal import JournalSink
 
         _warn(record_incident(self.cfg.name, self.environ.get("INVOCATION_ID"), inc.to_json(), action))

@@ -23,7 +23,7 @@ from typing import Any
 from svcdiag.config.service import ServiceConfig
 from svcdiag.errors import SvcdiagError
 from svcdiag.files import open_append, read_text
-from svcdiag.ops.gpumem import gpu_free_gb, gpu_identity, gpu_total_gb, ranks, reading_kind, sglang_sees
+from svcdiag.ops.host.gpumem import gpu_free_gb, gpu_identity, gpu_total_gb, ranks, reading_kind, sglang_sees
 from svcdiag.sglang.failures import Cause, Family, in_family
 from svcdiag.sglang.memory import AUTO_MEM_FRACTION, GB
 from svcdiag.sglang.modelinfo import (
@@ -211,7 +211,7 @@ def plan(cfg: ServiceConfig, *, gpu_memory: float | None = None, kv_bytes_per_to
 def sglang_view(cfg: ServiceConfig, free: float, source: str, sources: dict[str, str],
                 remote: Any = None) -> tuple[float, tuple[float, float] | None]:
     """The free memory SGLang's first 'avail mem' will show, from a driver's reading: its own CUDA
-    context and the driver's reserve taken off (svcdiag.ops.gpumem.sglang_sees), with the range it
+    context and the driver's reserve taken off (svcdiag.ops.host.gpumem.sglang_sees), with the range it
     may lie in; a figure given (--gpu-memory, gpu_memory_gb) is SGLang's own and stays as it is."""
     kind = reading_kind(source)
     if kind == "given":

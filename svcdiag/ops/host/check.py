@@ -15,7 +15,7 @@ from typing import Any
 
 from svcdiag.config.service import ServiceConfig
 from svcdiag.errors import SvcdiagError
-from svcdiag.ops.sglang_version import SglangVersion, probe_env, resolve
+from svcdiag.ops.host.sglang_version import SglangVersion, probe_env, resolve
 from svcdiag.sglang.flag_tables import FlagProblem, table_for
 from svcdiag.sglang.flags import sglang_args
 

@@ -63,11 +63,11 @@ def status(sd: Systemd, configs: list[ServiceConfig], units: UnitsDir, *, publis
                 row["uptime_s"] = round(time.time() - props.active_enter_ts, 1)
             _watch(row, props.status_text)
         elif props.invocation and props.load_state != "not-found":
-            from svcdiag.ops.conclude import diagnoser
+            from svcdiag.ops.offline.conclude import diagnoser
 
             if published:  # the brief props a listing reads: following the start needs them all
                 props = sd.props(cfg.unit)
-            from svcdiag.ops.follow import follow
+            from svcdiag.ops.serve.follow import follow
             from svcdiag.output.publish import verdict_record
 
             res = follow(sd, cfg, cfg.unit, props, emit=lambda ev: None, keep_following=False)
@@ -87,7 +87,7 @@ def status(sd: Systemd, configs: list[ServiceConfig], units: UnitsDir, *, publis
 
 
 def _watch(row: dict[str, Any], status_text: str) -> None:
-    from svcdiag.ops.status_line import watch_word
+    from svcdiag.ops.serve.status_line import watch_word
 
     said = watch_word(status_text)
     if said is not None:  # after ready, the supervisor's serving watch (docs/live.md#the-serving-watch)
@@ -106,7 +106,7 @@ def published_verdicts(sd: Systemd, configs: list[ServiceConfig], states: list[U
     read from the journal counts them). Reading it costs two indexed journal seeks; judging the
     start again (`follow`) reads each of its lines through the judge. Only on this host (the
     journal read here)."""
-    from svcdiag.ops.status_line import watch_word
+    from svcdiag.ops.serve.status_line import watch_word
 
     candidates = {}
     for cfg, props in zip(configs, states, strict=True):
@@ -130,7 +130,7 @@ def published_verdicts(sd: Systemd, configs: list[ServiceConfig], states: list[U
 def logs(sd: Systemd, cfg: ServiceConfig, *, on_record: Callable[[Record], None],
          on_event: Callable[[Event], None] | None = None, keep_following: bool = False) -> None:
     """The current start's journal, record by record (systemd's lines about it included)."""
-    from svcdiag.ops.follow import follow
+    from svcdiag.ops.serve.follow import follow
 
     props = sd.props(cfg.unit)
     if not props.invocation:

@@ -25,7 +25,7 @@ from svcdiag.config.secrets import secrets_dir
 from svcdiag.config.service import DEFAULT_TIMEOUTS, SECRET_NAME_RE, ServiceConfig, UnitsDir
 from svcdiag.errors import SvcdiagError
 from svcdiag.files import write_atomic
-from svcdiag.ops.sglang_version import resolve
+from svcdiag.ops.host.sglang_version import resolve
 from svcdiag.sglang.command import Command, find_launch, read_command, split_shell
 from svcdiag.systemd.notify import start_limit_s
 from svcdiag.systemd.render import render_unit

@@ -22,7 +22,7 @@ from typing import Any
 
 from svcdiag.config.service import ServiceConfig
 from svcdiag.errors import SvcdiagError
-from svcdiag.ops.gpumem import Nvml, cuda_visible, local_nvml, remote_smi, visible
+from svcdiag.ops.host.gpumem import Nvml, cuda_visible, local_nvml, remote_smi, visible
 
 MiB_PER_GB = 1024  # nvidia-smi's MiB → GiB, as torch and SGLang count a GB
 PROC = Path("/proc")

@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 
 from svcdiag.judge.pipeline import Judge
-from svcdiag.ops.status_line import FAILED_STATUS, status_phase
+from svcdiag.ops.serve.status_line import FAILED_STATUS, status_phase
 from svcdiag.sglang.events import Event
 
 #: the reader's phase deadline passed, its journal and the supervisor in the same phase, and the

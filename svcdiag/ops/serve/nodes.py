@@ -15,11 +15,11 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
-if TYPE_CHECKING:  # what a start needs (the judge, following, publishing, ops.start) is imported by the
+if TYPE_CHECKING:  # what a start needs (the judge, following, publishing, ops.serve.start) is imported by the
     # commands that start, when they do: `status` of a unit with no start does not pay for it
     from svcdiag.config.service import ServiceConfig, UnitsDir
     from svcdiag.judge.verdict import Verdict
-    from svcdiag.ops.start import StartOutcome
+    from svcdiag.ops.serve.start import StartOutcome
     from svcdiag.output.publish import Publisher
     from svcdiag.systemd.dbus import Systemd
 
@@ -69,7 +69,7 @@ def where(hosts: Hosts, cfg: ServiceConfig) -> str:
 
 def status(hosts: Hosts, configs: list[ServiceConfig], units: UnitsDir) -> list[dict[str, Any]]:
     """service.status, one row per node (with its rank and host), each host's units read together."""
-    from svcdiag.ops import service
+    from svcdiag.ops.serve import service
 
     nodes = expand(configs)
     by_host: dict[str, list[int]] = {}
@@ -88,7 +88,7 @@ def status(hosts: Hosts, configs: list[ServiceConfig], units: UnitsDir) -> list[
 
 
 def down(hosts: Hosts, configs: list[ServiceConfig]) -> list[dict[str, Any]]:
-    from svcdiag.ops import service
+    from svcdiag.ops.serve import service
 
     rows = []
     for cfg in expand(configs):
@@ -139,7 +139,7 @@ def up(hosts: Hosts, cfg: ServiceConfig, units: UnitsDir, pub: Publisher, *, wai
     """Every node's unit installed (if drifted) and started, rank 0 first; with `wait`, followed together."""
     import queue
 
-    from svcdiag.ops.start import StartOutcome, conclude, diagnoser, ensure_started, flag_check, judge_start, remember
+    from svcdiag.ops.serve.start import StartOutcome, conclude, diagnoser, ensure_started, flag_check, judge_start, remember
     from svcdiag.systemd.remote import ConnectionLost
 
     nodes = cfg.node_configs()
@@ -236,8 +236,8 @@ def install_on_hosts(hosts: Hosts, configs: list[ServiceConfig], *, force: bool 
     then each host's units written there (over SSH: temp file + rename, daemon-reload over D-Bus)."""
     from pathlib import Path
 
-    from svcdiag.ops.check import check, require_ok
-    from svcdiag.ops.start import check_remote_supervisor
+    from svcdiag.ops.host.check import check, require_ok
+    from svcdiag.ops.serve.start import check_remote_supervisor
     from svcdiag.systemd.install import SYSTEM_UNIT_DIR, install_remote, install_units
 
     results = {cfg.name: require_ok(check(cfg)) for cfg in configs}

@@ -1,6 +1,6 @@
 """`svcdiag supervise` as a container's main process (PID 1 of a Kubernetes pod): no systemd.
 
-The same Supervisor (svcdiag.ops.supervise: byte-exact passthrough, the same judge, signals
+The same Supervisor (svcdiag.ops.serve.supervise: byte-exact passthrough, the same judge, signals
 forwarded) with what systemd did for it done here instead:
 
 - **deadlines**: systemd's start timeout enforced a phase's deadline; here a start the judge
@@ -12,7 +12,7 @@ forwarded) with what systemd did for it done here instead:
 - **why, where kubectl shows it**: the verdict, its cause and the first fix go to the
   termination message file (/dev/termination-log, or `termination_log`), and as the last line
   of the container's stderr;
-- **probes** (svcdiag.ops.probes) on `probe_port`, and the judge's events as JSON Lines where
+- **probes** (svcdiag.ops.containers.probes) on `probe_port`, and the judge's events as JSON Lines where
   the operator asks (`events`: "stderr" or a file), never into SGLang's own stdout;
 - **a command line it cannot read** (a shell's `bash -c '… --tp $TP …'`, a wrapper script, a
   flag whose value it cannot parse) never stops the start: SGLang's arguments are then taken
@@ -42,10 +42,10 @@ from svcdiag.config.service import ServiceConfig
 from svcdiag.errors import ConfigError, SvcdiagError
 from svcdiag.judge.verdict import Verdict
 from svcdiag.judge.watch import WEDGED, Incident
-from svcdiag.ops.http_check import answers_ready
-from svcdiag.ops.probes import READY_TIMEOUT_S, Answer, ProbeServer
-from svcdiag.ops.status_line import status_text, verdict_status
-from svcdiag.ops.supervise import Supervised, Supervisor
+from svcdiag.ops.containers.probes import READY_TIMEOUT_S, Answer, ProbeServer
+from svcdiag.ops.serve.http_check import answers_ready
+from svcdiag.ops.serve.status_line import status_text, verdict_status
+from svcdiag.ops.serve.supervise import Supervised, Supervisor
 from svcdiag.sglang.command import FLAG_OF, SHELLS, find_launch, read_flags
 from svcdiag.sglang.events import Event, ServerArgs
 from svcdiag.sglang.flags import SIM_MODULE
@@ -416,7 +416,7 @@ def _signal_shells_children(pid: int, sig: int) -> bool:
 def supervise_container(argv: Sequence[str], opts: ContainerOptions,
                         environ: Mapping[str, str] | None = None) -> ContainerEnd:
     """Run SGLang's command line `argv` as a container's main process, to its end."""
-    from svcdiag.ops.conclude import diagnoser
+    from svcdiag.ops.offline.conclude import diagnoser
 
     env = dict(os.environ if environ is None else environ)
     pod = read_argv(argv, env)

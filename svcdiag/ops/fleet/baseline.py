@@ -16,8 +16,8 @@ from svcdiag.config.diff import memory_diff
 from svcdiag.config.service import ServiceConfig, UnitsDir
 from svcdiag.files import read_text, state_dir, write_atomic
 from svcdiag.judge.verdict import Verdict
-from svcdiag.ops.follow import follow, unit_lock
-from svcdiag.ops.start import calibrate, conclude, diagnoser, ensure_started, judge_start, quiet_plan, remember
+from svcdiag.ops.serve.follow import follow, unit_lock
+from svcdiag.ops.serve.start import calibrate, conclude, diagnoser, ensure_started, judge_start, quiet_plan, remember
 from svcdiag.output.publish import Publisher
 from svcdiag.sglang.failures import Cause, Family, in_family
 from svcdiag.sglang.figures import Figures

@@ -31,11 +31,11 @@ from typing import Any, BinaryIO
 from svcdiag.config.service import ServiceConfig
 from svcdiag.errors import SvcdiagError
 from svcdiag.files import write_atomic
-from svcdiag.ops.bundle_read import JOURNAL
-from svcdiag.ops.conclude import diagnoser
-from svcdiag.ops.gpumem import remote_smi
-from svcdiag.ops.history import read_rows
-from svcdiag.ops.replay import NoStartFound, replay
+from svcdiag.ops.host.gpumem import remote_smi
+from svcdiag.ops.host.history import read_rows
+from svcdiag.ops.offline.bundle_read import JOURNAL
+from svcdiag.ops.offline.conclude import diagnoser
+from svcdiag.ops.offline.replay import NoStartFound, replay
 from svcdiag.systemd.install import SYSTEM_UNIT_DIR
 from svcdiag.systemd.journal import no_access
 from svcdiag.systemd.render import render_unit

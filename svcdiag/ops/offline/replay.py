@@ -47,7 +47,7 @@ CHUNK = 1 << 20
 #: a quiet prefixed line's timestamp as LineParser cuts it (text[1:24] after a ".", else text[1:20]),
 #: of the same shape as LineParser.interesting_re's prefix: whether it parses is parse_ts's to say
 _TS_RE = re.compile(rb"\n\[(2[^\n]{18}(?:\.[^\n]{3})?)")
-EXAMPLES_DIR = Path(__file__).resolve().parent.parent / "examples"
+EXAMPLES_DIR = Path(__file__).resolve().parent.parent.parent / "examples"
 
 
 def example_names() -> list[str]:
@@ -211,7 +211,7 @@ def replay_path(path: str, stdin: BinaryIO, cfg: ServiceConfig | None = None,
     if path == "-":
         return "<stdin>", replay(stdin, "<stdin>", cfg, invocation, start=start)
     if path.endswith((".tar.gz", ".tgz")):  # a post-mortem bundle (svcdiag bundle): its journal slice
-        from svcdiag.ops.bundle_read import BUNDLE_WALK_MAX, open_bundle
+        from svcdiag.ops.offline.bundle_read import BUNDLE_WALK_MAX, open_bundle
 
         slice_ = open_bundle(path)
         if slice_ is not None:
@@ -750,7 +750,7 @@ def replay(stream: BinaryIO, name: str, cfg: ServiceConfig | None = None,
     """Judge a saved log: its last start, or the one whose invocation id begins with `invocation`,
     or the `start`-th (1-based). `fast=False` reads it line by line, record by record (the reference
     the fast paths are tested against); `chunk` overrides the fast paths' chunk size; past `walk_max` lines read
-    one by one (a bundle's bound: ops.bundle_read.BUNDLE_WALK_MAX) the input is refused in one line."""
+    one by one (a bundle's bound: ops.offline.bundle_read.BUNDLE_WALK_MAX) the input is refused in one line."""
     head = stream.read(64 * 1024)
     fmt = detect(head)
     cut = Cut()

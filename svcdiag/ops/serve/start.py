@@ -18,13 +18,13 @@ from svcdiag.config.service import ServiceConfig, UnitsDir
 from svcdiag.errors import SvcdiagError
 from svcdiag.files import UnsafePath, state_dir
 from svcdiag.judge.verdict import Verdict
-from svcdiag.ops import gpu_hygiene, history
-from svcdiag.ops.check import check, require_ok
-from svcdiag.ops.conclude import conclude, diagnoser
-from svcdiag.ops.follow import follow, judge_ended, start_unit, unit_lock
-from svcdiag.ops.http_check import cross_check
-from svcdiag.ops.preflight import Calibration, Plan, plan, predicted_cause
-from svcdiag.ops.sglang_version import SglangVersion, resolve
+from svcdiag.ops.host import gpu_hygiene, history
+from svcdiag.ops.host.check import check, require_ok
+from svcdiag.ops.host.preflight import Calibration, Plan, plan, predicted_cause
+from svcdiag.ops.host.sglang_version import SglangVersion, resolve
+from svcdiag.ops.offline.conclude import conclude, diagnoser
+from svcdiag.ops.serve.follow import follow, judge_ended, start_unit, unit_lock
+from svcdiag.ops.serve.http_check import cross_check
 from svcdiag.output.publish import Progress, Publisher
 from svcdiag.sglang.failures import Cause
 from svcdiag.systemd.dbus import Systemd, UnitProps

@@ -20,11 +20,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from svcdiag.errors import SvcdiagError
-from svcdiag.ops.status_line import watch_word
+from svcdiag.ops.serve.status_line import watch_word
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # the judge is imported for a start judged from its lines: a snapshot of starts whose
-    # supervisors published their verdicts (ops.service.published_verdicts) needs none of it
+    # supervisors published their verdicts (ops.serve.service.published_verdicts) needs none of it
     from svcdiag.config.service import ServiceConfig
     from svcdiag.judge.progress import PhaseProgress
     from svcdiag.systemd.dbus import Systemd, UnitProps
@@ -163,7 +163,7 @@ class Board:
         brief = not self.follow and self.sd.remote is None  # a snapshot here: published verdicts stand
         states = self.sd.states([c.unit for c in dirty], brief=brief)
         if brief:
-            from svcdiag.ops.service import published_verdicts
+            from svcdiag.ops.serve.service import published_verdicts
 
             said = published_verdicts(self.sd, dirty, states)
         for cfg, listed in zip(dirty, states, strict=True):
@@ -184,7 +184,7 @@ class Board:
             changed = s.drain() or changed
             props = self.props.get(unit)
             if props is not None and s.invocation == props.invocation and props.running:
-                from svcdiag.ops import deadline_owner
+                from svcdiag.ops.serve import deadline_owner
 
                 before = s.judge.verdict
                 deadline_owner.tick(s.judge, now, supervised=s.notify, status=props.status_text)
@@ -193,7 +193,7 @@ class Board:
                 s.drain()
                 s.close()  # the start is over: its journal says nothing more
                 if s.notify:
-                    from svcdiag.ops.follow import _supervisors_failure
+                    from svcdiag.ops.serve.follow import _supervisors_failure
 
                     _supervisors_failure(s.judge, props)
         return changed
@@ -291,7 +291,7 @@ def usual_times(names: list[str]) -> dict[str, dict[str, Any]]:
 def usual_from_history(configs: list[ServiceConfig]) -> dict[str, dict[str, Any]]:
     """A remote host's usual times: the last healthy start svcdiag recorded here (`up --host`
     writes its verdicts to this machine's history, not that host's journal)."""
-    from svcdiag.ops.history import load_usual
+    from svcdiag.ops.host.history import load_usual
 
     out: dict[str, dict[str, Any]] = {}
     for cfg in configs:

@@ -26,9 +26,9 @@ from typing import Any
 
 from svcdiag.config.service import ServiceConfig
 from svcdiag.files import DEFAULT_STATE_DIR, SHARED_DIR, SHARED_FILE, SHARED_GROUP, UnsafePath, write_atomic
-from svcdiag.ops.gpumem import local_smi
-from svcdiag.ops.history import DB_NAME
-from svcdiag.ops.sglang_version import probe
+from svcdiag.ops.host.gpumem import local_smi
+from svcdiag.ops.host.history import DB_NAME
+from svcdiag.ops.host.sglang_version import probe
 
 GROUP = SHARED_GROUP
 UNITS_DIR = "etc/svcdiag/units"
@@ -36,7 +36,7 @@ SECRETS_DIR = "etc/svcdiag/secrets"
 POLKIT_RULE = "etc/polkit-1/rules.d/50-svcdiag.rules"
 BASH_COMPLETION = "etc/bash_completion.d/svcdiag"
 #: the rule as shipped (contrib/polkit/50-svcdiag.rules; a test keeps the two equal)
-RULE_SOURCE = Path(__file__).resolve().parent.parent / "systemd" / "polkit" / "50-svcdiag.rules"
+RULE_SOURCE = Path(__file__).resolve().parent.parent.parent / "systemd" / "polkit" / "50-svcdiag.rules"
 NOLOGIN = "/usr/sbin/nologin"
 
 
@@ -344,7 +344,7 @@ def _by(configs: list[ServiceConfig], keys: Callable[[ServiceConfig], list[str]]
 
 def source_checkout() -> Path | None:
     """The source checkout svcdiag is imported from (an editable install), else None."""
-    top = Path(__file__).resolve().parent.parent.parent
+    top = Path(__file__).resolve().parent.parent.parent.parent
     if (top / "pyproject.toml").is_file() and (top / "svcdiag" / "cli").is_dir() and "site-packages" not in top.parts:
         return top
     return None

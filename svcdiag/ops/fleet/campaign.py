@@ -29,11 +29,11 @@ from svcdiag.config.campaign import Phase, Plan
 from svcdiag.config.service import ServiceConfig, UnitsDir
 from svcdiag.errors import SvcdiagError
 from svcdiag.files import open_append, write_atomic
-from svcdiag.ops import baseline as baseline_ops
-from svcdiag.ops import start
-from svcdiag.ops.gpu_hygiene import config_gpus
-from svcdiag.ops.history import History, db_path
-from svcdiag.ops.nodes import Hosts
+from svcdiag.ops.fleet import baseline as baseline_ops
+from svcdiag.ops.host.gpu_hygiene import config_gpus
+from svcdiag.ops.host.history import History, db_path
+from svcdiag.ops.serve import start
+from svcdiag.ops.serve.nodes import Hosts
 from svcdiag.output.publish import LockedSink, Publisher
 from svcdiag.systemd.dbus import Systemd
 
@@ -265,7 +265,7 @@ class Runner:
             try:
                 with self.connect(cfg) as sd:
                     sd.wait_job(sd.stop(cfg.unit), 90.0)
-                    tuned = f"{cfg.name}-tuned.service"  # a tune phase's candidate (ops.tune.tuned_name)
+                    tuned = f"{cfg.name}-tuned.service"  # a tune phase's candidate (ops.fleet.tune.tuned_name)
                     if sd.props(tuned).running:
                         sd.wait_job(sd.stop(tuned), 90.0)
             except Exception as e:  # a unit that is already gone
@@ -281,7 +281,7 @@ class Runner:
         """A tune phase's config as an earlier run of this target tuned it (None: not tuned, or not a tune phase)."""
         if phase.tune is None:
             return None
-        from svcdiag.ops import tune
+        from svcdiag.ops.fleet import tune
 
         try:
             target = tune.parse_target([f"{k}={v}" for k, v in phase.tune["target"].items()], cfg)
@@ -291,7 +291,7 @@ class Runner:
 
     def _tuned(self, phase: Phase, cfg: ServiceConfig) -> ServiceConfig | RunRow:
         """A `tune` phase: the config tuned to the phase's target; its tuned config, or the row of why none."""
-        from svcdiag.ops import tune
+        from svcdiag.ops.fleet import tune
 
         spec = phase.tune or {}
         t = spec["target"]
@@ -350,7 +350,7 @@ class Runner:
                               benchmark=bench, ended=time.time(), invocation=v.invocation, start_id=out.history_id)
             finally:
                 if not self.stop.is_set():  # taken down before the next; a refused config's unit, never
-                    from svcdiag.ops.service import down  # installed, is not loaded: nothing to stop, not an error
+                    from svcdiag.ops.serve.service import down  # installed, is not loaded: nothing to stop, not an error
 
                     down(sd, [cfg])
 

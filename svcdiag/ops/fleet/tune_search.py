@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from svcdiag.ops.tune_model import MAX_MEM_FRACTION, Capacity, Costs, capacity, down_to, from_figures, up_to
+from svcdiag.ops.fleet.tune_model import MAX_MEM_FRACTION, Capacity, Costs, capacity, down_to, from_figures, up_to
 from svcdiag.sglang.failures import Cause, Family, in_family
 from svcdiag.sglang.figures import Figures
 

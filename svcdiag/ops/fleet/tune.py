@@ -22,12 +22,8 @@ from svcdiag.config.diff import config_diff
 from svcdiag.config.service import ServiceConfig, UnitsDir
 from svcdiag.errors import SvcdiagError
 from svcdiag.files import read_text, state_dir, write_atomic
-from svcdiag.ops import gpu_hygiene
-from svcdiag.ops.check import check, require_ok
-from svcdiag.ops.follow import unit_lock
-from svcdiag.ops.start import ensure_started, flag_check, quiet_plan, wait_verdict
-from svcdiag.ops.tune_model import blank, from_inputs
-from svcdiag.ops.tune_search import (
+from svcdiag.ops.fleet.tune_model import blank, from_inputs
+from svcdiag.ops.fleet.tune_search import (
     CAPACITY_KEYS,
     DRAFT_KEY,
     TRIAL_FIGURES,
@@ -40,6 +36,10 @@ from svcdiag.ops.tune_search import (
     meets,
     step,
 )
+from svcdiag.ops.host import gpu_hygiene
+from svcdiag.ops.host.check import check, require_ok
+from svcdiag.ops.serve.follow import unit_lock
+from svcdiag.ops.serve.start import ensure_started, flag_check, quiet_plan, wait_verdict
 from svcdiag.output.publish import Publisher
 from svcdiag.sglang.figures import Figures
 from svcdiag.systemd.dbus import Systemd
@@ -101,7 +101,7 @@ def check_context(cfg: ServiceConfig, target: Target, remote: Any = None) -> Non
     start: SGLang refuses a longer context_length, and the stand-in would run it. When the model's files
     cannot be read, a context above the config's own context_length is refused too: nothing here can say
     the model takes it."""
-    from svcdiag.ops.preflight import LOCAL, RemoteFiles, locate_model
+    from svcdiag.ops.host.preflight import LOCAL, RemoteFiles, locate_model
     from svcdiag.sglang.modelinfo import ModelInfoError, public_shape, read_shape
 
     files = LOCAL if remote is None else RemoteFiles(remote)
@@ -410,7 +410,7 @@ def _search(sd: Systemd, cfg: ServiceConfig, units: UnitsDir, pub: Publisher, pr
 
 def _verify_baseline(sd: Systemd, units: UnitsDir, pub: Publisher, timeout: float | None, state: str | None) -> None:
     """`--baseline`: the known-good baseline re-verified first; a drifted host is no place to tune."""
-    from svcdiag.ops.baseline import check
+    from svcdiag.ops.fleet.baseline import check
 
     base = units.baseline()
     outcome = check(sd, base, units, pub, candidate=None, keep_running=False, state=state, timeout=timeout)

@@ -1,6 +1,6 @@
 """A verdict's last step before it is published: the diagnosis, with what only the
 application knows. Its own module so that `replay` (which judges no live unit) does not
-import `ops.start` and everything a live start needs."""
+import `ops.serve.start` and everything a live start needs."""
 
 from __future__ import annotations
 

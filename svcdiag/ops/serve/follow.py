@@ -25,8 +25,8 @@ from svcdiag.errors import SvcdiagError
 from svcdiag.files import open_lock
 from svcdiag.judge.pipeline import TAIL_WAIT, Judge
 from svcdiag.judge.verdict import Verdict
-from svcdiag.ops import deadline_owner
-from svcdiag.ops.status_line import FAILED_STATUS, news, status_phase, tells
+from svcdiag.ops.serve import deadline_owner
+from svcdiag.ops.serve.status_line import FAILED_STATUS, news, status_phase, tells
 from svcdiag.sglang.events import Event
 from svcdiag.sglang.failures import Cause
 from svcdiag.systemd.dbus import Systemd, UnitProps
