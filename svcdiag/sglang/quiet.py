@@ -51,7 +51,7 @@ def interesting_re(keys: Collection[str], ascii_only: bool = False) -> re.Patter
 
 def interesting_message_re(keys: Collection[str], fmt: str, ascii_only: bool = False) -> re.Pattern[bytes]:
     """The journal formats' `interesting_re`: matches every MESSAGE field of a chunk of `-o json`
-    lines (`fmt` "json") or `-o export` entries ("export") whose value is not a quiet message,
+    lines (`fmt` "json") or `-o export` entries ("export": at its `M`) whose value is not a quiet message,
     or is not a plain string (JSON: null, an array of bytes). A record whose MESSAGE it does not
     match is quiet, given what the caller checks per chunk: in JSON no `\\u`, `\\n` or `\\r`
     escape, which could spell a key, a newline or a colour code (any other escape in the first
@@ -59,8 +59,10 @@ def interesting_message_re(keys: Collection[str], fmt: str, ascii_only: bool = F
     if fmt == "json":
         return _compiled(("json", ascii_only), keys, lambda: rb'"MESSAGE"\s*:\s*+(?!"' + UNWRAPPED
                               + quiet_message(keys, ascii_only, escaped=True) + rb")")
+    # `MESSAGE=` first, its newline looked behind: re's search for a literal head steps on each byte equal to its
+    # first, and `M` is ~4 times rarer than a newline in an entry (~10 % less CPU for the export path's scan)
     return _compiled(("export", ascii_only), keys,
-                     lambda: rb"\nMESSAGE=(?!" + UNWRAPPED + quiet_message(keys, ascii_only) + rb")")
+                     lambda: rb"MESSAGE=(?<=\nMESSAGE=)(?!" + UNWRAPPED + quiet_message(keys, ascii_only) + rb")")
 
 #: a journal message the reader unwraps (systemd.journal_formats.unwrap) is not quiet, whatever follows: the
 #: two wrapper prefixes that could pass for SGLang's dated one, Jenkins' `[2025-11-06T02:08:14.810Z] ` and a

@@ -534,7 +534,9 @@ class ExportReader:
         as one block that starts with a newline and ends with each entry's blank line; None when
         the next entry is for `entry`."""
         if len(self.buf) - self.pos < self.block and not self.eof:
-            self._compact()
+            keep = self.pos - 1 if self.pos and self.buf[self.pos - 1] == 10 else self.pos  # the newline before pos
+            del self.buf[:keep]
+            self.pos -= keep
             chunk = self.stream.read(self.block)
             if not chunk:
                 self.eof = True
@@ -547,7 +549,11 @@ class ExportReader:
             cut = buf.rfind(b"\n\n", self.pos, long)
         if cut < 0:
             return None
-        block = b"\n" + bytes(buf[self.pos:cut + 2])
+        with memoryview(buf) as view:  # one copy: a bytearray's slice is one, and bytes() of it another
+            if self.pos and buf[self.pos - 1] == 10:  # the previous entry's blank line: the block's first newline
+                block = bytes(view[self.pos - 1:cut + 2])
+            else:
+                block = b"\n" + view[self.pos:cut + 2]
         self.pos = cut + 2
         return block
 
