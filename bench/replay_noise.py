@@ -162,6 +162,8 @@ def main() -> None:
     ap.add_argument("--mix", action="append", choices=list(MIXES), help="only these mixes (default: all)")
     ap.add_argument("--no-export", action="store_true", help="leave out the export row")
     ap.add_argument("--export-only", action="store_true", help="only the export row")
+    ap.add_argument("--export-records", type=int, metavar="N", help="records of the export row (default 100k; 1M with "
+                    "--10m or --50m)")
     ap.add_argument("--before", metavar="DIR", help="also another svcdiag tree (`git archive REV svcdiag templates | tar -x -C "
                     "DIR`), run round by round beside this one")
     args = ap.parse_args()
@@ -172,7 +174,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         for mix in [] if args.export_only else args.mix or list(MIXES):
             plain[mix] = [measure(tmp, n, mix, "plain", args.runs if n < 10_000_000 else 1, args.before) for n in sizes]
-        export = None if args.no_export else measure(tmp, 1_000_000 if args.big or args.huge else 100_000, "noisy",
+        records = args.export_records or (1_000_000 if args.big or args.huge else 100_000)
+        export = None if args.no_export else measure(tmp, records, "noisy",
                                                      "export", args.runs, args.before)
     print(f"load {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     for name in engines():
