@@ -508,11 +508,11 @@ def hybrid_swa(L: Loader, kvc: Any, mc: Bag, cfg: Bag, hf: Any) -> None:
         needle = "self.is_hybrid_swa = self.model_config.is_hybrid_swa = True"  # 0.5.1: is_hybrid
         if needle not in L.path(runner).read_text():
             needle = "self.is_hybrid = self.model_config.is_hybrid = True"
-        check = top_level_if(L, runner, "ModelRunner", "initialize", needle)
         probe = Bag("model_runner", server_args=cfg, sliding_window_size=window, model_config=mc, is_hybrid_swa=False,
                     is_hybrid=False)
         mc.set(is_hybrid_swa=False)
-        check(probe)
+        if needle in L.path(runner).read_text():  # 0.4.6 has no hybrid pool: off
+            top_level_if(L, runner, "ModelRunner", "initialize", needle)(probe)
         on = bool(probe.is_hybrid_swa or probe.is_hybrid)
         if needle.startswith("self.is_hybrid ="):
             kvc.__dict__["is_hybrid"] = on  # 0.5.1's name for it, which its init_memory_pool reads
@@ -657,7 +657,12 @@ def pool_0509(L: Loader, kvc: Any, cfg: Bag, free_gb: float) -> Any:
     nargs = init.__code__.co_argcount
     extra = (cfg.max_running_requests, cfg.max_total_tokens)[: nargs - 2]
     max_num_reqs = init(kvc, free_gb, *extra)
-    kvc.req_to_token_pool = Bag("req_to_token_pool", size=max_num_reqs)
+    # the request pool's size as the wheel's init_memory_pool builds it (`ReqToTokenPool(size=...)`:
+    # 0.4.6 max_num_reqs + 1, later max_num_reqs), its expression evaluated as written
+    import re
+    sizes = re.findall(r"(?<!Decode)ReqToTokenPool\(\s*size=([^,\n]+),", L.path(owner[0]).read_text())
+    size = eval(sizes[0], {"max_num_reqs": max_num_reqs}) if sizes else max_num_reqs  # noqa: S307
+    kvc.req_to_token_pool = Bag("req_to_token_pool", size=size)
     for mod, cls in ((runner, "ModelRunner"), ("sglang.srt.managers.tp_worker", "TpModelWorker")):
         L._index(mod)
         klass = next((n for n in L._defs[mod].get(cls, []) if isinstance(n, ast.ClassDef)), None)
@@ -745,7 +750,7 @@ def driver_for(release: str):
         return drive_0509
     if key >= (0, 5, 3):
         return drive_0506
-    if key == (0, 5, 1):
+    if key >= (0, 4, 6):  # 0.4.6.post1, 0.5.1
         return drive_0501
     raise SystemExit(f"sglang-sizing-oracle: no driver for {release} yet")
 
