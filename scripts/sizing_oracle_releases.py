@@ -426,7 +426,8 @@ def drive_configurator(root: Path, c: dict[str, Any], model_cfg: dict[str, Any],
                              "fused_entry_bytes": lambda self, name: None}  # a fused draft entry: not in this grid
     Kvc = type("KVCacheConfigurator", (), attrs)
     kvc = Kvc()
-    SpeculativeAlgorithm = L.get("sglang.srt.speculative.spec_info", "SpeculativeAlgorithm")
+    SpeculativeAlgorithm = (L.get("sglang.srt.speculative.spec_info", "SpeculativeAlgorithm")
+                            if L.has("sglang.srt.speculative.spec_info", "SpeculativeAlgorithm") else None)  # 0.4.0: none
     layers = facts["num_hidden_layers"]
     spec_aux = Bag("spec_aux_config", eagle_draft_num_layers=c.get("draft_layers") if c["spec"] in ("EAGLE3", "NEXTN") else None,
                    dflash_draft_num_layers=c.get("draft_layers") if c["spec"] == "DFLASH" else None,
@@ -436,7 +437,8 @@ def drive_configurator(root: Path, c: dict[str, Any], model_cfg: dict[str, Any],
         device="cuda", gpu_id=0, attn_dp_size=cfg.attn_dp_size, pp_size=1, pp_group=None, model=None,
         model_config=mc, server_args=cfg, kv_cache_dtype=torch.bfloat16, model_dtype=torch.bfloat16,
         page_size=cfg.page_size, sliding_window_size=None,
-        spec_algorithm=spec_algorithm(SpeculativeAlgorithm, c["spec"], L), is_draft_worker=False,
+        spec_algorithm=spec_algorithm(SpeculativeAlgorithm, c["spec"], L) if SpeculativeAlgorithm else None,
+        is_draft_worker=False,
         post_capture_kv_active=False, spec_aux_config=spec_aux, is_hybrid_swa=False, is_hybrid_swa_compress=False,
         use_mla_backend=facts["mla"],
         layer_info=Bag("layer_info", start_layer=0, end_layer=layers, num_effective_layers=layers,
@@ -698,11 +700,15 @@ def args_0501(L: Loader, cfg: Bag, mc: Bag, c: dict[str, Any], code: list[str]) 
     order: the card reading, the automatic mem_fraction_static (with adjust_mem_fraction_for_vlm),
     chunked prefill and cuda_graph_max_bs by card, dp-attention's chunked prefill // dp_size and the
     speculative `max_running_requests is None → 48` (NEXTN → EAGLE first)."""
-    heads = ("gpu_mem = get_device_memory_capacity", "if self.mem_fraction_static is None",
+    heads = ("gpu_mem = get_device_memory_capacity", "if is_hip():\n            gpu_mem = ",  # 0.4.0's reading
+             "if self.mem_fraction_static is None",
              "if self.chunked_prefill_size is None", "if self.cuda_graph_max_bs is None",
              "if self.enable_dp_attention:\n            self.schedule_conservativeness",
              "if self.max_running_requests is None")
     L.stubs["sglang.srt.configs.model_config.ModelConfig"] = Bag("ModelConfig", from_server_args=lambda sa: mc)
+    for n in ("get_nvgpu_memory_capacity", "get_amdgpu_memory_capacity"):  # up to 0.4.0: the card's MiB
+        L.stubs[f"sglang.srt.server_args.{n}"] = lambda: c["gpu_capacity_mib"]
+    L.stubs["sglang.srt.server_args.is_hip"] = lambda: False
     fn = statements(L, "sglang.srt.server_args", "__post_init__", lambda s: s.startswith(heads), cls="ServerArgs")
     fn(cfg)
 
@@ -750,7 +756,7 @@ def driver_for(release: str):
         return drive_0509
     if key >= (0, 5, 3):
         return drive_0506
-    if key >= (0, 4, 6):  # 0.4.6.post1, 0.5.1
+    if key >= (0, 4, 6):  # 0.4.6.post1, 0.5.1 (0.4.0: see docs/preflight.md#the-oracle)
         return drive_0501
     raise SystemExit(f"sglang-sizing-oracle: no driver for {release} yet")
 
@@ -770,6 +776,6 @@ def supports(release: str, case: dict[str, Any], root: Path | None = None) -> bo
     if case["spec"] and root is not None:
         spec_info = root / "sglang/srt/speculative/spec_info.py"
         known = spec_info.read_text() if spec_info.is_file() else ""
-        if case["spec"] not in known and case["spec"] != "NEXTN":
+        if case["spec"] not in known and (case["spec"] != "NEXTN" or not known):
             return False
     return True
