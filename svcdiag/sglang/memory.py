@@ -108,11 +108,13 @@ FAMILIES = (
     Family("0.5.19", "0.5.19", False, "joint_padded", True, True, True, True, "0.5.19", "added", "kv_half", 100 / 1024),
     # 0.5.20's and 0.5.21's: 0.5.23's card defaults, the decode graph still uncapped
     Family("0.5.20", "0.5.20", False, "joint_padded", True, True, True, True, "0.5.20", "added", "kv_half", 100 / 1024),
-    # 0.5.22's, 0.5.23's
-    Family("0.5.23", "0.5.22", False, "joint_padded", True, True, True, True, "0.5.23", "added", "kv_half", 100 / 1024),
+    # 0.5.22's wheel: 0.5.23's, but an asked max_running_requests below the DP width is 0 requests a worker
+    # (kv_cache_configurator.py resolve_max_num_reqs: 0.5.23 takes max(1, asked // attn_dp_size))
+    Family("0.5.22", "0.5.22", False, "joint_padded", True, True, True, True, "0.5.23", "added", "kv_half", 100 / 1024),
+    Family("0.5.23", "0.5.23", False, "joint_padded", True, True, True, True, "0.5.23", "added", "kv_half", 100 / 1024),
 )
 #: the families of 0.5.19+ (arg_groups/ resolution hooks, kv_cache_configurator.py, pool_configurator.py's 0.5.19 rules)
-SINCE_0519 = frozenset({"0.5.19", "0.5.20", "0.5.23"})
+SINCE_0519 = frozenset({"0.5.19", "0.5.20", "0.5.22", "0.5.23"})
 NEWEST = FAMILIES[-1]
 
 
