@@ -122,6 +122,10 @@ def drive_0523(root: Path, c: dict[str, Any], model_cfg: dict[str, Any]) -> tupl
     return drive_configurator(root, c, model_cfg, args_0523)
 
 
+def drive_0520(root: Path, c: dict[str, Any], model_cfg: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    return drive_configurator(root, c, model_cfg, args_0520)
+
+
 def drive_0518(root: Path, c: dict[str, Any], model_cfg: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
     return drive_configurator(root, c, model_cfg, args_0518)
 
@@ -139,6 +143,28 @@ def args_0523(L: Loader, cfg: Bag, mc: Bag, c: dict[str, Any], code: list[str]) 
     if cfg.attn_dp_size > 1:
         cfg.set(chunked_prefill_size=cfg.chunked_prefill_size // cfg.attn_dp_size)
         code.append("arg_groups/parallel_hook.py:handle_data_parallelism (chunked_prefill_size // attn_dp_size)")
+    if c["spec"]:
+        handler = {"EAGLE3": "_handle_eagle_family", "NEXTN": "_handle_eagle_family", "DFLASH": "_handle_dflash",
+                   "NGRAM": "_handle_ngram"}[c["spec"]]
+        statements(L, "sglang.srt.arg_groups.speculative_hook", handler,
+                   lambda s: s.startswith("if cfg.max_running_requests is None"))(cfg)
+
+
+def args_0520(L: Loader, cfg: Bag, mc: Bag, c: dict[str, Any], code: list[str]) -> None:
+    """0.5.19-0.5.20: the resolution hooks (arg_groups/pipeline.py's order) before --attn-dp-size:
+    dp-attention is --enable-dp-attention with dp_size, the graph reserve counts dp_size and
+    handle_data_parallelism divides chunked prefill by dp_size."""
+    L.get("sglang.srt.arg_groups.cuda_graph_hook", "apply_cuda_graph_compatibility")(cfg)
+    memory = L.get("sglang.srt.arg_groups.memory_hook", "handle_gpu_memory_settings")
+    # 0.5.19's pipeline passes the card's capacity (get_device_memory_capacity), 0.5.20 reads it inside
+    takes_gpu_mem = "def handle_gpu_memory_settings(server_args: Any, gpu_mem)" in L.path(
+        "sglang.srt.arg_groups.memory_hook").read_text()
+    memory(cfg, c["gpu_capacity_mib"]) if takes_gpu_mem else memory(cfg)
+    if mc.is_hybrid:
+        cfg.set(**L.get("sglang.srt.arg_groups.overrides", "_mamba_radix_cache_resolution")(cfg))
+    if cfg.enable_dp_attention:
+        cfg.set(chunked_prefill_size=cfg.chunked_prefill_size // cfg.dp_size)
+        code.append("arg_groups/parallel_hook.py:handle_data_parallelism (chunked_prefill_size // dp_size)")
     if c["spec"]:
         handler = {"EAGLE3": "_handle_eagle_family", "NEXTN": "_handle_eagle_family", "DFLASH": "_handle_dflash",
                    "NGRAM": "_handle_ngram"}[c["spec"]]
@@ -179,7 +205,7 @@ def spec_algorithm(cls: Any, name: str | None, L: Loader | None = None) -> Any:
     0.5.6's names are a registry its module fills at import: those calls run first."""
     try:
         return cls.from_string(name)
-    except (ValueError, AttributeError):
+    except (ValueError, AttributeError, KeyError):
         if L is not None and not getattr(cls, "_oracle_registered", False):
             L.run_top_level_calls("sglang.srt.speculative.spec_info")
             cls._oracle_registered = True
@@ -400,7 +426,8 @@ def drive_configurator(root: Path, c: dict[str, Any], model_cfg: dict[str, Any],
                              "fused_entry_bytes": lambda self, name: None}  # a fused draft entry: not in this grid
     Kvc = type("KVCacheConfigurator", (), attrs)
     kvc = Kvc()
-    SpeculativeAlgorithm = L.get("sglang.srt.speculative.spec_info", "SpeculativeAlgorithm")
+    SpeculativeAlgorithm = (L.get("sglang.srt.speculative.spec_info", "SpeculativeAlgorithm")
+                            if L.has("sglang.srt.speculative.spec_info", "SpeculativeAlgorithm") else None)  # 0.4.0: none
     layers = facts["num_hidden_layers"]
     spec_aux = Bag("spec_aux_config", eagle_draft_num_layers=c.get("draft_layers") if c["spec"] in ("EAGLE3", "NEXTN") else None,
                    dflash_draft_num_layers=c.get("draft_layers") if c["spec"] == "DFLASH" else None,
@@ -410,7 +437,8 @@ def drive_configurator(root: Path, c: dict[str, Any], model_cfg: dict[str, Any],
         device="cuda", gpu_id=0, attn_dp_size=cfg.attn_dp_size, pp_size=1, pp_group=None, model=None,
         model_config=mc, server_args=cfg, kv_cache_dtype=torch.bfloat16, model_dtype=torch.bfloat16,
         page_size=cfg.page_size, sliding_window_size=None,
-        spec_algorithm=spec_algorithm(SpeculativeAlgorithm, c["spec"], L), is_draft_worker=False,
+        spec_algorithm=spec_algorithm(SpeculativeAlgorithm, c["spec"], L) if SpeculativeAlgorithm else None,
+        is_draft_worker=False,
         post_capture_kv_active=False, spec_aux_config=spec_aux, is_hybrid_swa=False, is_hybrid_swa_compress=False,
         use_mla_backend=facts["mla"],
         layer_info=Bag("layer_info", start_layer=0, end_layer=layers, num_effective_layers=layers,
@@ -428,7 +456,7 @@ def drive_configurator(root: Path, c: dict[str, Any], model_cfg: dict[str, Any],
         find("__post_init__")(kvc)  # mambaish / hybrid_gdn / kda configs, the DFlash draft cell
     mem_fraction = cfg.mem_fraction_static
     try:
-        if args_phase in (args_0509, args_0506):
+        if args_phase in (args_0509, args_0506, args_0501):
             pool = pool_0509(L, kvc, cfg, c["free_gb"])
         else:
             pool = kvc._resolve_memory_pool_config(c["free_gb"])
@@ -445,7 +473,7 @@ def drive_configurator(root: Path, c: dict[str, Any], model_cfg: dict[str, Any],
            "mamba_slot_bytes": kvc.mambaish_config.mamba2_cache_params.mamba_cache_per_req
            if kvc.mambaish_config is not None else None,
            "mamba_ratio": kvc._calculate_mamba_ratio() if kvc.mambaish_config is not None
-           and args_phase not in (args_0509, args_0506) else None,
+           and args_phase not in (args_0509, args_0506, args_0501) else None,
            "cell_bytes": getattr(pool, "cell_size", None)}
     return out, code + sorted(set(L.used))
 
@@ -479,11 +507,18 @@ def hybrid_swa(L: Loader, kvc: Any, mc: Bag, cfg: Bag, hf: Any) -> None:
             swa_ids, full_ids = L.get(mcm, "get_hybrid_layer_ids")(archs, text)
     else:
         runner = "sglang.srt.model_executor.model_runner"
-        check = top_level_if(L, runner, "ModelRunner", "initialize", "self.is_hybrid_swa = self.model_config.is_hybrid_swa = True")
-        probe = Bag("model_runner", server_args=cfg, sliding_window_size=window, model_config=mc, is_hybrid_swa=False)
+        needle = "self.is_hybrid_swa = self.model_config.is_hybrid_swa = True"  # 0.5.1: is_hybrid
+        if needle not in L.path(runner).read_text():
+            needle = "self.is_hybrid = self.model_config.is_hybrid = True"
+        probe = Bag("model_runner", server_args=cfg, sliding_window_size=window, model_config=mc, is_hybrid_swa=False,
+                    is_hybrid=False)
         mc.set(is_hybrid_swa=False)
-        check(probe)
-        on = bool(probe.is_hybrid_swa)
+        if needle in L.path(runner).read_text():  # 0.4.6 has no hybrid pool: off
+            top_level_if(L, runner, "ModelRunner", "initialize", needle)(probe)
+        on = bool(probe.is_hybrid_swa or probe.is_hybrid)
+        if needle.startswith("self.is_hybrid ="):
+            kvc.__dict__["is_hybrid"] = on  # 0.5.1's name for it, which its init_memory_pool reads
+            kvc.__dict__["mambaish_config"] = None  # 0.5.1 sizes no Mamba state (no hybrid GDN model yet)
         if on:  # set_num_token_hybrid reads the split off the model's layers: not modelled
             raise NameError("oracle: 0.5.6-style hybrid SWA pool (set_num_token_hybrid) not stubbed")
     head = mc.head_dim
@@ -624,7 +659,12 @@ def pool_0509(L: Loader, kvc: Any, cfg: Bag, free_gb: float) -> Any:
     nargs = init.__code__.co_argcount
     extra = (cfg.max_running_requests, cfg.max_total_tokens)[: nargs - 2]
     max_num_reqs = init(kvc, free_gb, *extra)
-    kvc.req_to_token_pool = Bag("req_to_token_pool", size=max_num_reqs)
+    # the request pool's size as the wheel's init_memory_pool builds it (`ReqToTokenPool(size=...)`:
+    # 0.4.6 max_num_reqs + 1, later max_num_reqs), its expression evaluated as written
+    import re
+    sizes = re.findall(r"(?<!Decode)ReqToTokenPool\(\s*size=([^,\n]+),", L.path(owner[0]).read_text())
+    size = eval(sizes[0], {"max_num_reqs": max_num_reqs}) if sizes else max_num_reqs  # noqa: S307
+    kvc.req_to_token_pool = Bag("req_to_token_pool", size=size)
     for mod, cls in ((runner, "ModelRunner"), ("sglang.srt.managers.tp_worker", "TpModelWorker")):
         L._index(mod)
         klass = next((n for n in L._defs[mod].get(cls, []) if isinstance(n, ast.ClassDef)), None)
@@ -655,12 +695,35 @@ def args_0506(L: Loader, cfg: Bag, mc: Bag, c: dict[str, Any], code: list[str]) 
     _dp_and_speculative_48(L, cfg, c)
 
 
+def args_0501(L: Loader, cfg: Bag, mc: Bag, c: dict[str, Any], code: list[str]) -> None:
+    """0.5.1: no handler to call alone; ServerArgs.__post_init__'s own statements that size, in its
+    order: the card reading, the automatic mem_fraction_static (with adjust_mem_fraction_for_vlm),
+    chunked prefill and cuda_graph_max_bs by card, dp-attention's chunked prefill // dp_size and the
+    speculative `max_running_requests is None → 48` (NEXTN → EAGLE first)."""
+    heads = ("gpu_mem = get_device_memory_capacity", "if is_hip():\n            gpu_mem = ",  # 0.4.0's reading
+             "if self.mem_fraction_static is None",
+             "if self.chunked_prefill_size is None", "if self.cuda_graph_max_bs is None",
+             "if self.enable_dp_attention:\n            self.schedule_conservativeness",
+             "if self.max_running_requests is None")
+    L.stubs["sglang.srt.configs.model_config.ModelConfig"] = Bag("ModelConfig", from_server_args=lambda sa: mc)
+    for n in ("get_nvgpu_memory_capacity", "get_amdgpu_memory_capacity"):  # up to 0.4.0: the card's MiB
+        L.stubs[f"sglang.srt.server_args.{n}"] = lambda: c["gpu_capacity_mib"]
+    L.stubs["sglang.srt.server_args.is_hip"] = lambda: False
+    fn = statements(L, "sglang.srt.server_args", "__post_init__", lambda s: s.startswith(heads), cls="ServerArgs")
+    fn(cfg)
+
+
+def drive_0501(root: Path, c: dict[str, Any], model_cfg: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    return drive_configurator(root, c, model_cfg, args_0501)
+
+
 def drive_0506(root: Path, c: dict[str, Any], model_cfg: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
     return drive_configurator(root, c, model_cfg, args_0506)
 
 
 POOL_OWNERS = {
     args_0506: [("sglang.srt.model_executor.model_runner", "ModelRunner")],
+    args_0501: [("sglang.srt.model_executor.model_runner", "ModelRunner")],
     args_0509: [("sglang.srt.model_executor.model_runner_kv_cache_mixin", "ModelRunnerKVCacheMixin"),
                 ("sglang.srt.model_executor.model_runner", "ModelRunner")],
     args_0512: [("sglang.srt.model_executor.model_runner_kv_cache_mixin", "ModelRunnerKVCacheMixin"),
@@ -670,14 +733,17 @@ POOL_OWNERS = {
     args_0515: [("sglang.srt.model_executor.model_runner_kv_cache_mixin", "ModelRunnerKVCacheMixin"),
                 ("sglang.srt.model_executor.model_runner", "ModelRunner")],
     args_0523: [("sglang.srt.mem_cache.kv_cache_configurator", "KVCacheConfigurator")],
+    args_0520: [("sglang.srt.mem_cache.kv_cache_configurator", "KVCacheConfigurator")],
     args_0518: [("sglang.srt.mem_cache.kv_cache_configurator", "KVCacheConfigurator")],
 }
 
 
 def driver_for(release: str):
     key = tuple(int(x) for x in release.split(".")[:3] if x.isdigit())
-    if key >= (0, 5, 19):
+    if key >= (0, 5, 22):
         return drive_0523
+    if key >= (0, 5, 19):
+        return drive_0520
     if key >= (0, 5, 18):
         return drive_0518
     if key >= (0, 5, 14):
@@ -690,20 +756,26 @@ def driver_for(release: str):
         return drive_0509
     if key >= (0, 5, 3):
         return drive_0506
+    if key >= (0, 4, 6):  # 0.4.6.post1, 0.5.1 (0.4.0: see docs/preflight.md#the-oracle)
+        return drive_0501
     raise SystemExit(f"sglang-sizing-oracle: no driver for {release} yet")
 
 
 def supports(release: str, case: dict[str, Any], root: Path | None = None) -> bool:
-    """Whether the release has the case's flags (--attn-dp-size is 0.5.19+) and its speculative
+    """Whether the release has the case's flags (--attn-dp-size is 0.5.22+) and its speculative
     algorithm (a name its speculative/spec_info.py knows)."""
     key = tuple(int(x) for x in release.split(".")[:3] if x.isdigit())
-    if case["dp_mode"] == "attn_dp_size" and key < (0, 5, 19):
+    if case["dp_mode"] == "attn_dp_size" and key < (0, 5, 22):
         return False
+    if root is not None and "Qwen3-Next" in case["model"] and not (root / "sglang/srt/configs/qwen3_next.py").is_file():
+        return False  # a hybrid its release has no config class for (0.5.1)
+    if key < (0, 5, 2) and ("gpt-oss" in case["model"] or "gemma-3" in case["model"]):
+        return False  # 0.5.1 turns the hybrid sliding-window pool on for them: its pool split is not run
     if root is not None and "3.8-27B" in case["model"] and not (root / "sglang/srt/configs/qwen3_5.py").is_file():
         return False  # a Qwen3.5-style hybrid: only releases that have its config class
     if case["spec"] and root is not None:
         spec_info = root / "sglang/srt/speculative/spec_info.py"
         known = spec_info.read_text() if spec_info.is_file() else ""
-        if case["spec"] not in known and case["spec"] != "NEXTN":
+        if case["spec"] not in known and (case["spec"] != "NEXTN" or not known):
             return False
     return True

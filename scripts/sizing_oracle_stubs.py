@@ -156,7 +156,16 @@ class Envs:
         return EnvVar(self._defaults[k])
 
 
+_ENV_DEFAULTS: dict[str, dict[str, Any]] = {}  # wheel root → environ.py's defaults: parsed once a run
+
+
 def envs_from_wheel(root: Any) -> Envs:
+    if str(root) not in _ENV_DEFAULTS:
+        _ENV_DEFAULTS[str(root)] = _env_defaults(root)
+    return Envs(dict(_ENV_DEFAULTS[str(root)]))
+
+
+def _env_defaults(root: Any) -> dict[str, Any]:
     import ast
     from pathlib import Path
 
@@ -171,7 +180,7 @@ def envs_from_wheel(root: Any) -> Envs:
                     defaults[node.targets[0].id] = ast.literal_eval(args[0]) if args else None
                 except ValueError:
                     defaults[node.targets[0].id] = None
-    return Envs(defaults)
+    return defaults
 
 
 def quiet_logging() -> None:

@@ -28,7 +28,7 @@ def seed(**kw: object) -> SizingInputs:
 @pytest.mark.parametrize(("version", "name"), [
     ("0.4.6", "0.4"), ("0.4.7", "0.5.2"), ("0.5.2", "0.5.2"), ("0.5.3", "0.5.3"), ("0.5.4", "0.5.6"), ("0.5.6", "0.5.6"),
     ("0.5.7", "0.5.9"), ("0.5.9", "0.5.9"), ("0.5.10", "0.5.10"), ("0.5.11", "0.5.12"), ("0.5.12", "0.5.12"),
-    ("0.5.13", "0.5.13"), ("0.5.14", "0.5.15"), ("0.5.17", "0.5.15"), ("0.5.18", "0.5.18"), ("0.5.19", "0.5.23"), ("0.5.20", "0.5.23"), ("0.5.23", "0.5.23"), ("0.6.0", "0.5.23"), (None, "0.5.23"), ("not-a-version", "0.5.23"),
+    ("0.5.13", "0.5.13"), ("0.5.14", "0.5.15"), ("0.5.17", "0.5.15"), ("0.5.18", "0.5.18"), ("0.5.19", "0.5.19"), ("0.5.20", "0.5.20"), ("0.5.21", "0.5.20"), ("0.5.22", "0.5.22"), ("0.5.23", "0.5.23"), ("0.6.0", "0.5.23"), (None, "0.5.23"), ("not-a-version", "0.5.23"),
 ])
 def test_release_families(version: str | None, name: str) -> None:
     assert family(version).name == name
@@ -167,3 +167,25 @@ def test_unreadable_sizing_flags_fall_back_to_sglangs_defaults() -> None:
 
     f = sizing_flags(("--page-size", "big", "--mamba-full-memory-ratio", "--max-total-tokens"))
     assert (f.page_size, f.mamba_full_memory_ratio, f.max_total_tokens) == (1, 0.9, None)
+
+
+def test_the_decode_graph_reserve_follows_max_running_requests_from_0_5_22() -> None:
+    """0.5.22+ memory_hook caps a default decode graph max_bs at max_running_requests; 0.5.19-0.5.21
+    reserve for the card's 512 whatever the cap (oracle tables sglang-0.5.19/20/22.jsonl)."""
+    from svcdiag.sglang.memory import auto_mem_fraction
+
+    h200 = 143169 / 1024
+    for_64 = {v: auto_mem_fraction(h200, tp_size=8, attn_dp_size=8, fam=family(v), max_running_requests=64)
+              for v in ("0.5.19", "0.5.21", "0.5.22")}
+    assert for_64["0.5.19"] == for_64["0.5.21"] < for_64["0.5.22"]
+    # a 24 GB card: 0.5.19 keeps 0.5.18's chunked prefill 2048 / graph 80 at tp 8, 0.5.20 takes 4096 / 160
+    l4 = 22563 / 1024
+    assert auto_mem_fraction(l4, tp_size=8, fam=family("0.5.19")) > auto_mem_fraction(l4, tp_size=8, fam=family("0.5.20"))
+
+
+def test_fewer_requests_than_dp_workers_serve_one_each_only_from_0_5_23() -> None:
+    """resolve_max_num_reqs: 0.5.23 takes max(1, asked // attn_dp_size); 0.5.22 and before give each
+    worker asked // dp, 0 when fewer are asked than there are workers."""
+    kw = {"mamba_per_req_bytes": None, "max_total_tokens": 10_000, "max_running_requests": 2, "dp_size": 4}
+    assert predict(seed(version="0.5.23", **kw)).max_running_requests == 1
+    assert predict(seed(version="0.5.22", **kw)).max_running_requests == 0

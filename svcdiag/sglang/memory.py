@@ -68,7 +68,7 @@ class Family:
     auto_extra_buffer: bool  # --mamba-scheduler-strategy auto → extra_buffer with the overlap scheduler
     hybrid_zero_raises: bool  # a hybrid whose state cache serves no request raises RuntimeError
     #: SGLang's automatic mem_fraction_static (auto_mem_fraction): "0.4", "0.5.2", "0.5.6", "0.5.10", "0.5.11",
-    #: "0.5.15", "0.5.18", "0.5.23": the release whose server_args / arg_groups/memory_hook.py rule it is
+    #: "0.5.15", "0.5.18", "0.5.19", "0.5.20", "0.5.23": the release whose server_args / arg_groups/memory_hook.py rule it is
     mfs_rule: str = "0.5.23"
     #: an EAGLE / MTP / STANDALONE draft's KV: "extra_tokens" (init_memory_pool adds max_num_reqs ×
     #: (steps × topk + D) + 100 tokens to the shared pool), "target" (the target's pool alone),
@@ -103,9 +103,18 @@ FAMILIES = (
     # a real 0.5.18 log (tests/fixtures/memory-backtest, OTel H100) allocates max_mamba_cache_size + 1
     # slots' state and solves for the slots with that padding slot taken out first; 0.5.16-0.5.17 unseen
     Family("0.5.18", "0.5.18", False, "joint_padded", True, True, True, True, "0.5.18", "scaled", "kv_half", 100 / 1024),
-    # 0.5.19's, 0.5.20's, 0.5.23's
-    Family("0.5.23", "0.5.19", False, "joint_padded", True, True, True, True, "0.5.23", "added", "kv_half", 100 / 1024),
+    # 0.5.19's wheel: 0.5.23's sizing, but 0.5.18's 20-35 GB card defaults (2048, 24 / 80) and a default
+    # decode graph max_bs not capped by max_running_requests (arg_groups/memory_hook.py handle_gpu_memory_settings)
+    Family("0.5.19", "0.5.19", False, "joint_padded", True, True, True, True, "0.5.19", "added", "kv_half", 100 / 1024),
+    # 0.5.20's and 0.5.21's: 0.5.23's card defaults, the decode graph still uncapped
+    Family("0.5.20", "0.5.20", False, "joint_padded", True, True, True, True, "0.5.20", "added", "kv_half", 100 / 1024),
+    # 0.5.22's wheel: 0.5.23's, but an asked max_running_requests below the DP width is 0 requests a worker
+    # (kv_cache_configurator.py resolve_max_num_reqs: 0.5.23 takes max(1, asked // attn_dp_size))
+    Family("0.5.22", "0.5.22", False, "joint_padded", True, True, True, True, "0.5.23", "added", "kv_half", 100 / 1024),
+    Family("0.5.23", "0.5.23", False, "joint_padded", True, True, True, True, "0.5.23", "added", "kv_half", 100 / 1024),
 )
+#: the families of 0.5.19+ (arg_groups/ resolution hooks, kv_cache_configurator.py, pool_configurator.py's 0.5.19 rules)
+SINCE_0519 = frozenset({"0.5.19", "0.5.20", "0.5.22", "0.5.23"})
 NEWEST = FAMILIES[-1]
 
 
@@ -249,7 +258,7 @@ def _card_defaults(mb: float, tp_size: int, rule: str) -> tuple[int, int]:
     if mb < 20 * 1024:
         return 2048, 8
     if mb < 35 * 1024:
-        return (4096, 48 if small else 160) if rule == "0.5.23" else (2048, 24 if small else 80)
+        return (4096, 48 if small else 160) if rule in ("0.5.20", "0.5.23") else (2048, 24 if small else 80)
     if mb < 60 * 1024:
         return 4096, 32 if small else 160
     if mb < 160 * 1024:
@@ -333,15 +342,15 @@ def _auto_fraction(gpu_total_gb: float, tp_size: int, chunked_prefill_size: int 
     chunk = chunked_prefill_size or chunk
     max_bs = cuda_graph_max_bs or max_bs
     if rule == "0.5.23" and cuda_graph_max_bs is None and max_running_requests is not None:
-        max_bs = min(max_bs, max_running_requests)  # memory_hook: a default max_bs ≤ max_running_requests
+        max_bs = min(max_bs, max_running_requests)  # 0.5.22+ memory_hook: a default max_bs ≤ max_running_requests
     reserved = 512 + max(chunk, 2048) * 1.5 + tp_size / 8 * 1024
-    graphs = 0.0 if disable_cuda_graph and rule in ("0.5.15", "0.5.18", "0.5.23") else max_bs * 2.0
+    graphs = 0.0 if disable_cuda_graph and rule in ("0.5.15", "0.5.18", "0.5.19", "0.5.20", "0.5.23") else max_bs * 2.0
     if dp:  # DP attention's padding, and more for a large graph batch
         graphs += max_bs * dp * 3 + (max_bs * dp * 1.5 if max_bs > 300 else 0)
     # 0.5.18+ the breakable prefill graph (cuda_graph_hook.py disable_breakable_cudagraph_if_incompatible:
     # off for a VLM not on the allowlist); 0.5.11 the piecewise one (_handle_piecewise_cuda_graph: off
     # with DP attention, for a VLM and for the listed architectures)
-    prefill_graph = rule in ("0.5.18", "0.5.23") and not disable_cuda_graph and \
+    prefill_graph = rule in ("0.5.18", "0.5.19", "0.5.20", "0.5.23") and not disable_cuda_graph and \
         (not multimodal or architecture in MULTIMODAL_BREAKABLE_ARCHS)
     if rule in ("0.5.10", "0.5.11"):  # 0.5.10's _handle_piecewise_cuda_graph also turns it off for speculative decoding
         prefill_graph = not dp and not multimodal and architecture not in PIECEWISE_DISABLED_ARCHS \
@@ -442,7 +451,7 @@ def cell_with_draft(inp: SizingInputs, fam: Family) -> int:
     if algo in DFLASH_FAMILY:
         if inp.swa_cell_bytes:  # HybridSWAPoolConfigurator: 0.5.19+ adds the draft's resolved cell
             # (_dflash_draft_cell_size, none when unresolved); up to 0.5.18 the target's layers alone
-            return cell + int(inp.draft_cell_bytes or 0) if fam is NEWEST else cell
+            return cell + int(inp.draft_cell_bytes or 0) if fam.name in SINCE_0519 else cell
         if fam.dflash_draft_cell and inp.draft_cell_bytes:
             return cell + int(inp.draft_cell_bytes)
         if draft > 0 and layers > 0:
@@ -550,7 +559,7 @@ def swa_pool_off(inp: SizingInputs) -> bool:
 
 
 #: the families that size a radix-less SWA pool from the requests (swa_request_cap)
-SWA_CAP_FAMILIES = frozenset({"0.5.15", "0.5.18", "0.5.23"})
+SWA_CAP_FAMILIES = frozenset({"0.5.15", "0.5.18"}) | SINCE_0519
 SWA_EVICTION_INTERVAL = 128  # SGLANG_SWA_EVICTION_INTERVAL's default
 
 
@@ -572,7 +581,7 @@ def swa_request_cap(inp: SizingInputs, fam: Family) -> int | None:
         return None
     per_request = inp.sliding_window + SWA_EVICTION_INTERVAL + page + page
     reqs = asked // max(1, inp.dp_size)  # 0.5.19+ at least one
-    cap = per_request * (max(1, reqs) if fam is NEWEST else reqs) + (1 if inp.disable_overlap_schedule else 2) * chunk + page
+    cap = per_request * (max(1, reqs) if fam.name in SINCE_0519 else reqs) + (1 if inp.disable_overlap_schedule else 2) * chunk + page
     return -(-cap // page) * page
 
 
