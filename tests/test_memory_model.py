@@ -26,7 +26,7 @@ def seed(**kw: object) -> SizingInputs:
 
 
 @pytest.mark.parametrize(("version", "name"), [
-    ("0.4.6", "0.4"), ("0.4.7", "0.5.2"), ("0.5.2", "0.5.2"), ("0.5.3", "0.5.3"), ("0.5.4", "0.5.6"), ("0.5.6", "0.5.6"),
+    ("0.4.0", "0.4.0"), ("0.4.5.post2", "0.4.0"), ("0.4.5.post3", "0.4"), ("0.4.6", "0.4"), ("0.4.7", "0.5.2"), ("0.5.2", "0.5.2"), ("0.5.3", "0.5.3"), ("0.5.4", "0.5.6"), ("0.5.6", "0.5.6"),
     ("0.5.7", "0.5.9"), ("0.5.9", "0.5.9"), ("0.5.10", "0.5.10"), ("0.5.11", "0.5.12"), ("0.5.12", "0.5.12"),
     ("0.5.13", "0.5.13"), ("0.5.14", "0.5.15"), ("0.5.17", "0.5.15"), ("0.5.18", "0.5.18"), ("0.5.19", "0.5.19"), ("0.5.20", "0.5.20"), ("0.5.21", "0.5.20"), ("0.5.22", "0.5.22"), ("0.5.23", "0.5.23"), ("0.6.0", "0.5.23"), (None, "0.5.23"), ("not-a-version", "0.5.23"),
 ])
@@ -189,3 +189,14 @@ def test_fewer_requests_than_dp_workers_serve_one_each_only_from_0_5_23() -> Non
     kw = {"mamba_per_req_bytes": None, "max_total_tokens": 10_000, "max_running_requests": 2, "dp_size": 4}
     assert predict(seed(version="0.5.23", **kw)).max_running_requests == 1
     assert predict(seed(version="0.5.22", **kw)).max_running_requests == 0
+
+
+def test_before_0_4_5_post3_the_automatic_fraction_is_by_tp_alone_on_a_big_card() -> None:
+    """0.4.0-0.4.5.post2 server_args.py: 0.88 at tp 1 on any card; 0.4.5.post3+ leave a 141 GB card 13 GB."""
+    from svcdiag.sglang.memory import auto_mem_fraction
+
+    h200 = 143771 / 1024
+    assert auto_mem_fraction(h200, tp_size=1, fam=family("0.4.0")) == 0.88
+    assert auto_mem_fraction(h200, tp_size=8, fam=family("0.4.5.post2")) == 0.81
+    assert auto_mem_fraction(h200, tp_size=1, fam=family("0.4.6")) == (143771 - 13 * 1024) / 143771
+    assert auto_mem_fraction(80, tp_size=1, fam=family("0.4.0")) == auto_mem_fraction(80, tp_size=1, fam=family("0.4.6"))

@@ -67,7 +67,7 @@ class Family:
     dflash_draft_cell: bool  # DFlash draft KV: its own bytes per token (else the target's, scaled by layers)
     auto_extra_buffer: bool  # --mamba-scheduler-strategy auto → extra_buffer with the overlap scheduler
     hybrid_zero_raises: bool  # a hybrid whose state cache serves no request raises RuntimeError
-    #: SGLang's automatic mem_fraction_static (auto_mem_fraction): "0.4", "0.5.2", "0.5.6", "0.5.10", "0.5.11",
+    #: SGLang's automatic mem_fraction_static (auto_mem_fraction): "0.4.0", "0.4", "0.5.2", "0.5.6", "0.5.10", "0.5.11",
     #: "0.5.15", "0.5.18", "0.5.19", "0.5.20", "0.5.23": the release whose server_args / arg_groups/memory_hook.py rule it is
     mfs_rule: str = "0.5.23"
     #: an EAGLE / MTP / STANDALONE draft's KV: "extra_tokens" (init_memory_pool adds max_num_reqs ×
@@ -85,7 +85,9 @@ class Family:
 
 
 FAMILIES = (
-    Family("0.4", "0.0", True, "upfront", False, False, False, False, "0.4", "extra_tokens", "pool"),  # 0.4.6's wheel
+    # up to 0.4.5.post2 (0.4.0's wheel): 0.4.6's sizing, but the automatic fraction by tp alone on every card
+    Family("0.4.0", "0.0", True, "upfront", False, False, False, False, "0.4.0", "extra_tokens", "pool"),
+    Family("0.4", "0.4.5.post3", True, "upfront", False, False, False, False, "0.4", "extra_tokens", "pool"),  # 0.4.6's wheel
     Family("0.5.2", "0.4.7", False, "radix_off", False, False, False, False, "0.5.2", "extra_tokens", "pool"),  # 0.5.2's
     # 0.5.3's wheel: 0.5.2's state cache, 0.5.6's automatic fraction
     Family("0.5.3", "0.5.3", False, "radix_off", False, False, False, False, "0.5.6", "extra_tokens", "pool"),
@@ -308,7 +310,7 @@ def auto_mem_fraction(gpu_total_gb: float, *, tp_size: int = 1, chunked_prefill_
     fraction = _auto_fraction(gpu_total_gb, tp_size, chunked_prefill_size, cuda_graph_max_bs, fam,
                               (speculative_algorithm or "").upper() or None, attn_dp_size, mla, multimodal,
                               disable_cuda_graph, max_total_tokens, max_running_requests, architecture)
-    if vit is not None and fam.mfs_rule != "0.4":
+    if vit is not None and fam.mfs_rule not in ("0.4.0", "0.4"):
         return fraction * vlm_factor(vit)
     return fraction
 
@@ -320,8 +322,8 @@ def _auto_fraction(gpu_total_gb: float, tp_size: int, chunked_prefill_size: int 
     mb = gpu_total_gb * 1024
     rule = fam.mfs_rule
     dp = attn_dp_size if attn_dp_size > 1 else 0
-    if rule == "0.4":  # 0.4.6 server_args.py __post_init__
-        if mb <= 81920:
+    if rule in ("0.4.0", "0.4"):  # 0.4.0 / 0.4.6 server_args.py __post_init__ (cards over 80 GB from 0.4.5.post3)
+        if mb <= 81920 or rule == "0.4.0":
             return 0.79 if tp_size >= 16 else 0.81 if tp_size >= 8 else 0.85 if tp_size >= 4 else \
                 0.87 if tp_size >= 2 else 0.88
         return (mb - 1024 * 13) / mb
@@ -526,7 +528,7 @@ def swa_full_tokens(kv_bytes: float, full_cell: int, swa_cell: int, ratio: float
     model_runner_kv_cache_mixin.py _resolve_token_capacity, _resolve_hybrid_swa_tokens; 0.5.9
     init_memory_pool, set_num_tokens_hybrid_swa; 0.5.2 / 0.5.6 model_runner.py
     set_num_token_hybrid, the same with equal full and SWA heads)."""
-    if fam.name in ("0.4", "0.5.2", "0.5.3", "0.5.6", "0.5.9", "0.5.10"):
+    if fam.name in ("0.4.0", "0.4", "0.5.2", "0.5.3", "0.5.6", "0.5.9", "0.5.10"):
         profiled = int(kv_bytes // (full_cell + swa_cell))
         if max_total_tokens is not None:
             profiled = min(profiled, max_total_tokens)
