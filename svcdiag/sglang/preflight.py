@@ -16,7 +16,7 @@ from typing import Any
 
 from svcdiag.config.service import ServiceConfig
 from svcdiag.sglang import memory, rope
-from svcdiag.sglang.failures import Cause
+from svcdiag.sglang.causes import Cause
 from svcdiag.sglang.figures import Figures
 from svcdiag.sglang.memory import ACTIVATION_HEADROOM_GB, GB, MAX_MEM_FRACTION, SizingInputs
 from svcdiag.sglang.modelinfo import DTYPE_BYTES, ModelShape
