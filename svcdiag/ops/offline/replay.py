@@ -13,9 +13,8 @@ import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import BinaryIO
+from typing import TYPE_CHECKING, BinaryIO
 
-from svcdiag.config.service import ServiceConfig
 from svcdiag.errors import SvcdiagError
 from svcdiag.judge.pipeline import Judge
 from svcdiag.judge.unit_lines import parse_systemd
@@ -35,6 +34,9 @@ from svcdiag.systemd.journal_formats import (
     records,
     text_entries,
 )
+
+if TYPE_CHECKING:  # an annotation only: a replay or a publisher without a config imports no config module
+    from svcdiag.config.service import ServiceConfig
 
 #: a plain log's start: SGLang's `server_args=ServerArgs(…)` line, or 0.5.23's `server_args={…}`
 SERVER_ARGS_MARK = "] server_args="
