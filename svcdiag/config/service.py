@@ -107,6 +107,8 @@ MEMORY_KEYS = frozenset(
 
 @dataclass(frozen=True)
 class Speculative:
+    """The speculative-decoding settings, kept together: the sizing and the flags read them as one."""
+
     algorithm: str
     draft_model_path: str | None = None
     num_steps: int | None = None

@@ -42,6 +42,8 @@ from svcdiag.sglang.preflight import Inputs, Prediction, from_config_alone, inpu
 
 @dataclass(frozen=True, slots=True)
 class Plan:
+    """A preflight: its inputs (None: the config alone), the prediction, and notes on how it was made."""
+
     inputs: Inputs | None  # None: judged from the config alone (no model shape or GPU figure)
     prediction: Prediction
     notes: tuple[str, ...]

@@ -81,6 +81,8 @@ def example_path(name: str) -> Path:
 
 @dataclass
 class Start:
+    """One start found in a replayed log, and its verdict once judged."""
+
     index: int
     invocation: str | None
     verdict: Verdict | None = None
@@ -88,6 +90,8 @@ class Start:
 
 @dataclass
 class ReplayResult:
+    """A replay: the starts the log holds, the one judged, its events and the lines cut."""
+
     format: str
     starts: list[Start]
     chosen: Start
