@@ -23,7 +23,7 @@ OTHER_VOCABULARY = {
 }
 #: where every cause id may be a string: the registry itself; the stand-in SGLang, which plays a server and imports
 #: nothing of the judge (its `fault`s are what it does, some named after the cause they should end in)
-FREE = ("svcdiag/sglang/failures/", "svcdiag/sim/")
+FREE = ("svcdiag/sglang/failures/", "svcdiag/sglang/causes.py", "svcdiag/sim/")
 #: what names a cause where a string is compared with it or given to it
 CAUSE_NAMES = {"cause", "died_of", "cause_id"}
 

@@ -297,7 +297,7 @@ def preflight(units_opt: str | None, name: str | None, gpu_memory: float | None,
     from svcdiag.errors import SvcdiagError
     from svcdiag.files import state_dir as find_state_dir
     from svcdiag.ops.host.preflight import Calibration, host_files, plan
-    from svcdiag.output.report import render_calibration, render_preflight
+    from svcdiag.output.preflight_text import render_calibration, render_preflight
 
     if calibration:
         rows = [r for r in Calibration(find_state_dir(state_dir)).rows() if not name or r["config"] == name]

@@ -116,6 +116,8 @@ PHASE = {
 
 @dataclass(frozen=True, slots=True)
 class Phase:
+    """One step of a campaign: its configs, run one after another or together."""
+
     name: str
     configs: tuple[ServiceConfig, ...]
     parallel: bool = False
@@ -126,6 +128,8 @@ class Phase:
 
 @dataclass(frozen=True, slots=True)
 class Plan:
+    """A campaign file, checked: its baseline, its phases in order and where the results go."""
+
     name: str
     path: Path
     baseline: ServiceConfig | None

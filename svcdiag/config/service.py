@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from svcdiag.config.phases import ALLOWANCES, DEFAULT_TIMEOUTS, PHASE_TIMEOUTS, PHASES  # noqa: F401  (the one list)
 from svcdiag.errors import ConfigError, SvcdiagError
 from svcdiag.files import NotRegular, read_regular
 
@@ -48,28 +49,6 @@ NAME_MAX = 240
 ENV_KEY_RE = _Pattern(r"^[A-Za-z_][A-Za-z0-9_]*$")
 FORBIDDEN_CHARS = _Pattern(r"[\x00-\x08\x0a-\x1f\x7f]")
 
-#: A start's phases, in order: the readiness machine walks them, configs set a deadline
-#: for each but the last, outputs label by them. The one list.
-PHASES = ("starting", "loading_weights", "kv_cache", "mamba_cache", "cuda_graph", "scheduler", "http", "ready")
-PHASE_TIMEOUTS = PHASES[:-1]
-#: Seconds per phase. They fit a 27B model that starts in ~2 minutes, and a weight load
-#: of up to 10 minutes from slow storage, with room to spare; `http_check` bounds the
-#: HTTP cross-check after the log says ready; `jit_compile` is added, once, to the deadline of
-#: a phase in which SGLang says it begins a kernel pre-compile session that takes long the
-#: first time on a host (DeepGEMM: "typically 10-20 mins").
-DEFAULT_TIMEOUTS = {
-    "starting": 300.0,
-    "loading_weights": 900.0,
-    "kv_cache": 300.0,
-    "mamba_cache": 300.0,
-    "cuda_graph": 600.0,
-    "scheduler": 300.0,
-    "http": 300.0,
-    "http_check": 60.0,
-    "jit_compile": 1800.0,
-}
-#: timeouts that are added to a phase's deadline, not deadlines of their own
-ALLOWANCES = ("jit_compile",)
 #: How systemd learns the server is ready: "notify" wraps SGLang in `svcdiag supervise` (Type=notify,
 #: READY=1 once judged healthy, per-phase deadlines as EXTEND_TIMEOUT_USEC); "journal" runs it bare
 #: (Type=exec) and only svcdiag's follower judges the start from the journal.
@@ -128,6 +107,8 @@ MEMORY_KEYS = frozenset(
 
 @dataclass(frozen=True)
 class Speculative:
+    """The speculative-decoding settings, kept together: the sizing and the flags read them as one."""
+
     algorithm: str
     draft_model_path: str | None = None
     num_steps: int | None = None

@@ -58,6 +58,8 @@ def judged_cause(m: Message) -> str | None:
 
 @dataclass(frozen=True, slots=True)
 class Coverage:
+    """How much of a release's catalogue of start-up fatal messages a cause reads, and what none does."""
+
     version: str
     total: int  # start-up fatal messages in the catalogue
     classed: int  # those a cause reads

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
-from svcdiag.config.service import ServiceConfig
+from typing import TYPE_CHECKING
+
 from svcdiag.judge.readiness import Readiness
 from svcdiag.judge.unit_lines import parse_systemd
 from svcdiag.judge.verdict import Verdict
 from svcdiag.sglang.events import Event, StopRequested
 from svcdiag.sglang.failures import Cause
 from svcdiag.sglang.grammar import LineParser
+
+if TYPE_CHECKING:  # an annotation only: a replay without a config imports no config module
+    from svcdiag.config.service import ServiceConfig
 
 #: journald's record of lines it dropped (systemd.journal_formats.JOURNAL_DROPPED; judge/ imports no systemd/)
 JOURNAL_DROPPED = "a596d6fe7bfa4994828e72309e95d61e"

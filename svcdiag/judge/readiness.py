@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from svcdiag.config.service import DEFAULT_TIMEOUTS, PHASES
+from svcdiag.config.phases import DEFAULT_TIMEOUTS, PHASES
 from svcdiag.judge.ending import AfterReady, Ending, after, decide, kernel_line, settle
 from svcdiag.judge.progress import ProgressTracker
 from svcdiag.judge.verdict import PhaseChange, UnitState, Verdict

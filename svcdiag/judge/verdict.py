@@ -18,6 +18,8 @@ from svcdiag.sglang.figures import Figures
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class UnitState(Event):
+    """What systemd says of the unit (PID 1's lines): how the process ended, beside what the log says."""
+
     kind: ClassVar[str] = "unit"
     state: str  # starting | started | stopping | stopped | exited | result | oom | watchdog | timeout
     code: str | None = None  # exited | killed | dumped (with state=exited)
@@ -31,6 +33,8 @@ class UnitState(Event):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class PhaseChange(Event):
+    """The start moved to the next phase, and how long the one it left took."""
+
     kind: ClassVar[str] = "phase"
     phase: str
     previous: str
@@ -39,6 +43,8 @@ class PhaseChange(Event):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Verdict(Event):
+    """The judgement of one start: healthy, failed, timed out or incomplete, why, and its figures."""
+
     kind: ClassVar[str] = "verdict"
     verdict: str  # healthy | failed | timed_out | incomplete
     phase: str

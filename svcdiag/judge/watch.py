@@ -81,6 +81,8 @@ class Incident:
 
 @dataclass(slots=True)
 class ServingWatch:
+    """After ready, what the health checks said: serving, busy or wedged, and since when."""
+
     policy: WatchPolicy
     ready_ts: float
     state: str = SERVING

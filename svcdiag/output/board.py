@@ -1,6 +1,7 @@
 """`svcdiag top`'s board: a rich table of every unit, full-screen on a terminal, once when piped.
 
-rich is imported only here, and only when the board is drawn, so the CLI starts fast.
+rich is imported only here, and only when the live board is drawn, so the CLI starts fast; the
+piped snapshot is written as plain text that is rich's table byte for byte (`plain_text`).
 Colour follows the state (NO_COLOR honoured: rich reads it), failing rows first.
 """
 
@@ -84,14 +85,48 @@ def table(rows: list[BoardRow], *, title: str | None = None) -> Any:
 
 
 def render_text(rows: list[BoardRow], width: int | None = None) -> str:
-    """One snapshot for a pipe or a file: the same table, without colour or cursor moves."""
+    """One snapshot for a pipe or a file: the same table, without colour or cursor moves. Written here
+    without rich (its import and layout were half of a snapshot's cost) wherever the text is sure to
+    be rich's: plain cells and room for every column; otherwise drawn by rich."""
+    width = width or int(os.environ.get("COLUMNS") or 200)
+    text = plain_text([cells(row) for row in rows], width)
+    return text if text is not None else rich_text(rows, width)
+
+
+#: the cells plain_text lays out as rich would: printable ASCII and the board's own one-cell glyphs
+_PLAIN = frozenset(map(chr, range(0x20, 0x7F))) | frozenset("█▏▎▍▌▋▊▉…↓·")
+
+
+def plain_text(table_cells: list[tuple[str, ...]], width: int) -> str | None:
+    """rich's SIMPLE_HEAD table of `table()` (no edge padding, collapsed padding, every column but the
+    last as wide as its widest cell, the last taking the rest and ending in … where its text does
+    not fit), as rich prints it uncoloured with each line's trailing blanks cut; None where this
+    layout would not be rich's: a cell with any other character (tabs, newlines, wide or combining
+    ones) or a width with no room for the last column."""
+    if any(not _PLAIN.issuperset(c) for row in table_cells for c in row):
+        return None
+    n = len(COLUMNS)
+    widths = [max([len(name), *(len(c[i]) for c in table_cells)]) + 1 for i, name in enumerate(COLUMNS[:-1])]
+    last = width - (2 + n - 1) - sum(widths)  # the box's two edges and the separators between columns
+    if last < 2:
+        return None
+
+    def line(row: tuple[str, ...]) -> str:
+        end = row[-1] if len(row[-1]) <= last else row[-1][:last - 1] + "…"
+        return (" " + " ".join(c.ljust(w) for c, w in zip(row, widths, strict=False)) + " " + end).rstrip()
+
+    out = ["", line(COLUMNS), " " + "─" * (width - 2), *(line(row) for row in table_cells), ""]
+    return "\n".join(out) + "\n"
+
+
+def rich_text(rows: list[BoardRow], width: int) -> str:
+    """The snapshot as rich draws it (`render_text` where plain_text declines)."""
     import io
 
     from rich.console import Console
 
     buf = io.StringIO()
-    console = Console(file=buf, width=width or int(os.environ.get("COLUMNS") or 200), color_system=None,
-                      force_terminal=False, highlight=False)
+    console = Console(file=buf, width=width, color_system=None, force_terminal=False, highlight=False)
     console.print(table(rows))
     return "\n".join(line.rstrip() for line in buf.getvalue().splitlines()) + "\n"
 

@@ -13,15 +13,17 @@ import threading
 import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
-from typing import Any, Protocol, TextIO
+from typing import TYPE_CHECKING, Any, Protocol, TextIO
 
-from svcdiag.config.service import ServiceConfig
 from svcdiag.judge.progress import PhaseProgress
 from svcdiag.judge.verdict import PhaseChange, Verdict
 from svcdiag.output.progress import progress_text
 from svcdiag.output.report import describe
 from svcdiag.output.schema import ReadinessEvent
 from svcdiag.sglang.events import Event, Failure
+
+if TYPE_CHECKING:  # an annotation only: a replay or a publisher without a config imports no config module
+    from svcdiag.config.service import ServiceConfig
 
 
 class Sink(Protocol):

@@ -30,6 +30,8 @@ DRAFT_KV_ALGORITHMS = frozenset({"EAGLE", "EAGLE3", "NEXTN", "STANDALONE"})
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Figures:
+    """Every figure a start's log gives, each field's unit and meaning in its metadata (the docs' table)."""
+
     # ---- the launch's own arguments (server_args)
     mem_fraction_static: float | None = _f("fraction", "--mem-fraction-static as the log printed it")
     tp_size: int | None = _f("", "tensor-parallel size", "int")

@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
-from svcdiag.sglang.failures import Cause
+from svcdiag.sglang.causes import Cause
 
 GB = 1024**3  # SGLang's "GB" are GiB
 MAX_MEM_FRACTION = 0.95

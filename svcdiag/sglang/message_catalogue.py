@@ -30,6 +30,8 @@ _RELEASE_RE = re.compile(r"^sglang-(.+)\.json$")
 
 @dataclass(frozen=True, slots=True)
 class Message:
+    """One message SGLang's source can print, where, and whether at start-up."""
+
     template: str  # str.format text with numbered placeholders ({0}, {1:.2f}, {2!r}); literal braces doubled
     args: tuple[str, ...]  # each placeholder's expression as written in SGLang's source
     kind: str  # info | warning | error | critical | exception | raise | assert
@@ -61,6 +63,8 @@ class Message:
 
 @dataclass(frozen=True, slots=True)
 class Catalogue:
+    """Every message of a release, read from its wheel."""
+
     version: str
     source: str  # the wheel it was read from
     counts: dict[str, int]

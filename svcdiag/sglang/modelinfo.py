@@ -109,6 +109,8 @@ class ModelInfoError(SvcdiagError):
 
 @dataclass(frozen=True, slots=True)
 class ModelShape:
+    """What the sizing needs of a model's config.json: its layers, heads and dtypes."""
+
     architecture: str
     kind: str  # "dense" (MHA/GQA), "hybrid" (full + linear attention), "mla"
     layers: int

@@ -12,14 +12,16 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from svcdiag.config.service import ServiceConfig
 from svcdiag.sglang import memory, rope
-from svcdiag.sglang.failures import Cause
-from svcdiag.sglang.figures import Figures
+from svcdiag.sglang.causes import Cause
 from svcdiag.sglang.memory import ACTIVATION_HEADROOM_GB, GB, MAX_MEM_FRACTION, SizingInputs
 from svcdiag.sglang.modelinfo import DTYPE_BYTES, ModelShape
+
+if TYPE_CHECKING:  # an annotation only: `preflight` reads no log's figures (their dataclass is ~90 fields)
+    from svcdiag.sglang.figures import Figures
 
 EAGLE_LIKE = memory.EAGLE_FAMILY
 
@@ -133,6 +135,8 @@ class Inputs:
 
 @dataclass(frozen=True, slots=True)
 class Prediction:
+    """What SGLang will size for a config on a GPU: KV tokens, requests, context, and the budget."""
+
     verdict: str  # ok | tight | cannot_serve
     kv_tokens: int
     max_running_requests: int

@@ -30,6 +30,8 @@ MAMBA_FULL_MEMORY_RATIO = 0.9
 
 @dataclass(frozen=True)
 class ModelProfile:
+    """A simulated model's shape and weights."""
+
     arch: str
     weights_gb: float  # whole model, bf16
     full_attn_layers: int
@@ -70,6 +72,8 @@ def gpu_total_gib(free_before_load_gb: float) -> float:
 
 @dataclass(frozen=True)
 class Figures:
+    """The memory figures a simulated start logs."""
+
     tp: int
     pre_load_free_gb: float
     weights_gb: float

@@ -30,6 +30,8 @@ def _at_least(version: str, other: str) -> bool:
 
 @dataclass(frozen=True)
 class Release:
+    """A simulated SGLang release, and which of its log shapes it prints."""
+
     version: str
     old_format: bool = False
 

@@ -12,6 +12,8 @@ from svcdiag.config.service import SIM_SCENARIOS
 
 @dataclass(frozen=True)
 class Scenario:
+    """A simulated start: the model, the GPU and what goes wrong."""
+
     summary: str
     dense: bool = False
     #: what goes wrong, and where (None: a healthy start)

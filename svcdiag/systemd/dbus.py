@@ -66,6 +66,8 @@ def no_local_bus() -> bool:
 
 @dataclass(frozen=True)
 class UnitProps:
+    """The unit properties svcdiag reads from systemd over D-Bus."""
+
     name: str
     load_state: str
     active_state: str

@@ -64,6 +64,8 @@ JOURNAL_DROPPED = "a596d6fe7bfa4994828e72309e95d61e"
 
 @dataclass(frozen=True, slots=True)
 class Record:
+    """One line of a journal or log, whoever wrote it, with its time, invocation and unit."""
+
     text: str
     ts: float | None = None
     systemd: bool = False  # PID 1's line about the unit, not the server's

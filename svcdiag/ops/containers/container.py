@@ -65,6 +65,8 @@ FAILED_EXIT_WAIT_S = 5.0
 
 @dataclass(frozen=True, slots=True)
 class ContainerOptions:
+    """How a pod's PID 1 answers its probes and where its events and termination message go."""
+
     probe_host: str = "0.0.0.0"
     probe_port: int | None = None
     events: str | None = None  # "stderr", or a file path (JSON Lines, appended)

@@ -39,6 +39,8 @@ READY_TIMEOUT_S = 0.8
 
 @dataclass(frozen=True, slots=True)
 class Answer:
+    """A probe's answer: its HTTP status and the words the kubelet records."""
+
     ok: bool
     text: str
 

@@ -69,6 +69,8 @@ class RunRow:
 
 @dataclass(frozen=True, slots=True)
 class CampaignOutcome:
+    """A campaign's run: each start's row, and whether it was cut short and why."""
+
     name: str
     baseline: dict[str, Any] | None
     rows: tuple[RunRow, ...]

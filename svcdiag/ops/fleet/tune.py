@@ -208,6 +208,8 @@ def earlier(state: str | None, units: UnitsDir, cfg: ServiceConfig, target: Targ
 
 @dataclass(frozen=True, slots=True)
 class TuneResult:
+    """A tuning run: whether the target was met, the trials that said so, and what to set."""
+
     run_id: str
     config: str
     target: Target

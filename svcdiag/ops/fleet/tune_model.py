@@ -74,6 +74,8 @@ class Costs:
 
 @dataclass(frozen=True, slots=True)
 class Capacity:
+    """What a candidate's settings are predicted to hold: KV tokens, Mamba slots, requests."""
+
     kv_tokens: int
     mamba_slots: int | None
     max_running: int

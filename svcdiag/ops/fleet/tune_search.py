@@ -42,6 +42,8 @@ TRIAL_FIGURES = ("kv_tokens", "kv_gb", "kv_k_gb", "kv_v_gb", "draft_kv_gb", "mam
 
 @dataclass(frozen=True, slots=True)
 class Target:
+    """What the tuner aims at: so many requests of so long a context at once."""
+
     requests: int
     context: int
 
@@ -57,6 +59,8 @@ class Target:
 
 @dataclass(frozen=True, slots=True)
 class Problem:
+    """The search's inputs: the config's capacity keys, the target, the model's kind and what is known of its costs."""
+
     base: dict[str, Any]  # the config's capacity keys (None: unset)
     target: Target
     speculative: bool
@@ -98,6 +102,8 @@ class Trial:
 
 @dataclass(frozen=True, slots=True)
 class Start:
+    """The next trial to run: its settings and why they were chosen."""
+
     settings: dict[str, Any]
     why: str
     predicted: Capacity | None = None
@@ -105,6 +111,8 @@ class Start:
 
 @dataclass(frozen=True, slots=True)
 class Stop:
+    """The search is over: why, its best trial, and settings to fall back on."""
+
     status: str  # met | impossible | budget | stuck
     message: str
     best: Trial | None = None

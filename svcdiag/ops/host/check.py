@@ -53,6 +53,8 @@ class ParserVerdict:
 
 @dataclass(frozen=True, slots=True)
 class CheckResult:
+    """A config's flags judged against the SGLang release it will run, and the table that judged them."""
+
     name: str
     sglang: SglangVersion
     table: str                 # the bundled table that judged

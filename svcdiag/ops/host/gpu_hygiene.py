@@ -30,6 +30,8 @@ PROC = Path("/proc")
 
 @dataclass(frozen=True, slots=True)
 class Holder:
+    """A process holding GPU memory, and the unit it belongs to (None: none of ours)."""
+
     pid: int
     gpu: int
     gb: float

@@ -410,6 +410,8 @@ def percentile(values: list[float], q: float) -> float:
 
 @dataclass(frozen=True, slots=True)
 class PhaseStats:
+    """A phase's past durations, by percentile: what `usual` and the deadlines are checked against."""
+
     phase: str
     n: int
     p50: float

@@ -24,7 +24,7 @@ from svcdiag.config.service import ServiceConfig
 from svcdiag.errors import SvcdiagError
 from svcdiag.files import open_append, read_text
 from svcdiag.ops.host.gpumem import gpu_free_gb, gpu_identity, gpu_total_gb, ranks, reading_kind, sglang_sees
-from svcdiag.sglang.failures import Cause, Family, in_family
+from svcdiag.sglang.causes import Cause, Family, in_family
 from svcdiag.sglang.memory import AUTO_MEM_FRACTION, GB
 from svcdiag.sglang.modelinfo import (
     LOCAL,
@@ -42,6 +42,8 @@ from svcdiag.sglang.preflight import Inputs, Prediction, from_config_alone, inpu
 
 @dataclass(frozen=True, slots=True)
 class Plan:
+    """A preflight: its inputs (None: the config alone), the prediction, and notes on how it was made."""
+
     inputs: Inputs | None  # None: judged from the config alone (no model shape or GPU figure)
     prediction: Prediction
     notes: tuple[str, ...]

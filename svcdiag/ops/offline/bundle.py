@@ -48,12 +48,16 @@ MIN_SECRET_LEN = 4  # shorter values are not searched for in free text (they wou
 
 @dataclass(frozen=True, slots=True)
 class Secret:
+    """A value redacted from a bundle, and where it was found."""
+
     where: str  # "env.HF_TOKEN", "extra_args[3] (--api-key)"
     value: str
 
 
 @dataclass(frozen=True, slots=True)
 class BundleResult:
+    """A bundle written: its files, what was redacted and the start's verdict."""
+
     path: Path
     invocation: str
     files: tuple[str, ...]

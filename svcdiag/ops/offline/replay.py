@@ -13,9 +13,8 @@ import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import BinaryIO
+from typing import TYPE_CHECKING, BinaryIO
 
-from svcdiag.config.service import ServiceConfig
 from svcdiag.errors import SvcdiagError
 from svcdiag.judge.pipeline import Judge
 from svcdiag.judge.unit_lines import parse_systemd
@@ -35,6 +34,9 @@ from svcdiag.systemd.journal_formats import (
     records,
     text_entries,
 )
+
+if TYPE_CHECKING:  # an annotation only: a replay or a publisher without a config imports no config module
+    from svcdiag.config.service import ServiceConfig
 
 #: a plain log's start: SGLang's `server_args=ServerArgs(…)` line, or 0.5.23's `server_args={…}`
 SERVER_ARGS_MARK = "] server_args="
@@ -79,6 +81,8 @@ def example_path(name: str) -> Path:
 
 @dataclass
 class Start:
+    """One start found in a replayed log, and its verdict once judged."""
+
     index: int
     invocation: str | None
     verdict: Verdict | None = None
@@ -86,6 +90,8 @@ class Start:
 
 @dataclass
 class ReplayResult:
+    """A replay: the starts the log holds, the one judged, its events and the lines cut."""
+
     format: str
     starts: list[Start]
     chosen: Start

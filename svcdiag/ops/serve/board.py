@@ -40,6 +40,8 @@ ORDER = {"failed": 0, "timed_out": 0, "wedged": 0, "starting": 1, "degraded": 2,
 
 @dataclass(frozen=True, slots=True)
 class BoardRow:
+    """One unit on `top`'s board: its state, phase, progress, figures and last verdict."""
+
     name: str
     unit: str
     state: str  # starting | healthy | degraded | wedged | failed | timed_out | stopped | inactive | not installed

@@ -81,6 +81,8 @@ LOCK_DIR = Path(os.environ.get("SVCDIAG_LOCK_DIR", "/run/svcdiag"))
 
 @dataclass
 class Followed:
+    """A start followed to its verdict: the judge, the unit's properties and how the wait ended."""
+
     judge: Judge
     props: UnitProps
     died: bool = False

@@ -9,65 +9,7 @@ from enum import StrEnum
 from typing import Any
 
 from svcdiag.sglang import lazy_re
-
-
-class Cause(StrEnum):
-    """The stable cause ids (docs/replay.md#failure-causes-stable-ids): a StrEnum, so `cause == "cuda_oom"` holds."""
-
-    MAX_RUNNING_ZERO = "max_running_zero"
-    WATCHDOG_TIMEOUT = "watchdog_timeout"
-    MAMBA_CACHE_TOO_SMALL = "mamba_cache_too_small"
-    NOT_ENOUGH_MEMORY = "not_enough_memory"
-    CUDA_OOM = "cuda_oom"
-    HOST_OOM = "host_oom"
-    PORT_IN_USE = "port_in_use"
-    UNSUPPORTED_MODEL = "unsupported_model"
-    MODEL_NOT_FOUND = "model_not_found"
-    HUB_UNREACHABLE = "hub_unreachable"
-    UNSUPPORTED_HARDWARE = "unsupported_hardware"
-    GPU_UNAVAILABLE = "gpu_unavailable"
-    CUDA_ERROR = "cuda_error"
-    KV_TRANSFER_FAILED = "kv_transfer_failed"
-    EP_DISPATCH_TIMEOUT = "ep_dispatch_timeout"
-    NVSHMEM_FAILED = "nvshmem_failed"
-    RENDEZVOUS_FAILED = "rendezvous_failed"
-    NCCL_ERROR = "nccl_error"
-    DISK_FULL = "disk_full"
-    ACCESS_DENIED = "access_denied"
-    BAD_CHECKPOINT = "bad_checkpoint"
-    BROKEN_INSTALL = "broken_install"
-    TORCH_COMPILE_FAILED = "torch_compile_failed"
-    BAD_ARGUMENTS = "bad_arguments"
-    WARMUP_FAILED = "warmup_failed"
-    ROUTER_FAILED = "router_failed"
-    PD_BOOTSTRAP_FAILED = "pd_bootstrap_failed"
-    KILLED_BY_SIGNAL = "killed_by_signal"
-    EXITED = "exited"
-    STOPPED = "stopped"
-    DIED_SILENTLY = "died_silently"
-    EXCEPTION = "exception"
-    TIMED_OUT = "timed_out"
-    INCOMPLETE = "incomplete"
-    HTTP_UNREACHABLE = "http_unreachable"
-    HTTP_MISMATCH = "http_mismatch"
-    DIED_AFTER_READY = "died_after_ready"
-    CONNECTION_LOST = "connection_lost"
-
-
-class Family(StrEnum):
-    """What a cause is about: the module that files its rows (svcdiag/sglang/failures/<module>.py) and what readers
-    ask instead of listing causes (`in_family`)."""
-
-    NOT_ENOUGH_MEMORY = "not_enough_memory"  # SGLang's own sizing left too little: more memory for it, or less asked
-    OUT_OF_MEMORY = "out_of_memory"  # an allocation failed: the device's or the host's memory ran out
-    GPU = "gpu"
-    DISTRIBUTED = "distributed"
-    MODEL = "model"
-    INSTALL = "install"
-    NETWORK = "network"
-    HOST = "host"
-    PROCESS = "process"
-    SERVING = "serving"
+from svcdiag.sglang.causes import FAMILY, Cause, Family, in_family  # noqa: F401  (the registry's vocabulary)
 
 
 class Place(StrEnum):
@@ -133,55 +75,6 @@ class Raised:
 class Role(StrEnum):
     ROOT = "root"  # the failure itself
     CONSEQUENCE = "consequence"  # a process ended because of something said elsewhere
-
-
-#: each cause's family, named here once
-FAMILY: Mapping[Cause, Family] = {
-    Cause.MAX_RUNNING_ZERO: Family.NOT_ENOUGH_MEMORY,
-    Cause.WATCHDOG_TIMEOUT: Family.PROCESS,
-    Cause.MAMBA_CACHE_TOO_SMALL: Family.NOT_ENOUGH_MEMORY,
-    Cause.NOT_ENOUGH_MEMORY: Family.NOT_ENOUGH_MEMORY,
-    Cause.CUDA_OOM: Family.OUT_OF_MEMORY,
-    Cause.HOST_OOM: Family.OUT_OF_MEMORY,
-    Cause.PORT_IN_USE: Family.NETWORK,
-    Cause.UNSUPPORTED_MODEL: Family.MODEL,
-    Cause.MODEL_NOT_FOUND: Family.MODEL,
-    Cause.HUB_UNREACHABLE: Family.NETWORK,
-    Cause.UNSUPPORTED_HARDWARE: Family.GPU,
-    Cause.GPU_UNAVAILABLE: Family.GPU,
-    Cause.CUDA_ERROR: Family.GPU,
-    Cause.KV_TRANSFER_FAILED: Family.DISTRIBUTED,
-    Cause.EP_DISPATCH_TIMEOUT: Family.DISTRIBUTED,
-    Cause.NVSHMEM_FAILED: Family.DISTRIBUTED,
-    Cause.RENDEZVOUS_FAILED: Family.DISTRIBUTED,
-    Cause.NCCL_ERROR: Family.DISTRIBUTED,
-    Cause.DISK_FULL: Family.HOST,
-    Cause.ACCESS_DENIED: Family.HOST,
-    Cause.BAD_CHECKPOINT: Family.MODEL,
-    Cause.BROKEN_INSTALL: Family.INSTALL,
-    Cause.TORCH_COMPILE_FAILED: Family.GPU,
-    Cause.BAD_ARGUMENTS: Family.INSTALL,
-    Cause.WARMUP_FAILED: Family.SERVING,
-    Cause.ROUTER_FAILED: Family.SERVING,
-    Cause.PD_BOOTSTRAP_FAILED: Family.DISTRIBUTED,
-    Cause.KILLED_BY_SIGNAL: Family.PROCESS,
-    Cause.EXITED: Family.PROCESS,
-    Cause.STOPPED: Family.PROCESS,
-    Cause.DIED_SILENTLY: Family.PROCESS,
-    Cause.EXCEPTION: Family.PROCESS,
-    Cause.TIMED_OUT: Family.PROCESS,
-    Cause.INCOMPLETE: Family.PROCESS,
-    Cause.HTTP_UNREACHABLE: Family.SERVING,
-    Cause.HTTP_MISMATCH: Family.SERVING,
-    Cause.DIED_AFTER_READY: Family.SERVING,
-    Cause.CONNECTION_LOST: Family.PROCESS,
-}
-
-
-def in_family(*families: Family) -> frozenset[Cause]:
-    """The causes of these families (`cause in in_family(Family.NOT_ENOUGH_MEMORY)`: a StrEnum, so a cause's
-    string is in it too)."""
-    return frozenset(c for c, f in FAMILY.items() if f in families)
 
 
 #: the words a row's sentences need beyond what its patterns captured and the verdict says (a default for a capture

@@ -17,6 +17,8 @@ from svcdiag.sglang.failures._model import FailureClass
 
 @dataclass(frozen=True, slots=True)
 class Prose:
+    """A cause's or sub-case's words, from its family's .toml: evidence, explanation, named sentences."""
+
     evidence: str = ""  # a cause's: what its words look like, markdown
     explain: tuple[str, ...] = ()  # the diagnosis's sentences, `{…}` filled from the row's words
     say: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # named sentences a diagnosis function picks
