@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from svcdiag.config.service import UnitsDir
 from svcdiag.judge.pipeline import Judge
-from svcdiag.ops.serve.status_line import SEP, news, tells
+from svcdiag.ops.serve.status_line import SEP, fit, news, tells
 from svcdiag.ops.serve.supervise import Supervisor
 from svcdiag.systemd.notify import STATUS_MAX, Notifier, one_line
 
@@ -52,10 +52,21 @@ texts = st.text(st.characters(blacklist_categories=("Cs", "Cc", "Zl", "Zp")), mi
 
 @given(head=st.lists(texts, max_size=3), said=texts)
 def test_a_status_cut_to_one_line_still_tells_its_news(head: list[str], said: str) -> None:
-    status = one_line(SEP.join([*head, said]))
-    assert len(status) <= STATUS_MAX
+    status = fit([*head, said])
+    assert len(status) <= STATUS_MAX and status == one_line(status)
     if said.strip():
         assert tells(status, said)
+    if len(SEP.join([*head, said])) <= STATUS_MAX // 2:
+        assert status == one_line(SEP.join([*head, said]))  # a line that fits is left as it is
+
+
+def test_a_long_head_is_cut_before_the_news_never_the_news() -> None:
+    """Hypothesis found it: heads of 10, 12 and 210 characters cut the news '0' away (the line ended
+    '… 000 ·…'), and `tells` said the status announced a later line."""
+    status = fit(["loading weights 12 s", "0" * 12, "0" * 210, "KV cache: 94,126 tokens"])
+    assert len(status) == STATUS_MAX and status.startswith("loading weights 12 s")
+    assert status.endswith("… · KV cache: 94,126 tokens") and tells(status, "KV cache: 94,126 tokens")
+    assert not tells(status, "Mamba cache: 24 slots")
 
 
 def test_other_news_is_not_told() -> None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from svcdiag.config.service import PHASES
 from svcdiag.sglang import lazy_re
-from svcdiag.systemd.notify import one_line
+from svcdiag.systemd.notify import STATUS_MAX, one_line
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # `status` of a healthy start reads watch_word without the judge, the events or the report
@@ -53,7 +53,21 @@ def status_text(judge: Judge, news: str | None, now: float, phase_since: float |
         parts.append(f"max_running {f.max_running_requests}")
     if news:
         parts.append(news)
-    return SEP.join(parts)
+    return fit(parts)
+
+
+def fit(parts: list[str]) -> str:
+    """`parts` as one STATUS= line (systemd.notify.one_line) whose last part, the news a follower
+    matches (`tells`), is never cut away: what stands before it is cut instead, or, for news too
+    long to share the line, the news alone is shown, cut."""
+    *head, last = [" ".join(p.split()) for p in parts] or [""]
+    whole = one_line(SEP.join([*head, last]))
+    if not whole.endswith("…") or not head:
+        return whole
+    room = STATUS_MAX - len(SEP) - len(last) - 1  # what is left of the head, before its "…"
+    if room < 1:
+        return one_line(last)
+    return SEP.join(head)[:room] + "…" + SEP + last
 
 
 def verdict_status(v: Verdict) -> str:
