@@ -5,7 +5,7 @@ size, and a bad SVCDIAG_PREFILTER is a one-line error."""
 from __future__ import annotations
 
 import io
-from datetime import datetime, timedelta
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -18,7 +18,7 @@ from svcdiag.sglang import prefilter
 
 from .conftest import EXAMPLES
 from .journal_formats import as_export, entry
-from .test_replay_fast import INPUTS, LOGS, STAMP, as_journal, noise, outcome, serving_line
+from .test_replay_fast import INPUTS, LOGS, as_journal, outcome, serving_line, splice_noise
 
 ENGINES = [pytest.param("python"),
            pytest.param("hyperscan", marks=pytest.mark.skipif(not prefilter.available(),
@@ -77,13 +77,7 @@ def test_a_start_whose_first_records_are_routine_is_a_start_of_its_own(engine: s
 def test_the_engines_agree_on_noisy_exports(monkeypatch: pytest.MonkeyPatch, path: Path, splices, chunk: int,
                                             systemd: bool, seed: int) -> None:
     lines = path.read_text().splitlines() * 2
-    for where, kind, count, jump in splices:
-        at = min(where, len(lines))
-        before = [m.group(1) for ln in lines[:at] if (m := STAMP.match(ln))]
-        base = datetime.fromisoformat(before[-1]) if before else datetime(2026, 5, 23, 9, 42)
-        stamp = (base + timedelta(seconds=jump)).strftime("%Y-%m-%d %H:%M:%S")
-        lines[at:at] = noise(stamp, kind + 7 * at) + [
-            serving_line((base + timedelta(seconds=jump + i)).strftime("%Y-%m-%d %H:%M:%S"), at + i) for i in range(count)]
+    splice_noise(lines, splices)
     data = as_journal(lines, "export", seed, systemd=systemd, ascii_json=False)
     fast = judged(data, "hyperscan", monkeypatch, chunk=chunk)
     assert fast == judged(data, "python", monkeypatch, chunk=chunk)
@@ -99,13 +93,7 @@ def test_the_engines_agree_on_noisy_logs(monkeypatch: pytest.MonkeyPatch, path: 
     """Bars glued by CRs, tracebacks, colour codes, CRLF lines and restarts among serving lines: both engines, the
     reference."""
     lines = path.read_text().splitlines() * 2
-    for where, kind, count, jump in splices:
-        at = min(where, len(lines))
-        before = [m.group(1) for ln in lines[:at] if (m := STAMP.match(ln))]
-        base = datetime.fromisoformat(before[-1]) if before else datetime(2026, 5, 23, 9, 42)
-        stamp = (base + timedelta(seconds=jump)).strftime("%Y-%m-%d %H:%M:%S")
-        lines[at:at] = noise(stamp, kind + 7 * at) + [
-            serving_line((base + timedelta(seconds=jump + i)).strftime("%Y-%m-%d %H:%M:%S"), at + i) for i in range(count)]
+    splice_noise(lines, splices)
     data = ("\n".join(lines) + "\n").encode()
     fast = judged(data, "hyperscan", monkeypatch, chunk=chunk)
     assert fast == judged(data, "python", monkeypatch, chunk=chunk)

@@ -106,6 +106,19 @@ def noise(ts: str, k: int) -> list[str]:
     ][k % 7]
 
 
+def splice_noise(lines: list[str], splices: list[tuple[int, int, int, int]]) -> None:
+    """Insert into `lines`, at each (where, kind, count, jump), noise of that kind and `count` serving lines,
+    stamped `jump` seconds after the last stamp before `where`."""
+    for where, kind, count, jump in splices:
+        at = min(where, len(lines))
+        before = [m.group(1) for ln in lines[:at] if (m := STAMP.match(ln))]
+        base = datetime.fromisoformat(before[-1]) if before else datetime(2026, 5, 23, 9, 42)
+        stamp = (base + timedelta(seconds=jump)).strftime("%Y-%m-%d %H:%M:%S")
+        lines[at:at] = noise(stamp, kind + 7 * at) + [
+            serving_line((base + timedelta(seconds=jump + i)).strftime("%Y-%m-%d %H:%M:%S"), at + i)
+            for i in range(count)]
+
+
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.sampled_from(LOGS), st.lists(st.tuples(st.integers(0, 400), st.integers(0, 6), st.integers(0, 30),
                                                  st.integers(-5, 4000)), max_size=8),
@@ -115,14 +128,7 @@ def test_fast_path_matches_the_reference_on_noisy_logs(path: Path, splices, chun
     lines = path.read_text().splitlines()
     if twice:
         lines = lines + lines
-    for where, kind, count, jump in splices:
-        at = min(where, len(lines))
-        before = [m.group(1) for ln in lines[:at] if (m := STAMP.match(ln))]
-        base = datetime.fromisoformat(before[-1]) if before else datetime(2026, 5, 23, 9, 42)
-        stamp = (base + timedelta(seconds=jump)).strftime("%Y-%m-%d %H:%M:%S")
-        lines[at:at] = noise(stamp, kind + 7 * at) + [
-            serving_line((base + timedelta(seconds=jump + i)).strftime("%Y-%m-%d %H:%M:%S"), at + i)
-            for i in range(count)]
+    splice_noise(lines, splices)
     data = ("\n".join(lines) + "\n").encode()
     assert outcome(data, fast=True, chunk=chunk) == outcome(data, fast=False)
 
