@@ -35,6 +35,17 @@ RuntimeMaxFileSize=512M
 """
 
 
+def scale_units(prefix: str, names: list[str]) -> Path:
+    """A scratch units folder under .rig-tmp/: `names` as simulated starts (demo-smoke, its port each)."""
+    units = ROOT / ".rig-tmp" / f"{prefix}-{uuid.uuid4().hex[:6]}"
+    units.mkdir(parents=True)
+    for base in ("dflash-smoke", "demo-smoke"):  # demo-smoke (the simulated start) extends dflash-smoke
+        shutil.copy(ROOT / "units" / f"{base}.toml", units / f"{base}.toml")
+    for i, name in enumerate(names):
+        (units / f"{name}.toml").write_text(f'extends = "demo-smoke"\nport = {33000 + i}\nsim_time_scale = 0.01\n')
+    return units
+
+
 def fill(rig: Rig, entries: int, start: int) -> None:
     """`entries` more journal entries from NOISE_UNITS transient units, SGLang-shaped lines."""
     per = max(1, entries // NOISE_UNITS)
@@ -86,15 +97,8 @@ def main() -> int:
     if why:
         print(f"journal_scale: the rig is unavailable: {why}", file=sys.stderr)
         return 2
-    units = ROOT / ".rig-tmp" / f"scale-{uuid.uuid4().hex[:6]}"
-    units.mkdir(parents=True)
-    for base in ("dflash-smoke", "demo-smoke"):  # demo-smoke (the simulated start) extends dflash-smoke
-        shutil.copy(ROOT / "units" / f"{base}.toml", units / f"{base}.toml")
-    names = []
-    for i in range(args.configs):
-        name = f"scale-{i:02d}"
-        (units / f"{name}.toml").write_text(f'extends = "demo-smoke"\nport = {33000 + i}\nsim_time_scale = 0.01\n')
-        names.append(name)
+    names = [f"scale-{i:02d}" for i in range(args.configs)]
+    units = scale_units("scale", names)
     results: list[tuple[int, dict[str, float]]] = []
     with Rig(ROOT, name=f"svcdiag-scale-{uuid.uuid4().hex[:4]}") as rig:
         rig.run(f"mkdir -p /etc/systemd/journald.conf.d && printf '{JOURNALD_DROPIN}' > "

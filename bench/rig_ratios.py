@@ -113,7 +113,7 @@ def main() -> int:
     if args.inside:
         return measure(Path(args.inside), names, args.rounds, args.before)
 
-    from journal_scale import JOURNALD_DROPIN, NOISE_UNITS, entries, fill
+    from journal_scale import JOURNALD_DROPIN, NOISE_UNITS, entries, fill, scale_units
 
     from svcdiag.systemd.rig import Rig, available
 
@@ -121,12 +121,7 @@ def main() -> int:
     if why:
         print(f"rig_ratios: the rig is unavailable: {why}", file=sys.stderr)
         return 2
-    units = ROOT / ".rig-tmp" / f"ratios-{uuid.uuid4().hex[:6]}"
-    units.mkdir(parents=True)
-    for base in ("dflash-smoke", "demo-smoke"):
-        shutil.copy(ROOT / "units" / f"{base}.toml", units / f"{base}.toml")
-    for i, name in enumerate(names):
-        (units / f"{name}.toml").write_text(f'extends = "demo-smoke"\nport = {33000 + i}\nsim_time_scale = 0.01\n')
+    units = scale_units("ratios", names)
     stop = ROOT / ".rig-tmp" / "rig_ratios.stop"
     stop.unlink(missing_ok=True)
     try:
