@@ -112,13 +112,13 @@ def _fold(a: AfterReady, ev: Event) -> AfterReady:
             return replace(a, stop="systemd", stop_line=ev.line)
         if ev.state == "oom" and a.oom is None:
             return replace(a, oom=ev.line or "systemd: killed by the OOM killer")
-        if ev.state == "exited" and a.exit is None and _status_signal(ev) in EXIT_STOP_SIGNALS and not _ended(a):
+        if ev.state == "exited" and a.exit is None and ev.signal in EXIT_STOP_SIGNALS and not _ended(a):
             # the main process ended by a stop's signal (`systemctl kill -s TERM`, a supervisor re-raising the TERM it
             # forwarded) and nothing ended it before: stopped
-            return replace(a, exit=ev, stop=f"SIG{_status_signal(ev)}", stop_line=ev.line)
+            return replace(a, exit=ev, stop=f"SIG{ev.signal}", stop_line=ev.line)
         if ev.state == "exited" and a.exit is None:
             a = replace(a, exit=ev)
-            if _status_signal(ev) == "KILL" and a.kill is None and a.death is None:
+            if ev.signal == "KILL" and a.kill is None and a.death is None:
                 a = replace(a, kill=ev)
             return a
         return a
@@ -149,13 +149,6 @@ def _mute(death: Failure) -> bool:
     """A death that says nothing of its own cause (`Received sigquit`, `Rank 0 scheduler is dead`): a kill after it
     is what happened."""
     return death.role == DEATH and not death.signal and death.cause == Cause.EXCEPTION
-
-
-def _status_signal(ev: UnitState) -> str | None:
-    """The signal of systemd's `code=killed|dumped, status=N/SIG` exit line."""
-    if ev.code in ("killed", "dumped") and ev.status:
-        return ev.status.split("/")[-1]
-    return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -198,7 +191,7 @@ def decide(a: AfterReady) -> Ending | None:
         return Ending(WEDGED, cause, "systemd's watchdog killed it (the supervisor's serving watch found it wedged and "
                       f"sent WATCHDOG=trigger, or sent no WATCHDOG=1 within WatchdogSec){said}",
                       (*(a.death.evidence[:3] if a.death else ()), *_lines(a.watchdog), *systemd),
-                      signal=_status_signal(a.exit) if a.exit else None, since=a.since, result="watchdog")
+                      signal=a.exit.signal if a.exit else None, since=a.since, result="watchdog")
     if a.stop is not None:
         return Ending(STOPPED, None, f"stopped from outside ({a.stop}), a clean stop", _lines(a.stop_line),
                       by=a.stop, since=a.since, result=a.result)
@@ -218,7 +211,7 @@ def decide(a: AfterReady) -> Ending | None:
                       signal="KILL", by=line or a.oom, oom_line=oom, since=a.since, result=a.result)
     if (a.exit is not None and (a.exit.code != "exited" or not (a.exit.status or "").startswith("0/"))) \
             or a.result not in (None, "success"):
-        sig = _status_signal(a.exit) if a.exit else None
+        sig = a.exit.signal if a.exit else None
         what = f"{a.exit.line} (systemd result {a.result})" if a.exit and a.result else \
             (a.exit.line if a.exit else f"systemd result {a.result}")
         cause = Cause.KILLED_BY_SIGNAL if sig else Cause.EXITED

@@ -660,7 +660,7 @@ class Readiness:
             self._add_evidence(ev.line)
             status = ev.status or ""
             if ev.code in ("killed", "dumped"):
-                sig = status.split("/")[-1]
+                sig = ev.signal or ""
                 how = "killed by the kernel's OOM killer" if self._oom_killed else f"killed by SIG{sig}"
                 core = " (core dumped)" if ev.code == "dumped" else ""
                 self._conclude("failed", Cause.HOST_OOM if self._oom_killed else Cause.KILLED_BY_SIGNAL,

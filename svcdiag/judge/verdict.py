@@ -27,6 +27,13 @@ class UnitState(Event):
     result: str | None = None
     invocation: str | None = None
 
+    @property
+    def signal(self) -> str | None:
+        """The signal of systemd's `code=killed|dumped, status=N/SIG` exit line ("KILL", "SEGV")."""
+        if self.code in ("killed", "dumped") and self.status:
+            return self.status.split("/")[-1]
+        return None
+
 
 # ---------------------------------------------------------------- the state machine's
 
