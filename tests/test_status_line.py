@@ -67,6 +67,7 @@ def test_a_long_head_is_cut_before_the_news_never_the_news() -> None:
     assert len(status) == STATUS_MAX and status.startswith("loading weights 12 s")
     assert status.endswith("… · KV cache: 94,126 tokens") and tells(status, "KV cache: 94,126 tokens")
     assert not tells(status, "Mamba cache: 24 slots")
+    assert fit(["loading weights 12 s", "Loading safetensors 3/10 …"]) == "loading weights 12 s · Loading safetensors 3/10 …"
 
 
 def test_other_news_is_not_told() -> None:

@@ -62,7 +62,7 @@ def fit(parts: list[str]) -> str:
     long to share the line, the news alone is shown, cut."""
     *head, last = [" ".join(p.split()) for p in parts] or [""]
     whole = one_line(SEP.join([*head, last]))
-    if not whole.endswith("…") or not head:
+    if len(SEP.join([*head, last])) <= STATUS_MAX or not head:  # not cut (news of its own may end in "…")
         return whole
     room = STATUS_MAX - len(SEP) - len(last) - 1  # what is left of the head, before its "…"
     if room < 1:
