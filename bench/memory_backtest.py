@@ -302,8 +302,8 @@ def predict_row(name: str, f: Figures, release: str | None, model: str, *,
         # the multimodal reserve (0.5.18+) is not a pool: predict() takes it out of the budget itself
         budget -= memory.family(release).mm_reserve_gb if inp.multimodal else 0.0
         gap = budget - (float(kv_gb) + mamba_gb - unbudgeted_padding_gb(f, inp))
-        own = memory.predict(replace(inp, free_after_load_gb=inp.free_after_load_gb - gap,  # type: ignore[operator]
-                                     rope_growth_gb=0.0)).mamba_slots
+        # the RoPE growth stays an input: it was taken out of `budget` above, and predict() takes it out again
+        own = memory.predict(replace(inp, free_after_load_gb=inp.free_after_load_gb - gap)).mamba_slots  # type: ignore[operator]
     cap = memory.max_running(inp, f.kv_tokens, f.mamba_slots)[0] if f.max_running_requests is not None else None
     return Row(name, model, release or "?", p.family, f.kv_tokens, p.kv_tokens,
                f.max_running_requests, p.max_running_requests, f.mamba_slots, p.mamba_slots, cap,
