@@ -3,6 +3,7 @@ import no inspect, and dataclasses behaves as it does loaded the usual way."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -11,7 +12,8 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def _run(code: str) -> str:
-    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT).stdout
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}  # the compiled methods in use
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT, env=env).stdout
 
 
 def test_dataclasses_without_inspect_behave_the_same() -> None:
