@@ -24,8 +24,10 @@ from pathlib import Path
 from typing import Any
 
 OUT = Path(__file__).resolve().parent / "dataclass_compiled"
-#: the modules the commands served without click (svcdiag.cli.fast) import for their dataclasses
+#: the modules the commands served without click (svcdiag.cli.fast) import for their dataclasses (the failure registry
+#: and the diagnosis: a failed start's)
 MODULES = (
+    "svcdiag.judge.diagnosis",
     "svcdiag.ops.host.check",
     "svcdiag.ops.host.preflight",
     "svcdiag.ops.host.sglang_version",
@@ -35,6 +37,7 @@ MODULES = (
     "svcdiag.output.publish",
     "svcdiag.output.report",
     "svcdiag.output.tables",
+    "svcdiag.sglang.failures",
     "svcdiag.systemd.render",
 )
 #: how every text dataclasses compiles begins (`_create_fn`)

@@ -28,6 +28,8 @@ MODULES = {
     'svcdiag.sglang.flag_tables': 'sglang_flag_tables',
     'svcdiag.sglang.grammar': 'sglang_grammar',
     'svcdiag.sglang.memory': 'sglang_memory',
+    'svcdiag.sglang.memory_plan': 'sglang_memory_plan',
+    'svcdiag.sglang.message_catalogue': 'sglang_message_catalogue',
     'svcdiag.sglang.modelinfo': 'sglang_modelinfo',
     'svcdiag.sglang.preflight': 'sglang_preflight',
     'svcdiag.sglang.rope': 'sglang_rope',

@@ -27,8 +27,8 @@ import re
 from dataclasses import dataclass
 
 from svcdiag.judge.verdict import UnitState, Verdict
+from svcdiag.sglang.causes import Cause
 from svcdiag.sglang.events import DEATH, ROOT, Event, Failure, StopRequested
-from svcdiag.sglang.failures import Cause
 
 STOPPED, KILLED, DIED, WEDGED = "stopped", "killed", Cause.DIED_AFTER_READY, "wedged"
 #: the kinds that are incidents (a stop never is)
