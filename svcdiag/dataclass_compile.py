@@ -3,17 +3,16 @@ Python (#40), as the unit template is (`svcdiag.systemd.template_compile`).
 
 `@dataclass` writes each class's `__init__`, `__repr__`, `__eq__`, `__hash__`, `__setattr__` and
 `__delattr__` as source text and compiles it with `exec` when the class is defined: ~0.8 ms a class,
-three quarters of it the compiling, half the start-up of `preflight` and of a replay above
-`python -c pass` (~50 classes). `python -m svcdiag.dataclass_compile` imports the modules of the
-commands served without click (`MODULES`), records every text dataclasses compiles for them, and
-writes the package `dataclass_compiled`: for each module with dataclasses, a module of its own
-holding each text verbatim (so Python's own bytecode cache keeps it compiled) and `CODE`,
-each text to its code. `svcdiag.cli.startup` has
-dataclasses look a text up there (in the module of the class's module, imported when its first class
-is built) before it compiles one: the same text gives the same code, so a
-class's methods are what dataclasses would have made, and a text not there (a class changed since,
-another Python) is compiled as before. tests/test_dataclass_compiled.py checks the module is
-current and that classes built both ways behave alike.
+three quarters of it the compiling; half of what `preflight` and a replay spent above `python -c pass`
+(~50 classes). `python -m svcdiag.dataclass_compile` imports the modules of the commands served without
+click (`MODULES`), records every text dataclasses compiles for them, and writes the package
+`dataclass_compiled`: for each module with dataclasses, a module holding each text verbatim (so Python's
+own bytecode cache keeps it compiled) and `CODE`, each text to its code. `svcdiag.cli.startup` has
+dataclasses look a text up there (in the module for the class's module, imported when its first class is
+built) before it compiles one: the same text gives the same code, so a class's methods are what
+dataclasses would have made; a text not there (a class changed since, another Python) is compiled as
+before. tests/test_dataclass_compiled.py checks the package is current and that classes built both ways
+get the same methods.
 """
 
 from __future__ import annotations
