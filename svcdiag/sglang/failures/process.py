@@ -14,7 +14,6 @@ from svcdiag.sglang.failures._model import Cause, FailureClass, Family, Own, Pla
 FAMILIES = (Family.PROCESS,)
 
 
-
 def _watchdog(w: Mapping[str, str]) -> Mapping[str, str]:
     return {"waited": f"{float(w['secs']):g} s" if w["secs"] else "watchdog_timeout seconds"}
 
