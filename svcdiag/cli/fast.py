@@ -37,6 +37,9 @@ def serve(argv: list[str]) -> bool:
     if parsed is None:
         return False
     command, values, checks = parsed
+    from svcdiag.cli.startup import import_dataclasses
+
+    import_dataclasses()
     from svcdiag.cli import plain
     from svcdiag.errors import SvcdiagError
 

@@ -23,12 +23,12 @@ Pure: no I/O, no clock.
 from __future__ import annotations
 
 import dataclasses
-import re
 from dataclasses import dataclass
 
 from svcdiag.judge.verdict import UnitState, Verdict
+from svcdiag.sglang import lazy_re
+from svcdiag.sglang.causes import Cause
 from svcdiag.sglang.events import DEATH, ROOT, Event, Failure, StopRequested
-from svcdiag.sglang.failures import Cause
 
 STOPPED, KILLED, DIED, WEDGED = "stopped", "killed", Cause.DIED_AFTER_READY, "wedged"
 #: the kinds that are incidents (a stop never is)
@@ -39,10 +39,10 @@ STOP_SIGNALS = frozenset(("TERM", "INT", "HUP"))
 #: QUIT`, which svcdiag supervise forwards as a stop); SGLang's own SIGQUIT ends in its SIGKILL of itself, never this
 EXIT_STOP_SIGNALS = STOP_SIGNALS | {"QUIT"}
 #: the kernel's own line: `Out of memory: Killed process 4562 (sglang::schedul) total-vm:…`, `oom-kill:…,task=…,pid=4562`
-KERNEL_OOM_RE = re.compile(r"(?:Out of memory|Memory cgroup out of memory): Killed process (\d+)"
+KERNEL_OOM_RE = lazy_re.compile(r"(?:Out of memory|Memory cgroup out of memory): Killed process (\d+)"
                            r"|\boom-kill:.*?\bpid=(\d+)")
 #: a process id a kill line names: `pid=4571`, `(pid=4562)`
-PID_RE = re.compile(r"\bpid=(\d+)")
+PID_RE = lazy_re.compile(r"\bpid=(\d+)")
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,8 +7,8 @@ from typing import TYPE_CHECKING
 from svcdiag.judge.readiness import Readiness
 from svcdiag.judge.unit_lines import parse_systemd
 from svcdiag.judge.verdict import Verdict
+from svcdiag.sglang.causes import Cause
 from svcdiag.sglang.events import Event, StopRequested
-from svcdiag.sglang.failures import Cause
 from svcdiag.sglang.grammar import LineParser
 
 if TYPE_CHECKING:  # an annotation only: a replay without a config imports no config module

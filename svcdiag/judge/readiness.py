@@ -14,6 +14,7 @@ from svcdiag.config.phases import DEFAULT_TIMEOUTS, PHASES
 from svcdiag.judge.ending import AfterReady, Ending, after, decide, kernel_line, settle
 from svcdiag.judge.progress import ProgressTracker
 from svcdiag.judge.verdict import PhaseChange, UnitState, Verdict
+from svcdiag.sglang.causes import Cause
 from svcdiag.sglang.events import (
     DEATH,
     ROOT,
@@ -43,7 +44,6 @@ from svcdiag.sglang.events import (
     WeightsBegin,
     WeightsEnd,
 )
-from svcdiag.sglang.failures import Cause
 from svcdiag.sglang.figures import Figures
 from svcdiag.sglang.grammar import tp_rank
 

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import re
-
 from svcdiag.judge.verdict import UnitState
+from svcdiag.sglang import lazy_re
 
-_EXITED_RE = re.compile(r"Main process exited, code=(\w+), status=([\w/+-]+)")
-_RESULT_RE = re.compile(r"Failed with result '([\w-]+)'")
+_EXITED_RE = lazy_re.compile(r"Main process exited, code=(\w+), status=([\w/+-]+)")
+_RESULT_RE = lazy_re.compile(r"Failed with result '([\w-]+)'")
 
 
 def parse_systemd(text: str, ts: float | None = None, invocation: str | None = None) -> UnitState | None:

@@ -1,5 +1,6 @@
-"""The stable cause ids and their families, outside the failure registry's package: a reader that only names a cause
-(preflight's sizing, its report) does not import the registry's ~170 rows and their prose."""
+"""The stable cause ids and their families, the places a line stands and the causes the grammar gives a process's end,
+outside the failure registry's package: a reader that only names a cause (preflight's sizing, its report) or a place
+(the grammar, until a line asks the registry: sglang.registry) does not import the registry's ~170 rows and their prose."""
 
 from __future__ import annotations
 
@@ -113,3 +114,35 @@ def in_family(*families: Family) -> frozenset[Cause]:
     """The causes of these families (`cause in in_family(Family.NOT_ENOUGH_MEMORY)`: a StrEnum, so a cause's
     string is in it too)."""
     return frozenset(c for c, f in FAMILY.items() if f in families)
+
+
+class Place(StrEnum):
+    """Where in a log a line stands (Fluent Bit's multiline states): a row's pattern names its cause only at the
+    places it is tagged with, and the grammar asks the registry for a place's rows, never for a cause."""
+
+    # inside a traceback, in the order traceback.close asks them (traceback.CLOSE_ORDER)
+    FINAL = "final"  # an exception's final line, each of a chain's, innermost first
+    TAIL = "tail"  # the final line with the lines after it (a wrapped message, `Possible solutions:`)
+    LATE = "late"  # a line of a runtime's report past the four the message keeps (Ascend's CANN)
+    HEAD = "head"  # the line that logged the traceback (`Scheduler hit an exception: …`), when the traceback names none
+    CODE = "code"  # the source line under the raising frame, after a bare final line (`AssertionError`)
+    FRAME = "frame"  # the frames the exception was raised under (a flag check's, load_weights'): a row's `raised`
+    # outside one
+    HANDLER = "handler"  # the line that logs a traceback, naming its cause whatever the traceback says (warmup's)
+    NOTED = "noted"  # a line said before a traceback: it speaks for the traceback if that names no cause (PD's fetch)
+    BEFORE_CUT = "before_cut"  # a lone exception line just before a traceback cut off: what it would have ended in
+    LONE = "lone"  # a line said alone, no traceback open: a pasted exception line, a library's fatal words
+    MESSAGE = "message"  # an SGLang message of its own (a PD server's, the watchdog's), prefixed or not
+    ROUTER = "router"  # the router's own message (sglang_router's Python launcher, the Rust router)
+    UVICORN = "uvicorn"  # uvicorn's `ERROR:` line
+    OUTSIDE = "outside"  # what the process's surroundings say of its end (Slurm, a launcher)
+
+
+#: the causes the grammar gives a process's end by how it ended, where no line's words name one (the rows name every
+#: other cause): a failure whose words name none, a signal, an exit status, SIGKILL with no word (most often the
+#: kernel's OOM killer), and a kernel library's own check (`Failed: NCCL error …`) by its library
+UNNAMED = Cause.EXCEPTION
+SIGNALLED = Cause.KILLED_BY_SIGNAL
+EXIT_STATUS = Cause.EXITED
+SIGKILLED = Cause.HOST_OOM
+KERNEL_CHECK: Mapping[str, Cause] = {"NCCL": Cause.NCCL_ERROR, "CUDA": Cause.CUDA_ERROR, "HIP": Cause.CUDA_ERROR}

@@ -11,8 +11,9 @@ from __future__ import annotations
 import re
 
 from svcdiag.sglang import lazy_re
+from svcdiag.sglang.causes import EXIT_STATUS, KERNEL_CHECK, SIGKILLED, SIGNALLED, UNNAMED, Place
 from svcdiag.sglang.events import DEATH, SUSPECT, Event, Failure, ProcessesGone, Recovered, StopRequested
-from svcdiag.sglang.failures import EXIT_STATUS, KERNEL_CHECK, SIGKILLED, SIGNALLED, UNNAMED, Place, classify, own
+from svcdiag.sglang.registry import classify, own
 from svcdiag.sglang.traceback import exit_cause
 from svcdiag.signals import signal_name
 

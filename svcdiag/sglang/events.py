@@ -10,7 +10,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from svcdiag.sglang.failures import refine
+from svcdiag.sglang.registry import refine
 
 #: every event's decorator. repr and eq are Event's own, written once (below) and the same as
 #: dataclasses' (their tuples of fields): dataclasses would compile three more functions per class

@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 
 from svcdiag.sglang import endings, lazy_re, milestone_lines, quiet
+from svcdiag.sglang.causes import UNNAMED, Place
 from svcdiag.sglang.events import (
     DEATH,
     ROOT,
@@ -26,8 +27,8 @@ from svcdiag.sglang.events import (
     StopRequested,
     Uvicorn,
 )
-from svcdiag.sglang.failures import UNNAMED, Place, Said, classify, own
 from svcdiag.sglang.quiet import LEVEL_HEADS, LEVEL_RE
+from svcdiag.sglang.registry import classify, own
 from svcdiag.sglang.traceback import (
     CHAIN_LINES,
     CUT_OFF,
@@ -39,6 +40,10 @@ from svcdiag.sglang.traceback import (
     close,
     take,
 )
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from svcdiag.sglang.failures import Said
 
 #: ≤ 0.2.13: `Initialization failed. detoken_init_state: init ok`, `detoken init state: init ok` (≤ 0.1.16): a
 #: process that started, said after the traceback of the one that did not

@@ -12,6 +12,7 @@ import re
 from collections.abc import Callable
 
 from svcdiag.sglang import lazy_re
+from svcdiag.sglang.causes import UNNAMED, Place
 from svcdiag.sglang.events import (
     CudaGraph,
     DistInit,
@@ -35,7 +36,7 @@ from svcdiag.sglang.events import (
     WeightsBegin,
     WeightsEnd,
 )
-from svcdiag.sglang.failures import UNNAMED, Place, classify
+from svcdiag.sglang.registry import classify
 
 _F = r"(-?\d+(?:\.\d+)?)"
 ELAPSED_RE = lazy_re.compile(r"elapsed=" + _F + r" s")

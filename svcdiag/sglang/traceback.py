@@ -11,8 +11,9 @@ from dataclasses import dataclass, field
 from enum import Enum
 
 from svcdiag.sglang import lazy_re
+from svcdiag.sglang.causes import EXIT_STATUS, SIGNALLED, UNNAMED, Place
 from svcdiag.sglang.events import DEATH, ROOT, SUSPECT, Failure
-from svcdiag.sglang.failures import EXIT_STATUS, SIGNALLED, UNNAMED, Place, classify, raised_in, reads_on, row
+from svcdiag.sglang.registry import classify, raised_in, reads_on, row
 from svcdiag.signals import signal_name
 
 FINAL_EXC_RE = lazy_re.compile(

@@ -229,9 +229,12 @@ def sglang_view(cfg: ServiceConfig, free: float, source: str, sources: dict[str,
 def host_files(cfg: ServiceConfig, host: str | None) -> Iterator[Any]:
     """The SSH Connection to the config's host (`host` wins over its remote_host) for the
     length of a preflight, or None when it runs here. Only SSH: preflight needs no D-Bus."""
+    spec = host or cfg.remote_host
+    if not spec:  # here, with the SSH module not imported (~2 ms: threading, its patterns)
+        yield None
+        return
     from svcdiag.systemd.remote import connect, is_local
 
-    spec = host or cfg.remote_host
     if is_local(spec):
         yield None
         return

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from svcdiag.sglang.failures import Cause
+from svcdiag.sglang.causes import Cause
 
 if TYPE_CHECKING:
     from svcdiag.config.service import ServiceConfig, UnitsDir

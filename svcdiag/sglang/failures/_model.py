@@ -9,30 +9,7 @@ from enum import StrEnum
 from typing import Any
 
 from svcdiag.sglang import lazy_re
-from svcdiag.sglang.causes import FAMILY, Cause, Family, in_family  # noqa: F401  (the registry's vocabulary)
-
-
-class Place(StrEnum):
-    """Where in a log a line stands (Fluent Bit's multiline states): a row's pattern names its cause only at the
-    places it is tagged with, and the grammar asks the registry for a place's rows, never for a cause."""
-
-    # inside a traceback, in the order traceback.close asks them (traceback.CLOSE_ORDER)
-    FINAL = "final"  # an exception's final line, each of a chain's, innermost first
-    TAIL = "tail"  # the final line with the lines after it (a wrapped message, `Possible solutions:`)
-    LATE = "late"  # a line of a runtime's report past the four the message keeps (Ascend's CANN)
-    HEAD = "head"  # the line that logged the traceback (`Scheduler hit an exception: …`), when the traceback names none
-    CODE = "code"  # the source line under the raising frame, after a bare final line (`AssertionError`)
-    FRAME = "frame"  # the frames the exception was raised under (a flag check's, load_weights'): a row's `raised`
-    # outside one
-    HANDLER = "handler"  # the line that logs a traceback, naming its cause whatever the traceback says (warmup's)
-    NOTED = "noted"  # a line said before a traceback: it speaks for the traceback if that names no cause (PD's fetch)
-    BEFORE_CUT = "before_cut"  # a lone exception line just before a traceback cut off: what it would have ended in
-    LONE = "lone"  # a line said alone, no traceback open: a pasted exception line, a library's fatal words
-    MESSAGE = "message"  # an SGLang message of its own (a PD server's, the watchdog's), prefixed or not
-    ROUTER = "router"  # the router's own message (sglang_router's Python launcher, the Rust router)
-    UVICORN = "uvicorn"  # uvicorn's `ERROR:` line
-    OUTSIDE = "outside"  # what the process's surroundings say of its end (Slurm, a launcher)
-
+from svcdiag.sglang.causes import FAMILY, Cause, Family, Place, in_family  # noqa: F401  (the registry's vocabulary)
 
 #: where a row's `line` names its cause unless the row says otherwise: everywhere a line is classified
 EVERYWHERE: frozenset[Place] = frozenset(Place) - {Place.FRAME}

@@ -7,19 +7,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from svcdiag.sglang import lazy_re
+from svcdiag.sglang.causes import EXIT_STATUS, KERNEL_CHECK, SIGKILLED, SIGNALLED, UNNAMED  # noqa: F401  (the package's names)
 from svcdiag.sglang.failures._model import Cause, FailureClass, Family, Own, Place, Role, said
 
 #: the families whose rows this module files
 FAMILIES = (Family.PROCESS,)
-
-#: the causes the grammar gives a process's end by how it ended, where no line's words name one (the rows name every
-#: other cause): a failure whose words name none, a signal, an exit status, SIGKILL with no word (most often the
-#: kernel's OOM killer), and a kernel library's own check (`Failed: NCCL error …`) by its library
-UNNAMED = Cause.EXCEPTION
-SIGNALLED = Cause.KILLED_BY_SIGNAL
-EXIT_STATUS = Cause.EXITED
-SIGKILLED = Cause.HOST_OOM
-KERNEL_CHECK: Mapping[str, Cause] = {"NCCL": Cause.NCCL_ERROR, "CUDA": Cause.CUDA_ERROR, "HIP": Cause.CUDA_ERROR}
 
 
 def _watchdog(w: Mapping[str, str]) -> Mapping[str, str]:
