@@ -173,6 +173,11 @@ class Follower:
         self.heads.rescan()
 
     def read(self) -> Iterator[Record]:
+        for _entry, rec in self.entries():
+            yield rec
+
+    def entries(self) -> Iterator[tuple[Any, Record]]:
+        """Each entry of this start, with its record: what `read` yields, and the fields it came from."""
         from svcdiag.systemd.journal_formats import record_from_fields
 
         while True:
@@ -184,9 +189,9 @@ class Follower:
                 continue
             if rec.dropped:
                 if rec.invocation in (None, self.invocation):  # not an earlier start's
-                    yield rec
+                    yield entry, rec
             elif self.invocation in (entry.data.get("_SYSTEMD_INVOCATION_ID"), entry.data.get("INVOCATION_ID")):
-                yield rec  # (not another record about the unit that only OBJECT_SYSTEMD_UNIT matched)
+                yield entry, rec  # (not another record about the unit that only OBJECT_SYSTEMD_UNIT matched)
 
     def close(self) -> None:
         self.heads.close()
@@ -252,6 +257,72 @@ def published_verdicts(starts: Mapping[str, str]) -> dict[str, dict[str, Any]]:
                 for e in entries(Rule("MESSAGE_ID", JOURNAL_DROPPED) & Rule("OBJECT_SYSTEMD_UNIT", unit))):
             del out[invocation]
     return out
+
+
+# ---------------------------------------------------------------- a supervisor's published milestones
+
+#: the current start of a unit, as PID 1 exports it for journald (a symlink whose target is the
+#: invocation id): read without D-Bus, so `logs --milestones` of a published start needs no pystemd
+UNIT_INVOCATIONS = Path("/run/systemd/units")
+
+
+def current_invocation(unit: str) -> str | None:
+    """The unit's current invocation id from PID 1's /run/systemd/units/invocation:UNIT, or None (not
+    loaded, or not a system manager's unit here): the same id D-Bus's InvocationID says."""
+    try:
+        target = os.readlink(UNIT_INVOCATIONS / f"invocation:{unit}")
+    except (OSError, ValueError):
+        return None
+    inv = os.path.basename(target)
+    return inv if re.fullmatch(r"[0-9a-f]{32}", inv) else None
+
+
+def publish_milestones(invocation: str, unit: str, config: str | None, records: list[dict[str, Any]],
+                       judged: int) -> bool:
+    """Write the records `logs --milestones` prints for a start (its journal judged as `logs` judges it,
+    svcdiag.ops.serve.milestones), and how many of the start's entries that judged (`judged`, every one
+    before this entry), as an entry of the unit's own (SVCDIAG_PUBLISHED=milestones; journald stamps
+    `_SYSTEMD_INVOCATION_ID`). False where the journal is not there."""
+    from cysystemd.journal import send
+
+    body = {"invocation": invocation, "unit": unit, "config": config, "judged": judged, "records": records}
+    fields = {"MESSAGE": "svcdiag supervise: start's milestones as the journal holds them (for svcdiag logs)",
+              "SYSLOG_IDENTIFIER": "svcdiag", "PRIORITY": "6", PUBLISHED: "milestones",
+              "SVCDIAG_JSON": json.dumps(body, ensure_ascii=False, default=str, separators=(",", ":"))}
+    return send(**fields) >= 0
+
+
+def published_milestones(unit: str, config: str | None) -> list[dict[str, Any]] | None:
+    """The records its supervisor published for the unit's current start (publish_milestones), when they
+    are what judging the start's journal now would print: the entry is the start's own and its last,
+    every entry before it was judged (their count), and journald dropped none of the start's lines.
+    None otherwise (no current start here, nothing published, a line since, the journal unreadable):
+    the caller judges the lines. One reader over the start's ~40 entries; no D-Bus, no judge."""
+    invocation = current_invocation(unit)
+    if invocation is None:
+        return None
+    try:
+        follower = Follower(unit, invocation)
+    except SvcdiagError:
+        return None
+    try:
+        seen = list(follower.entries())
+    finally:
+        follower.close()
+    if not seen or any(rec.dropped for _, rec in seen):
+        return None
+    last = seen[-1][0].data
+    if last.get(PUBLISHED) != "milestones" or last.get("_SYSTEMD_INVOCATION_ID") != invocation:
+        return None
+    try:
+        body = json.loads(last.get("SVCDIAG_JSON") or "")
+    except ValueError:
+        return None
+    if (not isinstance(body, dict) or body.get("invocation") != invocation or body.get("unit") != unit
+            or body.get("config") != config or body.get("judged") != len(seen) - 1
+            or not isinstance(body.get("records"), list)):
+        return None
+    return body["records"]
 
 
 # ---------------------------------------------------------------- svcdiag's own records
