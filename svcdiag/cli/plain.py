@@ -230,12 +230,12 @@ def check(units_opt: str | None, name: str, sglang_version: str | None, state_di
 
 def logs(units_opt: str | None, name: str, milestones: bool, follow_: bool, host: str | None, as_json: bool) -> None:
     """`svcdiag logs NAME`: the current start's log (this invocation only, systemd's lines about it included)."""
-    from svcdiag.ops.serve.service import logs as read_logs
-    from svcdiag.systemd.dbus import Systemd
-
     cfg = load(units_opt, name)
     if milestones and not follow_ and not (host or cfg.remote_host) and published_milestones(cfg, as_json):
         return
+    from svcdiag.ops.serve.service import logs as read_logs
+    from svcdiag.systemd.dbus import Systemd
+
     pub = publisher(as_json, cfg, live=False) if milestones else None
     on_record = None
     if not milestones:
