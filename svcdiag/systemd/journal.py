@@ -204,6 +204,9 @@ class Follower:
 #: the field of the one entry a notify unit's supervisor writes once it has judged its start healthy
 #: (publish_verdict): `status` and `top` read that verdict instead of judging the start's lines again
 PUBLISHED = "SVCDIAG_PUBLISHED"
+#: journal_formats.JOURNAL_DROPPED's copy (tests/test_journal_dropped.py): reading a published verdict needs
+#: none of that module (its regexes and dataclasses, ~5 ms of `status`)
+JOURNAL_DROPPED = "a596d6fe7bfa4994828e72309e95d61e"
 
 
 def publish_verdict(record: dict[str, Any]) -> bool:
@@ -225,36 +228,42 @@ def published_verdicts(starts: Mapping[str, str]) -> dict[str, dict[str, Any]]:
     journald says it dropped lines of the unit that may be this start's (its "Suppressed N messages"
     record): the supervisor read them all, but the verdict a reader of the journal shows counts them
     (`journal_dropped_lines`), so such a start is judged from its lines. One reader, two indexed
-    seeks a start (the journal's size does not matter)."""
+    seeks in all (every start's matches at once; the journal's size does not matter)."""
     from cysystemd.reader import JournalOpenMode, JournalReader, Rule
-
-    from svcdiag.systemd.journal_formats import JOURNAL_DROPPED
 
     out: dict[str, dict[str, Any]] = {}
     if not starts:
         return out
     reader = open_journal(JournalReader, JournalOpenMode.SYSTEM)
 
-    def entries(rule: Any) -> Iterator[Any]:
+    def entries(field: str, values: Iterable[str], also: Any) -> Iterator[Any]:
+        """Entries whose `field` is any of `values`, and that match `also` (journald ORs matches of one field)."""
+        rule = None
+        for value in values:
+            rule = Rule(field, value) if rule is None else rule | Rule(field, value)
         reader.clear_filter()
-        reader.add_filter(rule)
+        reader.add_filter(rule & also)
         reader.seek_head()  # (cysystemd's previous() after seek_tail finds nothing)
         while entry := reader.next():
             yield entry
 
-    for invocation, unit in starts.items():
-        for entry in entries(Rule(PUBLISHED, "verdict") & Rule("_SYSTEMD_INVOCATION_ID", invocation)):
-            if entry.data.get("_SYSTEMD_INVOCATION_ID") != invocation:
-                continue
-            try:
-                record = json.loads(entry.data.get("SVCDIAG_JSON") or "")
-            except ValueError:
-                continue
-            if isinstance(record, dict) and record.get("invocation") == invocation:
-                out[invocation] = record
-        if invocation in out and any(
-                (e.data.get("OBJECT_SYSTEMD_INVOCATION_ID") or "").lstrip("=") in ("", invocation)  # some releases: "==ID"
-                for e in entries(Rule("MESSAGE_ID", JOURNAL_DROPPED) & Rule("OBJECT_SYSTEMD_UNIT", unit))):
+    for entry in entries("_SYSTEMD_INVOCATION_ID", starts, Rule(PUBLISHED, "verdict")):
+        invocation = entry.data.get("_SYSTEMD_INVOCATION_ID")
+        if invocation not in starts or entry.data.get(PUBLISHED) != "verdict":
+            continue
+        try:
+            record = json.loads(entry.data.get("SVCDIAG_JSON") or "")
+        except ValueError:
+            continue
+        if isinstance(record, dict) and record.get("invocation") == invocation:
+            out[invocation] = record  # the newest, where there are several
+    if not out:
+        return out
+    by_unit = {starts[inv]: inv for inv in out}
+    for e in entries("OBJECT_SYSTEMD_UNIT", by_unit, Rule("MESSAGE_ID", JOURNAL_DROPPED)):
+        invocation = by_unit.get(e.data.get("OBJECT_SYSTEMD_UNIT"))
+        said = (e.data.get("OBJECT_SYSTEMD_INVOCATION_ID") or "").lstrip("=")  # some releases: "==ID"
+        if invocation in out and e.data.get("MESSAGE_ID") == JOURNAL_DROPPED and said in ("", invocation):
             del out[invocation]
     return out
 
