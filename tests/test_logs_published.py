@@ -18,7 +18,7 @@ from svcdiag.judge.pipeline import Judge
 from svcdiag.output.publish import Publisher
 from svcdiag.output.report import JsonLines, Lines
 from svcdiag.systemd import journal
-from svcdiag.systemd.journal_formats import JOURNAL_DROPPED, record_from_fields
+from svcdiag.systemd.journal_formats import JOURNAL_DROPPED
 
 from .conftest import EXAMPLES, UNITS
 
@@ -44,39 +44,60 @@ def published_entry(records: list, judged: int, config: str = "demo-smoke", **fi
     return entry
 
 
+class Reader:
+    """cysystemd's reader over `entries` (every one matches the start's filter, as journald would have it)."""
+
+    def __init__(self, entries: list[Entry]):
+        self.entries = iter(entries)
+
+    def add_filter(self, rule) -> None:
+        pass
+
+    def seek_head(self) -> None:
+        pass
+
+    def next(self):
+        return next(self.entries, None)
+
+
 def read(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, entries: list[Entry], invocation: str | None = INV):
-    """published_milestones with the start's journal given (as Follower.entries yields it)."""
-    if invocation is not None:
+    """published_milestones with the start's journal given."""
+    tmp_path.mkdir(exist_ok=True)
+    if invocation is not None and not (tmp_path / f"invocation:{UNIT}").is_symlink():
         os.symlink(f"../invocation/{invocation}", tmp_path / f"invocation:{UNIT}")
     monkeypatch.setattr(journal, "UNIT_INVOCATIONS", tmp_path)
-
-    class Follower:
-        def __init__(self, unit: str, inv: str):
-            assert (unit, inv) == (UNIT, invocation)
-
-        def entries(self):
-            for e in entries:
-                rec = record_from_fields(e.data, 1.0)
-                if rec is not None and (rec.dropped or inv_of(e) == INV):
-                    yield e, rec
-
-        def close(self) -> None:
-            pass
-
-    monkeypatch.setattr(journal, "Follower", Follower)
+    monkeypatch.setattr(journal, "open_journal", lambda *a: Reader(entries))
     return journal.published_milestones(UNIT, "demo-smoke")
 
 
-def inv_of(e: Entry) -> str | None:
-    return e.data.get("_SYSTEMD_INVOCATION_ID") or e.data.get("INVOCATION_ID")
+def followed(monkeypatch: pytest.MonkeyPatch, entries: list[Entry]) -> int:
+    """How many records Follower.read yields from `entries`: what the supervisor counts as judged."""
+    monkeypatch.setattr(journal, "open_journal", lambda *a: Reader(entries))
+    monkeypatch.setattr(journal, "JournalHeads", lambda: None)
+    return len(list(journal.Follower(UNIT, INV).read()))
 
 
 RECORDS = [{"event": "milestone", "ts": 1.5, "message": "fired up and ready to roll"}]
 
 
+#: entries a start's filter also matches that Follower.read does not yield (or yields as no line): the count
+#: of judged entries skips them alike
+OTHERS = [
+    Entry(MESSAGE="Started demo-smoke.service.", UNIT=UNIT, INVOCATION_ID=INV, _PID="1"),  # PID 1's line: counted
+    Entry(_SYSTEMD_INVOCATION_ID=INV, CODE_FILE="x.c"),  # no MESSAGE: no record
+    Entry(MESSAGE="Stopped demo-smoke.service.", UNIT=UNIT, INVOCATION_ID="cd" * 16, _PID="1",
+          OBJECT_SYSTEMD_UNIT=UNIT),  # an earlier start's, matched by the unit alone
+    Entry(MESSAGE="Suppressed 5 messages from demo-smoke.service", MESSAGE_ID=JOURNAL_DROPPED, N_DROPPED="5",
+          OBJECT_SYSTEMD_UNIT=UNIT, OBJECT_SYSTEMD_INVOCATION_ID="cd" * 16),  # an earlier start's dropped lines
+]
+
+
 def test_the_published_records_are_taken_while_they_are_the_starts_last_entry(monkeypatch, tmp_path) -> None:
-    start = [line("a"), line("b"), line("c")]
-    assert read(monkeypatch, tmp_path, [*start, published_entry(RECORDS, 3)]) == RECORDS
+    start = [line("a"), *OTHERS, line("b"), line("c")]
+    judged = followed(monkeypatch, start)
+    assert judged == 4  # the three lines and PID 1's
+    assert read(monkeypatch, tmp_path, [*start, published_entry(RECORDS, judged)]) == RECORDS
+    assert read(monkeypatch, tmp_path / "x", [*start, published_entry(RECORDS, judged + 1)]) is None
 
 
 @pytest.mark.parametrize("why", ["a line since", "a count that differs", "another config", "dropped", "forged",

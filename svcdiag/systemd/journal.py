@@ -150,6 +150,12 @@ def open_journal(reader_cls: Any, mode: Any) -> Any:
         raise SvcdiagError(f"cannot open the system journal: {e}") from None
 
 
+def start_rule(rule: Any, unit: str, invocation: str) -> Any:
+    """The matches of one start's entries: its own lines, PID 1's about it, and journald's record of the
+    unit's lines it dropped (JOURNAL_DROPPED; Follower.read keeps this start's). `rule`: cysystemd's Rule."""
+    return rule("_SYSTEMD_INVOCATION_ID", invocation) | rule("INVOCATION_ID", invocation) | rule("OBJECT_SYSTEMD_UNIT", unit)
+
+
 class Follower:
     """One invocation's entries, in order, read as they arrive."""
 
@@ -158,9 +164,7 @@ class Follower:
 
         self.unit, self.invocation = unit, invocation
         self.reader = open_journal(JournalReader, JournalOpenMode.SYSTEM)
-        # and journald's record of the unit's lines it dropped (JOURNAL_DROPPED; read() keeps this start's)
-        self.reader.add_filter(Rule("_SYSTEMD_INVOCATION_ID", invocation) | Rule("INVOCATION_ID", invocation)
-                               | Rule("OBJECT_SYSTEMD_UNIT", unit))
+        self.reader.add_filter(start_rule(Rule, unit, invocation))
         self.reader.seek_head()
         self.heads = JournalHeads()
 
@@ -173,11 +177,6 @@ class Follower:
         self.heads.rescan()
 
     def read(self) -> Iterator[Record]:
-        for _entry, rec in self.entries():
-            yield rec
-
-    def entries(self) -> Iterator[tuple[Any, Record]]:
-        """Each entry of this start, with its record: what `read` yields, and the fields it came from."""
         from svcdiag.systemd.journal_formats import record_from_fields
 
         while True:
@@ -189,9 +188,9 @@ class Follower:
                 continue
             if rec.dropped:
                 if rec.invocation in (None, self.invocation):  # not an earlier start's
-                    yield entry, rec
+                    yield rec
             elif self.invocation in (entry.data.get("_SYSTEMD_INVOCATION_ID"), entry.data.get("INVOCATION_ID")):
-                yield entry, rec  # (not another record about the unit that only OBJECT_SYSTEMD_UNIT matched)
+                yield rec  # (not another record about the unit that only OBJECT_SYSTEMD_UNIT matched)
 
     def close(self) -> None:
         self.heads.close()
@@ -304,31 +303,40 @@ def publish_milestones(invocation: str, unit: str, config: str | None, records: 
 def published_milestones(unit: str, config: str | None) -> list[dict[str, Any]] | None:
     """The records its supervisor published for the unit's current start (publish_milestones), when they
     are what judging the start's journal now would print: the entry is the start's own and its last,
-    every entry before it was judged (their count), and journald dropped none of the start's lines.
-    None otherwise (no current start here, nothing published, a line since, the journal unreadable):
-    the caller judges the lines. One reader over the start's ~40 entries; no D-Bus, no judge."""
+    every entry before it was judged (their count: those Follower.read yields), and journald dropped
+    none of its lines. None otherwise (no current start here, nothing published, a line since,
+    the journal unreadable): the caller judges the lines. One reader over the start's ~40 entries; no
+    D-Bus, no judge, nor journal_formats (its regexes and dataclasses)."""
     invocation = current_invocation(unit)
     if invocation is None:
         return None
+    from cysystemd.reader import JournalOpenMode, JournalReader, Rule
+
     try:
-        follower = Follower(unit, invocation)
+        reader = open_journal(JournalReader, JournalOpenMode.SYSTEM)
     except SvcdiagError:
         return None
-    try:
-        seen = list(follower.entries())
-    finally:
-        follower.close()
-    if not seen or any(rec.dropped for _, rec in seen):
-        return None
-    last = seen[-1][0].data
-    if last.get(PUBLISHED) != "milestones" or last.get("_SYSTEMD_INVOCATION_ID") != invocation:
+    reader.add_filter(start_rule(Rule, unit, invocation))
+    reader.seek_head()
+    judged, last = -1, None
+    while entry := reader.next():
+        data = entry.data
+        if data.get("MESSAGE_ID") == JOURNAL_DROPPED:  # journald dropped lines of this start (or it may have)
+            if (data.get("OBJECT_SYSTEMD_INVOCATION_ID") or "").lstrip("=") in ("", invocation):
+                return None
+            continue
+        # what Follower.read yields: an entry with a MESSAGE (record_from_fields), this start's by its fields
+        if data.get("MESSAGE") not in (None, []) and invocation in (data.get("_SYSTEMD_INVOCATION_ID"),
+                                                                     data.get("INVOCATION_ID")):
+            judged, last = judged + 1, data
+    if last is None or last.get(PUBLISHED) != "milestones" or last.get("_SYSTEMD_INVOCATION_ID") != invocation:
         return None
     try:
         body = json.loads(last.get("SVCDIAG_JSON") or "")
     except ValueError:
         return None
     if (not isinstance(body, dict) or body.get("invocation") != invocation or body.get("unit") != unit
-            or body.get("config") != config or body.get("judged") != len(seen) - 1
+            or body.get("config") != config or body.get("judged") != judged
             or not isinstance(body.get("records"), list)):
         return None
     return body["records"]

@@ -28,7 +28,8 @@ for as_json in (False, True):
     sys.stdout = buf = io.StringIO()
     out["taken"].append(plain.published_milestones(cfg, as_json))
     out["published"].append(buf.getvalue())
-    out["modules"] = sorted(m for m in sys.modules if m.startswith(("svcdiag.judge", "svcdiag.sglang", "pystemd")))
+    out["modules"] = sorted(m for m in sys.modules if m.startswith(("svcdiag.judge", "svcdiag.sglang", "pystemd",
+                                                                  "svcdiag.systemd.dbus", "svcdiag.systemd.journal_formats")))
 for as_json in (False, True):
     sys.stdout = buf = io.StringIO()
     real, plain.published_milestones = plain.published_milestones, lambda *a: False
@@ -70,7 +71,7 @@ def test_logs_milestones_from_the_supervisors_record_prints_what_judging_the_jou
     assert "fired up and ready to roll" in text and "phase → ready" in text
     kinds = [json.loads(line)["event"] for line in as_json.splitlines()]
     assert "phase_entered" in kinds and "milestone" in kinds
-    assert out["modules"] == []  # neither the judge, the grammar, nor pystemd
+    assert out["modules"] == []  # neither the judge, the grammar, D-Bus, nor the journal formats
     # and the command itself prints the same
     said = sv(rig, units, "logs", name, "--milestones")
     assert said.returncode == 0 and said.stdout.decode() == text
