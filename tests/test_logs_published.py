@@ -38,8 +38,12 @@ def line(text: str, **fields: str) -> Entry:
     return Entry(MESSAGE=text, _SYSTEMD_INVOCATION_ID=INV, _SYSTEMD_UNIT=UNIT, **fields)
 
 
-def published_entry(records: list, judged: int, config: str = "demo-smoke", **fields: str) -> Entry:
-    body = {"invocation": INV, "unit": UNIT, "config": config, "judged": judged, "records": records}
+CFG = UnitsDir(UNITS, "t").load("demo-smoke")
+
+
+def published_entry(records: list, judged: int, config: str = "demo-smoke", cfg=CFG, **fields: str) -> Entry:
+    body = {"invocation": INV, "unit": UNIT, "config": config, "judged_with": journal.judged_with(cfg),
+            "judged": judged, "records": records}
     entry = line("svcdiag supervise: milestones", SVCDIAG_PUBLISHED="milestones", SVCDIAG_JSON=json.dumps(body), **fields)
     return entry
 
@@ -67,7 +71,7 @@ def read(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, entries: list[Entry], 
         os.symlink(f"../invocation/{invocation}", tmp_path / f"invocation:{UNIT}")
     monkeypatch.setattr(journal, "UNIT_INVOCATIONS", tmp_path)
     monkeypatch.setattr(journal, "open_journal", lambda *a: Reader(entries))
-    return journal.published_milestones(UNIT, "demo-smoke")
+    return journal.published_milestones(CFG)
 
 
 def followed(monkeypatch: pytest.MonkeyPatch, entries: list[Entry]) -> int:
@@ -100,8 +104,8 @@ def test_the_published_records_are_taken_while_they_are_the_starts_last_entry(mo
     assert read(monkeypatch, tmp_path / "x", [*start, published_entry(RECORDS, judged + 1)]) is None
 
 
-@pytest.mark.parametrize("why", ["a line since", "a count that differs", "another config", "dropped", "forged",
-                                 "no current start", "not JSON"])
+@pytest.mark.parametrize("why", ["a line since", "a count that differs", "another config", "other deadlines", "dropped",
+                                 "forged", "no current start", "not JSON"])
 def test_otherwise_the_lines_are_judged(monkeypatch, tmp_path, why: str) -> None:
     start = [line("a"), line("b"), line("c")]
     pub = published_entry(RECORDS, 3)
@@ -112,6 +116,11 @@ def test_otherwise_the_lines_are_judged(monkeypatch, tmp_path, why: str) -> None
         entries = [*start[1:], pub]
     elif why == "another config":
         entries = [*start, published_entry(RECORDS, 3, config="other")]
+    elif why == "other deadlines":  # the config was edited since the supervisor judged the start
+        import dataclasses
+
+        edited = dataclasses.replace(CFG, timeouts=tuple({**CFG.timeout, "loading_weights": 60.0}.items()))
+        entries = [*start, published_entry(RECORDS, 3, cfg=edited)]
     elif why == "dropped":
         entries = [*start, Entry(MESSAGE="Suppressed 5 messages from demo-smoke.service", MESSAGE_ID=JOURNAL_DROPPED,
                                  N_DROPPED="5", OBJECT_SYSTEMD_UNIT=UNIT), pub]
@@ -156,6 +165,6 @@ def test_published_records_print_as_the_judges_sinks_print_them(monkeypatch, cap
         for ev in judge.service_line(text, 1_700_000_000.0 + n * 0.37):
             pub.event(ev)
     assert len(kept) > 10 and out.getvalue()
-    monkeypatch.setattr(journal, "published_milestones", lambda unit, config: kept)
+    monkeypatch.setattr(journal, "published_milestones", lambda cfg: kept)
     assert plain.published_milestones(cfg, as_json)
     assert capsys.readouterr().out == out.getvalue()

@@ -257,7 +257,7 @@ def published_milestones(cfg: ServiceConfig, as_json: bool) -> bool:
     printed from that record as the judge would print them, without the judge or D-Bus. False: judge the lines."""
     from svcdiag.systemd.journal import published_milestones as read
 
-    records = read(cfg.unit, cfg.name)
+    records = read(cfg)
     if records is None:
         return False
     if as_json:

@@ -285,28 +285,36 @@ def current_invocation(unit: str) -> str | None:
     return inv if re.fullmatch(r"[0-9a-f]{32}", inv) else None
 
 
-def publish_milestones(invocation: str, unit: str, config: str | None, records: list[dict[str, Any]],
-                       judged: int) -> bool:
+def judged_with(cfg: Any) -> dict[str, Any]:
+    """What of a config the judge of a start's lines reads (its deadlines, hybrid, readiness), as JSON keeps
+    it: published milestones stand only for the config they were judged with (an edited deadline may judge
+    the same lines otherwise)."""
+    return json.loads(json.dumps({"timeout": cfg.timeout, "hybrid": cfg.hybrid, "readiness": cfg.readiness}))
+
+
+def publish_milestones(invocation: str, cfg: Any, records: list[dict[str, Any]], judged: int) -> bool:
     """Write the records `logs --milestones` prints for a start (its journal judged as `logs` judges it,
     svcdiag.ops.serve.milestones), and how many of the start's entries that judged (`judged`, every one
     before this entry), as an entry of the unit's own (SVCDIAG_PUBLISHED=milestones; journald stamps
     `_SYSTEMD_INVOCATION_ID`). False where the journal is not there."""
     from cysystemd.journal import send
 
-    body = {"invocation": invocation, "unit": unit, "config": config, "judged": judged, "records": records}
+    body = {"invocation": invocation, "unit": cfg.unit, "config": cfg.name, "judged_with": judged_with(cfg),
+            "judged": judged, "records": records}
     fields = {"MESSAGE": "svcdiag supervise: start's milestones as the journal holds them (for svcdiag logs)",
               "SYSLOG_IDENTIFIER": "svcdiag", "PRIORITY": "6", PUBLISHED: "milestones",
               "SVCDIAG_JSON": json.dumps(body, ensure_ascii=False, default=str, separators=(",", ":"))}
     return send(**fields) >= 0
 
 
-def published_milestones(unit: str, config: str | None) -> list[dict[str, Any]] | None:
-    """The records its supervisor published for the unit's current start (publish_milestones), when they
-    are what judging the start's journal now would print: the entry is the start's own and its last,
-    every entry before it was judged (their count: those Follower.read yields), and journald dropped
-    none of its lines. None otherwise (no current start here, nothing published, a line since,
+def published_milestones(cfg: Any) -> list[dict[str, Any]] | None:
+    """The records its supervisor published for the current start of `cfg`'s unit (publish_milestones),
+    when they are what judging the start's journal now would print: the entry is the start's own and its
+    last, every entry before it was judged (their count: those Follower.read yields), with this config's
+    deadlines, and journald dropped none of its lines. None otherwise (no current start here, nothing published, a line since,
     the journal unreadable): the caller judges the lines. One reader over the start's ~40 entries; no
     D-Bus, no judge, nor journal_formats (its regexes and dataclasses)."""
+    unit = cfg.unit
     invocation = current_invocation(unit)
     if invocation is None:
         return None
@@ -336,8 +344,8 @@ def published_milestones(unit: str, config: str | None) -> list[dict[str, Any]] 
     except ValueError:
         return None
     if (not isinstance(body, dict) or body.get("invocation") != invocation or body.get("unit") != unit
-            or body.get("config") != config or body.get("judged") != judged
-            or not isinstance(body.get("records"), list)):
+            or body.get("config") != cfg.name or body.get("judged") != judged
+            or body.get("judged_with") != judged_with(cfg) or not isinstance(body.get("records"), list)):
         return None
     return body["records"]
 

@@ -76,7 +76,7 @@ def publish(cfg: ServiceConfig, invocation: str) -> bool:
             if judge.dropped or judge.readiness.invocation != invocation or v is None or v.verdict != "healthy":
                 return False
             if started:
-                return publish_milestones(invocation, cfg.unit, cfg.name, records, judged)
+                return publish_milestones(invocation, cfg, records, judged)
             if time.monotonic() >= deadline:
                 return False
             time.sleep(STARTED_EVERY_S)
