@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 
 #: how long after READY=1 the supervisor waits for systemd's `Started` line before it gives up publishing
 STARTED_WAIT_S = 5.0
-STARTED_EVERY_S = 0.1
+STARTED_EVERY_S = 0.2  # each look judges the start again (~10 to 20 ms): at most 25 looks
 
 
 class _Collect:
