@@ -12,6 +12,7 @@ import pytest
 from svcdiag.judge.pipeline import JOURNAL_DROPPED as JUDGES_ID
 from svcdiag.judge.pipeline import Judge
 from svcdiag.ops.offline.replay import replay
+from svcdiag.systemd import journal
 from svcdiag.systemd.journal_formats import JOURNAL_DROPPED, record_from_fields
 
 from .conftest import EXAMPLES
@@ -36,6 +37,7 @@ def test_journalds_record_is_a_count_of_the_unit_it_names(doubled: bool) -> None
     del plain["N_DROPPED"]  # the count is in the message too
     assert record_from_fields(plain).dropped == 7
     assert JUDGES_ID == JOURNAL_DROPPED  # the judge's copy of the id (judge/ imports nothing of systemd/)
+    assert journal.JOURNAL_DROPPED == JOURNAL_DROPPED  # and the published verdict's reader's
 
 
 def test_a_server_line_quoting_the_words_is_not_journalds_record() -> None:

@@ -230,10 +230,12 @@ def check(units_opt: str | None, name: str, sglang_version: str | None, state_di
 
 def logs(units_opt: str | None, name: str, milestones: bool, follow_: bool, host: str | None, as_json: bool) -> None:
     """`svcdiag logs NAME`: the current start's log (this invocation only, systemd's lines about it included)."""
+    cfg = load(units_opt, name)
+    if milestones and not follow_ and not (host or cfg.remote_host) and published_milestones(cfg, as_json):
+        return
     from svcdiag.ops.serve.service import logs as read_logs
     from svcdiag.systemd.dbus import Systemd
 
-    cfg = load(units_opt, name)
     pub = publisher(as_json, cfg, live=False) if milestones else None
     on_record = None
     if not milestones:
@@ -248,6 +250,28 @@ def logs(units_opt: str | None, name: str, milestones: bool, follow_: bool, host
                       keep_following=follow_)
         except KeyboardInterrupt:
             sys.exit(INTERRUPTED)
+
+
+def published_milestones(cfg: ServiceConfig, as_json: bool) -> bool:
+    """`logs --milestones` of a start whose supervisor published its milestones (svcdiag.ops.serve.milestones):
+    printed from that record as the judge would print them, without the judge or D-Bus. False: judge the lines."""
+    from svcdiag.systemd.journal import published_milestones as read
+
+    records = read(cfg)
+    if records is None:
+        return False
+    if as_json:
+        import json
+
+        encode = json.JSONEncoder(ensure_ascii=False, default=str).encode  # as report.JsonLines writes each
+        text = "".join(encode(r) + "\n" for r in records)
+    else:
+        from svcdiag.output.event_text import event_line
+
+        text = "".join(event_line(r.get("event"), r.get("ts"), r.get("cause"), r.get("message")) or "" for r in records)
+    sys.stdout.write(text)  # as the sinks write, not echo (click would strip a message's escape codes)
+    sys.stdout.flush()
+    return True
 
 
 def top(units_opt: str | None, host: str | None, as_json: bool) -> None:

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import json
-import time
 from typing import Any, TextIO
 
 from svcdiag.judge.verdict import PhaseChange, UnitState
+from svcdiag.output.event_text import event_line
 from svcdiag.output.preflight_text import _fix_lines, interval_line, render_calibration, render_preflight  # noqa: F401  (kept here too)
 from svcdiag.output.schema import ON_REQUEST, ReadinessEvent
 from svcdiag.output.tables import render_status, table  # noqa: F401  (render_status: `status`'s, kept here too)
@@ -118,12 +118,6 @@ def describe(ev: Event) -> str | None:
     return None
 
 
-def _clock(ts: float | None) -> str:
-    if ts is None:
-        return "        "
-    return time.strftime("%H:%M:%S", time.localtime(ts))
-
-
 class JsonLines:
     """Every record as one JSON object per line (schema.py)."""
 
@@ -156,10 +150,7 @@ class Lines:
             return render_verdict(rec.to_json())
         if rec.event in ("diagnosis", "baseline_result", "drift") and not self.with_unit:
             return None  # the verdict block shows the diagnosis; baseline-check prints its own summary
-        if not rec.message:
-            return None
-        what = f"failure ({rec.cause}): " if rec.event == "failure" else ""
-        return f"  {_clock(rec.ts)}  {who}{what}{rec.message}\n"
+        return event_line(rec.event, rec.ts, rec.cause, rec.message, who)
 
     def publish(self, rec: ReadinessEvent) -> None:
         text = self.text(rec)

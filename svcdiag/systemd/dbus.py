@@ -226,16 +226,16 @@ class Systemd:
     @classmethod
     def connect(cls, host: str | None = None) -> Systemd:
         """This host's systemd, or with `host` ([user@]HOST[:port]) that host's, over SSH."""
-        from svcdiag.systemd import remote
+        if host:  # (the SSH module's import, ~1.5 ms of `status`, only where a host is named)
+            from svcdiag.systemd import remote
 
-        if not remote.is_local(host):
-            assert host is not None
-            conn = remote.connect(host)
-            try:
-                return cls(conn.open_bus(), conn)
-            except BaseException:
-                conn.close()
-                raise
+            if not remote.is_local(host):
+                conn = remote.connect(host)
+                try:
+                    return cls(conn.open_bus(), conn)
+                except BaseException:
+                    conn.close()
+                    raise
         if no_local_bus():
             raise SvcdiagError(NO_BUS)
         direct = _private_bus()
@@ -470,7 +470,8 @@ class Systemd:
         ListUnitsByNames has every unit's states (it loads each, as asking its object does); a
         unit with no start has nothing more than its Result (two Gets, ~0.1 ms); a unit with one
         (an InvocationID) has all of `props` (GetAll, ~2 ms: PID 1 sends ~400 properties), or with
-        `brief` only what `status` shows of it (BRIEF: four small Gets; `props` has the rest)."""
+        `brief` only what `status` shows of it (BRIEF: three small Gets, and an active unit's InvocationID
+        read from /run/systemd/units, journal.current_invocation; `props` has the rest)."""
         if not units:
             return []
         listed = self._call(MANAGER_PATH, MANAGER, b"ListUnitsByNames", b"as", [[u.encode() for u in units]])
@@ -479,7 +480,14 @@ class Systemd:
             load, active, sub, path, job_id = (_s(row[2]), _s(row[3]), _s(row[4]), bytes(row[6]), row[7])
             base = {**_EMPTY, "load_state": load, "active_state": active, "sub_state": sub}
             idle = active in ("inactive", "failed") and not job_id
-            invocation = self._get(path, UNIT, b"InvocationID") if idle or brief else None
+            invocation = None
+            if brief and active == "active" and self.remote is None:  # PID 1's own export of it: a round trip fewer
+                from svcdiag.systemd.journal import current_invocation
+
+                exported = current_invocation(unit)
+                invocation = bytes.fromhex(exported) if exported else None  # as D-Bus says it: 16 bytes
+            if invocation is None and (idle or brief):
+                invocation = self._get(path, UNIT, b"InvocationID")
             if idle and not invocation:
                 out.append(UnitProps(name=unit, **{**base, "result": _s(self._get(path, SERVICE, b"Result"))}))
             elif brief:

@@ -150,6 +150,12 @@ def open_journal(reader_cls: Any, mode: Any) -> Any:
         raise SvcdiagError(f"cannot open the system journal: {e}") from None
 
 
+def start_rule(rule: Any, unit: str, invocation: str) -> Any:
+    """The matches of one start's entries: its own lines, PID 1's about it, and journald's record of the
+    unit's lines it dropped (JOURNAL_DROPPED; Follower.read keeps this start's). `rule`: cysystemd's Rule."""
+    return rule("_SYSTEMD_INVOCATION_ID", invocation) | rule("INVOCATION_ID", invocation) | rule("OBJECT_SYSTEMD_UNIT", unit)
+
+
 class Follower:
     """One invocation's entries, in order, read as they arrive."""
 
@@ -158,9 +164,7 @@ class Follower:
 
         self.unit, self.invocation = unit, invocation
         self.reader = open_journal(JournalReader, JournalOpenMode.SYSTEM)
-        # and journald's record of the unit's lines it dropped (JOURNAL_DROPPED; read() keeps this start's)
-        self.reader.add_filter(Rule("_SYSTEMD_INVOCATION_ID", invocation) | Rule("INVOCATION_ID", invocation)
-                               | Rule("OBJECT_SYSTEMD_UNIT", unit))
+        self.reader.add_filter(start_rule(Rule, unit, invocation))
         self.reader.seek_head()
         self.heads = JournalHeads()
 
@@ -199,6 +203,9 @@ class Follower:
 #: the field of the one entry a notify unit's supervisor writes once it has judged its start healthy
 #: (publish_verdict): `status` and `top` read that verdict instead of judging the start's lines again
 PUBLISHED = "SVCDIAG_PUBLISHED"
+#: journal_formats.JOURNAL_DROPPED's copy (tests/test_journal_dropped.py): reading a published verdict needs
+#: none of that module (its regexes and dataclasses, ~5 ms of `status`)
+JOURNAL_DROPPED = "a596d6fe7bfa4994828e72309e95d61e"
 
 
 def publish_verdict(record: dict[str, Any]) -> bool:
@@ -220,38 +227,127 @@ def published_verdicts(starts: Mapping[str, str]) -> dict[str, dict[str, Any]]:
     journald says it dropped lines of the unit that may be this start's (its "Suppressed N messages"
     record): the supervisor read them all, but the verdict a reader of the journal shows counts them
     (`journal_dropped_lines`), so such a start is judged from its lines. One reader, two indexed
-    seeks a start (the journal's size does not matter)."""
+    seeks in all (every start's matches at once; the journal's size does not matter)."""
     from cysystemd.reader import JournalOpenMode, JournalReader, Rule
-
-    from svcdiag.systemd.journal_formats import JOURNAL_DROPPED
 
     out: dict[str, dict[str, Any]] = {}
     if not starts:
         return out
     reader = open_journal(JournalReader, JournalOpenMode.SYSTEM)
 
-    def entries(rule: Any) -> Iterator[Any]:
+    def entries(field: str, values: Iterable[str], also: Any) -> Iterator[Any]:
+        """Entries whose `field` is any of `values`, and that match `also` (journald ORs matches of one field)."""
+        rule = None
+        for value in values:
+            rule = Rule(field, value) if rule is None else rule | Rule(field, value)
         reader.clear_filter()
-        reader.add_filter(rule)
+        reader.add_filter(rule & also)
         reader.seek_head()  # (cysystemd's previous() after seek_tail finds nothing)
         while entry := reader.next():
             yield entry
 
-    for invocation, unit in starts.items():
-        for entry in entries(Rule(PUBLISHED, "verdict") & Rule("_SYSTEMD_INVOCATION_ID", invocation)):
-            if entry.data.get("_SYSTEMD_INVOCATION_ID") != invocation:
-                continue
-            try:
-                record = json.loads(entry.data.get("SVCDIAG_JSON") or "")
-            except ValueError:
-                continue
-            if isinstance(record, dict) and record.get("invocation") == invocation:
-                out[invocation] = record
-        if invocation in out and any(
-                (e.data.get("OBJECT_SYSTEMD_INVOCATION_ID") or "").lstrip("=") in ("", invocation)  # some releases: "==ID"
-                for e in entries(Rule("MESSAGE_ID", JOURNAL_DROPPED) & Rule("OBJECT_SYSTEMD_UNIT", unit))):
+    for entry in entries("_SYSTEMD_INVOCATION_ID", starts, Rule(PUBLISHED, "verdict")):
+        invocation = entry.data.get("_SYSTEMD_INVOCATION_ID")
+        if invocation not in starts or entry.data.get(PUBLISHED) != "verdict":
+            continue
+        try:
+            record = json.loads(entry.data.get("SVCDIAG_JSON") or "")
+        except ValueError:
+            continue
+        if isinstance(record, dict) and record.get("invocation") == invocation:
+            out[invocation] = record  # the newest, where there are several
+    if not out:
+        return out
+    by_unit = {starts[inv]: inv for inv in out}
+    for e in entries("OBJECT_SYSTEMD_UNIT", by_unit, Rule("MESSAGE_ID", JOURNAL_DROPPED)):
+        invocation = by_unit.get(e.data.get("OBJECT_SYSTEMD_UNIT"))
+        said = (e.data.get("OBJECT_SYSTEMD_INVOCATION_ID") or "").lstrip("=")  # some releases: "==ID"
+        if invocation in out and e.data.get("MESSAGE_ID") == JOURNAL_DROPPED and said in ("", invocation):
             del out[invocation]
     return out
+
+
+# ---------------------------------------------------------------- a supervisor's published milestones
+
+#: the current start of a unit, as PID 1 exports it for journald (a symlink whose target is the
+#: invocation id): read without D-Bus, so `logs --milestones` of a published start needs no pystemd
+UNIT_INVOCATIONS = Path("/run/systemd/units")
+
+
+def current_invocation(unit: str) -> str | None:
+    """The unit's current invocation id from PID 1's /run/systemd/units/invocation:UNIT, or None (not
+    loaded, or not a system manager's unit here): the same id D-Bus's InvocationID says."""
+    try:
+        target = os.readlink(UNIT_INVOCATIONS / f"invocation:{unit}")
+    except (OSError, ValueError):
+        return None
+    inv = os.path.basename(target)
+    return inv if re.fullmatch(r"[0-9a-f]{32}", inv) else None
+
+
+def judged_with(cfg: Any) -> dict[str, Any]:
+    """What of a config the judge of a start's lines reads (its deadlines, hybrid, readiness), as JSON keeps
+    it: published milestones stand only for the config they were judged with (an edited deadline may judge
+    the same lines otherwise)."""
+    return json.loads(json.dumps({"timeout": cfg.timeout, "hybrid": cfg.hybrid, "readiness": cfg.readiness}))
+
+
+def publish_milestones(invocation: str, cfg: Any, records: list[dict[str, Any]], judged: int) -> bool:
+    """Write the records `logs --milestones` prints for a start (its journal judged as `logs` judges it,
+    svcdiag.ops.serve.milestones), and how many of the start's entries that judged (`judged`, every one
+    before this entry), as an entry of the unit's own (SVCDIAG_PUBLISHED=milestones; journald stamps
+    `_SYSTEMD_INVOCATION_ID`). False where the journal is not there."""
+    from cysystemd.journal import send
+
+    body = {"invocation": invocation, "unit": cfg.unit, "config": cfg.name, "judged_with": judged_with(cfg),
+            "judged": judged, "records": records}
+    fields = {"MESSAGE": "svcdiag supervise: start's milestones as the journal holds them (for svcdiag logs)",
+              "SYSLOG_IDENTIFIER": "svcdiag", "PRIORITY": "6", PUBLISHED: "milestones",
+              "SVCDIAG_JSON": json.dumps(body, ensure_ascii=False, default=str, separators=(",", ":"))}
+    return send(**fields) >= 0
+
+
+def published_milestones(cfg: Any) -> list[dict[str, Any]] | None:
+    """The records its supervisor published for the current start of `cfg`'s unit (publish_milestones),
+    when they are what judging the start's journal now would print: the entry is the start's own and its
+    last, every entry before it was judged (their count: those Follower.read yields), with this config's
+    deadlines, and journald dropped none of its lines. None otherwise (no current start here, nothing published, a line since,
+    the journal unreadable): the caller judges the lines. One reader over the start's ~40 entries; no
+    D-Bus, no judge, nor journal_formats (its regexes and dataclasses)."""
+    unit = cfg.unit
+    invocation = current_invocation(unit)
+    if invocation is None:
+        return None
+    from cysystemd.reader import JournalOpenMode, JournalReader, Rule
+
+    try:
+        reader = open_journal(JournalReader, JournalOpenMode.SYSTEM)
+    except SvcdiagError:
+        return None
+    reader.add_filter(start_rule(Rule, unit, invocation))
+    reader.seek_head()
+    judged, last = -1, None
+    while entry := reader.next():
+        data = entry.data
+        if data.get("MESSAGE_ID") == JOURNAL_DROPPED:  # journald dropped lines of this start (or it may have)
+            if (data.get("OBJECT_SYSTEMD_INVOCATION_ID") or "").lstrip("=") in ("", invocation):
+                return None
+            continue
+        # what Follower.read yields: an entry with a MESSAGE (record_from_fields), this start's by its fields
+        if data.get("MESSAGE") not in (None, []) and invocation in (data.get("_SYSTEMD_INVOCATION_ID"),
+                                                                     data.get("INVOCATION_ID")):
+            judged, last = judged + 1, data
+    if last is None or last.get(PUBLISHED) != "milestones" or last.get("_SYSTEMD_INVOCATION_ID") != invocation:
+        return None
+    try:
+        body = json.loads(last.get("SVCDIAG_JSON") or "")
+    except ValueError:
+        return None
+    if (not isinstance(body, dict) or body.get("invocation") != invocation or body.get("unit") != unit
+            or body.get("config") != cfg.name or body.get("judged") != judged
+            or body.get("judged_with") != judged_with(cfg) or not isinstance(body.get("records"), list)):
+        return None
+    return body["records"]
 
 
 # ---------------------------------------------------------------- svcdiag's own records

@@ -32,9 +32,11 @@ class Hosts:
         self._by: dict[str, Systemd] = {}
 
     def key(self, cfg: ServiceConfig | None = None) -> str:
+        host = self.default or (cfg.remote_host if cfg is not None else None)
+        if not host:  # (the SSH module's import, ~1.5 ms of `status`, only for a host named)
+            return "local"
         from svcdiag.systemd.remote import is_local
 
-        host = self.default or (cfg.remote_host if cfg is not None else None)
         return "local" if is_local(host) else str(host)
 
     def get(self, cfg: ServiceConfig | None = None) -> Systemd:

@@ -668,6 +668,18 @@ class Supervisor:
             publish_verdict(verdict_record(v, self.cfg.name).to_json())
         except Exception:  # a courtesy to readers: the server must keep being watched
             pass
+        threading.Thread(target=self._publish_milestones, args=(self.environ["INVOCATION_ID"],), daemon=True,
+                         name="svcdiag-milestones").start()
+
+    def _publish_milestones(self, invocation: str) -> None:
+        """Off the loop: the start's journal judged once systemd's `Started` line is in it, for `logs --milestones`
+        (svcdiag.ops.serve.milestones)."""
+        from svcdiag.ops.serve import milestones
+
+        try:
+            milestones.publish(self.cfg, invocation)
+        except Exception:  # a courtesy to readers, as the verdict's
+            pass
 
     def _textfile(self, rec: ReadinessEvent) -> None:
         """$SVCDIAG_TEXTFILE in the unit's [env]: a restarted start and its incidents reach node_exporter too."""
