@@ -1,5 +1,5 @@
 """Replay's pre-filter: where, in a chunk, the strings that send a line or a record the slow way are, all
-found in one pass by Hyperscan (the optional `hyperscan` wheel: `pip install 'svcdiag[fast]'`).
+found in one pass by Hyperscan (the `hyperscan` wheel: a dependency on Linux x86-64 and aarch64, `svcdiag[fast]` elsewhere).
 
 The fast paths ask each chunk for a few strings (a CR, a colour code, a traceback's opening, a start's
 `] server_args=`; in a journal, PID 1's fields and escapes); CPython searches each in its own pass, a
@@ -35,7 +35,7 @@ def asked() -> str:
     if value not in (*ENGINES, "auto"):
         raise PrefilterError(f"{ENV}={value!r}: expected hyperscan, python or auto")
     if value == "hyperscan" and _hyperscan() is None:
-        raise PrefilterError(f"{ENV}=hyperscan: the hyperscan wheel is not installed (pip install 'svcdiag[fast]')")
+        raise PrefilterError(f"{ENV}=hyperscan: the hyperscan wheel is not installed (pip install hyperscan)")
     return value
 
 
