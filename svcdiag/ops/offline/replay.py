@@ -381,6 +381,8 @@ def _scan(seg: _Segments, data: bytes, start: int, end: int, ascii_only: bool, *
     (LineParser.interesting_re) one by one, the quiet runs between them in bulk (`_quiet_run`)."""
     judge = seg.judge
     assert judge is not None
+    if not ascii_only:  # the chunk is not ASCII, this stretch may be (a bar's blocks are on a line walked alone): re's
+        ascii_only = data[start:end].isascii()  # faster pattern then (~20 % less); the copy costs ~5 % of that
     a = start + 1  # the start of the quiet run not yet applied
     if not judge.parser.quiet_ok():  # a traceback open across the chunk's start: its lines one by one, until it ends
         a = _walk_while_open(seg, data, a, end, final=final)
