@@ -115,6 +115,28 @@ def test_hyperscan_asked_for_where_the_wheel_is_missing_is_a_one_line_error(monk
         replay_mod.replay(io.BytesIO(b"x\n"), "x")
 
 
+@pytest.mark.skipif(not prefilter.available(), reason="the hyperscan wheel is not installed")
+def test_a_cpu_hyperscan_does_not_run_on_is_judged_with_cpythons_searches(monkeypatch: pytest.MonkeyPatch) -> None:
+    """hyperscan installs as a dependency on every x86-64 Linux; on a CPU its library refuses (ArchitectureError at
+    compile) replay says so when it is asked for, and judges with CPython's searches when it is not."""
+    import hyperscan
+
+    class Refused(hyperscan.Database):
+        def compile(self, *a, **kw):
+            raise hyperscan.ArchitectureError("not supported on this CPU")
+
+    monkeypatch.setattr(hyperscan, "Database", Refused)
+    monkeypatch.setattr(prefilter, "_HS", [])
+    assert not prefilter.available()
+    monkeypatch.setenv(prefilter.ENV, "hyperscan")
+    with pytest.raises(SvcdiagError, match=r"SVCDIAG_PREFILTER=hyperscan: .* does not run on this CPU"):
+        replay_mod.replay(io.BytesIO(b"x\n"), "x")
+    monkeypatch.delenv(prefilter.ENV)
+    lines = [serving_line(f"2026-05-23 09:{i // 600 % 60:02d}:{i // 10 % 60:02d}", i) for i in range(6000)]
+    data = (INPUTS[0].read_text() + "\n".join(lines) + "\n").encode()
+    assert outcome(data, chunk=len(data) // 2) == outcome(data, fast=False)
+
+
 def test_auto_falls_back_to_python_where_the_wheel_is_missing(monkeypatch: pytest.MonkeyPatch) -> None:
     """Without the wheel a large input is judged all the same (CPython's searches)."""
     monkeypatch.setattr(prefilter, "_HS", [None])
