@@ -22,7 +22,7 @@ from .test_replay_fast import INPUTS, LOGS, as_journal, outcome, serving_line, s
 
 ENGINES = [pytest.param("python"),
            pytest.param("hyperscan", marks=pytest.mark.skipif(not prefilter.available(),
-                                                               reason="the hyperscan wheel (svcdiag[fast]) is not installed"))]
+                                                               reason="the hyperscan wheel is not installed"))]
 
 
 def judged(data: bytes, engine: str, monkeypatch: pytest.MonkeyPatch, **kw) -> str:
@@ -69,7 +69,7 @@ def test_a_start_whose_first_records_are_routine_is_a_start_of_its_own(engine: s
         assert judged(data, engine, monkeypatch, fast=True, chunk=chunk) == want
 
 
-@pytest.mark.skipif(not prefilter.available(), reason="the hyperscan wheel (svcdiag[fast]) is not installed")
+@pytest.mark.skipif(not prefilter.available(), reason="the hyperscan wheel is not installed")
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(st.sampled_from(LOGS), st.lists(st.tuples(st.integers(0, 400), st.integers(0, 6), st.integers(0, 30),
                                                  st.integers(-5, 4000)), max_size=6),
@@ -84,7 +84,7 @@ def test_the_engines_agree_on_noisy_exports(monkeypatch: pytest.MonkeyPatch, pat
     assert fast == outcome(data, fast=False)
 
 
-@pytest.mark.skipif(not prefilter.available(), reason="the hyperscan wheel (svcdiag[fast]) is not installed")
+@pytest.mark.skipif(not prefilter.available(), reason="the hyperscan wheel is not installed")
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(st.sampled_from(LOGS), st.lists(st.tuples(st.integers(0, 400), st.integers(0, 6), st.integers(0, 30),
                                                  st.integers(-5, 4000)), max_size=8),
@@ -115,6 +115,28 @@ def test_hyperscan_asked_for_where_the_wheel_is_missing_is_a_one_line_error(monk
         replay_mod.replay(io.BytesIO(b"x\n"), "x")
 
 
+@pytest.mark.skipif(not prefilter.available(), reason="the hyperscan wheel is not installed")
+def test_a_cpu_hyperscan_does_not_run_on_is_judged_with_cpythons_searches(monkeypatch: pytest.MonkeyPatch) -> None:
+    """hyperscan installs as a dependency on every x86-64 Linux; on a CPU its library refuses (ArchitectureError at
+    compile) replay says so when it is asked for, and judges with CPython's searches when it is not."""
+    import hyperscan
+
+    class Refused(hyperscan.Database):
+        def compile(self, *a, **kw):
+            raise hyperscan.ArchitectureError("not supported on this CPU")
+
+    monkeypatch.setattr(hyperscan, "Database", Refused)
+    monkeypatch.setattr(prefilter, "_HS", [])
+    assert not prefilter.available()
+    monkeypatch.setenv(prefilter.ENV, "hyperscan")
+    with pytest.raises(SvcdiagError, match=r"SVCDIAG_PREFILTER=hyperscan: .* does not run on this CPU"):
+        replay_mod.replay(io.BytesIO(b"x\n"), "x")
+    monkeypatch.delenv(prefilter.ENV)
+    lines = [serving_line(f"2026-05-23 09:{i // 600 % 60:02d}:{i // 10 % 60:02d}", i) for i in range(6000)]
+    data = (INPUTS[0].read_text() + "\n".join(lines) + "\n").encode()
+    assert outcome(data, chunk=len(data) // 2) == outcome(data, fast=False)
+
+
 def test_auto_falls_back_to_python_where_the_wheel_is_missing(monkeypatch: pytest.MonkeyPatch) -> None:
     """Without the wheel a large input is judged all the same (CPython's searches)."""
     monkeypatch.setattr(prefilter, "_HS", [None])
@@ -124,7 +146,7 @@ def test_auto_falls_back_to_python_where_the_wheel_is_missing(monkeypatch: pytes
     assert outcome(data, chunk=len(data) // 2) == outcome(data, fast=False)
 
 
-@pytest.mark.skipif(not prefilter.available(), reason="the hyperscan wheel (svcdiag[fast]) is not installed")
+@pytest.mark.skipif(not prefilter.available(), reason="the hyperscan wheel is not installed")
 def test_needles_give_one_position_per_line_in_order() -> None:
     found = prefilter.needles((b"\r", b"Traceback (most recent call last):"))
     data = b"\nok\na\rb\rc\nTraceback (most recent call last):\r\nok\nx\r"
@@ -134,7 +156,7 @@ def test_needles_give_one_position_per_line_in_order() -> None:
     assert found.lines(data, 8, len(data)) == at[1:]  # a range: only its own lines
 
 
-@pytest.mark.skipif(not prefilter.available(), reason="the hyperscan wheel (svcdiag[fast]) is not installed")
+@pytest.mark.skipif(not prefilter.available(), reason="the hyperscan wheel is not installed")
 def test_other_value_finds_the_lines_naming_another_value() -> None:
     key = b"\n_SYSTEMD_INVOCATION_ID="
     data = b"\nA=1" + key + b"ab\n" + key + b"abc\n" + key + b"a\n" + key + b"\n" + key + b"ab\n\n"

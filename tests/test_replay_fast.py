@@ -223,6 +223,18 @@ def test_the_fast_paths_match_the_reference_on_garbage(prefix: bytes, parts: lis
     assert outcome(data, fast=True, chunk=chunk) == outcome(data, fast=False)
 
 
+def test_a_line_glued_after_an_access_line_moves_the_clock_both_ways() -> None:
+    """An access line with SGLang's line glued after it (two writers on one pipe) is no quiet line: the reference
+    reads the glued line, its time the clock, so the next milestone is stamped 09:43:12 (the fast path once skipped
+    it as an access line and stamped it with no time; hypothesis found it)."""
+    lines = ["INFO:     1.2.3.4 [2026-05-23 09:43:12 TP0] Decode batch. ", "Load weight begin. avail mem=1 GB"]
+    data = "\n".join(lines).encode()
+    reference = outcome(data, fast=False)
+    assert f"WeightsBegin(ts={datetime(2026, 5, 23, 9, 43, 12).timestamp()}" in reference
+    for chunk in (8, 50, None):
+        assert outcome(data, fast=True, chunk=chunk) == reference
+
+
 @pytest.mark.parametrize("fmt", ["json", "export"])
 def test_a_wrapped_message_is_not_taken_for_a_quiet_one(fmt: str) -> None:
     """Jenkins' `[2025-11-06T02:08:14.810Z] ` before SGLang's prefix looks like SGLang's own dated prefix

@@ -222,7 +222,8 @@ class LineParser:
 
     def __init__(self) -> None:
         self._tb: Traceback | None = None
-        #: lines that are SGLang's own (its prefix, or a message it prints): a file with none holds no start
+        #: lines that are SGLang's own (its prefix, or a message it prints): a file with none holds no start. Read
+        #: only against 0 and one line apart (`_logged_at`, `_lone`): `skip` may be told 2 for any run of more
         self.sglang_lines = 0
         #: the release range the line shapes point to (docs/sglang.md): "0.3.6", "<= 0.5.9", ">= 0.5.23"
         self.version_hint: str | None = None
@@ -272,7 +273,8 @@ class LineParser:
 
     def skip(self, n: int, ts_text: str | None) -> None:
         """`n` quiet lines went by, the last prefixed one stamped `ts_text` (None: none was); the
-        caller has checked that `ts_text` parses (`parse_ts`)."""
+        caller has checked that `ts_text` parses (`parse_ts`). `n` may be capped at 2 (`sglang_lines` is
+        compared one line apart at most): replay does not count a run's lines, only whether it holds several."""
         self.sglang_lines += n
         if ts_text is not None and ts_text != self._last_ts_text:
             self._clock(ts_text)

@@ -73,7 +73,7 @@ def quiet_message(keys: Collection[str], ascii_only: bool, escaped: bool = False
     """The source of a pattern that matches at a line's first byte when the line is quiet: a
     prefix as `feed_line` tells one and a message no handler takes (`Decode batch.`, `Prefill
     batch.`, a warning), or an unprefixed uvicorn access line (`INFO:     127.0.0.1:… "POST …"
-    200 OK`).
+    200 OK`) with no `[20` after its head (a line of SGLang's glued after it is read).
 
     The prefix is `[2`, then the time, then `] `, or `.`/a space, the ranks and `] `. In a chunk
     the caller knows is ASCII (`ascii_only`) the time is any 18 characters, as `feed_line` takes
@@ -93,7 +93,8 @@ def quiet_message(keys: Collection[str], ascii_only: bool, escaped: bool = False
     # a serving log are one of these (0.5.x writes `Prefill batch,`), and each literal byte is one step of re's
     common = [_unique_head(w, keys) for w in ("Decode batch. ", "Prefill batch. ", "Prefill batch, ")]
     quiet = rb"(?:" + b"|".join(re.escape(w.encode()) for w in common) + rb"|(?!" + alt + rb"))"
-    return rb"(?:" + prefix + quiet + rb"|INFO: +\d)"
+    # an access line is quiet unless SGLang's line is glued after it (`[20…`: the reference reads that one, _glued_prefix)
+    return rb"(?:" + prefix + quiet + rb"|INFO: +\d(?![^\n]*\[20))"
 
 def _compiled(kind: tuple[str, bool], keys: Collection[str], source: Callable[[], bytes]) -> re.Pattern[bytes]:
     """One compiled pattern per kind and set of handlers, for the life of the process."""
