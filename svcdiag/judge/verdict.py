@@ -8,10 +8,13 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
 
 from svcdiag.sglang.events import Event
 from svcdiag.sglang.figures import Figures
+
+TYPE_CHECKING = False  # typing costs ~3 ms to import, and no module a replay loads needs it at run time
+if TYPE_CHECKING:
+    from typing import Any
 
 # ---------------------------------------------------------------- systemd's lines about the unit
 
@@ -20,7 +23,7 @@ from svcdiag.sglang.figures import Figures
 class UnitState(Event):
     """What systemd says of the unit (PID 1's lines): how the process ended, beside what the log says."""
 
-    kind: ClassVar[str] = "unit"
+    kind = "unit"
     state: str  # starting | started | stopping | stopped | exited | result | oom | watchdog | timeout
     code: str | None = None  # exited | killed | dumped (with state=exited)
     status: str | None = None  # "1/FAILURE", "11/SEGV", "9/KILL"
@@ -42,7 +45,7 @@ class UnitState(Event):
 class PhaseChange(Event):
     """The start moved to the next phase, and how long the one it left took."""
 
-    kind: ClassVar[str] = "phase"
+    kind = "phase"
     phase: str
     previous: str
     previous_s: float | None = None
@@ -52,7 +55,7 @@ class PhaseChange(Event):
 class Verdict(Event):
     """The judgement of one start: healthy, failed, timed out or incomplete, why, and its figures."""
 
-    kind: ClassVar[str] = "verdict"
+    kind = "verdict"
     verdict: str  # healthy | failed | timed_out | incomplete
     phase: str
     cause: str | None

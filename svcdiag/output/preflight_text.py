@@ -4,9 +4,12 @@ so that `preflight` does not import the events, the verdict and the figures (the
 from __future__ import annotations
 
 import json
-from typing import Any
 
 from svcdiag.sglang.causes import Cause
+
+TYPE_CHECKING = False  # typing costs ~3 ms to import, and no module a replay loads needs it at run time
+if TYPE_CHECKING:
+    from typing import Any
 
 
 def _n(v: Any) -> str:

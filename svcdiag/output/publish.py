@@ -13,7 +13,6 @@ import threading
 import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, Protocol, TextIO
 
 from svcdiag.judge.progress import PhaseProgress
 from svcdiag.judge.verdict import PhaseChange, Verdict
@@ -22,12 +21,14 @@ from svcdiag.output.report import describe
 from svcdiag.output.schema import ReadinessEvent
 from svcdiag.sglang.events import Event, Failure
 
+TYPE_CHECKING = False  # typing costs ~3 ms to import, and no module a replay loads needs it at run time
 if TYPE_CHECKING:  # an annotation only: a replay or a publisher without a config imports no config module
+    from typing import Any, Protocol, TextIO
+
     from svcdiag.config.service import ServiceConfig
 
-
-class Sink(Protocol):
-    def publish(self, rec: ReadinessEvent) -> None: ...
+    class Sink(Protocol):  # an annotation only (typing is not imported at run time)
+        def publish(self, rec: ReadinessEvent) -> None: ...
 
 
 class LockedSink:

@@ -8,9 +8,12 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
 
 from svcdiag.sglang.registry import refine
+
+TYPE_CHECKING = False  # typing costs ~3 ms to import, and no module a replay loads needs it at run time
+if TYPE_CHECKING:
+    from typing import Any
 
 #: every event's decorator. repr and eq are Event's own, written once (below) and the same as
 #: dataclasses' (their tuples of fields): dataclasses would compile three more functions per class
@@ -31,7 +34,9 @@ def _names(cls: type) -> tuple[str, ...]:
 class Event:
     """What one line (or the state machine) says; `kind` names it in the JSON."""
 
-    kind: ClassVar[str] = "event"
+    #: a class attribute, not a field: unannotated, as each event's below (dataclasses tells a
+    #: `ClassVar[str]` annotation only with typing imported, which a replay does not import)
+    kind = "event"
     ts: float | None = None
     ranks: str = ""
     line: str = ""
@@ -65,7 +70,7 @@ class Event:
 class ServerArgs(Event):
     """The `server_args=ServerArgs(...)` line: the arguments SGLang actually runs with."""
 
-    kind: ClassVar[str] = "server_args"
+    kind = "server_args"
     model_path: str | None = None
     tp_size: int | None = None
     dp_size: int | None = None
@@ -88,7 +93,7 @@ class ServerArgs(Event):
 class DistInit(Event):
     """torch.distributed's set-up began or ended (`Init torch distributed begin.` / `... ends.`)."""
 
-    kind: ClassVar[str] = "dist_init"
+    kind = "dist_init"
     stage: str  # begin | end
     elapsed_s: float | None = None
     mem_usage_gb: float | None = None
@@ -98,7 +103,7 @@ class DistInit(Event):
 class WeightsBegin(Event):
     """`Load weight begin.`, with the GPU memory free before the weights."""
 
-    kind: ClassVar[str] = "weights_begin"
+    kind = "weights_begin"
     avail_gb: float
 
 
@@ -106,7 +111,7 @@ class WeightsBegin(Event):
 class WeightsEnd(Event):
     """`Load weight end.`: the model's type, dtype, the weights' memory and what is left."""
 
-    kind: ClassVar[str] = "weights_end"
+    kind = "weights_end"
     model_type: str | None = None
     elapsed_s: float | None = None
     dtype: str | None = None
@@ -119,7 +124,7 @@ class WeightsEnd(Event):
 class KVCache(Event):
     """`KV Cache is allocated.`: the pool's tokens (or only its K and V sizes) and which pool."""
 
-    kind: ClassVar[str] = "kv_cache"
+    kind = "kv_cache"
     tokens: int | None  # None: a release that printed only K and V sizes
     dtype: str | None = None
     k_gb: float | None = None
@@ -135,7 +140,7 @@ class KVCache(Event):
 class MambaCache(Event):
     """`Mamba Cache is allocated.`: the state slots of a hybrid (Mamba) model."""
 
-    kind: ClassVar[str] = "mamba_cache"
+    kind = "mamba_cache"
     slots: int
     conv_gb: float | None = None
     ssm_gb: float | None = None
@@ -147,7 +152,7 @@ class MambaCache(Event):
 class PoolEnd(Event):
     """`Memory pool end.`: the GPU memory free once the pools are allocated."""
 
-    kind: ClassVar[str] = "memory_pool_end"
+    kind = "memory_pool_end"
     avail_gb: float
 
 
@@ -155,7 +160,7 @@ class PoolEnd(Event):
 class MaxRunningLimited(Event):
     """SGLang lowered the request cap (a warning, not a failure, unless it reaches 0)."""
 
-    kind: ClassVar[str] = "max_running_limited"
+    kind = "max_running_limited"
     value: int
     by: str  # mamba | kv
     requested: int | None = None
@@ -167,7 +172,7 @@ class MaxRunningLimited(Event):
 class SchedulerInfo(Event):
     """The scheduler's summary (`max_total_num_tokens=...`): the figures the start is judged by."""
 
-    kind: ClassVar[str] = "scheduler"
+    kind = "scheduler"
     max_total_num_tokens: int
     max_running_requests: int | None  # ≤ 0.1.20 the summary has none
     chunked_prefill_size: int | None = None
@@ -180,7 +185,7 @@ class SchedulerInfo(Event):
 class CudaGraph(Event):
     """CUDA-graph capture began or ended, for the target or the draft."""
 
-    kind: ClassVar[str] = "cuda_graph"
+    kind = "cuda_graph"
     stage: str  # begin | end
     name: str = "target decode"  # target decode | target verify | target prefill | draft decode | draft extend
     elapsed_s: float | None = None
@@ -192,7 +197,7 @@ class CudaGraph(Event):
 class DraftRunner(Event):
     """A speculative draft's runner was initialized or is ready."""
 
-    kind: ClassVar[str] = "draft_runner"
+    kind = "draft_runner"
     algorithm: str
     stage: str  # initialized | ready
     details: str = ""
@@ -202,7 +207,7 @@ class DraftRunner(Event):
 class Uvicorn(Event):
     """The HTTP server started, finished its start-up or is running."""
 
-    kind: ClassVar[str] = "http"
+    kind = "http"
     stage: str  # started | startup_complete | running
     url: str | None = None
 
@@ -211,7 +216,7 @@ class Uvicorn(Event):
 class Ready(Event):
     """`The server is fired up and ready to roll!`: the start's last milestone."""
 
-    kind: ClassVar[str] = "ready"
+    kind = "ready"
 
 
 #: How much a failure line says (docs/sglang.md#failure-lines): SGLang means it fatal
@@ -225,7 +230,7 @@ ROOT, SUSPECT, DEATH = "root", "suspect", "death"
 class Failure(Event):
     """A failure line (docs/sglang.md#failure-lines): its cause, how much it says (`role`) and its evidence."""
 
-    kind: ClassVar[str] = "failure"
+    kind = "failure"
     cause: str
     message: str
     evidence: tuple[str, ...] = ()
@@ -251,14 +256,14 @@ class Failure(Event):
 class Recovered(Event):
     """SGLang says it retries what just failed: the traceback before it was not fatal."""
 
-    kind: ClassVar[str] = "recovered"
+    kind = "recovered"
 
 
 @_event
 class KVBelowContext(Event):
     """0.5.23: the pool holds fewer tokens than one full-length request; the start goes on."""
 
-    kind: ClassVar[str] = "kv_below_context"
+    kind = "kv_below_context"
     tokens: int
     context_length: int
 
@@ -267,7 +272,7 @@ class KVBelowContext(Event):
 class StartupTimings(Event):
     """0.5.23's own account of where the start's time went, in seconds per phase."""
 
-    kind: ClassVar[str] = "startup_timings"
+    kind = "startup_timings"
     seconds: dict[str, float] = field(default_factory=dict)
 
 
@@ -275,7 +280,7 @@ class StartupTimings(Event):
 class UnifiedMemoryPool(Event):
     """`--enable-unified-memory`: one buffer split at run time, so KV tokens and Mamba slots are not fixed."""
 
-    kind: ClassVar[str] = "unified_memory_pool"
+    kind = "unified_memory_pool"
     total_gb: float | None = None
 
 
@@ -284,7 +289,7 @@ class PortMoved(Event):
     """≤ 0.3.2: `WARNING: Port 30000 is not available. Use port 30005 instead.`: SGLang serves on another port
     than asked, and a check of the asked one reaches whatever holds it."""
 
-    kind: ClassVar[str] = "port_moved"
+    kind = "port_moved"
     requested: int
     port: int
 
@@ -294,7 +299,7 @@ class SlidingWindowPool(Event):
     """Before 0.5.23: `Use sliding window memory pool. full_layer_tokens=375360, swa_layer_tokens=300288`: the
     two `KV Cache is allocated` lines after it are these pools, in either order, unnamed."""
 
-    kind: ClassVar[str] = "sliding_window_pool"
+    kind = "sliding_window_pool"
     full_tokens: int
     swa_tokens: int
 
@@ -304,7 +309,7 @@ class HostPool(Event):
     """`Allocating 120.00 GB host memory for hierarchical KV cache.` (each rank): pinning it takes about a
     minute per few hundred GB, after the scheduler's summary."""
 
-    kind: ClassVar[str] = "host_pool"
+    kind = "host_pool"
     gb: float
 
 
@@ -313,7 +318,7 @@ class KernelPrecompile(Event):
     """SGLang says it begins compiling kernels that take long the first time on a host (DeepGEMM's
     JIT pre-compile session, "typically 10-20 mins"): the phase it happens in gets more time, once."""
 
-    kind: ClassVar[str] = "kernel_precompile"
+    kind = "kernel_precompile"
     what: str  # DeepGEMM | AITER
 
 
@@ -321,7 +326,7 @@ class KernelPrecompile(Event):
 class ProgressBar(Event):
     """A tqdm bar's latest update (weight shards, CUDA-graph batches): progress within a phase, never a milestone."""
 
-    kind: ClassVar[str] = "progress"
+    kind = "progress"
     what: str  # shards | cuda_graph
     label: str  # tqdm's description: "Loading safetensors checkpoint shards", "Capturing batches"
     done: int
@@ -335,7 +340,7 @@ class StopRequested(Event):
     """The server was told to stop from outside: SGLang's `SIGTERM received …`, uvicorn's `Shutting down`, a terminal's
     echoed `^C`. Its processes' deaths after it (exit -15, `Received sigquit`) are the stop's, not a crash."""
 
-    kind: ClassVar[str] = "stop_requested"
+    kind = "stop_requested"
     by: str
 
 
@@ -344,4 +349,4 @@ class ProcessesGone(Event):
     """The multiprocessing resource tracker's notice (`There appear to be N leaked semaphore objects to clean up at
     shutdown`): it prints it only once every process that used it has ended, so the server's process tree is gone."""
 
-    kind: ClassVar[str] = "processes_gone"
+    kind = "processes_gone"

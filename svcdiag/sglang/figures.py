@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any
 
 from svcdiag.errors import SvcdiagError
+
+TYPE_CHECKING = False  # typing costs ~3 ms to import, and no module a replay loads needs it at run time
+if TYPE_CHECKING:
+    from typing import Any
 
 
 def _f(unit: str, doc: str, kind: str = "num") -> Any:
