@@ -3,8 +3,6 @@ so that `preflight` does not import the events, the verdict and the figures (the
 
 from __future__ import annotations
 
-import json
-
 from svcdiag.sglang.causes import Cause
 
 TYPE_CHECKING = False  # typing costs ~3 ms to import, and no module a replay loads needs it at run time
@@ -20,6 +18,8 @@ def _fix_lines(fixes: list[dict[str, Any]] | None) -> list[str]:
     """Each fix as the settings to change and why (a diagnosis's or a preflight's)."""
     if not fixes:
         return []
+    import json  # here, not at import: a replay's text needs it only for a diagnosis's fixes (~1.5 ms)
+
     return ["  fixes:"] + [f"    - {', '.join(f'{k} = {json.dumps(v)}' for k, v in fix['set'].items())}: {fix['reason']}"
                            for fix in fixes]
 

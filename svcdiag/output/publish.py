@@ -9,7 +9,6 @@ or JSON), the journal, the Prometheus textfile, the live status line.
 from __future__ import annotations
 
 import dataclasses
-import threading
 import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -23,6 +22,7 @@ from svcdiag.sglang.events import Event, Failure
 
 TYPE_CHECKING = False  # typing costs ~3 ms to import, and no module a replay loads needs it at run time
 if TYPE_CHECKING:  # an annotation only: a replay or a publisher without a config imports no config module
+    import threading
     from typing import Any, Protocol, TextIO
 
     from svcdiag.config.service import ServiceConfig

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-
 from svcdiag.judge.verdict import PhaseChange, UnitState
 from svcdiag.output.event_text import event_line
 from svcdiag.output.preflight_text import _fix_lines, interval_line, render_calibration, render_preflight  # noqa: F401  (kept here too)
@@ -125,6 +123,8 @@ class JsonLines:
     """Every record as one JSON object per line (schema.py)."""
 
     def __init__(self, out: TextIO, *, progress: bool = False):
+        import json  # here, not at import: a replay's text needs none (~1.5 ms)
+
         self.out, self.with_progress = out, progress  # not `progress`: Publisher.progress() calls sinks' progress()
         # json.dumps with options builds an encoder per call: on a live follower's cold wakeup ~10 µs of each event
         self._encode = json.JSONEncoder(ensure_ascii=False, default=str).encode
@@ -200,6 +200,7 @@ def render_verdict(v: dict[str, Any]) -> str:
 
 
 def render_diff(result: dict[str, Any]) -> str:
+    import json
     a, b, rows = result["a"], result["b"], result["differences"]
     if not rows:
         return f"{a} and {b} have the same effective config\n"
@@ -218,6 +219,7 @@ def render_down(row: dict[str, Any]) -> str:
 
 
 def render_baseline(result: dict[str, Any]) -> str:
+    import json
     drift = result.get("drift") or []
     out = [result["summary"], f"  compared with: {result['compared_with'] or 'no earlier good snapshot'}",
            "  drift: " + ("none" if not drift else "")]
@@ -244,6 +246,7 @@ def render_log_record(row: dict[str, Any]) -> str:
 
 def render_tune(result: dict[str, Any]) -> str:
     """`tune`: the outcome, every start as a row of the evidence table, the written config and its diff."""
+    import json
     t = result["target"]
     head = {"met": "SERVED", "impossible": "IMPOSSIBLE", "budget": "BUDGET SPENT", "stuck": "STUCK",
             "interrupted": "INTERRUPTED"}.get(result["status"], result["status"].upper())

@@ -8,7 +8,6 @@ Pure: no I/O.
 
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import dataclass, field
 
@@ -100,6 +99,8 @@ class ReadinessEvent:
 
     def journal_fields(self) -> dict[str, str]:
         """Fields for sd_journal_send: MESSAGE for humans, SVCDIAG_* to filter on, the record as JSON."""
+        import json  # here, not at import: a replay's text needs none (~1.5 ms)
+
         fields = {
             "MESSAGE": f"{self.config or self.unit or 'svcdiag'}: {self.message or self.event}",
             "MESSAGE_ID": MESSAGE_IDS[self.event],
@@ -124,6 +125,8 @@ class ReadinessEvent:
         raw = fields.get("SVCDIAG_JSON")
         if not raw:
             return None
+        import json
+
         try:
             obj = json.loads(raw)
             return cls.from_json(obj)

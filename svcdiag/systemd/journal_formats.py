@@ -10,13 +10,17 @@ stays flat and the answer comes at read speed whatever the input's shape (a GB o
 from __future__ import annotations
 
 import itertools
-import json
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import datetime
 
 from svcdiag.errors import SvcdiagError
+from svcdiag.sglang import lazy_re
+
+try:  # the C type itself: Python 3.11's datetime.py defines each of its classes in Python before it takes
+    from _datetime import datetime  # _datetime's in their place (~1.3 ms, with math), and a replay reads time
+except ImportError:  # a Python without it
+    from datetime import datetime
 
 TYPE_CHECKING = False  # typing costs ~3 ms to import, and no module a replay loads needs it at run time
 if TYPE_CHECKING:
@@ -29,7 +33,7 @@ CHUNK = 1 << 20
 LINE_MAX = 64 * 1024
 #: journalctl's short outputs: `short`/`short-precise` (`May 23 09:44:49[.123456]`), `short-iso`,
 #: `short-full` (`Tue 2025-08-12 14:30:55 UTC`, its zone name ignored) and `short-unix` (`1723473055.123456`)
-SHORT_RE = re.compile(
+SHORT_RE = lazy_re.compile(  # lazy, as CONTAINER_RE, RAY_REPEATED_RE and UNIT_PREFIX_RE: a plain log needs none
     r"^(?:(?P<mon>[A-Z][a-z]{2}) (?P<day>[ \d]\d) (?P<hms>\d\d:\d\d:\d\d(?:\.\d+)?)"
     r"|(?P<iso>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[.,]\d+)?(?:[+-]\d\d:?\d\d)?)"
     r"|[A-Z][a-z]{2} (?P<full>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?) [A-Za-z][\w+/-]*"
@@ -44,18 +48,18 @@ MONTHS = {m: i for i, m in enumerate(("Jan", "Feb", "Mar", "Apr", "May", "Jun", 
 #: launcher's logging.Formatter (`2025-03-07 23:50:27,531 - __main__ - INFO - `, FastChat's `… | ERROR | stderr | `),
 #: `kubectl logs --prefix` (`[pod/sglang-0/server] `), Slurm's `srun --label` (`0: `); Google Cloud Logging's
 #: console puts the severity before the stamp (`ERROR 2025-04-05T00:01:19.509514570Z `)
-CONTAINER_RE = re.compile(
+CONTAINER_RE = lazy_re.compile(
     r"^(?:(?:[\w.-]+|\[[\w.-]+\])\s*\| ?|(?:(?:DEFAULT|DEBUG|INFO|NOTICE|WARNING|ERROR|CRITICAL|ALERT|EMERGENCY) )?"
     r"\[?(?P<stamp>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z)\]?(?: +(?:TRACE|DEBUG|INFO|WARN|ERROR) +(?:[A-Za-z_]\w*\.)+\w+:)? "
     r"|\[pod/[\w.-]+/[\w.-]+\] |\d{1,4}: "
     r"| ?(?:\x1b\[[\d;]*m)?\((?:[\w.:-]+,? )?(?:rank=\d+, )?pid=\d+(?:, ip=[\d.]+)?\)(?:\x1b\[[\d;]*m)? ?"
     r"|\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:,\d{3} - [\w.<>-]+ - [A-Z]+ - | \| [A-Z]+ \| [\w.<>-]+ \| ))")
 #: Ray's note that it folded the same line of several workers into one
-RAY_REPEATED_RE = re.compile(r" \[repeated \d+x across cluster\]$")
+RAY_REPEATED_RE = lazy_re.compile(r" \[repeated \d+x across cluster\]$")
 #: a colour code at a line's start or right after a runtime's prefix (`docker compose logs` on a
 #: terminal colours each service's `sglang-1  |`): taken out before the prefix is matched
 LEAD_COLOUR_RE = re.compile(r"^(?:\x1b\[[\d;]*m)+")
-UNIT_PREFIX_RE = re.compile(r"^([\w:.\\@-]+\.(?:service|scope)): (.*)$", re.S)
+UNIT_PREFIX_RE = lazy_re.compile(r"^([\w:.\\@-]+\.(?:service|scope)): (.*)$", re.S)
 
 
 #: journald's own record that its rate limit dropped lines of a unit: MESSAGE "Suppressed N messages from
@@ -164,14 +168,26 @@ def detect(head: bytes) -> str:
     if re.match(r"^(__CURSOR|__REALTIME_TIMESTAMP|_?[A-Z][A-Z0-9_]*)=", first) and re.search(
             r"^(?:__REALTIME_TIMESTAMP|MESSAGE|_SYSTEMD_UNIT|__CURSOR)[=\n]", text, re.M):
         return "export"
-    if first.startswith("-- ") or SHORT_RE.match(first):
+    if first.startswith("-- ") or (not _sglang_dated(first) and SHORT_RE.match(first)):
         return "short"
     lines = [ln for ln in text.splitlines()[:40] if ln.strip()]
     if _margin(lines):
         return "indented"
-    if lines and sum(1 for ln in lines if CONTAINER_RE.match(_uncoloured(ln))) >= 0.5 * len(lines):
+    if lines and sum(1 for ln in lines if _container_line(_uncoloured(ln))) >= 0.5 * len(lines):
         return "container"
     return "plain"
+
+
+def _sglang_dated(line: str) -> bool:
+    """Whether `line` opens with SGLang's dated prefix (`[2026-05-23 09:42:05`): no such line matches SHORT_RE
+    (whose lines open with a letter or a digit) or CONTAINER_RE (a `[` there opens a name without a space before
+    its `]`, or an RFC 3339 stamp with its `T`), so a plain log is told without compiling either (~1 ms each)."""
+    return line.startswith("[20") and line[11:12] == " " and "]" not in line[:11]
+
+
+def _container_line(line: str) -> bool:
+    """Whether `line` (its colour codes taken out) opens with a runtime's or a wrapper's prefix (CONTAINER_RE)."""
+    return not _sglang_dated(line) and CONTAINER_RE.match(line) is not None
 
 
 #: a paste indented as one block (a notebook's output rendered to Markdown, a code block in a list, audit R14):
@@ -375,13 +391,22 @@ def record_from_fields(fields: dict[str, object], ts: float | None = None) -> Re
                   unit=own_unit)
 
 
+def _loads(text: str) -> object:
+    """json.loads, json imported on the first JSON line (~1.5 ms that a plain log does not pay)."""
+    global _loads  # noqa: PLW0603 -- the import once, then json's own function, called at its own cost
+    import json
+
+    _loads = json.loads
+    return _loads(text)
+
+
 def json_record(line: str, n: int, checked: bool, name: str) -> tuple[Record | None, bool]:
     """Line `n` of `-o json`: its record (None: blank, or no journal entry), and whether the input
     is now known to be journal JSON; until then a line that is not is a one-line error."""
     if not line.strip():
         return None, checked
     try:
-        obj = json.loads(line)
+        obj = _loads(line)
     except (ValueError, RecursionError) as e:  # RecursionError: nested deeper than Python's stack (no journal's)
         if not checked:
             deep = ", nested too deep to be a journal entry" if isinstance(e, RecursionError) else ""
