@@ -1,4 +1,4 @@
-"""dataclasses loaded without inspect (svcdiag.cli.startup): the commands served without click
+"""dataclasses loaded without inspect or copy (svcdiag.cli.startup): the commands served without click
 import no inspect, and dataclasses behaves as it does loaded the usual way."""
 
 from __future__ import annotations
@@ -38,8 +38,8 @@ def test_dataclasses_without_inspect_behave_the_same() -> None:
     )
     plain = _run(body)
     stood_in = _run("from svcdiag.cli.startup import import_dataclasses\nimport_dataclasses()\n"
-                    "import sys\nprint('inspect' in sys.modules)\n" + body)
-    assert stood_in == "False\n" + plain
+                    "import sys\nprint('inspect' in sys.modules, 'copy' in sys.modules)\n" + body)
+    assert stood_in == "False False\n" + plain  # asdict's deepcopy imports copy on first use
     assert "Undocumented(x: int = 1)" in plain  # the docstring made with the real inspect, on first use
 
 
@@ -52,5 +52,5 @@ def test_served_commands_import_no_inspect() -> None:
             "    with contextlib.redirect_stdout(io.StringIO()):\n"
             "        fast.serve(argv)\n"
             "except SystemExit as e:\n"
-            "    print(e.code, 'inspect' in sys.modules, 'dataclasses' in sys.modules)\n")
-    assert _run(code) == "0 False True\n"
+            "    print(e.code, 'inspect' in sys.modules, 'copy' in sys.modules, 'dataclasses' in sys.modules)\n")
+    assert _run(code) == "0 False False True\n"

@@ -1,4 +1,4 @@
-"""`dataclasses` loaded for the commands served without click: without `inspect`, and with the
+"""`dataclasses` loaded for the commands served without click: without `inspect` or `copy`, and with the
 methods it writes compiled ahead.
 
 Python 3.11's dataclasses imports inspect (with it ast, dis, tokenize, linecache: ~12 ms, a third
@@ -6,6 +6,7 @@ of `python -c pass`) for one use: `inspect.signature(cls)`, the docstring it mak
 that has none. Every svcdiag dataclass has one (tests/test_dataclass_docstrings.py), so the CLI
 loads dataclasses with `inspect` stood in for while it loads: the stand-in imports the real module
 the first time dataclasses asks it for anything, and any later `import inspect` gets the real one.
+`copy` likewise (with weakref ~1 ms): dataclasses calls its deepcopy only in asdict and astuple.
 
 Then dataclasses finds the code of each method it writes in `svcdiag.dataclass_compiled` before it
 compiles the text itself (`svcdiag.dataclass_compile` says why and how).
@@ -24,28 +25,37 @@ if TYPE_CHECKING:
     from typing import Any
 
 
-class _Inspect(types.ModuleType):
-    """dataclasses' `inspect`: the real module, imported on first use."""
+class _Deferred(types.ModuleType):
+    """A module dataclasses imports for a rare use (`inspect`; `copy`, whose deepcopy only asdict and astuple
+    call: with weakref ~1 ms): the real module, imported on first use, then dataclasses' own."""
 
     def __getattr__(self, name: str) -> Any:
-        if sys.modules.get("inspect") is self:  # asked while dataclasses loads: the real one takes its place
-            del sys.modules["inspect"]
-        import inspect
+        if sys.modules.get(self.__name__) is self:  # asked while dataclasses loads: the real one takes its place
+            del sys.modules[self.__name__]
+        real = import_module(self.__name__)
+        dataclasses = sys.modules.get("dataclasses")
+        if dataclasses is not None and vars(dataclasses).get(self.__name__) is self:
+            setattr(dataclasses, self.__name__, real)
+        return getattr(real, name)
 
-        return getattr(inspect, name)
+
+#: the modules dataclasses imports that its stand-ins defer
+_DEFERRED = ("inspect", "copy")
 
 
 def import_dataclasses() -> None:
-    """Import dataclasses with the stand-in as its `inspect`, and the compiled methods as its `exec`
-    (where neither dataclasses nor inspect is imported yet)."""
-    if "dataclasses" in sys.modules or "inspect" in sys.modules:
+    """Import dataclasses with stand-ins as its `inspect` and `copy`, and the compiled methods as its `exec`
+    (where none of them is imported yet)."""
+    if any(name in sys.modules for name in ("dataclasses", *_DEFERRED)):
         return
-    stand_in = sys.modules["inspect"] = _Inspect("inspect")
+    stand_ins = {name: _Deferred(name) for name in _DEFERRED}
+    sys.modules.update(stand_ins)
     try:
         import dataclasses
     finally:
-        if sys.modules.get("inspect") is stand_in:
-            del sys.modules["inspect"]
+        for name, stand_in in stand_ins.items():
+            if sys.modules.get(name) is stand_in:
+                del sys.modules[name]
     compiled = compiled_exec()
     if compiled is not None:
         dataclasses.exec = compiled  # type: ignore[attr-defined]  (a global of dataclasses: the builtin's stand-in)
