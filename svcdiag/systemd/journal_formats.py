@@ -58,7 +58,7 @@ CONTAINER_RE = lazy_re.compile(
 RAY_REPEATED_RE = lazy_re.compile(r" \[repeated \d+x across cluster\]$")
 #: a colour code at a line's start or right after a runtime's prefix (`docker compose logs` on a
 #: terminal colours each service's `sglang-1  |`): taken out before the prefix is matched
-LEAD_COLOUR_RE = re.compile(r"^(?:\x1b\[[\d;]*m)+")
+LEAD_COLOUR_RE = lazy_re.compile(r"^(?:\x1b\[[\d;]*m)+")
 UNIT_PREFIX_RE = lazy_re.compile(r"^([\w:.\\@-]+\.(?:service|scope)): (.*)$", re.S)
 
 
@@ -165,7 +165,7 @@ def detect(head: bytes) -> str:
     first = next((ln for ln in text.splitlines() if ln.strip()), "")
     if first.lstrip().startswith("{"):
         return "json"
-    if re.match(r"^(__CURSOR|__REALTIME_TIMESTAMP|_?[A-Z][A-Z0-9_]*)=", first) and re.search(
+    if not _sglang_dated(first) and re.match(r"^(__CURSOR|__REALTIME_TIMESTAMP|_?[A-Z][A-Z0-9_]*)=", first) and re.search(
             r"^(?:__REALTIME_TIMESTAMP|MESSAGE|_SYSTEMD_UNIT|__CURSOR)[=\n]", text, re.M):
         return "export"
     if first.startswith("-- ") or (not _sglang_dated(first) and SHORT_RE.match(first)):
@@ -181,7 +181,8 @@ def detect(head: bytes) -> str:
 def _sglang_dated(line: str) -> bool:
     """Whether `line` opens with SGLang's dated prefix (`[2026-05-23 09:42:05`): no such line matches SHORT_RE
     (whose lines open with a letter or a digit) or CONTAINER_RE (a `[` there opens a name without a space before
-    its `]`, or an RFC 3339 stamp with its `T`), so a plain log is told without compiling either (~1 ms each)."""
+    its `]`, or an RFC 3339 stamp with its `T`) or opens an export (a field's name), so a plain log is told without
+    compiling either (~1 ms each)."""
     return line.startswith("[20") and line[11:12] == " " and "]" not in line[:11]
 
 
@@ -192,12 +193,12 @@ def _container_line(line: str) -> bool:
 
 #: a paste indented as one block (a notebook's output rendered to Markdown, a code block in a list, audit R14):
 #: the margin before its first line, which is SGLang's dated one
-MARGIN_RE = re.compile(r"^( {2,8}|\t)\[20\d\d-\d\d-\d\d ")
+MARGIN_RE = lazy_re.compile(r"^( {2,8}|\t)\[20\d\d-\d\d-\d\d ")
 
 
 def _margin(lines: list[str]) -> str:
     """The margin the whole paste is indented by (its first line is SGLang's, and most lines share it), or ''."""
-    m = MARGIN_RE.match(lines[0]) if lines else None
+    m = MARGIN_RE.match(lines[0]) if lines and lines[0][:1] in (" ", "\t") else None
     if m is None:
         return ""
     margin = m.group(1)
@@ -206,7 +207,8 @@ def _margin(lines: list[str]) -> str:
 
 def _uncoloured(line: str) -> str:
     """`line` without the colour codes it opens with (and a reset right after a prefix's `|`)."""
-    line = LEAD_COLOUR_RE.sub("", line)
+    if line[:1] == "\x1b":
+        line = LEAD_COLOUR_RE.sub("", line)
     bar = line.find("|\x1b[")
     if 0 < bar < 64:
         end = line.find("m", bar)

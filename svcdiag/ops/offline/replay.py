@@ -18,6 +18,7 @@ from svcdiag.errors import SvcdiagError
 from svcdiag.judge.pipeline import Judge
 from svcdiag.judge.unit_lines import parse_systemd
 from svcdiag.judge.verdict import Verdict
+from svcdiag.sglang import lazy_re
 from svcdiag.sglang.events import Event
 from svcdiag.sglang.grammar import parse_ts, prefix_stamp
 from svcdiag.systemd.journal_formats import (
@@ -50,7 +51,7 @@ TRACEBACK_BYTES = b"Traceback (most recent call last):"
 CHUNK = 1 << 20
 #: a quiet prefixed line's timestamp as LineParser cuts it (text[1:24] after a ".", else text[1:20]),
 #: of the same shape as LineParser.interesting_re's prefix: whether it parses is parse_ts's to say
-_TS_RE = re.compile(rb"\n\[(2[^\n]{18}(?:\.[^\n]{3})?)")
+_TS_RE = lazy_re.compile(rb"\n\[(2[^\n]{18}(?:\.[^\n]{3})?)")  # type: ignore[arg-type]
 EXAMPLES_DIR = Path(__file__).resolve().parent.parent.parent / "examples"
 
 
@@ -505,6 +506,11 @@ class _Shape:
         return _at(_other_start_re(self.other_invocation, current).search(data, start, end + 1), end)
 
 
+def _lazy(pattern: bytes) -> re.Pattern[bytes]:
+    """A journal format's pattern, compiled on first use (lazy_re): a plain log asks none of them."""
+    return lazy_re.compile(pattern)  # type: ignore[arg-type,return-value]
+
+
 @functools.lru_cache(maxsize=8)
 def _other_start_re(pattern: str, current: str) -> re.Pattern[bytes]:
     return re.compile(pattern.format(re.escape(current)).encode())
@@ -515,14 +521,14 @@ _SHAPES = {
     # a handler's key, a newline or a colour code, and PID 1's records (UNIT=, USER_UNIT=) are
     # systemd's: such a record is read alone, by the reference (walk_re). One pattern per
     # question: re has no fast search for an alternation of literals.
-    "json": _Shape(b"\n", b"\n", (re.compile(rb"\\[unr]"), re.compile(rb'UNIT"(?<="UNIT")|USER_UNIT"')),
+    "json": _Shape(b"\n", b"\n", (_lazy(rb"\\[unr]"), _lazy(rb'UNIT"(?<="UNIT")|USER_UNIT"')),
                    b'"_SYSTEMD_INVOCATION_ID"', r'"_SYSTEMD_INVOCATION_ID"\s*:\s*+(?!"{}")',
-                   b'"_SYSTEMD_UNIT"', b'"__REALTIME_TIMESTAMP"', re.compile(rb'"__REALTIME_TIMESTAMP"\s*:\s*"(\d+)"'),
+                   b'"_SYSTEMD_UNIT"', b'"__REALTIME_TIMESTAMP"', _lazy(rb'"__REALTIME_TIMESTAMP"\s*:\s*"(\d+)"'),
                    '"_SYSTEMD_INVOCATION_ID":"{}"'),
     # a text block (ExportReader.text_block) holds no binary field, so each key starts a line
-    "export": _Shape(b"\n\n", b"\nMESSAGE=", (re.compile(rb"USER_UNIT=|UNIT=(?<=\nUNIT=)"),),
+    "export": _Shape(b"\n\n", b"\nMESSAGE=", (_lazy(rb"USER_UNIT=|UNIT=(?<=\nUNIT=)"),),
                      b"\n_SYSTEMD_INVOCATION_ID=", "\n_SYSTEMD_INVOCATION_ID=(?!{}\n)",
-                     b"\n_SYSTEMD_UNIT=", b"\n__REALTIME_TIMESTAMP=", re.compile(rb"\n__REALTIME_TIMESTAMP=(\d+)\n"),
+                     b"\n_SYSTEMD_UNIT=", b"\n__REALTIME_TIMESTAMP=", _lazy(rb"\n__REALTIME_TIMESTAMP=(\d+)\n"),
                      "\n_SYSTEMD_INVOCATION_ID={}\n"),
 }
 #: a record holding any of these is read alone by the reference: a CR or a colour code (stripped
