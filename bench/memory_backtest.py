@@ -196,7 +196,7 @@ def least_over_ranks(lines: list[str], f: Figures) -> dict[str, float]:
 SIZING_ARGS = ("speculative_num_draft_tokens", "speculative_dflash_block_size", "mamba_scheduler_strategy",
                "mamba_radix_cache_strategy", "disable_overlap_schedule", "disable_radix_cache", "page_size",
                "dp_size", "enable_dp_attention", "speculative_num_steps", "speculative_draft_model_path",
-               "mamba_ssm_dtype")
+               "mamba_ssm_dtype", "speculative_eagle_topk")
 
 
 def _literal(text: str) -> object:
@@ -286,6 +286,8 @@ def predict_row(name: str, f: Figures, release: str | None, model: str, *,
                                      or "auto"),
         disable_overlap_schedule=bool(args.get("disable_overlap_schedule")),
         disable_radix_cache=bool(args.get("disable_radix_cache")), page_size=int(args.get("page_size") or 1),  # type: ignore[arg-type]
+        speculative_num_steps=args.get("speculative_num_steps"),  # type: ignore[arg-type]
+        speculative_eagle_topk=args.get("speculative_eagle_topk"),  # type: ignore[arg-type]
         dp_size=dp, slots_per_request=f.mamba_slots_per_request, tp_size=tp, version=release,
         multimodal=is_multimodal(shape),
         # the draft's own 'Load weight begin' reading comes after the target's caches grew: only the draft's

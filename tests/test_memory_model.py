@@ -26,7 +26,8 @@ def seed(**kw: object) -> SizingInputs:
 
 
 @pytest.mark.parametrize(("version", "name"), [
-    ("0.4.0", "0.4.0"), ("0.4.5.post2", "0.4.0"), ("0.4.5.post3", "0.4"), ("0.4.6", "0.4"), ("0.4.7", "0.5.2"), ("0.5.2", "0.5.2"), ("0.5.3", "0.5.3"), ("0.5.4", "0.5.6"), ("0.5.6", "0.5.6"),
+    ("0.4.0", "0.4.0"), ("0.4.3.post2", "0.4.0"), ("0.4.3.post3", "0.4.3.post3"), ("0.4.4.post3", "0.4.3.post3"),
+    ("0.4.5", "0.4.5"), ("0.4.5.post2", "0.4.5"), ("0.4.5.post3", "0.4"), ("0.4.6", "0.4"), ("0.4.7", "0.5.2"), ("0.5.2", "0.5.2"), ("0.5.3", "0.5.3"), ("0.5.4", "0.5.6"), ("0.5.6", "0.5.6"),
     ("0.5.7", "0.5.9"), ("0.5.9", "0.5.9"), ("0.5.10", "0.5.10"), ("0.5.11", "0.5.12"), ("0.5.12", "0.5.12"),
     ("0.5.13", "0.5.13"), ("0.5.14", "0.5.15"), ("0.5.17", "0.5.15"), ("0.5.18", "0.5.18"), ("0.5.19", "0.5.19"), ("0.5.20", "0.5.20"), ("0.5.21", "0.5.20"), ("0.5.22", "0.5.22"), ("0.5.23", "0.5.23"), ("0.6.0", "0.5.23"), (None, "0.5.23"), ("not-a-version", "0.5.23"),
 ])
@@ -200,3 +201,19 @@ def test_before_0_4_5_post3_the_automatic_fraction_is_by_tp_alone_on_a_big_card(
     assert auto_mem_fraction(h200, tp_size=8, fam=family("0.4.5.post2")) == 0.81
     assert auto_mem_fraction(h200, tp_size=1, fam=family("0.4.6")) == (143771 - 13 * 1024) / 143771
     assert auto_mem_fraction(80, tp_size=1, fam=family("0.4.0")) == auto_mem_fraction(80, tp_size=1, fam=family("0.4.6"))
+
+
+def test_an_eagle_start_before_0_4_5_keeps_its_target_pool_and_request_estimate() -> None:
+    # SGLang's docs CI, 2025-01-27 (main between 0.4.1.post7 and 0.4.2): Llama-2-7b + EAGLE (5 steps, topk 8, 64
+    # draft tokens) at 0.7 on an H100, 78.81 GB free before and 66.17 after loading: 87,096 tokens, 4097 requests
+    llama2 = dict(free_before_gb=78.81, weights_gb=12.64, free_after_load_gb=66.17, kv_cell_bytes=524288,
+                  context_len=4096, attention_layers=32, mem_fraction_static=0.7, speculative_algorithm="EAGLE",
+                  draft_layers=1, num_draft_tokens=64, speculative_num_steps=5, speculative_eagle_topk=8)
+    alone = predict(SizingInputs(**llama2, version="0.4.2"))  # type: ignore[arg-type]
+    assert abs(alone.kv_tokens - 87096) <= 2  # the log's figures are rounded to 0.01 GB
+    assert alone.max_running_requests == 4097
+    # 0.4.3.post3-0.4.4.post3: 32 requests, the draft's extra tokens in the shared pool; 0.4.5 on: 48
+    for version, reqs in (("0.4.4", 32), ("0.4.5", 48), ("0.4.6", 48)):
+        shared = predict(SizingInputs(**llama2, version=version))  # type: ignore[arg-type]
+        assert shared.max_running_requests == reqs
+        assert shared.kv_tokens == alone.kv_tokens + reqs * (5 * 8 + 64) + 100

@@ -82,11 +82,21 @@ class Family:
     #: GiB a multimodal model's KV budget leaves for its embedding cache (0.5.18+ kv_cache_configurator.py
     #: mm_runtime_reservation_gb: SGLANG_VLM_CACHE_SIZE_MB, 100 MB)
     mm_reserve_gb: float = 0.0
+    #: max_running_requests an EAGLE-family start gets when none is set (server_args.py __post_init__):
+    #: 48 from 0.4.5, 32 in 0.4.3.post3-0.4.4.post3, None up to 0.4.3.post2 (the 2048-4096 estimate)
+    spec_running: int | None = 48
 
 
 FAMILIES = (
-    # up to 0.4.5.post2 (0.4.0's wheel): 0.4.6's sizing, but the automatic fraction by tp alone on every card
-    Family("0.4.0", "0.0", True, "upfront", False, False, False, False, "0.4.0", "extra_tokens", "pool"),
+    # up to 0.4.3.post2 (0.4.0's wheel; 0.4.1.post7-0.4.3.post2 read): the automatic fraction by tp alone, no
+    # speculative max_running_requests default, and the target's pool sized alone: its EAGLE draft gets its own
+    # pool afterwards, from what is left (model_runner.py init_memory_pool: draft_runner_cache_size)
+    Family("0.4.0", "0.0", True, "upfront", False, False, False, False, "0.4.0", "target", "pool", spec_running=None),
+    # 0.4.3.post3-0.4.4.post3 (read): the draft shares the target's pool, with its extra tokens; 32 requests
+    Family("0.4.3.post3", "0.4.3.post3", True, "upfront", False, False, False, False, "0.4.0", "extra_tokens", "pool",
+           spec_running=32),
+    # 0.4.5-0.4.5.post2 (read): 0.4.6's sizing (48 requests), but the automatic fraction by tp alone on every card
+    Family("0.4.5", "0.4.5", True, "upfront", False, False, False, False, "0.4.0", "extra_tokens", "pool"),
     Family("0.4", "0.4.5.post3", True, "upfront", False, False, False, False, "0.4", "extra_tokens", "pool"),  # 0.4.6's wheel
     Family("0.5.2", "0.4.7", False, "radix_off", False, False, False, False, "0.5.2", "extra_tokens", "pool"),  # 0.5.2's
     # 0.5.3's wheel: 0.5.2's state cache, 0.5.6's automatic fraction
@@ -170,7 +180,6 @@ SPEC_RADIX_RULES: tuple[tuple[str, str, frozenset[str], str], ...] = (
 EAGLE_FAMILY = frozenset({"EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "MTP"})
 DFLASH_FAMILY = frozenset({"DFLASH", "DSPARK"})
 DFLASH_BLOCK_SIZE = 16  # a DFlash draft's default block size: its speculative_num_draft_tokens
-SPECULATIVE_MAX_RUNNING = 48  # max_running_requests a speculative start gets when none is set
 
 
 @dataclass(frozen=True, slots=True)
@@ -391,13 +400,13 @@ def mem_fraction(inp: SizingInputs, fam: Family) -> float:
                              architecture=inp.architecture, vit=inp.vit)
 
 
-def asked_running(inp: SizingInputs) -> int | None:
+def asked_running(inp: SizingInputs, fam: Family) -> int | None:
     """max_running_requests as SGLang's server args leave it: a speculative start with none set
     gets 48 (0.5.23 arg_groups/speculative_hook.py _handle_eagle_family, _handle_dflash,
-    _handle_ngram; 0.4.6-0.5.12 server_args.py: EAGLE/EAGLE3/NEXTN/STANDALONE, NGRAM from 0.5.6,
-    DFLASH from 0.5.11)."""
-    if inp.max_running_requests is None and inp.speculative_algorithm:
-        return SPECULATIVE_MAX_RUNNING
+    _handle_ngram; 0.4.5-0.5.12 server_args.py: EAGLE/EAGLE3/NEXTN/STANDALONE, NGRAM from 0.5.6,
+    DFLASH from 0.5.11), 32 in 0.4.3.post3-0.4.4.post3 and none before (fam.spec_running)."""
+    if inp.max_running_requests is None and inp.speculative_algorithm and fam.spec_running is not None:
+        return fam.spec_running
     return inp.max_running_requests
 
 
@@ -462,9 +471,10 @@ def cell_with_draft(inp: SizingInputs, fam: Family) -> int:
 
 
 def eagle_extra_tokens(inp: SizingInputs, fam: Family, max_num_reqs: int) -> int:
-    """Tokens 0.4.6-0.5.6 add to the pool the target and its EAGLE draft share (model_runner.py
+    """Tokens 0.4.3.post3-0.5.6 add to the pool the target and its EAGLE draft share (model_runner.py
     init_memory_pool: draft_runner_cache_size = tokens + max_num_reqs × (steps × topk + D) + 100;
-    0.4.6 and 0.5.2 for any speculative algorithm, 0.5.6 EAGLE and STANDALONE)."""
+    0.4.6 and 0.5.2 for any speculative algorithm, 0.5.6 EAGLE and STANDALONE). Up to 0.4.3.post2 the
+    draft's pool is its own, tokens + max_num_reqs × steps + 100, allocated after the target's."""
     algo = (inp.speculative_algorithm or "").upper()
     if fam.eagle_pool != "extra_tokens" or not algo or algo == "NGRAM" or algo in DFLASH_FAMILY:
         return 0
@@ -528,7 +538,7 @@ def swa_full_tokens(kv_bytes: float, full_cell: int, swa_cell: int, ratio: float
     model_runner_kv_cache_mixin.py _resolve_token_capacity, _resolve_hybrid_swa_tokens; 0.5.9
     init_memory_pool, set_num_tokens_hybrid_swa; 0.5.2 / 0.5.6 model_runner.py
     set_num_token_hybrid, the same with equal full and SWA heads)."""
-    if fam.name in ("0.4.0", "0.4", "0.5.2", "0.5.3", "0.5.6", "0.5.9", "0.5.10"):
+    if fam.name in ("0.4.0", "0.4.3.post3", "0.4.5", "0.4", "0.5.2", "0.5.3", "0.5.6", "0.5.9", "0.5.10"):
         profiled = int(kv_bytes // (full_cell + swa_cell))
         if max_total_tokens is not None:
             profiled = min(profiled, max_total_tokens)
@@ -652,7 +662,7 @@ def predict(inp: SizingInputs) -> Prediction:
     if refused is not None:
         return Prediction(fam.name, mfs, 0.0, inp.kv_cell_bytes, 0, None, None, 0.0, 0.0, {"arguments": 0}, 0,
                           "arguments", Cause.BAD_ARGUMENTS, refused)
-    inp = replace(inp, max_running_requests=asked_running(inp))
+    inp = replace(inp, max_running_requests=asked_running(inp, fam))
     after = inp.free_after_load_gb
     if after is None:
         after = inp.free_before_gb - inp.weights_gb - (inp.draft_weights_gb if fam.draft_weights_counted else 0.0)
@@ -714,7 +724,7 @@ def max_running(inp: SizingInputs, tokens: int, slots: int | None = None) -> tup
     """resolve_max_num_reqs alone, for a pool already sized (`tokens`, Mamba `slots`): the cap,
     the binding limit and every limit (the back-test checks it on the logged pools)."""
     fam = family(inp.version)
-    inp = replace(inp, max_running_requests=asked_running(inp))
+    inp = replace(inp, max_running_requests=asked_running(inp, fam))
     ratio = state_slots_per_request(inp, fam) if slots is not None else None
     limits = _limits(inp, fam, tokens, slots, ratio)
     binding = min(limits, key=lambda k: limits[k])
