@@ -26,7 +26,7 @@ def seed(**kw: object) -> SizingInputs:
 
 
 @pytest.mark.parametrize(("version", "name"), [
-    ("0.4.0", "0.4.0"), ("0.4.5.post2", "0.4.0"), ("0.4.5.post3", "0.4"), ("0.4.6", "0.4"), ("0.4.7", "0.5.2"), ("0.5.2", "0.5.2"), ("0.5.3", "0.5.3"), ("0.5.4", "0.5.6"), ("0.5.6", "0.5.6"),
+    ("0.3.6", "0.3.6"), ("0.3.6.post1", "0.4.0"), ("0.4.0", "0.4.0"), ("0.4.5.post2", "0.4.0"), ("0.4.5.post3", "0.4"), ("0.4.6", "0.4"), ("0.4.7", "0.5.2"), ("0.5.2", "0.5.2"), ("0.5.3", "0.5.3"), ("0.5.4", "0.5.6"), ("0.5.6", "0.5.6"),
     ("0.5.7", "0.5.9"), ("0.5.9", "0.5.9"), ("0.5.10", "0.5.10"), ("0.5.11", "0.5.12"), ("0.5.12", "0.5.12"),
     ("0.5.13", "0.5.13"), ("0.5.14", "0.5.15"), ("0.5.17", "0.5.15"), ("0.5.18", "0.5.18"), ("0.5.19", "0.5.19"), ("0.5.20", "0.5.20"), ("0.5.21", "0.5.20"), ("0.5.22", "0.5.22"), ("0.5.23", "0.5.23"), ("0.6.0", "0.5.23"), (None, "0.5.23"), ("not-a-version", "0.5.23"),
 ])
@@ -200,3 +200,75 @@ def test_before_0_4_5_post3_the_automatic_fraction_is_by_tp_alone_on_a_big_card(
     assert auto_mem_fraction(h200, tp_size=8, fam=family("0.4.5.post2")) == 0.81
     assert auto_mem_fraction(h200, tp_size=1, fam=family("0.4.6")) == (143771 - 13 * 1024) / 143771
     assert auto_mem_fraction(80, tp_size=1, fam=family("0.4.0")) == auto_mem_fraction(80, tp_size=1, fam=family("0.4.6"))
+
+
+def test_0_3_6_gives_tp_8_more_of_the_card_than_0_4_0() -> None:
+    """0.3.6 server_args.py __post_init__: 0.82 at tp 8 (0.4.0: 0.81); tp 1-4 and 16 the same."""
+    h100 = 81090 / 1024
+    assert auto_mem_fraction(h100, tp_size=8, fam=family("0.3.6")) == 0.82
+    assert auto_mem_fraction(h100, tp_size=8, fam=family("0.4.0")) == 0.81
+    for tp in (1, 2, 4, 16):
+        assert auto_mem_fraction(h100, tp_size=tp, fam=family("0.3.6")) == \
+            auto_mem_fraction(h100, tp_size=tp, fam=family("0.4.0"))
+
+
+def _dense(**kw: object) -> SizingInputs:
+    base: dict[str, object] = dict(free_before_gb=78.5, weights_gb=7.72, kv_cell_bytes=4 * 128 * 2 * 28 * 2,
+                                   context_len=32768, mem_fraction_static=0.8, gpu_total_gb=81090 / 1024,
+                                   mamba_per_req_bytes=None, max_running_requests=None, version="0.4.0")
+    base.update(kw)
+    return SizingInputs(**base)  # type: ignore[arg-type]
+
+
+def test_up_to_0_4_0_a_vlm_runs_with_95_percent_of_its_fraction() -> None:
+    """0.3.6-0.4.0 ModelRunner.__init__: `self.mem_fraction_static *= 0.95` for a multimodal model,
+    given or automatic (Qwen2-VL-7B: 0.8 → 0.76); 0.4.6's rule is not this one."""
+    text, vlm = predict(_dense()), predict(_dense(multimodal=True))
+    assert vlm.mem_fraction_static == pytest.approx(0.76)
+    assert vlm.kv_tokens < text.kv_tokens
+    assert predict(_dense(multimodal=True, mem_fraction_static=None)).mem_fraction_static == pytest.approx(0.88 * 0.95)
+    assert predict(_dense(multimodal=True, version="0.3.6")).mem_fraction_static == pytest.approx(0.76)
+    assert predict(_dense(multimodal=True, version="0.4.6")).mem_fraction_static == 0.8
+
+
+def test_up_to_0_4_6_an_asked_cap_sizes_its_own_request_pool() -> None:
+    """init_memory_pool builds ReqToTokenPool(size=max_running_requests + 1) when one is asked: 4,096
+    asked on a pool whose 2,048-4,096 estimate is 2,364 runs 4,096, not 2,365."""
+    small = _dense(free_before_gb=43.9, weights_gb=16.425, kv_cell_bytes=8 // 8 * 128 * 2 * 80 * 2,
+                   context_len=131072, mem_fraction_static=0.9, max_running_requests=4096)
+    p = predict(small)
+    assert 2048 < p.kv_tokens / 131072 * 512 < 4096  # the estimate is below what was asked
+    assert p.max_running_requests == 4096 and p.limits["req_pool"] == 4097
+    assert predict(replace(small, max_running_requests=None)).limits["req_pool"] == \
+        min(max(int(p.kv_tokens / 131072 * 512), 2048), 4096) + 1
+    assert predict(replace(small, version="0.4.6")).max_running_requests == 4096
+
+
+def test_up_to_0_4_0_dp_attention_keeps_the_whole_tp() -> None:
+    """0.3.6-0.4.0: --enable-dp-attention sets dp_size = tp_size, but each ModelRunner sizes its
+    KV with get_num_kv_heads(tp_size) and each scheduler keeps the whole max_running_requests
+    (tp_worker.py); 0.4.6 splits both over the attention DP ranks."""
+    from pathlib import Path, PurePosixPath
+
+    from svcdiag.config.service import ServiceConfig
+    from svcdiag.sglang.modelinfo import shape_from_config
+    from svcdiag.sglang.preflight import attn_dp_size, inputs_from_shape, sizing_inputs
+
+    llama8b = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "num_hidden_layers": 32,
+               "num_attention_heads": 32, "num_key_value_heads": 8, "hidden_size": 4096,
+               "max_position_embeddings": 131072, "torch_dtype": "bfloat16"}
+    shape = shape_from_config(llama8b, PurePosixPath("llama/config.json"))
+
+    def run(version: str):
+        cfg = ServiceConfig(name="dp", path=Path("dp.toml"), model_path="llama", tp_size=8, dp_size=8,
+                            mem_fraction_static=0.8, max_running_requests=64,
+                            extra_args=("--enable-dp-attention",), sglang_version=version)
+        inp = inputs_from_shape(cfg, shape, gpu_free_gb=78.5, gpu_source="test", weights_bytes=16 * GB,
+                                gpu_total_gb=81090 / 1024)
+        return attn_dp_size(cfg), predict(sizing_inputs(cfg, inp))
+
+    (dp_old, old), (dp_new, new) = run("0.4.0"), run("0.4.6")
+    assert (dp_old, dp_new) == (1, 8)
+    assert old.cell_bytes == 1 * 128 * 2 * 32 * 2 and new.cell_bytes == 8 * 128 * 2 * 32 * 2
+    assert old.max_running_requests == 64 and new.max_running_requests == 8
+    assert run("0.3.6")[0] == 1

@@ -17,6 +17,7 @@ fix (svcdiag.sglang.memory_plan). The stand-in (svcdiag.sim) sizes a 0.5.20+ sta
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from functools import lru_cache
 from typing import Any
 
 from svcdiag.sglang.causes import Cause
@@ -67,7 +68,7 @@ class Family:
     dflash_draft_cell: bool  # DFlash draft KV: its own bytes per token (else the target's, scaled by layers)
     auto_extra_buffer: bool  # --mamba-scheduler-strategy auto → extra_buffer with the overlap scheduler
     hybrid_zero_raises: bool  # a hybrid whose state cache serves no request raises RuntimeError
-    #: SGLang's automatic mem_fraction_static (auto_mem_fraction): "0.4.0", "0.4", "0.5.2", "0.5.6", "0.5.10", "0.5.11",
+    #: SGLang's automatic mem_fraction_static (auto_mem_fraction): "0.3.6", "0.4.0", "0.4", "0.5.2", "0.5.6", "0.5.10", "0.5.11",
     #: "0.5.15", "0.5.18", "0.5.19", "0.5.20", "0.5.23": the release whose server_args / arg_groups/memory_hook.py rule it is
     mfs_rule: str = "0.5.23"
     #: an EAGLE / MTP / STANDALONE draft's KV: "extra_tokens" (init_memory_pool adds max_num_reqs ×
@@ -82,11 +83,23 @@ class Family:
     #: GiB a multimodal model's KV budget leaves for its embedding cache (0.5.18+ kv_cache_configurator.py
     #: mm_runtime_reservation_gb: SGLANG_VLM_CACHE_SIZE_MB, 100 MB)
     mm_reserve_gb: float = 0.0
+    #: whether --enable-dp-attention splits the KV heads and the asked cap over the attention DP ranks;
+    #: 0.3.6-0.4.0 keep the whole tp in every ModelRunner (profile_max_num_token's
+    #: get_num_kv_heads(self.tp_size)) and give each scheduler the whole max_running_requests (tp_worker.py)
+    dp_attention_splits: bool = True
+    #: what a multimodal model's fraction, given or automatic, is multiplied by in ModelRunner.__init__
+    #: (0.3.6-0.4.0: `self.mem_fraction_static *= 0.95` for configs/model_config.py is_multimodal_model)
+    vlm_runner_factor: float = 1.0
 
 
 FAMILIES = (
-    # up to 0.4.5.post2 (0.4.0's wheel): 0.4.6's sizing, but the automatic fraction by tp alone on every card
-    Family("0.4.0", "0.0", True, "upfront", False, False, False, False, "0.4.0", "extra_tokens", "pool"),
+    # 0.3.6's wheel: 0.4.0's, but tp 8 takes 0.82 (0.81 from 0.4.0) in server_args.py __post_init__
+    Family("0.3.6", "0.0", True, "upfront", False, False, False, False, "0.3.6", "extra_tokens", "pool",
+           dp_attention_splits=False, vlm_runner_factor=0.95),
+    # 0.3.6.post1-0.4.5.post2 (0.4.0's wheel): 0.4.6's sizing, but the automatic fraction by tp alone on every
+    # card, dp-attention without its own attention group and a VLM's fraction × 0.95 (ModelRunner.__init__)
+    Family("0.4.0", "0.3.6.post1", True, "upfront", False, False, False, False, "0.4.0", "extra_tokens", "pool",
+           dp_attention_splits=False, vlm_runner_factor=0.95),
     Family("0.4", "0.4.5.post3", True, "upfront", False, False, False, False, "0.4", "extra_tokens", "pool"),  # 0.4.6's wheel
     Family("0.5.2", "0.4.7", False, "radix_off", False, False, False, False, "0.5.2", "extra_tokens", "pool"),  # 0.5.2's
     # 0.5.3's wheel: 0.5.2's state cache, 0.5.6's automatic fraction
@@ -120,8 +133,10 @@ SINCE_0519 = frozenset({"0.5.19", "0.5.20", "0.5.22", "0.5.23"})
 NEWEST = FAMILIES[-1]
 
 
+@lru_cache(maxsize=256)
 def family(version: str | None) -> Family:
-    """The sizing family of an SGLang release; the newest when the release is unknown."""
+    """The sizing family of an SGLang release; the newest when the release is unknown (cached:
+    preflight asks it several times a start, the oracle's comparison 30,000 times)."""
     if not version:
         return NEWEST
     from svcdiag.sglang.flag_tables import version_key
@@ -310,7 +325,7 @@ def auto_mem_fraction(gpu_total_gb: float, *, tp_size: int = 1, chunked_prefill_
     fraction = _auto_fraction(gpu_total_gb, tp_size, chunked_prefill_size, cuda_graph_max_bs, fam,
                               (speculative_algorithm or "").upper() or None, attn_dp_size, mla, multimodal,
                               disable_cuda_graph, max_total_tokens, max_running_requests, architecture)
-    if vit is not None and fam.mfs_rule not in ("0.4.0", "0.4"):
+    if vit is not None and fam.mfs_rule not in ("0.3.6", "0.4.0", "0.4"):
         return fraction * vlm_factor(vit)
     return fraction
 
@@ -322,10 +337,11 @@ def _auto_fraction(gpu_total_gb: float, tp_size: int, chunked_prefill_size: int 
     mb = gpu_total_gb * 1024
     rule = fam.mfs_rule
     dp = attn_dp_size if attn_dp_size > 1 else 0
-    if rule in ("0.4.0", "0.4"):  # 0.4.0 / 0.4.6 server_args.py __post_init__ (cards over 80 GB from 0.4.5.post3)
-        if mb <= 81920 or rule == "0.4.0":
-            return 0.79 if tp_size >= 16 else 0.81 if tp_size >= 8 else 0.85 if tp_size >= 4 else \
-                0.87 if tp_size >= 2 else 0.88
+    if rule in ("0.3.6", "0.4.0", "0.4"):  # 0.3.6 / 0.4.0 / 0.4.6 server_args.py __post_init__ (cards over 80 GB
+        # from 0.4.5.post3; tp 8: 0.82 in 0.3.6, 0.81 from 0.4.0)
+        if mb <= 81920 or rule in ("0.3.6", "0.4.0"):
+            return 0.79 if tp_size >= 16 else (0.82 if rule == "0.3.6" else 0.81) if tp_size >= 8 else \
+                0.85 if tp_size >= 4 else 0.87 if tp_size >= 2 else 0.88
         return (mb - 1024 * 13) / mb
     if rule == "0.5.2":  # 0.5.2 server_args.py __post_init__: a reserve by card, tp the parallel size
         reserved = 32 * 1024
@@ -378,12 +394,14 @@ def _auto_fraction(gpu_total_gb: float, tp_size: int, chunked_prefill_size: int 
 
 
 def mem_fraction(inp: SizingInputs, fam: Family) -> float:
-    """The fraction the start runs with: the given one, else SGLang's automatic one for the card."""
+    """The fraction the start runs with: the given one, else SGLang's automatic one for the card;
+    up to 0.4.0 a VLM's either one × 0.95 (ModelRunner.__init__, Family.vlm_runner_factor)."""
+    factor = fam.vlm_runner_factor if inp.multimodal else 1.0
     if inp.mem_fraction_static is not None:
-        return inp.mem_fraction_static
+        return inp.mem_fraction_static * factor if factor != 1.0 else inp.mem_fraction_static
     if not inp.gpu_total_gb:
-        return AUTO_MEM_FRACTION
-    return auto_mem_fraction(inp.gpu_total_gb, tp_size=inp.tp_size, chunked_prefill_size=inp.chunked_prefill_size,
+        return AUTO_MEM_FRACTION * factor if factor != 1.0 else AUTO_MEM_FRACTION
+    return factor * auto_mem_fraction(inp.gpu_total_gb, tp_size=inp.tp_size, chunked_prefill_size=inp.chunked_prefill_size,
                              cuda_graph_max_bs=inp.cuda_graph_max_bs, fam=fam,
                              speculative_algorithm=inp.speculative_algorithm, attn_dp_size=inp.dp_size, mla=inp.mla,
                              multimodal=inp.multimodal, disable_cuda_graph=inp.disable_cuda_graph,
@@ -528,7 +546,7 @@ def swa_full_tokens(kv_bytes: float, full_cell: int, swa_cell: int, ratio: float
     model_runner_kv_cache_mixin.py _resolve_token_capacity, _resolve_hybrid_swa_tokens; 0.5.9
     init_memory_pool, set_num_tokens_hybrid_swa; 0.5.2 / 0.5.6 model_runner.py
     set_num_token_hybrid, the same with equal full and SWA heads)."""
-    if fam.name in ("0.4.0", "0.4", "0.5.2", "0.5.3", "0.5.6", "0.5.9", "0.5.10"):
+    if fam.name in ("0.3.6", "0.4.0", "0.4", "0.5.2", "0.5.3", "0.5.6", "0.5.9", "0.5.10"):
         profiled = int(kv_bytes // (full_cell + swa_cell))
         if max_total_tokens is not None:
             profiled = min(profiled, max_total_tokens)
@@ -738,8 +756,8 @@ def _limits(inp: SizingInputs, fam: Family, tokens: int, slots: int | None, rati
             limits["auto"] = estimated
     elif not fam.req_pool_plus_one:
         limits["auto"] = estimated
-    if fam.req_pool_plus_one:
-        limits["req_pool"] = estimated + 1
+    if fam.req_pool_plus_one:  # ReqToTokenPool(size=max_num_reqs + 1): the asked cap, whole, else the estimate
+        limits["req_pool"] = (estimated if inp.max_running_requests is None else inp.max_running_requests) + 1
     if slots is not None and ratio:
         limits["mamba"] = slots // ratio
     return limits

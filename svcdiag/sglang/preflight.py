@@ -89,10 +89,13 @@ def sizing_flags(extra_args: tuple[str, ...]) -> SizingFlags:
 
 def attn_dp_size(cfg: ServiceConfig, flags: SizingFlags | None = None) -> int:
     """The attention data-parallel width: 0.5.23's --attn-dp-size, else dp_size with
-    --enable-dp-attention (arg_groups/parallel_hook.py handle_deprecated_dp_attention), else 1."""
+    --enable-dp-attention (arg_groups/parallel_hook.py handle_deprecated_dp_attention), else 1;
+    1 up to 0.4.0, whose ModelRunner keeps the whole tp (memory.Family.dp_attention_splits)."""
     flags = flags or sizing_flags(cfg.extra_args)
     if flags.attn_dp_size and flags.attn_dp_size > 1:
         return flags.attn_dp_size
+    if flags.enable_dp_attention and not memory.family(cfg.sglang_version).dp_attention_splits:
+        return 1
     return cfg.dp_size if flags.enable_dp_attention else 1
 
 
