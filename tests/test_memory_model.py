@@ -26,7 +26,7 @@ def seed(**kw: object) -> SizingInputs:
 
 
 @pytest.mark.parametrize(("version", "name"), [
-    ("0.3.6", "0.3.6"), ("0.3.6.post1", "0.4.0"), ("0.4.0", "0.4.0"), ("0.4.5.post2", "0.4.0"), ("0.4.5.post3", "0.4"), ("0.4.6", "0.4"), ("0.4.7", "0.5.2"), ("0.5.2", "0.5.2"), ("0.5.3", "0.5.3"), ("0.5.4", "0.5.6"), ("0.5.6", "0.5.6"),
+    ("0.3.6", "0.3.6"), ("0.3.6.post1", "0.4.0"), ("0.4.0", "0.4.0"), ("0.4.0.post1", "0.4.3"), ("0.4.3.post2", "0.4.3"), ("0.4.5.post2", "0.4.3"), ("0.4.5.post3", "0.4"), ("0.4.6", "0.4"), ("0.4.7", "0.5.2"), ("0.5.2", "0.5.2"), ("0.5.3", "0.5.3"), ("0.5.4", "0.5.6"), ("0.5.6", "0.5.6"),
     ("0.5.7", "0.5.9"), ("0.5.9", "0.5.9"), ("0.5.10", "0.5.10"), ("0.5.11", "0.5.12"), ("0.5.12", "0.5.12"),
     ("0.5.13", "0.5.13"), ("0.5.14", "0.5.15"), ("0.5.17", "0.5.15"), ("0.5.18", "0.5.18"), ("0.5.19", "0.5.19"), ("0.5.20", "0.5.20"), ("0.5.21", "0.5.20"), ("0.5.22", "0.5.22"), ("0.5.23", "0.5.23"), ("0.6.0", "0.5.23"), (None, "0.5.23"), ("not-a-version", "0.5.23"),
 ])
@@ -222,12 +222,13 @@ def _dense(**kw: object) -> SizingInputs:
 
 def test_up_to_0_4_0_a_vlm_runs_with_95_percent_of_its_fraction() -> None:
     """0.3.6-0.4.0 ModelRunner.__init__: `self.mem_fraction_static *= 0.95` for a multimodal model,
-    given or automatic (Qwen2-VL-7B: 0.8 → 0.76); 0.4.6's rule is not this one."""
+    given or automatic (Qwen2-VL-7B: 0.8 → 0.76), up to 0.4.3.post2 (read); 0.4.6's × 0.90 is not modeled."""
     text, vlm = predict(_dense()), predict(_dense(multimodal=True))
     assert vlm.mem_fraction_static == pytest.approx(0.76)
     assert vlm.kv_tokens < text.kv_tokens
     assert predict(_dense(multimodal=True, mem_fraction_static=None)).mem_fraction_static == pytest.approx(0.88 * 0.95)
     assert predict(_dense(multimodal=True, version="0.3.6")).mem_fraction_static == pytest.approx(0.76)
+    assert predict(_dense(multimodal=True, version="0.4.3.post2")).mem_fraction_static == pytest.approx(0.76)
     assert predict(_dense(multimodal=True, version="0.4.6")).mem_fraction_static == 0.8
 
 
@@ -269,6 +270,8 @@ def test_up_to_0_4_0_dp_attention_keeps_the_whole_tp() -> None:
 
     (dp_old, old), (dp_new, new) = run("0.4.0"), run("0.4.6")
     assert (dp_old, dp_new) == (1, 8)
+    mid = run("0.4.3.post2")[1]  # get_attention_tp_size() and the asked cap // dp_size already
+    assert (mid.cell_bytes, mid.kv_tokens, mid.max_running_requests) == (new.cell_bytes, new.kv_tokens, 8)
     assert old.cell_bytes == 1 * 128 * 2 * 32 * 2 and new.cell_bytes == 8 * 128 * 2 * 32 * 2
     assert old.max_running_requests == 64 and new.max_running_requests == 8
     assert run("0.3.6")[0] == 1

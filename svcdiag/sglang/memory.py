@@ -84,11 +84,12 @@ class Family:
     #: mm_runtime_reservation_gb: SGLANG_VLM_CACHE_SIZE_MB, 100 MB)
     mm_reserve_gb: float = 0.0
     #: whether --enable-dp-attention splits the KV heads and the asked cap over the attention DP ranks;
-    #: 0.3.6-0.4.0 keep the whole tp in every ModelRunner (profile_max_num_token's
+    #: 0.3.6-0.4.0 (not 0.4.3.post2) keep the whole tp in every ModelRunner (profile_max_num_token's
     #: get_num_kv_heads(self.tp_size)) and give each scheduler the whole max_running_requests (tp_worker.py)
     dp_attention_splits: bool = True
     #: what a multimodal model's fraction, given or automatic, is multiplied by in ModelRunner.__init__
-    #: (0.3.6-0.4.0: `self.mem_fraction_static *= 0.95` for configs/model_config.py is_multimodal_model)
+    #: (0.3.6-0.4.3.post2 read: `self.mem_fraction_static *= 0.95` for configs/model_config.py is_multimodal_model;
+    #: 0.4.6's × 0.90 is not modeled: the oracle's 0.4.6.post1 table does not run that statement yet)
     vlm_runner_factor: float = 1.0
 
 
@@ -96,10 +97,14 @@ FAMILIES = (
     # 0.3.6's wheel: 0.4.0's, but tp 8 takes 0.82 (0.81 from 0.4.0) in server_args.py __post_init__
     Family("0.3.6", "0.0", True, "upfront", False, False, False, False, "0.3.6", "extra_tokens", "pool",
            dp_attention_splits=False, vlm_runner_factor=0.95),
-    # 0.3.6.post1-0.4.5.post2 (0.4.0's wheel): 0.4.6's sizing, but the automatic fraction by tp alone on every
+    # 0.3.6.post1-0.4.0 (0.4.0's wheel): 0.4.6's sizing, but the automatic fraction by tp alone on every
     # card, dp-attention without its own attention group and a VLM's fraction × 0.95 (ModelRunner.__init__)
     Family("0.4.0", "0.3.6.post1", True, "upfront", False, False, False, False, "0.4.0", "extra_tokens", "pool",
            dp_attention_splits=False, vlm_runner_factor=0.95),
+    # 0.4.0.post1-0.4.5.post2 (0.4.3.post2's wheel): 0.4.0's, but dp-attention splits the KV heads over
+    # get_attention_tp_size() and the asked cap over dp_size (tp_worker.py), as 0.4.6
+    Family("0.4.3", "0.4.0.post1", True, "upfront", False, False, False, False, "0.4.0", "extra_tokens", "pool",
+           vlm_runner_factor=0.95),
     Family("0.4", "0.4.5.post3", True, "upfront", False, False, False, False, "0.4", "extra_tokens", "pool"),  # 0.4.6's wheel
     Family("0.5.2", "0.4.7", False, "radix_off", False, False, False, False, "0.5.2", "extra_tokens", "pool"),  # 0.5.2's
     # 0.5.3's wheel: 0.5.2's state cache, 0.5.6's automatic fraction
@@ -395,7 +400,7 @@ def _auto_fraction(gpu_total_gb: float, tp_size: int, chunked_prefill_size: int 
 
 def mem_fraction(inp: SizingInputs, fam: Family) -> float:
     """The fraction the start runs with: the given one, else SGLang's automatic one for the card;
-    up to 0.4.0 a VLM's either one × 0.95 (ModelRunner.__init__, Family.vlm_runner_factor)."""
+    up to 0.4.5.post2 a VLM's either one × 0.95 (ModelRunner.__init__, Family.vlm_runner_factor)."""
     factor = fam.vlm_runner_factor if inp.multimodal else 1.0
     if inp.mem_fraction_static is not None:
         return inp.mem_fraction_static * factor if factor != 1.0 else inp.mem_fraction_static
@@ -546,7 +551,7 @@ def swa_full_tokens(kv_bytes: float, full_cell: int, swa_cell: int, ratio: float
     model_runner_kv_cache_mixin.py _resolve_token_capacity, _resolve_hybrid_swa_tokens; 0.5.9
     init_memory_pool, set_num_tokens_hybrid_swa; 0.5.2 / 0.5.6 model_runner.py
     set_num_token_hybrid, the same with equal full and SWA heads)."""
-    if fam.name in ("0.3.6", "0.4.0", "0.4", "0.5.2", "0.5.3", "0.5.6", "0.5.9", "0.5.10"):
+    if fam.name in ("0.3.6", "0.4.0", "0.4.3", "0.4", "0.5.2", "0.5.3", "0.5.6", "0.5.9", "0.5.10"):
         profiled = int(kv_bytes // (full_cell + swa_cell))
         if max_total_tokens is not None:
             profiled = min(profiled, max_total_tokens)
