@@ -742,6 +742,7 @@ def args_0400(L: Loader, cfg: Bag, mc: Bag, c: dict[str, Any], code: list[str]) 
         L.stubs[f"sglang.srt.server_args.{n}"] = lambda: c["gpu_capacity_mib"]
     L.stubs["sglang.srt.server_args.is_hip"] = lambda: False
     fn = statements(L, "sglang.srt.server_args", "__post_init__", lambda s: s.startswith(heads), cls="ServerArgs")
+    L.used[-1] = "sglang/srt/server_args.py:__post_init__ (its sizing statements)"  # no max_running one here
     fn(cfg)
 
 
