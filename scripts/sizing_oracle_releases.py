@@ -292,6 +292,9 @@ def drive_configurator(root: Path, c: dict[str, Any], model_cfg: dict[str, Any],
         hf = L.get(*own[arch])(**kw)
     else:
         hf = PretrainedConfig(**kw)
+    wheel_mm = wheel_is_multimodal(L, hf)
+    if wheel_mm is not None:  # the wheel's own decision, not config.json's vision_config
+        facts["multimodal"] = wheel_mm
     AttentionArch = L.get("sglang.srt.configs.model_config", "AttentionArch")
     mc = Bag("model_config", hf_config=hf, hf_text_config=hf.get_text_config(), context_len=facts["context_len"],
              head_dim=facts["head_dim"], v_head_dim=facts["v_head_dim"],
@@ -460,6 +463,9 @@ def drive_configurator(root: Path, c: dict[str, Any], model_cfg: dict[str, Any],
             pool = pool_0400(L, kvc, cfg, c["free_gb"])
             mem_fraction = kvc.mem_fraction_static  # ModelRunner.__init__'s, which the pool was sized with
         elif args_phase in (args_0509, args_0506, args_0501):
+            if args_phase is args_0501:
+                runner_fraction(L, kvc, cfg)
+                mem_fraction = kvc.mem_fraction_static  # ModelRunner's, which the pool is sized with
             pool = pool_0509(L, kvc, cfg, c["free_gb"])
         else:
             pool = kvc._resolve_memory_pool_config(c["free_gb"])
@@ -746,16 +752,18 @@ def args_0400(L: Loader, cfg: Bag, mc: Bag, c: dict[str, Any], code: list[str]) 
     fn(cfg)
 
 
-def init_statement(L: Loader, module: str, cls: str, func: str, needle: str) -> Any:
-    """The one top-level statement of `cls.func` whose source holds `needle`, as a function of
-    (self, server_args): a constructor's statement that reads its `server_args` argument."""
+def init_statement(L: Loader, module: str, cls: str, func: str, needle: str,
+                   argnames: tuple[str, ...] = ("self", "server_args"), keep=None) -> Any:
+    """The top-level statements of `cls.func` whose source holds `needle` (or that `keep` accepts),
+    in their order, as a function of `argnames` (default (self, server_args): a constructor's
+    statement that reads its `server_args` argument)."""
     L._index(module)
     klass = next(n for n in L._defs[module][cls] if isinstance(n, ast.ClassDef))
     node = next(n for n in klass.body if isinstance(n, ast.FunctionDef) and n.name == func)
-    body = [st for st in node.body if needle in L._segment(module, st)]
+    body = [st for st in node.body if (keep(L._segment(module, st)) if keep else needle in L._segment(module, st))]
     if not body:
         raise NameError(f"oracle: no statement with {needle!r} in {cls}.{func}")
-    args = ast.arguments(posonlyargs=[], args=[ast.arg("self"), ast.arg("server_args")], kwonlyargs=[],
+    args = ast.arguments(posonlyargs=[], args=[ast.arg(a) for a in argnames], kwonlyargs=[],
                          kw_defaults=[], defaults=[])
     new = ast.FunctionDef(name=func, args=args, body=body, decorator_list=[], returns=None, type_params=[])
     ast.fix_missing_locations(new)
@@ -763,6 +771,28 @@ def init_statement(L: Loader, module: str, cls: str, func: str, needle: str) -> 
     exec(compile(ast.Module(body=[new], type_ignores=[]), f"<wheel {module}.{cls}.{func} (statement)>", "exec"), ns)
     L.used.append(f"{L.path(module).relative_to(L.root)}:{cls}.{func} (its statement {needle!r})")
     return ns[func]
+
+
+#: ModelConfig.__init__'s statements that decide is_multimodal (0.4.6.post1+: `enable_multimodal`
+#: None → False for the architectures in its mm_disabled_models, Gemma 3 and Llama 4 among them;
+#: 0.5.18+ also language_model_only and the sub-config heuristics)
+MULTIMODAL_HEADS = ("self.is_lm_only =", "if enable_multimodal is None", "has_multimodal_subconfig =",
+                    "has_dsv41_vision =", "self.is_multimodal =")
+
+
+def wheel_is_multimodal(L: Loader, hf: Any) -> bool | None:
+    """Whether the wheel's ModelConfig calls the model multimodal when --enable-multimodal is not
+    given, its own statements run as written; None where its __init__ has no `enable_multimodal`
+    (up to 0.4.0: is_multimodal_model alone, which pool_0400 runs)."""
+    mcm = "sglang.srt.configs.model_config"
+    if "enable_multimodal is None" not in L.path(mcm).read_text():
+        return None
+    fn = init_statement(L, mcm, "ModelConfig", "__init__", "if enable_multimodal is None; self.is_multimodal =",
+                        ("self", "enable_multimodal", "language_model_only"),
+                        keep=lambda s: s.strip().startswith(MULTIMODAL_HEADS))
+    me = Bag("model_config", hf_config=hf, hf_text_config=hf.get_text_config(), model_impl="auto")
+    fn(me, None, False)
+    return bool(me.is_multimodal)
 
 
 def pool_0400(L: Loader, kvc: Any, cfg: Bag, free_gb: float) -> Any:
@@ -776,6 +806,19 @@ def pool_0400(L: Loader, kvc: Any, cfg: Bag, free_gb: float) -> Any:
     init_statement(L, runner, "ModelRunner", "__init__", "self.mem_fraction_static *= ")(kvc, cfg)
     return pool_0509(L, kvc, cfg, free_gb, stop=("if self.req_to_token_pool is None",
                                                  "self.req_to_token_pool = ReqToTokenPool("))
+
+
+def runner_fraction(L: Loader, kvc: Any, cfg: Bag) -> None:
+    """0.4.6.post1-0.5.1: ModelRunner.model_specific_adjustment's statements that scale the fraction,
+    as written (ModelRunner.__init__ runs it before the pool is sized): 0.4.4.post4-0.4.8.post1's
+    `if self.is_multimodal: self.mem_fraction_static *= 0.90` (ModelConfig's is_multimodal, given or
+    automatic fraction), 0.4.7-0.5.2's `if server_args.attention_backend == "aiter"` × 0.85 (ROCm's
+    backend: inert on this CUDA grid)."""
+    runner = "sglang.srt.model_executor.model_runner"
+    kvc.is_multimodal = kvc.model_config.is_multimodal  # ModelRunner.__init__: model_config.is_multimodal
+    if "self.mem_fraction_static *= " not in L.path(runner).read_text():
+        return
+    init_statement(L, runner, "ModelRunner", "model_specific_adjustment", "self.mem_fraction_static *= ")(kvc, cfg)
 
 
 def drive_0400(root: Path, c: dict[str, Any], model_cfg: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:

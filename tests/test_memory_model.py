@@ -8,7 +8,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from svcdiag.sglang.memory import GB, SizingInputs, auto_mem_fraction, family, predict, state_slots_per_request
+from svcdiag.sglang.memory import (
+    GB,
+    SizingInputs,
+    auto_mem_fraction,
+    family,
+    predict,
+    state_slots_per_request,
+    vlm_factor,
+)
 
 # Qwen3.6-27B's public config.json: 64 layers, every 4th full attention (16), 4 KV heads × 256,
 # 48 linear layers of 48 value heads × 128 × 128 (float32 SSM) and a (4 − 1)-wide conv state.
@@ -26,7 +34,10 @@ def seed(**kw: object) -> SizingInputs:
 
 
 @pytest.mark.parametrize(("version", "name"), [
-    ("0.3.6", "0.3.6"), ("0.3.6.post1", "0.4.0"), ("0.4.0", "0.4.0"), ("0.4.0.post1", "0.4.3"), ("0.4.3.post2", "0.4.3"), ("0.4.5.post2", "0.4.3"), ("0.4.5.post3", "0.4"), ("0.4.6", "0.4"), ("0.4.7", "0.5.2"), ("0.5.2", "0.5.2"), ("0.5.3", "0.5.3"), ("0.5.4", "0.5.6"), ("0.5.6", "0.5.6"),
+    ("0.3.6", "0.3.6"), ("0.3.6.post1", "0.4.0"), ("0.4.0", "0.4.0"), ("0.4.0.post1", "0.4.3"), ("0.4.3.post2", "0.4.3"), ("0.4.4.post3", "0.4.3"), ("0.4.4.post4", "0.4.4"),
+    ("0.4.5.post2", "0.4.4"), ("0.4.5.post3", "0.4"), ("0.4.6", "0.4"), ("0.4.6.post5", "0.4"), ("0.4.7", "0.4.7"),
+    ("0.4.7.post1", "0.4.8"), ("0.4.8.post1", "0.4.8"), ("0.4.9", "0.4.9"), ("0.4.9.post2", "0.4.9"),
+    ("0.4.9.post3", "0.5.2"), ("0.5.2", "0.5.2"), ("0.5.3", "0.5.3"), ("0.5.4", "0.5.6"), ("0.5.6", "0.5.6"),
     ("0.5.7", "0.5.9"), ("0.5.9", "0.5.9"), ("0.5.10", "0.5.10"), ("0.5.11", "0.5.12"), ("0.5.12", "0.5.12"),
     ("0.5.13", "0.5.13"), ("0.5.14", "0.5.15"), ("0.5.17", "0.5.15"), ("0.5.18", "0.5.18"), ("0.5.19", "0.5.19"), ("0.5.20", "0.5.20"), ("0.5.21", "0.5.20"), ("0.5.22", "0.5.22"), ("0.5.23", "0.5.23"), ("0.6.0", "0.5.23"), (None, "0.5.23"), ("not-a-version", "0.5.23"),
 ])
@@ -222,14 +233,77 @@ def _dense(**kw: object) -> SizingInputs:
 
 def test_up_to_0_4_0_a_vlm_runs_with_95_percent_of_its_fraction() -> None:
     """0.3.6-0.4.0 ModelRunner.__init__: `self.mem_fraction_static *= 0.95` for a multimodal model,
-    given or automatic (Qwen2-VL-7B: 0.8 → 0.76), up to 0.4.3.post2 (read); 0.4.6's × 0.90 is not modeled."""
+    given or automatic (Qwen2-VL-7B: 0.8 → 0.76), up to 0.4.4.post3 (read from every wheel)."""
     text, vlm = predict(_dense()), predict(_dense(multimodal=True))
     assert vlm.mem_fraction_static == pytest.approx(0.76)
     assert vlm.kv_tokens < text.kv_tokens
     assert predict(_dense(multimodal=True, mem_fraction_static=None)).mem_fraction_static == pytest.approx(0.88 * 0.95)
     assert predict(_dense(multimodal=True, version="0.3.6")).mem_fraction_static == pytest.approx(0.76)
     assert predict(_dense(multimodal=True, version="0.4.3.post2")).mem_fraction_static == pytest.approx(0.76)
-    assert predict(_dense(multimodal=True, version="0.4.6")).mem_fraction_static == 0.8
+    assert predict(_dense(multimodal=True, version="0.4.4.post3")).mem_fraction_static == pytest.approx(0.76)
+
+
+def test_0_4_4_post4_to_0_4_8_a_vlm_runs_with_90_percent_and_0_4_9_moves_it_to_the_automatic_one() -> None:
+    """ModelRunner's `self.mem_fraction_static *= 0.90` (0.4.4.post4-0.4.8.post1 wheels, given or
+    automatic: the 0.4.6.post1 table's Qwen2.5-VL 0.8 → 0.72); 0.4.9-0.4.9.post2 server_args.py
+    multiplies only the automatic one by 0.90; 0.4.9.post3+ scale it by the vision tower instead."""
+    h100 = 81090 / 1024
+    for version in ("0.4.4.post4", "0.4.5.post2", "0.4.6", "0.4.6.post1", "0.4.7", "0.4.8.post1"):
+        assert predict(_dense(multimodal=True, version=version)).mem_fraction_static == pytest.approx(0.72), version
+        assert predict(_dense(version=version)).mem_fraction_static == 0.8, version
+    auto = auto_mem_fraction(h100, fam=family("0.4.9"))
+    assert predict(_dense(multimodal=True, version="0.4.9", mem_fraction_static=None)).mem_fraction_static == \
+        pytest.approx(auto * 0.90)
+    assert predict(_dense(multimodal=True, version="0.4.9.post2")).mem_fraction_static == 0.8  # given: kept
+    assert predict(_dense(multimodal=True, version="0.4.9.post3", mem_fraction_static=None)).mem_fraction_static \
+        == pytest.approx(auto)  # no vision tower given: adjust_mem_fraction_for_vlm leaves it
+    assert predict(_dense(multimodal=True, version="0.4.9.post3", mem_fraction_static=None, vit=(32, 1280))) \
+        .mem_fraction_static == pytest.approx(auto * vlm_factor((32, 1280)))
+
+
+def test_0_4_7_has_its_own_automatic_fraction() -> None:
+    """0.4.7 server_args.py __post_init__: tp's table up to 80 GB, 0.88 above, a card over 96 GB
+    min(m + 48 GB·(1 − m) / capacity, (capacity − 18 GB) / capacity), 0.79 over 180,000 MB, a
+    speculative start × 0.95 on the smaller cards; 0.4.7.post1 has 0.5.2's reserve table."""
+    h100, h200, b200 = 81090 / 1024, 143169 / 1024, 183359 / 1024
+    fam = family("0.4.7")
+    assert auto_mem_fraction(h100, tp_size=4, fam=fam) == 0.85
+    assert auto_mem_fraction(h100, tp_size=4, fam=fam, speculative_algorithm="EAGLE") == pytest.approx(0.85 * 0.95)
+    assert auto_mem_fraction(h200, fam=fam) == pytest.approx(min(0.88 + 48 * 1024 * 0.12 / 143169,
+                                                                 (143169 - 18 * 1024) / 143169))
+    assert auto_mem_fraction(b200, fam=fam) == 0.79
+    assert auto_mem_fraction(h100, tp_size=4, fam=family("0.4.7.post1")) == \
+        auto_mem_fraction(h100, tp_size=4, fam=family("0.5.2"))
+
+
+def test_gemma_3_is_served_text_only_unless_enable_multimodal() -> None:
+    """ModelConfig.__init__'s mm_disabled_models (0.4.6+): Gemma 3 and Llama 4 are not multimodal
+    without --enable-multimodal, so no VLM fraction; an architecture on multimodal_model_archs is one
+    without a vision_config (Qwen3.5's text_config-only checkpoint)."""
+    from pathlib import Path, PurePosixPath
+
+    from svcdiag.config.service import ServiceConfig
+    from svcdiag.sglang.modelinfo import shape_from_config
+    from svcdiag.sglang.preflight import inputs_from_shape
+
+    gemma = {"architectures": ["Gemma3ForConditionalGeneration"], "model_type": "gemma3",
+             "text_config": {"num_hidden_layers": 62, "num_attention_heads": 32, "num_key_value_heads": 16,
+                             "head_dim": 128, "hidden_size": 5376, "max_position_embeddings": 131072},
+             "vision_config": {"num_hidden_layers": 27, "hidden_size": 1152}, "torch_dtype": "bfloat16"}
+    shape = shape_from_config(gemma, PurePosixPath("config.json"))
+    assert not shape.multimodal and shape.multimodal_opt_in
+
+    def multimodal(version: str, *extra: str) -> bool:
+        cfg = ServiceConfig(name="g", path=Path("g.toml"), model_path="google/gemma-3-27b-it",
+                            sglang_version=version, extra_args=extra)
+        inp = inputs_from_shape(cfg, shape, weights_bytes=51 * 2**30, gpu_free_gb=78.5, gpu_source="test")
+        return inp.multimodal and inp.vit is not None
+
+    assert not multimodal("0.5.23") and not multimodal("0.4.6")
+    assert multimodal("0.5.23", "--enable-multimodal") and multimodal("0.4.5.post3")
+    qwen35 = {"architectures": ["Qwen3_5ForConditionalGeneration"], "model_type": "qwen3_5",
+              "text_config": gemma["text_config"], "torch_dtype": "bfloat16"}
+    assert shape_from_config(qwen35, PurePosixPath("config.json")).multimodal
 
 
 def test_up_to_0_4_6_an_asked_cap_sizes_its_own_request_pool() -> None:

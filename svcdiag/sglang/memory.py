@@ -68,8 +68,9 @@ class Family:
     dflash_draft_cell: bool  # DFlash draft KV: its own bytes per token (else the target's, scaled by layers)
     auto_extra_buffer: bool  # --mamba-scheduler-strategy auto → extra_buffer with the overlap scheduler
     hybrid_zero_raises: bool  # a hybrid whose state cache serves no request raises RuntimeError
-    #: SGLang's automatic mem_fraction_static (auto_mem_fraction): "0.3.6", "0.4.0", "0.4", "0.5.2", "0.5.6", "0.5.10", "0.5.11",
-    #: "0.5.15", "0.5.18", "0.5.19", "0.5.20", "0.5.23": the release whose server_args / arg_groups/memory_hook.py rule it is
+    #: SGLang's automatic mem_fraction_static (auto_mem_fraction): "0.3.6", "0.4.0", "0.4", "0.4.7", "0.5.2", "0.5.6",
+    #: "0.5.10", "0.5.11", "0.5.15", "0.5.18", "0.5.19", "0.5.20", "0.5.23":
+    #: the release whose server_args / arg_groups/memory_hook.py rule it is
     mfs_rule: str = "0.5.23"
     #: an EAGLE / MTP / STANDALONE draft's KV: "extra_tokens" (init_memory_pool adds max_num_reqs ×
     #: (steps × topk + D) + 100 tokens to the shared pool), "target" (the target's pool alone),
@@ -87,26 +88,45 @@ class Family:
     #: 0.3.6-0.4.0 (not 0.4.3.post2) keep the whole tp in every ModelRunner (profile_max_num_token's
     #: get_num_kv_heads(self.tp_size)) and give each scheduler the whole max_running_requests (tp_worker.py)
     dp_attention_splits: bool = True
-    #: what a multimodal model's fraction, given or automatic, is multiplied by in ModelRunner.__init__
-    #: (0.3.6-0.4.3.post2 read: `self.mem_fraction_static *= 0.95` for configs/model_config.py is_multimodal_model;
-    #: 0.4.6's × 0.90 is not modeled: the oracle's 0.4.6.post1 table does not run that statement yet)
+    #: what a multimodal model's fraction, given or automatic, is multiplied by in ModelRunner
+    #: (`if self.is_multimodal: self.mem_fraction_static *= F`, __init__ / model_specific_adjustment,
+    #: read from every wheel 0.3.6-0.4.10: 0.95 up to 0.4.4.post3, 0.90 from 0.4.4.post4 to 0.4.8.post1, gone in 0.4.9)
     vlm_runner_factor: float = 1.0
+    #: what server_args does to a multimodal model's automatic fraction: "none" (up to 0.4.8.post1),
+    #: "0.90" (0.4.9-0.4.9.post2 __post_init__: `if model_config.is_multimodal: self.mem_fraction_static *= 0.90`),
+    #: "vit" (0.4.9.post3+ adjust_mem_fraction_for_vlm: vlm_factor by the vision tower)
+    vlm_auto: str = "vit"
 
 
 FAMILIES = (
     # 0.3.6's wheel: 0.4.0's, but tp 8 takes 0.82 (0.81 from 0.4.0) in server_args.py __post_init__
     Family("0.3.6", "0.0", True, "upfront", False, False, False, False, "0.3.6", "extra_tokens", "pool",
-           dp_attention_splits=False, vlm_runner_factor=0.95),
+           dp_attention_splits=False, vlm_runner_factor=0.95, vlm_auto="none"),
     # 0.3.6.post1-0.4.0 (0.4.0's wheel): 0.4.6's sizing, but the automatic fraction by tp alone on every
     # card, dp-attention without its own attention group and a VLM's fraction × 0.95 (ModelRunner.__init__)
     Family("0.4.0", "0.3.6.post1", True, "upfront", False, False, False, False, "0.4.0", "extra_tokens", "pool",
-           dp_attention_splits=False, vlm_runner_factor=0.95),
-    # 0.4.0.post1-0.4.5.post2 (0.4.3.post2's wheel): 0.4.0's, but dp-attention splits the KV heads over
+           dp_attention_splits=False, vlm_runner_factor=0.95, vlm_auto="none"),
+    # 0.4.0.post1-0.4.4.post3 (0.4.3.post2's wheel): 0.4.0's, but dp-attention splits the KV heads over
     # get_attention_tp_size() and the asked cap over dp_size (tp_worker.py), as 0.4.6
     Family("0.4.3", "0.4.0.post1", True, "upfront", False, False, False, False, "0.4.0", "extra_tokens", "pool",
-           vlm_runner_factor=0.95),
-    Family("0.4", "0.4.5.post3", True, "upfront", False, False, False, False, "0.4", "extra_tokens", "pool"),  # 0.4.6's wheel
-    Family("0.5.2", "0.4.7", False, "radix_off", False, False, False, False, "0.5.2", "extra_tokens", "pool"),  # 0.5.2's
+           vlm_runner_factor=0.95, vlm_auto="none"),
+    # 0.4.4.post4-0.4.5.post2 (their wheels): 0.4.3's, a VLM's fraction × 0.90 (ModelRunner.__init__)
+    Family("0.4.4", "0.4.4.post4", True, "upfront", False, False, False, False, "0.4.0", "extra_tokens", "pool",
+           vlm_runner_factor=0.90, vlm_auto="none"),
+    # 0.4.5.post3-0.4.6.post5 (0.4.6's, 0.4.6.post1's wheels; × 0.90 in ModelRunner.model_specific_adjustment)
+    Family("0.4", "0.4.5.post3", True, "upfront", False, False, False, False, "0.4", "extra_tokens", "pool",
+           vlm_runner_factor=0.90, vlm_auto="none"),
+    # 0.4.7 (its wheel): 0.5.2's pools, but its own automatic fraction (tp's table up to 80 GB, 0.88 above,
+    # 0.79 over 180,000 MB, a >96 GB card's 48 GB rule; speculative × 0.95) and the VLM's × 0.90 in ModelRunner
+    Family("0.4.7", "0.4.7", False, "radix_off", False, False, False, False, "0.4.7", "extra_tokens", "pool",
+           vlm_runner_factor=0.90, vlm_auto="none"),
+    # 0.4.7.post1-0.4.8.post1 (0.4.7.post1's, 0.4.8's, 0.4.8.post1's wheels): 0.5.2's reserve table, the × 0.90 in ModelRunner
+    Family("0.4.8", "0.4.7.post1", False, "radix_off", False, False, False, False, "0.5.2", "extra_tokens", "pool",
+           vlm_runner_factor=0.90, vlm_auto="none"),
+    # 0.4.9-0.4.9.post2 (their wheels): the × 0.90 moved into server_args, for the automatic fraction only
+    Family("0.4.9", "0.4.9", False, "radix_off", False, False, False, False, "0.5.2", "extra_tokens", "pool",
+           vlm_auto="0.90"),
+    Family("0.5.2", "0.4.9.post3", False, "radix_off", False, False, False, False, "0.5.2", "extra_tokens", "pool"),  # 0.5.2's
     # 0.5.3's wheel: 0.5.2's state cache, 0.5.6's automatic fraction
     Family("0.5.3", "0.5.3", False, "radix_off", False, False, False, False, "0.5.6", "extra_tokens", "pool"),
     Family("0.5.6", "0.5.4", False, "draft_divided", False, False, False, False, "0.5.6", "extra_tokens", "pool"),  # 0.5.6's
@@ -330,7 +350,9 @@ def auto_mem_fraction(gpu_total_gb: float, *, tp_size: int = 1, chunked_prefill_
     fraction = _auto_fraction(gpu_total_gb, tp_size, chunked_prefill_size, cuda_graph_max_bs, fam,
                               (speculative_algorithm or "").upper() or None, attn_dp_size, mla, multimodal,
                               disable_cuda_graph, max_total_tokens, max_running_requests, architecture)
-    if vit is not None and fam.mfs_rule not in ("0.3.6", "0.4.0", "0.4"):
+    if multimodal and fam.vlm_auto == "0.90":
+        return fraction * 0.90
+    if vit is not None and fam.vlm_auto == "vit":
         return fraction * vlm_factor(vit)
     return fraction
 
@@ -342,6 +364,16 @@ def _auto_fraction(gpu_total_gb: float, tp_size: int, chunked_prefill_size: int 
     mb = gpu_total_gb * 1024
     rule = fam.mfs_rule
     dp = attn_dp_size if attn_dp_size > 1 else 0
+    if rule == "0.4.7":  # 0.4.7 server_args.py __post_init__: tp's table up to 80 GB, then by the card
+        fraction = 0.88
+        if mb <= 81920:
+            fraction = 0.79 if tp_size >= 16 else 0.81 if tp_size >= 8 else 0.85 if tp_size >= 4 else \
+                0.87 if tp_size >= 2 else 0.88
+        if mb > 180 * 1000:
+            return 0.79
+        if mb > 96 * 1024:
+            return min(fraction + 48 * 1024 * (1 - fraction) / mb, (mb - 1024 * (20 if algo else 18)) / mb)
+        return fraction * 0.95 if algo is not None else fraction
     if rule in ("0.3.6", "0.4.0", "0.4"):  # 0.3.6 / 0.4.0 / 0.4.6 server_args.py __post_init__ (cards over 80 GB
         # from 0.4.5.post3; tp 8: 0.82 in 0.3.6, 0.81 from 0.4.0)
         if mb <= 81920 or rule in ("0.3.6", "0.4.0"):
@@ -400,7 +432,7 @@ def _auto_fraction(gpu_total_gb: float, tp_size: int, chunked_prefill_size: int 
 
 def mem_fraction(inp: SizingInputs, fam: Family) -> float:
     """The fraction the start runs with: the given one, else SGLang's automatic one for the card;
-    up to 0.4.5.post2 a VLM's either one × 0.95 (ModelRunner.__init__, Family.vlm_runner_factor)."""
+    up to 0.4.8.post1 a VLM's either one × 0.95 or 0.90 (ModelRunner, Family.vlm_runner_factor)."""
     factor = fam.vlm_runner_factor if inp.multimodal else 1.0
     if inp.mem_fraction_static is not None:
         return inp.mem_fraction_static * factor if factor != 1.0 else inp.mem_fraction_static
@@ -551,7 +583,8 @@ def swa_full_tokens(kv_bytes: float, full_cell: int, swa_cell: int, ratio: float
     model_runner_kv_cache_mixin.py _resolve_token_capacity, _resolve_hybrid_swa_tokens; 0.5.9
     init_memory_pool, set_num_tokens_hybrid_swa; 0.5.2 / 0.5.6 model_runner.py
     set_num_token_hybrid, the same with equal full and SWA heads)."""
-    if fam.name in ("0.3.6", "0.4.0", "0.4.3", "0.4", "0.5.2", "0.5.3", "0.5.6", "0.5.9", "0.5.10"):
+    if fam.name in ("0.3.6", "0.4.0", "0.4.3", "0.4.4", "0.4", "0.4.7", "0.4.8", "0.4.9", "0.5.2", "0.5.3", "0.5.6", "0.5.9",
+                    "0.5.10"):
         profiled = int(kv_bytes // (full_cell + swa_cell))
         if max_total_tokens is not None:
             profiled = min(profiled, max_total_tokens)

@@ -43,6 +43,7 @@ class SizingFlags:
     disable_cuda_graph: bool = False
     swa_full_tokens_ratio: float = 0.8
     disable_hybrid_swa_memory: bool = False
+    enable_multimodal: bool = False  # a VLM on ModelConfig's mm_disabled_models served as one
 
 
 def sizing_flags(extra_args: tuple[str, ...]) -> SizingFlags:
@@ -84,6 +85,7 @@ def sizing_flags(extra_args: tuple[str, ...]) -> SizingFlags:
         disable_cuda_graph="disable-cuda-graph" in args,
         swa_full_tokens_ratio=num("swa-full-tokens-ratio", float) or 0.8,
         disable_hybrid_swa_memory="disable-hybrid-swa-memory" in args,
+        enable_multimodal="enable-multimodal" in args,
     )
 
 
@@ -122,7 +124,7 @@ class Inputs:
     draft_kv_bytes_per_token: int | None = None  # a DFlash draft's own KV, on one GPU
     gpu_total_gb: float | None = None  # for SGLang's automatic mem_fraction_static
     model_kind: str | None = None  # dense | hybrid | mla; None: config.json unread (--kv-bytes-per-token)
-    multimodal: bool = False  # config.json has a vision_config
+    multimodal: bool = False  # SGLang's ModelConfig.is_multimodal (modelinfo.ModelShape.multimodal, --enable-multimodal)
     architecture: str | None = None
     vit: tuple[int, int] | None = None  # the vision tower SGLang's automatic fraction scales by
     sliding_window: int | None = None
@@ -200,13 +202,26 @@ def inputs_from_shape(cfg: ServiceConfig, shape: ModelShape | None, *, gpu_free_
         # DP attention: the attention layers and the embedding split over tp / DP ranks only
         per_gpu += shape.attn_tp_weight_bytes // tp - shape.attn_tp_weight_bytes // whole
     grown = rope_growth(cfg, shape, ctx)
+    multimodal = bool(shape and (shape.multimodal or (shape.multimodal_opt_in and (
+        sizing_flags(cfg.extra_args).enable_multimodal or not multimodal_opt_in_release(cfg.sglang_version)))))
     return Inputs(gpu_free_gb, gpu_source, per_gpu, kv_bytes_per_token, slot, draft_bytes // whole,
                   ctx, dict(sources or {}), attention_layers=shape.attention_layers if shape else 0,
                   draft_layers=draft_layers, draft_kv_bytes_per_token=draft_kv, gpu_total_gb=gpu_total_gb,
-                  model_kind=shape.kind if shape else None, multimodal=bool(shape and shape.multimodal),
+                  model_kind=shape.kind if shape else None, multimodal=multimodal,
                   swa_kv_bytes_per_token=swa, architecture=shape.architecture if shape else None,
-                  vit=shape.vit if shape else None, sliding_window=shape.sliding_window if swa else None,
+                  vit=shape.vit if shape and multimodal else None, sliding_window=shape.sliding_window if swa else None,
                   rope_growth=grown, uncertainty=(rope_words(grown),) if grown.released_bytes else ())
+
+
+def multimodal_opt_in_release(version: str | None) -> bool:
+    """Whether the release serves ModelConfig's mm_disabled_models text-only unless --enable-multimodal
+    (0.4.6+ configs/model_config.py; before it Gemma 3 was a VLM like any other). Unknown: the newest."""
+    from svcdiag.sglang.flag_tables import version_key
+
+    try:
+        return not version or version_key(version) >= version_key("0.4.6")
+    except ValueError:
+        return True
 
 
 def rope_growth(cfg: ServiceConfig, shape: ModelShape | None, ctx: int | None) -> rope.RopeGrowth:
