@@ -163,13 +163,6 @@ CAUSES: list[tuple[str, str, Callable[[Mismatch], bool]]] = [
      "server_args.py ServerArgs._handle_speculative_decoding",
      lambda m: bool(m.case.get("spec")) and m.case.get("max_running_requests") is None
      and m.sglang.get("max_running_requests_flag") == 48),
-    ("kv-float-boundary", "one KV token at an exact boundary: the budget is a whole number of cells (round figures: "
-     "139.1 GB free, 43.495 GB of weights, fraction 0.7), and SGLang's float arithmetic (model_runner.py "
-     "profile_max_num_token: int(rest_memory * (1 << 30) // cell_size), rest_memory = available - total * (1 - "
-     "mem_fraction_static)) lands a hair below it, svcdiag's (the weights in whole bytes, as an operator's "
-     "checkpoint has them) on it",
-     lambda m: m.fields == ("kv_tokens",) and m.case["page_size"] == 1
-     and abs(m.sglang["kv_tokens"] - m.svcdiag["kv_tokens"]) == 1),
     ("dp-attention", "KV heads split by the attention TP group, caps per DP worker: model_executor/"
      "pool_configurator.py DefaultPoolConfigurator._compute_cell_size (get_num_kv_heads(attn_tp_size)), "
      "kv_cache_configurator.py resolve_max_num_reqs; up to 0.5.9 model_runner(_kv_cache_mixin).py "
