@@ -294,7 +294,7 @@ def drive_configurator(root: Path, c: dict[str, Any], model_cfg: dict[str, Any],
         hf = PretrainedConfig(**kw)
     wheel_mm = wheel_is_multimodal(L, hf)
     if wheel_mm is not None:  # the wheel's own decision, not config.json's vision_config
-        facts["multimodal"] = wheel_mm
+        facts["multimodal"] = bool(wheel_mm.is_multimodal)
     AttentionArch = L.get("sglang.srt.configs.model_config", "AttentionArch")
     mc = Bag("model_config", hf_config=hf, hf_text_config=hf.get_text_config(), context_len=facts["context_len"],
              head_dim=facts["head_dim"], v_head_dim=facts["v_head_dim"],
@@ -303,6 +303,8 @@ def drive_configurator(root: Path, c: dict[str, Any], model_cfg: dict[str, Any],
              num_hidden_layers=facts["num_hidden_layers"], kv_lora_rank=model_cfg.get("kv_lora_rank"),
              qk_rope_head_dim=model_cfg.get("qk_rope_head_dim"), quantization=None, dtype=torch.bfloat16,
              is_hybrid=arch in own, model_path=c["model"])
+    if wheel_mm is not None and wheel_mm.has("is_multimodal_chunked_prefill_supported"):  # 0.4.7+
+        mc.set(is_multimodal_chunked_prefill_supported=bool(wheel_mm.is_multimodal_chunked_prefill_supported))
     # ModelConfig.__init__'s prefill-graph facts (0.5.11+), from the wheel's own arch lists
     archs, mcm = hf.architectures or [], "sglang.srt.configs.model_config"
     for flag in ("is_multimodal_piecewise_cuda_graph_supported", "is_multimodal_breakable_cuda_graph_supported"):
@@ -777,13 +779,14 @@ def init_statement(L: Loader, module: str, cls: str, func: str, needle: str,
 #: None → False for the architectures in its mm_disabled_models, Gemma 3 and Llama 4 among them;
 #: 0.5.18+ also language_model_only and the sub-config heuristics)
 MULTIMODAL_HEADS = ("self.is_lm_only =", "if enable_multimodal is None", "has_multimodal_subconfig =",
-                    "has_dsv41_vision =", "self.is_multimodal =")
+                    "has_dsv41_vision =", "self.is_multimodal =", "self.is_multimodal_chunked_prefill_supported =")
 
 
-def wheel_is_multimodal(L: Loader, hf: Any) -> bool | None:
+def wheel_is_multimodal(L: Loader, hf: Any) -> Bag | None:
     """Whether the wheel's ModelConfig calls the model multimodal when --enable-multimodal is not
-    given, its own statements run as written; None where its __init__ has no `enable_multimodal`
-    (up to 0.4.0: is_multimodal_model alone, which pool_0400 runs)."""
+    given (is_multimodal, and is_multimodal_chunked_prefill_supported where it has one), its own
+    statements run as written; None where its __init__ has no `enable_multimodal` (up to 0.4.0:
+    is_multimodal_model alone, which pool_0400 runs)."""
     mcm = "sglang.srt.configs.model_config"
     if "enable_multimodal is None" not in L.path(mcm).read_text():
         return None
@@ -792,7 +795,7 @@ def wheel_is_multimodal(L: Loader, hf: Any) -> bool | None:
                         keep=lambda s: s.strip().startswith(MULTIMODAL_HEADS))
     me = Bag("model_config", hf_config=hf, hf_text_config=hf.get_text_config(), model_impl="auto")
     fn(me, None, False)
-    return bool(me.is_multimodal)
+    return me
 
 
 def pool_0400(L: Loader, kvc: Any, cfg: Bag, free_gb: float) -> Any:
@@ -815,7 +818,9 @@ def runner_fraction(L: Loader, kvc: Any, cfg: Bag) -> None:
     automatic fraction), 0.4.7-0.5.2's `if server_args.attention_backend == "aiter"` × 0.85 (ROCm's
     backend: inert on this CUDA grid)."""
     runner = "sglang.srt.model_executor.model_runner"
-    kvc.is_multimodal = kvc.model_config.is_multimodal  # ModelRunner.__init__: model_config.is_multimodal
+    # ModelRunner.__init__'s own `self.is_multimodal… = model_config.…` statements
+    init_statement(L, runner, "ModelRunner", "__init__", "self.is_multimodal", ("self", "model_config"),
+                   keep=lambda s: s.strip().startswith("self.is_multimodal"))(kvc, kvc.model_config)
     if "self.mem_fraction_static *= " not in L.path(runner).read_text():
         return
     init_statement(L, runner, "ModelRunner", "model_specific_adjustment", "self.mem_fraction_static *= ")(kvc, cfg)
@@ -861,7 +866,7 @@ def driver_for(release: str):
         return drive_0509
     if key >= (0, 5, 3):
         return drive_0506
-    if key >= (0, 4, 6):  # 0.4.6.post1, 0.5.1
+    if key >= (0, 4, 6):  # 0.4.6.post1, 0.4.7, 0.4.8.post1, 0.4.9, 0.5.1
         return drive_0501
     if (0, 3, 6) <= key < (0, 4, 5):  # 0.3.6, 0.4.0 (the flag tables' oldest)
         return drive_0400

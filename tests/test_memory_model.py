@@ -261,6 +261,22 @@ def test_0_4_4_post4_to_0_4_8_a_vlm_runs_with_90_percent_and_0_4_9_moves_it_to_t
         .mem_fraction_static == pytest.approx(auto * vlm_factor((32, 1280)))
 
 
+def test_up_to_0_5_6_the_eagle_headroom_rescues_a_budget_just_below_zero() -> None:
+    """init_memory_pool adds max_num_reqs × (steps × topk + D) + 100 to profile_max_num_token's figure
+    whatever its sign and raises only on a sum ≤ 0 (0.4.7's table: Llama-70B at tp 8 on an L4, 320
+    tokens from a −116-token profile); from 0.5.9 the draft's KV is outside the pool: no rescue."""
+    from svcdiag.sglang.memory import eagle_extra_tokens
+
+    just_below = _dense(free_before_gb=20.0, weights_gb=16.001, version="0.4.6", speculative_algorithm="EAGLE")
+    p = predict(just_below)
+    assert p.rest_gb < 0 and p.failure is None
+    assert p.kv_tokens == int(p.rest_gb * GB // just_below.kv_cell_bytes) + \
+        eagle_extra_tokens(just_below, family("0.4.6"), 48)
+    assert predict(replace(just_below, speculative_algorithm=None)).failure == "not_enough_memory"
+    assert predict(replace(just_below, version="0.5.9")).failure == "not_enough_memory"
+    assert predict(replace(just_below, weights_gb=17.0)).failure == "not_enough_memory"  # the sum ≤ 0
+
+
 def test_0_4_7_has_its_own_automatic_fraction() -> None:
     """0.4.7 server_args.py __post_init__: tp's table up to 80 GB, 0.88 above, a card over 96 GB
     min(m + 48 GB·(1 − m) / capacity, (capacity − 18 GB) / capacity), 0.79 over 180,000 MB, a

@@ -719,7 +719,12 @@ def predict(inp: SizingInputs) -> Prediction:
     slots: int | None = None
     mamba_gb = intermediate = 0.0
     failure: str | None = None
-    if rest <= 0:
+    # up to 0.5.6 init_memory_pool adds the EAGLE headroom to profile_max_num_token's figure whatever
+    # its sign and raises only when the sum is ≤ 0: a budget a little below zero still starts (0.4.7's
+    # table: 320 tokens from a −116-token profile)
+    rescued = rest <= 0 and not hybrid and not inp.swa_cell_bytes and fam.eagle_pool == "extra_tokens" \
+        and eagle_extra_tokens(inp, fam, 1) > 0
+    if rest <= 0 and not rescued:
         failure = Cause.NOT_ENOUGH_MEMORY
     elif hybrid:
         assert ratio is not None
@@ -731,10 +736,10 @@ def predict(inp: SizingInputs) -> Prediction:
             failure = Cause.MAMBA_CACHE_TOO_SMALL
     kv_rest = rest - mamba_gb - intermediate
     cell = cell_with_draft(inp, fam)
-    tokens = int(kv_rest * GB // cell) if kv_rest > 0 and cell > 0 else 0
+    tokens = int(kv_rest * GB // cell) if (kv_rest > 0 or rescued) and cell > 0 else 0
     # up to 0.5.9 init_memory_pool estimates max_num_reqs from profile_max_num_token's figure (every
     # layer's cell), before the EAGLE headroom, --max-total-tokens, the page alignment and the SWA split
-    profiled = int(kv_rest * GB // (cell + inp.swa_cell_bytes)) if tokens > 0 else 0
+    profiled = int(kv_rest * GB // (cell + inp.swa_cell_bytes)) if tokens > 0 or rescued else 0
     if inp.swa_cell_bytes and tokens > 0:
         capped = swa_request_cap(inp, fam)
         if capped is not None:
@@ -743,14 +748,14 @@ def predict(inp: SizingInputs) -> Prediction:
             tokens = swa_full_tokens(kv_rest * GB, cell, inp.swa_cell_bytes, inp.swa_full_tokens_ratio, fam,
                                      max(1, inp.page_size), inp.max_total_tokens)
     extra = 0
-    if tokens > 0 and fam.eagle_pool == "extra_tokens":
+    if (tokens > 0 or rescued) and fam.eagle_pool == "extra_tokens":
         reqs = inp.max_running_requests
         if reqs is None:
             reqs = min(max(int(profiled / max(1, inp.context_len) * 512), 2048), 4096)
         if slots is not None and ratio:
             reqs = min(reqs, slots // ratio)
         extra = eagle_extra_tokens(inp, fam, reqs)
-    tokens += extra
+    tokens = max(0, tokens + extra)  # ≤ 0: SGLang raises (not_enough_memory below)
     if inp.max_total_tokens is not None:
         tokens = min(tokens, inp.max_total_tokens)
     page = max(1, inp.page_size)
