@@ -385,15 +385,16 @@ def inconsistency(f: Figures, inp: memory.SizingInputs, draft_in_budget: bool = 
         if abs(logged_cell - inp.kv_cell_bytes) > max(0.01 * inp.kv_cell_bytes, 0.006 * GB / tokens):
             return (f"its KV line is {logged_cell:,.0f} bytes per token, the model's cell at tp {inp.tp_size} is "
                     f"{inp.kv_cell_bytes:,}: another model's line, or another KV dtype")
-    budget = float(inp.free_after_load_gb or 0) - inp.rope_growth_gb \
-        - inp.free_before_gb * (1 - float(inp.mem_fraction_static or 0))
+    # up to 0.4.8.post1 ModelRunner scales a VLM's fraction before it sizes (Family.vlm_runner_factor)
+    mfs = float(inp.mem_fraction_static or 0) * (memory.family(inp.version).vlm_runner_factor if inp.multimodal else 1.0)
+    budget = float(inp.free_after_load_gb or 0) - inp.rope_growth_gb - inp.free_before_gb * (1 - mfs)
     pools = float(kv_gb or tokens * inp.kv_cell_bytes / GB) + mamba_pools_gb(f)
     pools -= unbudgeted_padding_gb(f, inp)
     if draft_in_budget:
         pools += float(f.draft_kv_gb or 0)
     if abs(pools - budget) > max(ROUNDING_GB, 0.005 * pools):
         return (f"its pools ({pools:.2f} GB) are not its own budget, {inp.free_after_load_gb} − "
-                f"{inp.free_before_gb} × (1 − {inp.mem_fraction_static})"
+                f"{inp.free_before_gb} × (1 − {round(mfs, 4)})"
                 + (f" − {inp.rope_growth_gb:.3f} RoPE" if inp.rope_growth_gb else "") + f" = {budget:.2f} GB")
     return None
 

@@ -292,6 +292,9 @@ def drive_configurator(root: Path, c: dict[str, Any], model_cfg: dict[str, Any],
         hf = L.get(*own[arch])(**kw)
     else:
         hf = PretrainedConfig(**kw)
+    wheel_mm = wheel_is_multimodal(L, hf)
+    if wheel_mm is not None:  # the wheel's own decision, not config.json's vision_config
+        facts["multimodal"] = bool(wheel_mm.is_multimodal)
     AttentionArch = L.get("sglang.srt.configs.model_config", "AttentionArch")
     mc = Bag("model_config", hf_config=hf, hf_text_config=hf.get_text_config(), context_len=facts["context_len"],
              head_dim=facts["head_dim"], v_head_dim=facts["v_head_dim"],
@@ -300,6 +303,8 @@ def drive_configurator(root: Path, c: dict[str, Any], model_cfg: dict[str, Any],
              num_hidden_layers=facts["num_hidden_layers"], kv_lora_rank=model_cfg.get("kv_lora_rank"),
              qk_rope_head_dim=model_cfg.get("qk_rope_head_dim"), quantization=None, dtype=torch.bfloat16,
              is_hybrid=arch in own, model_path=c["model"])
+    if wheel_mm is not None and wheel_mm.has("is_multimodal_chunked_prefill_supported"):  # 0.4.7+
+        mc.set(is_multimodal_chunked_prefill_supported=bool(wheel_mm.is_multimodal_chunked_prefill_supported))
     # ModelConfig.__init__'s prefill-graph facts (0.5.11+), from the wheel's own arch lists
     archs, mcm = hf.architectures or [], "sglang.srt.configs.model_config"
     for flag in ("is_multimodal_piecewise_cuda_graph_supported", "is_multimodal_breakable_cuda_graph_supported"):
@@ -456,7 +461,13 @@ def drive_configurator(root: Path, c: dict[str, Any], model_cfg: dict[str, Any],
         find("__post_init__")(kvc)  # mambaish / hybrid_gdn / kda configs, the DFlash draft cell
     mem_fraction = cfg.mem_fraction_static
     try:
-        if args_phase in (args_0509, args_0506, args_0501):
+        if args_phase is args_0400:
+            pool = pool_0400(L, kvc, cfg, c["free_gb"])
+            mem_fraction = kvc.mem_fraction_static  # ModelRunner.__init__'s, which the pool was sized with
+        elif args_phase in (args_0509, args_0506, args_0501):
+            if args_phase is args_0501:
+                runner_fraction(L, kvc, cfg)
+                mem_fraction = kvc.mem_fraction_static  # ModelRunner's, which the pool is sized with
             pool = pool_0509(L, kvc, cfg, c["free_gb"])
         else:
             pool = kvc._resolve_memory_pool_config(c["free_gb"])
@@ -646,7 +657,8 @@ def method_statements(L: Loader, module: str, cls: str, func: str, stop, tail: s
     return ns[func]
 
 
-def pool_0509(L: Loader, kvc: Any, cfg: Bag, free_gb: float) -> Any:
+def pool_0509(L: Loader, kvc: Any, cfg: Bag, free_gb: float,
+              stop: tuple[str, ...] = ("if self.req_to_token_pool is None",)) -> Any:
     """Up to 0.5.9: init_memory_pool (ModelRunnerKVCacheMixin's, before 0.5.7 ModelRunner's) up to
     the pool allocations (profile_max_num_token, handle_max_mamba_cache, max_num_reqs), then the
     `self.max_running_requests = min(..., req_to_token_pool.size)` statement (ModelRunner.initialize;
@@ -655,7 +667,7 @@ def pool_0509(L: Loader, kvc: Any, cfg: Bag, free_gb: float) -> Any:
     runner = "sglang.srt.model_executor.model_runner"
     owner = (mixin, "ModelRunnerKVCacheMixin") if L.has(mixin, "ModelRunnerKVCacheMixin") else (runner, "ModelRunner")
     init = method_statements(L, *owner, "init_memory_pool",
-                             lambda s: s.startswith("if self.req_to_token_pool is None"), "return max_num_reqs")
+                             lambda s: s.startswith(stop), "return max_num_reqs")
     nargs = init.__code__.co_argcount
     extra = (cfg.max_running_requests, cfg.max_total_tokens)[: nargs - 2]
     max_num_reqs = init(kvc, free_gb, *extra)
@@ -721,7 +733,105 @@ def drive_0506(root: Path, c: dict[str, Any], model_cfg: dict[str, Any]) -> tupl
     return drive_configurator(root, c, model_cfg, args_0506)
 
 
+def args_0400(L: Loader, cfg: Bag, mc: Bag, c: dict[str, Any], code: list[str]) -> None:
+    """0.3.6-0.4.0 (up to 0.4.5.post2 by their flag tables; 0.4.0 and 0.3.6 run): as 0.5.1, no
+    handler to call alone: ServerArgs.__post_init__'s own statements that size, in its order and as
+    written: the card reading (get_nvgpu_memory_capacity), the `if self.mem_fraction_static is None`
+    block (by tp alone), 0.4.0's `if self.chunked_prefill_size is None` / `if self.cuda_graph_max_bs
+    is None` (0.3.6: `if gpu_mem < 25000`, chunked prefill //= 4), and the `if self.enable_dp_attention`
+    block (dp_size = tp_size, chunked prefill // 2). No speculative package, no page size yet."""
+    heads = ("if is_hip():\n            gpu_mem = ", "if self.mem_fraction_static is None",
+             "if self.chunked_prefill_size is None", "if self.cuda_graph_max_bs is None", "if gpu_mem < 25",
+             "if self.enable_dp_attention:")
+    defaults = server_args_defaults(L)
+    cfg.set(chunked_prefill_size=defaults.get("chunked_prefill_size"),  # 0.3.6: 8192, 0.4.0: None
+            cuda_graph_max_bs=defaults.get("cuda_graph_max_bs"))
+    for n in ("get_nvgpu_memory_capacity", "get_amdgpu_memory_capacity"):
+        L.stubs[f"sglang.srt.server_args.{n}"] = lambda: c["gpu_capacity_mib"]
+    L.stubs["sglang.srt.server_args.is_hip"] = lambda: False
+    fn = statements(L, "sglang.srt.server_args", "__post_init__", lambda s: s.startswith(heads), cls="ServerArgs")
+    L.used[-1] = "sglang/srt/server_args.py:__post_init__ (its sizing statements)"  # no max_running one here
+    fn(cfg)
+
+
+def init_statement(L: Loader, module: str, cls: str, func: str, needle: str,
+                   argnames: tuple[str, ...] = ("self", "server_args"), keep=None) -> Any:
+    """The top-level statements of `cls.func` whose source holds `needle` (or that `keep` accepts),
+    in their order, as a function of `argnames` (default (self, server_args): a constructor's
+    statement that reads its `server_args` argument)."""
+    L._index(module)
+    klass = next(n for n in L._defs[module][cls] if isinstance(n, ast.ClassDef))
+    node = next(n for n in klass.body if isinstance(n, ast.FunctionDef) and n.name == func)
+    body = [st for st in node.body if (keep(L._segment(module, st)) if keep else needle in L._segment(module, st))]
+    if not body:
+        raise NameError(f"oracle: no statement with {needle!r} in {cls}.{func}")
+    args = ast.arguments(posonlyargs=[], args=[ast.arg(a) for a in argnames], kwonlyargs=[],
+                         kw_defaults=[], defaults=[])
+    new = ast.FunctionDef(name=func, args=args, body=body, decorator_list=[], returns=None, type_params=[])
+    ast.fix_missing_locations(new)
+    ns = L.namespace(module)
+    exec(compile(ast.Module(body=[new], type_ignores=[]), f"<wheel {module}.{cls}.{func} (statement)>", "exec"), ns)
+    L.used.append(f"{L.path(module).relative_to(L.root)}:{cls}.{func} (its statement {needle!r})")
+    return ns[func]
+
+
+#: ModelConfig.__init__'s statements that decide is_multimodal (0.4.6.post1+: `enable_multimodal`
+#: None → False for the architectures in its mm_disabled_models, Gemma 3 and Llama 4 among them;
+#: 0.5.18+ also language_model_only and the sub-config heuristics)
+MULTIMODAL_HEADS = ("self.is_lm_only =", "if enable_multimodal is None", "has_multimodal_subconfig =",
+                    "has_dsv41_vision =", "self.is_multimodal =", "self.is_multimodal_chunked_prefill_supported =")
+
+
+def wheel_is_multimodal(L: Loader, hf: Any) -> Bag | None:
+    """Whether the wheel's ModelConfig calls the model multimodal when --enable-multimodal is not
+    given (is_multimodal, and is_multimodal_chunked_prefill_supported where it has one), its own
+    statements run as written; None where its __init__ has no `enable_multimodal` (up to 0.4.0:
+    is_multimodal_model alone, which pool_0400 runs)."""
+    mcm = "sglang.srt.configs.model_config"
+    if "enable_multimodal is None" not in L.path(mcm).read_text():
+        return None
+    fn = init_statement(L, mcm, "ModelConfig", "__init__", "if enable_multimodal is None; self.is_multimodal =",
+                        ("self", "enable_multimodal", "language_model_only"),
+                        keep=lambda s: s.strip().startswith(MULTIMODAL_HEADS))
+    me = Bag("model_config", hf_config=hf, hf_text_config=hf.get_text_config(), model_impl="auto")
+    fn(me, None, False)
+    return me
+
+
+def pool_0400(L: Loader, kvc: Any, cfg: Bag, free_gb: float) -> Any:
+    """0.3.6-0.4.0: ModelRunner.__init__'s multimodal statement (`self.mem_fraction_static *= 0.95`
+    for a model configs/model_config.py is_multimodal_model names), then init_memory_pool's
+    statements up to the request pool's constructor, which 0.3.6-0.4.0 call unconditionally (the
+    size it receives as written, `max_num_reqs + 1`), then TpModelWorker.__init__'s
+    max_running_requests statement (pool_0509's tail)."""
+    runner, mcm = "sglang.srt.model_executor.model_runner", "sglang.srt.configs.model_config"
+    kvc.is_multimodal = L.get(mcm, "is_multimodal_model")(list(kvc.model_config.hf_config.architectures or []))
+    init_statement(L, runner, "ModelRunner", "__init__", "self.mem_fraction_static *= ")(kvc, cfg)
+    return pool_0509(L, kvc, cfg, free_gb, stop=("if self.req_to_token_pool is None",
+                                                 "self.req_to_token_pool = ReqToTokenPool("))
+
+
+def runner_fraction(L: Loader, kvc: Any, cfg: Bag) -> None:
+    """0.4.6.post1-0.5.1: ModelRunner.model_specific_adjustment's statements that scale the fraction,
+    as written (ModelRunner.__init__ runs it before the pool is sized): 0.4.4.post4-0.4.8.post1's
+    `if self.is_multimodal: self.mem_fraction_static *= 0.90` (ModelConfig's is_multimodal, given or
+    automatic fraction), 0.4.7-0.5.2's `if server_args.attention_backend == "aiter"` × 0.85 (ROCm's
+    backend: inert on this CUDA grid)."""
+    runner = "sglang.srt.model_executor.model_runner"
+    # ModelRunner.__init__'s own `self.is_multimodal… = model_config.…` statements
+    init_statement(L, runner, "ModelRunner", "__init__", "self.is_multimodal", ("self", "model_config"),
+                   keep=lambda s: s.strip().startswith("self.is_multimodal"))(kvc, kvc.model_config)
+    if "self.mem_fraction_static *= " not in L.path(runner).read_text():
+        return
+    init_statement(L, runner, "ModelRunner", "model_specific_adjustment", "self.mem_fraction_static *= ")(kvc, cfg)
+
+
+def drive_0400(root: Path, c: dict[str, Any], model_cfg: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    return drive_configurator(root, c, model_cfg, args_0400)
+
+
 POOL_OWNERS = {
+    args_0400: [("sglang.srt.model_executor.model_runner", "ModelRunner")],
     args_0506: [("sglang.srt.model_executor.model_runner", "ModelRunner")],
     args_0501: [("sglang.srt.model_executor.model_runner", "ModelRunner")],
     args_0509: [("sglang.srt.model_executor.model_runner_kv_cache_mixin", "ModelRunnerKVCacheMixin"),
@@ -756,14 +866,16 @@ def driver_for(release: str):
         return drive_0509
     if key >= (0, 5, 3):
         return drive_0506
-    if key >= (0, 4, 6):  # 0.4.6.post1, 0.5.1 (0.4.0: see docs/preflight.md#the-oracle)
+    if key >= (0, 4, 6):  # 0.4.6.post1, 0.4.7, 0.4.8.post1, 0.4.9, 0.5.1
         return drive_0501
+    if (0, 3, 6) <= key < (0, 4, 5):  # 0.3.6, 0.4.0 (the flag tables' oldest)
+        return drive_0400
     raise SystemExit(f"sglang-sizing-oracle: no driver for {release} yet")
 
 
 def supports(release: str, case: dict[str, Any], root: Path | None = None) -> bool:
-    """Whether the release has the case's flags (--attn-dp-size is 0.5.22+) and its speculative
-    algorithm (a name its speculative/spec_info.py knows)."""
+    """Whether the release has the case's flags (--attn-dp-size is 0.5.22+, --page-size 0.4.5+) and
+    its speculative algorithm (a name its speculative/spec_info.py knows)."""
     key = tuple(int(x) for x in release.split(".")[:3] if x.isdigit())
     if case["dp_mode"] == "attn_dp_size" and key < (0, 5, 22):
         return False
@@ -773,9 +885,23 @@ def supports(release: str, case: dict[str, Any], root: Path | None = None) -> bo
         return False  # 0.5.1 turns the hybrid sliding-window pool on for them: its pool split is not run
     if root is not None and "3.8-27B" in case["model"] and not (root / "sglang/srt/configs/qwen3_5.py").is_file():
         return False  # a Qwen3.5-style hybrid: only releases that have its config class
+    if key < (0, 4, 5) and root is not None and case["page_size"] != 1 \
+            and "page_size" not in (root / "sglang/srt/server_args.py").read_text():
+        return False  # 0.3.6-0.4.0: no --page-size
     if case["spec"] and root is not None:
         spec_info = root / "sglang/srt/speculative/spec_info.py"
         known = spec_info.read_text() if spec_info.is_file() else ""
         if case["spec"] not in known and (case["spec"] != "NEXTN" or not known):
             return False
     return True
+
+
+def has_model_file(root: Path, arch: str) -> bool:
+    """Whether the wheel has a model file for `arch` (its sglang/srt/models/*.py name it: the
+    EntryClass registry); 0.3.6-0.4.0 predate Qwen3, Gemma 3, gpt-oss, Qwen2.5-VL."""
+    if not hasattr(has_model_file, "_text"):
+        has_model_file._text = {}  # type: ignore[attr-defined]
+    cache = has_model_file._text  # type: ignore[attr-defined]
+    if root not in cache:
+        cache[root] = "\n".join(p.read_text() for p in sorted((root / "sglang/srt/models").glob("*.py")))
+    return f"class {arch}(" in cache[root]

@@ -148,7 +148,7 @@ def mismatches(path: Path) -> Iterator[Mismatch]:
 def _kind(c: dict[str, Any]) -> str:
     m = c["model"]
     return ("hybrid" if "Next" in m or "3.8-27B" in m else "mla" if "DeepSeek" in m else "swa" if "gpt-oss" in m
-            else "vlm" if "VL" in m or "gemma-3" in m else "moe" if "A3B" in m or "A22B" in m else "dense")
+            else "vlm" if "VL" in m else "moe" if "A3B" in m or "A22B" in m else "dense")
 
 
 #: (cause, where in SGLang, predicate on a mismatch): the first that holds names the row's cause
