@@ -88,7 +88,7 @@ def sizing(c: dict[str, Any], release: str, model_cfg: dict[str, Any]) -> memory
     inp = inputs_from_shape(cfg, shape, gpu_free_gb=c["free_gb"], gpu_source="oracle",
                             weights_bytes=int(c["weights_gb"] * GB) * c["tp"],
                             draft_bytes=int((c.get("draft_weights_gb") or 0.0) * GB), draft_layers=draft_layers,
-                            gpu_total_gb=c["gpu_capacity_mib"] / 1024)
+                            gpu_total_gb=c["gpu_capacity_mib"] / 1024, gpu_name=c["card"])
     # the oracle stubs the post-load reading: the RoPE caches SGLang grows before it (svcdiag.sglang.rope,
     # reserve_rope_cache_for_long_sequences) are outside the sizing code it runs
     return replace(sizing_inputs(cfg, inp), rope_growth_gb=0.0)
