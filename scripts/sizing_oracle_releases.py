@@ -209,6 +209,11 @@ def sm_platform(sm: int) -> dict[str, bool]:
             "xpu_has_xmx_support": False}
 
 
+def answer(value: Any) -> Any:
+    """A platform probe that answers `value` whatever it is asked."""
+    return lambda *a, **k: value
+
+
 def platform_bag(sm: int) -> dict[str, Any]:
     """0.5.19+ runtime_context.get_platform()'s answers for that card."""
     p = sm_platform(sm)
@@ -390,7 +395,7 @@ def drive_configurator(root: Path, c: dict[str, Any], model_cfg: dict[str, Any],
         L.stubs[f"{mod}.get_device_name"] = lambda *a: c["card"]
         L.stubs[f"{mod}.is_cuda_alike"] = lambda: True
         for n, v in sm_platform(c["sm"]).items():  # what the card is (its compute capability, CUDA 12.8+)
-            L.stubs[f"{mod}.{n}"] = (lambda v: lambda *a, **k: v)(v)
+            L.stubs[f"{mod}.{n}"] = answer(v)
     L.stubs["sglang.srt.runtime_context.get_platform"] = lambda: Bag("platform", **platform_bag(c["sm"]))
     L.stubs["sglang.srt.platforms.current_platform"] = Bag(  # CUDA itself, not an out-of-tree platform
         "current_platform", is_out_of_tree=lambda: False, support_piecewise_cuda_graph=lambda: True)
@@ -435,8 +440,7 @@ def drive_configurator(root: Path, c: dict[str, Any], model_cfg: dict[str, Any],
             fn = L.method(mcm, "ModelConfig", prop)
         except NameError:
             continue
-        mc.set(**{prop.lstrip("_").replace("detect_", "has_"): fn(mc) if getattr(fn, "_oracle_property", False)
-                  else fn(mc)})
+        mc.set(**{prop.lstrip("_").replace("detect_", "has_"): fn(mc)})  # a property or a method: the wheel's
     for m in ("get_num_kv_heads", "get_total_num_kv_heads"):
         fn = L.method("sglang.srt.configs.model_config", "ModelConfig", m)
         mc.set(**{m: (lambda f: lambda *a, **k: f(mc, *a, **k))(fn)})
