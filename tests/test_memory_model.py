@@ -323,3 +323,19 @@ def test_preflight_reads_the_backend_flags_and_the_card() -> None:
     inp = Inputs(gpu_free_gb=177.6, gpu_source="nvml", weights_bytes=0, kv_bytes_per_token=1, gpu_name="NVIDIA B200")
     assert sizing_inputs(cfg, inp).gpu_sm == 100
     assert sizing_inputs(cfg, replace(inp, gpu_name="NVIDIA H200")).gpu_sm is None
+
+
+def test_rocm_keeps_15_percent_of_the_fraction_above_8192_context() -> None:
+    """aiter (ROCm's default from 0.5.4) scales mem_fraction_static by 0.85 for a context over 8,192;
+    a logged start's fraction is already scaled; gpt-oss gets aiter only from 0.5.10."""
+    rocm = dense(gpu_sm=None, rocm=True)
+    assert predict(rocm).mem_fraction_static == pytest.approx(0.8 * 0.85)
+    assert predict(replace(rocm, context_len=8192)).mem_fraction_static == 0.8
+    assert predict(replace(rocm, logged=True)).mem_fraction_static == 0.8
+    assert predict(replace(rocm, version="0.5.3")).mem_fraction_static == 0.8
+    assert predict(replace(rocm, attention_backends=("triton", None, None))).mem_fraction_static == 0.8
+    assert predict(replace(rocm, rocm=False)).mem_fraction_static == 0.8
+    assert predict(rocm).kv_tokens < predict(replace(rocm, rocm=False)).kv_tokens * 0.9
+    oss = replace(rocm, architecture="GptOssForCausalLM")
+    assert predict(replace(oss, version="0.5.9")).mem_fraction_static == 0.8
+    assert predict(replace(oss, version="0.5.10")).mem_fraction_static == pytest.approx(0.68)

@@ -709,6 +709,37 @@ def attention_page(inp: SizingInputs) -> tuple[int, bool]:
     return page, swa_off
 
 
+#: the context above which the aiter backend (ROCm) keeps 15 % of the fraction for its workspace
+AITER_CONTEXT = 8192
+
+
+def aiter_fraction(inp: SizingInputs, mfs: float) -> float:
+    """ROCm's attention backend takes 15 % of the fraction back for a context over 8,192
+    (server_args.py _handle_attention_backend_compatibility, 0.5.23 arg_groups/attention_hook.py
+    handle_attention_backend_compatibility: `mem_fraction_static *= 0.85` under aiter): aiter is asked
+    for, or the default from 0.5.4 (0.5.6's wheel) for an MHA model (an MLA model's depends on its
+    head count, not modeled) and gpt-oss's override from 0.5.10 (0.5.6-0.5.9: triton). Not for a start
+    read from its log: the logged fraction is already scaled. SGLANG_AITER_HONOR_EXPLICIT_MEM_FRACTION
+    (0.5.23, an asked fraction kept) is not read."""
+    from svcdiag.sglang.flag_tables import version_key
+
+    if not inp.rocm or inp.logged or inp.context_len <= AITER_CONTEXT:
+        return mfs
+    backend, prefill, decode = inp.attention_backends
+    if prefill is not None and prefill == decode:
+        backend = prefill
+    if backend is None and prefill is None and decode is None and not inp.mla and inp.version:
+        try:
+            key = version_key(inp.version)
+        except ValueError:
+            return mfs
+        first = "0.5.10" if inp.architecture == "GptOssForCausalLM" else "0.5.4"
+        backend = "aiter" if key >= version_key(first) else None
+    elif backend is None and prefill is None and decode is None and not inp.mla:
+        backend = "aiter"  # the newest release's default
+    return mfs * 0.85 if backend == "aiter" else mfs
+
+
 def predict(inp: SizingInputs) -> Prediction:
     """SGLang's own arithmetic for the release `inp.version` runs (the newest when unknown):
     KV tokens, Mamba state slots and max_running_requests, each bound named; a start its
@@ -722,7 +753,7 @@ def predict(inp: SizingInputs) -> Prediction:
     rule = spec_radix_rule(inp)
     if rule == "off" or (rule == "refuse" and inp.rocm):  # 0.5.8-0.5.9, and is_hip() in 0.5.10-0.5.13
         inp = replace(inp, disable_radix_cache=True)
-    mfs = mem_fraction(inp, fam)
+    mfs = aiter_fraction(inp, mem_fraction(inp, fam))
     refused = args_refusal(inp)
     if refused is not None:
         return Prediction(fam.name, mfs, 0.0, inp.kv_cell_bytes, 0, None, None, 0.0, 0.0, {"arguments": 0}, 0,
