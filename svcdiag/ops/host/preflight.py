@@ -200,11 +200,11 @@ def plan(cfg: ServiceConfig, *, gpu_memory: float | None = None, kv_bytes_per_to
             notes.append(f"no GPU capacity read: mem_fraction_static unset is taken as {AUTO_MEM_FRACTION}")
     identity = gpu_identity(cfg, remote)  # the card: its context figure, and SM100's attention backend
     free, span = sglang_view(cfg, free, source, sources, identity)
+    if gpu_sm(identity[0]) is not None:
+        sources["gpu_sm"] = f"{identity[0]}: SM100, SGLang's default attention backend sets the page size"
     inp = inputs_from_shape(cfg, shape, gpu_free_gb=free, gpu_source=source, weights_bytes=weights,
                             draft_bytes=draft, draft_shape=draft_shape, kv_bytes_per_token=kv_bytes_per_token,
                             sources=sources, gpu_total_gb=total, gpu_name=identity[0])
-    if gpu_sm(identity[0]) is not None:
-        sources["gpu_sm"] = f"{identity[0]}: SM100, SGLang's default attention backend sets the page size"
     if span is not None or uncertain:
         inp = replace(inp, gpu_free_range_gb=span, upper_bound=bool(uncertain), uncertainty=tuple(
             ([f"{sources['gpu_reading']}"] if span is not None else []) + uncertain) + inp.uncertainty)
