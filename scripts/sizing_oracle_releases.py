@@ -428,7 +428,9 @@ def drive_configurator(root: Path, c: dict[str, Any], model_cfg: dict[str, Any],
                   and not mc.is_multimodal_piecewise_cuda_graph_supported)
         mc.set(is_piecewise_cuda_graph_disabled_model=L.get(mcm, "is_piecewise_cuda_graph_disabled_model")(archs)
                or bool(mm_off))
-    if c["sm"] >= 100 and arch in own:
+    sm100_hybrid_rule = any("sm100_default_att" in f.read_text() for f in [
+        root / "sglang/srt/server_args.py", *(root / "sglang/srt/arg_groups").rglob("*.py")] if f.is_file())
+    if c["sm"] >= 100 and arch in own and sm100_hybrid_rule:  # 0.5.9+; 0.5.6's hybrid keeps flashinfer on SM100
         raise LeftOut("a hybrid GDN model on SM100: its model override picks the attention backend and page size "
                       "with the Mamba radix cache (_qwen3_5_hybrid_overrides; up to 0.5.18 _handle_mamba_radix_cache's "
                       "sm100_default_attention_backend), not run")
