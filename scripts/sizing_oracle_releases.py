@@ -235,13 +235,19 @@ def override_statements(L: Loader, module: str, func: str, cls: str | None = Non
         klass = next(n for n in L._defs[module][cls] if isinstance(n, ast.ClassDef))
         node = next(n for n in klass.body if isinstance(n, ast.FunctionDef) and n.name == func)
     body = node.body
+    lead: list[ast.stmt] = []
     if arch is not None:
         branch = next(n for n in ast.walk(node) if isinstance(n, ast.If) and isinstance(n.test, ast.Compare)
                       and f'"{arch}"' in ast.unparse(n.test).replace("'", '"') and "model_arch" in ast.unparse(n.test))
         body = branch.body
+        # the method's own names the branch reads (hf_config = self.get_hf_config(), model_arch = ...)
+        lead = [st for st in node.body if isinstance(st, (ast.Import, ast.ImportFrom)) or (
+            isinstance(st, ast.Assign) and len(st.targets) == 1 and isinstance(st.targets[0], ast.Name)
+            and st.targets[0].id in ("hf_config", "model_arch", "model_config"))]
     keep = ("attention_backend", "attn_backend", "supported_backends", "disable_hybrid_swa_memory", "resolving_view",
-            "overrides: Dict", "overrides = {}", "return overrides")
-    kept = [st for st in body if any(k in L._segment(module, st) for k in keep)]
+            "overrides: Dict", "overrides = {}", "return overrides", "model_arch = ")
+    kept = lead + [st for st in body if isinstance(st, (ast.Import, ast.ImportFrom))
+                   or any(k in L._segment(module, st) for k in keep)]
     if arch is None and not any(isinstance(st, ast.Return) for st in kept):
         kept += ast.parse("return overrides").body
     new = ast.FunctionDef(name=func, args=node.args, body=kept or [ast.Pass()], decorator_list=[], returns=None,
@@ -254,12 +260,18 @@ def override_statements(L: Loader, module: str, func: str, cls: str | None = Non
     return ns[func]
 
 
-#: the model override that picks gpt-oss's attention backend, per layout: (module, function, class, branch)
-GPT_OSS_OVERRIDES = (
-    ("sglang.srt.arg_groups.model_overrides.gpt_oss", "_gpt_oss_overrides", None, None),  # 0.5.19+
-    ("sglang.srt.arg_groups.overrides", "_gpt_oss_overrides", None, None),  # 0.5.15-0.5.18
-    ("sglang.srt.server_args", "_handle_model_specific_adjustments", "ServerArgs", "GptOssForCausalLM"),  # ≤ 0.5.14
-)
+#: the model overrides that pick an attention backend on SM100, per architecture and layout:
+#: (module, function, class, branch), the first the wheel has
+MODEL_OVERRIDES = {
+    "GptOssForCausalLM": (
+        ("sglang.srt.arg_groups.model_overrides.gpt_oss", "_gpt_oss_overrides", None, None),  # 0.5.19+
+        ("sglang.srt.arg_groups.overrides", "_gpt_oss_overrides", None, None),  # 0.5.15-0.5.18
+        ("sglang.srt.server_args", "_handle_model_specific_adjustments", "ServerArgs", "GptOssForCausalLM")),  # ≤ 0.5.14
+    "DeepseekV3ForCausalLM": (  # "DeepSeek V3/R1/V3.1": trtllm_mla
+        ("sglang.srt.arg_groups.model_overrides.deepseek_v2", "_deepseek_family_overrides", None, None),
+        ("sglang.srt.arg_groups.overrides", "_deepseek_family_overrides", None, None),
+        ("sglang.srt.server_args", "_handle_model_specific_adjustments", "ServerArgs", "DeepseekV3ForCausalLM")),
+}
 
 
 def attention_backend(L: Loader, cfg: Bag, mc: Bag, c: dict[str, Any], code: list[str]) -> None:
@@ -273,8 +285,8 @@ def attention_backend(L: Loader, cfg: Bag, mc: Bag, c: dict[str, Any], code: lis
     if c["sm"] < 100:
         return
     arch = mc.hf_config.architectures[0]
-    if arch == "GptOssForCausalLM":  # (0.5.6 ran the whole of _handle_model_specific_adjustments: a no-op then)
-        for module, func, cls, branch in GPT_OSS_OVERRIDES:
+    if arch in MODEL_OVERRIDES:  # (0.5.6 ran the whole of _handle_model_specific_adjustments for gpt-oss: a no-op)
+        for module, func, cls, branch in MODEL_OVERRIDES[arch]:
             if L.path(module) is None or f"def {func}(" not in L.path(module).read_text():
                 continue
             if cls is not None and branch is not None and f'"{branch}"' not in L.path(module).read_text():
@@ -286,7 +298,7 @@ def attention_backend(L: Loader, cfg: Bag, mc: Bag, c: dict[str, Any], code: lis
                 fn(cfg)
             break
         else:
-            raise NameError("oracle: no gpt-oss attention override found")
+            raise NameError(f"oracle: no attention override of {arch} found")
     hook = "sglang.srt.arg_groups.attention_hook"
     if L.has(hook, "handle_attention_backend_compatibility"):  # 0.5.19+
         L.get(hook, "handle_attention_backend_compatibility")(cfg)
@@ -458,7 +470,7 @@ def drive_configurator(root: Path, c: dict[str, Any], model_cfg: dict[str, Any],
     cfg.set(**server_args_defaults(L))
     cfg.set(**{k: v for k, v in field_defaults(root, (
         "swa_full_tokens_ratio", "disable_hybrid_swa_memory", "attention_backend", "prefill_attention_backend",
-        "decode_attention_backend", "speculative_draft_attention_backend")).items()
+        "decode_attention_backend", "speculative_draft_attention_backend", "enable_prefill_cp")).items()
                if not cfg.has(k)})
     cfg.set(device="cuda", tp_size=c["tp"], pp_size=1, dp_size=c["dp_size"] if c["dp_mode"] == "dp_attention" else 1,
             attn_dp_size=c["dp_size"] if c["dp_mode"] == "attn_dp_size" else 1,
