@@ -158,11 +158,12 @@ CAUSES: list[tuple[str, str, Callable[[Mismatch], bool]]] = [
      "up to 0.5.18 server_args.py ServerArgs._handle_gpu_memory_settings",
      lambda m: "error" not in m.sglang and m.sglang.get("mem_fraction_static") is not None
      and abs(m.sglang["mem_fraction_static"] - m.svcdiag["mem_fraction_static"]) > 1e-9),
-    ("sm100-attention-backend", "on an SM100 card the attention backend SGLang picks sets the page size (trtllm_mha: "
-     "64) and, 0.5.8-0.5.9, gpt-oss's one pool: up to 0.5.18 server_args.py ServerArgs._handle_attention_backend_"
-     "compatibility, _handle_model_specific_adjustments (GptOssForCausalLM); 0.5.15+ arg_groups/overrides.py "
-     "_attention_backend_default, _mla_backend_page_constraints, _gpt_oss_overrides; 0.5.19+ arg_groups/"
-     "attention_hook.py handle_attention_backend_compatibility, model_overrides/gpt_oss.py",
+    ("sm100-attention-backend", "on an SM100 card the attention backend SGLang picks sets the page size (trtllm_mha, "
+     "trtllm_mla: 64) and, 0.5.8-0.5.9, gpt-oss's one pool: up to 0.5.18 server_args.py ServerArgs._handle_attention_"
+     "backend_compatibility, _handle_model_specific_adjustments (GptOssForCausalLM, DeepseekV3ForCausalLM); 0.5.15+ "
+     "arg_groups/overrides.py _attention_backend_default, _mla_backend_page_constraints, _gpt_oss_overrides, "
+     "_deepseek_family_overrides; 0.5.19+ arg_groups/attention_hook.py handle_attention_backend_compatibility, "
+     "model_overrides/gpt_oss.py, model_overrides/deepseek_v2.py",
      lambda m: m.case.get("sm", 0) >= 100 and "refusal" not in m.fields),
     ("speculative-48", "max_running_requests unset → 48 with speculative decoding: 0.5.13+ "
      "arg_groups/speculative_hook.py _handle_eagle_family / _handle_dflash / _handle_ngram; up to 0.5.12 "
