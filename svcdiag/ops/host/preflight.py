@@ -202,6 +202,9 @@ def plan(cfg: ServiceConfig, *, gpu_memory: float | None = None, kv_bytes_per_to
     free, span = sglang_view(cfg, free, source, sources, identity)
     if gpu_sm(identity[0]) is not None:
         sources["gpu_sm"] = f"{identity[0]}: SM100, SGLang's default attention backend sets the page size"
+        if shape is not None and shape.kind == "hybrid":
+            notes.append(f"{identity[0]} (SM100): SGLang picks a hybrid model's attention backend and page size with "
+                         "its Mamba radix cache (_qwen3_5_hybrid_overrides), not modeled: the page size is taken as given")
     inp = inputs_from_shape(cfg, shape, gpu_free_gb=free, gpu_source=source, weights_bytes=weights,
                             draft_bytes=draft, draft_shape=draft_shape, kv_bytes_per_token=kv_bytes_per_token,
                             sources=sources, gpu_total_gb=total, gpu_name=identity[0])
