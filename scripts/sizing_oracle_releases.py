@@ -440,16 +440,17 @@ def drive_configurator(root: Path, c: dict[str, Any], model_cfg: dict[str, Any],
                   and not mc.is_multimodal_piecewise_cuda_graph_supported)
         mc.set(is_piecewise_cuda_graph_disabled_model=L.get(mcm, "is_piecewise_cuda_graph_disabled_model")(archs)
                or bool(mm_off))
-    sm100_hybrid_rule = any("sm100_default_att" in f.read_text() for f in [
-        root / "sglang/srt/server_args.py", *(root / "sglang/srt/arg_groups").rglob("*.py")] if f.is_file())
-    if c["sm"] >= 100 and arch in own and sm100_hybrid_rule:  # 0.5.9+; 0.5.6's hybrid keeps flashinfer on SM100
+    if c["sm"] >= 100 and arch in own and any(  # 0.5.9+; 0.5.6's hybrid keeps flashinfer on SM100
+            "sm100_default_att" in f.read_text() for f in [root / "sglang/srt/server_args.py",
+                                                           *(root / "sglang/srt/arg_groups").rglob("*.py")]
+            if f.is_file()):
         raise LeftOut("a hybrid GDN model on SM100: its model override picks the attention backend and page size "
                       "with the Mamba radix cache (_qwen3_5_hybrid_overrides; up to 0.5.18 _handle_mamba_radix_cache's "
                       "sm100_default_attention_backend), not run")
-    # ModelConfig's attention facts the default-backend choice reads (0.5.19+): the wheel's own
+    # ModelConfig's attention facts the default-backend choice reads (0.5.19+; the SM100 step only): the wheel's own
     mc.set(swa_head_dim=mc.head_dim, swa_v_head_dim=mc.v_head_dim, is_encoder_decoder=L.get(
-        mcm, "is_encoder_decoder_model")(archs) if L.has(mcm, "is_encoder_decoder_model") else False)
-    for prop in ("has_asymmetric_kv", "_detect_attention_sinks"):
+        mcm, "is_encoder_decoder_model")(archs) if c["sm"] >= 100 and L.has(mcm, "is_encoder_decoder_model") else False)
+    for prop in ("has_asymmetric_kv", "_detect_attention_sinks") if c["sm"] >= 100 else ():
         try:
             fn = L.method(mcm, "ModelConfig", prop)
         except NameError:
