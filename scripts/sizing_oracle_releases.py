@@ -25,6 +25,12 @@ GIB = 1 << 30
 MLA_ARCHS = ("DeepseekV2ForCausalLM", "DeepseekV3ForCausalLM")
 
 
+class LeftOut(Exception):
+    """A case whose SGLang code the oracle does not run in full: no row (counted apart from failures)."""
+
+    oracle_left_out = True
+
+
 class Refusal(Exception):
     """SGLang's own code raised for this case: a result (a row with "error")."""
 
@@ -138,6 +144,7 @@ def args_0523(L: Loader, cfg: Bag, mc: Bag, c: dict[str, Any], code: list[str]) 
     # reserved for it. The parse step is not run: the case sets no graph flag (the default config)
     L.get("sglang.srt.arg_groups.cuda_graph_hook", "apply_cuda_graph_compatibility")(cfg)
     L.get("sglang.srt.arg_groups.memory_hook", "handle_gpu_memory_settings")(cfg)
+    attention_backend(L, cfg, mc, c, code)  # handle_model_specific_adjustments, handle_attention_backend_compatibility
     if mc.is_hybrid:
         cfg.set(**L.get("sglang.srt.arg_groups.overrides", "_mamba_radix_cache_resolution")(cfg))
     if cfg.attn_dp_size > 1:
@@ -160,6 +167,7 @@ def args_0520(L: Loader, cfg: Bag, mc: Bag, c: dict[str, Any], code: list[str]) 
     takes_gpu_mem = "def handle_gpu_memory_settings(server_args: Any, gpu_mem)" in L.path(
         "sglang.srt.arg_groups.memory_hook").read_text()
     memory(cfg, c["gpu_capacity_mib"]) if takes_gpu_mem else memory(cfg)
+    attention_backend(L, cfg, mc, c, code)
     if mc.is_hybrid:
         cfg.set(**L.get("sglang.srt.arg_groups.overrides", "_mamba_radix_cache_resolution")(cfg))
     if cfg.enable_dp_attention:
@@ -178,9 +186,126 @@ def args_0518(L: Loader, cfg: Bag, mc: Bag, c: dict[str, Any], code: list[str]) 
     before _handle_gpu_memory_settings reserves memory for it."""
     cfg._handle_cuda_graph_config()
     cfg._handle_gpu_memory_settings(c["gpu_capacity_mib"])
+    attention_backend(L, cfg, mc, c, code)
     if mc.is_hybrid:
         cfg._handle_mamba_radix_cache(model_arch=mc.hf_config.architectures[0])
     _dp_and_speculative_hook(L, cfg, c)
+
+
+# ------------------------------------------------------------------ the attention backend on an SM100 card
+
+#: the post-process passes of the attention-backend handler (0.5.15+ arg_groups/overrides.py) the oracle
+#: applies where the handler runs them (run_post_process_pass): the default backend and the page-size snaps
+ATTENTION_PASSES = frozenset({"_attention_backend_default", "_mla_backend_page_constraints", "_fa4_page_constraint",
+                              "_intel_xpu_page_constraint"})
+
+
+def sm_platform(sm: int) -> dict[str, bool]:
+    """The platform probes of sglang/srt/utils (up to 0.5.18) for a card of compute capability `sm`
+    (an integer, 90 for (9, 0)), with a CUDA of 12.8 or later: what the stubbed device answers."""
+    return {"is_sm100_supported": 100 <= sm < 110, "is_sm90_supported": sm == 90,
+            "is_hopper_with_cuda_12_3": sm == 90, "is_blackwell_supported": sm >= 100, "is_blackwell": sm >= 100,
+            "is_sm120_supported": 120 <= sm < 130, "is_flashinfer_available": True, "cpu_has_amx_support": False,
+            "xpu_has_xmx_support": False}
+
+
+def answer(value: Any) -> Any:
+    """A platform probe that answers `value` whatever it is asked."""
+    return lambda *a, **k: value
+
+
+def platform_bag(sm: int) -> dict[str, Any]:
+    """0.5.19+ runtime_context.get_platform()'s answers for that card."""
+    p = sm_platform(sm)
+    return {"is_sm100": p["is_sm100_supported"], "is_sm90": p["is_sm90_supported"],
+            "is_hopper_with_cuda_12_3": p["is_hopper_with_cuda_12_3"], "is_sm120": p["is_sm120_supported"],
+            "is_blackwell": p["is_blackwell"], "is_hip": False, "is_xpu": False, "is_musa": False, "is_cuda": True,
+            "is_npu": False, "is_cpu": False, "has_amx": False, "has_flashinfer": True}
+
+
+def override_statements(L: Loader, module: str, func: str, cls: str | None = None, arch: str | None = None) -> Any:
+    """A model's override (`func` of `module`, a method of `cls`; with `arch` the `model_arch in
+    [arch]` branch of it) with only its statements that choose the attention backend or turn the
+    hybrid sliding-window pool off, as written: SGLang's own choice, without the MoE-kernel and dtype
+    statements around it that read the checkpoint and the driver."""
+    L._index(module)
+    if cls is None:
+        node = next(n for n in L._defs[module][func] if isinstance(n, ast.FunctionDef))
+    else:
+        klass = next(n for n in L._defs[module][cls] if isinstance(n, ast.ClassDef))
+        node = next(n for n in klass.body if isinstance(n, ast.FunctionDef) and n.name == func)
+    body = node.body
+    lead: list[ast.stmt] = []
+    if arch is not None:
+        branch = next(n for n in ast.walk(node) if isinstance(n, ast.If) and isinstance(n.test, ast.Compare)
+                      and f'"{arch}"' in ast.unparse(n.test).replace("'", '"') and "model_arch" in ast.unparse(n.test))
+        body = branch.body
+        # the method's own names the branch reads (hf_config = self.get_hf_config(), model_arch = ...)
+        lead = [st for st in node.body if isinstance(st, (ast.Import, ast.ImportFrom)) or (
+            isinstance(st, ast.Assign) and len(st.targets) == 1 and isinstance(st.targets[0], ast.Name)
+            and st.targets[0].id in ("hf_config", "model_arch", "model_config"))]
+    keep = ("attention_backend", "attn_backend", "supported_backends", "disable_hybrid_swa_memory", "resolving_view",
+            "overrides: Dict", "overrides = {}", "return overrides", "model_arch = ")
+    kept = lead + [st for st in body if isinstance(st, (ast.Import, ast.ImportFrom))
+                   or any(k in L._segment(module, st) for k in keep)]
+    if arch is None and not any(isinstance(st, ast.Return) for st in kept):
+        kept += ast.parse("return overrides").body
+    new = ast.FunctionDef(name=func, args=node.args, body=kept or [ast.Pass()], decorator_list=[], returns=None,
+                          type_params=[])
+    ast.fix_missing_locations(new)
+    ns = L.namespace(module)
+    exec(compile(ast.Module(body=[new], type_ignores=[]), f"<wheel {module}.{func} (attention statements)>", "exec"), ns)
+    where = f"{cls}.{func}" if cls else func
+    L.used.append(f"{L.path(module).relative_to(L.root)}:{where} (its {arch or 'model'} attention-backend statements)")
+    return ns[func]
+
+
+#: the model overrides that pick an attention backend on SM100, per architecture and layout:
+#: (module, function, class, branch), the first the wheel has
+MODEL_OVERRIDES = {
+    "GptOssForCausalLM": (
+        ("sglang.srt.arg_groups.model_overrides.gpt_oss", "_gpt_oss_overrides", None, None),  # 0.5.19+
+        ("sglang.srt.arg_groups.overrides", "_gpt_oss_overrides", None, None),  # 0.5.15-0.5.18
+        ("sglang.srt.server_args", "_handle_model_specific_adjustments", "ServerArgs", "GptOssForCausalLM")),  # ≤ 0.5.14
+    "DeepseekV3ForCausalLM": (  # "DeepSeek V3/R1/V3.1": trtllm_mla
+        ("sglang.srt.arg_groups.model_overrides.deepseek_v2", "_deepseek_family_overrides", None, None),
+        ("sglang.srt.arg_groups.overrides", "_deepseek_family_overrides", None, None),
+        ("sglang.srt.server_args", "_handle_model_specific_adjustments", "ServerArgs", "DeepseekV3ForCausalLM")),
+}
+
+
+def attention_backend(L: Loader, cfg: Bag, mc: Bag, c: dict[str, Any], code: list[str]) -> None:
+    """On an SM100 card (B200): the release's own choice of attention backend and the page size it
+    forces, after the memory settings as __post_init__ / the resolution pipeline order them: the
+    model's override first (gpt-oss: trtllm_mha on SM100; 0.5.8-0.5.9 also disable_hybrid_swa_memory),
+    then the attention-backend handler whole (the default backend for the others: 0.5.7+ trtllm_mha
+    for an MHA model; its page-size snaps: trtllm_mha 16/32/64 (128 from 0.5.18), FlashMLA 64,
+    cutlass_mla 128, trtllm_mla 32/64, fa4 128). Not run on the other cards of the grid: there the same
+    code picks fa3 (SM90) or flashinfer (SM89), which force no page size (read from each wheel)."""
+    if c["sm"] < 100:
+        return
+    arch = mc.hf_config.architectures[0]
+    if arch in MODEL_OVERRIDES:  # (0.5.6 ran the whole of _handle_model_specific_adjustments for gpt-oss: a no-op)
+        for module, func, cls, branch in MODEL_OVERRIDES[arch]:
+            if L.path(module) is None or f"def {func}(" not in L.path(module).read_text():
+                continue
+            if cls is not None and branch is not None and f'"{branch}"' not in L.path(module).read_text():
+                continue
+            fn = override_statements(L, module, func, cls, branch)
+            if cls is None:
+                cfg.set(**(fn(cfg, mc.hf_config) or {}))
+            else:
+                fn(cfg)
+            break
+        else:
+            raise NameError(f"oracle: no attention override of {arch} found")
+    hook = "sglang.srt.arg_groups.attention_hook"
+    if L.has(hook, "handle_attention_backend_compatibility"):  # 0.5.19+
+        L.get(hook, "handle_attention_backend_compatibility")(cfg)
+    else:
+        cfg._handle_attention_backend_compatibility()
+    if cfg.page_size is None:  # _handle_page_size / _page_size_default: the grid always sets one
+        raise NameError("oracle: page_size unset after the attention handler")
 
 
 def _dp_and_speculative_hook(L: Loader, cfg: Bag, c: dict[str, Any]) -> None:
@@ -270,7 +395,7 @@ def drive_configurator(root: Path, c: dict[str, Any], model_cfg: dict[str, Any],
     # resolution is applied as SGLang applies it (its declared fields set); the others (LM-head
     # layout, sampling backend) size nothing and are skipped
     def run_post_process_pass(server_args: Any, fn: Any) -> None:
-        if "mamba" in fn.__name__:
+        if "mamba" in fn.__name__ or fn.__name__ in ATTENTION_PASSES:
             server_args.set(**(fn(server_args) or {}))
 
     L.stubs["sglang.srt.arg_groups.overrides.run_post_process_pass"] = run_post_process_pass
@@ -281,6 +406,9 @@ def drive_configurator(root: Path, c: dict[str, Any], model_cfg: dict[str, Any],
         L.stubs[f"{mod}.get_device_sm"] = lambda: c["sm"]
         L.stubs[f"{mod}.get_device_name"] = lambda *a: c["card"]
         L.stubs[f"{mod}.is_cuda_alike"] = lambda: True
+        for n, v in sm_platform(c["sm"]).items():  # what the card is (its compute capability, CUDA 12.8+)
+            L.stubs[f"{mod}.{n}"] = answer(v)
+    L.stubs["sglang.srt.runtime_context.get_platform"] = lambda: Bag("platform", **platform_bag(c["sm"]))
     L.stubs["sglang.srt.platforms.current_platform"] = Bag(  # CUDA itself, not an out-of-tree platform
         "current_platform", is_out_of_tree=lambda: False, support_piecewise_cuda_graph=lambda: True)
 
@@ -317,6 +445,22 @@ def drive_configurator(root: Path, c: dict[str, Any], model_cfg: dict[str, Any],
                   and not mc.is_multimodal_piecewise_cuda_graph_supported)
         mc.set(is_piecewise_cuda_graph_disabled_model=L.get(mcm, "is_piecewise_cuda_graph_disabled_model")(archs)
                or bool(mm_off))
+    if c["sm"] >= 100 and arch in own and any(  # 0.5.9+; 0.5.6's hybrid keeps flashinfer on SM100
+            "sm100_default_att" in f.read_text() for f in [root / "sglang/srt/server_args.py",
+                                                           *(root / "sglang/srt/arg_groups").rglob("*.py")]
+            if f.is_file()):
+        raise LeftOut("a hybrid GDN model on SM100: its model override picks the attention backend and page size "
+                      "with the Mamba radix cache (_qwen3_5_hybrid_overrides; up to 0.5.18 _handle_mamba_radix_cache's "
+                      "sm100_default_attention_backend), not run")
+    # ModelConfig's attention facts the default-backend choice reads (0.5.19+; the SM100 step only): the wheel's own
+    mc.set(swa_head_dim=mc.head_dim, swa_v_head_dim=mc.v_head_dim, is_encoder_decoder=L.get(
+        mcm, "is_encoder_decoder_model")(archs) if c["sm"] >= 100 and L.has(mcm, "is_encoder_decoder_model") else False)
+    for prop in ("has_asymmetric_kv", "_detect_attention_sinks") if c["sm"] >= 100 else ():
+        try:
+            fn = L.method(mcm, "ModelConfig", prop)
+        except NameError:
+            continue
+        mc.set(**{prop.lstrip("_").replace("detect_", "has_"): fn(mc)})  # a property or a method: the wheel's
     for m in ("get_num_kv_heads", "get_total_num_kv_heads"):
         fn = L.method("sglang.srt.configs.model_config", "ModelConfig", m)
         mc.set(**{m: (lambda f: lambda *a, **k: f(mc, *a, **k))(fn)})
@@ -330,7 +474,9 @@ def drive_configurator(root: Path, c: dict[str, Any], model_cfg: dict[str, Any],
     CudaGraphConfig = (L.get(graphs_module, "CudaGraphConfig") if L.has(graphs_module, "CudaGraphConfig")
                        else lambda: None)
     cfg.set(**server_args_defaults(L))
-    cfg.set(**{k: v for k, v in field_defaults(root, ("swa_full_tokens_ratio", "disable_hybrid_swa_memory")).items()
+    cfg.set(**{k: v for k, v in field_defaults(root, (
+        "swa_full_tokens_ratio", "disable_hybrid_swa_memory", "attention_backend", "prefill_attention_backend",
+        "decode_attention_backend", "speculative_draft_attention_backend", "enable_prefill_cp")).items()
                if not cfg.has(k)})
     cfg.set(device="cuda", tp_size=c["tp"], pp_size=1, dp_size=c["dp_size"] if c["dp_mode"] == "dp_attention" else 1,
             attn_dp_size=c["dp_size"] if c["dp_mode"] == "attn_dp_size" else 1,
@@ -611,6 +757,7 @@ def _server_args_0512(cfg: Bag, mc: Bag, c: dict[str, Any]) -> None:
     if piecewise is not None:
         piecewise()
     cfg._handle_gpu_memory_settings(c["gpu_capacity_mib"])
+    attention_backend(cfg._d["_loader"], cfg, mc, c, [])
     if mc.is_hybrid:
         cfg._handle_mamba_radix_cache(model_arch=mc.hf_config.architectures[0])
 
@@ -704,6 +851,7 @@ def args_0506(L: Loader, cfg: Bag, mc: Bag, c: dict[str, Any], code: list[str]) 
         cfg._handle_environment_variables()  # SGLANG_MAMBA_SSM_DTYPE, which mamba_utils reads back
     elif getattr(mc.hf_text_config, "sliding_window", None):
         cfg._handle_model_specific_adjustments()  # gpt-oss, Gemma 2/3: disable_hybrid_swa_memory
+    attention_backend(L, cfg, mc, c, code)
     _dp_and_speculative_48(L, cfg, c)
 
 

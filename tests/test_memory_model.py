@@ -382,3 +382,142 @@ def test_up_to_0_4_0_dp_attention_keeps_the_whole_tp() -> None:
     assert old.cell_bytes == 1 * 128 * 2 * 32 * 2 and new.cell_bytes == 8 * 128 * 2 * 32 * 2
     assert old.max_running_requests == 64 and new.max_running_requests == 8
     assert run("0.3.6")[0] == 1
+
+
+# ---------------------------------------------------------------- the attention backend's page size (SM100)
+
+# gpt-oss-120b per GPU at tp 1: 18 full and 18 sliding layers, 8 KV heads × (64 + 64) × 2 bytes each
+GPT_OSS_LAYER = 8 * (64 + 64) * 2
+
+
+def dense(**kw: object) -> SizingInputs:
+    """Qwen3-8B-like: 36 layers of 8 KV heads × 128, on a B200 (177.6 GB free) unless told otherwise."""
+    base: dict[str, object] = dict(free_before_gb=177.6, weights_gb=16.4, kv_cell_bytes=8 * 256 * 36 * 2,
+                                   context_len=40960, mem_fraction_static=0.8, version="0.5.23", gpu_sm=100)
+    base.update(kw)
+    return SizingInputs(**base)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(("name", "sm"), [
+    ("NVIDIA B200", 100), ("NVIDIA GB200", 100), ("NVIDIA B300 SXM6 AC", 100), ("B200-192GB", 100),
+    ("NVIDIA H200", None), ("NVIDIA H100 80GB HBM3", None), ("NVIDIA GeForce RTX 5090", None),
+    ("NVIDIA RTX PRO 6000 Blackwell Server Edition", None), ("NVIDIA L40S", None), ("", None), (None, None),
+])
+def test_the_card_name_says_whether_it_is_sm100(name: str | None, sm: int | None) -> None:
+    from svcdiag.sglang.memory import gpu_sm
+
+    assert gpu_sm(name) == sm
+
+
+def test_a_dense_model_on_a_b200_sizes_at_page_64_from_0_5_7() -> None:
+    """0.5.7+ _handle_attention_backend_compatibility picks trtllm_mha on SM100, which turns page
+    size 1 into 64: the pool is rounded down to 64 tokens, on an H200 (no SM) or 0.5.6 it is not."""
+    from svcdiag.sglang.memory import attention_page
+
+    b200 = predict(dense())
+    unknown = predict(dense(gpu_sm=None))
+    assert attention_page(dense()) == (64, False)
+    assert b200.kv_tokens % 64 == 0 and 0 <= unknown.kv_tokens - b200.kv_tokens < 64
+    assert unknown.kv_tokens % 64 != 0  # the case is one the page changes
+    assert attention_page(dense(version="0.5.6")) == (1, False)  # 0.5.6's default on SM100 is flashinfer
+    assert attention_page(dense(page_size=32)) == (32, False)  # trtllm_mha takes 16 / 32 / 64 as they are
+
+
+@pytest.mark.parametrize(("algo", "topk", "page", "version", "expected"), [
+    ("EAGLE3", 1, 1, "0.5.23", 64),  # top-k 1 at page 1: trtllm_mha
+    ("EAGLE3", None, 1, "0.5.23", 1),  # top-k not given yet when the backend is picked: flashinfer
+    ("EAGLE3", 4, 1, "0.5.23", 1),
+    ("NGRAM", None, 1, "0.5.23", 1),
+    ("DFLASH", None, 1, "0.5.23", 64),  # 0.5.23 _forces_eagle_topk_one
+    ("DFLASH", None, 1, "0.5.22", 1),
+    ("EAGLE3", 1, 128, "0.5.15", 128),  # page > 1 with top-k: not the topk-one case, flashinfer keeps 128
+])
+def test_speculative_decoding_picks_trtllm_mha_only_at_top_k_one(algo: str, topk: int | None, page: int,
+                                                                 version: str, expected: int) -> None:
+    from svcdiag.sglang.memory import attention_page
+
+    inp = dense(speculative_algorithm=algo, speculative_eagle_topk=topk, page_size=page, version=version)
+    assert attention_page(inp)[0] == expected
+
+
+def test_gpt_oss_on_a_b200_gets_page_64_and_on_0_5_8_to_0_5_9_one_pool() -> None:
+    """gpt-oss's override picks trtllm_mha on SM100 whatever the speculative algorithm; 0.5.8-0.5.9
+    then set disable_hybrid_swa_memory (every layer in the full pool), 0.5.10+ keep the sliding pool."""
+    from svcdiag.sglang.memory import attention_page
+
+    oss = dict(weights_gb=60.77, kv_cell_bytes=GPT_OSS_LAYER * 18, swa_cell_bytes=GPT_OSS_LAYER * 18,
+               sliding_window=127, architecture="GptOssForCausalLM", context_len=131072, speculative_algorithm="NGRAM")
+    assert attention_page(dense(**oss, version="0.5.9")) == (64, True)
+    assert attention_page(dense(**oss, version="0.5.10")) == (64, False)
+    one_pool, split = predict(dense(**oss, version="0.5.9")), predict(dense(**oss, version="0.5.10"))
+    assert one_pool.kv_tokens % 64 == 0 and split.kv_tokens % 64 == 0
+    assert one_pool.kv_tokens < split.kv_tokens * 0.95  # the sliding layers priced as full ones
+    assert attention_page(dense(**oss, version="0.5.9", gpu_sm=90)) == (1, False)  # an H100: fa3, the split kept
+
+
+@pytest.mark.parametrize(("flags", "version", "expected"), [
+    (("flashmla", None, None), "0.5.23", 64), (("cutlass_mla", None, None), "0.5.23", 128),
+    (("trtllm_mla", None, None), "0.5.23", 64), (("trtllm_mha", None, None), "0.5.23", 64),
+    ((None, None, "trtllm_mha"), "0.5.9", 64), ((None, "fa3", "fa3"), "0.5.23", 1),
+])
+def test_an_asked_attention_backend_sets_its_page_size_on_any_card(flags: tuple[str | None, ...], version: str,
+                                                                   expected: int) -> None:
+    from svcdiag.sglang.memory import attention_page
+
+    assert attention_page(dense(attention_backends=flags, gpu_sm=None, version=version))[0] == expected
+
+
+def test_trtllm_mha_keeps_page_128_from_0_5_18() -> None:
+    from svcdiag.sglang.memory import attention_page
+
+    asked = ("trtllm_mha", None, None)
+    assert attention_page(dense(attention_backends=asked, page_size=128, version="0.5.15"))[0] == 64
+    assert attention_page(dense(attention_backends=asked, page_size=128, version="0.5.18"))[0] == 128
+
+
+def test_deepseek_v3_on_sm100_takes_trtllm_mla_and_v2_does_not() -> None:
+    from svcdiag.sglang.memory import attention_page
+
+    mla = dict(mla=True, kv_cell_bytes=(512 + 64) * 61 * 2)
+    assert attention_page(dense(**mla, architecture="DeepseekV3ForCausalLM"))[0] == 64
+    assert attention_page(dense(**mla, architecture="DeepseekV3ForCausalLM", page_size=32))[0] == 32
+    assert attention_page(dense(**mla, architecture="DeepseekV2ForCausalLM"))[0] == 1  # flashinfer
+    assert attention_page(dense(**mla, architecture="DeepseekV3ForCausalLM", version="0.5.3"))[0] == 1
+
+
+def test_a_hybrid_gdn_model_keeps_its_page_on_sm100() -> None:
+    """Qwen3-Next / Qwen3.5's own SM100 choice depends on its Mamba radix cache: not modeled, so the
+    page stays as given (the oracle leaves those rows out)."""
+    from svcdiag.sglang.memory import attention_page
+
+    assert attention_page(seed(gpu_sm=100))[0] == 1
+
+
+def test_preflight_reads_the_backend_flags_and_the_card() -> None:
+    from pathlib import Path
+
+    from svcdiag.config.service import ServiceConfig
+    from svcdiag.sglang.preflight import Inputs, sizing_flags, sizing_inputs
+
+    f = sizing_flags(("--attention-backend", "flashmla", "--decode-attention-backend=trtllm_mla"))
+    assert f.attention_backends == ("flashmla", None, "trtllm_mla")
+    cfg = ServiceConfig(name="x", path=Path("x.toml"), model_path="m", extra_args=("--page-size", "1"))
+    inp = Inputs(gpu_free_gb=177.6, gpu_source="nvml", weights_bytes=0, kv_bytes_per_token=1, gpu_name="NVIDIA B200")
+    assert sizing_inputs(cfg, inp).gpu_sm == 100
+    assert sizing_inputs(cfg, replace(inp, gpu_name="NVIDIA H200")).gpu_sm is None
+
+
+def test_rocm_keeps_15_percent_of_the_fraction_above_8192_context() -> None:
+    """aiter (ROCm's default from 0.5.4) scales mem_fraction_static by 0.85 for a context over 8,192;
+    a logged start's fraction is already scaled; gpt-oss gets aiter only from 0.5.10."""
+    rocm = dense(gpu_sm=None, rocm=True)
+    assert predict(rocm).mem_fraction_static == pytest.approx(0.8 * 0.85)
+    assert predict(replace(rocm, context_len=8192)).mem_fraction_static == 0.8
+    assert predict(replace(rocm, logged=True)).mem_fraction_static == 0.8
+    assert predict(replace(rocm, version="0.5.3")).mem_fraction_static == 0.8
+    assert predict(replace(rocm, attention_backends=("triton", None, None))).mem_fraction_static == 0.8
+    assert predict(replace(rocm, rocm=False)).mem_fraction_static == 0.8
+    assert predict(rocm).kv_tokens < predict(replace(rocm, rocm=False)).kv_tokens * 0.9
+    oss = replace(rocm, architecture="GptOssForCausalLM")
+    assert predict(replace(oss, version="0.5.9")).mem_fraction_static == 0.8
+    assert predict(replace(oss, version="0.5.10")).mem_fraction_static == pytest.approx(0.68)

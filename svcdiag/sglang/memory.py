@@ -269,6 +269,11 @@ class SizingInputs:
     #: GiB SGLang allocates after its 'Load weight end' reading and before the one the pools are sized on:
     #: the RoPE caches it grows for the context (svcdiag.sglang.rope), 0 where none grows
     rope_growth_gb: float = 0.0
+    #: the card's compute capability, major × 10 + minor (100: B200/GB200/B300), None unknown: on SM100
+    #: SGLang's default attention backend forces a page size (attention_page)
+    gpu_sm: int | None = None
+    #: --attention-backend, --prefill-attention-backend, --decode-attention-backend as given (None: unset)
+    attention_backends: tuple[str | None, str | None, str | None] = (None, None, None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -703,17 +708,118 @@ def args_refusal(inp: SizingInputs) -> str | None:
     return RADIX_SPEC_REFUSAL.format(arch=inp.architecture)
 
 
+#: GPU product names (NVML / nvidia-smi) of compute capability 10.x, SGLang's is_sm100_supported
+#: (get_platform().is_sm100): Blackwell datacenter cards; SM120 (RTX 50xx, RTX PRO Blackwell) is not
+SM100_NAMES = ("B100", "B200", "B300")
+
+
+def gpu_sm(name: str | None) -> int | None:
+    """100 for a GPU whose name says SM100 (NVIDIA B200, GB200, B300...); None where the name does
+    not tell (the other cards' defaults force no page size, so only SM100 matters)."""
+    upper = (name or "").upper()
+    return 100 if any(n in upper for n in SM100_NAMES) and "RTX" not in upper else None
+
+
+#: the MLA models whose override picks trtllm_mla on SM100 (0.5.6-0.5.18 server_args.py
+#: _handle_model_specific_adjustments "DeepSeek V3/R1/V3.1", 0.5.19+ model_overrides/deepseek_v2.py
+#: _deepseek_family_overrides); DeepSeek-V2 (DeepseekV2ForCausalLM) is not on the list: flashinfer
+TRTLLM_MLA_ARCHS = frozenset({"DeepseekV3ForCausalLM", "KimiK25ForConditionalGeneration", "MistralLarge3ForCausalLM"})
+
+
+def attention_page(inp: SizingInputs) -> tuple[int, bool]:
+    """(the page size SGLang sizes with, whether it turns the hybrid sliding-window pool off) once its
+    attention backend is chosen: the default backend on an SM100 card (gpt-oss's override: trtllm_mha
+    from 0.5.3; another MHA model's default: trtllm_mha from 0.5.7, without speculative decoding or
+    with an EAGLE top-k of 1 at page size 1 (0.5.23: DFlash too); DeepSeek V3's override: trtllm_mla
+    from 0.5.6), then the backend's page-size snap (server_args.py
+    _handle_attention_backend_compatibility; 0.5.15+ arg_groups/overrides.py
+    _mla_backend_page_constraints): trtllm_mha 16/32/64 (and 128 from 0.5.18) else 64, trtllm_mla 32/64
+    else 64, FlashMLA 64, cutlass_mla 128; 0.5.8-0.5.9 _handle_model_specific_adjustments turn
+    gpt-oss's sliding-window pool off under trtllm_mha. A hybrid GDN model's own SM100 choice (its
+    Mamba radix cache decides) is not modeled: its page stays as given. Checked against each release's
+    own code by the oracle (tests/test_sizing_oracle.py, gpt-oss and dense models on a B200)."""
+    from svcdiag.sglang.flag_tables import version_key
+
+    backend, prefill, decode = inp.attention_backends
+    page = max(1, inp.page_size)
+    try:
+        key = version_key(inp.version) if inp.version else version_key(NEWEST.first)
+    except ValueError:
+        key = version_key(NEWEST.first)
+    algo = (inp.speculative_algorithm or "").upper() or None
+    if backend is None and prefill is None and decode is None and inp.gpu_sm is not None \
+            and 100 <= inp.gpu_sm < 110 and inp.mamba_per_req_bytes is None:
+        topk = inp.speculative_eagle_topk
+        topk_one = topk is None or (topk == 1 and page == 1)  # is_no_spec_infer_or_topk_one
+        if inp.architecture == "GptOssForCausalLM":
+            backend = "trtllm_mha" if key >= version_key("0.5.3") else None
+        elif inp.mla:
+            backend = "trtllm_mla" if inp.architecture in TRTLLM_MLA_ARCHS and key >= version_key("0.5.6") else None
+        elif key >= version_key("0.5.7") and topk_one and (
+                algo is None or topk is not None or (algo in DFLASH_FAMILY and key >= version_key("0.5.23"))):
+            backend = "trtllm_mha"
+    if prefill is not None and prefill == decode:
+        backend = prefill
+    decoding = {backend, decode}
+    if "flashmla" in decoding:
+        page = 64
+    if "cutlass_mla" in decoding:
+        page = 128
+    if "trtllm_mla" in decoding and page not in (32, 64):
+        page = 64
+    trtllm_mha = "trtllm_mha" in decoding | {prefill}
+    if trtllm_mha and page not in ((16, 32, 64, 128) if key >= version_key("0.5.18") else (16, 32, 64)):
+        page = 64
+    swa_off = (trtllm_mha and inp.architecture == "GptOssForCausalLM"
+               and version_key("0.5.8") <= key <= version_key("0.5.9"))
+    return page, swa_off
+
+
+#: the context above which the aiter backend (ROCm) keeps 15 % of the fraction for its workspace
+AITER_CONTEXT = 8192
+
+
+def aiter_fraction(inp: SizingInputs, mfs: float) -> float:
+    """ROCm's attention backend takes 15 % of the fraction back for a context over 8,192
+    (server_args.py _handle_attention_backend_compatibility, 0.5.23 arg_groups/attention_hook.py
+    handle_attention_backend_compatibility: `mem_fraction_static *= 0.85` under aiter): aiter is asked
+    for, or the default from 0.5.4 (0.5.6's wheel) for an MHA model (an MLA model's depends on its
+    head count, not modeled) and gpt-oss's override from 0.5.10 (0.5.6-0.5.9: triton). Not for a start
+    read from its log: the logged fraction is already scaled. SGLANG_AITER_HONOR_EXPLICIT_MEM_FRACTION
+    (0.5.23, an asked fraction kept) is not read."""
+    from svcdiag.sglang.flag_tables import version_key
+
+    if not inp.rocm or inp.logged or inp.context_len <= AITER_CONTEXT:
+        return mfs
+    backend, prefill, decode = inp.attention_backends
+    if prefill is not None and prefill == decode:
+        backend = prefill
+    if backend is None and prefill is None and decode is None and not inp.mla and inp.version:
+        try:
+            key = version_key(inp.version)
+        except ValueError:
+            return mfs
+        first = "0.5.10" if inp.architecture == "GptOssForCausalLM" else "0.5.4"
+        backend = "aiter" if key >= version_key(first) else None
+    elif backend is None and prefill is None and decode is None and not inp.mla:
+        backend = "aiter"  # the newest release's default
+    return mfs * 0.85 if backend == "aiter" else mfs
+
+
 def predict(inp: SizingInputs) -> Prediction:
     """SGLang's own arithmetic for the release `inp.version` runs (the newest when unknown):
     KV tokens, Mamba state slots and max_running_requests, each bound named; a start its
     server args refuse (args_refusal) is a bad_arguments failure with SGLang's words, nothing sized."""
     fam = family(inp.version)
-    if swa_pool_off(inp):
+    page, swa_off = attention_page(inp)
+    if page != inp.page_size:
+        inp = replace(inp, page_size=page)
+    if swa_pool_off(inp) or (swa_off and inp.swa_cell_bytes):
         inp = replace(inp, kv_cell_bytes=inp.kv_cell_bytes + inp.swa_cell_bytes, swa_cell_bytes=0, sliding_window=None)
     rule = spec_radix_rule(inp)
     if rule == "off" or (rule == "refuse" and inp.rocm):  # 0.5.8-0.5.9, and is_hip() in 0.5.10-0.5.13
         inp = replace(inp, disable_radix_cache=True)
-    mfs = mem_fraction(inp, fam)
+    mfs = aiter_fraction(inp, mem_fraction(inp, fam))
     refused = args_refusal(inp)
     if refused is not None:
         return Prediction(fam.name, mfs, 0.0, inp.kv_cell_bytes, 0, None, None, 0.0, 0.0, {"arguments": 0}, 0,

@@ -44,6 +44,8 @@ class SizingFlags:
     swa_full_tokens_ratio: float = 0.8
     disable_hybrid_swa_memory: bool = False
     enable_multimodal: bool = False  # a VLM on ModelConfig's mm_disabled_models served as one
+    #: --attention-backend, --prefill-attention-backend, --decode-attention-backend (memory.attention_page)
+    attention_backends: tuple[str | None, str | None, str | None] = (None, None, None)
 
 
 def sizing_flags(extra_args: tuple[str, ...]) -> SizingFlags:
@@ -86,6 +88,8 @@ def sizing_flags(extra_args: tuple[str, ...]) -> SizingFlags:
         swa_full_tokens_ratio=num("swa-full-tokens-ratio", float) or 0.8,
         disable_hybrid_swa_memory="disable-hybrid-swa-memory" in args,
         enable_multimodal="enable-multimodal" in args,
+        attention_backends=(args.get("attention-backend"), args.get("prefill-attention-backend"),
+                            args.get("decode-attention-backend")),
     )
 
 
@@ -136,6 +140,7 @@ class Inputs:
     #: the RoPE caches SGLang grows after loading (svcdiag.sglang.rope): its nominal end is taken off the
     #: budget, the other end is part of the uncertainty
     rope_growth: rope.RopeGrowth = rope.NONE
+    gpu_name: str | None = None  # NVML's / nvidia-smi's product name: an SM100 card's default attention backend
 
 
 @dataclass(frozen=True, slots=True)
@@ -172,7 +177,8 @@ class Prediction:
 def inputs_from_shape(cfg: ServiceConfig, shape: ModelShape | None, *, gpu_free_gb: float, gpu_source: str,
                       weights_bytes: int, draft_bytes: int = 0, draft_layers: int | None = None,
                       kv_bytes_per_token: int | None = None, sources: dict[str, str] | None = None,
-                      draft_shape: ModelShape | None = None, gpu_total_gb: float | None = None) -> Inputs:
+                      draft_shape: ModelShape | None = None, gpu_total_gb: float | None = None,
+                      gpu_name: str | None = None) -> Inputs:
     tp = attn_tp_size(cfg)  # the KV heads and the Mamba state split over the attention group
     swa = 0
     if kv_bytes_per_token is None:
@@ -210,7 +216,8 @@ def inputs_from_shape(cfg: ServiceConfig, shape: ModelShape | None, *, gpu_free_
                   model_kind=shape.kind if shape else None, multimodal=multimodal,
                   swa_kv_bytes_per_token=swa, architecture=shape.architecture if shape else None,
                   vit=shape.vit if shape and multimodal else None, sliding_window=shape.sliding_window if swa else None,
-                  rope_growth=grown, uncertainty=(rope_words(grown),) if grown.released_bytes else ())
+                  rope_growth=grown, uncertainty=(rope_words(grown),) if grown.released_bytes else (),
+                  gpu_name=gpu_name)
 
 
 def multimodal_opt_in_release(version: str | None) -> bool:
@@ -273,7 +280,8 @@ def sizing_inputs(cfg: ServiceConfig, inp: Inputs) -> SizingInputs:
         disable_cuda_graph=flags.disable_cuda_graph, mla=inp.model_kind == "mla", multimodal=inp.multimodal,
         swa_cell_bytes=inp.swa_kv_bytes_per_token, swa_full_tokens_ratio=flags.swa_full_tokens_ratio,
         architecture=inp.architecture, vit=inp.vit, sliding_window=inp.sliding_window, rocm="rocm" in cfg.devices,
-        rope_growth_gb=inp.rope_growth.nominal_bytes / GB)
+        rope_growth_gb=inp.rope_growth.nominal_bytes / GB, gpu_sm=memory.gpu_sm(inp.gpu_name),
+        attention_backends=flags.attention_backends)
 
 
 def fewest_slots_per_request(cfg: ServiceConfig, architecture: str | None = None) -> int:
