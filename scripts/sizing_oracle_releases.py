@@ -888,7 +888,8 @@ def args_0400(L: Loader, cfg: Bag, mc: Bag, c: dict[str, Any], code: list[str]) 
     block (by tp alone), 0.4.0's `if self.chunked_prefill_size is None` / `if self.cuda_graph_max_bs
     is None` (0.3.6: `if gpu_mem < 25000`, chunked prefill //= 4), and the `if self.enable_dp_attention`
     block (dp_size = tp_size, chunked prefill // 2). No speculative package, no page size yet."""
-    heads = ("if is_hip():\n            gpu_mem = ", "if self.mem_fraction_static is None",
+    heads = ("if is_hip():\n            gpu_mem = ", "if is_cuda():\n            gpu_mem = ",  # 0.4.4's reading
+             "if self.mem_fraction_static is None",
              "if self.chunked_prefill_size is None", "if self.cuda_graph_max_bs is None", "if gpu_mem < 25",
              "if self.enable_dp_attention:")
     defaults = server_args_defaults(L)
@@ -897,6 +898,7 @@ def args_0400(L: Loader, cfg: Bag, mc: Bag, c: dict[str, Any], code: list[str]) 
     for n in ("get_nvgpu_memory_capacity", "get_amdgpu_memory_capacity"):
         L.stubs[f"sglang.srt.server_args.{n}"] = lambda: c["gpu_capacity_mib"]
     L.stubs["sglang.srt.server_args.is_hip"] = lambda: False
+    L.stubs["sglang.srt.server_args.is_cuda"] = lambda: True
     fn = statements(L, "sglang.srt.server_args", "__post_init__", lambda s: s.startswith(heads), cls="ServerArgs")
     L.used[-1] = "sglang/srt/server_args.py:__post_init__ (its sizing statements)"  # no max_running one here
     fn(cfg)
@@ -947,14 +949,19 @@ def wheel_is_multimodal(L: Loader, hf: Any) -> Bag | None:
 
 
 def pool_0400(L: Loader, kvc: Any, cfg: Bag, free_gb: float) -> Any:
-    """0.3.6-0.4.0: ModelRunner.__init__'s multimodal statement (`self.mem_fraction_static *= 0.95`
-    for a model configs/model_config.py is_multimodal_model names), then init_memory_pool's
+    """0.3.6-0.4.4.post4: ModelRunner.__init__'s multimodal statement (`self.mem_fraction_static *= 0.95`
+    for a model configs/model_config.py is_multimodal_model names; 0.4.4.post4's × 0.90 is in
+    model_specific_adjustment, which __init__ calls), then init_memory_pool's
     statements up to the request pool's constructor, which 0.3.6-0.4.0 call unconditionally (the
     size it receives as written, `max_num_reqs + 1`), then TpModelWorker.__init__'s
     max_running_requests statement (pool_0509's tail)."""
     runner, mcm = "sglang.srt.model_executor.model_runner", "sglang.srt.configs.model_config"
     kvc.is_multimodal = L.get(mcm, "is_multimodal_model")(list(kvc.model_config.hf_config.architectures or []))
-    init_statement(L, runner, "ModelRunner", "__init__", "self.mem_fraction_static *= ")(kvc, cfg)
+    try:
+        scale = init_statement(L, runner, "ModelRunner", "__init__", "self.mem_fraction_static *= ")
+    except NameError:  # 0.4.4.post4-0.4.5.post2: in model_specific_adjustment, which __init__ calls
+        scale = init_statement(L, runner, "ModelRunner", "model_specific_adjustment", "self.mem_fraction_static *= ")
+    scale(kvc, cfg)
     return pool_0509(L, kvc, cfg, free_gb, stop=("if self.req_to_token_pool is None",
                                                  "self.req_to_token_pool = ReqToTokenPool("))
 
@@ -1016,7 +1023,7 @@ def driver_for(release: str):
         return drive_0506
     if key >= (0, 4, 6):  # 0.4.6.post1, 0.4.7, 0.4.8.post1, 0.4.9, 0.5.1
         return drive_0501
-    if (0, 3, 6) <= key < (0, 4, 5):  # 0.3.6, 0.4.0 (the flag tables' oldest)
+    if (0, 3, 6) <= key < (0, 4, 5):  # 0.3.6, 0.4.0 (the flag tables' oldest), 0.4.3.post2, 0.4.4.post4
         return drive_0400
     raise SystemExit(f"sglang-sizing-oracle: no driver for {release} yet")
 
