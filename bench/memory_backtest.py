@@ -196,7 +196,7 @@ def least_over_ranks(lines: list[str], f: Figures) -> dict[str, float]:
 SIZING_ARGS = ("speculative_num_draft_tokens", "speculative_dflash_block_size", "mamba_scheduler_strategy",
                "mamba_radix_cache_strategy", "disable_overlap_schedule", "disable_radix_cache", "page_size",
                "dp_size", "enable_dp_attention", "speculative_num_steps", "speculative_draft_model_path",
-               "mamba_ssm_dtype")
+               "mamba_ssm_dtype", "speculative_eagle_topk")
 
 
 def _literal(text: str) -> object:
@@ -286,6 +286,8 @@ def predict_row(name: str, f: Figures, release: str | None, model: str, *,
                                      or "auto"),
         disable_overlap_schedule=bool(args.get("disable_overlap_schedule")),
         disable_radix_cache=bool(args.get("disable_radix_cache")), page_size=int(args.get("page_size") or 1),  # type: ignore[arg-type]
+        speculative_num_steps=args.get("speculative_num_steps"),  # type: ignore[arg-type]
+        speculative_eagle_topk=args.get("speculative_eagle_topk"),  # type: ignore[arg-type]
         dp_size=dp, slots_per_request=f.mamba_slots_per_request, tp_size=tp, version=release,
         multimodal=is_multimodal(shape),
         # the draft's own 'Load weight begin' reading comes after the target's caches grew: only the draft's
@@ -383,15 +385,16 @@ def inconsistency(f: Figures, inp: memory.SizingInputs, draft_in_budget: bool = 
         if abs(logged_cell - inp.kv_cell_bytes) > max(0.01 * inp.kv_cell_bytes, 0.006 * GB / tokens):
             return (f"its KV line is {logged_cell:,.0f} bytes per token, the model's cell at tp {inp.tp_size} is "
                     f"{inp.kv_cell_bytes:,}: another model's line, or another KV dtype")
-    budget = float(inp.free_after_load_gb or 0) - inp.rope_growth_gb \
-        - inp.free_before_gb * (1 - float(inp.mem_fraction_static or 0))
+    # up to 0.4.8.post1 ModelRunner scales a VLM's fraction before it sizes (Family.vlm_runner_factor)
+    mfs = float(inp.mem_fraction_static or 0) * (memory.family(inp.version).vlm_runner_factor if inp.multimodal else 1.0)
+    budget = float(inp.free_after_load_gb or 0) - inp.rope_growth_gb - inp.free_before_gb * (1 - mfs)
     pools = float(kv_gb or tokens * inp.kv_cell_bytes / GB) + mamba_pools_gb(f)
     pools -= unbudgeted_padding_gb(f, inp)
     if draft_in_budget:
         pools += float(f.draft_kv_gb or 0)
     if abs(pools - budget) > max(ROUNDING_GB, 0.005 * pools):
         return (f"its pools ({pools:.2f} GB) are not its own budget, {inp.free_after_load_gb} − "
-                f"{inp.free_before_gb} × (1 − {inp.mem_fraction_static})"
+                f"{inp.free_before_gb} × (1 − {round(mfs, 4)})"
                 + (f" − {inp.rope_growth_gb:.3f} RoPE" if inp.rope_growth_gb else "") + f" = {budget:.2f} GB")
     return None
 

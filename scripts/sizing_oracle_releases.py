@@ -25,6 +25,12 @@ GIB = 1 << 30
 MLA_ARCHS = ("DeepseekV2ForCausalLM", "DeepseekV3ForCausalLM")
 
 
+class LeftOut(Exception):
+    """A case whose SGLang code the oracle does not run in full: no row (counted apart from failures)."""
+
+    oracle_left_out = True
+
+
 class Refusal(Exception):
     """SGLang's own code raised for this case: a result (a row with "error")."""
 
@@ -138,6 +144,7 @@ def args_0523(L: Loader, cfg: Bag, mc: Bag, c: dict[str, Any], code: list[str]) 
     # reserved for it. The parse step is not run: the case sets no graph flag (the default config)
     L.get("sglang.srt.arg_groups.cuda_graph_hook", "apply_cuda_graph_compatibility")(cfg)
     L.get("sglang.srt.arg_groups.memory_hook", "handle_gpu_memory_settings")(cfg)
+    attention_backend(L, cfg, mc, c, code)  # handle_model_specific_adjustments, handle_attention_backend_compatibility
     if mc.is_hybrid:
         cfg.set(**L.get("sglang.srt.arg_groups.overrides", "_mamba_radix_cache_resolution")(cfg))
     if cfg.attn_dp_size > 1:
@@ -160,6 +167,7 @@ def args_0520(L: Loader, cfg: Bag, mc: Bag, c: dict[str, Any], code: list[str]) 
     takes_gpu_mem = "def handle_gpu_memory_settings(server_args: Any, gpu_mem)" in L.path(
         "sglang.srt.arg_groups.memory_hook").read_text()
     memory(cfg, c["gpu_capacity_mib"]) if takes_gpu_mem else memory(cfg)
+    attention_backend(L, cfg, mc, c, code)
     if mc.is_hybrid:
         cfg.set(**L.get("sglang.srt.arg_groups.overrides", "_mamba_radix_cache_resolution")(cfg))
     if cfg.enable_dp_attention:
@@ -178,9 +186,126 @@ def args_0518(L: Loader, cfg: Bag, mc: Bag, c: dict[str, Any], code: list[str]) 
     before _handle_gpu_memory_settings reserves memory for it."""
     cfg._handle_cuda_graph_config()
     cfg._handle_gpu_memory_settings(c["gpu_capacity_mib"])
+    attention_backend(L, cfg, mc, c, code)
     if mc.is_hybrid:
         cfg._handle_mamba_radix_cache(model_arch=mc.hf_config.architectures[0])
     _dp_and_speculative_hook(L, cfg, c)
+
+
+# ------------------------------------------------------------------ the attention backend on an SM100 card
+
+#: the post-process passes of the attention-backend handler (0.5.15+ arg_groups/overrides.py) the oracle
+#: applies where the handler runs them (run_post_process_pass): the default backend and the page-size snaps
+ATTENTION_PASSES = frozenset({"_attention_backend_default", "_mla_backend_page_constraints", "_fa4_page_constraint",
+                              "_intel_xpu_page_constraint"})
+
+
+def sm_platform(sm: int) -> dict[str, bool]:
+    """The platform probes of sglang/srt/utils (up to 0.5.18) for a card of compute capability `sm`
+    (an integer, 90 for (9, 0)), with a CUDA of 12.8 or later: what the stubbed device answers."""
+    return {"is_sm100_supported": 100 <= sm < 110, "is_sm90_supported": sm == 90,
+            "is_hopper_with_cuda_12_3": sm == 90, "is_blackwell_supported": sm >= 100, "is_blackwell": sm >= 100,
+            "is_sm120_supported": 120 <= sm < 130, "is_flashinfer_available": True, "cpu_has_amx_support": False,
+            "xpu_has_xmx_support": False}
+
+
+def answer(value: Any) -> Any:
+    """A platform probe that answers `value` whatever it is asked."""
+    return lambda *a, **k: value
+
+
+def platform_bag(sm: int) -> dict[str, Any]:
+    """0.5.19+ runtime_context.get_platform()'s answers for that card."""
+    p = sm_platform(sm)
+    return {"is_sm100": p["is_sm100_supported"], "is_sm90": p["is_sm90_supported"],
+            "is_hopper_with_cuda_12_3": p["is_hopper_with_cuda_12_3"], "is_sm120": p["is_sm120_supported"],
+            "is_blackwell": p["is_blackwell"], "is_hip": False, "is_xpu": False, "is_musa": False, "is_cuda": True,
+            "is_npu": False, "is_cpu": False, "has_amx": False, "has_flashinfer": True}
+
+
+def override_statements(L: Loader, module: str, func: str, cls: str | None = None, arch: str | None = None) -> Any:
+    """A model's override (`func` of `module`, a method of `cls`; with `arch` the `model_arch in
+    [arch]` branch of it) with only its statements that choose the attention backend or turn the
+    hybrid sliding-window pool off, as written: SGLang's own choice, without the MoE-kernel and dtype
+    statements around it that read the checkpoint and the driver."""
+    L._index(module)
+    if cls is None:
+        node = next(n for n in L._defs[module][func] if isinstance(n, ast.FunctionDef))
+    else:
+        klass = next(n for n in L._defs[module][cls] if isinstance(n, ast.ClassDef))
+        node = next(n for n in klass.body if isinstance(n, ast.FunctionDef) and n.name == func)
+    body = node.body
+    lead: list[ast.stmt] = []
+    if arch is not None:
+        branch = next(n for n in ast.walk(node) if isinstance(n, ast.If) and isinstance(n.test, ast.Compare)
+                      and f'"{arch}"' in ast.unparse(n.test).replace("'", '"') and "model_arch" in ast.unparse(n.test))
+        body = branch.body
+        # the method's own names the branch reads (hf_config = self.get_hf_config(), model_arch = ...)
+        lead = [st for st in node.body if isinstance(st, (ast.Import, ast.ImportFrom)) or (
+            isinstance(st, ast.Assign) and len(st.targets) == 1 and isinstance(st.targets[0], ast.Name)
+            and st.targets[0].id in ("hf_config", "model_arch", "model_config"))]
+    keep = ("attention_backend", "attn_backend", "supported_backends", "disable_hybrid_swa_memory", "resolving_view",
+            "overrides: Dict", "overrides = {}", "return overrides", "model_arch = ")
+    kept = lead + [st for st in body if isinstance(st, (ast.Import, ast.ImportFrom))
+                   or any(k in L._segment(module, st) for k in keep)]
+    if arch is None and not any(isinstance(st, ast.Return) for st in kept):
+        kept += ast.parse("return overrides").body
+    new = ast.FunctionDef(name=func, args=node.args, body=kept or [ast.Pass()], decorator_list=[], returns=None,
+                          type_params=[])
+    ast.fix_missing_locations(new)
+    ns = L.namespace(module)
+    exec(compile(ast.Module(body=[new], type_ignores=[]), f"<wheel {module}.{func} (attention statements)>", "exec"), ns)
+    where = f"{cls}.{func}" if cls else func
+    L.used.append(f"{L.path(module).relative_to(L.root)}:{where} (its {arch or 'model'} attention-backend statements)")
+    return ns[func]
+
+
+#: the model overrides that pick an attention backend on SM100, per architecture and layout:
+#: (module, function, class, branch), the first the wheel has
+MODEL_OVERRIDES = {
+    "GptOssForCausalLM": (
+        ("sglang.srt.arg_groups.model_overrides.gpt_oss", "_gpt_oss_overrides", None, None),  # 0.5.19+
+        ("sglang.srt.arg_groups.overrides", "_gpt_oss_overrides", None, None),  # 0.5.15-0.5.18
+        ("sglang.srt.server_args", "_handle_model_specific_adjustments", "ServerArgs", "GptOssForCausalLM")),  # ≤ 0.5.14
+    "DeepseekV3ForCausalLM": (  # "DeepSeek V3/R1/V3.1": trtllm_mla
+        ("sglang.srt.arg_groups.model_overrides.deepseek_v2", "_deepseek_family_overrides", None, None),
+        ("sglang.srt.arg_groups.overrides", "_deepseek_family_overrides", None, None),
+        ("sglang.srt.server_args", "_handle_model_specific_adjustments", "ServerArgs", "DeepseekV3ForCausalLM")),
+}
+
+
+def attention_backend(L: Loader, cfg: Bag, mc: Bag, c: dict[str, Any], code: list[str]) -> None:
+    """On an SM100 card (B200): the release's own choice of attention backend and the page size it
+    forces, after the memory settings as __post_init__ / the resolution pipeline order them: the
+    model's override first (gpt-oss: trtllm_mha on SM100; 0.5.8-0.5.9 also disable_hybrid_swa_memory),
+    then the attention-backend handler whole (the default backend for the others: 0.5.7+ trtllm_mha
+    for an MHA model; its page-size snaps: trtllm_mha 16/32/64 (128 from 0.5.18), FlashMLA 64,
+    cutlass_mla 128, trtllm_mla 32/64, fa4 128). Not run on the other cards of the grid: there the same
+    code picks fa3 (SM90) or flashinfer (SM89), which force no page size (read from each wheel)."""
+    if c["sm"] < 100:
+        return
+    arch = mc.hf_config.architectures[0]
+    if arch in MODEL_OVERRIDES:  # (0.5.6 ran the whole of _handle_model_specific_adjustments for gpt-oss: a no-op)
+        for module, func, cls, branch in MODEL_OVERRIDES[arch]:
+            if L.path(module) is None or f"def {func}(" not in L.path(module).read_text():
+                continue
+            if cls is not None and branch is not None and f'"{branch}"' not in L.path(module).read_text():
+                continue
+            fn = override_statements(L, module, func, cls, branch)
+            if cls is None:
+                cfg.set(**(fn(cfg, mc.hf_config) or {}))
+            else:
+                fn(cfg)
+            break
+        else:
+            raise NameError(f"oracle: no attention override of {arch} found")
+    hook = "sglang.srt.arg_groups.attention_hook"
+    if L.has(hook, "handle_attention_backend_compatibility"):  # 0.5.19+
+        L.get(hook, "handle_attention_backend_compatibility")(cfg)
+    else:
+        cfg._handle_attention_backend_compatibility()
+    if cfg.page_size is None:  # _handle_page_size / _page_size_default: the grid always sets one
+        raise NameError("oracle: page_size unset after the attention handler")
 
 
 def _dp_and_speculative_hook(L: Loader, cfg: Bag, c: dict[str, Any]) -> None:
@@ -270,7 +395,7 @@ def drive_configurator(root: Path, c: dict[str, Any], model_cfg: dict[str, Any],
     # resolution is applied as SGLang applies it (its declared fields set); the others (LM-head
     # layout, sampling backend) size nothing and are skipped
     def run_post_process_pass(server_args: Any, fn: Any) -> None:
-        if "mamba" in fn.__name__:
+        if "mamba" in fn.__name__ or fn.__name__ in ATTENTION_PASSES:
             server_args.set(**(fn(server_args) or {}))
 
     L.stubs["sglang.srt.arg_groups.overrides.run_post_process_pass"] = run_post_process_pass
@@ -281,6 +406,9 @@ def drive_configurator(root: Path, c: dict[str, Any], model_cfg: dict[str, Any],
         L.stubs[f"{mod}.get_device_sm"] = lambda: c["sm"]
         L.stubs[f"{mod}.get_device_name"] = lambda *a: c["card"]
         L.stubs[f"{mod}.is_cuda_alike"] = lambda: True
+        for n, v in sm_platform(c["sm"]).items():  # what the card is (its compute capability, CUDA 12.8+)
+            L.stubs[f"{mod}.{n}"] = answer(v)
+    L.stubs["sglang.srt.runtime_context.get_platform"] = lambda: Bag("platform", **platform_bag(c["sm"]))
     L.stubs["sglang.srt.platforms.current_platform"] = Bag(  # CUDA itself, not an out-of-tree platform
         "current_platform", is_out_of_tree=lambda: False, support_piecewise_cuda_graph=lambda: True)
 
@@ -292,6 +420,9 @@ def drive_configurator(root: Path, c: dict[str, Any], model_cfg: dict[str, Any],
         hf = L.get(*own[arch])(**kw)
     else:
         hf = PretrainedConfig(**kw)
+    wheel_mm = wheel_is_multimodal(L, hf)
+    if wheel_mm is not None:  # the wheel's own decision, not config.json's vision_config
+        facts["multimodal"] = bool(wheel_mm.is_multimodal)
     AttentionArch = L.get("sglang.srt.configs.model_config", "AttentionArch")
     mc = Bag("model_config", hf_config=hf, hf_text_config=hf.get_text_config(), context_len=facts["context_len"],
              head_dim=facts["head_dim"], v_head_dim=facts["v_head_dim"],
@@ -300,6 +431,8 @@ def drive_configurator(root: Path, c: dict[str, Any], model_cfg: dict[str, Any],
              num_hidden_layers=facts["num_hidden_layers"], kv_lora_rank=model_cfg.get("kv_lora_rank"),
              qk_rope_head_dim=model_cfg.get("qk_rope_head_dim"), quantization=None, dtype=torch.bfloat16,
              is_hybrid=arch in own, model_path=c["model"])
+    if wheel_mm is not None and wheel_mm.has("is_multimodal_chunked_prefill_supported"):  # 0.4.7+
+        mc.set(is_multimodal_chunked_prefill_supported=bool(wheel_mm.is_multimodal_chunked_prefill_supported))
     # ModelConfig.__init__'s prefill-graph facts (0.5.11+), from the wheel's own arch lists
     archs, mcm = hf.architectures or [], "sglang.srt.configs.model_config"
     for flag in ("is_multimodal_piecewise_cuda_graph_supported", "is_multimodal_breakable_cuda_graph_supported"):
@@ -312,6 +445,22 @@ def drive_configurator(root: Path, c: dict[str, Any], model_cfg: dict[str, Any],
                   and not mc.is_multimodal_piecewise_cuda_graph_supported)
         mc.set(is_piecewise_cuda_graph_disabled_model=L.get(mcm, "is_piecewise_cuda_graph_disabled_model")(archs)
                or bool(mm_off))
+    if c["sm"] >= 100 and arch in own and any(  # 0.5.9+; 0.5.6's hybrid keeps flashinfer on SM100
+            "sm100_default_att" in f.read_text() for f in [root / "sglang/srt/server_args.py",
+                                                           *(root / "sglang/srt/arg_groups").rglob("*.py")]
+            if f.is_file()):
+        raise LeftOut("a hybrid GDN model on SM100: its model override picks the attention backend and page size "
+                      "with the Mamba radix cache (_qwen3_5_hybrid_overrides; up to 0.5.18 _handle_mamba_radix_cache's "
+                      "sm100_default_attention_backend), not run")
+    # ModelConfig's attention facts the default-backend choice reads (0.5.19+; the SM100 step only): the wheel's own
+    mc.set(swa_head_dim=mc.head_dim, swa_v_head_dim=mc.v_head_dim, is_encoder_decoder=L.get(
+        mcm, "is_encoder_decoder_model")(archs) if c["sm"] >= 100 and L.has(mcm, "is_encoder_decoder_model") else False)
+    for prop in ("has_asymmetric_kv", "_detect_attention_sinks") if c["sm"] >= 100 else ():
+        try:
+            fn = L.method(mcm, "ModelConfig", prop)
+        except NameError:
+            continue
+        mc.set(**{prop.lstrip("_").replace("detect_", "has_"): fn(mc)})  # a property or a method: the wheel's
     for m in ("get_num_kv_heads", "get_total_num_kv_heads"):
         fn = L.method("sglang.srt.configs.model_config", "ModelConfig", m)
         mc.set(**{m: (lambda f: lambda *a, **k: f(mc, *a, **k))(fn)})
@@ -325,7 +474,9 @@ def drive_configurator(root: Path, c: dict[str, Any], model_cfg: dict[str, Any],
     CudaGraphConfig = (L.get(graphs_module, "CudaGraphConfig") if L.has(graphs_module, "CudaGraphConfig")
                        else lambda: None)
     cfg.set(**server_args_defaults(L))
-    cfg.set(**{k: v for k, v in field_defaults(root, ("swa_full_tokens_ratio", "disable_hybrid_swa_memory")).items()
+    cfg.set(**{k: v for k, v in field_defaults(root, (
+        "swa_full_tokens_ratio", "disable_hybrid_swa_memory", "attention_backend", "prefill_attention_backend",
+        "decode_attention_backend", "speculative_draft_attention_backend", "enable_prefill_cp")).items()
                if not cfg.has(k)})
     cfg.set(device="cuda", tp_size=c["tp"], pp_size=1, dp_size=c["dp_size"] if c["dp_mode"] == "dp_attention" else 1,
             attn_dp_size=c["dp_size"] if c["dp_mode"] == "attn_dp_size" else 1,
@@ -456,7 +607,13 @@ def drive_configurator(root: Path, c: dict[str, Any], model_cfg: dict[str, Any],
         find("__post_init__")(kvc)  # mambaish / hybrid_gdn / kda configs, the DFlash draft cell
     mem_fraction = cfg.mem_fraction_static
     try:
-        if args_phase in (args_0509, args_0506, args_0501):
+        if args_phase is args_0400:
+            pool = pool_0400(L, kvc, cfg, c["free_gb"])
+            mem_fraction = kvc.mem_fraction_static  # ModelRunner.__init__'s, which the pool was sized with
+        elif args_phase in (args_0509, args_0506, args_0501):
+            if args_phase is args_0501:
+                runner_fraction(L, kvc, cfg)
+                mem_fraction = kvc.mem_fraction_static  # ModelRunner's, which the pool is sized with
             pool = pool_0509(L, kvc, cfg, c["free_gb"])
         else:
             pool = kvc._resolve_memory_pool_config(c["free_gb"])
@@ -600,6 +757,7 @@ def _server_args_0512(cfg: Bag, mc: Bag, c: dict[str, Any]) -> None:
     if piecewise is not None:
         piecewise()
     cfg._handle_gpu_memory_settings(c["gpu_capacity_mib"])
+    attention_backend(cfg._d["_loader"], cfg, mc, c, [])
     if mc.is_hybrid:
         cfg._handle_mamba_radix_cache(model_arch=mc.hf_config.architectures[0])
 
@@ -646,7 +804,8 @@ def method_statements(L: Loader, module: str, cls: str, func: str, stop, tail: s
     return ns[func]
 
 
-def pool_0509(L: Loader, kvc: Any, cfg: Bag, free_gb: float) -> Any:
+def pool_0509(L: Loader, kvc: Any, cfg: Bag, free_gb: float,
+              stop: tuple[str, ...] = ("if self.req_to_token_pool is None",)) -> Any:
     """Up to 0.5.9: init_memory_pool (ModelRunnerKVCacheMixin's, before 0.5.7 ModelRunner's) up to
     the pool allocations (profile_max_num_token, handle_max_mamba_cache, max_num_reqs), then the
     `self.max_running_requests = min(..., req_to_token_pool.size)` statement (ModelRunner.initialize;
@@ -655,7 +814,7 @@ def pool_0509(L: Loader, kvc: Any, cfg: Bag, free_gb: float) -> Any:
     runner = "sglang.srt.model_executor.model_runner"
     owner = (mixin, "ModelRunnerKVCacheMixin") if L.has(mixin, "ModelRunnerKVCacheMixin") else (runner, "ModelRunner")
     init = method_statements(L, *owner, "init_memory_pool",
-                             lambda s: s.startswith("if self.req_to_token_pool is None"), "return max_num_reqs")
+                             lambda s: s.startswith(stop), "return max_num_reqs")
     nargs = init.__code__.co_argcount
     extra = (cfg.max_running_requests, cfg.max_total_tokens)[: nargs - 2]
     max_num_reqs = init(kvc, free_gb, *extra)
@@ -692,6 +851,7 @@ def args_0506(L: Loader, cfg: Bag, mc: Bag, c: dict[str, Any], code: list[str]) 
         cfg._handle_environment_variables()  # SGLANG_MAMBA_SSM_DTYPE, which mamba_utils reads back
     elif getattr(mc.hf_text_config, "sliding_window", None):
         cfg._handle_model_specific_adjustments()  # gpt-oss, Gemma 2/3: disable_hybrid_swa_memory
+    attention_backend(L, cfg, mc, c, code)
     _dp_and_speculative_48(L, cfg, c)
 
 
@@ -721,7 +881,112 @@ def drive_0506(root: Path, c: dict[str, Any], model_cfg: dict[str, Any]) -> tupl
     return drive_configurator(root, c, model_cfg, args_0506)
 
 
+def args_0400(L: Loader, cfg: Bag, mc: Bag, c: dict[str, Any], code: list[str]) -> None:
+    """0.3.6-0.4.0 (up to 0.4.5.post2 by their flag tables; 0.4.0 and 0.3.6 run): as 0.5.1, no
+    handler to call alone: ServerArgs.__post_init__'s own statements that size, in its order and as
+    written: the card reading (get_nvgpu_memory_capacity), the `if self.mem_fraction_static is None`
+    block (by tp alone), 0.4.0's `if self.chunked_prefill_size is None` / `if self.cuda_graph_max_bs
+    is None` (0.3.6: `if gpu_mem < 25000`, chunked prefill //= 4), and the `if self.enable_dp_attention`
+    block (dp_size = tp_size, chunked prefill // 2). No speculative package, no page size yet."""
+    heads = ("if is_hip():\n            gpu_mem = ", "if is_cuda():\n            gpu_mem = ",  # 0.4.4's reading
+             "if self.mem_fraction_static is None",
+             "if self.chunked_prefill_size is None", "if self.cuda_graph_max_bs is None", "if gpu_mem < 25",
+             "if self.enable_dp_attention:")
+    defaults = server_args_defaults(L)
+    cfg.set(chunked_prefill_size=defaults.get("chunked_prefill_size"),  # 0.3.6: 8192, 0.4.0: None
+            cuda_graph_max_bs=defaults.get("cuda_graph_max_bs"))
+    for n in ("get_nvgpu_memory_capacity", "get_amdgpu_memory_capacity"):
+        L.stubs[f"sglang.srt.server_args.{n}"] = lambda: c["gpu_capacity_mib"]
+    L.stubs["sglang.srt.server_args.is_hip"] = lambda: False
+    L.stubs["sglang.srt.server_args.is_cuda"] = lambda: True
+    fn = statements(L, "sglang.srt.server_args", "__post_init__", lambda s: s.startswith(heads), cls="ServerArgs")
+    L.used[-1] = "sglang/srt/server_args.py:__post_init__ (its sizing statements)"  # no max_running one here
+    fn(cfg)
+
+
+def init_statement(L: Loader, module: str, cls: str, func: str, needle: str,
+                   argnames: tuple[str, ...] = ("self", "server_args"), keep=None) -> Any:
+    """The top-level statements of `cls.func` whose source holds `needle` (or that `keep` accepts),
+    in their order, as a function of `argnames` (default (self, server_args): a constructor's
+    statement that reads its `server_args` argument)."""
+    L._index(module)
+    klass = next(n for n in L._defs[module][cls] if isinstance(n, ast.ClassDef))
+    node = next(n for n in klass.body if isinstance(n, ast.FunctionDef) and n.name == func)
+    body = [st for st in node.body if (keep(L._segment(module, st)) if keep else needle in L._segment(module, st))]
+    if not body:
+        raise NameError(f"oracle: no statement with {needle!r} in {cls}.{func}")
+    args = ast.arguments(posonlyargs=[], args=[ast.arg(a) for a in argnames], kwonlyargs=[],
+                         kw_defaults=[], defaults=[])
+    new = ast.FunctionDef(name=func, args=args, body=body, decorator_list=[], returns=None, type_params=[])
+    ast.fix_missing_locations(new)
+    ns = L.namespace(module)
+    exec(compile(ast.Module(body=[new], type_ignores=[]), f"<wheel {module}.{cls}.{func} (statement)>", "exec"), ns)
+    L.used.append(f"{L.path(module).relative_to(L.root)}:{cls}.{func} (its statement {needle!r})")
+    return ns[func]
+
+
+#: ModelConfig.__init__'s statements that decide is_multimodal (0.4.6.post1+: `enable_multimodal`
+#: None → False for the architectures in its mm_disabled_models, Gemma 3 and Llama 4 among them;
+#: 0.5.18+ also language_model_only and the sub-config heuristics)
+MULTIMODAL_HEADS = ("self.is_lm_only =", "if enable_multimodal is None", "has_multimodal_subconfig =",
+                    "has_dsv41_vision =", "self.is_multimodal =", "self.is_multimodal_chunked_prefill_supported =")
+
+
+def wheel_is_multimodal(L: Loader, hf: Any) -> Bag | None:
+    """Whether the wheel's ModelConfig calls the model multimodal when --enable-multimodal is not
+    given (is_multimodal, and is_multimodal_chunked_prefill_supported where it has one), its own
+    statements run as written; None where its __init__ has no `enable_multimodal` (up to 0.4.0:
+    is_multimodal_model alone, which pool_0400 runs)."""
+    mcm = "sglang.srt.configs.model_config"
+    if "enable_multimodal is None" not in L.path(mcm).read_text():
+        return None
+    fn = init_statement(L, mcm, "ModelConfig", "__init__", "if enable_multimodal is None; self.is_multimodal =",
+                        ("self", "enable_multimodal", "language_model_only"),
+                        keep=lambda s: s.strip().startswith(MULTIMODAL_HEADS))
+    me = Bag("model_config", hf_config=hf, hf_text_config=hf.get_text_config(), model_impl="auto")
+    fn(me, None, False)
+    return me
+
+
+def pool_0400(L: Loader, kvc: Any, cfg: Bag, free_gb: float) -> Any:
+    """0.3.6-0.4.4.post4: ModelRunner.__init__'s multimodal statement (`self.mem_fraction_static *= 0.95`
+    for a model configs/model_config.py is_multimodal_model names; 0.4.4.post4's × 0.90 is in
+    model_specific_adjustment, which __init__ calls), then init_memory_pool's
+    statements up to the request pool's constructor, which 0.3.6-0.4.0 call unconditionally (the
+    size it receives as written, `max_num_reqs + 1`), then TpModelWorker.__init__'s
+    max_running_requests statement (pool_0509's tail)."""
+    runner, mcm = "sglang.srt.model_executor.model_runner", "sglang.srt.configs.model_config"
+    kvc.is_multimodal = L.get(mcm, "is_multimodal_model")(list(kvc.model_config.hf_config.architectures or []))
+    try:
+        scale = init_statement(L, runner, "ModelRunner", "__init__", "self.mem_fraction_static *= ")
+    except NameError:  # 0.4.4.post4-0.4.5.post2: in model_specific_adjustment, which __init__ calls
+        scale = init_statement(L, runner, "ModelRunner", "model_specific_adjustment", "self.mem_fraction_static *= ")
+    scale(kvc, cfg)
+    return pool_0509(L, kvc, cfg, free_gb, stop=("if self.req_to_token_pool is None",
+                                                 "self.req_to_token_pool = ReqToTokenPool("))
+
+
+def runner_fraction(L: Loader, kvc: Any, cfg: Bag) -> None:
+    """0.4.6.post1-0.5.1: ModelRunner.model_specific_adjustment's statements that scale the fraction,
+    as written (ModelRunner.__init__ runs it before the pool is sized): 0.4.4.post4-0.4.8.post1's
+    `if self.is_multimodal: self.mem_fraction_static *= 0.90` (ModelConfig's is_multimodal, given or
+    automatic fraction), 0.4.7-0.5.2's `if server_args.attention_backend == "aiter"` × 0.85 (ROCm's
+    backend: inert on this CUDA grid)."""
+    runner = "sglang.srt.model_executor.model_runner"
+    # ModelRunner.__init__'s own `self.is_multimodal… = model_config.…` statements
+    init_statement(L, runner, "ModelRunner", "__init__", "self.is_multimodal", ("self", "model_config"),
+                   keep=lambda s: s.strip().startswith("self.is_multimodal"))(kvc, kvc.model_config)
+    if "self.mem_fraction_static *= " not in L.path(runner).read_text():
+        return
+    init_statement(L, runner, "ModelRunner", "model_specific_adjustment", "self.mem_fraction_static *= ")(kvc, cfg)
+
+
+def drive_0400(root: Path, c: dict[str, Any], model_cfg: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    return drive_configurator(root, c, model_cfg, args_0400)
+
+
 POOL_OWNERS = {
+    args_0400: [("sglang.srt.model_executor.model_runner", "ModelRunner")],
     args_0506: [("sglang.srt.model_executor.model_runner", "ModelRunner")],
     args_0501: [("sglang.srt.model_executor.model_runner", "ModelRunner")],
     args_0509: [("sglang.srt.model_executor.model_runner_kv_cache_mixin", "ModelRunnerKVCacheMixin"),
@@ -756,14 +1021,16 @@ def driver_for(release: str):
         return drive_0509
     if key >= (0, 5, 3):
         return drive_0506
-    if key >= (0, 4, 6):  # 0.4.6.post1, 0.5.1 (0.4.0: see docs/preflight.md#the-oracle)
+    if key >= (0, 4, 6):  # 0.4.6.post1, 0.4.7, 0.4.8.post1, 0.4.9, 0.5.1
         return drive_0501
+    if (0, 3, 6) <= key < (0, 4, 5):  # 0.3.6, 0.4.0 (the flag tables' oldest), 0.4.3.post2, 0.4.4.post4
+        return drive_0400
     raise SystemExit(f"sglang-sizing-oracle: no driver for {release} yet")
 
 
 def supports(release: str, case: dict[str, Any], root: Path | None = None) -> bool:
-    """Whether the release has the case's flags (--attn-dp-size is 0.5.22+) and its speculative
-    algorithm (a name its speculative/spec_info.py knows)."""
+    """Whether the release has the case's flags (--attn-dp-size is 0.5.22+, --page-size 0.4.5+) and
+    its speculative algorithm (a name its speculative/spec_info.py knows)."""
     key = tuple(int(x) for x in release.split(".")[:3] if x.isdigit())
     if case["dp_mode"] == "attn_dp_size" and key < (0, 5, 22):
         return False
@@ -773,9 +1040,23 @@ def supports(release: str, case: dict[str, Any], root: Path | None = None) -> bo
         return False  # 0.5.1 turns the hybrid sliding-window pool on for them: its pool split is not run
     if root is not None and "3.8-27B" in case["model"] and not (root / "sglang/srt/configs/qwen3_5.py").is_file():
         return False  # a Qwen3.5-style hybrid: only releases that have its config class
+    if key < (0, 4, 5) and root is not None and case["page_size"] != 1 \
+            and "page_size" not in (root / "sglang/srt/server_args.py").read_text():
+        return False  # 0.3.6-0.4.0: no --page-size
     if case["spec"] and root is not None:
         spec_info = root / "sglang/srt/speculative/spec_info.py"
         known = spec_info.read_text() if spec_info.is_file() else ""
         if case["spec"] not in known and (case["spec"] != "NEXTN" or not known):
             return False
     return True
+
+
+def has_model_file(root: Path, arch: str) -> bool:
+    """Whether the wheel has a model file for `arch` (its sglang/srt/models/*.py name it: the
+    EntryClass registry); 0.3.6-0.4.0 predate Qwen3, Gemma 3, gpt-oss, Qwen2.5-VL."""
+    if not hasattr(has_model_file, "_text"):
+        has_model_file._text = {}  # type: ignore[attr-defined]
+    cache = has_model_file._text  # type: ignore[attr-defined]
+    if root not in cache:
+        cache[root] = "\n".join(p.read_text() for p in sorted((root / "sglang/srt/models").glob("*.py")))
+    return f"class {arch}(" in cache[root]

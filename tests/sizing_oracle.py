@@ -88,7 +88,7 @@ def sizing(c: dict[str, Any], release: str, model_cfg: dict[str, Any]) -> memory
     inp = inputs_from_shape(cfg, shape, gpu_free_gb=c["free_gb"], gpu_source="oracle",
                             weights_bytes=int(c["weights_gb"] * GB) * c["tp"],
                             draft_bytes=int((c.get("draft_weights_gb") or 0.0) * GB), draft_layers=draft_layers,
-                            gpu_total_gb=c["gpu_capacity_mib"] / 1024)
+                            gpu_total_gb=c["gpu_capacity_mib"] / 1024, gpu_name=c["card"])
     # the oracle stubs the post-load reading: the RoPE caches SGLang grows before it (svcdiag.sglang.rope,
     # reserve_rope_cache_for_long_sequences) are outside the sizing code it runs
     return replace(sizing_inputs(cfg, inp), rope_growth_gb=0.0)
@@ -148,7 +148,7 @@ def mismatches(path: Path) -> Iterator[Mismatch]:
 def _kind(c: dict[str, Any]) -> str:
     m = c["model"]
     return ("hybrid" if "Next" in m or "3.8-27B" in m else "mla" if "DeepSeek" in m else "swa" if "gpt-oss" in m
-            else "vlm" if "VL" in m or "gemma-3" in m else "moe" if "A3B" in m or "A22B" in m else "dense")
+            else "vlm" if "VL" in m else "moe" if "A3B" in m or "A22B" in m else "dense")
 
 
 #: (cause, where in SGLang, predicate on a mismatch): the first that holds names the row's cause
@@ -158,6 +158,13 @@ CAUSES: list[tuple[str, str, Callable[[Mismatch], bool]]] = [
      "up to 0.5.18 server_args.py ServerArgs._handle_gpu_memory_settings",
      lambda m: "error" not in m.sglang and m.sglang.get("mem_fraction_static") is not None
      and abs(m.sglang["mem_fraction_static"] - m.svcdiag["mem_fraction_static"]) > 1e-9),
+    ("sm100-attention-backend", "on an SM100 card the attention backend SGLang picks sets the page size (trtllm_mha, "
+     "trtllm_mla: 64) and, 0.5.8-0.5.9, gpt-oss's one pool: up to 0.5.18 server_args.py ServerArgs._handle_attention_"
+     "backend_compatibility, _handle_model_specific_adjustments (GptOssForCausalLM, DeepseekV3ForCausalLM); 0.5.15+ "
+     "arg_groups/overrides.py _attention_backend_default, _mla_backend_page_constraints, _gpt_oss_overrides, "
+     "_deepseek_family_overrides; 0.5.19+ arg_groups/attention_hook.py handle_attention_backend_compatibility, "
+     "model_overrides/gpt_oss.py, model_overrides/deepseek_v2.py",
+     lambda m: m.case.get("sm", 0) >= 100 and "refusal" not in m.fields),
     ("speculative-48", "max_running_requests unset → 48 with speculative decoding: 0.5.13+ "
      "arg_groups/speculative_hook.py _handle_eagle_family / _handle_dflash / _handle_ngram; up to 0.5.12 "
      "server_args.py ServerArgs._handle_speculative_decoding",

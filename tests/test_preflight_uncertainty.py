@@ -178,3 +178,31 @@ def test_each_reading_kind_takes_off_what_it_still_counts() -> None:
     assert [reading_kind(s) for s in ("NVML (GPUs 0, now)", "nvidia-smi (GPUs 0, now)", "nvidia-smi on h (GPUs 0)",
                                       "torch in /venv/bin/python, a subprocess", "--gpu-memory", "x.toml: gpu_memory_gb")
             ] == ["nvml", "nvidia-smi", "nvidia-smi", "torch", "given", "given"]
+
+
+def test_a_b200_read_by_name_sizes_the_pool_in_64_token_pages(units: Path, tmp_path: Path, monkeypatch) -> None:
+    """nvidia-smi names the card: on a B200 (SM100) SGLang's default attention backend, trtllm_mha,
+    turns page size 1 into 64 (memory.attention_page); the same reading on an H200 keeps page 1."""
+    cfg = dense(units, tmp_path, "b200", 32768)
+    read_by_nvidia_smi(monkeypatch, 177.6, "NVIDIA B200", 570)
+    b200 = plan(cfg)
+    read_by_nvidia_smi(monkeypatch, 177.6, "NVIDIA H200", 570)
+    h200 = plan(cfg)
+    assert b200.inputs is not None and b200.inputs.gpu_name == "NVIDIA B200"
+    assert b200.prediction.kv_tokens % 64 == 0
+    assert "SM100" in b200.to_json()["sources"]["gpu_sm"] and "gpu_sm" not in h200.to_json()["sources"]
+    assert h200.prediction.kv_tokens % 64 != 0  # this pool is one the page changes
+
+
+def test_a_hybrid_on_a_b200_is_noted_as_sglangs_own_choice(units: Path, tmp_path: Path, monkeypatch) -> None:
+    """A hybrid GDN model's SM100 backend and page size are not modeled: preflight says so."""
+    from .model_fixtures import HYBRID_QWEN3_NEXT
+
+    d = model_dir(tmp_path, "Qwen3-Next", HYBRID_QWEN3_NEXT, 40.0)
+    (units / "next.toml").write_text(f'extends = "nospec-tp1"\nmodel_path = "{d}"\nmem_fraction_static = 0.85\n'
+                                     "context_length = 32768\n")
+    cfg = UnitsDir(units, "t").load("next")
+    read_by_nvidia_smi(monkeypatch, 177.6, "NVIDIA B200", 570)
+    assert any("SM100" in n and "not modeled" in n for n in plan(cfg).notes)
+    read_by_nvidia_smi(monkeypatch, 139.0, "NVIDIA H200", 570)
+    assert not any("SM100" in n for n in plan(cfg).notes)

@@ -17,6 +17,7 @@ fix (svcdiag.sglang.memory_plan). The stand-in (svcdiag.sim) sizes a 0.5.20+ sta
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from functools import lru_cache
 from typing import Any
 
 from svcdiag.sglang.causes import Cause
@@ -67,8 +68,9 @@ class Family:
     dflash_draft_cell: bool  # DFlash draft KV: its own bytes per token (else the target's, scaled by layers)
     auto_extra_buffer: bool  # --mamba-scheduler-strategy auto → extra_buffer with the overlap scheduler
     hybrid_zero_raises: bool  # a hybrid whose state cache serves no request raises RuntimeError
-    #: SGLang's automatic mem_fraction_static (auto_mem_fraction): "0.4.0", "0.4", "0.5.2", "0.5.6", "0.5.10", "0.5.11",
-    #: "0.5.15", "0.5.18", "0.5.19", "0.5.20", "0.5.23": the release whose server_args / arg_groups/memory_hook.py rule it is
+    #: SGLang's automatic mem_fraction_static (auto_mem_fraction): "0.3.6", "0.4.0", "0.4", "0.4.7", "0.5.2", "0.5.6",
+    #: "0.5.10", "0.5.11", "0.5.15", "0.5.18", "0.5.19", "0.5.20", "0.5.23":
+    #: the release whose server_args / arg_groups/memory_hook.py rule it is
     mfs_rule: str = "0.5.23"
     #: an EAGLE / MTP / STANDALONE draft's KV: "extra_tokens" (init_memory_pool adds max_num_reqs ×
     #: (steps × topk + D) + 100 tokens to the shared pool), "target" (the target's pool alone),
@@ -82,13 +84,59 @@ class Family:
     #: GiB a multimodal model's KV budget leaves for its embedding cache (0.5.18+ kv_cache_configurator.py
     #: mm_runtime_reservation_gb: SGLANG_VLM_CACHE_SIZE_MB, 100 MB)
     mm_reserve_gb: float = 0.0
+    #: whether --enable-dp-attention splits the KV heads and the asked cap over the attention DP ranks;
+    #: 0.3.6-0.4.0 (not 0.4.3.post2) keep the whole tp in every ModelRunner (profile_max_num_token's
+    #: get_num_kv_heads(self.tp_size)) and give each scheduler the whole max_running_requests (tp_worker.py)
+    dp_attention_splits: bool = True
+    #: what a multimodal model's fraction, given or automatic, is multiplied by in ModelRunner
+    #: (`if self.is_multimodal: self.mem_fraction_static *= F`, __init__ / model_specific_adjustment,
+    #: read from every wheel 0.3.6-0.4.10: 0.95 up to 0.4.4.post3, 0.90 from 0.4.4.post4 to 0.4.8.post1, gone in 0.4.9)
+    vlm_runner_factor: float = 1.0
+    #: what server_args does to a multimodal model's automatic fraction: "none" (up to 0.4.8.post1),
+    #: "0.90" (0.4.9-0.4.9.post2 __post_init__: `if model_config.is_multimodal: self.mem_fraction_static *= 0.90`),
+    #: "vit" (0.4.9.post3+ adjust_mem_fraction_for_vlm: vlm_factor by the vision tower)
+    vlm_auto: str = "vit"
+    #: max_running_requests an EAGLE-family start gets when none is set (server_args.py __post_init__):
+    #: 48 from 0.4.4.post4, 32 in 0.4.3.post3-0.4.4.post3, None up to 0.4.3.post2 (the 2048-4096 estimate)
+    spec_running: int | None = 48
 
 
 FAMILIES = (
-    # up to 0.4.5.post2 (0.4.0's wheel): 0.4.6's sizing, but the automatic fraction by tp alone on every card
-    Family("0.4.0", "0.0", True, "upfront", False, False, False, False, "0.4.0", "extra_tokens", "pool"),
-    Family("0.4", "0.4.5.post3", True, "upfront", False, False, False, False, "0.4", "extra_tokens", "pool"),  # 0.4.6's wheel
-    Family("0.5.2", "0.4.7", False, "radix_off", False, False, False, False, "0.5.2", "extra_tokens", "pool"),  # 0.5.2's
+    # 0.3.6's wheel: 0.4.0's, but tp 8 takes 0.82 (0.81 from 0.4.0) in server_args.py __post_init__ (no EAGLE yet)
+    Family("0.3.6", "0.0", True, "upfront", False, False, False, False, "0.3.6", "target", "pool",
+           dp_attention_splits=False, vlm_runner_factor=0.95, vlm_auto="none", spec_running=None),
+    # 0.3.6.post1-0.4.0 (0.4.0's wheel): 0.4.6's sizing, but the automatic fraction by tp alone on every
+    # card, dp-attention without its own attention group and a VLM's fraction × 0.95 (ModelRunner.__init__)
+    Family("0.4.0", "0.3.6.post1", True, "upfront", False, False, False, False, "0.4.0", "target", "pool",
+           dp_attention_splits=False, vlm_runner_factor=0.95, vlm_auto="none", spec_running=None),
+    # 0.4.0.post1-0.4.3.post2 (0.4.3.post2's wheel; EAGLE read in 0.4.1.post7-0.4.3.post2): 0.4.0's, but
+    # dp-attention splits the KV heads over get_attention_tp_size() and the asked cap over dp_size
+    # (tp_worker.py), as 0.4.6; an EAGLE start gets no max_running_requests default and the target's pool is
+    # sized alone: its draft gets its own pool afterwards, from what is left (init_memory_pool: draft_runner_cache_size)
+    Family("0.4.3", "0.4.0.post1", True, "upfront", False, False, False, False, "0.4.0", "target", "pool",
+           vlm_runner_factor=0.95, vlm_auto="none", spec_running=None),
+    # 0.4.3.post3-0.4.4.post3 (read): 0.4.3's, but the EAGLE draft shares the target's pool, with its extra
+    # tokens, and 32 requests by default
+    Family("0.4.3.post3", "0.4.3.post3", True, "upfront", False, False, False, False, "0.4.0", "extra_tokens", "pool",
+           vlm_runner_factor=0.95, vlm_auto="none", spec_running=32),
+    # 0.4.4.post4-0.4.5.post2 (their wheels): 0.4.3.post3's, a VLM's fraction × 0.90 (ModelRunner.__init__) and
+    # 48 EAGLE requests (0.4.6's sizing, but the automatic fraction by tp alone on every card)
+    Family("0.4.4", "0.4.4.post4", True, "upfront", False, False, False, False, "0.4.0", "extra_tokens", "pool",
+           vlm_runner_factor=0.90, vlm_auto="none"),
+    # 0.4.5.post3-0.4.6.post5 (0.4.6's, 0.4.6.post1's wheels; × 0.90 in ModelRunner.model_specific_adjustment)
+    Family("0.4", "0.4.5.post3", True, "upfront", False, False, False, False, "0.4", "extra_tokens", "pool",
+           vlm_runner_factor=0.90, vlm_auto="none"),
+    # 0.4.7 (its wheel): 0.5.2's pools, but its own automatic fraction (tp's table up to 80 GB, 0.88 above,
+    # 0.79 over 180,000 MB, a >96 GB card's 48 GB rule; speculative × 0.95) and the VLM's × 0.90 in ModelRunner
+    Family("0.4.7", "0.4.7", False, "radix_off", False, False, False, False, "0.4.7", "extra_tokens", "pool",
+           vlm_runner_factor=0.90, vlm_auto="none"),
+    # 0.4.7.post1-0.4.8.post1 (0.4.7.post1's, 0.4.8's, 0.4.8.post1's wheels): 0.5.2's reserve table, the × 0.90 in ModelRunner
+    Family("0.4.8", "0.4.7.post1", False, "radix_off", False, False, False, False, "0.5.2", "extra_tokens", "pool",
+           vlm_runner_factor=0.90, vlm_auto="none"),
+    # 0.4.9-0.4.9.post2 (their wheels): the × 0.90 moved into server_args, for the automatic fraction only
+    Family("0.4.9", "0.4.9", False, "radix_off", False, False, False, False, "0.5.2", "extra_tokens", "pool",
+           vlm_auto="0.90"),
+    Family("0.5.2", "0.4.9.post3", False, "radix_off", False, False, False, False, "0.5.2", "extra_tokens", "pool"),  # 0.5.2's
     # 0.5.3's wheel: 0.5.2's state cache, 0.5.6's automatic fraction
     Family("0.5.3", "0.5.3", False, "radix_off", False, False, False, False, "0.5.6", "extra_tokens", "pool"),
     Family("0.5.6", "0.5.4", False, "draft_divided", False, False, False, False, "0.5.6", "extra_tokens", "pool"),  # 0.5.6's
@@ -120,8 +168,10 @@ SINCE_0519 = frozenset({"0.5.19", "0.5.20", "0.5.22", "0.5.23"})
 NEWEST = FAMILIES[-1]
 
 
+@lru_cache(maxsize=256)
 def family(version: str | None) -> Family:
-    """The sizing family of an SGLang release; the newest when the release is unknown."""
+    """The sizing family of an SGLang release; the newest when the release is unknown (cached:
+    preflight asks it several times a start, the oracle's comparison 30,000 times)."""
     if not version:
         return NEWEST
     from svcdiag.sglang.flag_tables import version_key
@@ -170,7 +220,6 @@ SPEC_RADIX_RULES: tuple[tuple[str, str, frozenset[str], str], ...] = (
 EAGLE_FAMILY = frozenset({"EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "MTP"})
 DFLASH_FAMILY = frozenset({"DFLASH", "DSPARK"})
 DFLASH_BLOCK_SIZE = 16  # a DFlash draft's default block size: its speculative_num_draft_tokens
-SPECULATIVE_MAX_RUNNING = 48  # max_running_requests a speculative start gets when none is set
 
 
 @dataclass(frozen=True, slots=True)
@@ -220,6 +269,11 @@ class SizingInputs:
     #: GiB SGLang allocates after its 'Load weight end' reading and before the one the pools are sized on:
     #: the RoPE caches it grows for the context (svcdiag.sglang.rope), 0 where none grows
     rope_growth_gb: float = 0.0
+    #: the card's compute capability, major × 10 + minor (100: B200/GB200/B300), None unknown: on SM100
+    #: SGLang's default attention backend forces a page size (attention_page)
+    gpu_sm: int | None = None
+    #: --attention-backend, --prefill-attention-backend, --decode-attention-backend as given (None: unset)
+    attention_backends: tuple[str | None, str | None, str | None] = (None, None, None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -310,7 +364,9 @@ def auto_mem_fraction(gpu_total_gb: float, *, tp_size: int = 1, chunked_prefill_
     fraction = _auto_fraction(gpu_total_gb, tp_size, chunked_prefill_size, cuda_graph_max_bs, fam,
                               (speculative_algorithm or "").upper() or None, attn_dp_size, mla, multimodal,
                               disable_cuda_graph, max_total_tokens, max_running_requests, architecture)
-    if vit is not None and fam.mfs_rule not in ("0.4.0", "0.4"):
+    if multimodal and fam.vlm_auto == "0.90":
+        return fraction * 0.90
+    if vit is not None and fam.vlm_auto == "vit":
         return fraction * vlm_factor(vit)
     return fraction
 
@@ -322,10 +378,21 @@ def _auto_fraction(gpu_total_gb: float, tp_size: int, chunked_prefill_size: int 
     mb = gpu_total_gb * 1024
     rule = fam.mfs_rule
     dp = attn_dp_size if attn_dp_size > 1 else 0
-    if rule in ("0.4.0", "0.4"):  # 0.4.0 / 0.4.6 server_args.py __post_init__ (cards over 80 GB from 0.4.5.post3)
-        if mb <= 81920 or rule == "0.4.0":
-            return 0.79 if tp_size >= 16 else 0.81 if tp_size >= 8 else 0.85 if tp_size >= 4 else \
+    if rule == "0.4.7":  # 0.4.7 server_args.py __post_init__: tp's table up to 80 GB, then by the card
+        fraction = 0.88
+        if mb <= 81920:
+            fraction = 0.79 if tp_size >= 16 else 0.81 if tp_size >= 8 else 0.85 if tp_size >= 4 else \
                 0.87 if tp_size >= 2 else 0.88
+        if mb > 180 * 1000:
+            return 0.79
+        if mb > 96 * 1024:
+            return min(fraction + 48 * 1024 * (1 - fraction) / mb, (mb - 1024 * (20 if algo else 18)) / mb)
+        return fraction * 0.95 if algo is not None else fraction
+    if rule in ("0.3.6", "0.4.0", "0.4"):  # 0.3.6 / 0.4.0 / 0.4.6 server_args.py __post_init__ (cards over 80 GB
+        # from 0.4.5.post3; tp 8: 0.82 in 0.3.6, 0.81 from 0.4.0)
+        if mb <= 81920 or rule in ("0.3.6", "0.4.0"):
+            return 0.79 if tp_size >= 16 else (0.82 if rule == "0.3.6" else 0.81) if tp_size >= 8 else \
+                0.85 if tp_size >= 4 else 0.87 if tp_size >= 2 else 0.88
         return (mb - 1024 * 13) / mb
     if rule == "0.5.2":  # 0.5.2 server_args.py __post_init__: a reserve by card, tp the parallel size
         reserved = 32 * 1024
@@ -378,12 +445,14 @@ def _auto_fraction(gpu_total_gb: float, tp_size: int, chunked_prefill_size: int 
 
 
 def mem_fraction(inp: SizingInputs, fam: Family) -> float:
-    """The fraction the start runs with: the given one, else SGLang's automatic one for the card."""
+    """The fraction the start runs with: the given one, else SGLang's automatic one for the card;
+    up to 0.4.8.post1 a VLM's either one × 0.95 or 0.90 (ModelRunner, Family.vlm_runner_factor)."""
+    factor = fam.vlm_runner_factor if inp.multimodal else 1.0
     if inp.mem_fraction_static is not None:
-        return inp.mem_fraction_static
+        return inp.mem_fraction_static * factor if factor != 1.0 else inp.mem_fraction_static
     if not inp.gpu_total_gb:
-        return AUTO_MEM_FRACTION
-    return auto_mem_fraction(inp.gpu_total_gb, tp_size=inp.tp_size, chunked_prefill_size=inp.chunked_prefill_size,
+        return AUTO_MEM_FRACTION * factor if factor != 1.0 else AUTO_MEM_FRACTION
+    return factor * auto_mem_fraction(inp.gpu_total_gb, tp_size=inp.tp_size, chunked_prefill_size=inp.chunked_prefill_size,
                              cuda_graph_max_bs=inp.cuda_graph_max_bs, fam=fam,
                              speculative_algorithm=inp.speculative_algorithm, attn_dp_size=inp.dp_size, mla=inp.mla,
                              multimodal=inp.multimodal, disable_cuda_graph=inp.disable_cuda_graph,
@@ -391,13 +460,13 @@ def mem_fraction(inp: SizingInputs, fam: Family) -> float:
                              architecture=inp.architecture, vit=inp.vit)
 
 
-def asked_running(inp: SizingInputs) -> int | None:
+def asked_running(inp: SizingInputs, fam: Family) -> int | None:
     """max_running_requests as SGLang's server args leave it: a speculative start with none set
     gets 48 (0.5.23 arg_groups/speculative_hook.py _handle_eagle_family, _handle_dflash,
-    _handle_ngram; 0.4.6-0.5.12 server_args.py: EAGLE/EAGLE3/NEXTN/STANDALONE, NGRAM from 0.5.6,
-    DFLASH from 0.5.11)."""
-    if inp.max_running_requests is None and inp.speculative_algorithm:
-        return SPECULATIVE_MAX_RUNNING
+    _handle_ngram; 0.4.5-0.5.12 server_args.py: EAGLE/EAGLE3/NEXTN/STANDALONE, NGRAM from 0.5.6,
+    DFLASH from 0.5.11), 32 in 0.4.3.post3-0.4.4.post3 and none before (fam.spec_running)."""
+    if inp.max_running_requests is None and inp.speculative_algorithm and fam.spec_running is not None:
+        return fam.spec_running
     return inp.max_running_requests
 
 
@@ -462,9 +531,10 @@ def cell_with_draft(inp: SizingInputs, fam: Family) -> int:
 
 
 def eagle_extra_tokens(inp: SizingInputs, fam: Family, max_num_reqs: int) -> int:
-    """Tokens 0.4.6-0.5.6 add to the pool the target and its EAGLE draft share (model_runner.py
+    """Tokens 0.4.3.post3-0.5.6 add to the pool the target and its EAGLE draft share (model_runner.py
     init_memory_pool: draft_runner_cache_size = tokens + max_num_reqs × (steps × topk + D) + 100;
-    0.4.6 and 0.5.2 for any speculative algorithm, 0.5.6 EAGLE and STANDALONE)."""
+    0.4.6 and 0.5.2 for any speculative algorithm, 0.5.6 EAGLE and STANDALONE). Up to 0.4.3.post2 the
+    draft's pool is its own, tokens + max_num_reqs × steps + 100, allocated after the target's."""
     algo = (inp.speculative_algorithm or "").upper()
     if fam.eagle_pool != "extra_tokens" or not algo or algo == "NGRAM" or algo in DFLASH_FAMILY:
         return 0
@@ -528,7 +598,8 @@ def swa_full_tokens(kv_bytes: float, full_cell: int, swa_cell: int, ratio: float
     model_runner_kv_cache_mixin.py _resolve_token_capacity, _resolve_hybrid_swa_tokens; 0.5.9
     init_memory_pool, set_num_tokens_hybrid_swa; 0.5.2 / 0.5.6 model_runner.py
     set_num_token_hybrid, the same with equal full and SWA heads)."""
-    if fam.name in ("0.4.0", "0.4", "0.5.2", "0.5.3", "0.5.6", "0.5.9", "0.5.10"):
+    if fam.name in ("0.3.6", "0.4.0", "0.4.3", "0.4.3.post3", "0.4.4", "0.4", "0.4.7", "0.4.8", "0.4.9", "0.5.2", "0.5.3",
+                    "0.5.6", "0.5.9", "0.5.10"):
         profiled = int(kv_bytes // (full_cell + swa_cell))
         if max_total_tokens is not None:
             profiled = min(profiled, max_total_tokens)
@@ -637,22 +708,123 @@ def args_refusal(inp: SizingInputs) -> str | None:
     return RADIX_SPEC_REFUSAL.format(arch=inp.architecture)
 
 
+#: GPU product names (NVML / nvidia-smi) of compute capability 10.x, SGLang's is_sm100_supported
+#: (get_platform().is_sm100): Blackwell datacenter cards; SM120 (RTX 50xx, RTX PRO Blackwell) is not
+SM100_NAMES = ("B100", "B200", "B300")
+
+
+def gpu_sm(name: str | None) -> int | None:
+    """100 for a GPU whose name says SM100 (NVIDIA B200, GB200, B300...); None where the name does
+    not tell (the other cards' defaults force no page size, so only SM100 matters)."""
+    upper = (name or "").upper()
+    return 100 if any(n in upper for n in SM100_NAMES) and "RTX" not in upper else None
+
+
+#: the MLA models whose override picks trtllm_mla on SM100 (0.5.6-0.5.18 server_args.py
+#: _handle_model_specific_adjustments "DeepSeek V3/R1/V3.1", 0.5.19+ model_overrides/deepseek_v2.py
+#: _deepseek_family_overrides); DeepSeek-V2 (DeepseekV2ForCausalLM) is not on the list: flashinfer
+TRTLLM_MLA_ARCHS = frozenset({"DeepseekV3ForCausalLM", "KimiK25ForConditionalGeneration", "MistralLarge3ForCausalLM"})
+
+
+def attention_page(inp: SizingInputs) -> tuple[int, bool]:
+    """(the page size SGLang sizes with, whether it turns the hybrid sliding-window pool off) once its
+    attention backend is chosen: the default backend on an SM100 card (gpt-oss's override: trtllm_mha
+    from 0.5.3; another MHA model's default: trtllm_mha from 0.5.7, without speculative decoding or
+    with an EAGLE top-k of 1 at page size 1 (0.5.23: DFlash too); DeepSeek V3's override: trtllm_mla
+    from 0.5.6), then the backend's page-size snap (server_args.py
+    _handle_attention_backend_compatibility; 0.5.15+ arg_groups/overrides.py
+    _mla_backend_page_constraints): trtllm_mha 16/32/64 (and 128 from 0.5.18) else 64, trtllm_mla 32/64
+    else 64, FlashMLA 64, cutlass_mla 128; 0.5.8-0.5.9 _handle_model_specific_adjustments turn
+    gpt-oss's sliding-window pool off under trtllm_mha. A hybrid GDN model's own SM100 choice (its
+    Mamba radix cache decides) is not modeled: its page stays as given. Checked against each release's
+    own code by the oracle (tests/test_sizing_oracle.py, gpt-oss and dense models on a B200)."""
+    from svcdiag.sglang.flag_tables import version_key
+
+    backend, prefill, decode = inp.attention_backends
+    page = max(1, inp.page_size)
+    try:
+        key = version_key(inp.version) if inp.version else version_key(NEWEST.first)
+    except ValueError:
+        key = version_key(NEWEST.first)
+    algo = (inp.speculative_algorithm or "").upper() or None
+    if backend is None and prefill is None and decode is None and inp.gpu_sm is not None \
+            and 100 <= inp.gpu_sm < 110 and inp.mamba_per_req_bytes is None:
+        topk = inp.speculative_eagle_topk
+        topk_one = topk is None or (topk == 1 and page == 1)  # is_no_spec_infer_or_topk_one
+        if inp.architecture == "GptOssForCausalLM":
+            backend = "trtllm_mha" if key >= version_key("0.5.3") else None
+        elif inp.mla:
+            backend = "trtllm_mla" if inp.architecture in TRTLLM_MLA_ARCHS and key >= version_key("0.5.6") else None
+        elif key >= version_key("0.5.7") and topk_one and (
+                algo is None or topk is not None or (algo in DFLASH_FAMILY and key >= version_key("0.5.23"))):
+            backend = "trtllm_mha"
+    if prefill is not None and prefill == decode:
+        backend = prefill
+    decoding = {backend, decode}
+    if "flashmla" in decoding:
+        page = 64
+    if "cutlass_mla" in decoding:
+        page = 128
+    if "trtllm_mla" in decoding and page not in (32, 64):
+        page = 64
+    trtllm_mha = "trtllm_mha" in decoding | {prefill}
+    if trtllm_mha and page not in ((16, 32, 64, 128) if key >= version_key("0.5.18") else (16, 32, 64)):
+        page = 64
+    swa_off = (trtllm_mha and inp.architecture == "GptOssForCausalLM"
+               and version_key("0.5.8") <= key <= version_key("0.5.9"))
+    return page, swa_off
+
+
+#: the context above which the aiter backend (ROCm) keeps 15 % of the fraction for its workspace
+AITER_CONTEXT = 8192
+
+
+def aiter_fraction(inp: SizingInputs, mfs: float) -> float:
+    """ROCm's attention backend takes 15 % of the fraction back for a context over 8,192
+    (server_args.py _handle_attention_backend_compatibility, 0.5.23 arg_groups/attention_hook.py
+    handle_attention_backend_compatibility: `mem_fraction_static *= 0.85` under aiter): aiter is asked
+    for, or the default from 0.5.4 (0.5.6's wheel) for an MHA model (an MLA model's depends on its
+    head count, not modeled) and gpt-oss's override from 0.5.10 (0.5.6-0.5.9: triton). Not for a start
+    read from its log: the logged fraction is already scaled. SGLANG_AITER_HONOR_EXPLICIT_MEM_FRACTION
+    (0.5.23, an asked fraction kept) is not read."""
+    from svcdiag.sglang.flag_tables import version_key
+
+    if not inp.rocm or inp.logged or inp.context_len <= AITER_CONTEXT:
+        return mfs
+    backend, prefill, decode = inp.attention_backends
+    if prefill is not None and prefill == decode:
+        backend = prefill
+    if backend is None and prefill is None and decode is None and not inp.mla and inp.version:
+        try:
+            key = version_key(inp.version)
+        except ValueError:
+            return mfs
+        first = "0.5.10" if inp.architecture == "GptOssForCausalLM" else "0.5.4"
+        backend = "aiter" if key >= version_key(first) else None
+    elif backend is None and prefill is None and decode is None and not inp.mla:
+        backend = "aiter"  # the newest release's default
+    return mfs * 0.85 if backend == "aiter" else mfs
+
+
 def predict(inp: SizingInputs) -> Prediction:
     """SGLang's own arithmetic for the release `inp.version` runs (the newest when unknown):
     KV tokens, Mamba state slots and max_running_requests, each bound named; a start its
     server args refuse (args_refusal) is a bad_arguments failure with SGLang's words, nothing sized."""
     fam = family(inp.version)
-    if swa_pool_off(inp):
+    page, swa_off = attention_page(inp)
+    if page != inp.page_size:
+        inp = replace(inp, page_size=page)
+    if swa_pool_off(inp) or (swa_off and inp.swa_cell_bytes):
         inp = replace(inp, kv_cell_bytes=inp.kv_cell_bytes + inp.swa_cell_bytes, swa_cell_bytes=0, sliding_window=None)
     rule = spec_radix_rule(inp)
     if rule == "off" or (rule == "refuse" and inp.rocm):  # 0.5.8-0.5.9, and is_hip() in 0.5.10-0.5.13
         inp = replace(inp, disable_radix_cache=True)
-    mfs = mem_fraction(inp, fam)
+    mfs = aiter_fraction(inp, mem_fraction(inp, fam))
     refused = args_refusal(inp)
     if refused is not None:
         return Prediction(fam.name, mfs, 0.0, inp.kv_cell_bytes, 0, None, None, 0.0, 0.0, {"arguments": 0}, 0,
                           "arguments", Cause.BAD_ARGUMENTS, refused)
-    inp = replace(inp, max_running_requests=asked_running(inp))
+    inp = replace(inp, max_running_requests=asked_running(inp, fam))
     after = inp.free_after_load_gb
     if after is None:
         after = inp.free_before_gb - inp.weights_gb - (inp.draft_weights_gb if fam.draft_weights_counted else 0.0)
@@ -663,7 +835,12 @@ def predict(inp: SizingInputs) -> Prediction:
     slots: int | None = None
     mamba_gb = intermediate = 0.0
     failure: str | None = None
-    if rest <= 0:
+    # up to 0.5.6 init_memory_pool adds the EAGLE headroom to profile_max_num_token's figure whatever
+    # its sign and raises only when the sum is ≤ 0: a budget a little below zero still starts (0.4.7's
+    # table: 320 tokens from a −116-token profile)
+    rescued = rest <= 0 and not hybrid and not inp.swa_cell_bytes and fam.eagle_pool == "extra_tokens" \
+        and eagle_extra_tokens(inp, fam, 1) > 0
+    if rest <= 0 and not rescued:
         failure = Cause.NOT_ENOUGH_MEMORY
     elif hybrid:
         assert ratio is not None
@@ -675,10 +852,10 @@ def predict(inp: SizingInputs) -> Prediction:
             failure = Cause.MAMBA_CACHE_TOO_SMALL
     kv_rest = rest - mamba_gb - intermediate
     cell = cell_with_draft(inp, fam)
-    tokens = int(kv_rest * GB // cell) if kv_rest > 0 and cell > 0 else 0
+    tokens = int(kv_rest * GB // cell) if (kv_rest > 0 or rescued) and cell > 0 else 0
     # up to 0.5.9 init_memory_pool estimates max_num_reqs from profile_max_num_token's figure (every
     # layer's cell), before the EAGLE headroom, --max-total-tokens, the page alignment and the SWA split
-    profiled = int(kv_rest * GB // (cell + inp.swa_cell_bytes)) if tokens > 0 else 0
+    profiled = int(kv_rest * GB // (cell + inp.swa_cell_bytes)) if tokens > 0 or rescued else 0
     if inp.swa_cell_bytes and tokens > 0:
         capped = swa_request_cap(inp, fam)
         if capped is not None:
@@ -687,14 +864,14 @@ def predict(inp: SizingInputs) -> Prediction:
             tokens = swa_full_tokens(kv_rest * GB, cell, inp.swa_cell_bytes, inp.swa_full_tokens_ratio, fam,
                                      max(1, inp.page_size), inp.max_total_tokens)
     extra = 0
-    if tokens > 0 and fam.eagle_pool == "extra_tokens":
+    if (tokens > 0 or rescued) and fam.eagle_pool == "extra_tokens":
         reqs = inp.max_running_requests
         if reqs is None:
             reqs = min(max(int(profiled / max(1, inp.context_len) * 512), 2048), 4096)
         if slots is not None and ratio:
             reqs = min(reqs, slots // ratio)
         extra = eagle_extra_tokens(inp, fam, reqs)
-    tokens += extra
+    tokens = max(0, tokens + extra)  # ≤ 0: SGLang raises (not_enough_memory below)
     if inp.max_total_tokens is not None:
         tokens = min(tokens, inp.max_total_tokens)
     page = max(1, inp.page_size)
@@ -714,7 +891,7 @@ def max_running(inp: SizingInputs, tokens: int, slots: int | None = None) -> tup
     """resolve_max_num_reqs alone, for a pool already sized (`tokens`, Mamba `slots`): the cap,
     the binding limit and every limit (the back-test checks it on the logged pools)."""
     fam = family(inp.version)
-    inp = replace(inp, max_running_requests=asked_running(inp))
+    inp = replace(inp, max_running_requests=asked_running(inp, fam))
     ratio = state_slots_per_request(inp, fam) if slots is not None else None
     limits = _limits(inp, fam, tokens, slots, ratio)
     binding = min(limits, key=lambda k: limits[k])
@@ -738,8 +915,8 @@ def _limits(inp: SizingInputs, fam: Family, tokens: int, slots: int | None, rati
             limits["auto"] = estimated
     elif not fam.req_pool_plus_one:
         limits["auto"] = estimated
-    if fam.req_pool_plus_one:
-        limits["req_pool"] = estimated + 1
+    if fam.req_pool_plus_one:  # ReqToTokenPool(size=max_num_reqs + 1): the asked cap, whole, else the estimate
+        limits["req_pool"] = (estimated if inp.max_running_requests is None else inp.max_running_requests) + 1
     if slots is not None and ratio:
         limits["mamba"] = slots // ratio
     return limits

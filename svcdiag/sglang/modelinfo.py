@@ -126,7 +126,10 @@ class ModelShape:
     ssm_elems_per_layer: int = 0  # value heads × key dim × value dim, whole model (split by tp)
     max_position_embeddings: int | None = None
     nextn_layers: int = 0  # num_nextn_predict_layers: an MTP start's draft layers when no draft path is given
-    multimodal: bool = False  # a vision_config: SGLang captures no prefill graph for it
+    #: SGLang's ModelConfig.is_multimodal without --enable-multimodal (a vision_config, or an architecture
+    #: on its multimodal_model_archs, and not on its mm_disabled_models): no prefill graph, the VLM fractions
+    multimodal: bool = False
+    multimodal_opt_in: bool = False  # a VLM SGLang serves text-only unless --enable-multimodal (Gemma 3, Llama 4)
     vit: tuple[int, int] | None = None  # vision_config's num_hidden_layers, hidden_size (24, 1024 unset), as SGLang reads them
     #: the weights DP attention splits over the attention group, not the whole tp (q/k/v/o of the
     #: attention layers and the input embedding, SGLang's attn_tp-sized layers), in bytes; 0: unknown
@@ -167,6 +170,42 @@ SWA_ARCHS = frozenset({"GptOssForCausalLM", "GraniteSWAForCausalLM", "GraniteMoe
 INCLUSIVE_WINDOW_ARCHS = frozenset({"GptOssForCausalLM", "Gemma4ForCausalLM", "Gemma4ForConditionalGeneration"})
 
 
+#: 0.5.23 configs/model_config.py multimodal_model_archs: the architectures ModelConfig calls multimodal
+#: whether or not config.json has a vision_config (the older releases' lists are subsets)
+MULTIMODAL_ARCHS = frozenset({
+    "CLIPModel", "Cohere2VisionForConditionalGeneration", "Cosmos3EdgeForConditionalGeneration",
+    "DeepseekVL2ForCausalLM", "Ernie4_5_VLMoeForConditionalGeneration", "MiniMaxM3SparseForConditionalGeneration",
+    "Gemma3ForConditionalGeneration", "Gemma3nForConditionalGeneration", "Gemma4ForConditionalGeneration",
+    "EmbeddingGemma2Model", "Gemma4UnifiedForConditionalGeneration", "DiffusionGemmaForBlockDiffusion",
+    "Glm4vForConditionalGeneration", "Glm4vMoeForConditionalGeneration", "Glm5NextForConditionalGeneration",
+    "GlmOcrForConditionalGeneration", "GlmAsrForConditionalGeneration", "GlmImageForConditionalGeneration",
+    "Grok1VForCausalLM", "Grok1AForCausalLM", "LlavaLlamaForCausalLM", "Llama4ForConditionalGeneration",
+    "LlavaMistralForCausalLM", "LlavaQwenForCausalLM", "LlavaForConditionalGeneration", "LlavaVidForCausalLM",
+    "Lfm2VlForConditionalGeneration", "LightOnOCRForConditionalGeneration", "MiMoV2ForCausalLM",
+    "MiMoV2ASRForCausalLM", "MiniCPMO", "MiniCPMV", "Mistral3ForConditionalGeneration", "MultiModalityCausalLM",
+    "MllamaForConditionalGeneration", "MossVLForConditionalGeneration", "NemotronH_Nano_VL_V2",
+    "NemotronH_Nano_Omni_Reasoning_V3", "NemotronH_Omni_Reasoning_V3", "MuseGlimmerForConditionalGeneration",
+    "MuseSparkForConditionalGeneration", "PixtralForConditionalGeneration", "Qwen2AudioForConditionalGeneration",
+    "Qwen2VLForConditionalGeneration", "Qwen2_5_VLForConditionalGeneration", "Qwen3VLForConditionalGeneration",
+    "Qwen3VLMoeForConditionalGeneration", "Qwen3_5ForConditionalGeneration", "Qwen3_5MoeForConditionalGeneration",
+    "Qwen4ExpForConditionalGeneration", "InternS2PreviewForConditionalGeneration",
+    "InternS2MobiusForConditionalGeneration", "Qwen3ASRForConditionalGeneration",
+    "Qwen3OmniMoeForConditionalGeneration", "KimiVLForConditionalGeneration",
+    "LocateAnythingForConditionalGeneration", "InternVLChatModel", "InternS1ForConditionalGeneration",
+    "InternS1ProForConditionalGeneration", "Phi4MMForCausalLM", "VoxtralForConditionalGeneration",
+    "WhisperForConditionalGeneration", "Step3VLForConditionalGeneration", "POINTSV15ChatModel",
+    "DotsVLMForCausalLM", "Dots3NoteForCausalLM", "DotsOCRForCausalLM", "Sarashina2VisionForCausalLM",
+    "NVILAForConditionalGeneration", "NVILALiteForConditionalGeneration", "DeepseekOCRForCausalLM",
+    "UnlimitedOCRForCausalLM", "JetVLMForConditionalGeneration", "PaddleOCRVLForConditionalGeneration",
+    "MiDashengLMModel", "StepVLForConditionalGeneration", "Step3p7ForConditionalGeneration",
+    "KimiK25ForConditionalGeneration", "BailingMMNativeForConditionalGeneration",
+    "BailingMM2NativeForConditionalGeneration", "BailingMoeV3VLForConditionalGeneration"})
+#: ModelConfig.__init__'s mm_disabled_models (0.4.6+: Gemma 3 and Llama 4; 0.5.1 Step3-VL; 0.5.18
+#: Inkling): `enable_multimodal` None → False, so SGLang serves them text-only, sized as no VLM
+MULTIMODAL_OFF_ARCHS = frozenset({"Gemma3ForConditionalGeneration", "Llama4ForConditionalGeneration",
+                                  "Step3VLForConditionalGeneration", "InklingForConditionalGeneration"})
+
+
 def _text_config(cfg: dict[str, Any]) -> dict[str, Any]:
     """Multimodal checkpoints (Qwen3.5-VL style) keep the language model's fields in text_config."""
     inner = cfg.get("text_config")
@@ -186,8 +225,11 @@ def shape_from_config(cfg: dict[str, Any], path: Path | PurePosixPath) -> ModelS
 
     layers = get("num_hidden_layers")
     vision = cfg.get("vision_config")
+    top = (cfg.get("architectures") or [None])[0]
+    vlm = isinstance(vision, dict) or top in MULTIMODAL_ARCHS
     extra: dict[str, Any] = {"nextn_layers": int(c.get("num_nextn_predict_layers") or 0),
-                             "multimodal": isinstance(vision, dict), "rope": rope_caches(cfg)}
+                             "multimodal": vlm and top not in MULTIMODAL_OFF_ARCHS,
+                             "multimodal_opt_in": vlm and top in MULTIMODAL_OFF_ARCHS, "rope": rope_caches(cfg)}
     if isinstance(vision, dict):
         extra["vit"] = (int(vision.get("num_hidden_layers") or 24), int(vision.get("hidden_size") or 1024))
     dtype = DTYPE_BYTES.get(str(c.get("torch_dtype") or c.get("dtype") or "bfloat16").replace("torch.", ""), 2)

@@ -43,6 +43,9 @@ class SizingFlags:
     disable_cuda_graph: bool = False
     swa_full_tokens_ratio: float = 0.8
     disable_hybrid_swa_memory: bool = False
+    enable_multimodal: bool = False  # a VLM on ModelConfig's mm_disabled_models served as one
+    #: --attention-backend, --prefill-attention-backend, --decode-attention-backend (memory.attention_page)
+    attention_backends: tuple[str | None, str | None, str | None] = (None, None, None)
 
 
 def sizing_flags(extra_args: tuple[str, ...]) -> SizingFlags:
@@ -84,15 +87,21 @@ def sizing_flags(extra_args: tuple[str, ...]) -> SizingFlags:
         disable_cuda_graph="disable-cuda-graph" in args,
         swa_full_tokens_ratio=num("swa-full-tokens-ratio", float) or 0.8,
         disable_hybrid_swa_memory="disable-hybrid-swa-memory" in args,
+        enable_multimodal="enable-multimodal" in args,
+        attention_backends=(args.get("attention-backend"), args.get("prefill-attention-backend"),
+                            args.get("decode-attention-backend")),
     )
 
 
 def attn_dp_size(cfg: ServiceConfig, flags: SizingFlags | None = None) -> int:
     """The attention data-parallel width: 0.5.23's --attn-dp-size, else dp_size with
-    --enable-dp-attention (arg_groups/parallel_hook.py handle_deprecated_dp_attention), else 1."""
+    --enable-dp-attention (arg_groups/parallel_hook.py handle_deprecated_dp_attention), else 1;
+    1 up to 0.4.0, whose ModelRunner keeps the whole tp (memory.Family.dp_attention_splits)."""
     flags = flags or sizing_flags(cfg.extra_args)
     if flags.attn_dp_size and flags.attn_dp_size > 1:
         return flags.attn_dp_size
+    if flags.enable_dp_attention and not memory.family(cfg.sglang_version).dp_attention_splits:
+        return 1
     return cfg.dp_size if flags.enable_dp_attention else 1
 
 
@@ -119,7 +128,7 @@ class Inputs:
     draft_kv_bytes_per_token: int | None = None  # a DFlash draft's own KV, on one GPU
     gpu_total_gb: float | None = None  # for SGLang's automatic mem_fraction_static
     model_kind: str | None = None  # dense | hybrid | mla; None: config.json unread (--kv-bytes-per-token)
-    multimodal: bool = False  # config.json has a vision_config
+    multimodal: bool = False  # SGLang's ModelConfig.is_multimodal (modelinfo.ModelShape.multimodal, --enable-multimodal)
     architecture: str | None = None
     vit: tuple[int, int] | None = None  # the vision tower SGLang's automatic fraction scales by
     sliding_window: int | None = None
@@ -131,6 +140,7 @@ class Inputs:
     #: the RoPE caches SGLang grows after loading (svcdiag.sglang.rope): its nominal end is taken off the
     #: budget, the other end is part of the uncertainty
     rope_growth: rope.RopeGrowth = rope.NONE
+    gpu_name: str | None = None  # NVML's / nvidia-smi's product name: an SM100 card's default attention backend
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,7 +177,8 @@ class Prediction:
 def inputs_from_shape(cfg: ServiceConfig, shape: ModelShape | None, *, gpu_free_gb: float, gpu_source: str,
                       weights_bytes: int, draft_bytes: int = 0, draft_layers: int | None = None,
                       kv_bytes_per_token: int | None = None, sources: dict[str, str] | None = None,
-                      draft_shape: ModelShape | None = None, gpu_total_gb: float | None = None) -> Inputs:
+                      draft_shape: ModelShape | None = None, gpu_total_gb: float | None = None,
+                      gpu_name: str | None = None) -> Inputs:
     tp = attn_tp_size(cfg)  # the KV heads and the Mamba state split over the attention group
     swa = 0
     if kv_bytes_per_token is None:
@@ -197,13 +208,27 @@ def inputs_from_shape(cfg: ServiceConfig, shape: ModelShape | None, *, gpu_free_
         # DP attention: the attention layers and the embedding split over tp / DP ranks only
         per_gpu += shape.attn_tp_weight_bytes // tp - shape.attn_tp_weight_bytes // whole
     grown = rope_growth(cfg, shape, ctx)
+    multimodal = bool(shape and (shape.multimodal or (shape.multimodal_opt_in and (
+        sizing_flags(cfg.extra_args).enable_multimodal or not multimodal_opt_in_release(cfg.sglang_version)))))
     return Inputs(gpu_free_gb, gpu_source, per_gpu, kv_bytes_per_token, slot, draft_bytes // whole,
                   ctx, dict(sources or {}), attention_layers=shape.attention_layers if shape else 0,
                   draft_layers=draft_layers, draft_kv_bytes_per_token=draft_kv, gpu_total_gb=gpu_total_gb,
-                  model_kind=shape.kind if shape else None, multimodal=bool(shape and shape.multimodal),
+                  model_kind=shape.kind if shape else None, multimodal=multimodal,
                   swa_kv_bytes_per_token=swa, architecture=shape.architecture if shape else None,
-                  vit=shape.vit if shape else None, sliding_window=shape.sliding_window if swa else None,
-                  rope_growth=grown, uncertainty=(rope_words(grown),) if grown.released_bytes else ())
+                  vit=shape.vit if shape and multimodal else None, sliding_window=shape.sliding_window if swa else None,
+                  rope_growth=grown, uncertainty=(rope_words(grown),) if grown.released_bytes else (),
+                  gpu_name=gpu_name)
+
+
+def multimodal_opt_in_release(version: str | None) -> bool:
+    """Whether the release serves ModelConfig's mm_disabled_models text-only unless --enable-multimodal
+    (0.4.6+ configs/model_config.py; before it Gemma 3 was a VLM like any other). Unknown: the newest."""
+    from svcdiag.sglang.flag_tables import version_key
+
+    try:
+        return not version or version_key(version) >= version_key("0.4.6")
+    except ValueError:
+        return True
 
 
 def rope_growth(cfg: ServiceConfig, shape: ModelShape | None, ctx: int | None) -> rope.RopeGrowth:
@@ -255,7 +280,8 @@ def sizing_inputs(cfg: ServiceConfig, inp: Inputs) -> SizingInputs:
         disable_cuda_graph=flags.disable_cuda_graph, mla=inp.model_kind == "mla", multimodal=inp.multimodal,
         swa_cell_bytes=inp.swa_kv_bytes_per_token, swa_full_tokens_ratio=flags.swa_full_tokens_ratio,
         architecture=inp.architecture, vit=inp.vit, sliding_window=inp.sliding_window, rocm="rocm" in cfg.devices,
-        rope_growth_gb=inp.rope_growth.nominal_bytes / GB)
+        rope_growth_gb=inp.rope_growth.nominal_bytes / GB, gpu_sm=memory.gpu_sm(inp.gpu_name),
+        attention_backends=flags.attention_backends)
 
 
 def fewest_slots_per_request(cfg: ServiceConfig, architecture: str | None = None) -> int:

@@ -25,7 +25,7 @@ from svcdiag.errors import SvcdiagError
 from svcdiag.files import open_append, read_text
 from svcdiag.ops.host.gpumem import gpu_free_gb, gpu_identity, gpu_total_gb, ranks, reading_kind, sglang_sees
 from svcdiag.sglang.causes import Cause, Family, in_family
-from svcdiag.sglang.memory import AUTO_MEM_FRACTION, GB
+from svcdiag.sglang.memory import AUTO_MEM_FRACTION, GB, gpu_sm
 from svcdiag.sglang.modelinfo import (
     LOCAL,
     ModelFiles,
@@ -198,10 +198,16 @@ def plan(cfg: ServiceConfig, *, gpu_memory: float | None = None, kv_bytes_per_to
             sources["gpu_total"] = f"{total:.2f} GB per GPU, for SGLang's automatic mem_fraction_static"
         else:
             notes.append(f"no GPU capacity read: mem_fraction_static unset is taken as {AUTO_MEM_FRACTION}")
-    free, span = sglang_view(cfg, free, source, sources, remote)
+    identity = gpu_identity(cfg, remote)  # the card: its context figure, and SM100's attention backend
+    free, span = sglang_view(cfg, free, source, sources, identity)
+    if gpu_sm(identity[0]) is not None:
+        sources["gpu_sm"] = f"{identity[0]}: SM100, SGLang's default attention backend sets the page size"
+        if shape is not None and shape.kind == "hybrid":
+            notes.append(f"{identity[0]} (SM100): SGLang picks a hybrid model's attention backend and page size with "
+                         "its Mamba radix cache (_qwen3_5_hybrid_overrides), not modeled: the page size is taken as given")
     inp = inputs_from_shape(cfg, shape, gpu_free_gb=free, gpu_source=source, weights_bytes=weights,
                             draft_bytes=draft, draft_shape=draft_shape, kv_bytes_per_token=kv_bytes_per_token,
-                            sources=sources, gpu_total_gb=total)
+                            sources=sources, gpu_total_gb=total, gpu_name=identity[0])
     if span is not None or uncertain:
         inp = replace(inp, gpu_free_range_gb=span, upper_bound=bool(uncertain), uncertainty=tuple(
             ([f"{sources['gpu_reading']}"] if span is not None else []) + uncertain) + inp.uncertainty)
@@ -211,14 +217,14 @@ def plan(cfg: ServiceConfig, *, gpu_memory: float | None = None, kv_bytes_per_to
 
 
 def sglang_view(cfg: ServiceConfig, free: float, source: str, sources: dict[str, str],
-                remote: Any = None) -> tuple[float, tuple[float, float] | None]:
+                identity: tuple[str | None, int | None]) -> tuple[float, tuple[float, float] | None]:
     """The free memory SGLang's first 'avail mem' will show, from a driver's reading: its own CUDA
     context and the driver's reserve taken off (svcdiag.ops.host.gpumem.sglang_sees), with the range it
     may lie in; a figure given (--gpu-memory, gpu_memory_gb) is SGLang's own and stays as it is."""
     kind = reading_kind(source)
     if kind == "given":
         return free, None
-    name, driver = gpu_identity(cfg, remote)
+    name, driver = identity
     view = sglang_sees(free, kind, gpu_name=name, driver_major=driver, ranks_=ranks(cfg))
     sources["gpu_reading"] = (f"{free:.2f} GB read, less {view.taken_off}: {view.nominal:.2f} GB "
                               f"({view.low:.2f}–{view.high:.2f}); {view.source}")
