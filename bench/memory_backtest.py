@@ -448,12 +448,18 @@ def class_counts(real: list[Row]) -> dict[str, int]:
 
 
 def goal(real: list[Row]) -> dict[str, tuple[int, int]]:
-    """(met, of) per goal on the real logs: KV within 1 %; max_running and Mamba slots exact."""
+    """(met, of) per goal on the real logs: KV within 1 %; max_running and Mamba slots exact, each
+    figure apart, then per log (a log counts once, met when every one of the two it logs is exact: the
+    goal's "slots and max_running exact" read per start rather than per figure; both are printed)."""
     with_mr = [r for r in real if r.logged_mr is not None]
     with_slots = [r for r in real if r.logged_slots is not None]
+    with_either = [r for r in real if r.logged_mr is not None or r.logged_slots is not None]
+    exact = [r for r in with_either if (r.logged_mr is None or r.predicted_mr == r.logged_mr)
+             and (r.logged_slots is None or r.predicted_slots == r.logged_slots)]
     return {"KV within 1 %": (sum(abs(r.error_pct) <= 1 for r in real), len(real)),
             "max_running exact": (sum(r.predicted_mr == r.logged_mr for r in with_mr), len(with_mr)),
-            "Mamba slots exact": (sum(r.predicted_slots == r.logged_slots for r in with_slots), len(with_slots))}
+            "Mamba slots exact": (sum(r.predicted_slots == r.logged_slots for r in with_slots), len(with_slots)),
+            "both exact, per log": (len(exact), len(with_either))}
 
 
 def requirement(real: list[Row]) -> list[str]:
