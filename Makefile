@@ -26,7 +26,8 @@ demo-rig:
 	.venv/bin/python -m svcdiag.systemd.rig run -- svcdiag --units units up demo-smoke --wait-ready
 
 # each row beside its anchor, with the ratio (docs/benchmarks.md): replay of clean and noisy logs against
-# grep (both pre-filter engines side by side), bundles of bad shapes (answered or refused), the fixed cost of everyday commands against `python -c pass`, the supervisor against cat + the grammar
+# grep (both pre-filter engines side by side), bundles of bad shapes (answered or refused), the fixed cost of everyday commands against `python -c pass`, the supervisor against cat + the grammar;
+# as root, then the rig rows (bench-rig, below)
 bench:
 	@scripts/setup
 	env -u PYTHONDONTWRITEBYTECODE .venv/bin/python bench/replay_noise.py
@@ -34,6 +35,8 @@ bench:
 	env -u PYTHONDONTWRITEBYTECODE .venv/bin/python bench/fixed_cost.py
 	env -u PYTHONDONTWRITEBYTECODE .venv/bin/python bench/supervise_cost.py
 	env -u PYTHONDONTWRITEBYTECODE .venv/bin/python bench/scan.py
+	@if [ "$$(id -u)" = 0 ]; then $(MAKE) --no-print-directory bench-rig; \
+	else echo "bench: the rig rows (status, top, logs --milestones on >= 5M journal entries) boot a private systemd: make bench-rig as root"; fi
 
 # as root (boots the private systemd rig): status, top and logs --milestones beside systemctl status and
 # journalctl | grep, on a journal of >= 5M entries (building it takes ~3 to 5 minutes on two cores)
