@@ -388,6 +388,9 @@ def inconsistency(f: Figures, inp: memory.SizingInputs, draft_in_budget: bool = 
     # up to 0.4.8.post1 ModelRunner scales a VLM's fraction before it sizes (Family.vlm_runner_factor)
     mfs = float(inp.mem_fraction_static or 0) * (memory.family(inp.version).vlm_runner_factor if inp.multimodal else 1.0)
     budget = float(inp.free_after_load_gb or 0) - inp.rope_growth_gb - inp.free_before_gb * (1 - mfs)
+    # 0.5.18+ keeps a VLM's multimodal reserve out of the pools ('Reserving 0.10 GB of the KV budget')
+    reserve = memory.family(inp.version).mm_reserve_gb if inp.multimodal else 0.0
+    budget -= reserve
     pools = float(kv_gb or tokens * inp.kv_cell_bytes / GB) + mamba_pools_gb(f)
     pools -= unbudgeted_padding_gb(f, inp)
     if draft_in_budget:
@@ -395,7 +398,8 @@ def inconsistency(f: Figures, inp: memory.SizingInputs, draft_in_budget: bool = 
     if abs(pools - budget) > max(ROUNDING_GB, 0.005 * pools):
         return (f"its pools ({pools:.2f} GB) are not its own budget, {inp.free_after_load_gb} − "
                 f"{inp.free_before_gb} × (1 − {round(mfs, 4)})"
-                + (f" − {inp.rope_growth_gb:.3f} RoPE" if inp.rope_growth_gb else "") + f" = {budget:.2f} GB")
+                + (f" − {inp.rope_growth_gb:.3f} RoPE" if inp.rope_growth_gb else "")
+                + (f" − {reserve:.2f} multimodal" if reserve else "") + f" = {budget:.2f} GB")
     return None
 
 
