@@ -60,7 +60,13 @@ MAX_RUNNING_NOTES = {
 #: real logs (tests/fixtures/memory-backtest) the model misses — KV tokens off by more than 1 %, the
 #: request cap or the Mamba slots not SGLang's, or pools that are not the logged budget — and why, with
 #: SGLang's file and function where the miss is a rule of its release (docs/preflight.md#back-test)
-REAL_MISSES: dict[str, str] = {}
+REAL_MISSES: dict[str, str] = {
+    "alesha-4x3090-qwen3.8-27b-fp8-tp4-mtp-0.5.18-main.log":
+        "a path-less MTP start of a 0.5.18 main build: its own target pools (11.72 GB) fit free memory after the "
+        "draft's load less the target's free memory before loading, 14.16 − 23.14 × (1 − 0.9) − 0.10 multimodal = "
+        "11.75 GB, the draft's 0.54 GB of KV outside them; the back-test takes the draft's 'Load weight begin' "
+        "(15.55 GB) as the baseline instead, a budget 0.76 GB larger: KV +8.68 %, not fixed in this round",
+}
 
 
 @dataclass(frozen=True)
