@@ -66,6 +66,9 @@ REAL_MISSES: dict[str, str] = {
         "draft's load less the target's free memory before loading, 14.16 − 23.14 × (1 − 0.9) − 0.10 multimodal = "
         "11.75 GB, the draft's 0.54 GB of KV outside them; the back-test takes the draft's 'Load weight begin' "
         "(15.55 GB) as the baseline instead, a budget 0.76 GB larger: KV +8.68 %, not fixed in this round",
+    "alesha-4x3090-qwen3.8-27b-fp8-tp4-fp8kv-mtp-0.5.18-main.log":
+        "the same start with an fp8_e4m3 KV cache, the same readings and the same pools (11.72 GB for "
+        "11.75): the same baseline taken from the draft's 'Load weight begin', KV +8.68 %",
 }
 
 
