@@ -65,6 +65,9 @@ REAL_MISSES: dict[str, str] = {
         "its intermediate SSM state (4.78 GB for 16 requests × 4 draft tokens) leaves the KV pool 12,060 tokens; "
         "its pools, six two-decimal figures (6.41 GB), are 0.05 GB under 8.87 − 23.12 × (1 − 0.9) − 0.10 = 6.46 GB, "
         "the draft's 0.02 GB of KV and the figures' rounding (±0.03 GB) between them; predicted −0.27 %, slots exact",
+    "alesha-4x3090-qwen3.8-27b-nvfp4-tp2-fp8kv-mtp-0.5.18-main.log":
+        "the same start with an fp8_e4m3 KV cache (24,121 tokens), the same readings and pool figures, 0.05 GB "
+        "under the same budget for the same reasons; predicted −0.27 %, slots exact",
 }
 
 
