@@ -208,6 +208,12 @@ PUBLISHED = "SVCDIAG_PUBLISHED"
 JOURNAL_DROPPED = "a596d6fe7bfa4994828e72309e95d61e"
 
 
+def dropped_for(data: Mapping[str, Any], invocation: str) -> bool:
+    """Whether a JOURNAL_DROPPED record may be about `invocation`'s lines: it names that start, or none
+    (some systemd releases write the id as "==ID")."""
+    return (data.get("OBJECT_SYSTEMD_INVOCATION_ID") or "").lstrip("=") in ("", invocation)
+
+
 def publish_verdict(record: dict[str, Any]) -> bool:
     """Write a start's healthy verdict record (verdict_record(...).to_json()) where `status` finds it:
     an entry of the unit's own (the supervisor runs in its cgroup, so journald stamps it with the
@@ -261,8 +267,7 @@ def published_verdicts(starts: Mapping[str, str]) -> dict[str, dict[str, Any]]:
     by_unit = {starts[inv]: inv for inv in out}
     for e in entries("OBJECT_SYSTEMD_UNIT", by_unit, Rule("MESSAGE_ID", JOURNAL_DROPPED)):
         invocation = by_unit.get(e.data.get("OBJECT_SYSTEMD_UNIT"))
-        said = (e.data.get("OBJECT_SYSTEMD_INVOCATION_ID") or "").lstrip("=")  # some releases: "==ID"
-        if invocation in out and e.data.get("MESSAGE_ID") == JOURNAL_DROPPED and said in ("", invocation):
+        if invocation in out and e.data.get("MESSAGE_ID") == JOURNAL_DROPPED and dropped_for(e.data, invocation):
             del out[invocation]
     return out
 
@@ -329,8 +334,8 @@ def published_milestones(cfg: Any) -> list[dict[str, Any]] | None:
     judged, last = -1, None
     while entry := reader.next():
         data = entry.data
-        if data.get("MESSAGE_ID") == JOURNAL_DROPPED:  # journald dropped lines of this start (or it may have)
-            if (data.get("OBJECT_SYSTEMD_INVOCATION_ID") or "").lstrip("=") in ("", invocation):
+        if data.get("MESSAGE_ID") == JOURNAL_DROPPED:
+            if dropped_for(data, invocation):
                 return None
             continue
         # what Follower.read yields: an entry with a MESSAGE (record_from_fields), this start's by its fields
