@@ -165,6 +165,8 @@ FAMILIES = (
 )
 #: the families of 0.5.19+ (arg_groups/ resolution hooks, kv_cache_configurator.py, pool_configurator.py's 0.5.19 rules)
 SINCE_0519 = frozenset({"0.5.19", "0.5.20", "0.5.22", "0.5.23"})
+#: the families up to 0.5.10 (FAMILIES is in release order): a new older family joins without an edit here
+UP_TO_0510 = frozenset(f.name for f in FAMILIES[:[f.name for f in FAMILIES].index("0.5.10") + 1])
 NEWEST = FAMILIES[-1]
 
 
@@ -449,9 +451,9 @@ def mem_fraction(inp: SizingInputs, fam: Family) -> float:
     up to 0.4.8.post1 a VLM's either one × 0.95 or 0.90 (ModelRunner, Family.vlm_runner_factor)."""
     factor = fam.vlm_runner_factor if inp.multimodal else 1.0
     if inp.mem_fraction_static is not None:
-        return inp.mem_fraction_static * factor if factor != 1.0 else inp.mem_fraction_static
+        return inp.mem_fraction_static * factor  # × 1.0 is exact: the fraction as given
     if not inp.gpu_total_gb:
-        return AUTO_MEM_FRACTION * factor if factor != 1.0 else AUTO_MEM_FRACTION
+        return AUTO_MEM_FRACTION * factor
     return factor * auto_mem_fraction(inp.gpu_total_gb, tp_size=inp.tp_size, chunked_prefill_size=inp.chunked_prefill_size,
                              cuda_graph_max_bs=inp.cuda_graph_max_bs, fam=fam,
                              speculative_algorithm=inp.speculative_algorithm, attn_dp_size=inp.dp_size, mla=inp.mla,
@@ -598,8 +600,7 @@ def swa_full_tokens(kv_bytes: float, full_cell: int, swa_cell: int, ratio: float
     model_runner_kv_cache_mixin.py _resolve_token_capacity, _resolve_hybrid_swa_tokens; 0.5.9
     init_memory_pool, set_num_tokens_hybrid_swa; 0.5.2 / 0.5.6 model_runner.py
     set_num_token_hybrid, the same with equal full and SWA heads)."""
-    if fam.name in ("0.3.6", "0.4.0", "0.4.3", "0.4.3.post3", "0.4.4", "0.4", "0.4.7", "0.4.8", "0.4.9", "0.5.2", "0.5.3",
-                    "0.5.6", "0.5.9", "0.5.10"):
+    if fam.name in UP_TO_0510:
         profiled = int(kv_bytes // (full_cell + swa_cell))
         if max_total_tokens is not None:
             profiled = min(profiled, max_total_tokens)
