@@ -42,7 +42,7 @@ def scale_units(prefix: str, names: list[str]) -> Path:
     for base in ("dflash-smoke", "demo-smoke"):  # demo-smoke (the simulated start) extends dflash-smoke
         shutil.copy(ROOT / "units" / f"{base}.toml", units / f"{base}.toml")
     for i, name in enumerate(names):
-        (units / f"{name}.toml").write_text(f'extends = "demo-smoke"\nport = {33000 + i}\nsim_time_scale = 0.01\n')
+        (units / f"{name}.toml").write_text(f'extends = "demo-smoke"\nport = {23000 + i}\nsim_time_scale = 0.01\n')
     return units
 
 

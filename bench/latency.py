@@ -90,7 +90,7 @@ def fail_fast(rig: Rig, units: Path, n: int, mode: str = "journal") -> list[floa
     out = []
     for i in range(n):
         name = f"bench-segv-{uuid.uuid4().hex[:6]}"
-        (units / f"{name}.toml").write_text(f'extends = "demo-segfault"\nport = {33200 + i}\nreadiness = "{mode}"\n')
+        (units / f"{name}.toml").write_text(f'extends = "demo-segfault"\nport = {23200 + i}\nreadiness = "{mode}"\n')
         proc = rig.popen([*UP, "--units", str(units), "up", name, "--wait-ready", "--json"], stdout=subprocess.PIPE)
         lines: list[tuple[float, str]] = []
         reader(proc, lines)
@@ -106,7 +106,7 @@ def fail_fast(rig: Rig, units: Path, n: int, mode: str = "journal") -> list[floa
 def cpu_while_hung(rig: Rig, units: Path, seconds: float, mode: str = "journal") -> tuple[float, float | None]:
     """CPU of `up --wait-ready` while the start hangs, and (notify mode) of the supervisor."""
     name = f"bench-hang-{uuid.uuid4().hex[:6]}"
-    (units / f"{name}.toml").write_text(f'extends = "demo-hang"\nport = 33300\nreadiness = "{mode}"\n'
+    (units / f"{name}.toml").write_text(f'extends = "demo-hang"\nport = 23300\nreadiness = "{mode}"\n'
                                         '[timeouts]\nloading_weights = 600\n')
     proc = rig.popen([*UP, "--units", str(units), "up", name, "--wait-ready"], stdout=subprocess.DEVNULL)
     time.sleep(3)
@@ -232,7 +232,7 @@ def over_ssh(starts: int) -> None:
                     seg = i >= starts
                     name = f"bench-{where}-{uuid.uuid4().hex[:6]}"
                     (units / f"{name}.toml").write_text(
-                        f'extends = "{"demo-segfault" if seg else "demo-smoke"}"\nport = {33300 + i}\nsim_time_scale = 0.2\n')
+                        f'extends = "{"demo-segfault" if seg else "demo-smoke"}"\nport = {23300 + i}\nsim_time_scale = 0.2\n')
                     argv = ["svcdiag", "--units", str(units), "up", name, "--wait-ready", "--json"]
                     proc = rig.popen(argv, stdout=subprocess.PIPE) if where == "local" else subprocess.Popen(
                         [str(ROOT / ".venv/bin/svcdiag"), *argv[1:], "--host", sshd.target], stdout=subprocess.PIPE, env=env)
@@ -286,7 +286,7 @@ def main() -> None:
                 lo, la, sl = [], [], []
                 for i in range(args.starts):
                     name = f"bench-lat-{uuid.uuid4().hex[:6]}"
-                    (units / f"{name}.toml").write_text(f'extends = "demo-smoke"\nport = {33100 + i}\n'
+                    (units / f"{name}.toml").write_text(f'extends = "demo-smoke"\nport = {23100 + i}\n'
                                                         f'sim_time_scale = 0.2\nreadiness = "{mode}"\n')
                     o, a = one_start(rig, units, name)
                     lo += o

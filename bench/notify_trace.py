@@ -186,7 +186,7 @@ def main() -> None:
         with Rig(ROOT, name="svcdiag-notify-trace") as rig:
             for i in range(args.starts):
                 name = f"trace-{uuid.uuid4().hex[:6]}"
-                (units / f"{name}.toml").write_text(f'extends = "demo-smoke"\nport = {33600 + i}\n'
+                (units / f"{name}.toml").write_text(f'extends = "demo-smoke"\nport = {23600 + i}\n'
                                                     'sim_time_scale = 0.2\nreadiness = "notify"\n')
                 time.sleep(0.5)
                 trace = work / f"{name}.tsv"

@@ -84,10 +84,38 @@ def rig_units(rig):
     yield d
     # the units of the configs this test made are stopped whatever it asserted (a failed assert before its
     # `down` once left http-mismatch-….service running under load); no_unit_left_running catches the rest
-    ours = sorted(f"{p.stem}.service" for p in d.glob("*.toml") if not (UNITS / p.name).exists())
+    ours = tests_units(d)
     if ours:
         rig.run(["systemctl", "stop", *ours], check=False, timeout=180)
     shutil.rmtree(d, ignore_errors=True)
+
+
+def tests_units(units_dir: Path) -> list[str]:
+    """The units of the configs a test made in its units folder (not the bundled ones it copied)."""
+    return sorted(f"{p.stem}.service" for p in units_dir.glob("*.toml") if not (UNITS / p.name).exists())
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """A failed rig test shows what systemd and the journal said of its units (CI prints only the test's
+    output: "wdok failed to start" alone does not say why). Read before its fixtures stop them."""
+    outcome = yield
+    report = outcome.get_result()
+    rig, units_dir = item.funcargs.get("rig"), item.funcargs.get("rig_units")
+    if report.when != "call" or not report.failed or rig is None or units_dir is None:
+        return
+    ours = tests_units(units_dir)
+    if not ours:
+        return
+    try:
+        status = rig.run(["systemctl", "show", *ours, "--property=Id,ActiveState,SubState,Result,ExecMainStatus,"
+                          "StatusText,NRestarts"], check=False, timeout=30).stdout.decode()
+        log = rig.run(["journalctl", "--no-pager", "-o", "short-monotonic", "-n", "150",
+                       *(a for u in ours for a in ("-u", u))], check=False, timeout=30).stdout.decode()
+    except Exception as e:  # the report must not fail for want of the journal
+        status, log = "", f"(the rig could not be read: {e})"
+    report.sections.append(("rig: the test's units, as systemd and the journal say (last 150 lines)",
+                            status.strip() + "\n\n" + log.strip()))
 
 
 @pytest.fixture

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from ..model_fixtures import seed_models
-from .helpers import config, json_lines, unit_name, verdict_of
+from .helpers import config, json_lines, next_port, unit_name, verdict_of
 
 pytestmark = pytest.mark.rig
 
@@ -25,7 +25,7 @@ def test_seed_config_is_refused_then_its_fix_starts_healthy(rig, units: Path) ->
     # the seed's flags on an idle H200 and 0.5.23 (the stand-in's release): memory enough, but
     # 2 Mamba slots at 5 per request serve nobody (SGLang's Hybrid state cache RuntimeError)
     fields = {"model_path": str(target), "gpu_memory_gb": 139.72, "max_running_requests": 8,
-              "max_mamba_cache_size": 2, "sim_time_scale": 0.05, "port": 32990,
+              "max_mamba_cache_size": 2, "sim_time_scale": 0.05, "port": next_port(),
               "speculative": {"algorithm": "DFLASH", "draft_model_path": str(draft)}}
     name = config(units, unit_name("seed"), "demo-smoke", **fields)
     refused = sv_state(rig, units, "up", name, "--wait-ready")

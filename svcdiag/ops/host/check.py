@@ -15,6 +15,7 @@ from typing import Any
 
 from svcdiag.config.service import ServiceConfig
 from svcdiag.errors import SvcdiagError
+from svcdiag.ops.host.ports import ephemeral_clash
 from svcdiag.ops.host.sglang_version import SglangVersion, probe_env, resolve
 from svcdiag.sglang.flag_tables import FlagProblem, table_for
 from svcdiag.sglang.flags import sglang_args
@@ -66,6 +67,8 @@ class CheckResult:
     require_sglang: bool = False
     #: the command that asked: "check", or one that installs or starts
     checked_by: str = "install"
+    #: what this host says of the config's own values (a port the kernel may lend to outgoing connections)
+    host_warnings: tuple[str, ...] = ()
 
     @property
     def pinned(self) -> bool:
@@ -96,7 +99,8 @@ class CheckResult:
     @property
     def warnings(self) -> list[str]:
         said = self._no_sglang()
-        return [p.message for p in self.problems if p.severity == "warning"] + ([said] if said and self.pinned else [])
+        return ([p.message for p in self.problems if p.severity == "warning"] + ([said] if said and self.pinned else [])
+                + list(self.host_warnings))
 
     @property
     def notes(self) -> list[str]:
@@ -162,8 +166,10 @@ def check(cfg: ServiceConfig, *, override: str | None = None, state: str | None 
         parser = ParserVerdict("skipped", "not asked for")
     else:
         parser = parse_with_sglang(cfg.python, argv, env=dict(cfg.env))
+    clash = None if cfg.remote_host else ephemeral_clash(cfg.port)
     return CheckResult(cfg.name, sglang, table.version, table.exact, tuple(argv), problems, parser,
-                       require_sglang=require_sglang and not cfg.remote_host, checked_by=checked_by)
+                       require_sglang=require_sglang and not cfg.remote_host, checked_by=checked_by,
+                       host_warnings=(clash,) if clash else ())
 
 
 def require_ok(result: CheckResult) -> CheckResult:
