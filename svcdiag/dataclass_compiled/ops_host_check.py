@@ -50,8 +50,8 @@ def __create_fn__():
  return __hash__
 CODE['def __create_fn__():\n def __hash__(self):\n  return hash((self.status,self.detail,))\n return __hash__'] = __create_fn__.__code__
 
-def __create_fn__(_type_name, _type_sglang, _type_table, _type_exact, _type_argv, _type_problems, _type_parser, _type_require_sglang, _type_checked_by, MISSING, _HAS_DEFAULT_FACTORY, __dataclass_builtins_object__, _dflt_require_sglang, _dflt_checked_by, _return_type):
- def __init__(self,name:_type_name,sglang:_type_sglang,table:_type_table,exact:_type_exact,argv:_type_argv,problems:_type_problems,parser:_type_parser,require_sglang:_type_require_sglang=_dflt_require_sglang,checked_by:_type_checked_by=_dflt_checked_by)->_return_type:
+def __create_fn__(_type_name, _type_sglang, _type_table, _type_exact, _type_argv, _type_problems, _type_parser, _type_require_sglang, _type_checked_by, _type_host_warnings, MISSING, _HAS_DEFAULT_FACTORY, __dataclass_builtins_object__, _dflt_require_sglang, _dflt_checked_by, _dflt_host_warnings, _return_type):
+ def __init__(self,name:_type_name,sglang:_type_sglang,table:_type_table,exact:_type_exact,argv:_type_argv,problems:_type_problems,parser:_type_parser,require_sglang:_type_require_sglang=_dflt_require_sglang,checked_by:_type_checked_by=_dflt_checked_by,host_warnings:_type_host_warnings=_dflt_host_warnings)->_return_type:
   __dataclass_builtins_object__.__setattr__(self,'name',name)
   __dataclass_builtins_object__.__setattr__(self,'sglang',sglang)
   __dataclass_builtins_object__.__setattr__(self,'table',table)
@@ -61,41 +61,42 @@ def __create_fn__(_type_name, _type_sglang, _type_table, _type_exact, _type_argv
   __dataclass_builtins_object__.__setattr__(self,'parser',parser)
   __dataclass_builtins_object__.__setattr__(self,'require_sglang',require_sglang)
   __dataclass_builtins_object__.__setattr__(self,'checked_by',checked_by)
+  __dataclass_builtins_object__.__setattr__(self,'host_warnings',host_warnings)
  return __init__
-CODE["def __create_fn__(_type_name, _type_sglang, _type_table, _type_exact, _type_argv, _type_problems, _type_parser, _type_require_sglang, _type_checked_by, MISSING, _HAS_DEFAULT_FACTORY, __dataclass_builtins_object__, _dflt_require_sglang, _dflt_checked_by, _return_type):\n def __init__(self,name:_type_name,sglang:_type_sglang,table:_type_table,exact:_type_exact,argv:_type_argv,problems:_type_problems,parser:_type_parser,require_sglang:_type_require_sglang=_dflt_require_sglang,checked_by:_type_checked_by=_dflt_checked_by)->_return_type:\n  __dataclass_builtins_object__.__setattr__(self,'name',name)\n  __dataclass_builtins_object__.__setattr__(self,'sglang',sglang)\n  __dataclass_builtins_object__.__setattr__(self,'table',table)\n  __dataclass_builtins_object__.__setattr__(self,'exact',exact)\n  __dataclass_builtins_object__.__setattr__(self,'argv',argv)\n  __dataclass_builtins_object__.__setattr__(self,'problems',problems)\n  __dataclass_builtins_object__.__setattr__(self,'parser',parser)\n  __dataclass_builtins_object__.__setattr__(self,'require_sglang',require_sglang)\n  __dataclass_builtins_object__.__setattr__(self,'checked_by',checked_by)\n return __init__"] = __create_fn__.__code__
+CODE["def __create_fn__(_type_name, _type_sglang, _type_table, _type_exact, _type_argv, _type_problems, _type_parser, _type_require_sglang, _type_checked_by, _type_host_warnings, MISSING, _HAS_DEFAULT_FACTORY, __dataclass_builtins_object__, _dflt_require_sglang, _dflt_checked_by, _dflt_host_warnings, _return_type):\n def __init__(self,name:_type_name,sglang:_type_sglang,table:_type_table,exact:_type_exact,argv:_type_argv,problems:_type_problems,parser:_type_parser,require_sglang:_type_require_sglang=_dflt_require_sglang,checked_by:_type_checked_by=_dflt_checked_by,host_warnings:_type_host_warnings=_dflt_host_warnings)->_return_type:\n  __dataclass_builtins_object__.__setattr__(self,'name',name)\n  __dataclass_builtins_object__.__setattr__(self,'sglang',sglang)\n  __dataclass_builtins_object__.__setattr__(self,'table',table)\n  __dataclass_builtins_object__.__setattr__(self,'exact',exact)\n  __dataclass_builtins_object__.__setattr__(self,'argv',argv)\n  __dataclass_builtins_object__.__setattr__(self,'problems',problems)\n  __dataclass_builtins_object__.__setattr__(self,'parser',parser)\n  __dataclass_builtins_object__.__setattr__(self,'require_sglang',require_sglang)\n  __dataclass_builtins_object__.__setattr__(self,'checked_by',checked_by)\n  __dataclass_builtins_object__.__setattr__(self,'host_warnings',host_warnings)\n return __init__"] = __create_fn__.__code__
 
 def __create_fn__():
  def __repr__(self):
-  return self.__class__.__qualname__ + f"(name={self.name!r}, sglang={self.sglang!r}, table={self.table!r}, exact={self.exact!r}, argv={self.argv!r}, problems={self.problems!r}, parser={self.parser!r}, require_sglang={self.require_sglang!r}, checked_by={self.checked_by!r})"
+  return self.__class__.__qualname__ + f"(name={self.name!r}, sglang={self.sglang!r}, table={self.table!r}, exact={self.exact!r}, argv={self.argv!r}, problems={self.problems!r}, parser={self.parser!r}, require_sglang={self.require_sglang!r}, checked_by={self.checked_by!r}, host_warnings={self.host_warnings!r})"
  return __repr__
-CODE['def __create_fn__():\n def __repr__(self):\n  return self.__class__.__qualname__ + f"(name={self.name!r}, sglang={self.sglang!r}, table={self.table!r}, exact={self.exact!r}, argv={self.argv!r}, problems={self.problems!r}, parser={self.parser!r}, require_sglang={self.require_sglang!r}, checked_by={self.checked_by!r})"\n return __repr__'] = __create_fn__.__code__
+CODE['def __create_fn__():\n def __repr__(self):\n  return self.__class__.__qualname__ + f"(name={self.name!r}, sglang={self.sglang!r}, table={self.table!r}, exact={self.exact!r}, argv={self.argv!r}, problems={self.problems!r}, parser={self.parser!r}, require_sglang={self.require_sglang!r}, checked_by={self.checked_by!r}, host_warnings={self.host_warnings!r})"\n return __repr__'] = __create_fn__.__code__
 
 def __create_fn__():
  def __eq__(self,other):
   if other.__class__ is self.__class__:
-   return (self.name,self.sglang,self.table,self.exact,self.argv,self.problems,self.parser,self.require_sglang,self.checked_by,)==(other.name,other.sglang,other.table,other.exact,other.argv,other.problems,other.parser,other.require_sglang,other.checked_by,)
+   return (self.name,self.sglang,self.table,self.exact,self.argv,self.problems,self.parser,self.require_sglang,self.checked_by,self.host_warnings,)==(other.name,other.sglang,other.table,other.exact,other.argv,other.problems,other.parser,other.require_sglang,other.checked_by,other.host_warnings,)
   return NotImplemented
  return __eq__
-CODE['def __create_fn__():\n def __eq__(self,other):\n  if other.__class__ is self.__class__:\n   return (self.name,self.sglang,self.table,self.exact,self.argv,self.problems,self.parser,self.require_sglang,self.checked_by,)==(other.name,other.sglang,other.table,other.exact,other.argv,other.problems,other.parser,other.require_sglang,other.checked_by,)\n  return NotImplemented\n return __eq__'] = __create_fn__.__code__
+CODE['def __create_fn__():\n def __eq__(self,other):\n  if other.__class__ is self.__class__:\n   return (self.name,self.sglang,self.table,self.exact,self.argv,self.problems,self.parser,self.require_sglang,self.checked_by,self.host_warnings,)==(other.name,other.sglang,other.table,other.exact,other.argv,other.problems,other.parser,other.require_sglang,other.checked_by,other.host_warnings,)\n  return NotImplemented\n return __eq__'] = __create_fn__.__code__
 
 def __create_fn__(cls, FrozenInstanceError):
  def __setattr__(self,name,value):
-  if type(self) is cls or name in ('name','sglang','table','exact','argv','problems','parser','require_sglang','checked_by',):
+  if type(self) is cls or name in ('name','sglang','table','exact','argv','problems','parser','require_sglang','checked_by','host_warnings',):
    raise FrozenInstanceError(f"cannot assign to field {name!r}")
   super(cls, self).__setattr__(name, value)
  return __setattr__
-CODE['def __create_fn__(cls, FrozenInstanceError):\n def __setattr__(self,name,value):\n  if type(self) is cls or name in (\'name\',\'sglang\',\'table\',\'exact\',\'argv\',\'problems\',\'parser\',\'require_sglang\',\'checked_by\',):\n   raise FrozenInstanceError(f"cannot assign to field {name!r}")\n  super(cls, self).__setattr__(name, value)\n return __setattr__'] = __create_fn__.__code__
+CODE['def __create_fn__(cls, FrozenInstanceError):\n def __setattr__(self,name,value):\n  if type(self) is cls or name in (\'name\',\'sglang\',\'table\',\'exact\',\'argv\',\'problems\',\'parser\',\'require_sglang\',\'checked_by\',\'host_warnings\',):\n   raise FrozenInstanceError(f"cannot assign to field {name!r}")\n  super(cls, self).__setattr__(name, value)\n return __setattr__'] = __create_fn__.__code__
 
 def __create_fn__(cls, FrozenInstanceError):
  def __delattr__(self,name):
-  if type(self) is cls or name in ('name','sglang','table','exact','argv','problems','parser','require_sglang','checked_by',):
+  if type(self) is cls or name in ('name','sglang','table','exact','argv','problems','parser','require_sglang','checked_by','host_warnings',):
    raise FrozenInstanceError(f"cannot delete field {name!r}")
   super(cls, self).__delattr__(name)
  return __delattr__
-CODE['def __create_fn__(cls, FrozenInstanceError):\n def __delattr__(self,name):\n  if type(self) is cls or name in (\'name\',\'sglang\',\'table\',\'exact\',\'argv\',\'problems\',\'parser\',\'require_sglang\',\'checked_by\',):\n   raise FrozenInstanceError(f"cannot delete field {name!r}")\n  super(cls, self).__delattr__(name)\n return __delattr__'] = __create_fn__.__code__
+CODE['def __create_fn__(cls, FrozenInstanceError):\n def __delattr__(self,name):\n  if type(self) is cls or name in (\'name\',\'sglang\',\'table\',\'exact\',\'argv\',\'problems\',\'parser\',\'require_sglang\',\'checked_by\',\'host_warnings\',):\n   raise FrozenInstanceError(f"cannot delete field {name!r}")\n  super(cls, self).__delattr__(name)\n return __delattr__'] = __create_fn__.__code__
 
 def __create_fn__():
  def __hash__(self):
-  return hash((self.name,self.sglang,self.table,self.exact,self.argv,self.problems,self.parser,self.require_sglang,self.checked_by,))
+  return hash((self.name,self.sglang,self.table,self.exact,self.argv,self.problems,self.parser,self.require_sglang,self.checked_by,self.host_warnings,))
  return __hash__
-CODE['def __create_fn__():\n def __hash__(self):\n  return hash((self.name,self.sglang,self.table,self.exact,self.argv,self.problems,self.parser,self.require_sglang,self.checked_by,))\n return __hash__'] = __create_fn__.__code__
+CODE['def __create_fn__():\n def __hash__(self):\n  return hash((self.name,self.sglang,self.table,self.exact,self.argv,self.problems,self.parser,self.require_sglang,self.checked_by,self.host_warnings,))\n return __hash__'] = __create_fn__.__code__
