@@ -45,6 +45,7 @@ from svcdiag.sglang.events import (
 )
 from svcdiag.sglang.figures import Figures
 from svcdiag.sglang.grammar import tp_rank
+from svcdiag.sglang.traceback import SET_UP_PHASES
 
 TYPE_CHECKING = False  # typing costs ~3 ms to import, and no module a replay loads needs it at run time
 if TYPE_CHECKING:
@@ -307,7 +308,8 @@ class Readiness:
                 self.verdict = self.verdict.with_(evidence=tuple(self.evidence))
             return []
         facts = self._after
-        if isinstance(ev, Failure) and ev.role == ROOT and ev.raised_in and facts.stop is None and facts.kill is None:
+        if isinstance(ev, Failure) and ev.role == ROOT and ev.raised_in in SET_UP_PHASES and facts.stop is None \
+                and facts.kill is None:
             self._set_up_failed = True
             self.verdict = healthy.with_(verdict="failed", phase=ev.raised_in, cause=ev.cause, ts=ev.ts or healthy.ts,
                                          message=ev.message, detail=ev.detail, captures=ev.captures,

@@ -107,6 +107,10 @@ TORCH_NPU_RE = lazy_re.compile(r"^(?:\[rank:\d+\]:)?\[(\d{4}-\d\d-\d\d \d\d:\d\d
 #: SGLang's dated prefix glued after another process's unfinished line (two writers on one stream: faulthandler's
 #: `Extension modules: …` while another rank logs `[2026-02-23 23:52:47 TP5] Scheduler hit an exception: …`, audit R13)
 GLUED_PREFIX_RE = lazy_re.compile(r"\[20\d\d-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?(?: [^\]]*)?\] ")
+#: SGLang's dated prefix that lost its head when pasted (a CI page's or a terminal's selection began a few characters
+#: in: `026-05-28 00:11:09.816 DP0 TP0 EP0] Scheduler hit an exception: …`): the rest of its date, the whole time, the
+#: ranks (only rank words: `TP0`, `DP1 TP1 EP1`, `PP0`) and the bracket that closes it
+CUT_PREFIX_RE = lazy_re.compile(r"[\d-]{1,10} \d\d:\d\d:\d\d(?:\.\d+)?((?: [A-Z]{2,4}-?\d+)*)\] ")
 ANY_BAR_RE = lazy_re.compile(r"[^\r]*?\d+%\|[^|]*\|[^\[\r]*\[[^\]\r]*\]")
 PROGRESS_HEADS = ("Loading ", "Capturing ", "Multi-thread loading", "[")
 
@@ -217,7 +221,7 @@ AloneReader = Callable[[str, float | None, float | None], list[Event] | None]
 #: what a line of its own may be (no prefix, no traceback open), as the LineParser methods that read each, asked in
 #: this order: the first that answers takes the line (the causes are the registry's rows' at Place.OUTSIDE, LONE,
 #: MESSAGE)
-ALONE = ("_opens", "_headless", "_ctrl_c", "_glued_prefix", "_outside", "_ignored", "_fatal", "_glued_bar",
+ALONE = ("_opens", "_headless", "_ctrl_c", "_cut_prefix", "_glued_prefix", "_outside", "_ignored", "_fatal", "_glued_bar",
          "_unprefixed_message", "_lone_reader")
 
 
@@ -468,6 +472,14 @@ class LineParser:
         while rest.startswith("^C"):
             rest = rest[2:]
         return [StopRequested(ts=ts, line=text, by="Ctrl-C"), *(self.feed_line(rest, ts) if rest else NOTHING)]
+
+    def _cut_prefix(self, text: str, ts: float | None, given: float | None) -> list[Event] | None:
+        """SGLang's prefix without its head (a paste cut a few characters in): its message and ranks read as the
+        whole prefix's would be; its time is lost with the year (the line's own clock is the last one)."""
+        if (not text[0].isdigit() and text[0] != "-") or (c := CUT_PREFIX_RE.match(text)) is None:
+            return None
+        self.sglang_lines += 1
+        return self._message(text[c.end():], c.group(1).strip(), ts)
 
     def _glued_prefix(self, text: str, ts: float | None, given: float | None) -> list[Event] | None:
         """A line of SGLang's glued after another writer's unfinished one: each read on its own."""
