@@ -13,7 +13,7 @@ from svcdiag.config.phases import DEFAULT_TIMEOUTS, PHASES
 from svcdiag.judge.ending import AfterReady, Ending, after, decide, kernel_line, settle
 from svcdiag.judge.progress import ProgressTracker
 from svcdiag.judge.verdict import PhaseChange, UnitState, Verdict
-from svcdiag.sglang.causes import Cause
+from svcdiag.sglang.causes import UNNAMED, Cause
 from svcdiag.sglang.events import (
     DEATH,
     ROOT,
@@ -120,6 +120,9 @@ class Readiness:
         #: a root cause SGLang may still recover from, and a death whose cause may still be said
         self._suspect: Failure | None = None
         self._death: Failure | None = None
+        #: the death line a failed verdict was concluded on when it named no cause (`Rank 0 scheduler is dead` alone,
+        #: its grace run out): the launcher's `Exit code: N` after it still says how the process ended
+        self._unnamed_death: Failure | None = None
         self.degraded: list[dict[str, Any]] = []
         #: a healthy verdict, kept as it was while what the log says after it decides how the server's life ended
         self._healthy: Verdict | None = None
@@ -268,8 +271,8 @@ class Readiness:
             if self.started is None:
                 self._start(ts)
             timed_out = self.tick(ts, evidence=True)
-            if timed_out is not None:
-                return [timed_out]
+            if timed_out is not None:  # (the line that ended a death's grace may be its exit code: _late_exit)
+                return [timed_out, *self._after_verdict(ev)] if self._unnamed_death is not None else [timed_out]
             self.last_ts = max(ts, self.last_ts or ts)
         if self.quote_events and ev.line and not isinstance(ev, UnitState):
             self.last_line = ev.line
@@ -303,6 +306,8 @@ class Readiness:
         assert self.verdict is not None
         healthy = self._healthy_start()
         if healthy is None:
+            if self._late_exit(ev):
+                return [ev]
             if isinstance(ev, UnitState) and ev.state in ("exited", "result", "oom") and ev.line:
                 self._add_evidence(ev.line)
                 self.verdict = self.verdict.with_(evidence=tuple(self.evidence))
@@ -650,7 +655,24 @@ class Readiness:
         assert root is not None
         also = self._death if root is not self._death else None
         self._suspect = self._death = None
+        self._unnamed_death = root if root.role == DEATH and root.cause == UNNAMED else None
         self._fail(root, ts, also=also)
+
+    def _late_exit(self, ev: Event) -> bool:
+        """A death line that names how the process ended (`Exit code: -9`), printed after the grace that concluded
+        the start on `Rank 0 scheduler is dead` alone: the launcher joins the dead process before it prints its exit
+        code, which takes tens of seconds on a host thrashing for memory. It says what the death line could not."""
+        d, v = self._unnamed_death, self.verdict
+        if d is None or v is None or not isinstance(ev, Failure) or ev.role != DEATH or ev.cause == UNNAMED \
+                or v.cause != d.cause:
+            return False
+        self._unnamed_death = None
+        figures = v.figures.replace(signal=ev.signal) if ev.signal else v.figures
+        if ev.status is not None:
+            figures = figures.replace(exit_status=ev.status)
+        self.verdict = v.with_(cause=ev.cause, message=ev.message, figures=figures,
+                               evidence=(*v.evidence, *(x for x in ev.evidence if x not in v.evidence)))
+        return True
 
     def _on_UnitState(self, ev: UnitState) -> list[Event]:
         if ev.state == "oom":

@@ -50,6 +50,9 @@ PHASE_FRAMES = (
     ("http", lazy_re.compile(r'scheduler\.py", line \d+, in (?:run_event_loop|event_loop_\w+)$'
                              r'|^(?:scheduler|self)\.(?:run_event_loop|event_loop_\w+)\(\)$')),
 )
+#: an exception's own words that name the step it was raised in, when no frame or call does (the line pasted alone,
+#: `Exception: Capture cuda graph failed: CUDA out of memory.` above its `Possible solutions:`)
+PHASE_WORDS = (("cuda_graph", lazy_re.compile(r"\bCapture (?:cuda|npu|piecewise cuda) graph failed\b", re.I)),)
 #: the phases PHASE_FRAMES may name that are the start's own set-up: a failure raised in one after a ready line
 #: (another worker's) is a failed start; one raised in the event loop is the server's life after its start
 SET_UP_PHASES = frozenset(("loading_weights", "kv_cache", "cuda_graph", "scheduler"))
@@ -266,7 +269,8 @@ def close(tb: Traceback, nccl_warn: str | None) -> list[Failure]:
         "File ")), None) if chain else None
     # its frames, and the calls under them (a traceback cut off under `scheduler.run_event_loop()` was in that call)
     steps = frames + [ln.strip() for ln in tb.lines if ln.startswith("    ") and not ln.lstrip().startswith("File ")]
-    raised_in = next((phase for phase, frame in PHASE_FRAMES if any(frame.search(f) for f in steps)), "")
+    raised_in = next((phase for phase, frame in PHASE_FRAMES if any(frame.search(f) for f in steps)), "") \
+        or next((phase for phase, words in PHASE_WORDS if words.search(final)), "")
     evidence = tuple(x for x in (tb.head, where, code if final.endswith(("AssertionError", "Error")) else None,
                                  *finals[:-1][-1:], final, late, *said[:4], inner if inner != where else None) if x)
     return [Failure(ts=tb.ts, ranks=tb.ranks, line=final, cause=cause, message=message, evidence=evidence,
