@@ -545,7 +545,9 @@ class Readiness:
 
     def _on_CudaGraph(self, ev: CudaGraph) -> list[Event]:
         if not ev.name.startswith("target"):
-            return []
+            # the speculative draft's graphs come after the target's are captured (its weights, pool and graphs in
+            # what the target left): a log that opens at them, pasted from there, had reached the scheduler's set-up
+            return self._advance("scheduler", ev.ts) if ev.stage == "begin" else []
         if ev.name == "target piecewise" and ev.stage == "begin" and self.phase == "scheduler":
             # after the decode graphs' end (0.5.x): compiling and capturing again, as long as a capture (audit R14)
             if self._allow("precompile_extra_s", "piecewise", self.timeouts["cuda_graph"]):
