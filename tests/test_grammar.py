@@ -431,6 +431,11 @@ def test_a_time_and_a_bracket_that_are_no_sglang_prefix_stay_unread(text: str) -
     (['  File "/x/sglang/srt/managers/scheduler.py", line 745, in event_loop_overlap',
       "    batch = self.get_next_batch_to_run()"], "http"),
     (['  File "/x/sglang/srt/managers/scheduler.py", line 240, in __init__', "    self.tp_worker = TpWorkerClass("], ""),
+    (['  File "/x/sglang/srt/layers/vocab_parallel_embedding.py", line 468, in weight_loader',
+      "    param[: loaded_weight.shape[0]].data.copy_(loaded_weight)"], "loading_weights"),
+    # a serving server's new weights (RL's weight sync): no start's step
+    (['  File "/x/sglang/srt/managers/tp_worker.py", line 300, in update_weights_from_disk',
+      '  File "/x/sglang/srt/layers/vocab_parallel_embedding.py", line 468, in weight_loader'], ""),
 ])
 def test_a_cut_tracebacks_frames_and_calls_say_the_step_it_was_raised_in(steps: list[str], phase: str) -> None:
     """Fresh logs (2026-12-06): a paste that begins at the traceback has no milestone; its frames, and the calls
@@ -458,3 +463,11 @@ def test_rank_dead_then_its_exit_code_however_late_names_the_signal(gap: int) ->
         pipe.line(line)
     v = pipe.readiness.finish() if pipe.verdict is None else pipe.verdict
     assert (v.verdict, v.cause, v.figures.signal, v.phase) == ("failed", "killed_by_signal", "KILL", "loading_weights")
+
+
+def test_a_traceback_cut_at_its_top_with_its_frame_at_the_margin_is_one() -> None:
+    """A paste that lost its indentation: the frame at the margin opens the cut traceback as an indented one does."""
+    (f,) = failures(['File "sglang/srt/layers/vocab_parallel_embedding.py", line 468, in weight_loader',
+                     "    param[: loaded_weight.shape[0]].data.copy_(loaded_weight)",
+                     "RuntimeError: Native API failed. Native API returns: 39 (UR_RESULT_ERROR_OUT_OF_DEVICE_MEMORY)"])
+    assert (f.cause, f.raised_in) == ("cuda_oom", "loading_weights")

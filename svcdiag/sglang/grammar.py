@@ -458,8 +458,10 @@ class LineParser:
         return NOTHING
 
     def _headless(self, text: str, ts: float | None, given: float | None) -> list[Event] | None:
-        """A frame first: a traceback cut at its top, a suspect."""
-        if text[0] not in " \t" or FRAME_RE.match(text) is None:
+        """A frame first: a traceback cut at its top, a suspect (its frame at the margin too: a paste that lost the
+        indentation, `File "sglang/srt/layers/vocab_parallel_embedding.py", line 468, in weight_loader`)."""
+        if (text[0] not in " \t" or FRAME_RE.match(text) is None) and not (
+                text.startswith('File "') and FRAME_RE.match(" " + text) is not None):
             return None
         self._tb = Traceback("", "", ts, role=SUSPECT, lines=[text], headless=True)
         return NOTHING

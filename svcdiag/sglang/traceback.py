@@ -45,11 +45,15 @@ PHASE_FRAMES = (
     # the pools, then the weights: the start's own steps, by the methods only a start calls (a paste that begins at
     # the traceback says how far the start had got by its frames alone)
     ("kv_cache", lazy_re.compile(r' in init_memory_pools?$|^self\.init_memory_pools?\(')),
-    ("loading_weights", lazy_re.compile(r'model_runner\.py", line \d+, in load_model$|^self\.load_model\(\)$')),
+    ("loading_weights", lazy_re.compile(r'model_runner\.py", line \d+, in load_model$|^self\.load_model\(\)$'
+                                        r'| in (?:weight_loader|load_weights)$')),
     # the scheduler's event loop, which runs once the set-up is done: the warmup's request, then the clients'
     ("http", lazy_re.compile(r'scheduler\.py", line \d+, in (?:run_event_loop|event_loop_\w+)$'
                              r'|^(?:scheduler|self)\.(?:run_event_loop|event_loop_\w+)\(\)$')),
 )
+#: a serving server asked to load new weights (RL's update_weights_from_disk, …_from_tensor, …_from_distributed): its
+#: weight loaders' frames are no start's step
+UPDATE_WEIGHTS_RE = lazy_re.compile(r" in update_weights\w*$")
 #: an exception's own words that name the step it was raised in, when no frame or call does (the line pasted alone,
 #: `Exception: Capture cuda graph failed: CUDA out of memory.` above its `Possible solutions:`)
 PHASE_WORDS = (("cuda_graph", lazy_re.compile(r"\bCapture (?:cuda|npu|piecewise cuda) graph failed\b", re.I)),)
@@ -269,7 +273,8 @@ def close(tb: Traceback, nccl_warn: str | None) -> list[Failure]:
         "File ")), None) if chain else None
     # its frames, and the calls under them (a traceback cut off under `scheduler.run_event_loop()` was in that call)
     steps = frames + [ln.strip() for ln in tb.lines if ln.startswith("    ") and not ln.lstrip().startswith("File ")]
-    raised_in = next((phase for phase, frame in PHASE_FRAMES if any(frame.search(f) for f in steps)), "") \
+    raised_in = "" if any(UPDATE_WEIGHTS_RE.search(f) for f in frames) else \
+        next((phase for phase, frame in PHASE_FRAMES if any(frame.search(f) for f in steps)), "") \
         or next((phase for phase, words in PHASE_WORDS if words.search(final)), "")
     evidence = tuple(x for x in (tb.head, where, code if final.endswith(("AssertionError", "Error")) else None,
                                  *finals[:-1][-1:], final, late, *said[:4], inner if inner != where else None) if x)
