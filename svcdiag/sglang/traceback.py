@@ -47,9 +47,11 @@ PHASE_FRAMES = (
     ("kv_cache", lazy_re.compile(r' in init_memory_pools?$|^self\.init_memory_pools?\(')),
     ("loading_weights", lazy_re.compile(r'model_runner\.py", line \d+, in load_model$|^self\.load_model\(\)$'
                                         r'| in (?:weight_loader|load_weights)$')),
-    # the scheduler's event loop, which runs once the set-up is done: the warmup's request, then the clients'
+    # the scheduler's event loop, which runs once the set-up is done: the warmup's request, then the clients'; the
+    # HTTP server's own warmup, once it listens
     ("http", lazy_re.compile(r'scheduler\.py", line \d+, in (?:run_event_loop|event_loop_\w+)$'
-                             r'|^(?:scheduler|self)\.(?:run_event_loop|event_loop_\w+)\(\)$')),
+                             r'|^(?:scheduler|self)\.(?:run_event_loop|event_loop_\w+)\(\)$'
+                             r'| in (?:_execute_server_warmup|_wait_and_warmup)$')),
 )
 #: a serving server asked to load new weights (RL's update_weights_from_disk, …_from_tensor, …_from_distributed): its
 #: weight loaders' frames are no start's step
