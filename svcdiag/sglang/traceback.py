@@ -51,7 +51,9 @@ PHASE_FRAMES = (
     # HTTP server's own warmup, once it listens
     ("http", lazy_re.compile(r'scheduler\.py", line \d+, in (?:run_event_loop|event_loop_\w+)$'
                              r'|^(?:scheduler|self)\.(?:run_event_loop|event_loop_\w+)\(\)$'
-                             r'| in (?:_execute_server_warmup|_wait_and_warmup)$')),
+                             r'| in (?:_execute_server_warmup|_wait_and_warmup)$'
+                             # (≤ 0.4.x: the overlap scheduler's forward thread, which runs the event loop's batches)
+                             r'|tp_worker_overlap_thread\.py", line \d+, in forward_thread_func_?$')),
 )
 #: a serving server asked to load new weights (RL's update_weights_from_disk, …_from_tensor, …_from_distributed): its
 #: weight loaders' frames are no start's step
