@@ -582,10 +582,12 @@ class Readiness:
 
     def _on_HostPool(self, ev: HostPool) -> list[Event]:
         """The hierarchical cache's host pool (per rank, counted once): pinning hundreds of GB takes minutes,
-        in the phase after the summary; that phase gets what allocating a pool does (timeouts.kv_cache)."""
+        in the phase after the summary; that phase gets what allocating a pool does (timeouts.kv_cache). It is built
+        after the graphs are captured: a paste that opens at it had reached the scheduler's set-up at least."""
         self.set_figures(hicache_host_gb=ev.gb)
+        out = self._advance("scheduler", ev.ts)
         self._allow("pool_extra_s", "host_pool", self.timeouts["kv_cache"])
-        return []
+        return out
 
     def _on_PortMoved(self, ev: PortMoved) -> list[Event]:
         self.set_figures(port=ev.port)
