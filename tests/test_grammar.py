@@ -411,8 +411,17 @@ def test_sglang_prefix_cut_at_its_head_in_a_paste_is_read(cut: int, ms: str, ran
                                                     "Scheduler hit an exception: its traceback cut off")]
 
 
+def test_sglang_prefix_cut_at_its_ranks_is_read() -> None:
+    """The selection began at the ranks (sgl-project/sglang#4618: `DP2 TP2] Scheduler hit an exception: …`)."""
+    got = failures(["DP2 TP2] Scheduler hit an exception: Traceback (most recent call last):",
+                    '  File "/x/sglang/srt/managers/scheduler.py", line 1906, in run_scheduler_process',
+                    "    scheduler.event_loop_overlap()"])
+    assert [(f.ranks, f.message, f.raised_in) for f in got] == [
+        ("DP2 TP2", "[DP2 TP2] Scheduler hit an exception: its traceback cut off", "http")]
+
+
 @pytest.mark.parametrize("text", ["2026-05-28 00:11:09 worker 3] bar", "05-28 00:11:09 worker[3] started",
-                                  "12 00:00:01 x] y"])
+                                  "12 00:00:01 x] y", "INFO] started", "3] foo", "Loading [1/2] done"])
 def test_a_time_and_a_bracket_that_are_no_sglang_prefix_stay_unread(text: str) -> None:
     """Only SGLang's own prefix shapes lose their head: another program's level or words before the `]` are not one."""
     p = LineParser()

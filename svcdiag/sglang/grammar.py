@@ -108,9 +108,10 @@ TORCH_NPU_RE = lazy_re.compile(r"^(?:\[rank:\d+\]:)?\[(\d{4}-\d\d-\d\d \d\d:\d\d
 #: `Extension modules: …` while another rank logs `[2026-02-23 23:52:47 TP5] Scheduler hit an exception: …`, audit R13)
 GLUED_PREFIX_RE = lazy_re.compile(r"\[20\d\d-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?(?: [^\]]*)?\] ")
 #: SGLang's dated prefix that lost its head when pasted (a CI page's or a terminal's selection began a few characters
-#: in: `026-05-28 00:11:09.816 DP0 TP0 EP0] Scheduler hit an exception: …`): the rest of its date, the whole time, the
-#: ranks (only rank words: `TP0`, `DP1 TP1 EP1`, `PP0`) and the bracket that closes it
-CUT_PREFIX_RE = lazy_re.compile(r"[\d-]{1,10} \d\d:\d\d:\d\d(?:\.\d+)?((?: [A-Z]{2,4}-?\d+)*)\] ")
+#: in: `026-05-28 00:11:09.816 DP0 TP0 EP0] Scheduler hit an exception: …`, or at its ranks: `DP2 TP2] Scheduler hit
+#: …`): what is left of its date and time, then the ranks (only rank words: `TP0`, `DP1 TP1 EP1`, `PP0`) and the
+#: bracket that closes it; the rest of a time (a colon) or a rank word must be there
+CUT_PREFIX_RE = lazy_re.compile(r"([\d:. -]*?) ?((?:[A-Z]{2,4}-?\d+ )*[A-Z]{2,4}-?\d+)?\] ")
 ANY_BAR_RE = lazy_re.compile(r"[^\r]*?\d+%\|[^|]*\|[^\[\r]*\[[^\]\r]*\]")
 PROGRESS_HEADS = ("Loading ", "Capturing ", "Multi-thread loading", "[")
 
@@ -478,10 +479,11 @@ class LineParser:
     def _cut_prefix(self, text: str, ts: float | None, given: float | None) -> list[Event] | None:
         """SGLang's prefix without its head (a paste cut a few characters in): its message and ranks read as the
         whole prefix's would be; its time is lost with the year (the line's own clock is the last one)."""
-        if (not text[0].isdigit() and text[0] != "-") or (c := CUT_PREFIX_RE.match(text)) is None:
+        if (not text[0].isdigit() and text[0] not in "-ABCDEFGHIJKLMNOPQRSTUVWXYZ") \
+                or (c := CUT_PREFIX_RE.match(text)) is None or (":" not in c.group(1) and c.group(2) is None):
             return None
         self.sglang_lines += 1
-        return self._message(text[c.end():], c.group(1).strip(), ts)
+        return self._message(text[c.end():], c.group(2) or "", ts)
 
     def _glued_prefix(self, text: str, ts: float | None, given: float | None) -> list[Event] | None:
         """A line of SGLang's glued after another writer's unfinished one: each read on its own."""
