@@ -480,3 +480,12 @@ def test_a_traceback_cut_at_its_top_with_its_frame_at_the_margin_is_one() -> Non
                      "    param[: loaded_weight.shape[0]].data.copy_(loaded_weight)",
                      "RuntimeError: Native API failed. Native API returns: 39 (UR_RESULT_ERROR_OUT_OF_DEVICE_MEMORY)"])
     assert (f.cause, f.raised_in) == ("cuda_oom", "loading_weights")
+
+
+@pytest.mark.parametrize("line,phase", [
+    ("[2025-08-02 19:24:30 TP3] Watchdog timeout (self.watchdog_timeout=300)", "http"),
+    ("[2026-05-23 09:42:40 TP0] Scheduler watchdog timeout (self.watchdog_timeout=300, self.soft=False)", "http")])
+def test_the_watchdogs_timeout_was_raised_in_the_event_loop(line: str, phase: str) -> None:
+    """The watchdog times a batch the event loop runs: pasted without its start, the start had got that far."""
+    (f,) = failures([line])
+    assert (f.cause, f.raised_in) == ("watchdog_timeout", phase)

@@ -37,6 +37,7 @@ from svcdiag.sglang.traceback import (
     Took,
     Traceback,
     close,
+    phase_said,
     take,
 )
 
@@ -770,7 +771,7 @@ class LineParser:
         if said is None:
             return None
         return Failure(ts=ts, ranks=ranks, line=msg, cause=said.cause, message=said.message, evidence=(msg,),
-                       role=said.event, signal=said.signal)
+                       role=said.event, signal=said.signal, raised_in=phase_said(msg))
 
     def _died(self, msg: str, ranks: str, ts: float | None) -> Event | list[Event] | None:
         """`Rank 0 …`: ≤ 0.1.16's prefix before any message, or a rank's end as SGLang reports it (endings.died)."""

@@ -60,7 +60,16 @@ PHASE_FRAMES = (
 UPDATE_WEIGHTS_RE = lazy_re.compile(r" in update_weights\w*$")
 #: an exception's own words that name the step it was raised in, when no frame or call does (the line pasted alone,
 #: `Exception: Capture cuda graph failed: CUDA out of memory.` above its `Possible solutions:`)
-PHASE_WORDS = (("cuda_graph", lazy_re.compile(r"\bCapture (?:cuda|npu|piecewise cuda) graph failed\b", re.I)),)
+PHASE_WORDS = (("cuda_graph", lazy_re.compile(r"\bCapture (?:cuda|npu|piecewise cuda) graph failed\b", re.I)),
+               # the watchdogs time a batch, which the event loop runs once the set-up is done; a PD server's warmup
+               # runs once it listens
+               ("http", lazy_re.compile(r"Watchdog timeout \(self\.watchdog_timeout=|watchdog timeout \("
+                                        r"|disaggregation mode warm Up Failed")))
+def phase_said(words: str) -> str:
+    """The step a failure's own words name (PHASE_WORDS), or ''."""
+    return next((phase for phase, said in PHASE_WORDS if said.search(words)), "")
+
+
 #: the phases PHASE_FRAMES may name that are the start's own set-up: a failure raised in one after a ready line
 #: (another worker's) is a failed start; one raised in the event loop is the server's life after its start
 SET_UP_PHASES = frozenset(("loading_weights", "kv_cache", "cuda_graph", "scheduler"))
@@ -279,7 +288,7 @@ def close(tb: Traceback, nccl_warn: str | None) -> list[Failure]:
     steps = frames + [ln.strip() for ln in tb.lines if ln.startswith("    ") and not ln.lstrip().startswith("File ")]
     raised_in = "" if any(UPDATE_WEIGHTS_RE.search(f) for f in frames) else \
         next((phase for phase, frame in PHASE_FRAMES if any(frame.search(f) for f in steps)), "") \
-        or next((phase for phase, words in PHASE_WORDS if words.search(final)), "")
+        or phase_said(final)
     evidence = tuple(x for x in (tb.head, where, code if final.endswith(("AssertionError", "Error")) else None,
                                  *finals[:-1][-1:], final, late, *said[:4], inner if inner != where else None) if x)
     return [Failure(ts=tb.ts, ranks=tb.ranks, line=final, cause=cause, message=message, evidence=evidence,
