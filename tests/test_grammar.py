@@ -489,3 +489,12 @@ def test_the_watchdogs_timeout_was_raised_in_the_event_loop(line: str, phase: st
     """The watchdog times a batch the event loop runs: pasted without its start, the start had got that far."""
     (f,) = failures([line])
     assert (f.cause, f.raised_in) == ("watchdog_timeout", phase)
+
+
+def test_a_paste_whose_newlines_were_lost_is_split_at_rays_actor_prefix() -> None:
+    """Text outside a code block, rendered as Markdown: a Ray worker's lines joined at its `(Actor pid=N) ` prefix."""
+    line = ('x (W pid=7) File "/x/sglang/srt/model_executor/model_runner.py", line 314, in initialize (W pid=7) '
+            'self.init_cuda_graphs() (W pid=7) RuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB')
+    (f,) = failures([line])
+    assert (f.cause, f.raised_in) == ("cuda_oom", "cuda_graph")
+    assert failures(["one (W pid=7) mention of a worker"]) == []  # one prefix mid-line is no flattened paste

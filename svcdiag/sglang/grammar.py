@@ -108,6 +108,10 @@ TORCH_NPU_RE = lazy_re.compile(r"^(?:\[rank:\d+\]:)?\[(\d{4}-\d\d-\d\d \d\d:\d\d
 #: SGLang's dated prefix glued after another process's unfinished line (two writers on one stream: faulthandler's
 #: `Extension modules: …` while another rank logs `[2026-02-23 23:52:47 TP5] Scheduler hit an exception: …`, audit R13)
 GLUED_PREFIX_RE = lazy_re.compile(r"\[20\d\d-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?(?: [^\]]*)?\] ")
+#: Ray's actor prefix inside a line, not at its head: a paste whose newlines were lost (text outside a code block,
+#: rendered as Markdown: `… (SGLangWorker pid=38138) File "…", line 314, in initialize (SGLangWorker pid=38138)
+#: self.init_cuda_graphs() …`); each prefix began a line
+FLATTENED_ACTOR_RE = lazy_re.compile(r" \([\w.:-]+ pid=\d+(?:, ip=[\d.]+)?\) ")
 #: SGLang's dated prefix that lost its head when pasted (a CI page's or a terminal's selection began a few characters
 #: in: `026-05-28 00:11:09.816 DP0 TP0 EP0] Scheduler hit an exception: …`, or at its ranks: `DP2 TP2] Scheduler hit
 #: …`): what is left of its date and time, then the ranks (only rank words: `TP0`, `DP1 TP1 EP1`, `PP0`) and the
@@ -223,8 +227,8 @@ AloneReader = Callable[[str, float | None, float | None], list[Event] | None]
 #: what a line of its own may be (no prefix, no traceback open), as the LineParser methods that read each, asked in
 #: this order: the first that answers takes the line (the causes are the registry's rows' at Place.OUTSIDE, LONE,
 #: MESSAGE)
-ALONE = ("_opens", "_headless", "_ctrl_c", "_cut_prefix", "_glued_prefix", "_outside", "_ignored", "_fatal", "_glued_bar",
-         "_unprefixed_message", "_lone_reader")
+ALONE = ("_opens", "_headless", "_ctrl_c", "_cut_prefix", "_flattened", "_glued_prefix", "_outside", "_ignored",
+         "_fatal", "_glued_bar", "_unprefixed_message", "_lone_reader")
 
 
 class LineParser:
@@ -485,6 +489,24 @@ class LineParser:
             return None
         self.sglang_lines += 1
         return self._message(text[c.end():], c.group(2) or "", ts)
+
+    def _flattened(self, text: str, ts: float | None, given: float | None) -> list[Event] | None:
+        """A paste whose newlines were lost, its lines joined at Ray's actor prefix (two of them at least): each line
+        read on its own, a traceback's indentation given back (a frame's two spaces, its code line's four)."""
+        if " pid=" not in text or len(parts := FLATTENED_ACTOR_RE.split(text)) < 3:
+            return None
+        out: list[Event] = []
+        frame = False
+        for part in parts:
+            line = part.rstrip()
+            if line.startswith('File "'):
+                line, frame = "  " + line, True
+            elif frame and line and not FINAL_EXC_RE.match(line):
+                line = "    " + line
+            else:
+                frame = False
+            out += self.feed_line(line, given)
+        return out
 
     def _glued_prefix(self, text: str, ts: float | None, given: float | None) -> list[Event] | None:
         """A line of SGLang's glued after another writer's unfinished one: each read on its own."""
