@@ -38,7 +38,8 @@ LAUNCHER_FRAME_RE = lazy_re.compile(r'^File "(?:[^"]*/sglang/(?:cli/|launch_serv
 UNFINISHED = (":", " at", ",", "(", "-", "=")
 PHASE_FRAMES = (
     ("cuda_graph", lazy_re.compile(r'_graph_runner\.py", line \d+, in (?:__init__|capture\w*)$'
-                              r'| in init_(?:device|cuda|piecewise_cuda)_graphs$')),
+                              r'| in init_(?:device|cuda|piecewise_cuda)_graphs$'
+                              r'|^self\.init_(?:device|cuda|piecewise_cuda)_graphs\(\)$')),
     # the scheduler's own set-up after its graphs are captured (and after its summary line, in most releases): PD's
     # transfer engine (Mooncake, NIXL, Ascend, Mori) started by init_disaggregation
     ("scheduler", lazy_re.compile(r' in init_disaggregation$')),
