@@ -397,3 +397,104 @@ def test_a_lone_line_without_a_cause_takes_no_unrelated_line() -> None:
     assert failures(["ValueError: shapes do not match.", "Error occurred when running GEMM! (x)"])[0].message \
         == "Error occurred when running GEMM! (x)"
     assert failures(["ValueError: shapes do not match.", "some other line"]) == []
+
+
+@given(st.integers(min_value=1, max_value=10), st.sampled_from(["", ".816"]), st.sampled_from(["", " TP3", " DP0 TP0 EP0"]))
+@settings(max_examples=60, deadline=None)
+def test_sglang_prefix_cut_at_its_head_in_a_paste_is_read(cut: int, ms: str, ranks: str) -> None:
+    """Fresh logs (2026-12-06): a paste whose selection began inside SGLang's prefix (`026-05-28 00:11:09.816 DP0 TP0
+    EP0] Scheduler hit an exception: …`, the `[2` lost): its message and ranks are read as the whole prefix's."""
+    whole = f"[2026-05-28 00:11:09{ms}{ranks}] Scheduler hit an exception: Traceback (most recent call last):"
+    got = failures([whole[cut:], '  File "/x/sglang/srt/managers/scheduler.py", line 3985, in run_scheduler_process'])
+    assert [(f.ranks, f.message) for f in got] == [(ranks.strip(), f"[{ranks.strip()}] Scheduler hit an exception: "
+                                                    "its traceback cut off" if ranks else
+                                                    "Scheduler hit an exception: its traceback cut off")]
+
+
+def test_sglang_prefix_cut_at_its_ranks_is_read() -> None:
+    """The selection began at the ranks (sgl-project/sglang#4618: `DP2 TP2] Scheduler hit an exception: …`)."""
+    got = failures(["DP2 TP2] Scheduler hit an exception: Traceback (most recent call last):",
+                    '  File "/x/sglang/srt/managers/scheduler.py", line 1906, in run_scheduler_process',
+                    "    scheduler.event_loop_overlap()"])
+    assert [(f.ranks, f.message, f.raised_in) for f in got] == [
+        ("DP2 TP2", "[DP2 TP2] Scheduler hit an exception: its traceback cut off", "http")]
+
+
+@pytest.mark.parametrize("text", ["2026-05-28 00:11:09 worker 3] bar", "05-28 00:11:09 worker[3] started",
+                                  "12 00:00:01 x] y", "INFO] started", "3] foo", "Loading [1/2] done"])
+def test_a_time_and_a_bracket_that_are_no_sglang_prefix_stay_unread(text: str) -> None:
+    """Only SGLang's own prefix shapes lose their head: another program's level or words before the `]` are not one."""
+    p = LineParser()
+    assert p.feed(text) == [] and p.sglang_lines == 0
+
+
+@pytest.mark.parametrize("steps,phase", [
+    (['  File "/x/sglang/srt/model_executor/model_runner.py", line 417, in load_model', "    raise ValueError("],
+     "loading_weights"),
+    (['  File "/x/sglang/srt/model_executor/model_runner.py", line 176, in initialize', "    self.load_model()"],
+     "loading_weights"),
+    (['  File "/x/sglang/srt/model_executor/model_runner.py", line 260, in initialize',
+      "    self.init_memory_pool(min_per_gpu_memory, server_args.max_running_requests)"], "kv_cache"),
+    (['  File "/x/sglang/srt/managers/scheduler.py", line 3616, in run_scheduler_process',
+      "    scheduler.run_event_loop()"], "http"),
+    (['  File "/x/sglang/srt/managers/scheduler.py", line 745, in event_loop_overlap',
+      "    batch = self.get_next_batch_to_run()"], "http"),
+    (['  File "/x/sglang/srt/managers/scheduler.py", line 240, in __init__', "    self.tp_worker = TpWorkerClass("], ""),
+    (['  File "/x/sglang/srt/layers/vocab_parallel_embedding.py", line 468, in weight_loader',
+      "    param[: loaded_weight.shape[0]].data.copy_(loaded_weight)"], "loading_weights"),
+    # a serving server's new weights (RL's weight sync): no start's step
+    (['  File "/x/sglang/srt/managers/tp_worker.py", line 300, in update_weights_from_disk',
+      '  File "/x/sglang/srt/layers/vocab_parallel_embedding.py", line 468, in weight_loader'], ""),
+])
+def test_a_cut_tracebacks_frames_and_calls_say_the_step_it_was_raised_in(steps: list[str], phase: str) -> None:
+    """Fresh logs (2026-12-06): a paste that begins at the traceback has no milestone; its frames, and the calls
+    under them, say how far the start had got (the event loop: its set-up was done)."""
+    (f,) = failures(["[2025-03-17 17:15:55 TP1] Scheduler hit an exception: Traceback (most recent call last):",
+                     '  File "/x/sglang/srt/managers/scheduler.py", line 1748, in run_scheduler_process', *steps])
+    assert f.raised_in == phase
+
+
+def test_a_capture_failure_pasted_without_its_traceback_was_raised_capturing() -> None:
+    (f,) = failures(["Exception: Capture cuda graph failed: CUDA out of memory.", "Tried to allocate 672.00 MiB."])
+    assert (f.cause, f.raised_in) == ("cuda_oom", "cuda_graph")
+
+
+@pytest.mark.parametrize("gap", [1, 46, 300])
+def test_rank_dead_then_its_exit_code_however_late_names_the_signal(gap: int) -> None:
+    """Fresh logs (2026-12-06): the launcher joins the dead scheduler before it prints `Exit code: -9`; on a host
+    thrashing for RAM that is tens of seconds after `Rank 0 scheduler is dead.`, past the death's grace."""
+    from svcdiag.judge.pipeline import Judge
+
+    pipe = Judge()
+    for line in ["[2026-01-26 23:15:00] Load weight begin. avail mem=70.00 GB",
+                 "[2026-01-26 23:15:21] Rank 0 scheduler is dead.",
+                 f"[2026-01-26 23:{15 + (21 + gap) // 60:02d}:{(21 + gap) % 60:02d}] Exit code: -9"]:
+        pipe.line(line)
+    v = pipe.readiness.finish() if pipe.verdict is None else pipe.verdict
+    assert (v.verdict, v.cause, v.figures.signal, v.phase) == ("failed", "killed_by_signal", "KILL", "loading_weights")
+
+
+def test_a_traceback_cut_at_its_top_with_its_frame_at_the_margin_is_one() -> None:
+    """A paste that lost its indentation: the frame at the margin opens the cut traceback as an indented one does."""
+    (f,) = failures(['File "sglang/srt/layers/vocab_parallel_embedding.py", line 468, in weight_loader',
+                     "    param[: loaded_weight.shape[0]].data.copy_(loaded_weight)",
+                     "RuntimeError: Native API failed. Native API returns: 39 (UR_RESULT_ERROR_OUT_OF_DEVICE_MEMORY)"])
+    assert (f.cause, f.raised_in) == ("cuda_oom", "loading_weights")
+
+
+@pytest.mark.parametrize("line,phase", [
+    ("[2025-08-02 19:24:30 TP3] Watchdog timeout (self.watchdog_timeout=300)", "http"),
+    ("[2026-05-23 09:42:40 TP0] Scheduler watchdog timeout (self.watchdog_timeout=300, self.soft=False)", "http")])
+def test_the_watchdogs_timeout_was_raised_in_the_event_loop(line: str, phase: str) -> None:
+    """The watchdog times a batch the event loop runs: pasted without its start, the start had got that far."""
+    (f,) = failures([line])
+    assert (f.cause, f.raised_in) == ("watchdog_timeout", phase)
+
+
+def test_a_paste_whose_newlines_were_lost_is_split_at_rays_actor_prefix() -> None:
+    """Text outside a code block, rendered as Markdown: a Ray worker's lines joined at its `(Actor pid=N) ` prefix."""
+    line = ('x (W pid=7) File "/x/sglang/srt/model_executor/model_runner.py", line 314, in initialize (W pid=7) '
+            'self.init_cuda_graphs() (W pid=7) RuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB')
+    (f,) = failures([line])
+    assert (f.cause, f.raised_in) == ("cuda_oom", "cuda_graph")
+    assert failures(["one (W pid=7) mention of a worker"]) == []  # one prefix mid-line is no flattened paste

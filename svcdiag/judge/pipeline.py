@@ -61,8 +61,11 @@ class Judge:
             while events and events[0].ts is not None and events[0].ts < now:
                 out += r.feed(events.pop(0))
             v = r.tick(now, evidence=True)  # past a deadline: overrun, unless a later milestone ends the phase
-            if v is not None:
-                return out if v in out else [*out, v]
+            if v is not None:  # this line's events come after the verdict (a late `Exit code: -9` still says how)
+                out = out if v in out else [*out, v]
+                for ev in events:
+                    out += r.feed(ev)
+                return out
         r.saw_line(text if "\r" not in text else next((s for s in reversed(text.split("\r")) if s.strip()), ""))
         if now is not None:
             self._line_at = now

@@ -13,7 +13,7 @@ from svcdiag.config.phases import DEFAULT_TIMEOUTS, PHASES
 from svcdiag.judge.ending import AfterReady, Ending, after, decide, kernel_line, settle
 from svcdiag.judge.progress import ProgressTracker
 from svcdiag.judge.verdict import PhaseChange, UnitState, Verdict
-from svcdiag.sglang.causes import Cause
+from svcdiag.sglang.causes import UNNAMED, Cause
 from svcdiag.sglang.events import (
     DEATH,
     ROOT,
@@ -45,6 +45,7 @@ from svcdiag.sglang.events import (
 )
 from svcdiag.sglang.figures import Figures
 from svcdiag.sglang.grammar import tp_rank
+from svcdiag.sglang.traceback import SET_UP_PHASES
 
 TYPE_CHECKING = False  # typing costs ~3 ms to import, and no module a replay loads needs it at run time
 if TYPE_CHECKING:
@@ -119,6 +120,9 @@ class Readiness:
         #: a root cause SGLang may still recover from, and a death whose cause may still be said
         self._suspect: Failure | None = None
         self._death: Failure | None = None
+        #: the death line a failed verdict was concluded on when it named no cause (`Rank 0 scheduler is dead` alone,
+        #: its grace run out): the launcher's `Exit code: N` after it still says how the process ended
+        self._unnamed_death: Failure | None = None
         self.degraded: list[dict[str, Any]] = []
         #: a healthy verdict, kept as it was while what the log says after it decides how the server's life ended
         self._healthy: Verdict | None = None
@@ -267,8 +271,8 @@ class Readiness:
             if self.started is None:
                 self._start(ts)
             timed_out = self.tick(ts, evidence=True)
-            if timed_out is not None:
-                return [timed_out]
+            if timed_out is not None:  # (the line that ended a death's grace may be its exit code: _late_exit)
+                return [timed_out, *self._after_verdict(ev)] if self._unnamed_death is not None else [timed_out]
             self.last_ts = max(ts, self.last_ts or ts)
         if self.quote_events and ev.line and not isinstance(ev, UnitState):
             self.last_line = ev.line
@@ -302,12 +306,15 @@ class Readiness:
         assert self.verdict is not None
         healthy = self._healthy_start()
         if healthy is None:
+            if self._late_exit(ev):
+                return [ev]
             if isinstance(ev, UnitState) and ev.state in ("exited", "result", "oom") and ev.line:
                 self._add_evidence(ev.line)
                 self.verdict = self.verdict.with_(evidence=tuple(self.evidence))
             return []
         facts = self._after
-        if isinstance(ev, Failure) and ev.role == ROOT and ev.raised_in and facts.stop is None and facts.kill is None:
+        if isinstance(ev, Failure) and ev.role == ROOT and ev.raised_in in SET_UP_PHASES and facts.stop is None \
+                and facts.kill is None:
             self._set_up_failed = True
             self.verdict = healthy.with_(verdict="failed", phase=ev.raised_in, cause=ev.cause, ts=ev.ts or healthy.ts,
                                          message=ev.message, detail=ev.detail, captures=ev.captures,
@@ -538,7 +545,9 @@ class Readiness:
 
     def _on_CudaGraph(self, ev: CudaGraph) -> list[Event]:
         if not ev.name.startswith("target"):
-            return []
+            # the speculative draft's graphs come after the target's are captured (its weights, pool and graphs in
+            # what the target left): a log that opens at them, pasted from there, had reached the scheduler's set-up
+            return self._advance("scheduler", ev.ts) if ev.stage == "begin" else []
         if ev.name == "target piecewise" and ev.stage == "begin" and self.phase == "scheduler":
             # after the decode graphs' end (0.5.x): compiling and capturing again, as long as a capture (audit R14)
             if self._allow("precompile_extra_s", "piecewise", self.timeouts["cuda_graph"]):
@@ -573,10 +582,12 @@ class Readiness:
 
     def _on_HostPool(self, ev: HostPool) -> list[Event]:
         """The hierarchical cache's host pool (per rank, counted once): pinning hundreds of GB takes minutes,
-        in the phase after the summary; that phase gets what allocating a pool does (timeouts.kv_cache)."""
+        in the phase after the summary; that phase gets what allocating a pool does (timeouts.kv_cache). It is built
+        after the graphs are captured: a paste that opens at it had reached the scheduler's set-up at least."""
         self.set_figures(hicache_host_gb=ev.gb)
+        out = self._advance("scheduler", ev.ts)
         self._allow("pool_extra_s", "host_pool", self.timeouts["kv_cache"])
-        return []
+        return out
 
     def _on_PortMoved(self, ev: PortMoved) -> list[Event]:
         self.set_figures(port=ev.port)
@@ -648,7 +659,24 @@ class Readiness:
         assert root is not None
         also = self._death if root is not self._death else None
         self._suspect = self._death = None
+        self._unnamed_death = root if root.role == DEATH and root.cause == UNNAMED else None
         self._fail(root, ts, also=also)
+
+    def _late_exit(self, ev: Event) -> bool:
+        """A death line that names how the process ended (`Exit code: -9`), printed after the grace that concluded
+        the start on `Rank 0 scheduler is dead` alone: the launcher joins the dead process before it prints its exit
+        code, which takes tens of seconds on a host thrashing for memory. It says what the death line could not."""
+        d, v = self._unnamed_death, self.verdict
+        if d is None or v is None or not isinstance(ev, Failure) or ev.role != DEATH or ev.cause == UNNAMED \
+                or v.cause != d.cause:
+            return False
+        self._unnamed_death = None
+        figures = v.figures.replace(signal=ev.signal) if ev.signal else v.figures
+        if ev.status is not None:
+            figures = figures.replace(exit_status=ev.status)
+        self.verdict = v.with_(cause=ev.cause, message=ev.message, figures=figures,
+                               evidence=(*v.evidence, *(x for x in ev.evidence if x not in v.evidence)))
+        return True
 
     def _on_UnitState(self, ev: UnitState) -> list[Event]:
         if ev.state == "oom":

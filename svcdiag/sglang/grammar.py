@@ -37,6 +37,7 @@ from svcdiag.sglang.traceback import (
     Took,
     Traceback,
     close,
+    phase_said,
     take,
 )
 
@@ -107,6 +108,15 @@ TORCH_NPU_RE = lazy_re.compile(r"^(?:\[rank:\d+\]:)?\[(\d{4}-\d\d-\d\d \d\d:\d\d
 #: SGLang's dated prefix glued after another process's unfinished line (two writers on one stream: faulthandler's
 #: `Extension modules: …` while another rank logs `[2026-02-23 23:52:47 TP5] Scheduler hit an exception: …`, audit R13)
 GLUED_PREFIX_RE = lazy_re.compile(r"\[20\d\d-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?(?: [^\]]*)?\] ")
+#: Ray's actor prefix inside a line, not at its head: a paste whose newlines were lost (text outside a code block,
+#: rendered as Markdown: `… (SGLangWorker pid=38138) File "…", line 314, in initialize (SGLangWorker pid=38138)
+#: self.init_cuda_graphs() …`); each prefix began a line
+FLATTENED_ACTOR_RE = lazy_re.compile(r" \([\w.:-]+ pid=\d+(?:, ip=[\d.]+)?\) ")
+#: SGLang's dated prefix that lost its head when pasted (a CI page's or a terminal's selection began a few characters
+#: in: `026-05-28 00:11:09.816 DP0 TP0 EP0] Scheduler hit an exception: …`, or at its ranks: `DP2 TP2] Scheduler hit
+#: …`): what is left of its date and time, then the ranks (only rank words: `TP0`, `DP1 TP1 EP1`, `PP0`) and the
+#: bracket that closes it; the rest of a time (a colon) or a rank word must be there
+CUT_PREFIX_RE = lazy_re.compile(r"([\d:. -]*?) ?((?:[A-Z]{2,4}-?\d+ )*[A-Z]{2,4}-?\d+)?\] ")
 ANY_BAR_RE = lazy_re.compile(r"[^\r]*?\d+%\|[^|]*\|[^\[\r]*\[[^\]\r]*\]")
 PROGRESS_HEADS = ("Loading ", "Capturing ", "Multi-thread loading", "[")
 
@@ -217,8 +227,8 @@ AloneReader = Callable[[str, float | None, float | None], list[Event] | None]
 #: what a line of its own may be (no prefix, no traceback open), as the LineParser methods that read each, asked in
 #: this order: the first that answers takes the line (the causes are the registry's rows' at Place.OUTSIDE, LONE,
 #: MESSAGE)
-ALONE = ("_opens", "_headless", "_ctrl_c", "_glued_prefix", "_outside", "_ignored", "_fatal", "_glued_bar",
-         "_unprefixed_message", "_lone_reader")
+ALONE = ("_opens", "_headless", "_ctrl_c", "_cut_prefix", "_flattened", "_glued_prefix", "_outside", "_ignored",
+         "_fatal", "_glued_bar", "_unprefixed_message", "_lone_reader")
 
 
 class LineParser:
@@ -454,8 +464,10 @@ class LineParser:
         return NOTHING
 
     def _headless(self, text: str, ts: float | None, given: float | None) -> list[Event] | None:
-        """A frame first: a traceback cut at its top, a suspect."""
-        if text[0] not in " \t" or FRAME_RE.match(text) is None:
+        """A frame first: a traceback cut at its top, a suspect (its frame at the margin too: a paste that lost the
+        indentation, `File "sglang/srt/layers/vocab_parallel_embedding.py", line 468, in weight_loader`)."""
+        if (text[0] not in " \t" or FRAME_RE.match(text) is None) and not (
+                text.startswith('File "') and FRAME_RE.match(" " + text) is not None):
             return None
         self._tb = Traceback("", "", ts, role=SUSPECT, lines=[text], headless=True)
         return NOTHING
@@ -468,6 +480,33 @@ class LineParser:
         while rest.startswith("^C"):
             rest = rest[2:]
         return [StopRequested(ts=ts, line=text, by="Ctrl-C"), *(self.feed_line(rest, ts) if rest else NOTHING)]
+
+    def _cut_prefix(self, text: str, ts: float | None, given: float | None) -> list[Event] | None:
+        """SGLang's prefix without its head (a paste cut a few characters in): its message and ranks read as the
+        whole prefix's would be; its time is lost with the year (the line's own clock is the last one)."""
+        if (not text[0].isdigit() and text[0] not in "-ABCDEFGHIJKLMNOPQRSTUVWXYZ") \
+                or (c := CUT_PREFIX_RE.match(text)) is None or (":" not in c.group(1) and c.group(2) is None):
+            return None
+        self.sglang_lines += 1
+        return self._message(text[c.end():], c.group(2) or "", ts)
+
+    def _flattened(self, text: str, ts: float | None, given: float | None) -> list[Event] | None:
+        """A paste whose newlines were lost, its lines joined at Ray's actor prefix (two of them at least): each line
+        read on its own, a traceback's indentation given back (a frame's two spaces, its code line's four)."""
+        if " pid=" not in text or len(parts := FLATTENED_ACTOR_RE.split(text)) < 3:
+            return None
+        out: list[Event] = []
+        frame = False
+        for part in parts:
+            line = part.rstrip()
+            if line.startswith('File "'):
+                line, frame = "  " + line, True
+            elif frame and line and not FINAL_EXC_RE.match(line):
+                line = "    " + line
+            else:
+                frame = False
+            out += self.feed_line(line, given)
+        return out
 
     def _glued_prefix(self, text: str, ts: float | None, given: float | None) -> list[Event] | None:
         """A line of SGLang's glued after another writer's unfinished one: each read on its own."""
@@ -754,7 +793,7 @@ class LineParser:
         if said is None:
             return None
         return Failure(ts=ts, ranks=ranks, line=msg, cause=said.cause, message=said.message, evidence=(msg,),
-                       role=said.event, signal=said.signal)
+                       role=said.event, signal=said.signal, raised_in=phase_said(msg))
 
     def _died(self, msg: str, ranks: str, ts: float | None) -> Event | list[Event] | None:
         """`Rank 0 …`: ≤ 0.1.16's prefix before any message, or a rank's end as SGLang reports it (endings.died)."""

@@ -38,11 +38,42 @@ LAUNCHER_FRAME_RE = lazy_re.compile(r'^File "(?:[^"]*/sglang/(?:cli/|launch_serv
 UNFINISHED = (":", " at", ",", "(", "-", "=")
 PHASE_FRAMES = (
     ("cuda_graph", lazy_re.compile(r'_graph_runner\.py", line \d+, in (?:__init__|capture\w*)$'
-                              r'| in init_(?:device|cuda|piecewise_cuda)_graphs$')),
+                              r'| in init_(?:device|cuda|piecewise_cuda)_graphs$'
+                              r'|^self\.init_(?:device|cuda|piecewise_cuda)_graphs\(\)$')),
     # the scheduler's own set-up after its graphs are captured (and after its summary line, in most releases): PD's
     # transfer engine (Mooncake, NIXL, Ascend, Mori) started by init_disaggregation
     ("scheduler", lazy_re.compile(r' in init_disaggregation$')),
+    # the pools, then the weights: the start's own steps, by the methods only a start calls (a paste that begins at
+    # the traceback says how far the start had got by its frames alone)
+    ("kv_cache", lazy_re.compile(r' in init_memory_pools?$|^self\.init_memory_pools?\(')),
+    ("loading_weights", lazy_re.compile(r'model_runner\.py", line \d+, in load_model$|^self\.load_model\(\)$'
+                                        r'| in (?:weight_loader|load_weights)$')),
+    # the scheduler's event loop, which runs once the set-up is done: the warmup's request, then the clients'; the
+    # HTTP server's own warmup, once it listens
+    ("http", lazy_re.compile(r'scheduler\.py", line \d+, in (?:run_event_loop|event_loop_\w+)$'
+                             r'|^(?:scheduler|self)\.(?:run_event_loop|event_loop_\w+)\(\)$'
+                             r'| in (?:_execute_server_warmup|_wait_and_warmup)$'
+                             # (≤ 0.4.x: the overlap scheduler's forward thread, which runs the event loop's batches)
+                             r'|tp_worker_overlap_thread\.py", line \d+, in forward_thread_func_?$')),
 )
+#: a serving server asked to load new weights (RL's update_weights_from_disk, …_from_tensor, …_from_distributed): its
+#: weight loaders' frames are no start's step
+UPDATE_WEIGHTS_RE = lazy_re.compile(r" in update_weights\w*$")
+#: an exception's own words that name the step it was raised in, when no frame or call does (the line pasted alone,
+#: `Exception: Capture cuda graph failed: CUDA out of memory.` above its `Possible solutions:`)
+PHASE_WORDS = (("cuda_graph", lazy_re.compile(r"\bCapture (?:cuda|npu|piecewise cuda) graph failed\b", re.I)),
+               # the watchdogs time a batch, which the event loop runs once the set-up is done; a PD server's warmup
+               # runs once it listens
+               ("http", lazy_re.compile(r"Watchdog timeout \(self\.watchdog_timeout=|watchdog timeout \("
+                                        r"|disaggregation mode warm Up Failed")))
+def phase_said(words: str) -> str:
+    """The step a failure's own words name (PHASE_WORDS), or ''."""
+    return next((phase for phase, said in PHASE_WORDS if said.search(words)), "")
+
+
+#: the phases PHASE_FRAMES may name that are the start's own set-up: a failure raised in one after a ready line
+#: (another worker's) is a failed start; one raised in the event loop is the server's life after its start
+SET_UP_PHASES = frozenset(("loading_weights", "kv_cache", "cuda_graph", "scheduler"))
 BARE_FINAL_RE = lazy_re.compile(r"^(?:[\w.]+\.)?\w+(?:Error|Exception)$")  # `AssertionError` alone: the code line says why
 MAX_TRACEBACK_LINES = 400
 MAX_TAIL_LINES = 12
@@ -254,7 +285,11 @@ def close(tb: Traceback, nccl_warn: str | None) -> list[Failure]:
     # chained exceptions (a wrapper's `Capture cuda graph failed`): SGLang's own frame the first was raised under
     inner = next((ln.strip() for ln in reversed(tb.lines[:chain]) if "/sglang/" in ln and ln.strip().startswith(
         "File ")), None) if chain else None
-    raised_in = next((phase for phase, frame in PHASE_FRAMES if any(frame.search(f) for f in frames)), "")
+    # its frames, and the calls under them (a traceback cut off under `scheduler.run_event_loop()` was in that call)
+    steps = frames + [ln.strip() for ln in tb.lines if ln.startswith("    ") and not ln.lstrip().startswith("File ")]
+    raised_in = "" if any(UPDATE_WEIGHTS_RE.search(f) for f in frames) else \
+        next((phase for phase, frame in PHASE_FRAMES if any(frame.search(f) for f in steps)), "") \
+        or phase_said(final)
     evidence = tuple(x for x in (tb.head, where, code if final.endswith(("AssertionError", "Error")) else None,
                                  *finals[:-1][-1:], final, late, *said[:4], inner if inner != where else None) if x)
     return [Failure(ts=tb.ts, ranks=tb.ranks, line=final, cause=cause, message=message, evidence=evidence,

@@ -27,6 +27,8 @@ ROWS: tuple[FailureClass, ...] = (
         r"not supported for the current GPU|Minimum capability: \d+|[Cc]ompute capability(?!: \d+\s*$)"
         # ptxas on a kernel written for another architecture; FA4's own check (`Only SM 10.x and 11.x are supported`)
         r"|not supported on \.target '?sm_\d+|Only SM [\d.x]+(?:(?:,| and| or) [\d.x]+)* (?:are|is) supported"
+        # a ptxas (Triton's bundled one) older than this GPU: it has no target for it
+        r"|ptxas fatal\s*: Value '[^']*' is not defined for option 'gpu-name'"
         r"|requires (?:an? )?(?:sm_?|SM)\d+|requires (?:an? )?(?:Blackwell|Hopper|Ada)\b"
         r"|no kernel image is available for execution on the device|not supported on (?:this|your) (?:GPU|device)"
         r"|Unsupported (?:GPU|gpu) architecture|is only supported on (?:sm|Hopper|Blackwell|Ampere)"
@@ -110,6 +112,9 @@ ROWS: tuple[FailureClass, ...] = (
                  doc="RuntimeError: HIP error: invalid device function"),
     FailureClass(Cause.UNSUPPORTED_HARDWARE, "triton_fp8", priority=570, said=said(r"fp8e4nv not supported in this architecture"),
                  doc='ValueError("type fp8e4nv not supported in this architecture. The supported fp8 dtypes are …")'),
+    FailureClass(Cause.UNSUPPORTED_HARDWARE, "ptxas_too_old", priority=575,
+                 said=said(r"ptxas fatal\s*: Value '(?P<target>[^']*)' is not defined for option 'gpu-name'"),
+                 doc="ptxas fatal : Value 'sm_120' is not defined for option 'gpu-name'"),
     FailureClass(Cause.UNSUPPORTED_HARDWARE, "platform", priority=580,
                  said=said(r"\A.*(?:(?:not supported|unsupported) on (?:NPU|XPU|CPU|HIP)\b|requires a CUDA"
                             r"|only supported on the (?:CUDA|AMD)|requires CUDA, got|only supports CUDA and CPU"

@@ -17,6 +17,10 @@ def _hicache(w: Mapping[str, str]) -> Mapping[str, str]:
     return {"asked_free": f" ({w['asked']} GB asked, {w['free']} GB free)" if w["asked"] else ""}
 
 
+def _pinned(w: Mapping[str, str]) -> Mapping[str, str]:
+    return {"gb": f"{int(w['size']) / 1e9:.0f}"}
+
+
 ROWS: tuple[FailureClass, ...] = (
     FailureClass(Cause.MAX_RUNNING_ZERO, priority=10, line=lazy_re.compile(r"max_running_requests? is zero"),
         doc="SGLang's KV cache holds not even one request of the context length: max_running_requests came out zero"),
@@ -50,13 +54,19 @@ ROWS: tuple[FailureClass, ...] = (
                             # 0.5.23's own host pools (V4 paged and state pools, MiniMax's index cache, the unified
                             # page envelope), not a PD decode server's `… for request X`
                             r"|Not enough host memory for (?!request\b)[^\n]*?\. Requesting [\d.]+ GB but only have"
-                            r"|Cannot automatically size HiCache host memory"),
+                            r"|Cannot automatically size HiCache host memory"
+                            # the host pool allocated, then refused pinning (ROCm's per-process pinnable ceiling)
+                            r"|cudaHostRegister failed \(rc=\d+"),
         doc="the host's memory ran out (RAM, not GPU memory): an allocation refused, or the OOM killer"),
     FailureClass(Cause.HOST_OOM, "hicache_host_pool", priority=850,
                  said=said(r"\A.*(?:Requesting (?P<asked>[\d.]+) GB but only have (?P<free>[\d.]+) GB free"
                             r"|HiCache host memory)"),
                  doc="ValueError: Not enough host memory available. Requesting 69.63 GB but only have 41.87 GB free.",
                  words=_hicache),
+    FailureClass(Cause.HOST_OOM, "hicache_pin", priority=855,
+                 said=said(r"cudaHostRegister failed \((?P<why>[^)]*)\) for ptr=\S+ size=(?P<size>\d+)"),
+                 doc="RuntimeError: cudaHostRegister failed (rc=1, invalid argument) for ptr=0x6f63… size=531470745600",
+                 words=_pinned),
     FailureClass(Cause.NOT_ENOUGH_MEMORY, "swa_pool", priority=1290,
                  said=said(r"\A.*SWA pool \((?P<tokens>\d+) tokens\).*?sliding_window_size \((?P<window>\d+)\)"),
                  doc="ValueError: SWA pool (659 tokens) cannot hold even one request: needs sliding_window_size (1024) + …"),

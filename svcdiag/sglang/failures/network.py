@@ -32,12 +32,17 @@ ROWS: tuple[FailureClass, ...] = (
     # the hub itself out of reach: rate-limited (429), no route, a proxy; the repo id may well be right
     FailureClass(Cause.HUB_UNREACHABLE, priority=100, line=lazy_re.compile(
         r"429 Client Error|Too Many Requests for url|There was a specific connection error when trying to load"
-        r"|host='(?:huggingface\.co|hf-mirror\.com|cdn-lfs[\w.-]*|[\w.-]*\.hf\.co)', port=\d+\): Max retries exceeded"),
+        r"|host='(?:huggingface\.co|hf-mirror\.com|cdn-lfs[\w.-]*|[\w.-]*\.hf\.co)', port=\d+\): Max retries exceeded"
+        # gpt-oss's Harmony encoding (openai_harmony in the server, the router's Rust crate) fetching its vocab
+        r"|error downloading or loading vocab file"),
         doc="the Hugging Face hub out of reach, the repo id not in question",
         fixes=(({"env.HF_HUB_OFFLINE": "1"}, "once the model is in the unit's HF cache: ask the hub nothing"),)),
     FailureClass(Cause.HUB_UNREACHABLE, "rate_limited", priority=660, said=said(r"429|Too Many Requests"),
                  doc="huggingface_hub.errors.HfHubHTTPError: 429 Client Error: Too Many Requests for url: …",
                  fixes=(({"env.HF_HUB_OFFLINE": "1"}, "once the model is in the unit's HF cache: ask the hub nothing"),)),
+    FailureClass(Cause.HUB_UNREACHABLE, "harmony_vocab", priority=665,
+                 said=said(r"error downloading or loading vocab file"),
+                 doc="openai_harmony.HarmonyError: error downloading or loading vocab file: failed to download or load …"),
     FailureClass(Cause.PORT_IN_USE, "pd_bootstrap", priority=860, said=said(r"\A.*PD bootstrap server"),
                  # the bootstrap server's thread, its address and port: the grammar words the message above
                  alone=(Own(Place.MESSAGE, lazy_re.compile(

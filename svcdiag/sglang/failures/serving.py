@@ -31,6 +31,12 @@ ROWS: tuple[FailureClass, ...] = (
                  # the Rust router's own words, without the Python launcher's `Failed to start router`
                  alone=(Own(Place.ROUTER, lazy_re.compile(r".*?Timeout \d+s waiting for workers"), deferred=True),),
                  doc="Failed to start router: Timeout 300s waiting for workers ['http://127.0.0.1:31000'] to become healthy"),
+    FailureClass(Cause.ROUTER_FAILED, "config", priority=725,
+                 # the router's Rust core refusing one of its arguments, raised through launch_router (a PD
+                 # prefill given as `URL,PORT` instead of `URL PORT`): no worker was started or asked
+                 line=lazy_re.compile(r"Configuration error: Invalid value for field '\w+'"),
+                 said=said(r"Invalid value for field '(?P<field>\w+)': (?P<value>\S+) - (?P<why>.+)$"),
+                 doc="Configuration error: Invalid value for field 'worker_url': http://10.0.0.1:30000,8998 - Invalid URL"),
     FailureClass(Cause.WARMUP_FAILED, "pd_warmup", priority=730,
                  alone=(Own(Place.MESSAGE, lazy_re.compile(r"Prefill disaggregation mode warm Up Failed")),),
                  said=said(r"disaggregation mode warm Up Failed(?:.*?status code: (?P<status>\d+))?"),
