@@ -144,9 +144,9 @@ def args_0523(L: Loader, cfg: Bag, mc: Bag, c: dict[str, Any], code: list[str]) 
     # reserved for it. The parse step is not run: the case sets no graph flag (the default config)
     L.get("sglang.srt.arg_groups.cuda_graph_hook", "apply_cuda_graph_compatibility")(cfg)
     L.get("sglang.srt.arg_groups.memory_hook", "handle_gpu_memory_settings")(cfg)
-    attention_backend(L, cfg, mc, c, code)  # handle_model_specific_adjustments, handle_attention_backend_compatibility
-    if mc.is_hybrid:
-        cfg.set(**L.get("sglang.srt.arg_groups.overrides", "_mamba_radix_cache_resolution")(cfg))
+    # handle_model_specific_adjustments (the override, then _mamba_radix_cache_resolution), handle_attention_backend_compatibility
+    attention_backend(L, cfg, mc, c, code, mamba=(lambda: cfg.set(**L.get(
+        "sglang.srt.arg_groups.overrides", "_mamba_radix_cache_resolution")(cfg))) if mc.is_hybrid else None)
     if cfg.attn_dp_size > 1:
         cfg.set(chunked_prefill_size=cfg.chunked_prefill_size // cfg.attn_dp_size)
         code.append("arg_groups/parallel_hook.py:handle_data_parallelism (chunked_prefill_size // attn_dp_size)")
@@ -167,9 +167,8 @@ def args_0520(L: Loader, cfg: Bag, mc: Bag, c: dict[str, Any], code: list[str]) 
     takes_gpu_mem = "def handle_gpu_memory_settings(server_args: Any, gpu_mem)" in L.path(
         "sglang.srt.arg_groups.memory_hook").read_text()
     memory(cfg, c["gpu_capacity_mib"]) if takes_gpu_mem else memory(cfg)
-    attention_backend(L, cfg, mc, c, code)
-    if mc.is_hybrid:
-        cfg.set(**L.get("sglang.srt.arg_groups.overrides", "_mamba_radix_cache_resolution")(cfg))
+    attention_backend(L, cfg, mc, c, code, mamba=(lambda: cfg.set(**L.get(
+        "sglang.srt.arg_groups.overrides", "_mamba_radix_cache_resolution")(cfg))) if mc.is_hybrid else None)
     if cfg.enable_dp_attention:
         cfg.set(chunked_prefill_size=cfg.chunked_prefill_size // cfg.dp_size)
         code.append("arg_groups/parallel_hook.py:handle_data_parallelism (chunked_prefill_size // dp_size)")
@@ -186,9 +185,8 @@ def args_0518(L: Loader, cfg: Bag, mc: Bag, c: dict[str, Any], code: list[str]) 
     before _handle_gpu_memory_settings reserves memory for it."""
     cfg._handle_cuda_graph_config()
     cfg._handle_gpu_memory_settings(c["gpu_capacity_mib"])
-    attention_backend(L, cfg, mc, c, code)
-    if mc.is_hybrid:
-        cfg._handle_mamba_radix_cache(model_arch=mc.hf_config.architectures[0])
+    attention_backend(L, cfg, mc, c, code, mamba=(lambda: cfg._handle_mamba_radix_cache(
+        model_arch=mc.hf_config.architectures[0])) if mc.is_hybrid else None)
     _dp_and_speculative_hook(L, cfg, c)
 
 
@@ -257,7 +255,9 @@ def override_statements(L: Loader, module: str, func: str, cls: str | None = Non
     exec(compile(ast.Module(body=[new], type_ignores=[]), f"<wheel {module}.{func} (attention statements)>", "exec"), ns)
     where = f"{cls}.{func}" if cls else func
     L.used.append(f"{L.path(module).relative_to(L.root)}:{where} (its {arch or 'model'} attention-backend statements)")
-    return ns[func]
+    fn = ns[func]
+    fn._oracle_calls_mamba = any("_handle_mamba_radix_cache(" in L._segment(module, st) for st in kept)
+    return fn
 
 
 #: the model overrides that pick an attention backend on SM100, per architecture and layout:
@@ -267,6 +267,14 @@ MODEL_OVERRIDES = {
         ("sglang.srt.arg_groups.model_overrides.gpt_oss", "_gpt_oss_overrides", None, None),  # 0.5.19+
         ("sglang.srt.arg_groups.overrides", "_gpt_oss_overrides", None, None),  # 0.5.15-0.5.18
         ("sglang.srt.server_args", "_handle_model_specific_adjustments", "ServerArgs", "GptOssForCausalLM")),  # ≤ 0.5.14
+    # the hybrid GDN models: triton or trtllm_mha by the Mamba radix cache and speculative decoding (0.5.14+
+    # also the page size: 64 under trtllm_mha, else 1); ≤ 0.5.13 the branch hands its choice to
+    # _handle_mamba_radix_cache (sm100_default_attention_backend), which it calls itself
+    **{arch: (
+        ("sglang.srt.arg_groups.model_overrides.qwen3_5", "_qwen3_5_hybrid_overrides", None, None),  # 0.5.19+
+        ("sglang.srt.arg_groups.overrides", "_qwen3_5_hybrid_overrides", None, None),  # 0.5.15-0.5.18
+        ("sglang.srt.server_args", "_handle_model_specific_adjustments", "ServerArgs", arch))  # 0.5.7-0.5.14
+       for arch in ("Qwen3NextForCausalLM", "Qwen3_5ForConditionalGeneration")},
     "DeepseekV3ForCausalLM": (  # "DeepSeek V3/R1/V3.1": trtllm_mla
         ("sglang.srt.arg_groups.model_overrides.deepseek_v2", "_deepseek_family_overrides", None, None),
         ("sglang.srt.arg_groups.overrides", "_deepseek_family_overrides", None, None),
@@ -274,15 +282,22 @@ MODEL_OVERRIDES = {
 }
 
 
-def attention_backend(L: Loader, cfg: Bag, mc: Bag, c: dict[str, Any], code: list[str]) -> None:
+def attention_backend(L: Loader, cfg: Bag, mc: Bag, c: dict[str, Any], code: list[str],
+                      mamba: Any = None) -> None:
     """On an SM100 card (B200): the release's own choice of attention backend and the page size it
     forces, after the memory settings as __post_init__ / the resolution pipeline order them: the
     model's override first (gpt-oss: trtllm_mha on SM100; 0.5.8-0.5.9 also disable_hybrid_swa_memory),
     then the attention-backend handler whole (the default backend for the others: 0.5.7+ trtllm_mha
     for an MHA model; its page-size snaps: trtllm_mha 16/32/64 (128 from 0.5.18), FlashMLA 64,
     cutlass_mla 128, trtllm_mla 32/64, fa4 128). Not run on the other cards of the grid: there the same
-    code picks fa3 (SM90) or flashinfer (SM89), which force no page size (read from each wheel)."""
+    code picks fa3 (SM90) or flashinfer (SM89), which force no page size (read from each wheel).
+    `mamba`: a hybrid's Mamba radix-cache handler, run where SGLang runs it, after the model's
+    override (0.5.14+: _handle_model_specific_adjustments collects the override before its
+    _handle_mamba_radix_cache / _mamba_radix_cache_resolution call for these architectures) and
+    before the attention-backend handler; up to 0.5.13 the override's branch calls it itself."""
     if c["sm"] < 100:
+        if mamba is not None:
+            mamba()
         return
     arch = mc.hf_config.architectures[0]
     if arch in MODEL_OVERRIDES:  # (0.5.6 ran the whole of _handle_model_specific_adjustments for gpt-oss: a no-op)
@@ -296,9 +311,13 @@ def attention_backend(L: Loader, cfg: Bag, mc: Bag, c: dict[str, Any], code: lis
                 cfg.set(**(fn(cfg, mc.hf_config) or {}))
             else:
                 fn(cfg)
+            if getattr(fn, "_oracle_calls_mamba", False):
+                mamba = None  # the branch ran _handle_mamba_radix_cache with its SM100 default
             break
         else:
             raise NameError(f"oracle: no attention override of {arch} found")
+    if mamba is not None:
+        mamba()
     hook = "sglang.srt.arg_groups.attention_hook"
     if L.has(hook, "handle_attention_backend_compatibility"):  # 0.5.19+
         L.get(hook, "handle_attention_backend_compatibility")(cfg)
@@ -445,13 +464,6 @@ def drive_configurator(root: Path, c: dict[str, Any], model_cfg: dict[str, Any],
                   and not mc.is_multimodal_piecewise_cuda_graph_supported)
         mc.set(is_piecewise_cuda_graph_disabled_model=L.get(mcm, "is_piecewise_cuda_graph_disabled_model")(archs)
                or bool(mm_off))
-    if c["sm"] >= 100 and arch in own and any(  # 0.5.9+; 0.5.6's hybrid keeps flashinfer on SM100
-            "sm100_default_att" in f.read_text() for f in [root / "sglang/srt/server_args.py",
-                                                           *(root / "sglang/srt/arg_groups").rglob("*.py")]
-            if f.is_file()):
-        raise LeftOut("a hybrid GDN model on SM100: its model override picks the attention backend and page size "
-                      "with the Mamba radix cache (_qwen3_5_hybrid_overrides; up to 0.5.18 _handle_mamba_radix_cache's "
-                      "sm100_default_attention_backend), not run")
     # ModelConfig's attention facts the default-backend choice reads (0.5.19+; the SM100 step only): the wheel's own
     mc.set(swa_head_dim=mc.head_dim, swa_v_head_dim=mc.v_head_dim, is_encoder_decoder=L.get(
         mcm, "is_encoder_decoder_model")(archs) if c["sm"] >= 100 and L.has(mcm, "is_encoder_decoder_model") else False)
@@ -757,9 +769,8 @@ def _server_args_0512(cfg: Bag, mc: Bag, c: dict[str, Any]) -> None:
     if piecewise is not None:
         piecewise()
     cfg._handle_gpu_memory_settings(c["gpu_capacity_mib"])
-    attention_backend(cfg._d["_loader"], cfg, mc, c, [])
-    if mc.is_hybrid:
-        cfg._handle_mamba_radix_cache(model_arch=mc.hf_config.architectures[0])
+    attention_backend(cfg._d["_loader"], cfg, mc, c, [], mamba=(lambda: cfg._handle_mamba_radix_cache(
+        model_arch=mc.hf_config.architectures[0])) if mc.is_hybrid else None)
 
 
 def drive_0513(root: Path, c: dict[str, Any], model_cfg: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:

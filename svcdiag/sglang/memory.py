@@ -727,6 +727,51 @@ def gpu_sm(name: str | None) -> int | None:
 TRTLLM_MLA_ARCHS = frozenset({"DeepseekV3ForCausalLM", "KimiK25ForConditionalGeneration", "MistralLarge3ForCausalLM"})
 
 
+#: the hybrid GDN models whose own SM100 choice sets the attention backend (and, 0.5.14+, the page size):
+#: 0.5.6-0.5.8 Qwen3-Next's branch of server_args.py _handle_model_specific_adjustments (triton); 0.5.9-0.5.13
+#: the Qwen3-Next / Qwen3.5 branch's sm100_default_attention_backend, handed to _handle_mamba_radix_cache;
+#: 0.5.14 the branch itself, 0.5.15-0.5.18 arg_groups/overrides.py and 0.5.19+
+#: arg_groups/model_overrides/qwen3_5.py _qwen3_5_hybrid_overrides (registered for these five)
+SM100_HYBRID_ARCHS = frozenset({"Qwen3NextForCausalLM", "Qwen3_5MoeForConditionalGeneration",
+                                "Qwen3_5ForConditionalGeneration", "InternS2PreviewForConditionalGeneration",
+                                "InternS2MobiusForConditionalGeneration"})
+
+
+def _sm100_default(inp: SizingInputs, key: tuple[int, ...], page: int) -> str | None:
+    """The backend SGLang's default picks for an MHA model on SM100 (get_default_attn_backend /
+    _get_default_attn_backend): trtllm_mha from 0.5.7 without speculative decoding, or with an EAGLE
+    top-k of 1 at page size 1 (0.5.23: DFlash too, _forces_eagle_topk_one); else flashinfer (None here)."""
+    from svcdiag.sglang.flag_tables import version_key
+
+    algo = (inp.speculative_algorithm or "").upper() or None
+    topk = inp.speculative_eagle_topk
+    topk_one = topk is None or (topk == 1 and page == 1)  # is_no_spec_infer_or_topk_one
+    if key >= version_key("0.5.7") and topk_one and (
+            algo is None or topk is not None or (algo in DFLASH_FAMILY and key >= version_key("0.5.23"))):
+        return "trtllm_mha"
+    return None
+
+
+def _sm100_hybrid(inp: SizingInputs, key: tuple[int, ...], page: int) -> tuple[str | None, int]:
+    """(backend, page) a hybrid GDN model's own SM100 choice gives, the radix cache and speculative
+    decoding deciding: triton (0.5.6-0.5.9: always; the page as given), else trtllm_mha where the
+    default would be trtllm_mha, unless the radix cache runs without extra_buffer and without
+    speculative decoding (0.5.10+). From 0.5.14 it also sets the page: 64 under trtllm_mha, else 1.
+    The override runs before the Mamba radix-cache resolution, so `--mamba-scheduler-strategy auto`
+    is not extra_buffer here (0.5.10-0.5.13 resolve auto to no_buffer before it, 0.5.14+ after it)."""
+    from svcdiag.sglang.flag_tables import version_key
+
+    if key < version_key("0.5.10"):
+        return "triton", page
+    extra = inp.mamba_scheduler_strategy in ("extra_buffer", "extra_buffer_lazy") and (
+        key < version_key("0.5.14") or not inp.disable_radix_cache)  # 0.5.14+ mamba_extra_buffer_of: radix on too
+    radix_plain = not extra and not inp.disable_radix_cache and not inp.speculative_algorithm
+    backend = "trtllm_mha" if _sm100_default(inp, key, page) == "trtllm_mha" and not radix_plain else "triton"
+    if key >= version_key("0.5.14"):
+        page = 64 if backend == "trtllm_mha" else 1
+    return backend, page
+
+
 def attention_page(inp: SizingInputs) -> tuple[int, bool]:
     """(the page size SGLang sizes with, whether it turns the hybrid sliding-window pool off) once its
     attention backend is chosen: the default backend on an SM100 card (gpt-oss's override: trtllm_mha
@@ -736,9 +781,10 @@ def attention_page(inp: SizingInputs) -> tuple[int, bool]:
     _handle_attention_backend_compatibility; 0.5.15+ arg_groups/overrides.py
     _mla_backend_page_constraints): trtllm_mha 16/32/64 (and 128 from 0.5.18) else 64, trtllm_mla 32/64
     else 64, FlashMLA 64, cutlass_mla 128; 0.5.8-0.5.9 _handle_model_specific_adjustments turn
-    gpt-oss's sliding-window pool off under trtllm_mha. A hybrid GDN model's own SM100 choice (its
-    Mamba radix cache decides) is not modeled: its page stays as given. Checked against each release's
-    own code by the oracle (tests/test_sizing_oracle.py, gpt-oss and dense models on a B200)."""
+    gpt-oss's sliding-window pool off under trtllm_mha. A hybrid GDN model (SM100_HYBRID_ARCHS) makes its
+    own choice with its radix cache (_sm100_hybrid): from 0.5.14 page 64 under trtllm_mha, else page 1,
+    whatever page was asked; other hybrids keep their page. Checked against each release's own code by
+    the oracle (tests/test_sizing_oracle.py: gpt-oss, DeepSeek-V3, Qwen3-Next, Qwen3.8 on a B200)."""
     from svcdiag.sglang.flag_tables import version_key
 
     backend, prefill, decode = inp.attention_backends
@@ -747,18 +793,18 @@ def attention_page(inp: SizingInputs) -> tuple[int, bool]:
         key = version_key(inp.version) if inp.version else version_key(NEWEST.first)
     except ValueError:
         key = version_key(NEWEST.first)
-    algo = (inp.speculative_algorithm or "").upper() or None
-    if backend is None and prefill is None and decode is None and inp.gpu_sm is not None \
-            and 100 <= inp.gpu_sm < 110 and inp.mamba_per_req_bytes is None:
-        topk = inp.speculative_eagle_topk
-        topk_one = topk is None or (topk == 1 and page == 1)  # is_no_spec_infer_or_topk_one
+    sm100 = backend is None and prefill is None and decode is None and inp.gpu_sm is not None \
+        and 100 <= inp.gpu_sm < 110
+    if sm100 and inp.mamba_per_req_bytes is not None:
+        if inp.architecture in SM100_HYBRID_ARCHS and key >= version_key("0.5.6"):
+            backend, page = _sm100_hybrid(inp, key, page)
+    elif sm100:
         if inp.architecture == "GptOssForCausalLM":
             backend = "trtllm_mha" if key >= version_key("0.5.3") else None
         elif inp.mla:
             backend = "trtllm_mla" if inp.architecture in TRTLLM_MLA_ARCHS and key >= version_key("0.5.6") else None
-        elif key >= version_key("0.5.7") and topk_one and (
-                algo is None or topk is not None or (algo in DFLASH_FAMILY and key >= version_key("0.5.23"))):
-            backend = "trtllm_mha"
+        else:
+            backend = _sm100_default(inp, key, page)
     if prefill is not None and prefill == decode:
         backend = prefill
     decoding = {backend, decode}
