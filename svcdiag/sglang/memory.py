@@ -736,6 +736,24 @@ SM100_HYBRID_ARCHS = frozenset({"Qwen3NextForCausalLM", "Qwen3_5MoeForConditiona
                                 "Qwen3_5ForConditionalGeneration", "InternS2PreviewForConditionalGeneration",
                                 "InternS2MobiusForConditionalGeneration"})
 
+#: the text-only entries of the same hybrid stack (0.5.19+ arg_groups/overrides.py lists them with the Mamba
+#: radix-cache archs; models/qwen3_5_text.py): no SM100 override, so SGLang's default backend for an MHA model
+TEXT_HYBRID_ARCHS = frozenset({"Qwen3_5ForCausalLM", "Qwen3_5MoeForCausalLM"})
+
+
+def sm100_page_modeled(inp: SizingInputs) -> bool:
+    """Whether attention_page knows this model's SM100 choice: every model but a hybrid it does not name
+    (and Qwen3.5's text-only entries before 0.5.19, which no Mamba radix-cache list names yet)."""
+    from svcdiag.sglang.flag_tables import version_key
+
+    if inp.mamba_per_req_bytes is None or inp.architecture in SM100_HYBRID_ARCHS:
+        return True
+    try:
+        key = version_key(inp.version) if inp.version else version_key(NEWEST.first)
+    except ValueError:
+        key = version_key(NEWEST.first)
+    return inp.architecture in TEXT_HYBRID_ARCHS and key >= version_key("0.5.19")
+
 
 def _sm100_default(inp: SizingInputs, key: tuple[int, ...], page: int) -> str | None:
     """The backend SGLang's default picks for an MHA model on SM100 (get_default_attn_backend /
@@ -783,8 +801,10 @@ def attention_page(inp: SizingInputs) -> tuple[int, bool]:
     else 64, FlashMLA 64, cutlass_mla 128; 0.5.8-0.5.9 _handle_model_specific_adjustments turn
     gpt-oss's sliding-window pool off under trtllm_mha. A hybrid GDN model (SM100_HYBRID_ARCHS) makes its
     own choice with its radix cache (_sm100_hybrid): from 0.5.14 page 64 under trtllm_mha, else page 1,
-    whatever page was asked; other hybrids keep their page. Checked against each release's own code by
-    the oracle (tests/test_sizing_oracle.py: gpt-oss, DeepSeek-V3, Qwen3-Next, Qwen3.8 on a B200)."""
+    whatever page was asked; Qwen3.5's text-only entries (TEXT_HYBRID_ARCHS) get the default from 0.5.19;
+    other hybrids keep their page (sm100_page_modeled). Checked against each release's own code by the
+    oracle (tests/test_sizing_oracle.py: gpt-oss, DeepSeek-V3, Qwen3-Next, Qwen3.8 on a B200; the
+    text-only entries are not in its grid)."""
     from svcdiag.sglang.flag_tables import version_key
 
     backend, prefill, decode = inp.attention_backends
@@ -798,6 +818,8 @@ def attention_page(inp: SizingInputs) -> tuple[int, bool]:
     if sm100 and inp.mamba_per_req_bytes is not None:
         if inp.architecture in SM100_HYBRID_ARCHS and key >= version_key("0.5.6"):
             backend, page = _sm100_hybrid(inp, key, page)
+        elif inp.architecture in TEXT_HYBRID_ARCHS and key >= version_key("0.5.19"):
+            backend = _sm100_default(inp, key, page)
     elif sm100:
         if inp.architecture == "GptOssForCausalLM":
             backend = "trtllm_mha" if key >= version_key("0.5.3") else None
