@@ -1032,9 +1032,14 @@ def driver_for(release: str):
         return drive_0509
     if key >= (0, 5, 3):
         return drive_0506
-    if key >= (0, 4, 6):  # 0.4.6.post1, 0.4.7, 0.4.8.post1, 0.4.9, 0.5.1
+    post = int(release.split(".post")[1]) if ".post" in release else 0
+    # 0.4.5.post3+, 0.4.6.post1, 0.4.7, 0.4.8.post1, 0.4.9(.post1), 0.4.10, 0.5.1: 0.4.5.post3 first reads the
+    # card as 0.4.6 does (`gpu_mem = get_device_memory_capacity()`, the automatic fraction by card over 80 GB)
+    if key >= (0, 4, 6) or (key == (0, 4, 5) and post >= 3):
         return drive_0501
-    if (0, 3, 6) <= key < (0, 4, 5):  # 0.3.6, 0.4.0 (the flag tables' oldest), 0.4.3.post2, 0.4.4.post4
+    # 0.3.6, 0.4.0 (the flag tables' oldest), 0.4.3.post2, 0.4.3.post3, 0.4.4.post4, 0.4.5-0.4.5.post2
+    # (`if is_cuda(): gpu_mem = get_nvgpu_memory_capacity()`, the automatic fraction by tp alone)
+    if (0, 3, 6) <= key <= (0, 4, 5):
         return drive_0400
     raise SystemExit(f"sglang-sizing-oracle: no driver for {release} yet")
 
