@@ -63,6 +63,8 @@ def service_config(c: dict[str, Any], release: str) -> ServiceConfig:
         extra += ["--page-size", str(c["page_size"])]
     if c.get("disable_radix_cache"):
         extra.append("--disable-radix-cache")
+    if c.get("attention_backend"):
+        extra += ["--attention-backend", c["attention_backend"]]
     dp = 1
     if c["dp_mode"] == "dp_attention":
         extra.append("--enable-dp-attention")

@@ -790,6 +790,43 @@ def _sm100_hybrid(inp: SizingInputs, key: tuple[int, ...], page: int) -> tuple[s
     return backend, page
 
 
+def no_buffer_radix(inp: SizingInputs) -> bool:
+    """Whether 0.5.9-0.5.13's ServerArgs._handle_mamba_radix_cache keeps this hybrid's radix cache
+    under no_buffer: an architecture it is called for (SPEC_RADIX_RULES' list of the release), the
+    strategy unset ("auto" is no_buffer there) or no_buffer, the radix cache on."""
+    if not inp.version or inp.mamba_per_req_bytes is None or inp.disable_radix_cache \
+            or inp.mamba_scheduler_strategy not in ("auto", "no_buffer"):
+        return False
+    from svcdiag.sglang.flag_tables import version_key
+
+    try:
+        key = version_key(inp.version)
+    except ValueError:
+        return False
+    return any(version_key(first) <= key <= version_key(last) and inp.architecture in archs
+               for first, last, archs, _ in SPEC_RADIX_RULES if version_key(first) >= version_key("0.5.9"))
+
+
+def trtllm_radix_off(inp: SizingInputs) -> bool:
+    """An asked `--attention-backend trtllm_mha` turns a no_buffer radix cache off ("Disabling radix
+    cache since trtllm_mha does not support page_size = 1, which is required by MambaRadixCache"):
+    0.5.9-0.5.13 _handle_mamba_radix_cache without speculative decoding (with it, SPEC_RADIX_RULES);
+    0.5.7-0.5.8 Qwen3-Next's SM100 branch of _handle_model_specific_adjustments, whatever the strategy.
+    From 0.5.14 the check is gone."""
+    if inp.attention_backends[0] != "trtllm_mha" or inp.disable_radix_cache or inp.mamba_per_req_bytes is None \
+            or not inp.version:
+        return False
+    from svcdiag.sglang.flag_tables import version_key
+
+    try:
+        key = version_key(inp.version)
+    except ValueError:
+        return False
+    if version_key("0.5.7") <= key <= version_key("0.5.8"):
+        return inp.architecture == "Qwen3NextForCausalLM" and inp.gpu_sm is not None and 100 <= inp.gpu_sm < 110
+    return not inp.speculative_algorithm and no_buffer_radix(inp)
+
+
 def attention_page(inp: SizingInputs) -> tuple[int, bool]:
     """(the page size SGLang sizes with, whether it turns the hybrid sliding-window pool off) once its
     attention backend is chosen: the default backend on an SM100 card (gpt-oss's override: trtllm_mha
@@ -801,10 +838,13 @@ def attention_page(inp: SizingInputs) -> tuple[int, bool]:
     else 64, FlashMLA 64, cutlass_mla 128; 0.5.8-0.5.9 _handle_model_specific_adjustments turn
     gpt-oss's sliding-window pool off under trtllm_mha. A hybrid GDN model (SM100_HYBRID_ARCHS) makes its
     own choice with its radix cache (_sm100_hybrid): from 0.5.14 page 64 under trtllm_mha, else page 1,
-    whatever page was asked; Qwen3.5's text-only entries (TEXT_HYBRID_ARCHS) get the default from 0.5.19;
-    other hybrids keep their page (sm100_page_modeled). Checked against each release's own code by the
-    oracle (tests/test_sizing_oracle.py: gpt-oss, DeepSeek-V3, Qwen3-Next, Qwen3.8 on a B200; the
-    text-only entries are not in its grid)."""
+    whatever page was asked (0.5.6's Qwen3-Next branch sets triton even over an asked backend);
+    Qwen3.5's text-only entries (TEXT_HYBRID_ARCHS) get the default from 0.5.19; other hybrids keep
+    their page (sm100_page_modeled). On any card 0.5.12-0.5.13 _handle_mamba_radix_cache sets page 1
+    for a hybrid keeping a no_buffer radix cache (no_buffer_radix), before the backend's snap.
+    Checked against each release's own code by the oracle (tests/test_sizing_oracle.py: gpt-oss,
+    DeepSeek-V3, Qwen3-Next, Qwen3.8 on a B200, asked backends among them; the text-only entries
+    are not in its grid)."""
     from svcdiag.sglang.flag_tables import version_key
 
     backend, prefill, decode = inp.attention_backends
@@ -813,8 +853,10 @@ def attention_page(inp: SizingInputs) -> tuple[int, bool]:
         key = version_key(inp.version) if inp.version else version_key(NEWEST.first)
     except ValueError:
         key = version_key(NEWEST.first)
-    sm100 = backend is None and prefill is None and decode is None and inp.gpu_sm is not None \
-        and 100 <= inp.gpu_sm < 110
+    on_sm100 = inp.gpu_sm is not None and 100 <= inp.gpu_sm < 110
+    if on_sm100 and inp.architecture == "Qwen3NextForCausalLM" and family(inp.version).name == "0.5.6":
+        backend = "triton"  # 0.5.6's branch sets it whatever was asked (0.5.7+: only when none was)
+    sm100 = backend is None and prefill is None and decode is None and on_sm100
     if sm100 and inp.mamba_per_req_bytes is not None:
         if inp.architecture in SM100_HYBRID_ARCHS and key >= version_key("0.5.6"):
             backend, page = _sm100_hybrid(inp, key, page)
@@ -829,6 +871,8 @@ def attention_page(inp: SizingInputs) -> tuple[int, bool]:
             backend = _sm100_default(inp, key, page)
     if prefill is not None and prefill == decode:
         backend = prefill
+    if version_key("0.5.12") <= key <= version_key("0.5.13") and no_buffer_radix(inp):
+        page = 1  # _handle_mamba_radix_cache: "with radix cache requires page_size=1 ... (no_buffer)"
     decoding = {backend, decode}
     if "flashmla" in decoding:
         page = 64
@@ -886,7 +930,7 @@ def predict(inp: SizingInputs) -> Prediction:
     if swa_pool_off(inp) or (swa_off and inp.swa_cell_bytes):
         inp = replace(inp, kv_cell_bytes=inp.kv_cell_bytes + inp.swa_cell_bytes, swa_cell_bytes=0, sliding_window=None)
     rule = spec_radix_rule(inp)
-    if rule == "off" or (rule == "refuse" and inp.rocm):  # 0.5.8-0.5.9, and is_hip() in 0.5.10-0.5.13
+    if rule == "off" or (rule == "refuse" and inp.rocm) or trtllm_radix_off(inp):  # 0.5.8-0.5.9, is_hip() 0.5.10-0.5.13
         inp = replace(inp, disable_radix_cache=True)
     mfs = aiter_fraction(inp, mem_fraction(inp, fam))
     refused = args_refusal(inp)
