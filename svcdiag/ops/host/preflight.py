@@ -214,7 +214,11 @@ def plan(cfg: ServiceConfig, *, gpu_memory: float | None = None, kv_bytes_per_to
                             sources=sources, gpu_total_gb=total, gpu_name=identity[0])
     if gpu_sm(identity[0]) is not None and shape is not None and shape.kind == "hybrid":
         sized = sizing_inputs(cfg, inp)
-        if sized.architecture in SM100_HYBRID_ARCHS:
+        if any(sized.attention_backends):
+            inp = replace(inp, sources={**inp.sources, "gpu_sm": (
+                f"{identity[0]}: SM100, the attention backend asked (no override): sized at page size "
+                f"{attention_page(sized)[0]}")})
+        elif sized.architecture in SM100_HYBRID_ARCHS:
             inp = replace(inp, sources={**inp.sources, "gpu_sm": (
                 f"{identity[0]}: SM100, the hybrid's own choice of attention backend by its radix cache and speculative "
                 f"decoding (_qwen3_5_hybrid_overrides): sized at page size {attention_page(sized)[0]}")})
