@@ -434,7 +434,8 @@ def drive_configurator(root: Path, c: dict[str, Any], model_cfg: dict[str, Any],
     # the model: SGLang's own config class for a hybrid (its mamba2_cache_params run), else config.json's fields
     kw = {k: v for k, v in model_cfg.items() if not k.startswith("_")}
     own = {"Qwen3NextForCausalLM": ("sglang.srt.configs.qwen3_next", "Qwen3NextConfig"),
-           "Qwen3_5ForConditionalGeneration": ("sglang.srt.configs.qwen3_5", "Qwen3_5Config")}
+           "Qwen3_5ForConditionalGeneration": ("sglang.srt.configs.qwen3_5", "Qwen3_5Config"),
+           "Qwen3_5ForCausalLM": ("sglang.srt.configs.qwen3_5", "Qwen3_5TextConfig")}
     if arch in own and L.has(*own[arch]):
         hf = L.get(*own[arch])(**kw)
     else:

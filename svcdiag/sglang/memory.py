@@ -843,8 +843,7 @@ def attention_page(inp: SizingInputs) -> tuple[int, bool]:
     their page (sm100_page_modeled). On any card 0.5.12-0.5.13 _handle_mamba_radix_cache sets page 1
     for a hybrid keeping a no_buffer radix cache (no_buffer_radix), before the backend's snap.
     Checked against each release's own code by the oracle (tests/test_sizing_oracle.py: gpt-oss,
-    DeepSeek-V3, Qwen3-Next, Qwen3.8 on a B200, asked backends among them; the text-only entries
-    are not in its grid)."""
+    DeepSeek-V3, Qwen3-Next, Qwen3.8, Qwen3.6 as the text-only class on a B200, asked backends among them)."""
     from svcdiag.sglang.flag_tables import version_key
 
     backend, prefill, decode = inp.attention_backends
