@@ -854,7 +854,9 @@ def attention_page(inp: SizingInputs) -> tuple[int, bool]:
         key = version_key(NEWEST.first)
     on_sm100 = inp.gpu_sm is not None and 100 <= inp.gpu_sm < 110
     if on_sm100 and inp.architecture == "Qwen3NextForCausalLM" and family(inp.version).name == "0.5.6":
-        backend = "triton"  # 0.5.6's branch sets it whatever was asked (0.5.7+: only when none was)
+        # 0.5.6's branch sets it whatever was asked (0.5.7+: only when none was; 0.5.3's has no SM100 statement,
+        # 0.5.4-0.5.5, unread, are taken as their family's 0.5.6)
+        backend = "triton"
     sm100 = backend is None and prefill is None and decode is None and on_sm100
     if sm100 and inp.mamba_per_req_bytes is not None:
         if inp.architecture in SM100_HYBRID_ARCHS and key >= version_key("0.5.6"):
