@@ -622,7 +622,7 @@ def drive_configurator(root: Path, c: dict[str, Any], model_cfg: dict[str, Any],
         find("__post_init__")(kvc)  # mambaish / hybrid_gdn / kda configs, the DFlash draft cell
     mem_fraction = cfg.mem_fraction_static
     try:
-        if args_phase is args_0400:
+        if args_phase in (args_0400, args_0405):
             pool = pool_0400(L, kvc, cfg, c["free_gb"])
             mem_fraction = kvc.mem_fraction_static  # ModelRunner.__init__'s, which the pool was sized with
         elif args_phase in (args_0509, args_0506, args_0501):
@@ -918,6 +918,30 @@ def args_0400(L: Loader, cfg: Bag, mc: Bag, c: dict[str, Any], code: list[str]) 
     fn(cfg)
 
 
+def args_0405(L: Loader, cfg: Bag, mc: Bag, c: dict[str, Any], code: list[str]) -> None:
+    """0.4.3.post3-0.4.5.post2: 0.4.0's statements (the card reading, the fraction by tp alone,
+    chunked prefill and graph defaults, dp-attention), with the speculative ones: NEXTN → EAGLE and the
+    `max_running_requests is None` default inside `if self.speculative_algorithm ...` (32 up to
+    0.4.4.post3, 48 after), as written."""
+    heads = ("if is_hip():\n            gpu_mem = ", "if is_cuda():\n            gpu_mem = ",
+             "if self.mem_fraction_static is None", "if self.chunked_prefill_size is None",
+             "if self.cuda_graph_max_bs is None", "if gpu_mem < 25", "if self.enable_dp_attention:",
+             "if self.max_running_requests is None")
+    defaults = server_args_defaults(L)
+    cfg.set(chunked_prefill_size=defaults.get("chunked_prefill_size"), cuda_graph_max_bs=defaults.get("cuda_graph_max_bs"))
+    for n in ("get_nvgpu_memory_capacity", "get_amdgpu_memory_capacity"):
+        L.stubs[f"sglang.srt.server_args.{n}"] = lambda: c["gpu_capacity_mib"]
+    L.stubs["sglang.srt.server_args.is_hip"] = lambda: False
+    L.stubs["sglang.srt.server_args.is_cuda"] = lambda: True
+    fn = statements(L, "sglang.srt.server_args", "__post_init__", lambda s: s.startswith(heads), cls="ServerArgs")
+    L.used[-1] = "sglang/srt/server_args.py:__post_init__ (its sizing and speculative statements)"
+    fn(cfg)
+
+
+def drive_0405(root: Path, c: dict[str, Any], model_cfg: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    return drive_configurator(root, c, model_cfg, args_0405)
+
+
 def init_statement(L: Loader, module: str, cls: str, func: str, needle: str,
                    argnames: tuple[str, ...] = ("self", "server_args"), keep=None) -> Any:
     """The top-level statements of `cls.func` whose source holds `needle` (or that `keep` accepts),
@@ -1001,6 +1025,7 @@ def drive_0400(root: Path, c: dict[str, Any], model_cfg: dict[str, Any]) -> tupl
 
 POOL_OWNERS = {
     args_0400: [("sglang.srt.model_executor.model_runner", "ModelRunner")],
+    args_0405: [("sglang.srt.model_executor.model_runner", "ModelRunner")],
     args_0506: [("sglang.srt.model_executor.model_runner", "ModelRunner")],
     args_0501: [("sglang.srt.model_executor.model_runner", "ModelRunner")],
     args_0509: [("sglang.srt.model_executor.model_runner_kv_cache_mixin", "ModelRunnerKVCacheMixin"),
@@ -1040,8 +1065,11 @@ def driver_for(release: str):
     # card as 0.4.6 does (`gpu_mem = get_device_memory_capacity()`, the automatic fraction by card over 80 GB)
     if key >= (0, 4, 6) or (key == (0, 4, 5) and post >= 3):
         return drive_0501
-    # 0.3.6, 0.4.0 (the flag tables' oldest), 0.4.3.post2, 0.4.3.post3, 0.4.4.post4, 0.4.5-0.4.5.post2
-    # (`if is_cuda(): gpu_mem = get_nvgpu_memory_capacity()`, the automatic fraction by tp alone)
+    # 0.4.3.post3-0.4.5.post2: 0.4.0's statements with the speculative ones (the EAGLE draft shares the pool)
+    if (0, 4, 3) <= key <= (0, 4, 5) and (key > (0, 4, 3) or post >= 3):
+        return drive_0405
+    # 0.3.6, 0.4.0 (the flag tables' oldest), 0.4.3.post2 (`if is_cuda(): gpu_mem = get_nvgpu_memory_capacity()`,
+    # the automatic fraction by tp alone)
     if (0, 3, 6) <= key <= (0, 4, 5):
         return drive_0400
     raise SystemExit(f"sglang-sizing-oracle: no driver for {release} yet")
