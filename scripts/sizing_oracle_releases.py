@@ -144,9 +144,9 @@ def args_0523(L: Loader, cfg: Bag, mc: Bag, c: dict[str, Any], code: list[str]) 
     # reserved for it. The parse step is not run: the case sets no graph flag (the default config)
     L.get("sglang.srt.arg_groups.cuda_graph_hook", "apply_cuda_graph_compatibility")(cfg)
     L.get("sglang.srt.arg_groups.memory_hook", "handle_gpu_memory_settings")(cfg)
-    attention_backend(L, cfg, mc, c, code)  # handle_model_specific_adjustments, handle_attention_backend_compatibility
-    if mc.is_hybrid:
-        cfg.set(**L.get("sglang.srt.arg_groups.overrides", "_mamba_radix_cache_resolution")(cfg))
+    # handle_model_specific_adjustments (the override, then _mamba_radix_cache_resolution), handle_attention_backend_compatibility
+    attention_backend(L, cfg, mc, c, code, mamba=(lambda: cfg.set(**L.get(
+        "sglang.srt.arg_groups.overrides", "_mamba_radix_cache_resolution")(cfg))) if mc.is_hybrid else None)
     if cfg.attn_dp_size > 1:
         cfg.set(chunked_prefill_size=cfg.chunked_prefill_size // cfg.attn_dp_size)
         code.append("arg_groups/parallel_hook.py:handle_data_parallelism (chunked_prefill_size // attn_dp_size)")
@@ -167,9 +167,8 @@ def args_0520(L: Loader, cfg: Bag, mc: Bag, c: dict[str, Any], code: list[str]) 
     takes_gpu_mem = "def handle_gpu_memory_settings(server_args: Any, gpu_mem)" in L.path(
         "sglang.srt.arg_groups.memory_hook").read_text()
     memory(cfg, c["gpu_capacity_mib"]) if takes_gpu_mem else memory(cfg)
-    attention_backend(L, cfg, mc, c, code)
-    if mc.is_hybrid:
-        cfg.set(**L.get("sglang.srt.arg_groups.overrides", "_mamba_radix_cache_resolution")(cfg))
+    attention_backend(L, cfg, mc, c, code, mamba=(lambda: cfg.set(**L.get(
+        "sglang.srt.arg_groups.overrides", "_mamba_radix_cache_resolution")(cfg))) if mc.is_hybrid else None)
     if cfg.enable_dp_attention:
         cfg.set(chunked_prefill_size=cfg.chunked_prefill_size // cfg.dp_size)
         code.append("arg_groups/parallel_hook.py:handle_data_parallelism (chunked_prefill_size // dp_size)")
@@ -186,9 +185,8 @@ def args_0518(L: Loader, cfg: Bag, mc: Bag, c: dict[str, Any], code: list[str]) 
     before _handle_gpu_memory_settings reserves memory for it."""
     cfg._handle_cuda_graph_config()
     cfg._handle_gpu_memory_settings(c["gpu_capacity_mib"])
-    attention_backend(L, cfg, mc, c, code)
-    if mc.is_hybrid:
-        cfg._handle_mamba_radix_cache(model_arch=mc.hf_config.architectures[0])
+    attention_backend(L, cfg, mc, c, code, mamba=(lambda: cfg._handle_mamba_radix_cache(
+        model_arch=mc.hf_config.architectures[0])) if mc.is_hybrid else None)
     _dp_and_speculative_hook(L, cfg, c)
 
 
@@ -257,7 +255,9 @@ def override_statements(L: Loader, module: str, func: str, cls: str | None = Non
     exec(compile(ast.Module(body=[new], type_ignores=[]), f"<wheel {module}.{func} (attention statements)>", "exec"), ns)
     where = f"{cls}.{func}" if cls else func
     L.used.append(f"{L.path(module).relative_to(L.root)}:{where} (its {arch or 'model'} attention-backend statements)")
-    return ns[func]
+    fn = ns[func]
+    fn._oracle_calls_mamba = any("_handle_mamba_radix_cache(" in L._segment(module, st) for st in kept)
+    return fn
 
 
 #: the model overrides that pick an attention backend on SM100, per architecture and layout:
@@ -267,6 +267,14 @@ MODEL_OVERRIDES = {
         ("sglang.srt.arg_groups.model_overrides.gpt_oss", "_gpt_oss_overrides", None, None),  # 0.5.19+
         ("sglang.srt.arg_groups.overrides", "_gpt_oss_overrides", None, None),  # 0.5.15-0.5.18
         ("sglang.srt.server_args", "_handle_model_specific_adjustments", "ServerArgs", "GptOssForCausalLM")),  # ≤ 0.5.14
+    # the hybrid GDN models: triton or trtllm_mha by the Mamba radix cache and speculative decoding (0.5.14+
+    # also the page size: 64 under trtllm_mha, else 1); ≤ 0.5.13 the branch hands its choice to
+    # _handle_mamba_radix_cache (sm100_default_attention_backend), which it calls itself
+    **{arch: (
+        ("sglang.srt.arg_groups.model_overrides.qwen3_5", "_qwen3_5_hybrid_overrides", None, None),  # 0.5.19+
+        ("sglang.srt.arg_groups.overrides", "_qwen3_5_hybrid_overrides", None, None),  # 0.5.15-0.5.18
+        ("sglang.srt.server_args", "_handle_model_specific_adjustments", "ServerArgs", arch))  # 0.5.7-0.5.14
+       for arch in ("Qwen3NextForCausalLM", "Qwen3_5ForConditionalGeneration")},
     "DeepseekV3ForCausalLM": (  # "DeepSeek V3/R1/V3.1": trtllm_mla
         ("sglang.srt.arg_groups.model_overrides.deepseek_v2", "_deepseek_family_overrides", None, None),
         ("sglang.srt.arg_groups.overrides", "_deepseek_family_overrides", None, None),
@@ -274,15 +282,22 @@ MODEL_OVERRIDES = {
 }
 
 
-def attention_backend(L: Loader, cfg: Bag, mc: Bag, c: dict[str, Any], code: list[str]) -> None:
+def attention_backend(L: Loader, cfg: Bag, mc: Bag, c: dict[str, Any], code: list[str],
+                      mamba: Any = None) -> None:
     """On an SM100 card (B200): the release's own choice of attention backend and the page size it
     forces, after the memory settings as __post_init__ / the resolution pipeline order them: the
     model's override first (gpt-oss: trtllm_mha on SM100; 0.5.8-0.5.9 also disable_hybrid_swa_memory),
     then the attention-backend handler whole (the default backend for the others: 0.5.7+ trtllm_mha
     for an MHA model; its page-size snaps: trtllm_mha 16/32/64 (128 from 0.5.18), FlashMLA 64,
     cutlass_mla 128, trtllm_mla 32/64, fa4 128). Not run on the other cards of the grid: there the same
-    code picks fa3 (SM90) or flashinfer (SM89), which force no page size (read from each wheel)."""
+    code picks fa3 (SM90) or flashinfer (SM89), which force no page size (read from each wheel).
+    `mamba`: a hybrid's Mamba radix-cache handler, run where SGLang runs it, after the model's
+    override (0.5.14+: _handle_model_specific_adjustments collects the override before its
+    _handle_mamba_radix_cache / _mamba_radix_cache_resolution call for these architectures) and
+    before the attention-backend handler; up to 0.5.13 the override's branch calls it itself."""
     if c["sm"] < 100:
+        if mamba is not None:
+            mamba()
         return
     arch = mc.hf_config.architectures[0]
     if arch in MODEL_OVERRIDES:  # (0.5.6 ran the whole of _handle_model_specific_adjustments for gpt-oss: a no-op)
@@ -296,9 +311,13 @@ def attention_backend(L: Loader, cfg: Bag, mc: Bag, c: dict[str, Any], code: lis
                 cfg.set(**(fn(cfg, mc.hf_config) or {}))
             else:
                 fn(cfg)
+            if getattr(fn, "_oracle_calls_mamba", False):
+                mamba = None  # the branch ran _handle_mamba_radix_cache with its SM100 default
             break
         else:
             raise NameError(f"oracle: no attention override of {arch} found")
+    if mamba is not None:
+        mamba()
     hook = "sglang.srt.arg_groups.attention_hook"
     if L.has(hook, "handle_attention_backend_compatibility"):  # 0.5.19+
         L.get(hook, "handle_attention_backend_compatibility")(cfg)
@@ -415,7 +434,8 @@ def drive_configurator(root: Path, c: dict[str, Any], model_cfg: dict[str, Any],
     # the model: SGLang's own config class for a hybrid (its mamba2_cache_params run), else config.json's fields
     kw = {k: v for k, v in model_cfg.items() if not k.startswith("_")}
     own = {"Qwen3NextForCausalLM": ("sglang.srt.configs.qwen3_next", "Qwen3NextConfig"),
-           "Qwen3_5ForConditionalGeneration": ("sglang.srt.configs.qwen3_5", "Qwen3_5Config")}
+           "Qwen3_5ForConditionalGeneration": ("sglang.srt.configs.qwen3_5", "Qwen3_5Config"),
+           "Qwen3_5ForCausalLM": ("sglang.srt.configs.qwen3_5", "Qwen3_5TextConfig")}
     if arch in own and L.has(*own[arch]):
         hf = L.get(*own[arch])(**kw)
     else:
@@ -445,13 +465,6 @@ def drive_configurator(root: Path, c: dict[str, Any], model_cfg: dict[str, Any],
                   and not mc.is_multimodal_piecewise_cuda_graph_supported)
         mc.set(is_piecewise_cuda_graph_disabled_model=L.get(mcm, "is_piecewise_cuda_graph_disabled_model")(archs)
                or bool(mm_off))
-    if c["sm"] >= 100 and arch in own and any(  # 0.5.9+; 0.5.6's hybrid keeps flashinfer on SM100
-            "sm100_default_att" in f.read_text() for f in [root / "sglang/srt/server_args.py",
-                                                           *(root / "sglang/srt/arg_groups").rglob("*.py")]
-            if f.is_file()):
-        raise LeftOut("a hybrid GDN model on SM100: its model override picks the attention backend and page size "
-                      "with the Mamba radix cache (_qwen3_5_hybrid_overrides; up to 0.5.18 _handle_mamba_radix_cache's "
-                      "sm100_default_attention_backend), not run")
     # ModelConfig's attention facts the default-backend choice reads (0.5.19+; the SM100 step only): the wheel's own
     mc.set(swa_head_dim=mc.head_dim, swa_v_head_dim=mc.v_head_dim, is_encoder_decoder=L.get(
         mcm, "is_encoder_decoder_model")(archs) if c["sm"] >= 100 and L.has(mcm, "is_encoder_decoder_model") else False)
@@ -496,6 +509,8 @@ def drive_configurator(root: Path, c: dict[str, Any], model_cfg: dict[str, Any],
             prefill_only_disable_kv_cache=False, enable_memory_saver=False, max_ep_size=None)
     cfg.set(enable_linear_replayssm_spec=False, elastic_ep_backend=None, ep_scale_joiner=False,
             enable_two_batch_overlap=False)
+    if c.get("attention_backend"):  # --attention-backend as asked (the grid's other cases ask none)
+        cfg.set(attention_backend=c["attention_backend"])
 
     code: list[str] = []
     L.stubs["sglang.srt.utils.common.get_device_memory_capacity"] = lambda device=None: c["gpu_capacity_mib"]
@@ -607,7 +622,7 @@ def drive_configurator(root: Path, c: dict[str, Any], model_cfg: dict[str, Any],
         find("__post_init__")(kvc)  # mambaish / hybrid_gdn / kda configs, the DFlash draft cell
     mem_fraction = cfg.mem_fraction_static
     try:
-        if args_phase is args_0400:
+        if args_phase in (args_0400, args_0405):
             pool = pool_0400(L, kvc, cfg, c["free_gb"])
             mem_fraction = kvc.mem_fraction_static  # ModelRunner.__init__'s, which the pool was sized with
         elif args_phase in (args_0509, args_0506, args_0501):
@@ -757,9 +772,8 @@ def _server_args_0512(cfg: Bag, mc: Bag, c: dict[str, Any]) -> None:
     if piecewise is not None:
         piecewise()
     cfg._handle_gpu_memory_settings(c["gpu_capacity_mib"])
-    attention_backend(cfg._d["_loader"], cfg, mc, c, [])
-    if mc.is_hybrid:
-        cfg._handle_mamba_radix_cache(model_arch=mc.hf_config.architectures[0])
+    attention_backend(cfg._d["_loader"], cfg, mc, c, [], mamba=(lambda: cfg._handle_mamba_radix_cache(
+        model_arch=mc.hf_config.architectures[0])) if mc.is_hybrid else None)
 
 
 def drive_0513(root: Path, c: dict[str, Any], model_cfg: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
@@ -904,6 +918,30 @@ def args_0400(L: Loader, cfg: Bag, mc: Bag, c: dict[str, Any], code: list[str]) 
     fn(cfg)
 
 
+def args_0405(L: Loader, cfg: Bag, mc: Bag, c: dict[str, Any], code: list[str]) -> None:
+    """0.4.3.post3-0.4.5.post2: 0.4.0's statements (the card reading, the fraction by tp alone,
+    chunked prefill and graph defaults, dp-attention), with the speculative ones: NEXTN → EAGLE and the
+    `max_running_requests is None` default inside `if self.speculative_algorithm ...` (32 up to
+    0.4.4.post3, 48 after), as written."""
+    heads = ("if is_hip():\n            gpu_mem = ", "if is_cuda():\n            gpu_mem = ",
+             "if self.mem_fraction_static is None", "if self.chunked_prefill_size is None",
+             "if self.cuda_graph_max_bs is None", "if gpu_mem < 25", "if self.enable_dp_attention:",
+             "if self.max_running_requests is None")
+    defaults = server_args_defaults(L)
+    cfg.set(chunked_prefill_size=defaults.get("chunked_prefill_size"), cuda_graph_max_bs=defaults.get("cuda_graph_max_bs"))
+    for n in ("get_nvgpu_memory_capacity", "get_amdgpu_memory_capacity"):
+        L.stubs[f"sglang.srt.server_args.{n}"] = lambda: c["gpu_capacity_mib"]
+    L.stubs["sglang.srt.server_args.is_hip"] = lambda: False
+    L.stubs["sglang.srt.server_args.is_cuda"] = lambda: True
+    fn = statements(L, "sglang.srt.server_args", "__post_init__", lambda s: s.startswith(heads), cls="ServerArgs")
+    L.used[-1] = "sglang/srt/server_args.py:__post_init__ (its sizing and speculative statements)"
+    fn(cfg)
+
+
+def drive_0405(root: Path, c: dict[str, Any], model_cfg: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    return drive_configurator(root, c, model_cfg, args_0405)
+
+
 def init_statement(L: Loader, module: str, cls: str, func: str, needle: str,
                    argnames: tuple[str, ...] = ("self", "server_args"), keep=None) -> Any:
     """The top-level statements of `cls.func` whose source holds `needle` (or that `keep` accepts),
@@ -987,6 +1025,7 @@ def drive_0400(root: Path, c: dict[str, Any], model_cfg: dict[str, Any]) -> tupl
 
 POOL_OWNERS = {
     args_0400: [("sglang.srt.model_executor.model_runner", "ModelRunner")],
+    args_0405: [("sglang.srt.model_executor.model_runner", "ModelRunner")],
     args_0506: [("sglang.srt.model_executor.model_runner", "ModelRunner")],
     args_0501: [("sglang.srt.model_executor.model_runner", "ModelRunner")],
     args_0509: [("sglang.srt.model_executor.model_runner_kv_cache_mixin", "ModelRunnerKVCacheMixin"),
@@ -1021,9 +1060,17 @@ def driver_for(release: str):
         return drive_0509
     if key >= (0, 5, 3):
         return drive_0506
-    if key >= (0, 4, 6):  # 0.4.6.post1, 0.4.7, 0.4.8.post1, 0.4.9, 0.5.1
+    post = int(release.split(".post")[1]) if ".post" in release else 0
+    # 0.4.5.post3+, 0.4.6.post1, 0.4.7, 0.4.8.post1, 0.4.9(.post1), 0.4.10, 0.5.1: 0.4.5.post3 first reads the
+    # card as 0.4.6 does (`gpu_mem = get_device_memory_capacity()`, the automatic fraction by card over 80 GB)
+    if key >= (0, 4, 6) or (key == (0, 4, 5) and post >= 3):
         return drive_0501
-    if (0, 3, 6) <= key < (0, 4, 5):  # 0.3.6, 0.4.0 (the flag tables' oldest), 0.4.3.post2, 0.4.4.post4
+    # 0.4.3.post3-0.4.5.post2: 0.4.0's statements with the speculative ones (the EAGLE draft shares the pool)
+    if (0, 4, 3) <= key <= (0, 4, 5) and (key > (0, 4, 3) or post >= 3):
+        return drive_0405
+    # 0.3.6, 0.4.0 (the flag tables' oldest), 0.4.3.post2 (`if is_cuda(): gpu_mem = get_nvgpu_memory_capacity()`,
+    # the automatic fraction by tp alone)
+    if (0, 3, 6) <= key <= (0, 4, 5):
         return drive_0400
     raise SystemExit(f"sglang-sizing-oracle: no driver for {release} yet")
 

@@ -485,12 +485,94 @@ def test_deepseek_v3_on_sm100_takes_trtllm_mla_and_v2_does_not() -> None:
     assert attention_page(dense(**mla, architecture="DeepseekV3ForCausalLM", version="0.5.3"))[0] == 1
 
 
-def test_a_hybrid_gdn_model_keeps_its_page_on_sm100() -> None:
-    """Qwen3-Next / Qwen3.5's own SM100 choice depends on its Mamba radix cache: not modeled, so the
-    page stays as given (the oracle leaves those rows out)."""
+QWEN35 = "Qwen3_5ForConditionalGeneration"
+
+
+@pytest.mark.parametrize(("version", "spec", "radix_off", "asked", "expected"), [
+    ("0.5.23", None, False, 64, 1),  # the radix cache runs plain: triton, page 1 whatever was asked
+    ("0.5.23", None, True, 1, 64),  # no radix cache: trtllm_mha, page 64
+    ("0.5.23", "DFLASH", False, 1, 64),  # speculative decoding: trtllm_mha (DFlash's top-k forced to one)
+    ("0.5.22", "DFLASH", False, 64, 1),  # no top-k yet when the override asks: flashinfer, so triton
+    ("0.5.18", "NEXTN", False, 1, 64),
+    ("0.5.18", "NEXTN", False, 64, 1),  # top-k 1 at page 64 is not trtllm_mha's case: triton, page 1
+    ("0.5.14", None, True, 1, 64),
+    ("0.5.13", None, True, 1, 64),  # trtllm_mha; the page is its handler's snap (0.5.13 sets none itself)
+    ("0.5.10", None, False, 64, 64),  # triton, the page as asked (0.5.12-0.5.13: no_buffer's page 1, any card)
+    ("0.5.9", None, True, 1, 1),  # 0.5.9: triton always
+])
+def test_a_hybrid_gdn_model_on_sm100_takes_its_own_backend_and_page(version: str, spec: str | None, radix_off: bool,
+                                                                     asked: int, expected: int) -> None:
+    """Qwen3-Next / Qwen3.5's own SM100 override (0.5.19+ model_overrides/qwen3_5.py
+    _qwen3_5_hybrid_overrides; before, its branch of _handle_model_specific_adjustments) picks
+    trtllm_mha unless the radix cache runs without extra_buffer and speculative decoding, and from
+    0.5.14 sets page 64 for it, page 1 otherwise; the oracle's hybrid x B200 rows check it."""
     from svcdiag.sglang.memory import attention_page
 
-    assert attention_page(seed(gpu_sm=100))[0] == 1
+    inp = seed(gpu_sm=100, architecture=QWEN35, version=version, speculative_algorithm=spec,
+               speculative_eagle_topk=1 if spec == "NEXTN" else None, disable_radix_cache=radix_off, page_size=asked)
+    assert attention_page(inp)[0] == expected
+    assert attention_page(replace(inp, gpu_sm=None))[0] == asked  # another card: the page as asked
+    assert attention_page(replace(inp, architecture=None))[0] == asked  # a hybrid it does not name: as asked
+
+
+def test_qwen35s_text_only_class_gets_the_default_backend_on_sm100_from_0_5_19() -> None:
+    """No override names Qwen3_5ForCausalLM: SGLang's default (trtllm_mha, page 64) where the
+    multimodal class's override would pick triton and page 1; before 0.5.19 it is not modeled."""
+    from svcdiag.sglang.memory import attention_page, sm100_page_modeled
+
+    text = seed(gpu_sm=100, architecture="Qwen3_5ForCausalLM", page_size=1)
+    assert attention_page(text)[0] == 64 and attention_page(replace(text, architecture=QWEN35))[0] == 1
+    assert sm100_page_modeled(text) and not sm100_page_modeled(replace(text, version="0.5.18"))
+    assert attention_page(replace(text, version="0.5.18"))[0] == 1
+    assert not sm100_page_modeled(replace(text, architecture="NemotronHForCausalLM"))
+
+
+@pytest.mark.parametrize("version", ["0.5.12", "0.5.13"])
+def test_0_5_12_to_0_5_13_size_a_no_buffer_hybrid_at_page_1_on_any_card(version: str) -> None:
+    """_handle_mamba_radix_cache: "with radix cache requires page_size=1 in the current Mamba
+    scheduling mode (no_buffer) ... Automatically setting page_size=1": the pool is not rounded to
+    the asked 64; without the radix cache, or on 0.5.10 / 0.5.14, the page stays."""
+    from svcdiag.sglang.memory import attention_page
+
+    inp = seed(architecture=QWEN35, version=version, page_size=64, max_mamba_cache_size=None)
+    assert attention_page(inp)[0] == 1 and predict(inp).kv_tokens % 64 != 0
+    assert attention_page(replace(inp, disable_radix_cache=True))[0] == 64
+    assert attention_page(replace(inp, mamba_scheduler_strategy="extra_buffer"))[0] == 64
+    assert attention_page(replace(inp, version="0.5.10"))[0] == 64 and attention_page(replace(inp, version="0.5.14"))[0] == 64
+
+
+@pytest.mark.parametrize(("version", "off"), [("0.5.9", True), ("0.5.12", True), ("0.5.13", True), ("0.5.14", False),
+                                              ("0.5.23", False)])
+def test_an_asked_trtllm_mha_turns_a_no_buffer_hybrid_radix_cache_off_up_to_0_5_13(version: str, off: bool) -> None:
+    """"Disabling radix cache since trtllm_mha does not support page_size = 1": one state slot a request,
+    the slots the asked requests (here 8), page 64; from 0.5.14 the radix cache stays (extra_buffer: 5)."""
+    inp = seed(architecture=QWEN35, version=version, gpu_sm=100, attention_backends=("trtllm_mha", None, None),
+               max_mamba_cache_size=None, free_before_gb=177.6)
+    p = predict(inp)
+    assert p.kv_tokens % 64 == 0
+    assert (p.slots_per_request, p.mamba_slots) == (1, 8) if off else p.slots_per_request == 5
+    assert predict(replace(inp, attention_backends=(None, None, None))).slots_per_request != 1  # not asked: kept
+
+
+def test_0_5_6_runs_qwen3_next_on_triton_on_sm100_even_when_trtllm_mha_is_asked() -> None:
+    from svcdiag.sglang.memory import attention_page
+
+    inp = seed(architecture="Qwen3NextForCausalLM", version="0.5.6", gpu_sm=100,
+               attention_backends=("trtllm_mha", None, None))
+    assert attention_page(inp)[0] == 1 and attention_page(replace(inp, gpu_sm=None))[0] == 64
+    assert attention_page(replace(inp, version="0.5.18"))[0] == 64  # asked, kept
+
+
+def test_a_b200_turns_a_paged_hybrid_without_overlap_to_three_state_slots_a_request() -> None:
+    """--page-size 64 with --disable-overlap-schedule keeps extra_buffer on an H200 (paging wants it:
+    4 state slots a request); on a B200 0.5.23's hybrid override sets page 1 first, so the Mamba
+    radix cache resolves to no_buffer: 3 slots a request, more requests from the same slots."""
+    inp = seed(architecture=QWEN35, page_size=64, disable_overlap_schedule=True, max_running_requests=None,
+               max_mamba_cache_size=None, free_before_gb=177.6)
+    h200, b200 = predict(inp), predict(replace(inp, gpu_sm=100))
+    assert (h200.slots_per_request, b200.slots_per_request) == (4, 3)
+    assert h200.mamba_slots == b200.mamba_slots and h200.kv_tokens % 64 == 0
+    assert b200.limits["mamba"] == b200.mamba_slots // 3 > h200.limits["mamba"] == h200.mamba_slots // 4
 
 
 def test_preflight_reads_the_backend_flags_and_the_card() -> None:

@@ -194,15 +194,47 @@ def test_a_b200_read_by_name_sizes_the_pool_in_64_token_pages(units: Path, tmp_p
     assert h200.prediction.kv_tokens % 64 != 0  # this pool is one the page changes
 
 
-def test_a_hybrid_on_a_b200_is_noted_as_sglangs_own_choice(units: Path, tmp_path: Path, monkeypatch) -> None:
-    """A hybrid GDN model's SM100 backend and page size are not modeled: preflight says so."""
-    from .model_fixtures import HYBRID_QWEN3_NEXT
+def test_the_seeds_dflash_config_on_a_b200_is_sized_at_the_page_its_release_picks(
+        units: Path, tmp_path: Path, monkeypatch) -> None:
+    """The seed's Qwen3.6-27B + DFlash on a B200: 0.5.23's hybrid override picks trtllm_mha (DFlash's
+    top-k forced to one) and page 64; 0.5.22's default has no top-k for DFlash, so triton and page 1;
+    preflight says which in its sources and sizes the pool so. 0.5.12 refuses the start on any card
+    (speculative decoding with the no_buffer radix cache: SGLang's own ValueError)."""
+    from .model_fixtures import HYBRID_QWEN35_27B
 
-    d = model_dir(tmp_path, "Qwen3-Next", HYBRID_QWEN3_NEXT, 40.0)
-    (units / "next.toml").write_text(f'extends = "nospec-tp1"\nmodel_path = "{d}"\nmem_fraction_static = 0.85\n'
-                                     "context_length = 32768\n")
-    cfg = UnitsDir(units, "t").load("next")
+    _, draft = seed_models(tmp_path)
+    # Qwen3.6-27B's config.json names the multimodal class, whose override SGLang registers
+    target = model_dir(tmp_path, "Qwen3.6-27B-mm", {**HYBRID_QWEN35_27B,
+                                                   "architectures": ["Qwen3_5ForConditionalGeneration"]}, 50.29)
+    (units / "seed.toml").write_text(f'extends = "dflash-smoke"\nmodel_path = "{target}"\n'
+                                     f'[speculative]\nalgorithm = "DFLASH"\ndraft_model_path = "{draft}"\n')
+    cfg = UnitsDir(units, "t").load("seed")
     read_by_nvidia_smi(monkeypatch, 177.6, "NVIDIA B200", 570)
-    assert any("SM100" in n and "not modeled" in n for n in plan(cfg).notes)
+    new, old = (plan(dataclasses.replace(cfg, sglang_version=v)) for v in ("0.5.23", "0.5.22"))
+    assert "_qwen3_5_hybrid_overrides" in new.to_json()["sources"]["gpu_sm"]
+    assert new.to_json()["sources"]["gpu_sm"].endswith("sized at page size 64")
+    assert old.to_json()["sources"]["gpu_sm"].endswith("sized at page size 1")
+    assert new.prediction.kv_tokens % 64 == 0 and old.prediction.kv_tokens % 64 != 0
+    assert not any("not modeled" in n for n in new.notes + old.notes)
+    refused = plan(dataclasses.replace(cfg, sglang_version="0.5.12")).prediction
+    assert refused.verdict == "cannot_serve" and any("no_buffer" in r for r in refused.reasons)
     read_by_nvidia_smi(monkeypatch, 139.0, "NVIDIA H200", 570)
-    assert not any("SM100" in n for n in plan(cfg).notes)
+    h200 = plan(dataclasses.replace(cfg, sglang_version="0.5.23"))
+    assert "gpu_sm" not in h200.to_json()["sources"] and h200.prediction.kv_tokens % 64 != 0
+
+
+def test_a_hybrid_sglang_names_no_sm100_rule_for_is_noted_on_a_b200(units: Path, tmp_path: Path,
+                                                                   monkeypatch) -> None:
+    """Qwen3.5's text-only class before 0.5.19 (no Mamba radix-cache list names it yet): its SM100
+    page size is not modeled, preflight says so; from 0.5.19 it is SGLang's default backend's."""
+    target, _ = seed_models(tmp_path)  # config.json: Qwen3_5ForCausalLM
+    (units / "text.toml").write_text(f'extends = "nospec-tp1"\nmodel_path = "{target}"\n'
+                                     "mem_fraction_static = 0.85\ncontext_length = 32768\n")
+    cfg = UnitsDir(units, "t").load("text")
+    read_by_nvidia_smi(monkeypatch, 177.6, "NVIDIA B200", 570)
+    old = plan(dataclasses.replace(cfg, sglang_version="0.5.18"))
+    assert any("SM100" in n and "not modeled" in n for n in old.notes)
+    new = plan(dataclasses.replace(cfg, sglang_version="0.5.23"))
+    assert not any("SM100" in n for n in new.notes)
+    assert new.to_json()["sources"]["gpu_sm"].endswith("sized at page size 64") and new.prediction.kv_tokens % 64 == 0
+

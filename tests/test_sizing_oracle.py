@@ -2,7 +2,7 @@
 
 The golden tables (tests/fixtures/sizing-oracle/sglang-VERSION.jsonl) are what each release's
 own functions computed (scripts/sglang-sizing-oracle; docs/preflight.md#the-oracle); no SGLang is
-needed here. A row whose KV tokens (within one page), Mamba slots, max_running_requests or
+needed here. A row whose KV tokens (exact, at any page size), Mamba slots, max_running_requests or
 refusal differ fails its release's test unless known-differences.json lists it under its cause.
 """
 

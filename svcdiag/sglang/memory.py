@@ -727,6 +727,106 @@ def gpu_sm(name: str | None) -> int | None:
 TRTLLM_MLA_ARCHS = frozenset({"DeepseekV3ForCausalLM", "KimiK25ForConditionalGeneration", "MistralLarge3ForCausalLM"})
 
 
+#: the hybrid GDN models whose own SM100 choice sets the attention backend (and, 0.5.14+, the page size):
+#: 0.5.6-0.5.8 Qwen3-Next's branch of server_args.py _handle_model_specific_adjustments (triton); 0.5.9-0.5.13
+#: the Qwen3-Next / Qwen3.5 branch's sm100_default_attention_backend, handed to _handle_mamba_radix_cache;
+#: 0.5.14 the branch itself, 0.5.15-0.5.18 arg_groups/overrides.py and 0.5.19+
+#: arg_groups/model_overrides/qwen3_5.py _qwen3_5_hybrid_overrides (registered for these five)
+SM100_HYBRID_ARCHS = frozenset({"Qwen3NextForCausalLM", "Qwen3_5MoeForConditionalGeneration",
+                                "Qwen3_5ForConditionalGeneration", "InternS2PreviewForConditionalGeneration",
+                                "InternS2MobiusForConditionalGeneration"})
+
+#: the text-only entries of the same hybrid stack (0.5.19+ arg_groups/overrides.py lists them with the Mamba
+#: radix-cache archs; models/qwen3_5_text.py): no SM100 override, so SGLang's default backend for an MHA model
+TEXT_HYBRID_ARCHS = frozenset({"Qwen3_5ForCausalLM", "Qwen3_5MoeForCausalLM"})
+
+
+def sm100_page_modeled(inp: SizingInputs) -> bool:
+    """Whether attention_page knows this model's SM100 choice: every model but a hybrid it does not name
+    (and Qwen3.5's text-only entries before 0.5.19, which no Mamba radix-cache list names yet)."""
+    from svcdiag.sglang.flag_tables import version_key
+
+    if inp.mamba_per_req_bytes is None or inp.architecture in SM100_HYBRID_ARCHS:
+        return True
+    try:
+        key = version_key(inp.version) if inp.version else version_key(NEWEST.first)
+    except ValueError:
+        key = version_key(NEWEST.first)
+    return inp.architecture in TEXT_HYBRID_ARCHS and key >= version_key("0.5.19")
+
+
+def _sm100_default(inp: SizingInputs, key: tuple[int, ...], page: int) -> str | None:
+    """The backend SGLang's default picks for an MHA model on SM100 (get_default_attn_backend /
+    _get_default_attn_backend): trtllm_mha from 0.5.7 without speculative decoding, or with an EAGLE
+    top-k of 1 at page size 1 (0.5.23: DFlash too, _forces_eagle_topk_one); else flashinfer (None here)."""
+    from svcdiag.sglang.flag_tables import version_key
+
+    algo = (inp.speculative_algorithm or "").upper() or None
+    topk = inp.speculative_eagle_topk
+    topk_one = topk is None or (topk == 1 and page == 1)  # is_no_spec_infer_or_topk_one
+    if key >= version_key("0.5.7") and topk_one and (
+            algo is None or topk is not None or (algo in DFLASH_FAMILY and key >= version_key("0.5.23"))):
+        return "trtllm_mha"
+    return None
+
+
+def _sm100_hybrid(inp: SizingInputs, key: tuple[int, ...], page: int) -> tuple[str | None, int]:
+    """(backend, page) a hybrid GDN model's own SM100 choice gives, the radix cache and speculative
+    decoding deciding: triton (0.5.6-0.5.9: always; the page as given), else trtllm_mha where the
+    default would be trtllm_mha, unless the radix cache runs without extra_buffer and without
+    speculative decoding (0.5.10+). From 0.5.14 it also sets the page: 64 under trtllm_mha, else 1.
+    The override runs before the Mamba radix-cache resolution, so `--mamba-scheduler-strategy auto`
+    is not extra_buffer here (0.5.10-0.5.13 resolve auto to no_buffer before it, 0.5.14+ after it)."""
+    from svcdiag.sglang.flag_tables import version_key
+
+    if key < version_key("0.5.10"):
+        return "triton", page
+    extra = inp.mamba_scheduler_strategy in ("extra_buffer", "extra_buffer_lazy") and (
+        key < version_key("0.5.14") or not inp.disable_radix_cache)  # 0.5.14+ mamba_extra_buffer_of: radix on too
+    radix_plain = not extra and not inp.disable_radix_cache and not inp.speculative_algorithm
+    backend = "trtllm_mha" if _sm100_default(inp, key, page) == "trtllm_mha" and not radix_plain else "triton"
+    if key >= version_key("0.5.14"):
+        page = 64 if backend == "trtllm_mha" else 1
+    return backend, page
+
+
+def no_buffer_radix(inp: SizingInputs) -> bool:
+    """Whether 0.5.9-0.5.13's ServerArgs._handle_mamba_radix_cache keeps this hybrid's radix cache
+    under no_buffer: an architecture it is called for (SPEC_RADIX_RULES' list of the release), the
+    strategy unset ("auto" is no_buffer there) or no_buffer, the radix cache on."""
+    if not inp.version or inp.mamba_per_req_bytes is None or inp.disable_radix_cache \
+            or inp.mamba_scheduler_strategy not in ("auto", "no_buffer"):
+        return False
+    from svcdiag.sglang.flag_tables import version_key
+
+    try:
+        key = version_key(inp.version)
+    except ValueError:
+        return False
+    return any(version_key(first) <= key <= version_key(last) and inp.architecture in archs
+               for first, last, archs, _ in SPEC_RADIX_RULES if version_key(first) >= version_key("0.5.9"))
+
+
+def trtllm_radix_off(inp: SizingInputs) -> bool:
+    """An asked `--attention-backend trtllm_mha` turns a no_buffer radix cache off ("Disabling radix
+    cache since trtllm_mha does not support page_size = 1, which is required by MambaRadixCache"):
+    0.5.9-0.5.13 _handle_mamba_radix_cache without speculative decoding (with it, SPEC_RADIX_RULES);
+    0.5.7-0.5.8 Qwen3-Next's SM100 branch of _handle_model_specific_adjustments, whatever the strategy.
+    From 0.5.14 the check is gone."""
+    if inp.attention_backends[0] != "trtllm_mha" or inp.disable_radix_cache or inp.mamba_per_req_bytes is None \
+            or not inp.version:
+        return False
+    from svcdiag.sglang.flag_tables import version_key
+
+    try:
+        key = version_key(inp.version)
+    except ValueError:
+        return False
+    if version_key("0.5.7") <= key <= version_key("0.5.8"):
+        return inp.architecture == "Qwen3NextForCausalLM" and inp.gpu_sm is not None and 100 <= inp.gpu_sm < 110
+    return not inp.speculative_algorithm and no_buffer_radix(inp)
+
+
 def attention_page(inp: SizingInputs) -> tuple[int, bool]:
     """(the page size SGLang sizes with, whether it turns the hybrid sliding-window pool off) once its
     attention backend is chosen: the default backend on an SM100 card (gpt-oss's override: trtllm_mha
@@ -736,9 +836,14 @@ def attention_page(inp: SizingInputs) -> tuple[int, bool]:
     _handle_attention_backend_compatibility; 0.5.15+ arg_groups/overrides.py
     _mla_backend_page_constraints): trtllm_mha 16/32/64 (and 128 from 0.5.18) else 64, trtllm_mla 32/64
     else 64, FlashMLA 64, cutlass_mla 128; 0.5.8-0.5.9 _handle_model_specific_adjustments turn
-    gpt-oss's sliding-window pool off under trtllm_mha. A hybrid GDN model's own SM100 choice (its
-    Mamba radix cache decides) is not modeled: its page stays as given. Checked against each release's
-    own code by the oracle (tests/test_sizing_oracle.py, gpt-oss and dense models on a B200)."""
+    gpt-oss's sliding-window pool off under trtllm_mha. A hybrid GDN model (SM100_HYBRID_ARCHS) makes its
+    own choice with its radix cache (_sm100_hybrid): from 0.5.14 page 64 under trtllm_mha, else page 1,
+    whatever page was asked (0.5.6's Qwen3-Next branch sets triton even over an asked backend);
+    Qwen3.5's text-only entries (TEXT_HYBRID_ARCHS) get the default from 0.5.19; other hybrids keep
+    their page (sm100_page_modeled). On any card 0.5.12-0.5.13 _handle_mamba_radix_cache sets page 1
+    for a hybrid keeping a no_buffer radix cache (no_buffer_radix), before the backend's snap.
+    Checked against each release's own code by the oracle (tests/test_sizing_oracle.py: gpt-oss,
+    DeepSeek-V3, Qwen3-Next, Qwen3.8, Qwen3.6 as the text-only class on a B200, asked backends among them)."""
     from svcdiag.sglang.flag_tables import version_key
 
     backend, prefill, decode = inp.attention_backends
@@ -747,20 +852,28 @@ def attention_page(inp: SizingInputs) -> tuple[int, bool]:
         key = version_key(inp.version) if inp.version else version_key(NEWEST.first)
     except ValueError:
         key = version_key(NEWEST.first)
-    algo = (inp.speculative_algorithm or "").upper() or None
-    if backend is None and prefill is None and decode is None and inp.gpu_sm is not None \
-            and 100 <= inp.gpu_sm < 110 and inp.mamba_per_req_bytes is None:
-        topk = inp.speculative_eagle_topk
-        topk_one = topk is None or (topk == 1 and page == 1)  # is_no_spec_infer_or_topk_one
+    on_sm100 = inp.gpu_sm is not None and 100 <= inp.gpu_sm < 110
+    if on_sm100 and inp.architecture == "Qwen3NextForCausalLM" and family(inp.version).name == "0.5.6":
+        # 0.5.6's branch sets it whatever was asked (0.5.7+: only when none was; 0.5.3's has no SM100 statement,
+        # 0.5.4-0.5.5, unread, are taken as their family's 0.5.6)
+        backend = "triton"
+    sm100 = backend is None and prefill is None and decode is None and on_sm100
+    if sm100 and inp.mamba_per_req_bytes is not None:
+        if inp.architecture in SM100_HYBRID_ARCHS and key >= version_key("0.5.6"):
+            backend, page = _sm100_hybrid(inp, key, page)
+        elif inp.architecture in TEXT_HYBRID_ARCHS and key >= version_key("0.5.19"):
+            backend = _sm100_default(inp, key, page)
+    elif sm100:
         if inp.architecture == "GptOssForCausalLM":
             backend = "trtllm_mha" if key >= version_key("0.5.3") else None
         elif inp.mla:
             backend = "trtllm_mla" if inp.architecture in TRTLLM_MLA_ARCHS and key >= version_key("0.5.6") else None
-        elif key >= version_key("0.5.7") and topk_one and (
-                algo is None or topk is not None or (algo in DFLASH_FAMILY and key >= version_key("0.5.23"))):
-            backend = "trtllm_mha"
+        else:
+            backend = _sm100_default(inp, key, page)
     if prefill is not None and prefill == decode:
         backend = prefill
+    if version_key("0.5.12") <= key <= version_key("0.5.13") and no_buffer_radix(inp):
+        page = 1  # _handle_mamba_radix_cache: "with radix cache requires page_size=1 ... (no_buffer)"
     decoding = {backend, decode}
     if "flashmla" in decoding:
         page = 64
@@ -818,7 +931,7 @@ def predict(inp: SizingInputs) -> Prediction:
     if swa_pool_off(inp) or (swa_off and inp.swa_cell_bytes):
         inp = replace(inp, kv_cell_bytes=inp.kv_cell_bytes + inp.swa_cell_bytes, swa_cell_bytes=0, sliding_window=None)
     rule = spec_radix_rule(inp)
-    if rule == "off" or (rule == "refuse" and inp.rocm):  # 0.5.8-0.5.9, and is_hip() in 0.5.10-0.5.13
+    if rule == "off" or (rule == "refuse" and inp.rocm) or trtllm_radix_off(inp):  # 0.5.8-0.5.9, is_hip() 0.5.10-0.5.13
         inp = replace(inp, disable_radix_cache=True)
     mfs = aiter_fraction(inp, mem_fraction(inp, fam))
     refused = args_refusal(inp)

@@ -25,7 +25,14 @@ from svcdiag.errors import SvcdiagError
 from svcdiag.files import open_append, read_text
 from svcdiag.ops.host.gpumem import gpu_free_gb, gpu_identity, gpu_total_gb, ranks, reading_kind, sglang_sees
 from svcdiag.sglang.causes import Cause, Family, in_family
-from svcdiag.sglang.memory import AUTO_MEM_FRACTION, GB, gpu_sm
+from svcdiag.sglang.memory import (
+    AUTO_MEM_FRACTION,
+    GB,
+    SM100_HYBRID_ARCHS,
+    attention_page,
+    gpu_sm,
+    sm100_page_modeled,
+)
 from svcdiag.sglang.modelinfo import (
     LOCAL,
     ModelFiles,
@@ -37,7 +44,7 @@ from svcdiag.sglang.modelinfo import (
     read_shape,
     weight_bytes,
 )
-from svcdiag.sglang.preflight import Inputs, Prediction, from_config_alone, inputs_from_shape, predict
+from svcdiag.sglang.preflight import Inputs, Prediction, from_config_alone, inputs_from_shape, predict, sizing_inputs
 
 
 @dataclass(frozen=True, slots=True)
@@ -202,12 +209,26 @@ def plan(cfg: ServiceConfig, *, gpu_memory: float | None = None, kv_bytes_per_to
     free, span = sglang_view(cfg, free, source, sources, identity)
     if gpu_sm(identity[0]) is not None:
         sources["gpu_sm"] = f"{identity[0]}: SM100, SGLang's default attention backend sets the page size"
-        if shape is not None and shape.kind == "hybrid":
-            notes.append(f"{identity[0]} (SM100): SGLang picks a hybrid model's attention backend and page size with "
-                         "its Mamba radix cache (_qwen3_5_hybrid_overrides), not modeled: the page size is taken as given")
     inp = inputs_from_shape(cfg, shape, gpu_free_gb=free, gpu_source=source, weights_bytes=weights,
                             draft_bytes=draft, draft_shape=draft_shape, kv_bytes_per_token=kv_bytes_per_token,
                             sources=sources, gpu_total_gb=total, gpu_name=identity[0])
+    if gpu_sm(identity[0]) is not None and shape is not None and shape.kind == "hybrid":
+        sized = sizing_inputs(cfg, inp)
+        if any(sized.attention_backends):
+            inp = replace(inp, sources={**inp.sources, "gpu_sm": (
+                f"{identity[0]}: SM100, the attention backend asked (no override): sized at page size "
+                f"{attention_page(sized)[0]}")})
+        elif sized.architecture in SM100_HYBRID_ARCHS:
+            inp = replace(inp, sources={**inp.sources, "gpu_sm": (
+                f"{identity[0]}: SM100, the hybrid's own choice of attention backend by its radix cache and speculative "
+                f"decoding (_qwen3_5_hybrid_overrides): sized at page size {attention_page(sized)[0]}")})
+        elif sm100_page_modeled(sized):
+            inp = replace(inp, sources={**inp.sources, "gpu_sm": (
+                f"{identity[0]}: SM100, SGLang's default attention backend (no override for {sized.architecture}): "
+                f"sized at page size {attention_page(sized)[0]}")})
+        else:
+            notes.append(f"{identity[0]} (SM100): SGLang's attention backend for {sized.architecture} is not modeled: "
+                         "the page size is taken as given")
     if span is not None or uncertain:
         inp = replace(inp, gpu_free_range_gb=span, upper_bound=bool(uncertain), uncertainty=tuple(
             ([f"{sources['gpu_reading']}"] if span is not None else []) + uncertain) + inp.uncertainty)
