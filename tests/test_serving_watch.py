@@ -26,6 +26,7 @@ from svcdiag.systemd.notify import START_LIMIT_BURST, restart_policy, start_limi
 from svcdiag.systemd.render import render_unit
 
 from .conftest import ROOT
+from .ports import free_port
 from .test_supervise import NotifySocket, write
 
 BATCH = "[2026-12-06 10:00:00 TP0] Decode batch. #running-req: 64, #token: 90000, token usage: 0.93, #queue-req: 212,"
@@ -146,7 +147,7 @@ def test_the_whole_starts_limit_is_one_figure_in_the_unit_the_import_warning_and
 
 
 def watched(units: Path, tmp_path: Path, name: str, scenario: str) -> tuple[subprocess.Popen, NotifySocket]:
-    write(units, name, f'extends = "demo-dense"\nsimulate = "{scenario}"\nport = {31960 + len(name)}\n'
+    write(units, name, f'extends = "demo-dense"\nsimulate = "{scenario}"\nport = {free_port()}\n'
                        "sim_time_scale = 0.02\nwatchdog_s = 1\nhealth_interval_s = 0.25\nhealth_failures = 3\n")
     cfg = UnitsDir(units, "t").load(name)
     sock = NotifySocket(tmp_path / f"notify-{name}")

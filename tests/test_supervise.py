@@ -24,6 +24,7 @@ from svcdiag.systemd.render import render_unit, supervise_argv
 
 from .children import CHILD
 from .conftest import ROOT, assert_one_line_error, run_svcdiag
+from .ports import free_port
 from .systemd_quoting import split_exec
 
 
@@ -147,7 +148,7 @@ def test_bytes_pass_through_unchanged_and_the_exit_status_is_the_childs(units: P
 
 
 def test_ready_only_after_the_http_cross_check_and_sigterm_is_forwarded(units: Path, tmp_path: Path) -> None:
-    write(units, "n", 'extends = "demo-dense"\nreadiness = "notify"\nport = 31955\nsim_time_scale = 0.02\n')
+    write(units, "n", f'extends = "demo-dense"\nreadiness = "notify"\nport = {free_port()}\nsim_time_scale = 0.02\n')
     cfg = UnitsDir(units, "t").load("n")
     sock = NotifySocket(tmp_path / "notify")
     p = supervise(units, "n", exec_argv(cfg), sock)

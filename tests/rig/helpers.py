@@ -6,13 +6,12 @@ from __future__ import annotations
 import json
 import os
 import select
-import socket
 import subprocess
 import time
 import uuid
 from pathlib import Path
 
-from svcdiag.ops.host.ports import ephemeral_clash
+from ..ports import next_port  # every rig test module takes its ports from here (tests/ports.py)
 
 
 def sv(rig, units: Path, *args: str, timeout: float = 120):
@@ -27,33 +26,6 @@ def verdict_of(proc) -> dict:
     lines = json_lines(proc)
     assert lines and lines[-1]["event"] == "verdict", proc.stdout.decode() + proc.stderr.decode()
     return lines[-1]
-
-
-#: each pytest-xdist worker boots its own rig, but all share the host's network: a port range each, below the
-#: kernel's ephemeral range (32768-60999 by default). CI once saw a start there fail on port_in_use with no
-#: server holding the port: an outgoing connection the kernel had lent it to.
-WORKER = int(os.environ.get("PYTEST_XDIST_WORKER", "gw0")[2:] or 0)
-_ports = iter(range(24000 + 400 * WORKER, 24400 + 400 * WORKER))
-
-
-def _free(port: int) -> bool:
-    """Nothing on this host listens on or holds `port`, and the kernel will not lend it to a connection."""
-    if ephemeral_clash(port) is not None:
-        return False
-    with socket.socket() as s:
-        try:
-            s.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
-
-
-def next_port(n: int = 1) -> int:
-    """The first of `n` consecutive free ports from this worker's range (every rig test module takes from it)."""
-    while True:
-        ports = [next(_ports) for _ in range(n)]
-        if ports == list(range(ports[0], ports[0] + n)) and all(_free(p) for p in ports):
-            return ports[0]
 
 
 def config(units: Path, name: str, base: str, **fields) -> str:

@@ -45,7 +45,7 @@ def both_ways(rig, units: Path, name: str) -> dict:
     return json.loads(rig.run([".venv/bin/python", "-c", BOTH_WAYS, str(units), name]).stdout)
 
 
-def published(rig, invocation: str, timeout: float = 15.0) -> dict:
+def published(rig, invocation: str, timeout: float = 60.0) -> dict:
     """The supervisor's milestones entry for the start, once it is written (off its loop, after READY=1);
     `--all`: journalctl's JSON leaves a field over 4 KiB out otherwise."""
     deadline = time.monotonic() + timeout
