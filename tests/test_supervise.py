@@ -7,6 +7,7 @@ import os
 import shutil
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import time
@@ -84,21 +85,34 @@ def test_notify_unit_wraps_the_same_argv_and_systemd_accepts_it(units: Path, tmp
 # ---------------------------------------------------------------- the supervisor, on a socket of ours
 
 
+#: SO_TIMESTAMP (asm-generic's; Python's socket module does not name it)
+SO_TIMESTAMP = 29
+TIMEVAL = struct.Struct("@ll")
+
+
 class NotifySocket:
-    """What systemd's end of NOTIFY_SOCKET would receive, with arrival times: `got` holds each
-    assignment (a datagram may carry several, one a line, as sd_notify allows)."""
+    """What systemd's end of NOTIFY_SOCKET would receive, with the time each datagram was sent (the
+    kernel's stamp, SO_TIMESTAMP: not when this test, maybe stalled on a loaded machine, read it):
+    `got` holds each assignment (a datagram may carry several, one a line, as sd_notify allows)."""
 
     def __init__(self, path: Path):
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        self.sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMP, 1)
         self.sock.bind(str(path))
         self.path = path
         self.got: list[tuple[float, str]] = []
         self.datagrams: list[str] = []
 
     def _recv(self) -> None:
-        msg, now = self.sock.recv(65536).decode(), time.time()
+        data, ancillary, _, _ = self.sock.recvmsg(65536, socket.CMSG_SPACE(TIMEVAL.size))
+        sent = time.time()
+        for level, kind, raw in ancillary:
+            if (level, kind) == (socket.SOL_SOCKET, SO_TIMESTAMP) and len(raw) >= TIMEVAL.size:
+                sec, usec = TIMEVAL.unpack(raw[:TIMEVAL.size])
+                sent = sec + usec / 1e6
+        msg = data.decode()
         self.datagrams.append(msg)
-        self.got += [(now, line) for line in msg.split("\n")]
+        self.got += [(sent, line) for line in msg.split("\n")]
 
     def until(self, prefix: str, timeout: float = 30.0) -> str:
         """The first datagram with an assignment starting with `prefix`."""

@@ -241,7 +241,7 @@ QARG = st.text(st.characters(blacklist_categories=["Cs"], blacklist_characters="
                              + "".join(chr(c) for c in range(1, 32) if c != 9)), max_size=16)
 
 
-@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(st.lists(st.lists(QARG, max_size=5).filter(
     lambda a: not any(x.split("=", 1)[0] in {"--port", "--host", "--model-path", "--model", "--tp-size", "--tp",
                                            "--tensor-parallel-size"} for x in a)), min_size=10, max_size=10))
