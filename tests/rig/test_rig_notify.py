@@ -191,9 +191,9 @@ def test_up_on_a_notify_unit_waits_with_no_timer(rig, units: Path) -> None:
     rig.run(["systemctl", "stop", f"{name}.service"])
 
 
-#: the healthy unit's WatchdogSec: WATCHDOG=1 every 3 s, so a 3 s stall of a loaded machine (CI: 2 cores at load
+#: the healthy unit's WatchdogSec: WATCHDOG=1 every 4 s, so a 3 s stall of a loaded machine (CI: 2 cores at load
 #: 15) is not a missed ping; at 2 s (a ping a second) such a stall once failed it with Result=watchdog
-FED_WATCHDOG_S = 6
+FED_WATCHDOG_S = 8
 #: the wedged unit's: WATCHDOG=trigger acts at once, so its period only has to outlast any stall
 TRIGGER_WATCHDOG_S = 30
 

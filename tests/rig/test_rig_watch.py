@@ -22,8 +22,8 @@ from .test_rig_notify import install, show, until
 pytestmark = pytest.mark.rig
 
 INTERVAL, FAILURES, WATCHDOG, RESTART = 1.0, 3, 30, 1
-#: the loaded server's WatchdogSec: fed every 3 s, so the test's wait spans two WATCHDOG=1
-FED_WATCHDOG = 6
+#: the loaded server's WatchdogSec: fed every 4 s (a 3 s stall is no missed WATCHDOG=1), so the wait spans two
+FED_WATCHDOG = 8
 
 
 def test_a_wedged_server_is_restarted_by_systemd_and_history_shows_the_chain(rig, units: Path) -> None:
