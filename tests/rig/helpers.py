@@ -41,10 +41,31 @@ def unit_name(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:6]}"
 
 
-def journal(rig, *matches: str) -> list[dict]:
-    """`journalctl -o json MATCH...` inside the rig, one dict per entry."""
+def synced(rig) -> None:
+    """`journalctl --sync`: journald has stored every entry sent before this (a loaded journald may still hold
+    the last records of an `up` that has exited; journalctl and `svcdiag events` read only what it stored)."""
+    rig.run(["journalctl", "--sync"])
+
+
+def journal(rig, *matches: str, sync: bool = True) -> list[dict]:
+    """`journalctl -o json MATCH...` inside the rig, one dict per entry (after `synced`, unless told not to)."""
+    if sync:
+        synced(rig)
     out = rig.run(["journalctl", "--no-pager", "-o", "json", *matches]).stdout.decode()
     return [json.loads(line) for line in out.splitlines() if line.strip()]
+
+
+def published(rig, kind: str, invocation: str, timeout: float = 60.0) -> dict:
+    """The entry a start's supervisor publishes after READY=1 (SVCDIAG_PUBLISHED=`kind`: verdict, milestones),
+    once there: it is written off the supervisor's loop, and `up` may have returned before it was even sent.
+    `--all`: journalctl's JSON leaves a field over 4 KiB out otherwise."""
+    deadline = time.monotonic() + timeout
+    while True:
+        entries = journal(rig, "--all", f"SVCDIAG_PUBLISHED={kind}", f"_SYSTEMD_INVOCATION_ID={invocation}")
+        if entries or time.monotonic() > deadline:
+            assert len(entries) == 1, entries
+            return entries[0]
+        time.sleep(0.1)
 
 
 # ---------------------------------------------------------------- waiting on the start itself
@@ -73,7 +94,7 @@ def wait_for_phase(source, unit: str, phase: str, *, timeout: float = 30.0, sinc
     seen: list[str] = []
     while True:
         recs = [json.loads(e["SVCDIAG_JSON"]) | {"_at": int(e["__REALTIME_TIMESTAMP"]) / 1e6}
-                for e in journal(source, "SVCDIAG_EVENT=phase_entered", f"SVCDIAG_UNIT={unit}")]
+                for e in journal(source, "SVCDIAG_EVENT=phase_entered", f"SVCDIAG_UNIT={unit}", sync=False)]
         recs = [r for r in recs if since is None or r["_at"] >= since]
         if any(r["phase"] == phase for r in recs):
             return b""

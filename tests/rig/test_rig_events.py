@@ -16,7 +16,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from svcdiag.output.schema import MESSAGE_IDS
 
-from .helpers import config, journal, json_lines, sv, unit_name, verdict_of
+from .helpers import config, journal, json_lines, sv, synced, unit_name, verdict_of
 
 pytestmark = pytest.mark.rig
 
@@ -33,7 +33,9 @@ def test_events_of_an_up_are_read_back_by_events_journalctl_and_the_textfile(rig
     v = verdict_of(up)
     assert v["verdict"] == "healthy"
 
-    # `svcdiag events` after `up` has exited: the same records, in the same order
+    # `svcdiag events` after `up` has exited: the same records, in the same order (once journald has stored
+    # the last ones: a loaded journald may still hold them when `up` exits)
+    synced(rig)
     back = json_lines(sv(rig, units, "events", "--unit", name, "--json"))
     assert shape(back) == shape(json_lines(up))
     assert back[-1]["invocation"] == v["invocation"] and back[-1]["figures"]["kv_tokens"] == v["figures"]["kv_tokens"]
