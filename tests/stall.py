@@ -1,13 +1,16 @@
-"""`python tests/stall.py [--pause S] [--every S] -- CMD...`: run CMD (a pytest run, say) and, every `--every`
-seconds, stop it and every process under it (the rig's systemd, journald, units, the svcdiag commands tests
-run in it) with SIGSTOP for `--pause` seconds, then go on (SIGCONT): a loaded machine's stall, on demand.
-CI (2 cores at load 15) stalls processes for seconds; busy loops beside the tests rarely do (the scheduler
-favours a process that slept), this does every time. Exits with CMD's status; prints how many stalls."""
+"""`python tests/stall.py [--pause S] [--every S] [--some P] -- CMD...`: run CMD (a pytest run, say) and, every
+`--every` seconds, stop it and every process under it (the rig's systemd, journald, units, the svcdiag commands
+tests run in it) with SIGSTOP for `--pause` seconds, then go on (SIGCONT): a loaded machine's stall, on demand.
+`--some P`: each process is stopped with probability P only, as a loaded machine stalls some and not others
+(a sender but not its reader, a server but not its health check). CI (2 cores at load 15) stalls processes
+for seconds; busy loops beside the tests rarely do (the scheduler favours a process that slept), this does
+every time. Exits with CMD's status; prints how many stalls."""
 
 from __future__ import annotations
 
 import argparse
 import os
+import random
 import signal
 import subprocess
 import sys
@@ -43,6 +46,7 @@ def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(prog="python tests/stall.py")
     ap.add_argument("--pause", type=float, default=3.0, help="seconds each stall lasts (default 3)")
     ap.add_argument("--every", type=float, default=7.0, help="seconds between stalls (default 7)")
+    ap.add_argument("--some", type=float, default=1.0, help="the chance each process is stopped (default 1: all)")
     ap.add_argument("cmd", nargs="+")
     a = ap.parse_args(argv)
     child = subprocess.Popen(a.cmd)
@@ -57,8 +61,8 @@ def main(argv: list[str]) -> int:
                 more = [p for p in tree(child.pid) if p not in stopped]
                 if not more:
                     break
-                signal_all(more, signal.SIGSTOP)
                 stopped += more
+                signal_all([p for p in more if random.random() < a.some], signal.SIGSTOP)
             time.sleep(a.pause)
             signal_all(stopped, signal.SIGCONT)
             stopped = []
@@ -66,7 +70,8 @@ def main(argv: list[str]) -> int:
     finally:
         signal_all(stopped, signal.SIGCONT)
         code = child.wait()
-    print(f"stall.py: {stalls} stalls of {a.pause:g} s, one every {a.every:g} s", file=sys.stderr)
+    print(f"stall.py: {stalls} stalls of {a.pause:g} s, one every {a.every:g} s (each process stopped at "
+          f"a chance of {a.some:g})", file=sys.stderr)
     return code
 
 
