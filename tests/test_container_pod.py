@@ -292,7 +292,7 @@ def test_a_wedged_pod_fails_its_liveness_probe_and_its_metrics_parse(tmp_path: P
             time.sleep(0.05)
         cli = subprocess.run([sys.executable, "-m", "svcdiag", "probe", "live", "--port", str(probe_port)],
                              capture_output=True, text=True, cwd=ROOT, check=False)
-        with urllib.request.urlopen(f"http://127.0.0.1:{probe_port}/metrics", timeout=5) as r:
+        with urllib.request.urlopen(f"http://127.0.0.1:{probe_port}/metrics", timeout=30) as r:
             kind, metrics = r.headers["Content-Type"], r.read().decode()
         pod.signal(signal.SIGTERM)
         pod.end()

@@ -137,7 +137,7 @@ def test_the_seeds_config_asserts_on_an_old_release_and_hits_the_mamba_cap_on_05
 
 def get(url: str) -> tuple[int, object]:
     try:
-        with urllib.request.urlopen(url, timeout=5) as r:
+        with urllib.request.urlopen(url, timeout=30) as r:
             return r.status, json.loads(r.read() or b"null")
     except urllib.error.HTTPError as e:
         return e.code, None
