@@ -35,11 +35,19 @@ def test_a_wedged_server_is_restarted_by_systemd_and_history_shows_the_chain(rig
     # serving 2 s (40 s × 0.05), then /health 503 and a silent log: wedged after 3 checks, WATCHDOG=trigger,
     # systemd aborts the supervisor (Result=watchdog) and starts the unit again RestartSec later
     until(rig, unit, "NRestarts", lambda n: n.isdigit() and int(n) >= 1, timeout=60)
-    # the restarted main process's start (whole seconds), read at once: the restarted stand-in wedges again 2 s
-    # after ready
-    began = float(rig.run(["systemctl", "show", "--timestamp=unix", "-P", "ExecMainStartTimestamp", unit])
-                  .stdout.decode().strip().lstrip("@"))
-    again = until(rig, unit, "InvocationID", lambda i: i not in ("", first["InvocationID"]), timeout=30)
+    # the restarted start and its main process's start (whole seconds), read together once systemd has forked it
+    # (NRestarts counts the restart job before the fork: read then, ExecMainStartTimestamp was still the first
+    # start's); at once, for the restarted stand-in wedges again 2 s after ready
+    deadline = time.monotonic() + 60
+    while True:
+        out = rig.run(["systemctl", "show", "--timestamp=unix", "-p", "InvocationID", "-p", "MainPID",
+                       "-p", "ExecMainStartTimestamp", unit]).stdout.decode()
+        again = dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
+        if again["InvocationID"] not in ("", first["InvocationID"]) and again["MainPID"] not in ("0", first["MainPID"]):
+            break
+        assert time.monotonic() < deadline, again
+        time.sleep(0.1)
+    began = float(again["ExecMainStartTimestamp"].lstrip("@"))
     second = again["InvocationID"]
     until(rig, unit, "StatusText", lambda s: s.startswith("ready · KV "), timeout=90)  # READY=1: judged healthy again
     rows = {r["invocation"]: r for r in json_lines(sv(rig, units, "history", name, "--json"))}
