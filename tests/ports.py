@@ -20,8 +20,10 @@ from svcdiag.ops.host.ports import ephemeral_clash, ephemeral_range
 
 WORKER = int(os.environ.get("PYTEST_XDIST_WORKER", "gw0")[2:] or 0)
 FIRST = 24000
-#: below the ephemeral range (the kernel's, or its default where /proc does not say)
+#: below the ephemeral range (the kernel's, or its default where /proc does not say, or where it starts below
+#: FIRST: then every port here is refused by _free, and next_port says so)
 END = min((ephemeral_range() or (32768, 60999))[0], 32768)
+END = END if END > FIRST + 1000 else 32768
 _next = FIRST + (1000 * WORKER) % (END - FIRST)
 _held: list[socket.socket] = []  # this process's reservations: the kernel lets them go when it exits
 
