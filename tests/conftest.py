@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from hypothesis import HealthCheck, settings
 
 ROOT = Path(__file__).resolve().parent.parent
 UNITS = ROOT / "units"
@@ -25,6 +26,11 @@ for _sig, _handler in ((signal.SIGINT, signal.default_int_handler), (signal.SIGQ
 # takes before the terminal's own: the screens the tests draw are sized by the tests themselves.
 for _var in ("COLUMNS", "LINES"):
     os.environ.pop(_var, None)
+# Hypothesis fails an example slower than 200 ms (its deadline) and a strategy slow to draw (too_slow): a loaded
+# machine (CI: 2 cores at load 15) stalls any test that long, and neither is what a test asserts. A test's own
+# @settings are laid over these (its suppress_health_check replaces this list: name too_slow there too).
+settings.register_profile("svcdiag", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("svcdiag")
 
 
 @pytest.hookimpl(optionalhook=True)

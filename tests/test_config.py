@@ -128,7 +128,7 @@ VALUES = st.one_of(st.none(), st.booleans(), st.integers(-10, 100000), st.floats
                    st.dictionaries(st.text(max_size=5), st.text(max_size=5), max_size=3))
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(st.dictionaries(st.sampled_from(sorted(TOP_LEVEL) + ["bogus", "tp", "gpu"]), VALUES, max_size=6))
 def test_validation_never_raises_anything_but_config_error(tmp_path_factory, raw) -> None:
 

@@ -44,10 +44,11 @@ def test_a_state_dir_that_is_a_file_is_refused(cli: Cli, monkeypatch) -> None:
 
 
 def _hold_lock(path, seconds: float) -> subprocess.Popen:
-    """Another process holding an fcntl lock on `path`, as apt and dpkg do."""
-    code = ("import fcntl, sys, time; f = open(sys.argv[1], 'a'); fcntl.lockf(f, fcntl.LOCK_EX); "
-            "print('held', flush=True); time.sleep(float(sys.argv[2]))")
-    holder = subprocess.Popen([sys.executable, "-c", code, str(path), str(seconds)], stdout=subprocess.PIPE, text=True)
+    """Another process holding an fcntl lock on `path`, as apt and dpkg do: for `seconds`, or until its stdin closes."""
+    code = ("import fcntl, select, sys; f = open(sys.argv[1], 'a'); fcntl.lockf(f, fcntl.LOCK_EX); "
+            "print('held', flush=True); select.select([sys.stdin], [], [], float(sys.argv[2]))")
+    holder = subprocess.Popen([sys.executable, "-c", code, str(path), str(seconds)], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True)
     assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
     return holder
 
@@ -55,12 +56,15 @@ def _hold_lock(path, seconds: float) -> subprocess.Popen:
 def test_setup_waits_for_another_apt_then_goes_on(tmp_path) -> None:
     """scripts/setup right after boot: unattended-upgrades holds dpkg's lock; setup waits, saying so."""
     lock = tmp_path / "lock-frontend"
-    holder = _hold_lock(lock, 2)
-    env = {**os.environ, "SVCDIAG_APT_LOCKS": f"{lock} {tmp_path / 'absent'}", "SVCDIAG_APT_WAIT": "30"}
-    r = subprocess.run([str(ROOT / "scripts" / "apt-lock-wait")], env=env, capture_output=True, text=True, timeout=60)
-    holder.wait()
-    assert r.returncode == 0, r.stderr
-    assert "another apt or dpkg holds its lock" in r.stderr and "free after" in r.stderr
+    holder = _hold_lock(lock, 60)
+    env = {**os.environ, "SVCDIAG_APT_LOCKS": f"{lock} {tmp_path / 'absent'}", "SVCDIAG_APT_WAIT": "60"}
+    waiter = subprocess.Popen([str(ROOT / "scripts" / "apt-lock-wait")], env=env, stderr=subprocess.PIPE, text=True)
+    assert waiter.stderr is not None
+    said = waiter.stderr.readline()  # the lock is let go only once setup says it waits (not after a fixed time)
+    holder.communicate(timeout=60)  # its stdin closed: it ends, and the lock is free
+    _, rest = waiter.communicate(timeout=60)
+    assert waiter.returncode == 0, said + rest
+    assert "another apt or dpkg holds its lock" in said and "free after" in rest, said + rest
 
 
 def test_setup_gives_up_on_a_held_lock_after_its_bound(tmp_path) -> None:

@@ -39,12 +39,21 @@ def test_flush_sends_what_is_held_so_far_and_keeps_holding() -> None:
     assert sent[-1] == "STATUS=ready 1 s"
 
 
+#: the child's next write waits for the supervisor's STATUS= on the one before (the test touches the file named
+#: by argv[1]): a fixed sleep let a supervisor stalled on a loaded machine read both writes as one
+AFTER_STATUS = r"""
+import os, sys, time
+deadline = time.monotonic() + 60
+while not os.path.exists(sys.argv[1]) and time.monotonic() < deadline:
+    time.sleep(0.01)
+"""
+
 BURST = r"""
 import os, sys, time
 os.write(1, b"[2026-12-03 10:00:00.100] Load weight begin. avail mem=94.50 GB\n"
             b"[2026-12-03 10:00:00.200] Load weight end. elapsed=41.90 s, type=Qwen3_5ForCausalLM, avail mem=44.21 GB, mem usage=50.29 GB.\n"
             b"[2026-12-03 10:00:00.300] KV Cache is allocated. dtype: torch.bfloat16, #tokens: 94126, K size: 2.87 GB, V size: 2.87 GB\n")
-time.sleep(0.3)
+""" + AFTER_STATUS + r"""
 os.write(1, b"[2026-12-03 10:00:00.400] Memory pool end. avail mem=23.63 GB\n")
 """
 
@@ -53,11 +62,18 @@ def test_a_burst_of_milestone_lines_in_one_read_is_one_status(units: Path, tmp_p
     (units / "b.toml").write_text('extends = "demo-dense"\nreadiness = "notify"\n')
     child = tmp_path / "child.py"
     child.write_text(BURST)
+    said = tmp_path / "said"
     sent: list[str] = []
+
+    def send(msg: str) -> None:
+        sent.append(msg)
+        if "KV 94,126 tokens" in msg:
+            said.touch()
+
     out = tmp_path / "out"
     with out.open("wb") as f:
-        sup = Supervisor(UnitsDir(units, "t").load("b"), [sys.executable, str(child)], out_fd=f.fileno(),
-                         notifier=Notifier(send=sent.append), environ={})
+        sup = Supervisor(UnitsDir(units, "t").load("b"), [sys.executable, str(child), str(said)], out_fd=f.fileno(),
+                         notifier=Notifier(send=send), environ={})
         sup.run()
     statuses = [m for m in sent if m.startswith("STATUS=")]  # STATUS= leads each datagram it is in
     # starting; the three lines of the first read (weights loaded, KV sized) as one; the fourth; the end
@@ -69,7 +85,7 @@ def test_a_burst_of_milestone_lines_in_one_read_is_one_status(units: Path, tmp_p
 FLOOD = r"""
 import os
 os.write(1, b"[2026-12-03 10:00:00.100] Load weight begin. avail mem=94.50 GB\n")
-import time; time.sleep(0.3)
+""" + AFTER_STATUS + r"""
 os.write(1, b"x" * 40000 + b"\n[2026-12-03 10:00:00.200] Load weight end. elapsed=41.90 s, type=Qwen3_5ForCausalLM, avail mem=44.21 GB, mem usage=50.29 GB.\n")
 """
 
@@ -80,12 +96,15 @@ def test_a_small_reads_status_leaves_before_its_bytes_and_a_big_read_passes_thro
     child = tmp_path / "child.py"
     child.write_text(FLOOD)
     out = tmp_path / "out"
+    said = tmp_path / "said"
     written: list[tuple[str, int]] = []  # each STATUS= and how many bytes had been passed through when it left
     with out.open("wb") as f:
         def send(msg: str) -> None:
             written.append((msg, os.fstat(f.fileno()).st_size))
+            if msg.startswith("STATUS=loading weights"):
+                said.touch()
 
-        Supervisor(UnitsDir(units, "t").load("b"), [sys.executable, str(child)], out_fd=f.fileno(),
+        Supervisor(UnitsDir(units, "t").load("b"), [sys.executable, str(child), str(said)], out_fd=f.fileno(),
                    notifier=Notifier(send=send), environ={}).run()
     begin = next(n for m, n in written if m.startswith("STATUS=loading weights"))
     assert begin == 0  # the milestone's news left before its line: `up` is awake when journald has it

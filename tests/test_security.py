@@ -108,7 +108,7 @@ def test_systemd_creds_blob_renders_load_credential_encrypted(units: Path, tmp_p
 _nasty = st.text(st.characters(blacklist_categories=("Cs",)), min_size=1, max_size=40)
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])  # file I/O per example: slow on a loaded machine
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])  # file I/O per example: slow on a loaded machine
 @given(name=st.from_regex(r"[A-Za-z_][A-Za-z0-9_]{0,15}", fullmatch=True),
        value=st.one_of(_nasty, st.sampled_from(['"', "'", "%h", "%%", "$HOME", "${X}", "a\nb", "\\", "`id`", "\n"])))
 def test_no_secret_value_reaches_a_unit_file(units: Path, tmp_path: Path, name: str, value: str) -> None:

@@ -26,6 +26,7 @@ from svcdiag.systemd.notify import START_LIMIT_BURST, restart_policy, start_limi
 from svcdiag.systemd.render import render_unit
 
 from .conftest import ROOT
+from .ports import free_port
 from .test_supervise import NotifySocket, write
 
 BATCH = "[2026-12-06 10:00:00 TP0] Decode batch. #running-req: 64, #token: 90000, token usage: 0.93, #queue-req: 212,"
@@ -146,8 +147,10 @@ def test_the_whole_starts_limit_is_one_figure_in_the_unit_the_import_warning_and
 
 
 def watched(units: Path, tmp_path: Path, name: str, scenario: str) -> tuple[subprocess.Popen, NotifySocket]:
-    write(units, name, f'extends = "demo-dense"\nsimulate = "{scenario}"\nport = {31960 + len(name)}\n'
-                       "sim_time_scale = 0.02\nwatchdog_s = 1\nhealth_interval_s = 0.25\nhealth_failures = 3\n")
+    """The supervisor of a stand-in at 0.02: /health answers in 0.02 s, loaded in 0.62 s; asked every 0.5 s and
+    given 0.5 s (at 0.25 s, a loaded machine's stall of a quarter second made a healthy answer a failure)."""
+    write(units, name, f'extends = "demo-dense"\nsimulate = "{scenario}"\nport = {free_port()}\n'
+                       "sim_time_scale = 0.02\nwatchdog_s = 1\nhealth_interval_s = 0.5\nhealth_failures = 3\n")
     cfg = UnitsDir(units, "t").load(name)
     sock = NotifySocket(tmp_path / f"notify-{name}")
     env = {**os.environ, "NOTIFY_SOCKET": str(sock.path), "PYTHONUNBUFFERED": "1", "WATCHDOG_USEC": "1000000"}
@@ -203,7 +206,7 @@ def test_a_loaded_server_is_left_alone_and_an_operators_stop_is_no_incident(unit
         sock.until("READY=1", timeout=60)
         busy_at = said(sock, "· busy since ", timeout=30)  # /health slower than its limit, batches printed
         while len([m for _, m in sock.got[busy_at:] if m == "WATCHDOG=1"]) < 4:  # two seconds more of busy
-            said(sock, "WATCHDOG=1", timeout=5, after=len(sock.got))
+            said(sock, "WATCHDOG=1", timeout=30, after=len(sock.got))
         sent = [m for _, m in sock.got]
         assert "WATCHDOG=trigger" not in sent and not any(m.startswith("STATUS=wedged") for m in sent), sent
         p.send_signal(signal.SIGTERM)

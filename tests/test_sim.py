@@ -137,7 +137,7 @@ def test_the_seeds_config_asserts_on_an_old_release_and_hits_the_mamba_cap_on_05
 
 def get(url: str) -> tuple[int, object]:
     try:
-        with urllib.request.urlopen(url, timeout=5) as r:
+        with urllib.request.urlopen(url, timeout=30) as r:
             return r.status, json.loads(r.read() or b"null")
     except urllib.error.HTTPError as e:
         return e.code, None
@@ -152,9 +152,9 @@ def serve(version: str, port: int) -> subprocess.Popen[str]:
 
 
 def wait_bound(port: int, proc: subprocess.Popen[str], path: str) -> list[int]:
-    """Codes of `path` from the bind until 200 (or 20 s)."""
+    """Codes of `path` from the bind until 200 (or 60 s)."""
     codes: list[int] = []
-    deadline = time.monotonic() + 20
+    deadline = time.monotonic() + 60
     while time.monotonic() < deadline and proc.poll() is None:
         code, _ = get(f"http://127.0.0.1:{port}{path}")
         if code != -1:
@@ -166,10 +166,17 @@ def wait_bound(port: int, proc: subprocess.Popen[str], path: str) -> list[int]:
 
 
 def test_0523_endpoints_ready_503_then_200_and_server_info() -> None:
-    port = free_port()
-    proc = serve(NEW, port)
-    try:
+    # from the bind to ready is ~90 ms at this scale: a loaded machine may stall this test past all of it (its
+    # first answer already 200). Each such start is ended and another made, up to 5; /ready never 503 fails
+    for attempt in range(5):
+        port = free_port()
+        proc = serve(NEW, port)
         codes = wait_bound(port, proc, "/ready")
+        if 503 in codes or attempt == 4:
+            break
+        proc.terminate()
+        proc.communicate(timeout=60)
+    try:
         assert codes and codes[-1] == 200 and 503 in codes, codes
         code, info = get(f"http://127.0.0.1:{port}/server_info")
         assert code == 200 and isinstance(info, dict)
@@ -184,7 +191,7 @@ def test_0523_endpoints_ready_503_then_200_and_server_info() -> None:
         assert get(f"http://127.0.0.1:{port}/model_info")[0] == 200
     finally:
         proc.terminate()
-        out, _ = proc.communicate(timeout=10)
+        out, _ = proc.communicate(timeout=60)
     assert ("Endpoint '/get_server_info' is deprecated and will be removed in a future version. "
             "Please use '/server_info' instead.") in messages(out)
 
@@ -202,5 +209,5 @@ def test_old_release_endpoints_have_no_ready_nor_server_info() -> None:
         assert get(f"http://127.0.0.1:{port}/get_model_info")[0] == 200
     finally:
         proc.terminate()
-        out, _ = proc.communicate(timeout=10)
+        out, _ = proc.communicate(timeout=60)
     assert "deprecated" not in out

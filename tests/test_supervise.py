@@ -7,6 +7,7 @@ import os
 import shutil
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import time
@@ -24,6 +25,7 @@ from svcdiag.systemd.render import render_unit, supervise_argv
 
 from .children import CHILD
 from .conftest import ROOT, assert_one_line_error, run_svcdiag
+from .ports import free_port
 from .systemd_quoting import split_exec
 
 
@@ -83,21 +85,34 @@ def test_notify_unit_wraps_the_same_argv_and_systemd_accepts_it(units: Path, tmp
 # ---------------------------------------------------------------- the supervisor, on a socket of ours
 
 
+#: SO_TIMESTAMP (asm-generic's; Python's socket module does not name it)
+SO_TIMESTAMP = 29
+TIMEVAL = struct.Struct("@ll")
+
+
 class NotifySocket:
-    """What systemd's end of NOTIFY_SOCKET would receive, with arrival times: `got` holds each
-    assignment (a datagram may carry several, one a line, as sd_notify allows)."""
+    """What systemd's end of NOTIFY_SOCKET would receive, with the time each datagram was sent (the
+    kernel's stamp, SO_TIMESTAMP: not when this test, maybe stalled on a loaded machine, read it):
+    `got` holds each assignment (a datagram may carry several, one a line, as sd_notify allows)."""
 
     def __init__(self, path: Path):
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        self.sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMP, 1)
         self.sock.bind(str(path))
         self.path = path
         self.got: list[tuple[float, str]] = []
         self.datagrams: list[str] = []
 
     def _recv(self) -> None:
-        msg, now = self.sock.recv(65536).decode(), time.time()
+        data, ancillary, _, _ = self.sock.recvmsg(65536, socket.CMSG_SPACE(TIMEVAL.size))
+        sent = time.time()
+        for level, kind, raw in ancillary:
+            if (level, kind) == (socket.SOL_SOCKET, SO_TIMESTAMP) and len(raw) >= TIMEVAL.size:
+                sec, usec = TIMEVAL.unpack(raw[:TIMEVAL.size])
+                sent = sec + usec / 1e6
+        msg = data.decode()
         self.datagrams.append(msg)
-        self.got += [(now, line) for line in msg.split("\n")]
+        self.got += [(sent, line) for line in msg.split("\n")]
 
     def until(self, prefix: str, timeout: float = 30.0) -> str:
         """The first datagram with an assignment starting with `prefix`."""
@@ -147,7 +162,7 @@ def test_bytes_pass_through_unchanged_and_the_exit_status_is_the_childs(units: P
 
 
 def test_ready_only_after_the_http_cross_check_and_sigterm_is_forwarded(units: Path, tmp_path: Path) -> None:
-    write(units, "n", 'extends = "demo-dense"\nreadiness = "notify"\nport = 31955\nsim_time_scale = 0.02\n')
+    write(units, "n", f'extends = "demo-dense"\nreadiness = "notify"\nport = {free_port()}\nsim_time_scale = 0.02\n')
     cfg = UnitsDir(units, "t").load("n")
     sock = NotifySocket(tmp_path / "notify")
     p = supervise(units, "n", exec_argv(cfg), sock)

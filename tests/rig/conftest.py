@@ -11,6 +11,9 @@ import pytest
 
 from ..conftest import ROOT, UNITS
 
+#: a rig's boot, at most: four workers boot theirs at once, on CI's two loaded cores (Rig's own default is 60 s)
+BOOT_S = 180
+
 
 @pytest.fixture(scope="session")
 def rig():
@@ -23,7 +26,7 @@ def rig():
         if os.environ.get("SVCDIAG_REQUIRE_RIG"):
             pytest.fail(f"the private systemd rig is required here but unavailable: {why}")
         pytest.skip(why)
-    r = Rig(ROOT, name=f"svcdiag-test-{os.getpid()}").boot()
+    r = Rig(ROOT, name=f"svcdiag-test-{os.getpid()}").boot(timeout=BOOT_S)
     yield r
     r.down()
 
@@ -146,7 +149,7 @@ def test_hosts():
     hosts = []
     try:
         with ThreadPoolExecutor(len(rigs)) as pool:
-            list(pool.map(lambda r: r.boot(), rigs))
+            list(pool.map(lambda r: r.boot(timeout=BOOT_S), rigs))
         hosts = make_sshds(list(zip(rigs, ("127.0.0.2", "127.0.0.3"), strict=True)), ROOT)
         yield tuple(hosts)
     finally:

@@ -6,13 +6,12 @@ from __future__ import annotations
 import json
 import os
 import select
-import socket
 import subprocess
 import time
 import uuid
 from pathlib import Path
 
-from svcdiag.ops.host.ports import ephemeral_clash
+from ..ports import next_port  # every rig test module takes its ports from here (tests/ports.py)
 
 
 def sv(rig, units: Path, *args: str, timeout: float = 120):
@@ -29,33 +28,6 @@ def verdict_of(proc) -> dict:
     return lines[-1]
 
 
-#: each pytest-xdist worker boots its own rig, but all share the host's network: a port range each, below the
-#: kernel's ephemeral range (32768-60999 by default). CI once saw a start there fail on port_in_use with no
-#: server holding the port: an outgoing connection the kernel had lent it to.
-WORKER = int(os.environ.get("PYTEST_XDIST_WORKER", "gw0")[2:] or 0)
-_ports = iter(range(24000 + 400 * WORKER, 24400 + 400 * WORKER))
-
-
-def _free(port: int) -> bool:
-    """Nothing on this host listens on or holds `port`, and the kernel will not lend it to a connection."""
-    if ephemeral_clash(port) is not None:
-        return False
-    with socket.socket() as s:
-        try:
-            s.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
-
-
-def next_port(n: int = 1) -> int:
-    """The first of `n` consecutive free ports from this worker's range (every rig test module takes from it)."""
-    while True:
-        ports = [next(_ports) for _ in range(n)]
-        if ports == list(range(ports[0], ports[0] + n)) and all(_free(p) for p in ports):
-            return ports[0]
-
-
 def config(units: Path, name: str, base: str, **fields) -> str:
     fields.setdefault("port", next_port())
     body = [f'extends = "{base}"'] + [f"{k} = {json.dumps(v)}" for k, v in fields.items() if not isinstance(v, dict)]
@@ -69,10 +41,31 @@ def unit_name(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:6]}"
 
 
-def journal(rig, *matches: str) -> list[dict]:
-    """`journalctl -o json MATCH...` inside the rig, one dict per entry."""
+def synced(rig) -> None:
+    """`journalctl --sync`: journald has stored every entry sent before this (a loaded journald may still hold
+    the last records of an `up` that has exited; journalctl and `svcdiag events` read only what it stored)."""
+    rig.run(["journalctl", "--sync"])
+
+
+def journal(rig, *matches: str, sync: bool = True) -> list[dict]:
+    """`journalctl -o json MATCH...` inside the rig, one dict per entry (after `synced`, unless told not to)."""
+    if sync:
+        synced(rig)
     out = rig.run(["journalctl", "--no-pager", "-o", "json", *matches]).stdout.decode()
     return [json.loads(line) for line in out.splitlines() if line.strip()]
+
+
+def published(rig, kind: str, invocation: str, timeout: float = 60.0) -> dict:
+    """The entry a start's supervisor publishes after READY=1 (SVCDIAG_PUBLISHED=`kind`: verdict, milestones),
+    once there: it is written off the supervisor's loop, and `up` may have returned before it was even sent.
+    `--all`: journalctl's JSON leaves a field over 4 KiB out otherwise."""
+    deadline = time.monotonic() + timeout
+    while True:
+        entries = journal(rig, "--all", f"SVCDIAG_PUBLISHED={kind}", f"_SYSTEMD_INVOCATION_ID={invocation}")
+        if entries or time.monotonic() > deadline:
+            assert len(entries) == 1, entries
+            return entries[0]
+        time.sleep(0.1)
 
 
 # ---------------------------------------------------------------- waiting on the start itself
@@ -101,7 +94,7 @@ def wait_for_phase(source, unit: str, phase: str, *, timeout: float = 30.0, sinc
     seen: list[str] = []
     while True:
         recs = [json.loads(e["SVCDIAG_JSON"]) | {"_at": int(e["__REALTIME_TIMESTAMP"]) / 1e6}
-                for e in journal(source, "SVCDIAG_EVENT=phase_entered", f"SVCDIAG_UNIT={unit}")]
+                for e in journal(source, "SVCDIAG_EVENT=phase_entered", f"SVCDIAG_UNIT={unit}", sync=False)]
         recs = [r for r in recs if since is None or r["_at"] >= since]
         if any(r["phase"] == phase for r in recs):
             return b""

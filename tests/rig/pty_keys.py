@@ -1,6 +1,6 @@
 """`python tests/rig/pty_keys.py [--cols N] [--rows N] [--after S] [--until TEXT] [--keys K] -- CMD...`:
 run CMD on a fresh pseudo-terminal of that size, wait until TEXT appears on it (or S seconds), type K,
-then copy everything it drew to stdout and exit with CMD's status (124 if it did not exit within 10 s)."""
+then copy everything it drew to stdout and exit with CMD's status (124 if it did not exit within 30 s)."""
 
 from __future__ import annotations
 
@@ -41,7 +41,7 @@ def main(argv: list[str]) -> int:
         if typed_at is None and (now >= deadline or (a.until and a.until.encode() in out)):
             os.write(fd, a.keys.encode())
             typed_at = now
-        if typed_at is not None and now - typed_at > 10:
+        if typed_at is not None and now - typed_at > 30:
             os.kill(pid, 9)
             os.waitpid(pid, 0)
             sys.stdout.buffer.write(bytes(out))

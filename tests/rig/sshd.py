@@ -41,10 +41,10 @@ class Sshd:
         self.rig.run(["systemd-run", f"--unit={self.unit}", "--collect", "-p", "RuntimeDirectory=sshd",
                       "-p", "KillMode=control-group", "/usr/sbin/sshd", "-D", "-e",
                       "-f", str(self.dir / f"sshd_config.{self.addr}")])
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 120
         while True:
             try:
-                with socket.create_connection((self.addr, self.port), timeout=1) as s:
+                with socket.create_connection((self.addr, self.port), timeout=10) as s:
                     if s.recv(4).startswith(b"SSH-"):
                         return self
             except OSError:

@@ -102,7 +102,7 @@ def test_corrupt_snapshot_is_set_aside_and_crash_keeps_history(rig, units: Path)
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     wait_for_phase(rig, name, "loading_weights", since=since)  # its fresh start is under way
     rig.run(f"pkill -KILL -f '[b]in/svcdiag --units {units} baseline-check {name}'")
-    waiter.wait(timeout=10)
+    waiter.wait(timeout=60)
     assert sorted(p.name for p in (st / name).iterdir()) == before
     assert good.read_bytes() == good_bytes
     sv(rig, units, "down", name)

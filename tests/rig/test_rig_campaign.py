@@ -6,7 +6,6 @@ import json
 import os
 import shlex
 import signal
-import socket
 import subprocess
 import tarfile
 import time
@@ -17,18 +16,9 @@ import pytest
 
 from svcdiag.ops.host.history import LEARNED_FACTOR, LEARNED_FLOOR_S, percentile
 
-from .helpers import config as _config
-from .helpers import json_lines, sv, unit_name, verdict_of
+from .helpers import config, json_lines, sv, unit_name, verdict_of
 
 pytestmark = pytest.mark.rig
-
-
-def config(units: Path, name: str, base: str, **fields) -> str:
-    """helpers.config on a port free right now (the rig shares the host's network with other test runs)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        fields.setdefault("port", s.getsockname()[1])
-    return _config(units, name, base, **fields)
 
 
 def plan(units: Path, phases: list[dict], *, baseline: str | bool = False, **top) -> Path:

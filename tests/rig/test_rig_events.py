@@ -16,7 +16,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from svcdiag.output.schema import MESSAGE_IDS
 
-from .helpers import config, journal, json_lines, sv, unit_name, verdict_of
+from .helpers import config, journal, json_lines, sv, synced, unit_name, verdict_of
 
 pytestmark = pytest.mark.rig
 
@@ -33,7 +33,9 @@ def test_events_of_an_up_are_read_back_by_events_journalctl_and_the_textfile(rig
     v = verdict_of(up)
     assert v["verdict"] == "healthy"
 
-    # `svcdiag events` after `up` has exited: the same records, in the same order
+    # `svcdiag events` after `up` has exited: the same records, in the same order (once journald has stored
+    # the last ones: a loaded journald may still hold them when `up` exits)
+    synced(rig)
     back = json_lines(sv(rig, units, "events", "--unit", name, "--json"))
     assert shape(back) == shape(json_lines(up))
     assert back[-1]["invocation"] == v["invocation"] and back[-1]["figures"]["kv_tokens"] == v["figures"]["kv_tokens"]
@@ -113,9 +115,11 @@ def test_events_follow_in_a_second_terminal_sees_a_start_while_it_runs(rig, unit
         out, _ = up.communicate(timeout=30)
     finally:
         rig.run(f"pkill -f '[e]vents --follow --json --unit {name}'", check=False)
-        follower.communicate(timeout=10)
+        follower.communicate(timeout=60)
     assert up.returncode == 0
-    assert {"loading_weights", "kv_cache"} <= seen_while_running, seen_while_running
+    # the ~5 s weight load was seen while `up` still waited: live, not read back afterwards. (Not the KV pool:
+    # `up` ends ~1 s after it, and a loaded machine may hold the follower back that long.)
+    assert "loading_weights" in seen_while_running, seen_while_running
     up_recs = [json.loads(line) for line in out.decode().splitlines() if line.startswith("{")]
     assert shape(seen) == shape(up_recs)
     sv(rig, units, "down", name)
@@ -132,7 +136,7 @@ def on_pty(rig, units: Path, *args: str, env: str = "") -> subprocess.CompletedP
 
 
 def test_up_on_a_terminal_shows_a_live_line_that_moves(rig, units: Path) -> None:
-    name = config(units, unit_name("tty"), "demo-slow", sim_time_scale=0.05)
+    name = slow = config(units, unit_name("tty"), "demo-slow", sim_time_scale=0.05)
     p = on_pty(rig, units, "up", name, "--wait-ready")
     screen = p.stdout.decode()
     assert p.returncode == 0, screen
@@ -155,10 +159,13 @@ def test_up_on_a_terminal_shows_a_live_line_that_moves(rig, units: Path) -> None
     assert "left on the deadline" not in as_json and "\x1b[" not in as_json
     sv(rig, units, "down", name)
 
-    # `wait` on a start in progress, and `baseline-check`, show the same line
-    assert sv(rig, units, "up", name).returncode == 0
-    waited = on_pty(rig, units, "wait", name).stdout.decode()
-    assert f"{name}  phase " in _SGR.sub("", waited) and "left on the deadline" in waited
+    # `wait` on a start in progress, and `baseline-check`, show the same line. `wait` attaches to the slow start
+    # (~8 s): a loaded machine may take seconds to start `wait`, and the smoke start (~3 s) could be over by then
+    assert sv(rig, units, "up", slow).returncode == 0
+    waited = on_pty(rig, units, "wait", slow).stdout.decode()
+    assert f"{slow}  phase " in _SGR.sub("", waited) and "left on the deadline" in waited
+    sv(rig, units, "down", slow)
+    assert sv(rig, units, "up", name, "--wait-ready").returncode == 0
     checked = on_pty(rig, units, "baseline-check", name, "--state-dir", str(units / "state"))
     assert checked.returncode == 0 and "left on the deadline" in checked.stdout.decode()
     assert "baseline " + name + " holds" in _SGR.sub("", checked.stdout.decode())

@@ -7,12 +7,12 @@ last, counts.
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 
 import pytest
 
-from .helpers import config, journal, sv, unit_name, verdict_of
+from .helpers import config, sv, unit_name, verdict_of
+from .helpers import published as published_entry
 
 pytestmark = pytest.mark.rig
 
@@ -45,16 +45,9 @@ def both_ways(rig, units: Path, name: str) -> dict:
     return json.loads(rig.run([".venv/bin/python", "-c", BOTH_WAYS, str(units), name]).stdout)
 
 
-def published(rig, invocation: str, timeout: float = 15.0) -> dict:
-    """The supervisor's milestones entry for the start, once it is written (off its loop, after READY=1);
-    `--all`: journalctl's JSON leaves a field over 4 KiB out otherwise."""
-    deadline = time.monotonic() + timeout
-    while True:
-        entries = journal(rig, "--all", "SVCDIAG_PUBLISHED=milestones", f"_SYSTEMD_INVOCATION_ID={invocation}")
-        if entries or time.monotonic() > deadline:
-            assert len(entries) == 1, entries
-            return entries[0]
-        time.sleep(0.1)
+def published(rig, invocation: str) -> dict:
+    """The supervisor's milestones entry for the start, once it is written (off its loop, after READY=1)."""
+    return published_entry(rig, "milestones", invocation)
 
 
 def test_logs_milestones_from_the_supervisors_record_prints_what_judging_the_journal_prints(rig, units: Path) -> None:

@@ -84,9 +84,10 @@ def test_top_shows_every_unit_starting_failed_and_healthy(rig, units: Path) -> N
     assert re.search(rf"{bad}\s+failed\s+loading_weights", table) and re.search(rf"{ok}\s+healthy\s+ready", table)
     assert "\x1b[" not in table
 
-    # on a terminal: the full-screen board, `q` quits with 0
-    p = rig.run(f"python tests/rig/pty_keys.py --after 4 --keys q -- svcdiag --units {units} top",
-                check=False, timeout=60)
+    # on a terminal: the full-screen board, `q` quits with 0 (typed once the board shows the shard count: after a
+    # fixed 4 s, a loaded machine could have `top` still starting, or drawing its first board without it)
+    p = rig.run(f"python tests/rig/pty_keys.py --until shards --after 60 --keys q -- svcdiag --units {units} top",
+                check=False, timeout=120)
     screen = p.stdout.decode()
     assert p.returncode == 0, screen[-2000:]
     rows = board_rows(screen, [ok, bad, slow])
@@ -95,8 +96,8 @@ def test_top_shows_every_unit_starting_failed_and_healthy(rig, units: Path) -> N
     assert "starting" in rows[slow] and "loading_weights" in rows[slow] and "shards" in rows[slow], rows
     assert "\x1b[?1049h" in screen and "\x1b[?1049l" in screen  # the alternate screen, left on exit
     assert re.search(r"\x1b\[[0-9;]*3[12]m", screen)  # coloured by state ...
-    nc = rig.run(f"NO_COLOR=1 python tests/rig/pty_keys.py --after 2 --keys q -- svcdiag --units {units} top",
-                 check=False, timeout=60)
+    nc = rig.run(f"NO_COLOR=1 python tests/rig/pty_keys.py --until {ok} --after 60 --keys q -- svcdiag --units {units} top",
+                 check=False, timeout=120)
     assert nc.returncode == 0 and not re.search(r"\x1b\[[0-9;]*3[0-7]m", nc.stdout.decode())  # ... unless NO_COLOR
     for n in (ok, bad, slow):
         sv(rig, units, "down", n)

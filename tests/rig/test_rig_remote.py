@@ -343,7 +343,8 @@ def test_a_failing_or_hanging_worker_node_on_gpu_b_is_named_and_node_0_stopped(
 def test_events_merges_two_hosts_journals_by_time(units: Path, sshd, gpu_b) -> None:
     """svcdiag's records in gpu-a's and in gpu-b's journal (each written by an `up` run on that
     host, the two starts at the same time): one stream, ordered by time, each record with its host."""
-    a, b = (variant(units, p, "demo-smoke", 0.05) for p in ("ev-a", "ev-b"))  # ~3 s each: long enough to overlap
+    # ~6.5 s each: they overlap even when a loaded machine starts one of them seconds after the other
+    a, b = (variant(units, p, "demo-smoke", 0.1) for p in ("ev-a", "ev-b"))
     on = {sshd.target: f"{a}.service", gpu_b.target: f"{b}.service"}
     hosts = ["--host", sshd.target, "--host", gpu_b.target]
     follower = subprocess.Popen([SVCDIAG, "--units", str(units), "events", "-f", "--json", "-u", a, "-u", b, *hosts],

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import re
 import shlex
-import socket
 import uuid
 from pathlib import Path
 
@@ -26,13 +25,6 @@ pytestmark = pytest.mark.rig
 TOKEN = "hf_Zq9\"'%h%%$HOME ${X}`id`\\n\tx\nline-2 end"
 NOBODY = "setpriv --reuid=65534 --regid=65534 --clear-groups"
 SCORE = re.compile(r"Overall exposure level for (\S+): (\d+\.\d+)")
-
-
-def _port() -> int:
-    """A port of its own: other rigs on this machine share the host's loopback."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _as_nobody(rig, cmd: str):
@@ -56,7 +48,7 @@ def test_secret_reaches_the_server_and_no_one_else(rig, units: Path, server_user
     secret = _secret_file(rig, TOKEN)
     # journal mode: the server is the main process and reads journal mode's EnvironmentFile (notify's
     # export by the supervisor: test_notify_supervisor_exports_the_credential_to_sglang_only)
-    name = config(units, unit_name("secret"), "demo-smoke", port=_port(), user=server_user, group=server_user,
+    name = config(units, unit_name("secret"), "demo-smoke", user=server_user, group=server_user,
                   readiness="journal", secrets={"HF_TOKEN": secret})
     p = sv(rig, units, "up", name, "--wait-ready", "--json")
     v = verdict_of(p)
@@ -91,15 +83,15 @@ def test_secret_reaches_the_server_and_no_one_else(rig, units: Path, server_user
 
 
 def test_secret_in_env_and_a_readable_secret_file_are_refused(rig, units: Path) -> None:
-    bad = config(units, unit_name("envtok"), "demo-smoke", port=_port(), env={"HF_TOKEN": "hf_leak123"})
+    bad = config(units, unit_name("envtok"), "demo-smoke", env={"HF_TOKEN": "hf_leak123"})
     p = sv(rig, units, "up", bad)
     assert_one_line_error(p, "env.HF_TOKEN", "[secrets]")
     assert b"hf_leak123" not in p.stderr + p.stdout
     secret = _secret_file(rig, "hf_loose")
     rig.run(f"chmod 644 {secret}")
-    loose = config(units, unit_name("loose"), "demo-smoke", port=_port(), secrets={"HF_TOKEN": secret})
+    loose = config(units, unit_name("loose"), "demo-smoke", secrets={"HF_TOKEN": secret})
     assert_one_line_error(sv(rig, units, "up", loose), "secrets.HF_TOKEN", secret, "chmod 600")
-    missing = config(units, unit_name("missing"), "demo-smoke", port=_port(), secrets={"HF_TOKEN": "credstore:nope-" + uuid.uuid4().hex[:6]})
+    missing = config(units, unit_name("missing"), "demo-smoke", secrets={"HF_TOKEN": "credstore:nope-" + uuid.uuid4().hex[:6]})
     assert_one_line_error(sv(rig, units, "install", missing), "secrets.HF_TOKEN", "/etc/credstore")
     assert rig.run(f"test -e /etc/systemd/system/{loose}.service", check=False).returncode != 0  # nothing installed
 
@@ -108,7 +100,7 @@ def test_encrypted_credential_reaches_the_server(rig, units: Path, server_user: 
     rig.run("mkdir -p /etc/credstore.encrypted && printf 'hf_enc42' | "
             "systemd-creds encrypt --name=HF_TOKEN - /etc/credstore.encrypted/svtok && "
             "chmod 600 /etc/credstore.encrypted/svtok")
-    name = config(units, unit_name("enc"), "demo-smoke", port=_port(), user=server_user, group=server_user,
+    name = config(units, unit_name("enc"), "demo-smoke", user=server_user, group=server_user,
                   secrets={"HF_TOKEN": "credstore:svtok"})
     assert "LoadCredentialEncrypted=HF_TOKEN:svtok" in sv(rig, units, "render", name).stdout.decode()
     p = sv(rig, units, "up", name, "--wait-ready", "--json")
@@ -121,7 +113,7 @@ def test_encrypted_credential_reaches_the_server(rig, units: Path, server_user: 
 
 def test_notify_supervisor_exports_the_credential_to_sglang_only(rig, units: Path, server_user: str) -> None:
     secret = _secret_file(rig, "hf_notify7")
-    name = config(units, unit_name("ntf"), "demo-smoke", port=_port(), user=server_user, group=server_user,
+    name = config(units, unit_name("ntf"), "demo-smoke", user=server_user, group=server_user,
                   readiness="notify", secrets={"HF_TOKEN": secret})
     p = sv(rig, units, "up", name, "--wait-ready", "--json")
     assert p.returncode == 0 and verdict_of(p)["verdict"] == "healthy", p.stderr.decode()
@@ -155,7 +147,7 @@ def test_every_shipped_unit_rates_at_most_4(rig, units: Path, capsys) -> None:
               + ", ".join(f"{n} {s:.1f}" for n, s in scores.items()))
     assert all(s <= 4.0 for s in scores.values()), scores
     # and off is off: the opt-out renders no sandbox
-    off = config(units, unit_name("off"), "demo-smoke", port=_port(), hardening="off")
+    off = config(units, unit_name("off"), "demo-smoke", hardening="off")
     assert "ProtectSystem" not in sv(rig, units, "render", off).stdout.decode()
     rig.run(["sh", "-c", "cd /etc/systemd/system && rm -f " + " ".join(f"{n}.service" for n in unit_names)])
     rig.run(["systemctl", "daemon-reload"])
@@ -164,7 +156,7 @@ def test_every_shipped_unit_rates_at_most_4(rig, units: Path, capsys) -> None:
 def test_polkit_group_runs_svcdiag_units_only(rig, units: Path) -> None:
     op = f"op{uuid.uuid4().hex[:6]}"
     rig.run(f"chmod o+x /root && groupadd -f svcdiag && useradd --no-create-home -G svcdiag {op}")
-    name = config(units, unit_name("pk"), "demo-smoke", port=_port())
+    name = config(units, unit_name("pk"), "demo-smoke")
     assert sv(rig, units, "install", name).returncode == 0
     foreign = f"foreign-{uuid.uuid4().hex[:6]}.service"
     rig.run(f"printf '[Service]\\nExecStart=/bin/sleep 600\\n' > /etc/systemd/system/{foreign} && "

@@ -13,6 +13,7 @@ import pytest
 from svcdiag.output.tables import render_status
 
 from .helpers import config, journal, json_lines, sv, unit_name, verdict_of
+from .helpers import published as published_entry
 
 pytestmark = pytest.mark.rig
 
@@ -78,7 +79,7 @@ def test_status_from_the_supervisors_published_verdict_says_what_judging_the_jou
     assert verdict_of(sv(rig, units, "up", plain, "--wait-ready", "--json"))["verdict"] == "healthy"
 
     # one entry of the start's own, and no second verdict event (`svcdiag events` holds up's one record)
-    [entry] = journal(rig, "SVCDIAG_PUBLISHED=verdict", f"_SYSTEMD_INVOCATION_ID={v['invocation']}")
+    entry = published_entry(rig, "verdict", v["invocation"])  # once written: `up` may return first
     assert json.loads(entry["SVCDIAG_JSON"])["figures"]["kv_tokens"] == v["figures"]["kv_tokens"]
     assert len(journal(rig, "SVCDIAG_EVENT=verdict", f"SVCDIAG_CONFIG={name}")) == 1
 
@@ -112,7 +113,7 @@ def test_status_from_the_supervisors_published_verdict_says_what_judging_the_jou
 def test_a_verdict_written_from_outside_the_unit_is_not_taken_for_its_supervisors(rig, units: Path) -> None:
     name = config(units, unit_name("forge"), "demo-smoke")
     v = verdict_of(sv(rig, units, "up", name, "--wait-ready", "--json"))
-    [entry] = journal(rig, "SVCDIAG_PUBLISHED=verdict", f"_SYSTEMD_INVOCATION_ID={v['invocation']}")
+    entry = published_entry(rig, "verdict", v["invocation"])  # once written: `up` may return first
     forged = json.loads(entry["SVCDIAG_JSON"])
     forged["figures"]["kv_tokens"] = 1
     forged["ts"] += 1  # later than the genuine one

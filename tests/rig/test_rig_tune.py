@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 from pathlib import Path
 
@@ -32,9 +31,6 @@ def seed_config(units: Path, weights_gb: float = 50.29, **fields) -> str:
     draft = model_dir(units / "models", "draft", DFLASH_DRAFT, 1.66)
     fields = {"model_path": str(target), "max_running_requests": 8, "max_mamba_cache_size": 2, "sim_time_scale": 0.02,
               "gpu_memory_gb": 94.5, "speculative": {"algorithm": "DFLASH", "draft_model_path": str(draft)}, **fields}
-    with socket.socket() as sock:  # a port free right now: the rig shares the host's network with other runs
-        sock.bind(("127.0.0.1", 0))
-        fields.setdefault("port", sock.getsockname()[1])
     return config(units, unit_name("tune"), "demo-smoke", **fields)
 
 
