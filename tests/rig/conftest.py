@@ -94,8 +94,9 @@ def rig_units(rig):
 
 
 def tests_units(units_dir: Path) -> list[str]:
-    """The units of the configs a test made in its units folder (not the bundled ones it copied)."""
-    return sorted(f"{p.stem}.service" for p in units_dir.glob("*.toml") if not (UNITS / p.name).exists())
+    """The units of the configs a test made in its units folder (not the bundled ones it copied), as glob patterns
+    systemctl and journalctl take: a multi-node config's units are NAME-node0.service, NAME-node1.service."""
+    return sorted(f"{p.stem}*.service" for p in units_dir.glob("*.toml") if not (UNITS / p.name).exists())
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -111,8 +112,11 @@ def pytest_runtest_makereport(item, call):
     if not ours:
         return
     try:
-        status = rig.run(["systemctl", "show", *ours, "--property=Id,ActiveState,SubState,Result,ExecMainStatus,"
-                          "StatusText,NRestarts"], check=False, timeout=30).stdout.decode()
+        loaded = rig.run(["systemctl", "list-units", "--all", "--plain", "--no-legend", "--no-pager", *ours],
+                         check=False, timeout=30).stdout.decode().split("\n")
+        ids = [line.split()[0] for line in loaded if line.strip()]
+        status = rig.run(["systemctl", "show", *ids, "--property=Id,ActiveState,SubState,Result,ExecMainStatus,"
+                          "StatusText,NRestarts"], check=False, timeout=30).stdout.decode() if ids else ""
         log = rig.run(["journalctl", "--no-pager", "-o", "short-monotonic", "-n", "150",
                        *(a for u in ours for a in ("-u", u))], check=False, timeout=30).stdout.decode()
     except Exception as e:  # the report must not fail for want of the journal
