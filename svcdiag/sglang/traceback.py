@@ -39,7 +39,9 @@ UNFINISHED = (":", " at", ",", "(", "-", "=")
 PHASE_FRAMES = (
     ("cuda_graph", lazy_re.compile(r'_graph_runner\.py", line \d+, in (?:__init__|capture\w*)$'
                               r'| in init_(?:device|cuda|piecewise_cuda)_graphs$'
-                              r'|^self\.init_(?:device|cuda|piecewise_cuda)_graphs\(\)$')),
+                              r'|^self\.init_(?:device|cuda|piecewise_cuda)_graphs\(\)$'
+                              # 0.5.1x's breakable CUDA graph (BCG, the prefill's) closing a segment it captured
+                              r'|breakable_cuda_graph\.py", line \d+, in (?:capture\w*|_(?:begin|end)_current_segment)$')),
     # the scheduler's own set-up after its graphs are captured (and after its summary line, in most releases): PD's
     # transfer engine (Mooncake, NIXL, Ascend, Mori) started by init_disaggregation; its tree cache over the pools
     # (init_cache_with_memory_pool: a hybrid model's MambaRadixCache refusing the pools' shape or page size)
