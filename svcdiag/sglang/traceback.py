@@ -56,6 +56,11 @@ PHASE_FRAMES = (
     ("http", lazy_re.compile(r'scheduler\.py", line \d+, in (?:run_event_loop|event_loop_\w+)$'
                              r'|^(?:scheduler|self)\.(?:run_event_loop|event_loop_\w+)\(\)$'
                              r'| in (?:_execute_server_warmup|_wait_and_warmup)$'
+                             # what only the event loop calls: a batch built and its requests admitted, its result
+                             # processed, the radix tree's upkeep (a paste that kept the inner frames alone)
+                             r'|scheduler\.py", line \d+, in (?:get_next_batch_to_run|run_batch|process_batch_result)$'
+                             r'|schedule_batch\.py", line \d+, in prepare_for_(?:extend|decode)$'
+                             r'|_cache\.py", line \d+, in (?:sanity_check|cache_(?:un)?finished_req)$'
                              # (≤ 0.4.x: the overlap scheduler's forward thread, which runs the event loop's batches)
                              r'|tp_worker_overlap_thread\.py", line \d+, in forward_thread_func_?$')),
 )
