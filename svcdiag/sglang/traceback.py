@@ -177,8 +177,8 @@ def _body(tb: Traceback, text: str, own_line: Callable[[str], bool]) -> bool:
     """A frame, code, a chain line, a nested `Traceback …`, or any line before the final one (cut at its top: its
     first line after the frames is the final one)."""
     # (a frame at the margin, its indentation lost in a paste, is a frame too: never the final line)
-    return not text or text[0] in " \t" or text.startswith(CHAIN_LINES) or text.startswith(TRACEBACK_OPEN) \
-        or text.startswith('File "') or not (FINAL_EXC_RE.match(text) or tb.headless)
+    return not text or text[0] in " \t" or text.startswith(CHAIN_LINES) or text.startswith((TRACEBACK_OPEN, 'File "')) \
+        or not (FINAL_EXC_RE.match(text) or tb.headless)
 
 
 def _keep(tb: Traceback, text: str) -> Took:
