@@ -117,6 +117,9 @@ FLATTENED_ACTOR_RE = lazy_re.compile(r" \([\w.:-]+ pid=\d+(?:, ip=[\d.]+)?\) ")
 #: …`): what is left of its date and time, then the ranks (only rank words: `TP0`, `DP1 TP1 EP1`, `PP0`) and the
 #: bracket that closes it; the rest of a time (a colon) or a rank word must be there
 CUT_PREFIX_RE = lazy_re.compile(r"([\d:. -]*?) ?((?:[A-Z]{2,4}-?\d+ )*[A-Z]{2,4}-?\d+)?\] ")
+#: the prefix with its time taken out and its ranks kept (`[TP0 EP0] Scheduler hit an exception: …`, a reporter's
+#: paste that dropped the clock): rank words only, between the brackets
+RANKS_ONLY_PREFIX_RE = lazy_re.compile(r"\[((?:[A-Z]{2,4}-?\d+ )*[A-Z]{2,4}-?\d+)\] ")
 ANY_BAR_RE = lazy_re.compile(r"[^\r]*?\d+%\|[^|]*\|[^\[\r]*\[[^\]\r]*\]")
 PROGRESS_HEADS = ("Loading ", "Capturing ", "Multi-thread loading", "[")
 
@@ -483,7 +486,11 @@ class LineParser:
 
     def _cut_prefix(self, text: str, ts: float | None, given: float | None) -> list[Event] | None:
         """SGLang's prefix without its head (a paste cut a few characters in): its message and ranks read as the
-        whole prefix's would be; its time is lost with the year (the line's own clock is the last one)."""
+        whole prefix's would be; its time is lost with the year (the line's own clock is the last one). Its time
+        alone taken out (`[TP0 EP0] …`): read the same way."""
+        if text[0] == "[" and (r := RANKS_ONLY_PREFIX_RE.match(text)) is not None:
+            self.sglang_lines += 1
+            return self._message(text[r.end():], r.group(1), ts)
         if (not text[0].isdigit() and text[0] not in "-ABCDEFGHIJKLMNOPQRSTUVWXYZ") \
                 or (c := CUT_PREFIX_RE.match(text)) is None or (":" not in c.group(1) and c.group(2) is None):
             return None

@@ -57,6 +57,9 @@ MAMBA_RE = lazy_re.compile(
     r"max_mamba_cache_size: (\d+), conv_state size: " + _F + r" ?GB, ssm_state size: " + _F + r" ?GB"
     r"(?: intermediate_ssm_state_cache size: " + _F + r" ?GB)?(?: intermediate_conv_window_cache size: " + _F + r" ?GB)?")
 SCHED_RE = lazy_re.compile(r"(\w+)=(-?[\d.]+)")
+#: a number a terminal wrapped in a paste, the break padded with spaces to the window's width
+#: (`context_len=262<spaces>144`): SGLang never puts 8 spaces inside its summary
+WRAP_GAP_RE = lazy_re.compile(r"(?<=\d) {8,}(?=\d)")
 CAPPED_RE = lazy_re.compile(r"capped to (\d+) by the mamba state cache \(max_mamba_cache_size=(\d+), (\d+) state slots")
 REDUCED_RE = lazy_re.compile(r"reduced from the requested (\d+) to (\d+)")
 #: `Capture cuda graph begin`, 0.5.14+'s `Capture target decode CUDA graph begin`; on other devices (0.5.2+) the
@@ -202,7 +205,7 @@ def max_running(msg: str, ranks: str, ts: float | None) -> Event | None:
 
 
 def scheduler(msg: str, ranks: str, ts: float | None) -> Event | None:
-    kv = dict(SCHED_RE.findall(msg))
+    kv = dict(SCHED_RE.findall(WRAP_GAP_RE.sub("", msg) if "        " in msg else msg))
     total = kv.get("max_total_num_tokens") or kv.get("max_total_num_token")  # ≤ 0.1.16: singular
     if total is None or ("max_running_requests" not in kv and "context_len" not in kv):
         return None

@@ -39,10 +39,13 @@ UNFINISHED = (":", " at", ",", "(", "-", "=")
 PHASE_FRAMES = (
     ("cuda_graph", lazy_re.compile(r'_graph_runner\.py", line \d+, in (?:__init__|capture\w*)$'
                               r'| in init_(?:device|cuda|piecewise_cuda)_graphs$'
-                              r'|^self\.init_(?:device|cuda|piecewise_cuda)_graphs\(\)$')),
+                              r'|^self\.init_(?:device|cuda|piecewise_cuda)_graphs\(\)$'
+                              # 0.5.1x's breakable CUDA graph (BCG, the prefill's) closing a segment it captured
+                              r'|breakable_cuda_graph\.py", line \d+, in (?:capture\w*|_(?:begin|end)_current_segment)$')),
     # the scheduler's own set-up after its graphs are captured (and after its summary line, in most releases): PD's
-    # transfer engine (Mooncake, NIXL, Ascend, Mori) started by init_disaggregation
-    ("scheduler", lazy_re.compile(r' in init_disaggregation$')),
+    # transfer engine (Mooncake, NIXL, Ascend, Mori) started by init_disaggregation; its tree cache over the pools
+    # (init_cache_with_memory_pool: a hybrid model's MambaRadixCache refusing the pools' shape or page size)
+    ("scheduler", lazy_re.compile(r' in init_(?:disaggregation|cache_with_memory_pool)$')),
     # the pools, then the weights: the start's own steps, by the methods only a start calls (a paste that begins at
     # the traceback says how far the start had got by its frames alone)
     ("kv_cache", lazy_re.compile(r' in init_memory_pools?$|^self\.init_memory_pools?\(')),
@@ -53,6 +56,11 @@ PHASE_FRAMES = (
     ("http", lazy_re.compile(r'scheduler\.py", line \d+, in (?:run_event_loop|event_loop_\w+)$'
                              r'|^(?:scheduler|self)\.(?:run_event_loop|event_loop_\w+)\(\)$'
                              r'| in (?:_execute_server_warmup|_wait_and_warmup)$'
+                             # what only the event loop calls: a batch built and its requests admitted, its result
+                             # processed, the radix tree's upkeep (a paste that kept the inner frames alone)
+                             r'|scheduler\.py", line \d+, in (?:get_next_batch_to_run|run_batch|process_batch_result)$'
+                             r'|schedule_batch\.py", line \d+, in prepare_for_(?:extend|decode)$'
+                             r'|_cache\.py", line \d+, in (?:sanity_check|cache_(?:un)?finished_req)$'
                              # (≤ 0.4.x: the overlap scheduler's forward thread, which runs the event loop's batches)
                              r'|tp_worker_overlap_thread\.py", line \d+, in forward_thread_func_?$')),
 )
@@ -63,9 +71,11 @@ UPDATE_WEIGHTS_RE = lazy_re.compile(r" in update_weights\w*$")
 #: `Exception: Capture cuda graph failed: CUDA out of memory.` above its `Possible solutions:`)
 PHASE_WORDS = (("cuda_graph", lazy_re.compile(r"\bCapture (?:cuda|npu|piecewise cuda) graph failed\b", re.I)),
                # the watchdogs time a batch, which the event loop runs once the set-up is done; a PD server's warmup
-               # runs once it listens
+               # runs once it listens; a hybrid model's Mamba slots are taken when a request is admitted (its state,
+               # MambaRadixCache's ping-pong buffers, a prefix's forked state), by the event loop alone
                ("http", lazy_re.compile(r"Watchdog timeout \(self\.watchdog_timeout=|watchdog timeout \("
-                                        r"|disaggregation mode warm Up Failed")))
+                                        r"|disaggregation mode warm Up Failed"
+                                        r"|Not enough space for mamba ping pong|Can not alloc mamba cache")))
 def phase_said(words: str) -> str:
     """The step a failure's own words name (PHASE_WORDS), or ''."""
     return next((phase for phase, said in PHASE_WORDS if said.search(words)), "")
@@ -166,7 +176,8 @@ def _stack_ends(tb: Traceback, text: str, own_line: Callable[[str], bool]) -> bo
 def _body(tb: Traceback, text: str, own_line: Callable[[str], bool]) -> bool:
     """A frame, code, a chain line, a nested `Traceback …`, or any line before the final one (cut at its top: its
     first line after the frames is the final one)."""
-    return not text or text[0] in " \t" or text.startswith(CHAIN_LINES) or text.startswith(TRACEBACK_OPEN) \
+    # (a frame at the margin, its indentation lost in a paste, is a frame too: never the final line)
+    return not text or text[0] in " \t" or text.startswith(CHAIN_LINES) or text.startswith((TRACEBACK_OPEN, 'File "')) \
         or not (FINAL_EXC_RE.match(text) or tb.headless)
 
 

@@ -47,9 +47,10 @@ MONTHS = {m: i for i, m in enumerate(("Jan", "Feb", "Mar", "Apr", "May", "Jun", 
 #: `(worker1, rank=1, pid=N, ip=…) `; behind one space as a paste may indent it, audit R12a), a
 #: launcher's logging.Formatter (`2025-03-07 23:50:27,531 - __main__ - INFO - `, FastChat's `… | ERROR | stderr | `),
 #: `kubectl logs --prefix` (`[pod/sglang-0/server] `), Slurm's `srun --label` (`0: `); Google Cloud Logging's
-#: console puts the severity before the stamp (`ERROR 2025-04-05T00:01:19.509514570Z `)
+#: console puts the severity before the stamp (`ERROR 2025-04-05T00:01:19.509514570Z `); a Markdown quote's `> ` (a
+#: reply that quoted another's paste: the rest keeps its indentation)
 CONTAINER_RE = lazy_re.compile(
-    r"^(?:(?:[\w.-]+|\[[\w.-]+\])\s*\| ?|(?:(?:DEFAULT|DEBUG|INFO|NOTICE|WARNING|ERROR|CRITICAL|ALERT|EMERGENCY) )?"
+    r"^(?:>(?: |$)|(?:[\w.-]+|\[[\w.-]+\])\s*\| ?|(?:(?:DEFAULT|DEBUG|INFO|NOTICE|WARNING|ERROR|CRITICAL|ALERT|EMERGENCY) )?"
     r"\[?(?P<stamp>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z)\]?(?: +(?:TRACE|DEBUG|INFO|WARN|ERROR) +(?:[A-Za-z_]\w*\.)+\w+:)? "
     r"|\[pod/[\w.-]+/[\w.-]+\] |\d{1,4}: "
     r"| ?(?:\x1b\[[\d;]*m)?\((?:[\w.:-]+,? )?(?:rank=\d+, )?pid=\d+(?:, ip=[\d.]+)?\)(?:\x1b\[[\d;]*m)? ?"

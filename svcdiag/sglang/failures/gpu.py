@@ -75,7 +75,9 @@ ROWS: tuple[FailureClass, ...] = (
     # torch.compile (--enable-torch-compile) could not compile the model: dynamo/inductor's own error; after
     # the patterns above, so an OOM or a missing compiler inside it is still that
     FailureClass(Cause.TORCH_COMPILE_FAILED, priority=230, line=lazy_re.compile(
-        r"BackendCompilerFailed|torch\._inductor\.exc\.\w+|LoweringException|InductorError"),
+        r"BackendCompilerFailed|torch\._inductor\.exc\.\w+|LoweringException|InductorError"
+        # dynamo's own refusal to trace the model (0.5.x's piecewise CUDA graph compiles it too)
+        r"|torch\._dynamo\.exc\.(?:Unsupported|InternalTorchDynamoError|TorchRuntimeError)\b"),
         doc="--enable-torch-compile could not compile the model"),
     FailureClass(Cause.GPU_UNAVAILABLE, "invalid_ordinal", priority=380, said=said(r"invalid device ordinal"),
                  doc="torch.AcceleratorError: CUDA error: invalid device ordinal"),
