@@ -69,6 +69,8 @@ ARGPARSE_PROGRAM_RE = lazy_re.compile(r"(?:[\w.-]+\.py|sglang(?: [\w-]+)?|launch
 ANSI_RE = lazy_re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 #: the warmup request `_wait_and_warmup` sends, answered: ≤ 0.1.17's only word that the server is up
 WARMUP_OK_RE = lazy_re.compile(r'"POST /generate HTTP/1\.[01]" 200')
+#: a record of vLLM's logger (its ops imported under SGLang): `INFO 06-26 18:37:03 [__init__.py:248] …`, a line of its own
+VLLM_RECORD_RE = lazy_re.compile(r"(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d ")
 #: ≤ 0.1.16's only prefix, `Rank 0: ` (`Rank 0: load weight begin.`, `Rank 0: max_total_num_token=38103, …`)
 RANK_COLON_RE = lazy_re.compile(r"Rank (\d+): (.+)")
 #: a log record that carries its exception's traceback on the lines after it (`logger.exception`, exc_info):
@@ -655,7 +657,7 @@ class LineParser:
         abort's, a kernel check's), not part of a message's tail."""
         return text.startswith(("INFO:", "ERROR:", "WARNING:", "Fatal Python error", "[rank", "Initialization failed",
                                 "terminate called")) \
-            or text.endswith(INIT_OK) or endings.is_last_words(text)
+            or text.endswith(INIT_OK) or endings.is_last_words(text) or VLLM_RECORD_RE.match(text) is not None
 
     def _end_traceback(self) -> list[Event]:
         tb, self._tb = self._tb, None
