@@ -253,6 +253,11 @@ class LineParser:
         self._router_ready = 0  # the workers' ready lines so far
         #: an undated log whose uvicorn runs: its warmup request's 200 is the ready line (none before 0.1.18)
         self._ready_by_warmup = False
+        #: the year of SGLang's dated lines, which the diffusion runtime's year-less stamps (`[06-17 13:46:56] `) take;
+        #: when one of those comes first, every stamp is put on OLD_PREFIX_DATE's year instead (`_yearless`), so that a
+        #: log mixing both (uvicorn's dated lines) keeps its durations
+        self._year: str | None = None
+        self._yearless = False
         #: NCCL's last `NCCL WARN` (what failed); an nccl_error says it
         self.nccl_warn: str | None = None
         #: a line said before a traceback that speaks for it if it names no cause (Place.NOTED: a PD decode server's
@@ -351,6 +356,10 @@ class LineParser:
 
     def _clock(self, ts_text: str) -> None:
         self._last_ts_text = ts_text
+        if self._yearless:  # the diffusion runtime's year-less stamps came first: one fixed year for every line
+            ts_text = OLD_PREFIX_DATE[:4] + ts_text[4:]
+        else:
+            self._year = ts_text[:4]
         try:
             self._last_ts = parse_ts(ts_text)
         except ValueError:
@@ -618,8 +627,10 @@ class LineParser:
         are (`Exit code: -9`); its month and day are put on a fixed year."""
         self.sglang_lines += 1
         if ts is None:
+            if self._year is None:  # no dated line yet: a fixed year, and the dated lines after it are put on it too
+                self._yearless = True
             try:
-                ts = datetime.fromisoformat(f"{OLD_PREFIX_DATE[:4]}-{m.group(1)} {m.group(2)}").timestamp()
+                ts = datetime.fromisoformat(f"{self._year or OLD_PREFIX_DATE[:4]}-{m.group(1)} {m.group(2)}").timestamp()
             except ValueError:
                 ts = self._last_ts
             else:

@@ -52,7 +52,7 @@ PHASE_FRAMES = (
     # HTTP server's own warmup, once it listens
     ("http", lazy_re.compile(r'scheduler\.py", line \d+, in (?:run_event_loop|event_loop_\w+)$'
                              r'|^(?:scheduler|self)\.(?:run_event_loop|event_loop_\w+)\(\)$'
-                             r'| in (?:_execute_server_warmup|_wait_and_warmup)$'
+                             r'| in (?:_execute_server_warmup|_wait_and_warmup|_run_server_warmup_after_http_ready)$'
                              # (≤ 0.4.x: the overlap scheduler's forward thread, which runs the event loop's batches)
                              r'|tp_worker_overlap_thread\.py", line \d+, in forward_thread_func_?$')),
 )
@@ -65,7 +65,7 @@ PHASE_WORDS = (("cuda_graph", lazy_re.compile(r"\bCapture (?:cuda|npu|piecewise 
                # the watchdogs time a batch, which the event loop runs once the set-up is done; a PD server's warmup
                # runs once it listens
                ("http", lazy_re.compile(r"Watchdog timeout \(self\.watchdog_timeout=|watchdog timeout \("
-                                        r"|disaggregation mode warm Up Failed")))
+                                        r"|disaggregation mode warm Up Failed|Server warmup failed; aborting startup")))
 def phase_said(words: str) -> str:
     """The step a failure's own words name (PHASE_WORDS), or ''."""
     return next((phase for phase, said in PHASE_WORDS if said.search(words)), "")
