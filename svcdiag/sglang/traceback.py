@@ -54,7 +54,10 @@ PHASE_FRAMES = (
                              r'|^(?:scheduler|self)\.(?:run_event_loop|event_loop_\w+)\(\)$'
                              r'| in (?:_execute_server_warmup|_wait_and_warmup|_run_server_warmup_after_http_ready)$'
                              # (≤ 0.4.x: the overlap scheduler's forward thread, which runs the event loop's batches)
-                             r'|tp_worker_overlap_thread\.py", line \d+, in forward_thread_func_?$')),
+                             r'|tp_worker_overlap_thread\.py", line \d+, in forward_thread_func_?$'
+                             # (≤ 0.2.x: the router's step of ModelTpServer / ModelRpcServer, `Exception in
+                             # ModelTpServer:`; later releases have no such methods)
+                             r'|(?:tp_worker|model_rpc)\.py", line \d+, in (?:exposed_step|forward_step)$')),
 )
 #: a serving server asked to load new weights (RL's update_weights_from_disk, …_from_tensor, …_from_distributed): its
 #: weight loaders' frames are no start's step
