@@ -54,8 +54,9 @@ if TYPE_CHECKING:
 
 _INDEX = {p: i for i, p in enumerate(PHASES)}
 #: a line of a server that serves (quiet: no event of the grammar's): a batch the scheduler ran (`Prefill batch,
-#: #new-seq: 1, …`, `Decode batch. …`) or a request uvicorn answered (`"POST /v1/completions HTTP/1.1" 200 OK`)
-SERVING_RE = re.compile(r'\b(?:Decode|Prefill) batch[.,]|"(?:GET|POST) /\S* HTTP/[\d.]+" 200\b')
+#: #new-seq: 1, …`, `Decode batch. …`) or a generation uvicorn answered (`"POST /v1/completions HTTP/1.1" 200 OK`);
+#: not a GET (a probe's `/v1/models` or `/health` may be answered while a release that listens early still loads)
+SERVING_RE = re.compile(r'\b(?:Decode|Prefill) batch[.,]|"POST /\S* HTTP/[\d.]+" 200\b')
 MAX_EVIDENCE = 12
 #: how long a consequence (`Rank 0 scheduler is dead`) waits for its cause to be printed,
 #: and a suspect (a bare traceback) for SGLang to say it retries or to go on, before either is the verdict
