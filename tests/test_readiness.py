@@ -458,3 +458,29 @@ def test_milestones_in_any_order_never_fail_and_the_phase_never_goes_back(case) 
     assert [order.index(p) for p in seen] == sorted(order.index(p) for p in seen)
     v = r.finish()
     assert v.verdict == ("healthy" if ready in makes else "incomplete")
+
+
+# ---------------------------------------------------------------- a paste that opens while the server serves
+
+
+@pytest.mark.parametrize("line", [
+    "[2026-04-14 04:46:04 DP5 TP5] Prefill batch, #new-seq: 1, #new-token: 1280, #cached-token: 0, token usage: 0.01",
+    "[2025-09-03 17:20:11 TP0] Decode batch. #running-req: 3, #token: 4410, token usage: 0.01, cuda graph: True",
+    'INFO:     10.119.49.166:58178 - "POST /v1/completions HTTP/1.1" 200 OK',
+])
+def test_a_serving_line_moves_a_start_to_http_and_a_crash_after_it_is_judged_there(line: str) -> None:
+    r = machine()
+    r.feed(weights_begin(T0))
+    out = r.saw_line(line, T0 + 5)
+    assert entered(out) == ["http"] and r.phase == "http"
+    assert r.saw_line(line, T0 + 6) == []  # said once: the phase is there already
+    r.feed(failure(T0 + 7, "killed_by_signal", "Fatal Python error: Segmentation fault"))
+    r.tick(T0 + 20)
+    assert r.verdict is not None and r.verdict.phase == "http"
+
+
+def test_a_probe_answered_while_loading_is_no_serving_line() -> None:
+    r = machine()
+    r.feed(weights_begin(T0))
+    assert r.saw_line('INFO:     10.0.0.7:41222 - "GET /v1/models HTTP/1.1" 200 OK', T0 + 5) == []
+    assert r.phase == "loading_weights"

@@ -66,7 +66,8 @@ class Judge:
                 for ev in events:
                     out += r.feed(ev)
                 return out
-        r.saw_line(text if "\r" not in text else next((s for s in reversed(text.split("\r")) if s.strip()), ""))
+        out += r.saw_line(text if "\r" not in text else next((s for s in reversed(text.split("\r")) if s.strip()), ""),
+                          now)
         if now is not None:
             self._line_at = now
         for ev in events:
@@ -76,6 +77,11 @@ class Judge:
             if r.figures.sglang_version_source in (None, "inferred from line shapes"):
                 r.set_figures(sglang_version_source="inferred from line shapes", sglang_version=self._hint)
         return out
+
+    def serving_in(self, data: bytes, a: int, b: int) -> bool:
+        """Whether the quiet lines data[a:b] may hold a serving line that moves the phase (Readiness.saw_line):
+        then they are walked one by one, on each line's own clock (only before http: a paste that opens serving)."""
+        return self.readiness.serving_unseen() and (data.find(b"batch", a, b) >= 0 or data.find(b'" 200', a, b) >= 0)
 
     def skip(self, n: int, ts_text: str | None, last_line: str, ts: float | None = None) -> None:
         """`n` quiet lines (LineParser.interesting_re) went by, exactly as `line` would have taken

@@ -7,6 +7,7 @@ Deadlines are evaluated on that clock.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from svcdiag.config.phases import DEFAULT_TIMEOUTS, PHASES
@@ -52,6 +53,10 @@ if TYPE_CHECKING:
     from typing import Any
 
 _INDEX = {p: i for i, p in enumerate(PHASES)}
+#: a line of a server that serves (quiet: no event of the grammar's): a batch the scheduler ran (`Prefill batch,
+#: #new-seq: 1, …`, `Decode batch. …`) or a generation uvicorn answered (`"POST /v1/completions HTTP/1.1" 200 OK`);
+#: not a GET (a probe's `/v1/models` or `/health` may be answered while a release that listens early still loads)
+SERVING_RE = re.compile(r'\b(?:Decode|Prefill) batch[.,]|"POST /\S* HTTP/[\d.]+" 200\b')
 MAX_EVIDENCE = 12
 #: how long a consequence (`Rank 0 scheduler is dead`) waits for its cause to be printed,
 #: and a suspect (a bare traceback) for SGLang to say it retries or to go on, before either is the verdict
@@ -155,13 +160,24 @@ class Readiness:
         if invocation is not None:
             self.invocation = invocation
 
-    def saw_line(self, text: str) -> None:
-        """Any line, milestone or not: a stall's verdict quotes the last one; after a healthy verdict, the kernel's
-        OOM killer's line is kept whatever the grammar makes of it (judge.ending names the killed pid's)."""
+    def serving_unseen(self) -> bool:
+        """Whether a serving line (SERVING_RE) would still move the phase: a quiet run that holds one is walked."""
+        return self.verdict is None and self.phase not in ("http", "ready")
+
+    def saw_line(self, text: str, ts: float | None = None) -> list[Event]:
+        """Any line, milestone or not: a stall's verdict quotes the last one; before http, a serving line moves the
+        phase there (its PhaseChange returned); after a healthy verdict, the kernel's OOM killer's line is kept
+        whatever the grammar makes of it (judge.ending names the killed pid's)."""
         if text and self.verdict is None:
             self.last_line = text
+            if self.phase not in ("http", "ready") and ("batch" in text or '" 200' in text) \
+                    and SERVING_RE.search(text) is not None:
+                # the event loop runs: the set-up is done, however little of it the log shows (a paste that opens
+                # while the server serves); a crash after it is in phase http, never the set-up's `starting`
+                return self._advance("http", ts if ts is not None else self.last_ts)
         elif text and ("Killed process" in text or "oom-kill:" in text) and self._healthy_start() is not None:
             self._settle(kernel_line(self._after, text))
+        return []
 
     # ------------------------------------------------------------ clock
 

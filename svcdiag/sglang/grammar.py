@@ -69,6 +69,8 @@ ARGPARSE_PROGRAM_RE = lazy_re.compile(r"(?:[\w.-]+\.py|sglang(?: [\w-]+)?|launch
 ANSI_RE = lazy_re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 #: the warmup request `_wait_and_warmup` sends, answered: ≤ 0.1.17's only word that the server is up
 WARMUP_OK_RE = lazy_re.compile(r'"POST /generate HTTP/1\.[01]" 200')
+#: a record of vLLM's logger (its ops imported under SGLang): `INFO 06-26 18:37:03 [__init__.py:248] …`, a line of its own
+VLLM_RECORD_RE = lazy_re.compile(r"(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d ")
 #: ≤ 0.1.16's only prefix, `Rank 0: ` (`Rank 0: load weight begin.`, `Rank 0: max_total_num_token=38103, …`)
 RANK_COLON_RE = lazy_re.compile(r"Rank (\d+): (.+)")
 #: a log record that carries its exception's traceback on the lines after it (`logger.exception`, exc_info):
@@ -254,6 +256,11 @@ class LineParser:
         self._router_ready = 0  # the workers' ready lines so far
         #: an undated log whose uvicorn runs: its warmup request's 200 is the ready line (none before 0.1.18)
         self._ready_by_warmup = False
+        #: the year of SGLang's dated lines, which the diffusion runtime's year-less stamps (`[06-17 13:46:56] `) take;
+        #: when one of those comes first, every stamp is put on OLD_PREFIX_DATE's year instead (`_yearless`), so that a
+        #: log mixing both (uvicorn's dated lines) keeps its durations
+        self._year: str | None = None
+        self._yearless = False
         #: NCCL's last `NCCL WARN` (what failed); an nccl_error says it
         self.nccl_warn: str | None = None
         #: a line said before a traceback that speaks for it if it names no cause (Place.NOTED: a PD decode server's
@@ -352,6 +359,10 @@ class LineParser:
 
     def _clock(self, ts_text: str) -> None:
         self._last_ts_text = ts_text
+        if self._yearless:  # the diffusion runtime's year-less stamps came first: one fixed year for every line
+            ts_text = OLD_PREFIX_DATE[:4] + ts_text[4:]
+        else:
+            self._year = ts_text[:4]
         try:
             self._last_ts = parse_ts(ts_text)
         except ValueError:
@@ -623,8 +634,10 @@ class LineParser:
         are (`Exit code: -9`); its month and day are put on a fixed year."""
         self.sglang_lines += 1
         if ts is None:
+            if self._year is None:  # no dated line yet: a fixed year, and the dated lines after it are put on it too
+                self._yearless = True
             try:
-                ts = datetime.fromisoformat(f"{OLD_PREFIX_DATE[:4]}-{m.group(1)} {m.group(2)}").timestamp()
+                ts = datetime.fromisoformat(f"{self._year or OLD_PREFIX_DATE[:4]}-{m.group(1)} {m.group(2)}").timestamp()
             except ValueError:
                 ts = self._last_ts
             else:
@@ -662,7 +675,7 @@ class LineParser:
         abort's, a kernel check's), not part of a message's tail."""
         return text.startswith(("INFO:", "ERROR:", "WARNING:", "Fatal Python error", "[rank", "Initialization failed",
                                 "terminate called")) \
-            or text.endswith(INIT_OK) or endings.is_last_words(text)
+            or text.endswith(INIT_OK) or endings.is_last_words(text) or VLLM_RECORD_RE.match(text) is not None
 
     def _end_traceback(self) -> list[Event]:
         tb, self._tb = self._tb, None

@@ -207,6 +207,10 @@ def max_running(msg: str, ranks: str, ts: float | None) -> Event | None:
 def scheduler(msg: str, ranks: str, ts: float | None) -> Event | None:
     kv = dict(SCHED_RE.findall(WRAP_GAP_RE.sub("", msg) if "        " in msg else msg))
     total = kv.get("max_total_num_tokens") or kv.get("max_total_num_token")  # ≤ 0.1.16: singular
+    if total is None and "the profiled value" in msg and (cause := classify(msg, Place.MESSAGE)) is not None:
+        # `max_total_tokens=131072 is larger than the profiled value -561981.`: the weights took more than
+        # mem_fraction_static's share, so no KV pool at all (0.4.x ROCm with DP attention went on to fault)
+        return Failure(ts=ts, ranks=ranks, line=msg, cause=cause, message=msg, evidence=(msg,))
     if total is None or ("max_running_requests" not in kv and "context_len" not in kv):
         return None
     try:  # ≤ 0.1.20 the summary has no max_running_requests

@@ -55,14 +55,17 @@ PHASE_FRAMES = (
     # HTTP server's own warmup, once it listens
     ("http", lazy_re.compile(r'scheduler\.py", line \d+, in (?:run_event_loop|event_loop_\w+)$'
                              r'|^(?:scheduler|self)\.(?:run_event_loop|event_loop_\w+)\(\)$'
-                             r'| in (?:_execute_server_warmup|_wait_and_warmup)$'
+                             r'| in (?:_execute_server_warmup|_wait_and_warmup|_run_server_warmup_after_http_ready)$'
                              # what only the event loop calls: a batch built and its requests admitted, its result
                              # processed, the radix tree's upkeep (a paste that kept the inner frames alone)
                              r'|scheduler\.py", line \d+, in (?:get_next_batch_to_run|run_batch|process_batch_result)$'
                              r'|schedule_batch\.py", line \d+, in prepare_for_(?:extend|decode)$'
                              r'|_cache\.py", line \d+, in (?:sanity_check|cache_(?:un)?finished_req)$'
                              # (≤ 0.4.x: the overlap scheduler's forward thread, which runs the event loop's batches)
-                             r'|tp_worker_overlap_thread\.py", line \d+, in forward_thread_func_?$')),
+                             r'|tp_worker_overlap_thread\.py", line \d+, in forward_thread_func_?$'
+                             # (≤ 0.2.x: the router's step of ModelTpServer / ModelRpcServer, `Exception in
+                             # ModelTpServer:`; later releases have no such methods)
+                             r'|(?:tp_worker|model_rpc)\.py", line \d+, in (?:exposed_step|forward_step)$')),
 )
 #: a serving server asked to load new weights (RL's update_weights_from_disk, …_from_tensor, …_from_distributed): its
 #: weight loaders' frames are no start's step
@@ -74,7 +77,7 @@ PHASE_WORDS = (("cuda_graph", lazy_re.compile(r"\bCapture (?:cuda|npu|piecewise 
                # runs once it listens; a hybrid model's Mamba slots are taken when a request is admitted (its state,
                # MambaRadixCache's ping-pong buffers, a prefix's forked state), by the event loop alone
                ("http", lazy_re.compile(r"Watchdog timeout \(self\.watchdog_timeout=|watchdog timeout \("
-                                        r"|disaggregation mode warm Up Failed"
+                                        r"|disaggregation mode warm Up Failed|Server warmup failed; aborting startup"
                                         r"|Not enough space for mamba ping pong|Can not alloc mamba cache")))
 def phase_said(words: str) -> str:
     """The step a failure's own words name (PHASE_WORDS), or ''."""

@@ -431,7 +431,7 @@ def _skip_run(seg: _Segments, data: bytes, a: int, b: int) -> bool:
     """Apply the quiet lines data[a:b] in bulk; False when they must be walked one by one."""
     judge = seg.judge
     assert judge is not None
-    if not judge.parser.quiet_ok():
+    if not judge.parser.quiet_ok() or judge.serving_in(data, a, b):
         return False
     n = 2 if data.find(b"\n", a, b) >= 0 else 1  # one line or several: all the parser tells apart (LineParser.skip)
     clock = run_clock(data, a, b)
@@ -729,7 +729,7 @@ def _skip_records(seg: _Segments, shape: _Shape, data: bytes, a: int, b: int) ->
     """Apply the quiet records data[a:b] in bulk; False when they must be read one by one."""
     judge = seg.judge
     assert judge is not None
-    if not judge.parser.quiet_ok():
+    if not judge.parser.quiet_ok() or judge.serving_in(data, a, b):
         return False
     n = _up_to_two(data, shape.count_key, a - 1, b)
     last = _decoded(shape, data, a, b)

@@ -363,7 +363,7 @@ class Supervisor:
             return
         now = self.clock()
         if judge.parser.quiet_ok() and now < judge.readiness.quiet_until() - 1e-3 \
-                and (clock := run_clock(data, a, b)) is not None:
+                and not judge.serving_in(data, a, b) and (clock := run_clock(data, a, b)) is not None:
             ts_text, last, _ = clock
             judge.skip(data.count(b"\n", a, b) + 1, ts_text, last[:LINE_MAX].decode("utf-8", "replace"), ts=now)
             self._tail_due = now + TAIL_WAIT + 0.01

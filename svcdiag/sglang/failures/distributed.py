@@ -54,7 +54,9 @@ ROWS: tuple[FailureClass, ...] = (
         doc="a multi-node start whose ranks never met at dist_init_addr"),
     FailureClass(Cause.NCCL_ERROR, priority=180, line=lazy_re.compile(
         r"NCCL error|DistBackendError|ncclInternalError|ncclUnhandledCudaError|ncclSystemError"
-                              r"|Watchdog caught collective operation timeout|NCCL communicator was aborted"),
+                              r"|Watchdog caught collective operation timeout|NCCL communicator was aborted"
+                              # torch ≥ 2.7's word for the same (a collective timed out or failed on a rank)
+                              r"|failure detected by watchdog at work sequence id"),
         reads_on=True,  # NCCL's own words come after its final line: `Last error:` and what failed
         # the other end went away (ncclRemoteError): on one node most often another rank that died, whose own error may come
         # after this one's

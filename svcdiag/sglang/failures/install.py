@@ -72,6 +72,9 @@ ROWS: tuple[FailureClass, ...] = (
         r"ModuleNotFoundError|No module named '|undefined symbol: |cannot open shared object file"
         r"|cannot import name '\w+' from|(?:GLIBC|GLIBCXX|CXXABI)_[\d.]+' not found|Python\.h: No such file"
         r"|module '[\w.]+' has no attribute|Torch not compiled with CUDA enabled"
+        # the CPU backend's IPEX checks torch's version at import and exits: `ERROR! Intel® Extension for PyTorch*
+        # needs to work with PyTorch 2.6.*, but PyTorch 2.7.0+cu126 is found.` (a CUDA torch on a CPU host)
+        r"|Extension for PyTorch\* needs to work with PyTorch"
         r"|Failed to find C compiler|Command '\['/usr/bin/(?:gcc|cc|g\+\+|c\+\+)'|Could not find nvcc"
         # a kernel compiled at first use (FlashInfer, DeepGEMM, torch extensions): ninja missing or its build failed
         r"|No such file or directory: 'ninja'|Ninja build failed|Ninja is required|Error building extension"

@@ -32,7 +32,8 @@ ROWS: tuple[FailureClass, ...] = (
         r"|leave no GPU memory for the KV cache|Memory pool size is too small"
         r"|SWA pool \(\d+ tokens\) cannot hold even one request"
         # 0.5.23: the SWA pool's cap (or a UnifiedKVPool sub-pool) takes what the full KV pool needed
-        r"|leaves no room for (?:the full KV pool|real data)"),  # 0.5.23: a sliding-window pool under its window
+        r"|leaves no room for (?:the full KV pool|real data)"  # 0.5.23: a sliding-window pool under its window
+        r"|is larger than the profiled value (?:-\d|0\.)"),  # a --max-total-tokens over a pool profiled at ≤ 0 tokens
         doc="SGLang's sizing left no memory for the KV cache (a sliding-window pool too small for its window)"),
     FailureClass(Cause.CUDA_OOM, priority=50,
                  read=(said(r"\A.*Process (?P<other_pid>\d+) has (?P<other_gib>[\d.]+ GiB) memory in use"),),

@@ -15,7 +15,9 @@ _WARMUP_SAY = ("The server loaded and listened, then its own warmup request to i
 
 ROWS: tuple[FailureClass, ...] = (
     FailureClass(Cause.WARMUP_FAILED, priority=250,
-        alone=(Own(Place.HANDLER, lazy_re.compile(r"Initialization failed\W+warmup error")),),  # its traceback follows
+        alone=(Own(Place.HANDLER, lazy_re.compile(r"Initialization failed\W+warmup error")),  # its traceback follows
+               # the diffusion runtime's (multimodal_gen, 0.5.13+): its HTTP server never answered its own /health
+               Own(Place.MESSAGE, lazy_re.compile(r"Server warmup failed; aborting startup"))),
         doc="the server's own warm-up request after start-up failed"),
     FailureClass(Cause.ROUTER_FAILED, priority=260,
         alone=(Own(Place.ROUTER, lazy_re.compile(r"Failed to start router|Error starting router|Failed to create router"),
