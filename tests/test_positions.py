@@ -79,6 +79,8 @@ OWN_LINES: dict[tuple[str, str, int], list[str]] = {
     (Cause.WARMUP_FAILED, "", 0): [f"{_T}Initialization failed. warmup error: Traceback (most recent call last):",
                                '  File "/x/sglang/srt/entrypoints/http_server.py", line 9, in _wait_and_warmup',
                                "    assert res.status_code == 200", "AssertionError: res=<Response [500]>"],
+    (Cause.WARMUP_FAILED, "", 1): [f"{_T}Server warmup failed; aborting startup: HTTP server did not become ready at "
+                               "http://[::1]:10454/health"],
     (Cause.WARMUP_FAILED, "pd_warmup", 0): [f"{_T}Prefill disaggregation mode warm Up Failed, status code: 400"],
     (Cause.WATCHDOG_TIMEOUT, "", 0): [f"{_T[:-2]} TP0] Scheduler debug info: running_reqs=1, waiting_reqs=0"],
     (Cause.WATCHDOG_TIMEOUT, "", 1): [f"{_T[:-2]} TP0] Scheduler watchdog timeout (self.watchdog_timeout=300, "

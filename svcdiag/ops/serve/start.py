@@ -23,6 +23,7 @@ from svcdiag.ops.host.check import check, require_ok
 from svcdiag.ops.host.preflight import Calibration, Plan, plan, predicted_cause
 from svcdiag.ops.host.sglang_version import SglangVersion, resolve
 from svcdiag.ops.offline.conclude import conclude, diagnoser
+from svcdiag.ops.serve.deadline_owner import SUPERVISOR_DEADLINE_GRACE
 from svcdiag.ops.serve.follow import follow, judge_ended, start_unit, unit_lock
 from svcdiag.ops.serve.http_check import cross_check
 from svcdiag.output.publish import Progress, Publisher
@@ -87,7 +88,28 @@ def judge_start(sd: Systemd, cfg: ServiceConfig, props: UnitProps, pub: Publishe
             if now.invocation == props.invocation and not now.running:
                 return released(judge_ended(sd, watch.cfg, cfg.unit, props, now))
         verdict = checked
+    if verdict.verdict == "healthy" and cfg.readiness == "notify":
+        limit = cfg.timeout["http_check"] + SUPERVISOR_DEADLINE_GRACE
+        now = supervisor_ready(sd, cfg.unit, props.invocation, limit)
+        if now.invocation == props.invocation and not now.running:
+            return released(judge_ended(sd, watch.cfg, cfg.unit, props, now))
+        if now.invocation == props.invocation and now.active_state == "activating":
+            pub.note(f"{cfg.unit}: its supervisor has not said READY=1 within {limit:.0f} s of this healthy verdict "
+                     "(systemd still says activating)")
     return verdict
+
+
+def supervisor_ready(sd: Systemd, unit: str, invocation: str, limit: float) -> UnitProps:
+    """A notify unit judged healthy from its journal: its props once its supervisor has said READY=1 (active), or
+    the start has ended, or `limit` seconds have passed. `up` returns when systemd agrees: the supervisor judges
+    each line before journald has it, but a loaded host can run it seconds behind, and until READY=1 its serving
+    watch is not on (a kill then is a failed start, not an incident)."""
+    deadline = time.monotonic() + limit
+    while True:
+        now = sd.props(unit)
+        if now.invocation != invocation or now.active_state != "activating" or time.monotonic() >= deadline:
+            return now
+        time.sleep(0.1)
 
 
 def flag_check(cfg: ServiceConfig, note: Note) -> SglangVersion:
