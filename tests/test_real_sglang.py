@@ -67,6 +67,8 @@ def _check_case(case: dict) -> None:
         assert v.figures.max_running_requests == case["max_running_requests"], v.figures
     if "context_len" in case:
         assert v.figures.context_len == case["context_len"], v.figures
+    if "sglang_version" in case:  # the releases the log's line shapes point to (the wheels' format strings)
+        assert v.figures.sglang_version == case["sglang_version"], v.figures
     if "phase" in case:
         assert v.phase == case["phase"], (v.phase, v.message)
     if "detail" in case:  # the cause's sub-case in the registry ("" for the cause's own row)

@@ -157,7 +157,7 @@ def weights(msg: str, ranks: str, ts: float | None) -> Event | None:
 def kv(msg: str, ranks: str, ts: float | None) -> KVCache | None:
     """`KV Cache is allocated. #tokens: …, K size: … GB, V size: … GB` and its kin (a hybrid model's full and
     sliding-window pools, a draft's, the VA upper bound, 0.5.23's post-capture sizing)."""
-    tokens = TOKENS_RE.search(msg)  # none before 0.4.6, nor on some EAGLE pools: the summary says it then
+    tokens = TOKENS_RE.search(msg)  # none before 0.4.3.post3, nor on some EAGLE pools: the summary says it then
     post = msg.startswith("Post-capture KV sizing:")
     body = msg.split(": ", 1)[1] if post else msg
     head = body.split(".", 1)[0]  # "KV Cache is allocated", "Full KV Cache is allocated", ...
@@ -176,7 +176,10 @@ def kv_releases(kv: KVCache) -> str | None:
     """The releases a target pool's line shape points to (None for a draft's or the VA bound's: all say it alike)."""
     if kv.upper_bound or kv.draft:
         return None
-    return ">= 0.5.14" if "dtype: " in kv.line else "0.4.6 – 0.5.11" if kv.tokens is not None else "0.4.3 – 0.4.5"
+    # the wheels: no line in 0.4.0; K/V sizes alone 0.4.1.post6 – 0.4.3.post2; `#tokens:` from 0.4.3.post3;
+    # `dtype: ` first from 0.5.13 (0.5.12's has none)
+    return (">= 0.5.13" if "dtype: " in kv.line else "0.4.3.post3 – 0.5.12" if kv.tokens is not None
+            else "0.4.1 – 0.4.3.post2")
 
 
 def mamba(msg: str, ranks: str, ts: float | None) -> Event | None:

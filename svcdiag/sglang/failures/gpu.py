@@ -14,7 +14,8 @@ FAMILIES = (Family.GPU,)
 
 
 def _ascend(w: Mapping[str, str]) -> Mapping[str, str]:
-    return {"this_chip": f" (this one is {w['soc']})" if w["soc"] else ""}
+    soc = w["soc"] or w.get("soc2", "")
+    return {"this_chip": f" (this one is {soc})" if soc else ""}
 
 
 #: a frame of SGLang's custom all-reduce (its IPC buffers refused while capturing, `invalid argument`): cuda_error
@@ -35,6 +36,8 @@ ROWS: tuple[FailureClass, ...] = (
         r"|out of resource: shared memory|invalid device function|(?:hip|cuda)ErrorInvalidDeviceFunction"
         # Ascend: the CANN toolkit or kernels (or the image: -910b vs -a3) made for another NPU than this one
         r"|init runtime platform info failed, SocVersion|does not has any binary|Parse dynamic kernel config fail"
+        # an aclnn op whose kernel package has no build for this SoC (DeepEP's DispatchLayout on a 910B)
+        r"|bin of socVersion \[\w+\] does not support opType"
         # Triton's fp8 before sm89: `ValueError("type fp8e4nv not supported in this architecture. …")`
         r"|not supported in this architecture"
         # what this release builds for CUDA only: a quantization, a load format, breakable CUDA graphs
@@ -107,7 +110,8 @@ ROWS: tuple[FailureClass, ...] = (
     FailureClass(Cause.GPU_UNAVAILABLE, "no_libcuda", priority=480, said=said(r"libcuda\.so|nvidia-smi not found"),
                  doc="AssertionError: libcuda.so cannot found!"),
     FailureClass(Cause.UNSUPPORTED_HARDWARE, "ascend_soc", priority=550,
-                 said=said(r"SocVersion = (?P<soc>\w+)|does not has any binary|Parse dynamic kernel config fail"),
+                 said=said(r"SocVersion = (?P<soc>\w+)|does not has any binary|Parse dynamic kernel config fail"
+                            r"|bin of socVersion \[(?P<soc2>\w+)\] does not support opType"),
                  doc="EH9999: Inner Error! init runtime platform info failed, SocVersion = Ascend910B3", words=_ascend),
     FailureClass(Cause.UNSUPPORTED_HARDWARE, "no_kernel_image", priority=560,
                  said=said(r"invalid device function|InvalidDeviceFunction"),

@@ -167,8 +167,12 @@ ROWS: tuple[FailureClass, ...] = (
                  doc="ValueError: SGLANG_OPT_USE_ONLINE_COMPRESS does not support speculative decode (MTP) yet"),
     FailureClass(Cause.BROKEN_INSTALL, "no_ninja", priority=1170, said=said(r"\A.*(?:'ninja'|Ninja is required)"),
                  doc="FileNotFoundError: [Errno 2] No such file or directory: 'ninja'"),
+    # tvm-ffi's build of SGLang's own jit_kernel (0.5.x): `RuntimeError: ninja exited with status 1`, then `stdout:`
+    # and the compiler's output, which says why (a host compiler too old for C++20: `fatal error: version: No such
+    # file`): the final line names the row, which reads on for the compiler's words
     FailureClass(Cause.BROKEN_INSTALL, "kernel_build", priority=1180,
-                 said=said(r"\A.*(?:Ninja build failed|Error building extension)"),
+                 line=lazy_re.compile(r"ninja exited with status \d"), reads_on=True,
+                 said=said(r"\A.*(?:Ninja build failed|Error building extension|ninja exited with status \d)"),
                  doc="RuntimeError: Ninja build failed. Ninja output:"),
     FailureClass(Cause.BROKEN_INSTALL, "no_nvcc", priority=1190, said=said(r"\A.*nvcc"),
                  doc="RuntimeError: Could not find nvcc and default cuda_home='/usr/local/cuda' doesn't exist"),
