@@ -223,6 +223,7 @@ DISPATCH: dict[str, str | Reader] = {
     "Creati": milestone_lines.hicache_storage,  # HiCache's storage backend, after the host pool
     "Moonca": milestone_lines.hicache_storage,
     "Connec": milestone_lines.hicache_storage,
+    "[Rank ": milestone_lines.hicache_storage,
     "Use sl": milestone_lines.sliding_window,
     "[aiter": milestone_lines.precompile,
     "WARNIN": milestone_lines.port_moved,
