@@ -543,6 +543,31 @@ def __create_fn__(cls, FrozenInstanceError):
  return __delattr__
 CODE['def __create_fn__(cls, FrozenInstanceError):\n def __delattr__(self,name):\n  if type(self) is cls or name in (\'ts\',\'ranks\',\'line\',\'gb\',):\n   raise FrozenInstanceError(f"cannot delete field {name!r}")\n  super(cls, self).__delattr__(name)\n return __delattr__'] = __create_fn__.__code__
 
+def __create_fn__(_type_ts, _type_ranks, _type_line, _type_backend, MISSING, _HAS_DEFAULT_FACTORY, __dataclass_builtins_object__, _dflt_ts, _dflt_ranks, _dflt_line, _return_type):
+ def __init__(self,*,ts:_type_ts=_dflt_ts,ranks:_type_ranks=_dflt_ranks,line:_type_line=_dflt_line,backend:_type_backend)->_return_type:
+  __dataclass_builtins_object__.__setattr__(self,'ts',ts)
+  __dataclass_builtins_object__.__setattr__(self,'ranks',ranks)
+  __dataclass_builtins_object__.__setattr__(self,'line',line)
+  __dataclass_builtins_object__.__setattr__(self,'backend',backend)
+ return __init__
+CODE["def __create_fn__(_type_ts, _type_ranks, _type_line, _type_backend, MISSING, _HAS_DEFAULT_FACTORY, __dataclass_builtins_object__, _dflt_ts, _dflt_ranks, _dflt_line, _return_type):\n def __init__(self,*,ts:_type_ts=_dflt_ts,ranks:_type_ranks=_dflt_ranks,line:_type_line=_dflt_line,backend:_type_backend)->_return_type:\n  __dataclass_builtins_object__.__setattr__(self,'ts',ts)\n  __dataclass_builtins_object__.__setattr__(self,'ranks',ranks)\n  __dataclass_builtins_object__.__setattr__(self,'line',line)\n  __dataclass_builtins_object__.__setattr__(self,'backend',backend)\n return __init__"] = __create_fn__.__code__
+
+def __create_fn__(cls, FrozenInstanceError):
+ def __setattr__(self,name,value):
+  if type(self) is cls or name in ('ts','ranks','line','backend',):
+   raise FrozenInstanceError(f"cannot assign to field {name!r}")
+  super(cls, self).__setattr__(name, value)
+ return __setattr__
+CODE['def __create_fn__(cls, FrozenInstanceError):\n def __setattr__(self,name,value):\n  if type(self) is cls or name in (\'ts\',\'ranks\',\'line\',\'backend\',):\n   raise FrozenInstanceError(f"cannot assign to field {name!r}")\n  super(cls, self).__setattr__(name, value)\n return __setattr__'] = __create_fn__.__code__
+
+def __create_fn__(cls, FrozenInstanceError):
+ def __delattr__(self,name):
+  if type(self) is cls or name in ('ts','ranks','line','backend',):
+   raise FrozenInstanceError(f"cannot delete field {name!r}")
+  super(cls, self).__delattr__(name)
+ return __delattr__
+CODE['def __create_fn__(cls, FrozenInstanceError):\n def __delattr__(self,name):\n  if type(self) is cls or name in (\'ts\',\'ranks\',\'line\',\'backend\',):\n   raise FrozenInstanceError(f"cannot delete field {name!r}")\n  super(cls, self).__delattr__(name)\n return __delattr__'] = __create_fn__.__code__
+
 def __create_fn__(_type_ts, _type_ranks, _type_line, _type_what, MISSING, _HAS_DEFAULT_FACTORY, __dataclass_builtins_object__, _dflt_ts, _dflt_ranks, _dflt_line, _return_type):
  def __init__(self,*,ts:_type_ts=_dflt_ts,ranks:_type_ranks=_dflt_ranks,line:_type_line=_dflt_line,what:_type_what)->_return_type:
   __dataclass_builtins_object__.__setattr__(self,'ts',ts)

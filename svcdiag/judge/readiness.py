@@ -22,6 +22,7 @@ from svcdiag.sglang.events import (
     CudaGraph,
     Event,
     Failure,
+    HiCacheStorage,
     HostPool,
     KernelPrecompile,
     KVBelowContext,
@@ -604,6 +605,11 @@ class Readiness:
         out = self._advance("scheduler", ev.ts)
         self._allow("pool_extra_s", "host_pool", self.timeouts["kv_cache"])
         return out
+
+    def _on_HiCacheStorage(self, ev: HiCacheStorage) -> list[Event]:
+        """HiCache's storage backend (the Mooncake store, …) is set up after the host pool: a paste that opens
+        there (its peer refusing the store's transfers, the traceback cut) had reached the scheduler's set-up."""
+        return self._advance("scheduler", ev.ts)
 
     def _on_PortMoved(self, ev: PortMoved) -> list[Event]:
         self.set_figures(port=ev.port)

@@ -314,6 +314,16 @@ class HostPool(Event):
 
 
 @_event
+class HiCacheStorage(Event):
+    """The hierarchical cache's storage backend set up (`Creating storage backend 'mooncake' (…)`, `Mooncake store
+    setup successfully.`, `Connect to Mooncake store successfully.`): the scheduler builds it after the host pool,
+    so a paste that opens at it had reached the scheduler's set-up."""
+
+    kind = "hicache_storage"
+    backend: str
+
+
+@_event
 class KernelPrecompile(Event):
     """SGLang says it begins compiling kernels that take long the first time on a host (DeepGEMM's
     JIT pre-compile session, "typically 10-20 mins"): the phase it happens in gets more time, once."""

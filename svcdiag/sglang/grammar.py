@@ -220,6 +220,10 @@ DISPATCH: dict[str, str | Reader] = {
     "Hybrid": "_fatal_line",
     "Enteri": milestone_lines.precompile,
     "Alloca": milestone_lines.host_pool,
+    "Creati": milestone_lines.hicache_storage,  # HiCache's storage backend, after the host pool
+    "Moonca": milestone_lines.hicache_storage,
+    "Connec": milestone_lines.hicache_storage,
+    "[Rank ": milestone_lines.hicache_storage,
     "Use sl": milestone_lines.sliding_window,
     "[aiter": milestone_lines.precompile,
     "WARNIN": milestone_lines.port_moved,

@@ -19,6 +19,7 @@ from svcdiag.sglang.events import (
     DraftRunner,
     Event,
     Failure,
+    HiCacheStorage,
     HostPool,
     KernelPrecompile,
     KVBelowContext,
@@ -72,6 +73,14 @@ PRECOMPILE_RE = lazy_re.compile(r"Entering DeepGEMM JIT Pre-?Compile session", r
 AITER_BUILD = "[aiter] start build ["
 SWA_POOL_RE = lazy_re.compile(r"Use sliding window memory pool\. full_layer_tokens=(\d+), swa_layer_tokens=(\d+)")
 HOST_POOL_RE = lazy_re.compile(r"Allocating " + _F + r" GB host memory for hierarchical KV cache")
+#: HiCache's storage backend (--hicache-storage-backend) set up by the scheduler after the host pool: 0.5.x's
+#: `Creating storage backend 'mooncake' (…MooncakeStore)`, the Mooncake store's `Mooncake Configuration loaded from
+#: env successfully.`, `Mooncake store setup successfully.`, `Mooncake store warmup successfully.`, and 0.4.x's
+#: `Connect to Mooncake store successfully.`, 0.5.0's 3FS client
+HICACHE_STORAGE_RE = lazy_re.compile(r"Creating storage backend '(\w+)'|(Mooncake) (?:store (?:setup|warmup)|"
+                                     r"Configuration loaded)|Connect to (Mooncake) store successfully"
+                                     # (0.5.0's 3FS backend, each rank: `[Rank 1] HiCacheHF3FS Client Initializing: …`)
+                                     r"|\[Rank \d+\] HiCache(HF3FS) Client Initializing")
 #: ≤ 0.3.2 moved to a free port when --port was taken: `WARNING: Port 30000 is not available. Use port 30005 instead.`
 #: (0.1.x: `Use 10019 instead.`)
 PORT_MOVED_RE = lazy_re.compile(r"WARNING: Port (\d+) is not available\. Use (?:port )?(\d+) instead")
@@ -273,6 +282,13 @@ def sliding_window(msg: str, ranks: str, ts: float | None) -> Event | None:
 def host_pool(msg: str, ranks: str, ts: float | None) -> Event | None:
     m = HOST_POOL_RE.match(msg)
     return HostPool(ts=ts, ranks=ranks, line=msg, gb=float(m.group(1))) if m else None
+
+
+def hicache_storage(msg: str, ranks: str, ts: float | None) -> Event | None:
+    m = HICACHE_STORAGE_RE.match(msg)
+    if m is None:
+        return None
+    return HiCacheStorage(ts=ts, ranks=ranks, line=msg, backend=(m.group(1) or m.group(2) or m.group(3) or m.group(4)).lower())
 
 
 def port_moved(msg: str, ranks: str, ts: float | None) -> Event | None:
