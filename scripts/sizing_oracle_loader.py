@@ -268,6 +268,15 @@ class Loader:
         lines = _LINES[key][node.lineno - 1:node.end_lineno]
         return "\n".join(lines) + "\n"
 
+    def function_node(self, module: str, func: str, cls: str | None = None) -> ast.FunctionDef:
+        """The AST of `module`'s function `func`, or of `cls`'s method `func`: the statements the oracle
+        picks from (SGLang's own, as written)."""
+        self._index(module)
+        if cls is None:
+            return next(n for n in self._defs[module][func] if isinstance(n, ast.FunctionDef))
+        klass = next(n for n in self._defs[module][cls] if isinstance(n, ast.ClassDef))
+        return next(n for n in klass.body if isinstance(n, ast.FunctionDef) and n.name == func)
+
     def method(self, module: str, cls: str, name: str) -> Any:
         """A class's method as a plain function (to call with a stub `self`)."""
         self._index(module)

@@ -61,12 +61,7 @@ def statements(loader: Loader, module: str, func: str, keep, cls: str | None = N
     `speculative_algorithm` that lead to them (pruned the same way), the assignments of
     `speculative_algorithm` (an alias resolved) and the `cfg = resolving_view(...)` line. SGLang's
     statements, as written, without the rest of a handler that reads the draft checkpoint."""
-    loader._index(module)
-    if cls is None:
-        node = next(n for n in loader._defs[module][func] if isinstance(n, ast.FunctionDef))
-    else:
-        klass = next(n for n in loader._defs[module][cls] if isinstance(n, ast.ClassDef))
-        node = next(n for n in klass.body if isinstance(n, ast.FunctionDef) and n.name == func)
+    node = loader.function_node(module, func, cls)
 
     def prune(stmts: list[ast.stmt]) -> list[ast.stmt]:
         out: list[ast.stmt] = []
@@ -226,12 +221,7 @@ def override_statements(L: Loader, module: str, func: str, cls: str | None = Non
     [arch]` branch of it) with only its statements that choose the attention backend or turn the
     hybrid sliding-window pool off, as written: SGLang's own choice, without the MoE-kernel and dtype
     statements around it that read the checkpoint and the driver."""
-    L._index(module)
-    if cls is None:
-        node = next(n for n in L._defs[module][func] if isinstance(n, ast.FunctionDef))
-    else:
-        klass = next(n for n in L._defs[module][cls] if isinstance(n, ast.ClassDef))
-        node = next(n for n in klass.body if isinstance(n, ast.FunctionDef) and n.name == func)
+    node = L.function_node(module, func, cls)
     body = node.body
     lead: list[ast.stmt] = []
     if arch is not None:
@@ -708,9 +698,7 @@ def hybrid_swa(L: Loader, kvc: Any, mc: Bag, cfg: Bag, hf: Any) -> None:
 def top_level_if(L: Loader, module: str, cls: str, func: str, needle: str) -> Any:
     """The one top-level statement of `cls.func` whose source holds `needle`, as a function of
     `self` (SGLang's statement as written, without the rest of the method)."""
-    L._index(module)
-    klass = next(n for n in L._defs[module][cls] if isinstance(n, ast.ClassDef))
-    node = next(n for n in klass.body if isinstance(n, ast.FunctionDef) and n.name == func)
+    node = L.function_node(module, func, cls)
     body = [st for st in node.body if needle in L._segment(module, st)]
     if not body:
         raise NameError(f"oracle: no statement with {needle!r} in {cls}.{func}")
@@ -801,9 +789,7 @@ def method_statements(L: Loader, module: str, cls: str, func: str, stop, tail: s
     """`cls.func`'s top-level statements up to the first one `stop(source)` accepts, then `tail`
     (a statement handing back what they computed): the sizing half of a method whose other half
     allocates the pools."""
-    L._index(module)
-    klass = next(n for n in L._defs[module][cls] if isinstance(n, ast.ClassDef))
-    node = next(n for n in klass.body if isinstance(n, ast.FunctionDef) and n.name == func)
+    node = L.function_node(module, func, cls)
     body: list[ast.stmt] = []
     for st in node.body:
         if stop(L._segment(module, st).strip()):
@@ -947,9 +933,7 @@ def init_statement(L: Loader, module: str, cls: str, func: str, needle: str,
     """The top-level statements of `cls.func` whose source holds `needle` (or that `keep` accepts),
     in their order, as a function of `argnames` (default (self, server_args): a constructor's
     statement that reads its `server_args` argument)."""
-    L._index(module)
-    klass = next(n for n in L._defs[module][cls] if isinstance(n, ast.ClassDef))
-    node = next(n for n in klass.body if isinstance(n, ast.FunctionDef) and n.name == func)
+    node = L.function_node(module, func, cls)
     body = [st for st in node.body if (keep(L._segment(module, st)) if keep else needle in L._segment(module, st))]
     if not body:
         raise NameError(f"oracle: no statement with {needle!r} in {cls}.{func}")
