@@ -22,6 +22,7 @@ import pytest
 
 from ..conftest import ROOT
 from .helpers import json_lines, next_port, sv, unit_name, verdict_of, wait_for_phase
+from .test_rig_notify import until
 
 #: one worker boots gpu-a and gpu-b and runs every test of theirs (the "hosts" group, tests/xdist_groups.py)
 pytestmark = pytest.mark.rig
@@ -71,15 +72,6 @@ def is_active(rig, unit: str) -> str:
 
 def show(rig, unit: str, prop: str) -> str:
     return rig.run(["systemctl", "show", "-P", prop, unit], check=False).stdout.decode().strip()
-
-
-def said_in_time(rig, unit: str, ending: str, timeout: float = 60.0) -> str:
-    """The unit's StatusText once it ends with `ending`: each node's supervisor judges its own start, and may say so
-    after `up` (which judged from the journal) has returned; the last StatusText seen, if it never does."""
-    deadline = time.monotonic() + timeout
-    while not (said := show(rig, unit, "StatusText")).endswith(ending) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    return said
 
 
 # ---------------------------------------------------------------- one host over SSH
@@ -271,8 +263,9 @@ def test_two_node_start_is_healthy_when_both_nodes_are(rig, units: Path, readine
     for r in (0, 1):  # notify: each node's systemd holds its supervisor's word (#31 §3)
         assert show(rig, f"{name}-node{r}.service", "Type") == kind
     if kind == "notify":
-        assert said_in_time(rig, f"{name}-node0.service", "HTTP agrees").endswith("HTTP agrees")
-        assert said_in_time(rig, f"{name}-node1.service", "no HTTP of its own").endswith("node 1: no HTTP of its own")
+        # each node's supervisor judges its own start, and may say so after `up` (which read the journal) returned
+        until(rig, f"{name}-node0.service", "StatusText", lambda s: s.endswith("HTTP agrees"))
+        until(rig, f"{name}-node1.service", "StatusText", lambda s: s.endswith("node 1: no HTTP of its own"))
     d = sv(rig, units, "down", name)
     assert d.returncode == 0
 
