@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
 import time
 from types import SimpleNamespace
 
@@ -10,10 +12,28 @@ from svcdiag.ops.serve.start import supervisor_ready
 
 
 class Sd:
-    """systemd as seen over D-Bus: each props() call the next state, the last one repeated."""
+    """systemd as seen over D-Bus: each props() call the next state, the last one repeated; the unit's signal
+    arrives on every turn (its fd always readable) while states are left, and never after."""
 
     def __init__(self, *states: tuple[str, str]) -> None:
-        self.states, self.asked = list(states), 0
+        self.states, self.asked, self.callbacks = list(states), 0, []
+        self.r, w = os.pipe()
+        os.set_blocking(self.r, False)
+        os.write(w, b"x")
+
+    def watch(self, unit: str, callback) -> None:
+        self.callbacks.append(callback)
+
+    def fileno(self) -> int:
+        return self.r
+
+    def process(self) -> None:
+        if self.asked < len(self.states):
+            for callback in self.callbacks:
+                callback()
+        else:  # nothing more to say: the fd goes quiet
+            with contextlib.suppress(BlockingIOError):
+                os.read(self.r, 1)
 
     def props(self, unit: str) -> SimpleNamespace:
         invocation, active = self.states[min(self.asked, len(self.states) - 1)]

@@ -9,6 +9,7 @@ gets a typed outcome and chooses the exit code.
 from __future__ import annotations
 
 import os
+import select
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -103,13 +104,21 @@ def supervisor_ready(sd: Systemd, unit: str, invocation: str, limit: float) -> U
     """A notify unit judged healthy from its journal: its props once its supervisor has said READY=1 (active), or
     the start has ended, or `limit` seconds have passed. `up` returns when systemd agrees: the supervisor judges
     each line before journald has it, but a loaded host can run it seconds behind, and until READY=1 its serving
-    watch is not on (a kill then is a failed start, not an incident)."""
+    watch is not on (a kill then is a failed start, not an incident). Woken by the unit's own signals."""
+    changed = [True]
+    sd.watch(unit, lambda: changed.__setitem__(0, True))
     deadline = time.monotonic() + limit
     while True:
-        now = sd.props(unit)
-        if now.invocation != invocation or now.active_state != "activating" or time.monotonic() >= deadline:
+        if changed[0]:
+            changed[0] = False
+            now = sd.props(unit)
+            if now.invocation != invocation or now.active_state != "activating":
+                return now
+        left = deadline - time.monotonic()
+        if left <= 0:
             return now
-        time.sleep(0.1)
+        select.select([sd.fileno()], [], [], left)
+        sd.process()
 
 
 def flag_check(cfg: ServiceConfig, note: Note) -> SglangVersion:
